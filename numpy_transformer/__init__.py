@@ -1,0 +1,34 @@
+"""numpy_transformer: the encoder-decoder Transformer in NumPy, every backward written by hand."""
+
+from .backend import get_array_module, set_backend
+from .gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
+from .layers import (
+    Decoder,
+    DecoderBlock,
+    Dropout,
+    Embedding,
+    Encoder,
+    EncoderBlock,
+    FeedForwardBlock,
+    InputEmbeddings,
+    LayerNormalization,
+    Linear,
+    MultiHeadAttentionBlock,
+    MultiHeadLatentAttentionBlock,
+    PositionalEncoding,
+    ProjectionLayer,
+    ResidualConnection,
+)
+from .model import Transformer, build_transformer, causal_mask, make_src_mask, make_tgt_mask
+from .module import Module, ModuleList, Parameter
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Decoder", "DecoderBlock", "Dropout", "Embedding", "Encoder", "EncoderBlock", "FeedForwardBlock",
+    "GradcheckError", "InputEmbeddings", "LayerNormalization", "Linear", "Module", "ModuleList",
+    "MultiHeadAttentionBlock", "MultiHeadLatentAttentionBlock", "Parameter", "PositionalEncoding",
+    "ProjectionLayer", "ResidualConnection", "Transformer", "build_transformer", "causal_mask",
+    "get_array_module", "gradcheck", "gradcheck_function", "gradcheck_module", "make_src_mask",
+    "make_tgt_mask", "set_backend",
+]

@@ -1,0 +1,102 @@
+"""The one place that owns the array backend.
+
+Every layer asks :func:`get_array_module` for its array module (``xp``) instead of importing
+NumPy, so the same code runs on NumPy (the default) and on CuPy. CuPy is imported only when
+it is asked for, with ``set_backend("cupy")`` or the environment variable
+``NUMPY_TRANSFORMER_BACKEND=cupy``.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+import numpy
+
+ENV_VAR = "NUMPY_TRANSFORMER_BACKEND"
+_BACKENDS = ("numpy", "cupy")
+
+_xp: Any = None
+
+
+def _load_cupy() -> ModuleType:
+    try:
+        import cupy  # noqa: PLC0415 - optional, imported only on request
+    except ImportError as error:
+        raise RuntimeError(
+            "backend 'cupy' was requested but CuPy is not installed; "
+            "install it with: pip install 'numpy_transformer[gpu]'"
+        ) from error
+    try:
+        device_count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # CUDA driver missing or broken
+        raise RuntimeError(f"backend 'cupy' was requested but no CUDA GPU is usable: {error}") from error
+    if device_count < 1:
+        raise RuntimeError("backend 'cupy' was requested but no CUDA GPU is visible")
+    return cupy
+
+
+def set_backend(name_or_module: str | Any) -> Any:
+    """Select the array module every layer uses: ``"numpy"``, ``"cupy"``, or a module-like object.
+
+    A module-like object (anything with NumPy's array API) is accepted so tests can run the whole
+    model through a stand-in. Returns the selected module.
+    """
+    global _xp
+    if isinstance(name_or_module, str):
+        if name_or_module not in _BACKENDS:
+            raise ValueError(f"backend must be one of {_BACKENDS}, got {name_or_module!r}")
+        _xp = numpy if name_or_module == "numpy" else _load_cupy()
+    elif hasattr(name_or_module, "asarray") and hasattr(name_or_module, "matmul"):
+        _xp = name_or_module
+    else:
+        raise TypeError(
+            f"backend must be a name in {_BACKENDS} or an array module, got {type(name_or_module).__name__}"
+        )
+    return _xp
+
+
+def get_array_module() -> Any:
+    """The array module in use (NumPy unless the environment variable or set_backend chose otherwise)."""
+    if _xp is None:
+        set_backend(os.environ.get(ENV_VAR, "numpy"))
+    return _xp
+
+
+def backend_name() -> str:
+    """``"numpy"``, ``"cupy"`` or the ``__name__`` of a stand-in module."""
+    return getattr(get_array_module(), "__name__", type(get_array_module()).__name__)
+
+
+def to_numpy(array: Any) -> numpy.ndarray:
+    """Copy an array of the current backend to host memory as a NumPy array."""
+    if isinstance(array, numpy.ndarray):
+        return array
+    if hasattr(array, "get"):  # CuPy arrays
+        return array.get()
+    return numpy.asarray(array)
+
+
+def scatter_add(target: Any, indices: Any, values: Any) -> None:
+    """``target[indices] += values`` with repeated indices summed (``np.add.at``), in place."""
+    xp = get_array_module()
+    if backend_name() == "cupy":
+        import cupyx  # noqa: PLC0415 - only reached on the CuPy backend
+
+        cupyx.scatter_add(target, indices, values)
+    else:
+        xp.add.at(target, indices, values)
+
+
+def make_rng(seed: int | None) -> Any:
+    """A seeded random generator of the current backend (owned by a model)."""
+    return get_array_module().random.default_rng(seed)
+
+
+def resolve_dtype(dtype: Any) -> Any:
+    """Accept ``"float32"``, ``"float64"`` or the NumPy dtype objects; return the backend's dtype."""
+    name = numpy.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    if name not in ("float32", "float64"):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    return getattr(get_array_module(), name)

@@ -1,0 +1,177 @@
+"""The encoder-decoder Transformer, ``build_transformer``, and the mask helpers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backend import get_array_module, make_rng
+from .layers import (
+    Decoder,
+    DecoderBlock,
+    Encoder,
+    EncoderBlock,
+    FeedForwardBlock,
+    InputEmbeddings,
+    MultiHeadAttentionBlock,
+    MultiHeadLatentAttentionBlock,
+    PositionalEncoding,
+    ProjectionLayer,
+    check_attention_mask,
+)
+from .module import Module, ModuleList
+
+Array = Any
+ATTENTION_KINDS = {"mha": MultiHeadAttentionBlock, "mla": MultiHeadLatentAttentionBlock}
+
+
+def make_src_mask(src: Array, pad_id: int) -> Array:
+    """Source padding mask (B, 1, 1, S): true where the key position is a real token."""
+    return (src != pad_id)[:, None, None, :]
+
+
+def causal_mask(length: int) -> Array:
+    """(1, 1, T, T) lower-triangular mask: position t may attend to positions <= t."""
+    xp = get_array_module()
+    return xp.tril(xp.ones((length, length), dtype=bool))[None, None]
+
+
+def make_tgt_mask(tgt: Array, pad_id: int) -> Array:
+    """Target mask (B, 1, T, T): a key is visible if it is not padding and not in the future."""
+    return make_src_mask(tgt, pad_id) & causal_mask(tgt.shape[1])
+
+
+class Transformer(Module):
+    """Embeddings, positional encodings, encoder, decoder and projection, as in the seeds."""
+
+    def __init__(
+        self, encoder: Encoder, decoder: Decoder, src_embed: InputEmbeddings, tgt_embed: InputEmbeddings,
+        src_pos: PositionalEncoding, tgt_pos: PositionalEncoding, projection_layer: ProjectionLayer,
+        config: dict | None = None,
+    ) -> None:
+        super().__init__(encoder.dtype, encoder.rng)
+        self.encoder = encoder
+        self.decoder = decoder
+        self.src_embed = src_embed
+        self.tgt_embed = tgt_embed
+        self.src_pos = src_pos
+        self.tgt_pos = tgt_pos
+        self.projection_layer = projection_layer
+        self.config = dict(config or {})
+
+    # -- the three stages of the seeds ------------------------------------------------------
+
+    def encode(self, src: Array, src_mask: Array | None) -> Array:
+        """src (B, S) ids -> encoder output (B, S, d_model)."""
+        self._check_inputs(src, src_mask, None, None)
+        return self.encoder.forward(self.src_pos.forward(self.src_embed.forward(src)), src_mask)
+
+    def decode(self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None) -> Array:
+        """tgt (B, T) ids and encoder output (B, S, d_model) -> decoder output (B, T, d_model)."""
+        self._check_inputs(None, None, tgt, tgt_mask, encoder_output, src_mask)
+        x = self.tgt_pos.forward(self.tgt_embed.forward(tgt))
+        return self.decoder.forward(x, encoder_output, src_mask, tgt_mask)
+
+    def project(self, x: Array) -> Array:
+        """(B, T, d_model) -> logits (B, T, tgt_vocab_size)."""
+        return self.projection_layer.forward(x)
+
+    def forward(self, src: Array, tgt: Array, src_mask: Array | None, tgt_mask: Array | None) -> Array:
+        """Logits (B, T, tgt_vocab) for source ids (B, S) and shifted-right target ids (B, T)."""
+        self._check_inputs(src, src_mask, tgt, tgt_mask)
+        return self.project(self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask))
+
+    # -- backward -----------------------------------------------------------------------------
+
+    def backward(self, dlogits: Array) -> None:
+        """Accumulate every parameter's gradient from dL/dlogits (B, T, tgt_vocab), in reverse order."""
+        ddecoded = self.projection_layer.backward(dlogits)
+        dtgt, dmemory = self.decoder.backward(ddecoded)
+        self.tgt_embed.backward(self.tgt_pos.backward(dtgt))
+        self.src_embed.backward(self.src_pos.backward(self.encoder.backward(dmemory)))
+
+    # -- validation ---------------------------------------------------------------------------
+
+    def _check_inputs(
+        self, src: Array | None, src_mask: Array | None, tgt: Array | None, tgt_mask: Array | None,
+        encoder_output: Array | None = None, decode_src_mask: Array | None = None,
+    ) -> None:
+        """Validate ids, lengths and mask shapes before any work is done."""
+        heads = self.config.get("h", 1)
+        if src is not None:
+            self.src_embed.check_ids(src, "src")
+            self.src_pos.check_length(src.shape[1], "src")
+            batch, length = src.shape
+            check_attention_mask(src_mask, (batch, heads, length, length), "src_mask")
+        if tgt is not None:
+            self.tgt_embed.check_ids(tgt, "tgt")
+            self.tgt_pos.check_length(tgt.shape[1], "tgt")
+            batch, length = tgt.shape
+            check_attention_mask(tgt_mask, (batch, heads, length, length), "tgt_mask")
+            memory_length = src.shape[1] if src is not None else None
+            if encoder_output is not None:
+                memory_length = encoder_output.shape[1]
+                if encoder_output.shape[0] != batch:
+                    raise ValueError(
+                        f"encoder_output has batch {encoder_output.shape[0]}, but tgt has batch {batch}"
+                    )
+            if memory_length is not None:
+                mask = decode_src_mask if encoder_output is not None else src_mask
+                check_attention_mask(mask, (batch, heads, length, memory_length), "src_mask")
+
+
+def build_transformer(
+    src_vocab_size: int, tgt_vocab_size: int, src_seq_len: int, tgt_seq_len: int, d_model: int = 512, N: int = 6,
+    h: int = 8, dropout: float = 0.1, d_ff: int = 2048, attention: str = "mha", norm_first: bool = True,
+    dtype: Any = "float32", seed: int | None = 0,
+) -> Transformer:
+    """Build the full model; every parameter with more than one dimension is Xavier-uniform.
+
+    ``attention`` chooses "mha" (the paper) or "mla" (Multi-Head Latent Attention, seeds) for
+    every attention block; ``norm_first`` chooses pre-norm (seeds) or post-norm (paper). One
+    generator seeded with ``seed`` draws the weights and, later, every dropout mask.
+    """
+    for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
+                        ("src_seq_len", src_seq_len), ("tgt_seq_len", tgt_seq_len), ("d_model", d_model),
+                        ("N", N), ("h", h), ("d_ff", d_ff)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if attention not in ATTENTION_KINDS:
+        raise ValueError(f"attention must be one of {sorted(ATTENTION_KINDS)}, got {attention!r}")
+    if d_model % h != 0:
+        raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
+    if attention == "mla" and d_model % 4 != 0:
+        raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+
+    rng = make_rng(seed)
+    common = {"dtype": dtype, "rng": rng}
+    attention_block = ATTENTION_KINDS[attention]
+
+    src_embed = InputEmbeddings(d_model, src_vocab_size, **common)
+    tgt_embed = InputEmbeddings(d_model, tgt_vocab_size, **common)
+    src_pos = PositionalEncoding(d_model, src_seq_len, dropout, **common)
+    tgt_pos = PositionalEncoding(d_model, tgt_seq_len, dropout, **common)
+    encoder_blocks = [
+        EncoderBlock(
+            d_model, attention_block(d_model, h, dropout, **common), FeedForwardBlock(d_model, d_ff, dropout, **common),
+            dropout, norm_first, **common,
+        )
+        for _ in range(N)
+    ]
+    decoder_blocks = [
+        DecoderBlock(
+            d_model, attention_block(d_model, h, dropout, **common), attention_block(d_model, h, dropout, **common),
+            FeedForwardBlock(d_model, d_ff, dropout, **common), dropout, norm_first, **common,
+        )
+        for _ in range(N)
+    ]
+    encoder = Encoder(d_model, ModuleList(encoder_blocks), **common)
+    decoder = Decoder(d_model, ModuleList(decoder_blocks), **common)
+    projection_layer = ProjectionLayer(d_model, tgt_vocab_size, **common)
+    config = {
+        "src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "src_seq_len": src_seq_len,
+        "tgt_seq_len": tgt_seq_len, "d_model": d_model, "N": N, "h": h, "dropout": dropout, "d_ff": d_ff,
+        "attention": attention, "norm_first": norm_first, "dtype": get_array_module().dtype(encoder.dtype).name,
+    }
+    return Transformer(encoder, decoder, src_embed, tgt_embed, src_pos, tgt_pos, projection_layer, config)

@@ -1,0 +1,147 @@
+"""Parameters and the Module base class: named parameters, gradients, train/eval, state dicts."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from .backend import get_array_module, make_rng, resolve_dtype, to_numpy
+
+Array = Any
+
+
+class Parameter:
+    """A trainable array ``data`` and its accumulated gradient ``grad`` (same shape and dtype).
+
+    Both are updated in place, never rebound, so a parameter may be a view into a larger buffer
+    (the attention blocks keep W_q, W_k and W_v in one matrix and multiply by it once).
+    """
+
+    __slots__ = ("data", "grad")
+
+    def __init__(self, data: Array, grad: Array | None = None) -> None:
+        self.data = data
+        self.grad = get_array_module().zeros_like(data) if grad is None else grad
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    def __repr__(self) -> str:
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+
+
+class Module:
+    """Base class: registers Parameters and sub-Modules assigned as attributes, in order.
+
+    Subclasses implement ``forward(...)`` (storing what backward needs) and ``backward(dout)``
+    (accumulating ``+=`` into each parameter's ``grad`` and returning input gradients).
+    """
+
+    def __init__(self, dtype: Any = "float32", rng: Any = None) -> None:
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+        self.dtype = resolve_dtype(dtype)
+        self.rng = make_rng(0) if rng is None else rng
+        self.training = True
+        self._cache: Any = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        object.__setattr__(self, name, value)
+
+    # -- forward/backward bookkeeping -------------------------------------------------------
+
+    def _save(self, cache: Any) -> None:
+        self._cache = cache
+
+    def _take(self) -> Any:
+        """The cache of the last forward, consumed: a second backward without a forward fails."""
+        if self._cache is None:
+            raise ValueError(f"{type(self).__name__}.backward was called before forward (no forward cache to use)")
+        cache, self._cache = self._cache, None
+        return cache
+
+    def _new_parameter(self, shape: tuple[int, ...], fill: float | None = None) -> Parameter:
+        xp = get_array_module()
+        data = xp.zeros(shape, dtype=self.dtype) if fill is None else xp.full(shape, fill, dtype=self.dtype)
+        return Parameter(data)
+
+    # -- tree walking -------------------------------------------------------------------------
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, Parameter) for every parameter, in registration order (names as in the seeds)."""
+        for module_name, module in self.named_modules(prefix):
+            for name, parameter in module._parameters.items():
+                yield (f"{module_name}.{name}" if module_name else name), parameter
+
+    def parameters(self) -> list[Parameter]:
+        return [parameter for _, parameter in self.named_parameters()]
+
+    def zero_grad(self) -> None:
+        for parameter in self.parameters():
+            parameter.grad.fill(0)
+
+    def train(self, mode: bool = True) -> "Module":
+        """Switch dropout on (``mode=True``) or off, here and in every sub-module."""
+        for _, module in self.named_modules():
+            module.training = mode
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def set_rng(self, rng: Any) -> None:
+        """Share one random generator (dropout masks) across this module and all its children."""
+        for _, module in self.named_modules():
+            module.rng = rng
+
+    # -- state dicts --------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """{name: host NumPy copy of the parameter}."""
+        return {name: to_numpy(parameter.data).copy() for name, parameter in self.named_parameters()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy every entry into its parameter in place; names and shapes are checked first."""
+        own = dict(self.named_parameters())
+        missing = [name for name in own if name not in state]
+        unexpected = [name for name in state if name not in own]
+        if missing or unexpected:
+            raise ValueError(f"state dict does not match the model: missing {missing}, unexpected {unexpected}")
+        mismatched = [
+            f"{name}: expected {own[name].shape}, got {tuple(state[name].shape)}"
+            for name in own
+            if tuple(state[name].shape) != own[name].shape
+        ]
+        if mismatched:
+            raise ValueError("state dict has mis-shaped entries: " + "; ".join(mismatched))
+        xp = get_array_module()
+        for name, parameter in own.items():
+            parameter.data[...] = xp.asarray(state[name], dtype=parameter.data.dtype)
+
+
+class ModuleList(Module):
+    """An ordered list of modules, registered under their index ("layers.0", "layers.1", ...)."""
+
+    def __init__(self, modules: list[Module]) -> None:
+        super().__init__(modules[0].dtype if modules else "float32", modules[0].rng if modules else None)
+        for index, module in enumerate(modules):
+            setattr(self, str(index), module)
+        self._items = list(modules)
+
+    def __getitem__(self, index: int) -> Module:
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
