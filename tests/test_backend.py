@@ -1,0 +1,145 @@
+"""The backend is honoured: the whole model runs through a stand-in array module."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import numpy_transformer as nt
+from numpy_transformer import backend
+from numpy_transformer import functional as F
+
+PACKAGE = pathlib.Path(nt.__file__).parent
+_inside = threading.local()
+
+
+class Guarded(np.ndarray):
+    """An array that refuses NumPy functions called on it from outside the stand-in module."""
+
+    def __array_function__(self, func, types, args, kwargs):
+        if not getattr(_inside, "active", False):
+            raise AssertionError(f"numpy.{func.__name__} was called directly, bypassing the backend")
+        return super().__array_function__(func, types, args, kwargs)
+
+
+def _guard(value):
+    if isinstance(value, np.ndarray) and not isinstance(value, Guarded):
+        return value.view(Guarded)
+    return value
+
+
+def _wrap(function):
+    def wrapped(*args, **kwargs):
+        StandIn.calls.add(function.__name__)
+        _inside.active = True
+        try:
+            return _guard(function(*args, **kwargs))
+        finally:
+            _inside.active = False
+
+    return wrapped
+
+
+class _StandInGenerator:
+    def __init__(self, seed):
+        self._rng = np.random.default_rng(seed)
+
+    def __getattr__(self, name):
+        return _wrap(getattr(self._rng, name))
+
+
+class _StandInRandom:
+    default_rng = staticmethod(_StandInGenerator)
+
+
+class StandIn:
+    """A module-like object with NumPy's API whose arrays are all Guarded."""
+
+    __name__ = "standin"
+    calls: set = set()
+    random = _StandInRandom()
+
+    def __getattr__(self, name):
+        attribute = getattr(np, name)
+        if callable(attribute) and not isinstance(attribute, (type, np.ufunc)):
+            return _wrap(attribute)
+        return attribute
+
+
+@pytest.fixture
+def stand_in():
+    previous = backend.get_array_module()
+    module = backend.set_backend(StandIn())
+    StandIn.calls.clear()
+    yield module
+    backend.set_backend(previous)
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+def test_full_step_runs_through_the_stand_in(stand_in, kind):
+    model = nt.build_transformer(11, 13, 8, 8, d_model=8, N=1, h=2, d_ff=16, attention=kind, dropout=0.1)
+    assert all(isinstance(p.data, Guarded) and isinstance(p.grad, Guarded) for p in model.parameters())
+    src = stand_in.asarray([[1, 2, 3, 0], [4, 5, 6, 7]])
+    tgt = stand_in.asarray([[1, 2, 0], [3, 4, 5]])
+    src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
+    logits = model.train().forward(src, tgt, src_mask, tgt_mask)
+    loss, cache = F.cross_entropy_forward(logits, tgt, pad_id=0, label_smoothing=0.1)
+    model.backward(F.cross_entropy_backward(1.0, cache))
+    assert isinstance(logits, Guarded) and np.isfinite(loss)
+    assert all(isinstance(p.grad, Guarded) and p.grad.any() for p in model.parameters())
+    assert {"zeros", "where", "concatenate", "random"} <= StandIn.calls
+
+
+def test_guard_catches_a_bypass(stand_in):
+    with pytest.raises(AssertionError, match="bypassing the backend"):
+        np.concatenate([stand_in.zeros(2), stand_in.zeros(2)])
+
+
+def test_only_the_backend_imports_numpy():
+    """gradcheck compares on the host by design; every layer must take xp from the backend."""
+    allowed = {"backend.py", "gradcheck.py"}
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if any(n.split(".")[0] == "numpy" for n in names) or (module or "").split(".")[0] == "numpy":
+                offenders.append(path.name)
+    assert offenders == []
+
+
+def test_import_never_imports_cupy():
+    code = "import sys, numpy_transformer, numpy_transformer.cli; assert 'cupy' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_asking_for_missing_cupy_is_a_clear_error():
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed here; the missing-CuPy message cannot be shown")
+    except ImportError:
+        pass
+    previous = backend.get_array_module()
+    with pytest.raises(RuntimeError, match="CuPy is not installed"):
+        backend.set_backend("cupy")
+    assert backend.get_array_module() is previous
+
+
+def test_backend_names_are_checked():
+    with pytest.raises(ValueError, match="'torch'"):
+        backend.set_backend("torch")
+    with pytest.raises(TypeError, match="int"):
+        backend.set_backend(3)
+
+
+def test_environment_variable_selects_backend():
+    code = "import numpy_transformer as nt; print(nt.get_array_module().__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"NUMPY_TRANSFORMER_BACKEND": "numpy", "PATH": ""})
+    assert out.stdout.strip() == "numpy"

@@ -1,0 +1,246 @@
+"""Modules and the whole model against finite differences (float64), plus behavioural properties."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import numpy_transformer as nt
+from numpy_transformer import functional as F
+from numpy_transformer.gradcheck import gradcheck, gradcheck_module
+
+TOLERANCE = 1e-6
+ATTENTION = {"mha": nt.MultiHeadAttentionBlock, "mla": nt.MultiHeadLatentAttentionBlock}
+
+
+def padded_ids(rng, batch, length, vocab, pad_id=0):
+    """Random ids in [1, vocab) with a random amount of right padding per row (at least one real token)."""
+    ids = rng.integers(1, vocab, size=(batch, length))
+    for row in range(batch):
+        ids[row, rng.integers(1, length + 1):] = pad_id
+    return ids
+
+
+def float64(module):
+    return module.eval()
+
+
+@settings(max_examples=6, deadline=None)
+@given(batch=st.integers(1, 2), t=st.integers(1, 4), s=st.integers(1, 4), heads=st.sampled_from([1, 2]),
+       d_model=st.sampled_from([4, 8]), kind=st.sampled_from(["mha", "mla"]), cross=st.booleans())
+def test_attention_blocks(batch, t, s, heads, d_model, kind, cross):
+    rng = np.random.default_rng(batch + 3 * t + 7 * s + 11 * heads + d_model)
+    block = ATTENTION[kind](d_model, heads, 0.1, dtype="float64", rng=np.random.default_rng(1)).eval()
+    x_q = rng.standard_normal((batch, t, d_model))
+    x_kv = rng.standard_normal((batch, s, d_model)) if cross else x_q
+    mask = nt.make_src_mask(padded_ids(rng, batch, x_kv.shape[1], 5), 0)
+    inputs = {"x_q": x_q, "x_kv": x_kv, "mask": mask}
+
+    def grads(returned):
+        dx_q, dx_kv = returned
+        return {"x_q": dx_q, "x_kv": dx_kv} if cross else {"x_q": dx_q}
+
+    result = gradcheck_module(block, inputs, grads)
+    assert result.max_relative_error <= TOLERANCE, str(result)
+
+
+@settings(max_examples=6, deadline=None)
+@given(batch=st.integers(1, 2), t=st.integers(1, 4), s=st.integers(1, 4), heads=st.sampled_from([1, 2, 4]),
+       kind=st.sampled_from(["mha", "mla"]), norm_first=st.booleans())
+def test_encoder_and_decoder_blocks(batch, t, s, heads, kind, norm_first):
+    rng = np.random.default_rng(batch + 3 * t + 7 * s + 11 * heads)
+    d, common = 8, {"dtype": "float64", "rng": np.random.default_rng(2)}
+    attention = ATTENTION[kind]
+    src = padded_ids(rng, batch, s, 6)
+    tgt = padded_ids(rng, batch, t, 6)
+    src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
+    encoder_block = nt.EncoderBlock(d, attention(d, heads, 0.1, **common), nt.FeedForwardBlock(d, 12, 0.1, **common),
+                                    0.1, norm_first, **common).eval()
+    x = rng.standard_normal((batch, s, d))
+    result = gradcheck_module(encoder_block, {"x": x, "src_mask": src_mask}, lambda dx: {"x": dx})
+    assert result.max_relative_error <= TOLERANCE, str(result)
+
+    decoder_block = nt.DecoderBlock(d, attention(d, heads, 0.1, **common), attention(d, heads, 0.1, **common),
+                                    nt.FeedForwardBlock(d, 12, 0.1, **common), 0.1, norm_first, **common).eval()
+    inputs = {"x": rng.standard_normal((batch, t, d)), "encoder_output": rng.standard_normal((batch, s, d)),
+              "src_mask": src_mask, "tgt_mask": tgt_mask}
+    result = gradcheck_module(decoder_block, inputs, lambda g: {"x": g[0], "encoder_output": g[1]})
+    assert result.max_relative_error <= TOLERANCE, str(result)
+
+
+@pytest.mark.parametrize("module, inputs, names", [
+    (lambda: nt.LayerNormalization(6, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+    (lambda: nt.FeedForwardBlock(6, 10, 0.0, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+    (lambda: nt.ProjectionLayer(6, 9, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+    (lambda: nt.PositionalEncoding(6, 5, 0.0, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+    (lambda: nt.Linear(6, 4, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+])
+def test_simple_modules(module, inputs, names):
+    rng = np.random.default_rng(0)
+    arrays = {name: rng.standard_normal(shape) for name, shape in inputs.items()}
+    m = module().eval()
+    result = gradcheck_module(m, arrays, lambda dx: {names[0]: dx})
+    assert result.max_relative_error <= TOLERANCE, str(result)
+
+
+def test_input_embeddings_gradient():
+    ids = np.array([[1, 2, 2], [4, 0, 1]])
+    m = nt.InputEmbeddings(6, 5, dtype="float64")
+    result = gradcheck_module(m, {"ids": ids})
+    assert result.max_relative_error <= TOLERANCE, str(result)
+
+
+def tiny_model(kind, norm_first, dtype="float64", dropout=0.1, seed=0):
+    return nt.build_transformer(11, 13, 7, 6, d_model=8, N=2, h=2, dropout=dropout, d_ff=12, attention=kind,
+                                norm_first=norm_first, dtype=dtype, seed=seed)
+
+
+def model_batch(seed=0):
+    rng = np.random.default_rng(seed)
+    src = padded_ids(rng, 3, 7, 11)
+    tgt = padded_ids(rng, 3, 6, 13)
+    labels = padded_ids(rng, 3, 6, 13)
+    return src, tgt, labels
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_whole_model_every_parameter(kind, norm_first):
+    model = tiny_model(kind, norm_first).eval()
+    src, tgt, labels = model_batch()
+    src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
+
+    def loss():
+        logits = model.forward(src, tgt, src_mask, tgt_mask)
+        return F.cross_entropy_forward(logits, labels, pad_id=0, label_smoothing=0.1)[0]
+
+    model.zero_grad()
+    logits = model.forward(src, tgt, src_mask, tgt_mask)
+    _, cache = F.cross_entropy_forward(logits, labels, pad_id=0, label_smoothing=0.1)
+    model.backward(F.cross_entropy_backward(1.0, cache))
+    params = dict(model.named_parameters())
+    result = gradcheck(loss, {n: p.data for n, p in params.items()}, {n: p.grad.copy() for n, p in params.items()},
+                       max_entries=24)
+    assert len(result.reports) == len(params)
+    assert result.max_relative_error <= TOLERANCE, str(result)
+
+
+def test_gradients_accumulate_until_zero_grad():
+    model = tiny_model("mha", True).eval()
+    src, tgt, _ = model_batch()
+    args = (src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
+    dlogits = np.random.default_rng(0).standard_normal(model.forward(*args).shape)
+    model.backward(dlogits)
+    once = {n: p.grad.copy() for n, p in model.named_parameters()}
+    model.forward(*args)
+    model.backward(dlogits)
+    for name, parameter in model.named_parameters():
+        np.testing.assert_allclose(parameter.grad, 2 * once[name], err_msg=name)
+    model.zero_grad()
+    assert all(not p.grad.any() for p in model.parameters())
+
+
+def test_seed_shapes_from_the_seeds():
+    model = nt.build_transformer(2000, 1000, 8, 8, seed=0)
+    rng = np.random.default_rng(0)
+    src, tgt = rng.integers(0, 2000, (10, 8)), rng.integers(0, 1000, (10, 8))
+    encoded = model.encode(src, None)
+    assert encoded.shape == (10, 8, 512) and encoded.dtype == np.float32
+    assert model.forward(src, tgt, None, nt.causal_mask(8)).shape == (10, 8, 1000)
+
+
+def test_xavier_initialisation_and_parameter_layout():
+    model = nt.build_transformer(50, 60, 10, 10, d_model=32, N=1, h=4, d_ff=64, attention="mla")
+    params = dict(model.named_parameters())
+    w = params["encoder.layers.0.self_attention_block.w_kv_compress.weight"].data
+    assert w.shape == (8, 32)
+    bound = np.sqrt(6 / (8 + 32))
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound
+    assert params["decoder.layers.0.self_attention_block.w_k_decompress.weight"].shape == (32, 8)
+    assert not any(n.endswith("w_q.bias") or n.endswith("w_o.bias") for n in params)
+    assert "projection_layer.proj.bias" in params and "decoder.layers.0.feed_forward_block.linear_2.bias" in params
+    assert not params["projection_layer.proj.bias"].data.any()
+    np.testing.assert_array_equal(params["encoder.norm.gamma"].data, 1.0)
+
+
+def test_mla_equals_mha_with_composed_weights():
+    rng = np.random.default_rng(3)
+    d, h = 8, 2
+    mla = nt.MultiHeadLatentAttentionBlock(d, h, 0.0, dtype="float64", rng=rng)
+    mha = nt.MultiHeadAttentionBlock(d, h, 0.0, dtype="float64", rng=rng)
+    mha.w_q.weight.data[...] = mla.w_q.weight.data
+    mha.w_k.weight.data[...] = mla.w_k_decompress.weight.data @ mla.w_kv_compress.weight.data
+    mha.w_v.weight.data[...] = mla.w_v_decompress.weight.data @ mla.w_kv_compress.weight.data
+    mha.w_o.weight.data[...] = mla.w_o.weight.data
+    x, memory = rng.standard_normal((2, 3, d)), rng.standard_normal((2, 5, d))
+    mask = nt.make_src_mask(np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), 0)
+    np.testing.assert_allclose(mla.forward(x, memory, mask), mha.forward(x, memory, mask), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mla.forward(x, x, None), mha.forward(x, x, None), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+def test_causality_future_tokens_do_not_change_the_past(kind):
+    model = tiny_model(kind, True).eval()
+    src, tgt, _ = model_batch()
+    tgt[:, :] = np.random.default_rng(5).integers(1, 13, tgt.shape)
+    src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.causal_mask(tgt.shape[1])
+    memory = model.encode(src, src_mask)
+    before = model.decode(memory, src_mask, tgt, tgt_mask)
+    changed = tgt.copy()
+    changed[:, 4] = (changed[:, 4] % 12) + 1
+    after = model.decode(memory, src_mask, changed, tgt_mask)
+    np.testing.assert_array_equal(before[:, :4], after[:, :4])
+    assert not np.allclose(before[:, 4:], after[:, 4:])
+
+
+def test_padded_source_positions_receive_zero_attention():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((2, 2, 3, 4)), rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 5, 4))
+    mask = nt.make_src_mask(np.array([[3, 4, 5, 0, 0], [1, 2, 3, 4, 0]]), 0)
+    _, cache = F.scaled_dot_product_attention_forward(q, k, v, mask)
+    probs = cache[4]
+    np.testing.assert_array_equal(probs[0, :, :, 3:], 0.0)
+    np.testing.assert_array_equal(probs[1, :, :, 4], 0.0)
+    # and the model's output ignores what stands in the padded source positions
+    model = tiny_model("mha", True).eval()
+    src, tgt, _ = model_batch()
+    src[0, 4:] = 0
+    src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
+    before = model.forward(src, tgt, src_mask, tgt_mask)
+    src[0, 4:] = 7
+    np.testing.assert_allclose(model.forward(src, tgt, src_mask, tgt_mask)[0], before[0], rtol=1e-12, atol=1e-12)
+
+
+def test_dropout_train_eval_and_seed():
+    src, tgt, _ = model_batch()
+    args = (src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
+    model_a, model_b = tiny_model("mha", True, dropout=0.3, seed=4), tiny_model("mha", True, dropout=0.3, seed=4)
+    train_a, train_b = model_a.train().forward(*args), model_b.train().forward(*args)
+    np.testing.assert_array_equal(train_a, train_b)  # same seed -> same weights and masks
+    assert not np.allclose(model_a.forward(*args), train_a)  # a fresh mask on the next call
+    eval_1, eval_2 = model_a.eval().forward(*args), model_a.forward(*args)
+    np.testing.assert_array_equal(eval_1, eval_2)
+    dropout = nt.Dropout(0.5, rng=np.random.default_rng(0))
+    x = np.ones((100, 100), dtype=np.float32)
+    y = dropout.train().forward(x)
+    assert set(np.unique(y)) == {0.0, 2.0}
+    assert dropout.eval().forward(x) is x
+
+
+def test_state_dict_round_trip_and_errors():
+    model, other = tiny_model("mla", True, seed=1), tiny_model("mla", True, seed=2)
+    other.load_state_dict(model.state_dict())
+    for (name, p), (_, q) in zip(model.named_parameters(), other.named_parameters()):
+        np.testing.assert_array_equal(p.data, q.data, err_msg=name)
+    state = model.state_dict()
+    del state["decoder.norm.beta"]
+    with pytest.raises(ValueError, match="missing.*decoder.norm.beta"):
+        other.load_state_dict(state)
+    state = model.state_dict()
+    state["extra.weight"] = np.zeros(2)
+    with pytest.raises(ValueError, match="unexpected.*extra.weight"):
+        other.load_state_dict(state)
+    state = model.state_dict()
+    state["encoder.norm.gamma"] = np.zeros(9)
+    with pytest.raises(ValueError, match=r"encoder.norm.gamma: expected \(8,\), got \(9,\)"):
+        other.load_state_dict(state)
