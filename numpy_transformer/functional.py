@@ -199,15 +199,16 @@ def layer_norm_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]
 
 
 def scaled_dot_product_attention_forward(
-    q: Array, k: Array, v: Array, mask: Array | None, dropout_p: float = 0.0, rng: Any = None, training: bool = False
+    q: Array, k: Array, v: Array, mask: Array | None, dropout_p: float = 0.0, rng: Any = None, training: bool = False,
+    scale: float | None = None,
 ) -> tuple[Array, tuple]:
-    """y = dropout(softmax(q k^T / sqrt(K), masked)) v.
+    """y = dropout(softmax(q k^T * scale, masked)) v, scale = 1 / sqrt(K) unless given.
 
     q: (B, H, T, K), k, v: (B, H, S, K), mask: broadcastable to (B, H, T, S), true where a query
     may attend -> y: (B, H, T, K). Masked scores become MASKED_SCORE (finite), not -inf.
     """
     xp = get_array_module()
-    scale = 1.0 / math.sqrt(q.shape[-1])
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ k.swapaxes(-1, -2)
     scores *= scale
     if mask is not None:

@@ -1,0 +1,189 @@
+"""``numpy-transformer`` / ``python -m numpy_transformer``: train, translate, evaluate, plot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+from .checkpoint import CheckpointError
+
+DEFAULT_OUT = "runs/numbers-en-fr"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def _add_train(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser("train", help="train a translation model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--task", choices=["copy", "reverse", "numbers-en-fr"], default="numbers-en-fr", help="generated task")
+    source.add_argument("--data", metavar="FILE.tsv", help="parallel text, one 'source<TAB>target' pair per line")
+    p.add_argument("--tokenizer", choices=["char", "word"], help="default: char for copy/reverse, word otherwise")
+    p.add_argument("--d-model", type=_positive_int, default=128)
+    p.add_argument("--layers", type=_positive_int, default=2, help="encoder and decoder blocks (N)")
+    p.add_argument("--heads", type=_positive_int, default=4)
+    p.add_argument("--d-ff", type=_positive_int, default=512)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--attention", choices=["mha", "mla"], default="mha")
+    p.add_argument("--post-norm", action="store_true", help="the paper's post-norm instead of the seeds' pre-norm")
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--steps", type=_positive_int, default=3000, help="optimizer steps in all")
+    p.add_argument("--batch-size", type=_positive_int, default=64)
+    p.add_argument("--lr", type=_positive_float, default=1e-3, help="peak learning rate (cosine, constant)")
+    p.add_argument("--schedule", choices=["cosine", "noam", "constant"], default="cosine")
+    p.add_argument("--warmup", type=_positive_int, default=200, help="warm-up steps")
+    p.add_argument("--factor", type=_positive_float, default=1.0, help="scale of the noam schedule")
+    p.add_argument("--optimizer", choices=["adam", "adamw"], default="adam")
+    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW's decoupled weight decay")
+    p.add_argument("--clip", type=float, default=1.0, help="global gradient-norm clip (0: off)")
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--eval-every", type=_positive_int, default=500)
+    p.add_argument("--eval-size", type=_positive_int, default=200, help="dev pairs per evaluation")
+    p.add_argument("--log-every", type=_positive_int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=DEFAULT_OUT, help="run directory: model.npz and log.jsonl")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in --out (to --steps)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_decode_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategy", choices=["greedy", "sample", "beam"], default="greedy")
+    p.add_argument("--beam-width", type=_positive_int, default=4)
+    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument("--temperature", type=_positive_float, default=1.0)
+    p.add_argument("--top-k", type=_positive_int, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--max-len", type=_positive_int, default=None, help="default: the model's target table length")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="numpy-transformer", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_train(commands)
+    p = commands.add_parser("translate", help="translate sentences with a trained model")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line from standard input)")
+    _add_decode_options(p)
+    p = commands.add_parser("evaluate", help="loss, token accuracy, exact match, BLEU and chrF on a test set")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument("--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split")
+    p.add_argument("--limit", type=_positive_int, default=None, help="evaluate on the first N pairs only")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .train import TrainConfig, Trainer, TrainingDiverged
+
+    out = Path(args.out)
+    if args.resume:
+        trainer = Trainer.resume(out, steps=args.steps)
+        print(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}")
+    else:
+        config = TrainConfig(
+            task=None if args.data else args.task, data=args.data, tokenizer=args.tokenizer, steps=args.steps,
+            batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
+            optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
+            label_smoothing=args.label_smoothing, eval_every=args.eval_every, eval_size=args.eval_size,
+            log_every=args.log_every, seed=args.seed,
+        )
+        model_args = {"d_model": args.d_model, "N": args.layers, "h": args.heads, "d_ff": args.d_ff,
+                      "dropout": args.dropout, "attention": args.attention, "norm_first": not args.post_norm,
+                      "dtype": args.dtype}
+        trainer = Trainer.create(config, model_args)
+        n_params = sum(p.data.size for p in trainer.model.parameters())
+        print(f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}; "
+              f"vocabularies {len(trainer.task.src_vocab)}/{len(trainer.task.tgt_vocab)}; saving to {out}")
+    try:
+        trainer.fit(out, progress=not args.no_progress)
+    except TrainingDiverged as error:
+        print(f"error: training stopped: {error}; the last good checkpoint in {out} is kept", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _decode_options(args: argparse.Namespace) -> dict:
+    from . import decoding
+
+    if args.strategy == "greedy":
+        return {"strategy": decoding.greedy_decode}
+    if args.strategy == "beam":
+        return {"strategy": decoding.beam_search, "beam_width": args.beam_width, "length_penalty": args.length_penalty}
+    return {"strategy": decoding.sample_decode, "temperature": args.temperature, "top_k": args.top_k,
+            "top_p": args.top_p, "seed": args.seed}
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from .data import encode_sentences
+    from .train import load_for_inference, translate_ids
+
+    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
+    sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
+    if not sentences:
+        raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
+    for sentence in sentences:
+        model.src_pos.check_length(len(tokenizer.tokenize(sentence)), f"sentence {sentence!r}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        src_ids = encode_sentences(sentences, tokenizer, src_vocab)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    outputs = translate_ids(model, src_ids, args.max_len, **_decode_options(args))
+    for sentence, ids in zip(sentences, outputs):
+        print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .checkpoint import load_checkpoint
+    from .data import read_tsv
+    from .train import evaluate, restore_model_and_task
+
+    arrays, meta = load_checkpoint(args.checkpoint)
+    model, task = restore_model_and_task(args.checkpoint, arrays, meta)
+    pairs = read_tsv(args.data) if args.data else task.test
+    pairs = pairs[: args.limit] if args.limit else pairs
+    metrics = evaluate(model, task, pairs)
+    if args.json:
+        print(json.dumps(metrics))
+    else:
+        print("\n".join(f"{name:>15}: {value:.4f}" if isinstance(value, float) else f"{name:>15}: {value}"
+                        for name, value in metrics.items()))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate}
+    try:
+        return handlers[args.command](args)
+    except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
+        print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,374 @@
+"""Tokenisers, vocabularies, translation tasks and batching.
+
+Tasks are generated on the fly (``copy``, ``reverse``, ``numbers-en-fr``) or read from a
+``source<TAB>target`` file. The batch for training step k is a pure function of (seed, k), so a
+resumed run sees exactly the batches an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy
+
+from .backend import get_array_module
+from .model import make_src_mask, make_tgt_mask
+
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+SPECIALS = (PAD, BOS, EOS, UNK)
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+GLUE = "##"  # marks a word-level token written without a space before it
+
+
+class CharTokenizer:
+    """One token per character; lossless."""
+
+    name = "char"
+
+    def tokenize(self, text: str) -> list[str]:
+        return list(text)
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        return "".join(tokens)
+
+
+class WordTokenizer:
+    """Words and punctuation marks are tokens; a token glued to the previous one (no space
+    between them) carries the prefix ``##``, so "quarante-deux" -> quarante ##- ##deux and
+    detokenising gives the text back exactly (up to runs of white space)."""
+
+    name = "word"
+    _pattern = re.compile(r"\w+|[^\w\s]")
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens, end = [], None
+        for match in self._pattern.finditer(text):
+            glued = end is not None and match.start() == end
+            tokens.append(GLUE + match.group() if glued else match.group())
+            end = match.end()
+        return tokens
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        text = ""
+        for token in tokens:
+            if token.startswith(GLUE) and len(token) > len(GLUE):
+                text += token[len(GLUE):]
+            else:
+                text += (" " if text else "") + token
+        return text
+
+
+TOKENIZERS = {"char": CharTokenizer, "word": WordTokenizer}
+
+
+class Vocab:
+    """Token <-> id, with <pad>=0, <bos>=1, <eos>=2, <unk>=3 first."""
+
+    def __init__(self, tokens: Iterable[str]) -> None:
+        self.itos = list(SPECIALS) + sorted(set(tokens) - set(SPECIALS))
+        self.stoi = {token: index for index, token in enumerate(self.itos)}
+
+    @classmethod
+    def from_list(cls, itos: Sequence[str]) -> "Vocab":
+        if tuple(itos[:4]) != SPECIALS:
+            raise ValueError(f"a vocabulary must start with {SPECIALS}, got {tuple(itos[:4])}")
+        vocab = cls([])
+        vocab.itos = list(itos)
+        vocab.stoi = {token: index for index, token in enumerate(vocab.itos)}
+        return vocab
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, tokens: Sequence[str]) -> tuple[list[int], list[str]]:
+        """Ids for the tokens, and the list of tokens that were unknown (mapped to <unk>)."""
+        unknown = [t for t in tokens if t not in self.stoi]
+        return [self.stoi.get(t, UNK_ID) for t in tokens], unknown
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        """Tokens up to the first <eos>, without <bos>/<pad>."""
+        tokens = []
+        for index in ids:
+            index = int(index)
+            if index == EOS_ID:
+                break
+            if index not in (PAD_ID, BOS_ID):
+                tokens.append(self.itos[index])
+        return tokens
+
+
+@dataclass
+class Batch:
+    """Padded to the longest sequence in the batch; masks built once here.
+
+    src (B, S); tgt_in (B, T) = <bos> y1..y_{n}; tgt_out (B, T) = y1..y_n <eos>.
+    """
+
+    src: Any
+    tgt_in: Any
+    tgt_out: Any
+    src_mask: Any
+    tgt_mask: Any
+
+    @property
+    def n_tokens(self) -> int:
+        return int((self.tgt_out != PAD_ID).sum())
+
+
+def host_rng(*keys: int) -> numpy.random.Generator:
+    """A host (NumPy) generator seeded by a tuple of keys: data sampling never touches the model's generator."""
+    return numpy.random.default_rng(list(keys))
+
+
+def pad(sequences: Sequence[Sequence[int]]) -> Any:
+    """Right-pad integer sequences with <pad> to the longest: (B, max length) int64."""
+    xp = get_array_module()
+    out = xp.full((len(sequences), max(len(s) for s in sequences)), PAD_ID, dtype=xp.int64)
+    for row, sequence in enumerate(sequences):
+        out[row, : len(sequence)] = xp.asarray(sequence, dtype=xp.int64)
+    return out
+
+
+def make_batch(src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]) -> Batch:
+    src = pad(src_ids)
+    tgt_in = pad([[BOS_ID, *t] for t in tgt_ids])
+    tgt_out = pad([[*t, EOS_ID] for t in tgt_ids])
+    return Batch(src, tgt_in, tgt_out, make_src_mask(src, PAD_ID), make_tgt_mask(tgt_in, PAD_ID))
+
+
+# ----------------------------------------------------------------------------------------------
+# tasks
+
+
+class TranslationTask:
+    """Pairs of texts with a tokenizer and vocabularies built from the training split.
+
+    Subclasses provide ``sample_train(rng, n)``; dev and test are fixed lists of pairs.
+    """
+
+    name = "task"
+
+    def __init__(self, tokenizer: str, dev: list[tuple[str, str]], test: list[tuple[str, str]],
+                 vocab_texts: Iterable[tuple[str, str]], seed: int = 0) -> None:
+        if tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {tokenizer!r}")
+        self.tokenizer = TOKENIZERS[tokenizer]()
+        self.dev, self.test, self.seed = dev, test, seed
+        src_tokens, tgt_tokens = set(), set()
+        for source, target in vocab_texts:
+            src_tokens.update(self.tokenizer.tokenize(source))
+            tgt_tokens.update(self.tokenizer.tokenize(target))
+        self.src_vocab, self.tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
+        self._bucket: tuple[int, list] | None = None
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]]]:
+        src = [self.src_vocab.encode(self.tokenizer.tokenize(s))[0] for s, _ in pairs]
+        tgt = [self.tgt_vocab.encode(self.tokenizer.tokenize(t))[0] for _, t in pairs]
+        return src, tgt
+
+    def batch(self, pairs: Sequence[tuple[str, str]]) -> Batch:
+        return make_batch(*self.encode_pairs(pairs))
+
+    def train_batch(self, step: int, batch_size: int, bucket_steps: int = 0) -> Batch:
+        """The batch for optimiser step ``step``: a pure function of (seed, step).
+
+        With ``bucket_steps`` > 1, that many steps' examples are drawn together, sorted by
+        length and cut into batches of similar length (less padding), in a shuffled order.
+        """
+        if bucket_steps <= 1:
+            return self.batch(self.sample_train(host_rng(self.seed, step), batch_size))
+        group, position = divmod(step, bucket_steps)
+        if self._bucket is None or self._bucket[0] != group:
+            rng = host_rng(self.seed, group, 1)
+            pairs = sorted(self.sample_train(rng, batch_size * bucket_steps), key=lambda p: (len(p[0]), len(p[1])))
+            chunks = [pairs[i : i + batch_size] for i in range(0, len(pairs), batch_size)]
+            self._bucket = (group, [chunks[i] for i in rng.permutation(len(chunks))])
+        return self.batch(self._bucket[1][position])
+
+    def max_lengths(self, pairs: Iterable[tuple[str, str]]) -> tuple[int, int]:
+        """Longest source and target (with <bos>/<eos>) in tokens."""
+        src_len = tgt_len = 1
+        for source, target in pairs:
+            src_len = max(src_len, len(self.tokenizer.tokenize(source)))
+            tgt_len = max(tgt_len, len(self.tokenizer.tokenize(target)) + 1)
+        return src_len, tgt_len
+
+
+class SymbolTask(TranslationTask):
+    """``copy`` or ``reverse`` random strings of ``n_symbols`` digits-like symbols, lengths in [1, max_len]."""
+
+    def __init__(self, name: str, n_symbols: int = 10, min_len: int = 1, max_len: int = 10, seed: int = 0,
+                 n_eval: int = 500) -> None:
+        if name not in ("copy", "reverse"):
+            raise ValueError(f"symbol task must be 'copy' or 'reverse', got {name!r}")
+        self.name = name
+        self.symbols = [chr(ord("a") + i) for i in range(n_symbols)]
+        self.min_len, self.max_len = min_len, max_len
+        dev = self.sample_train(host_rng(seed, 10**9), n_eval)
+        test = self.sample_train(host_rng(seed, 10**9 + 1), n_eval)
+        super().__init__("char", dev, test, [("".join(self.symbols), "".join(self.symbols))], seed)
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        pairs = []
+        for _ in range(n):
+            length = int(rng.integers(self.min_len, self.max_len + 1))
+            text = "".join(self.symbols[i] for i in rng.integers(0, len(self.symbols), length))
+            pairs.append((text, text if self.name == "copy" else text[::-1]))
+        return pairs
+
+
+def number_words(number: int, lang: str) -> str:
+    """English or French words for a number as num2words writes them, English without "and"
+    and commas ("three hundred forty-two")."""
+    from num2words import num2words
+
+    words = num2words(number, lang=lang)
+    if lang == "en":
+        words = words.replace(",", "").replace(" and ", " ")
+    return words
+
+
+class _NumberWords:
+    """number_words for 0 <= n < 1,000,000, composed from cached words of n // 1000 and n % 1000.
+
+    num2words takes ~0.1 ms a call, more than a training step can spare; the composition follows
+    its rules (French "mille" is invariable and drops the plural s of "cents"/"vingts" before it)
+    and a test checks it against num2words itself.
+    """
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+        self.below_thousand = [number_words(n, lang) for n in range(1000)]
+
+    def __call__(self, number: int) -> str:
+        thousands, rest = divmod(number, 1000)
+        if not thousands:
+            return self.below_thousand[rest]
+        if self.lang == "en":
+            head = f"{self.below_thousand[thousands]} thousand"
+        elif thousands == 1:
+            head = "mille"
+        else:
+            head = self.below_thousand[thousands]
+            head = head[:-1] + " mille" if head.endswith(("cents", "vingts")) else head + " mille"
+        return head if not rest else f"{head} {self.below_thousand[rest]}"
+
+
+class NumbersTask(TranslationTask):
+    """English number words -> French number words for numbers in [0, limit).
+
+    Disjoint random dev and test sets of numbers are set aside; training samples the rest, so
+    test numbers are never seen in training.
+    """
+
+    name = "numbers-en-fr"
+
+    def __init__(self, limit: int = 1_000_000, n_dev: int = 500, n_test: int = 1000, seed: int = 0,
+                 tokenizer: str = "word") -> None:
+        try:
+            import num2words  # noqa: F401
+        except ImportError as error:
+            raise RuntimeError(
+                "the numbers-en-fr task needs num2words: pip install 'numpy_transformer[train]'"
+            ) from error
+        if not 1000 <= limit <= 1_000_000:
+            raise ValueError(f"limit must be in [1000, 1000000], got {limit!r}")
+        self.limit = limit
+        order = host_rng(seed, 7).permutation(limit)
+        held_out = order[: n_dev + n_test]
+        self._is_train = numpy.ones(limit, dtype=bool)
+        self._is_train[held_out] = False
+        self._english, self._french = _NumberWords("en"), _NumberWords("fr")
+        dev = [self._pair(int(n)) for n in held_out[:n_dev]]
+        test = [self._pair(int(n)) for n in held_out[n_dev:]]
+        vocab_numbers = order[n_dev + n_test : n_dev + n_test + 20000]
+        vocab_numbers = list(vocab_numbers) + [n for n in range(1000) if self._is_train[n]]
+        super().__init__(tokenizer, dev, test, [self._pair(int(n)) for n in vocab_numbers], seed)
+
+    def _pair(self, number: int) -> tuple[str, str]:
+        return self._english(number), self._french(number)
+
+    def is_train_number(self, number: int) -> bool:
+        return bool(self._is_train[number])
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        pairs = []
+        while len(pairs) < n:
+            candidates = rng.integers(0, self.limit, 2 * n)
+            pairs.extend(self._pair(int(c)) for c in candidates[self._is_train[candidates]])
+        return pairs[:n]
+
+
+def read_tsv(path: str | Path) -> list[tuple[str, str]]:
+    """Pairs from a ``source<TAB>target`` file (extra columns, as in sentence-pair downloads, ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--data {path}: no such file")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--data {path}: cannot be read as UTF-8 text ({error})") from error
+    pairs = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        columns = line.split("\t")
+        if len(columns) < 2:
+            raise ValueError(f"{path}:{number}: no tab in the line, expected 'source<TAB>target': {line[:60]!r}")
+        source, target = columns[0].strip(), columns[1].strip()
+        if not source or not target:
+            raise ValueError(f"{path}:{number}: empty source or target")
+        pairs.append((source, target))
+    if not pairs:
+        raise ValueError(f"--data {path}: the file holds no sentence pairs")
+    return pairs
+
+
+class FileTask(TranslationTask):
+    """Pairs from a TSV file, split deterministically (seeded shuffle) into train/dev/test."""
+
+    name = "file"
+
+    def __init__(self, path: str | Path, tokenizer: str = "word", dev_fraction: float = 0.05,
+                 test_fraction: float = 0.05, seed: int = 0) -> None:
+        pairs = read_tsv(path)
+        if len(pairs) < 3:
+            raise ValueError(f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test")
+        order = host_rng(seed, 11).permutation(len(pairs))
+        n_dev = max(1, int(len(pairs) * dev_fraction))
+        n_test = max(1, int(len(pairs) * test_fraction))
+        shuffled = [pairs[i] for i in order]
+        self.train_pairs = shuffled[n_dev + n_test :]
+        super().__init__(tokenizer, shuffled[:n_dev], shuffled[n_dev : n_dev + n_test], self.train_pairs, seed)
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
+
+
+def make_task(task: str | None = None, data: str | None = None, seed: int = 0, tokenizer: str | None = None) -> TranslationTask:
+    """Build the task named on the command line (``--task`` or ``--data``)."""
+    if data is not None:
+        return FileTask(data, tokenizer or "word", seed=seed)
+    if task in ("copy", "reverse"):
+        return SymbolTask(task, seed=seed)
+    if task == "numbers-en-fr":
+        return NumbersTask(seed=seed, tokenizer=tokenizer or "word")
+    raise ValueError(f"--task must be one of copy, reverse, numbers-en-fr (or give --data FILE.tsv), got {task!r}")
+
+
+def encode_sentences(sentences: Sequence[str], tokenizer: Any, vocab: Vocab) -> list[list[int]]:
+    """Ids for user sentences; unknown tokens become <unk> with a warning naming them."""
+    encoded = []
+    for sentence in sentences:
+        ids, unknown = vocab.encode(tokenizer.tokenize(sentence))
+        if unknown:
+            warnings.warn(f"{sentence!r}: tokens outside the vocabulary mapped to <unk>: {sorted(set(unknown))}", stacklevel=2)
+        encoded.append(ids)
+    return encoded

@@ -1,0 +1,384 @@
+"""Autoregressive decoding: greedy, sampling and beam search, with or without a key/value cache.
+
+Every strategy encodes the source once, starts every sequence from ``<bos>`` and stops a
+sequence at ``<eos>`` or after ``max_len`` tokens. Results are (B, L) id arrays: the tokens after
+``<bos>``, the ``<eos>`` included, and ``eos_id`` filling the places after a sequence ended.
+
+Without a cache (``use_cache=False``) each step re-runs the decoder over the whole prefix, as
+the seeds do: O(T^2) work for T tokens. With the cache each new token costs O(T):
+
+* MHA keeps every earlier token's keys and values per layer: 2 * d_model numbers per token.
+* MLA keeps only the latent c = x W_c^T: d_model / 4 numbers per token, decompressed to keys
+  and values when attending.
+* Absorbed MLA (``absorbed=True``) never decompresses: W_k_decompress is folded into the query
+  side (q_h . (W_kd_h c) = (W_kd_h^T q_h) . c) and W_v_decompress into the output side
+  (sum_h (P_h c) W_vd_h^T W_o_h^T), so attention runs directly over the cached latent.
+
+Cross-attention keys and values (or the latent) are computed once per source batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from . import functional as F
+from .backend import get_array_module, make_rng
+from .model import Transformer, causal_mask
+
+Array = Any
+
+
+# ----------------------------------------------------------------------------------------------
+# argument checks
+
+
+def check_decode_arguments(model: Transformer, src: Array, max_len: int, bos_id: int, eos_id: int) -> None:
+    """Clear errors, naming the argument and value, before any decoding work."""
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be an integer >= 1, got {max_len!r}")
+    vocab = model.tgt_embed.vocab_size
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
+            raise ValueError(f"{name} must be a token id in [0, {vocab}), got {value!r}")
+    model.src_embed.check_ids(src, "src")
+    model.src_pos.check_length(src.shape[1], "src")
+    if max_len > model.tgt_pos.seq_len:
+        raise ValueError(f"max_len={max_len} exceeds the target positional table's seq_len={model.tgt_pos.seq_len}")
+
+
+# ----------------------------------------------------------------------------------------------
+# the key/value cache
+
+
+class _SelfCache:
+    """Growing per-layer storage of shape (N, capacity, width) for the decoder's self-attention."""
+
+    def __init__(self, rows: int, capacity: int, width: int, dtype: Any) -> None:
+        self.store = get_array_module().zeros((rows, capacity, width), dtype=dtype)
+        self.length = 0
+
+    def append(self, values: Array) -> Array:
+        """Store (N, 1, width) at the next position; return everything stored so far (N, t, width)."""
+        self.store[:, self.length] = values[:, 0]
+        self.length += 1
+        return self.store[:, : self.length]
+
+    @property
+    def nbytes(self) -> int:
+        rows, _, width = self.store.shape
+        return rows * self.length * width * self.store.itemsize
+
+
+class DecoderCache:
+    """Everything the decoder keeps between steps, for one batch of N rows.
+
+    ``mode`` is "mha" (keys and values), "mla" (the latent) or "mla-absorbed" (the latent, with
+    the decompressions folded into the query and output projections).
+    """
+
+    def __init__(self, model: Transformer, memory: Array, src_mask: Array | None, capacity: int, absorbed: bool) -> None:
+        config = model.config
+        self.model, self.src_mask = model, src_mask
+        self.mode = "mha" if config["attention"] == "mha" else ("mla-absorbed" if absorbed else "mla")
+        self.heads, self.d_model = config["h"], config["d_model"]
+        rows, dtype = memory.shape[0], memory.dtype
+        width = 2 * self.d_model if self.mode == "mha" else self.d_model // 4
+        self.position = 0
+        self.self_caches = [_SelfCache(rows, capacity, width, dtype) for _ in model.decoder.layers]
+        # Cross-attention: keys/values (MHA) or the latent (MLA) of the encoder output, once.
+        self.cross = []
+        for layer in model.decoder.layers:
+            block = layer.cross_attention_block
+            weight = block._w_qkv if self.mode == "mha" else block._w_q_compress
+            self.cross.append(memory @ weight[self.d_model :].T)
+        self.absorbed_weights = [self._absorb(layer) for layer in model.decoder.layers] if absorbed else None
+
+    def _absorb(self, layer: Any) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
+        """Per attention block: W_qk (H*L, D) with rows W_kd_h^T W_q_h, and W_ov (H*L, D) = W_vd_h^T W_o_h^T."""
+        out = []
+        for block in (layer.self_attention_block, layer.cross_attention_block):
+            h, d, latent = self.heads, self.d_model, self.d_model // 4
+            w_q = block._w_q_compress[:d].reshape(h, d // h, d)
+            w_kd = block._w_kv_decompress[:d].reshape(h, d // h, latent)
+            w_vd = block._w_kv_decompress[d:].reshape(h, d // h, latent)
+            w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
+            w_qk = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent, d)
+            w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
+            out.append((w_qk, w_ov))
+        return out[0], out[1]
+
+    @property
+    def self_attention_nbytes(self) -> int:
+        """Bytes held for earlier target tokens: layers x N x tokens x stored width x itemsize."""
+        return sum(cache.nbytes for cache in self.self_caches)
+
+    @property
+    def cross_attention_nbytes(self) -> int:
+        return sum(int(c.nbytes) for c in self.cross)
+
+    @property
+    def nbytes(self) -> int:
+        return self.self_attention_nbytes + self.cross_attention_nbytes
+
+    def reorder(self, rows: Array) -> None:
+        """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams."""
+        for cache in self.self_caches:
+            cache.store = cache.store[rows]
+        self.cross = [c[rows] for c in self.cross]
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask[rows]
+
+    # -- one decoder step ------------------------------------------------------------------
+
+    def _attend(self, block: Any, x: Array, stored: Array, mask: Array | None, absorbed: Any) -> Array:
+        """One query position (N, 1, D) attending over stored keys/values or latents (N, t, width)."""
+        h, d = self.heads, self.d_model
+        if self.mode == "mha":
+            q = x @ block._w_qkv[:d].T
+            heads = [F.split_heads_forward(t, h)[0] for t in (q, stored[..., :d], stored[..., d:])]
+            out, _ = F.scaled_dot_product_attention_forward(*heads, mask)
+            return F.merge_heads_forward(out)[0] @ block.w_o.weight.data.T
+        if self.mode == "mla":
+            q = x @ block._w_q_compress[:d].T
+            kv = stored @ block._w_kv_decompress.T
+            heads = [F.split_heads_forward(t, h)[0] for t in (q, kv[..., :d], kv[..., d:])]
+            out, _ = F.scaled_dot_product_attention_forward(*heads, mask)
+            return F.merge_heads_forward(out)[0] @ block.w_o.weight.data.T
+        w_qk, w_ov = absorbed
+        rows, latent = x.shape[0], d // 4
+        q_latent = (x @ w_qk.T).reshape(rows, 1, h, latent).transpose(0, 2, 1, 3)  # (N, H, 1, L)
+        latents = stored[:, None]  # (N, 1, t, L): one latent shared by every head
+        context, _ = F.scaled_dot_product_attention_forward(q_latent, latents, latents, mask, scale=1 / math.sqrt(d // h))
+        return context.transpose(0, 2, 1, 3).reshape(rows, 1, h * latent) @ w_ov
+
+    def step(self, tokens: Array) -> Array:
+        """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""
+        model, d = self.model, self.d_model
+        x, _ = F.embedding_forward(tokens[:, None], model.tgt_embed.embedding.weight.data)
+        x, _ = F.positional_encoding_forward(x, model.tgt_pos.pe, self.position)
+        for index, layer in enumerate(model.decoder.layers):
+            absorbed = self.absorbed_weights[index] if self.absorbed_weights else (None, None)
+            self_block, cross_block = layer.self_attention_block, layer.cross_attention_block
+            new_weight = self_block._w_qkv[d:] if self.mode == "mha" else self_block._w_q_compress[d:]
+
+            def self_attention(y: Array, index: int = index) -> Array:
+                stored = self.self_caches[index].append(y @ new_weight.T)
+                return self._attend(self_block, y, stored, None, absorbed[0])
+
+            def cross_attention(y: Array, index: int = index) -> Array:
+                return self._attend(cross_block, y, self.cross[index], self.src_mask, absorbed[1])
+
+            sublayers = (self_attention, cross_attention, layer.feed_forward_block.forward)
+            for residual, sublayer in zip(layer.residual_connections, sublayers):
+                norm = residual.norm
+                x, _ = F.residual_forward(x, sublayer, norm.gamma.data, norm.beta.data, norm_first=residual.norm_first,
+                                          eps=norm.eps)
+        self.position += 1
+        final = model.decoder.norm
+        x, _ = F.layer_norm_forward(x, final.gamma.data, final.beta.data, final.eps)
+        proj = model.projection_layer.proj
+        return F.linear_forward(x, proj.weight.data, proj.bias.data)[0][:, 0]
+
+
+class _UncachedDecoder:
+    """The seeds' way: keep the prefix and run it all through the decoder at every step."""
+
+    def __init__(self, model: Transformer, memory: Array, src_mask: Array | None) -> None:
+        xp = get_array_module()
+        self.model, self.memory, self.src_mask = model, memory, src_mask
+        self.prefix = xp.zeros((memory.shape[0], 0), dtype=xp.int64)
+
+    def step(self, tokens: Array) -> Array:
+        xp = get_array_module()
+        self.prefix = xp.concatenate([self.prefix, tokens[:, None].astype(xp.int64)], axis=1)
+        decoded = self.model.decode(self.memory, self.src_mask, self.prefix, causal_mask(self.prefix.shape[1]))
+        return self.model.project(decoded[:, -1:])[:, 0]
+
+    def reorder(self, rows: Array) -> None:
+        self.prefix, self.memory = self.prefix[rows], self.memory[rows]
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask[rows]
+
+
+def _start(model: Transformer, src: Array, src_mask: Array | None, max_len: int, use_cache: bool, absorbed: bool,
+           repeat: int = 1) -> Any:
+    """Encode once and return a stepper (cached or not) for ``src`` rows each repeated ``repeat`` times."""
+    xp = get_array_module()
+    if absorbed and model.config["attention"] != "mla":
+        raise ValueError("absorbed=True needs a model built with attention='mla'")
+    memory = model.encode(src, src_mask)
+    if repeat > 1:
+        memory = xp.repeat(memory, repeat, axis=0)
+        src_mask = xp.repeat(src_mask, repeat, axis=0) if src_mask is not None else None
+    if use_cache:
+        return DecoderCache(model, memory, src_mask, max_len, absorbed)
+    return _UncachedDecoder(model, memory, src_mask)
+
+
+def _in_eval_mode(function: Callable) -> Callable:
+    """Run a decoding function with dropout off, restoring the model's mode afterwards."""
+
+    def wrapper(model: Transformer, *args: Any, **kwargs: Any) -> Any:
+        was_training = model.training
+        model.eval()
+        try:
+            return function(model, *args, **kwargs)
+        finally:
+            model.train(was_training)
+
+    wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
+    return wrapper
+
+
+def _generate(stepper: Any, batch: int, max_len: int, bos_id: int, eos_id: int,
+              choose: Callable[[Array], Array]) -> tuple[Array, Array]:
+    """The loop shared by greedy and sampling: (ids (B, L), logits (B, L, V))."""
+    xp = get_array_module()
+    last = xp.full(batch, bos_id, dtype=xp.int64)
+    finished = xp.zeros(batch, dtype=bool)
+    tokens, all_logits = [], []
+    for _ in range(max_len):
+        logits = stepper.step(last)
+        all_logits.append(logits)
+        last = xp.where(finished, eos_id, choose(logits))
+        tokens.append(last)
+        finished |= last == eos_id
+        if bool(finished.all()):
+            break
+    return xp.stack(tokens, axis=1), xp.stack(all_logits, axis=1)
+
+
+@_in_eval_mode
+def greedy_decode(
+    model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
+    use_cache: bool = True, absorbed: bool = False, return_logits: bool = False,
+) -> Array | tuple[Array, Array]:
+    """Pick the most likely token at every step. src (B, S) -> ids (B, L), L <= max_len.
+
+    ``absorbed`` (MLA models) attends over the cached latent without decompressing it.
+    With ``return_logits`` also returns every step's logits (B, L, V).
+    """
+    check_decode_arguments(model, src, max_len, bos_id, eos_id)
+    stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
+    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1))
+    return (ids, logits) if return_logits else ids
+
+
+def filter_logits(logits: Array, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> Array:
+    """Probabilities (N, V) after temperature, then top-k, then nucleus (top-p) filtering."""
+    xp = get_array_module()
+    scaled = logits / temperature
+    if top_k is not None and top_k < scaled.shape[-1]:
+        kth = -xp.partition(-scaled, top_k - 1, axis=-1)[:, top_k - 1 : top_k]
+        scaled = xp.where(scaled < kth, -xp.inf, scaled)
+    probs, _ = F.softmax_forward(scaled)
+    if top_p is not None and top_p < 1.0:
+        order = xp.argsort(-probs, axis=-1)
+        sorted_probs = xp.take_along_axis(probs, order, axis=-1)
+        # keep the smallest prefix whose mass reaches top_p (the first token is always kept)
+        drop_sorted = (xp.cumsum(sorted_probs, axis=-1) - sorted_probs) >= top_p
+        drop = xp.zeros_like(drop_sorted)
+        xp.put_along_axis(drop, order, drop_sorted, axis=-1)
+        probs = xp.where(drop, 0.0, probs)
+        probs /= probs.sum(axis=-1, keepdims=True)
+    return probs
+
+
+def check_sampling_arguments(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if not (isinstance(temperature, (int, float)) and temperature > 0):
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+@_in_eval_mode
+def sample_decode(
+    model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
+    use_cache: bool = True, absorbed: bool = False, temperature: float = 1.0, top_k: int | None = None,
+    top_p: float | None = None, seed: int | None = None, return_logits: bool = False,
+) -> Array | tuple[Array, Array]:
+    """Sample each token from the (filtered) softmax. The draws come from the model's generator,
+    or from a fresh one seeded with ``seed`` (same seed, same output)."""
+    check_sampling_arguments(temperature, top_k, top_p)
+    check_decode_arguments(model, src, max_len, bos_id, eos_id)
+    xp = get_array_module()
+    rng = model.rng if seed is None else make_rng(seed)
+
+    def choose(logits: Array) -> Array:
+        probs = filter_logits(logits, temperature, top_k, top_p)
+        uniform = rng.random((probs.shape[0], 1), dtype=probs.dtype)
+        # inverse CDF: the first index whose cumulative probability exceeds the uniform draw
+        index = (xp.cumsum(probs, axis=-1) <= uniform * probs.sum(axis=-1, keepdims=True)).sum(axis=-1)
+        return xp.minimum(index, probs.shape[-1] - 1)
+
+    stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
+    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, choose)
+    return (ids, logits) if return_logits else ids
+
+
+def beam_search_steps(
+    step: Callable[[Array], Array], reorder: Callable[[Array], None], batch: int, beam_width: int, max_len: int,
+    bos_id: int, eos_id: int, length_penalty: float = 1.0, early_stopping: bool = True,
+) -> tuple[Array, Array]:
+    """Beam search over any next-token model given as ``step(last tokens (B*W,)) -> logits (B*W, V)``.
+
+    Beams of one batch item are consecutive rows. A beam that emitted <eos> is finished: it only
+    continues with <eos> at no cost. Candidates are ranked by summed log-probability; the final
+    choice divides it by length ** length_penalty. With ``early_stopping`` an item stops once its
+    best beam has finished. Returns (ids (B, L), normalised scores (B,)).
+    """
+    xp = get_array_module()
+    width = beam_width
+    rows = batch * width
+    scores = xp.zeros((batch, width))
+    scores[:, 1:] = -xp.inf  # all beams start identical: keep one copy alive at first
+    last = xp.full(rows, bos_id, dtype=xp.int64)
+    finished = xp.zeros(rows, dtype=bool)
+    lengths = xp.zeros(rows, dtype=xp.int64)
+    history = xp.zeros((rows, 0), dtype=xp.int64)
+    for _ in range(max_len):
+        logits = step(last)
+        log_probs = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = log_probs - xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
+        vocab = log_probs.shape[-1]
+        eos_only = xp.full(vocab, -xp.inf)
+        eos_only[eos_id] = 0.0
+        log_probs = xp.where(finished[:, None], eos_only, log_probs)
+        candidates = (scores.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
+        # stable descending order: ties keep the lower index, so width 1 equals greedy's argmax
+        best = xp.argsort(-candidates, axis=-1, kind="stable")[:, :width]
+        scores = xp.take_along_axis(candidates, best, axis=-1)
+        source_rows = (best // vocab + xp.arange(batch)[:, None] * width).reshape(rows)
+        last = (best % vocab).reshape(rows)
+        reorder(source_rows)
+        was_finished = finished[source_rows]
+        history = xp.concatenate([history[source_rows], last[:, None]], axis=1)
+        lengths = lengths[source_rows] + (~was_finished)
+        finished = was_finished | (last == eos_id)
+        normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
+        top_finished = xp.take_along_axis(finished.reshape(batch, width), normalised.argmax(axis=-1)[:, None], axis=-1)
+        if bool(finished.all()) or (early_stopping and bool(top_finished.all())):
+            break
+    normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
+    choice = normalised.argmax(axis=-1)
+    chosen_rows = xp.arange(batch) * width + choice
+    return history[chosen_rows], xp.take_along_axis(normalised, choice[:, None], axis=-1)[:, 0]
+
+
+@_in_eval_mode
+def beam_search(
+    model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
+    use_cache: bool = True, absorbed: bool = False, beam_width: int = 4, length_penalty: float = 1.0,
+    early_stopping: bool = True,
+) -> Array:
+    """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L)."""
+    if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
+        raise ValueError(f"beam_width must be an integer >= 1, got {beam_width!r}")
+    check_decode_arguments(model, src, max_len, bos_id, eos_id)
+    stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
+    ids, _ = beam_search_steps(stepper.step, stepper.reorder, src.shape[0], beam_width, max_len, bos_id, eos_id,
+                               length_penalty, early_stopping)
+    return ids

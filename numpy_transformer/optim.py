@@ -1,0 +1,184 @@
+"""Hand-written optimisers, learning-rate schedules and gradient clipping.
+
+Optimiser state (moments, step counter) lives here, never on the parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from .backend import get_array_module, to_numpy
+from .module import Module, Parameter
+
+Array = Any
+
+
+def _named(parameters: Module | Iterable[tuple[str, Parameter]]) -> list[tuple[str, Parameter]]:
+    return list(parameters.named_parameters() if isinstance(parameters, Module) else parameters)
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+class Adam:
+    """Adam with one global step counter t for the bias correction:
+
+    m <- b1 m + (1 - b1) g,  v <- b2 v + (1 - b2) g^2
+    p <- p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+
+    Defaults are the paper's betas (0.9, 0.98) and eps 1e-9. Updates are done in place.
+    """
+
+    def __init__(
+        self, parameters: Module | Iterable[tuple[str, Parameter]], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
+        eps: float = 1e-9,
+    ) -> None:
+        _check_positive("lr", lr)
+        _check_positive("eps", eps)
+        if not all(0.0 <= b < 1.0 for b in betas) or len(betas) != 2:
+            raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
+        self.named_parameters = _named(parameters)
+        self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
+        self.step_count = 0
+        xp = get_array_module()
+        self.m = [xp.zeros_like(p.data) for _, p in self.named_parameters]
+        self.v = [xp.zeros_like(p.data) for _, p in self.named_parameters]
+
+    def zero_grad(self) -> None:
+        for _, parameter in self.named_parameters:
+            parameter.grad.fill(0)
+
+    def _decay(self, name: str, parameter: Parameter, lr: float) -> None:
+        """Plain Adam has no decoupled decay; AdamW overrides this."""
+
+    def step(self, lr: float | None = None) -> None:
+        """Apply one update with ``lr`` (or the optimiser's own), counting one more optimiser step."""
+        xp = get_array_module()
+        lr = self.lr if lr is None else lr
+        self.step_count += 1
+        beta1, beta2 = self.betas
+        correction1 = 1.0 - beta1**self.step_count
+        correction2 = 1.0 - beta2**self.step_count
+        step_size = lr / correction1
+        for (name, parameter), m, v in zip(self.named_parameters, self.m, self.v):
+            grad = parameter.grad
+            self._decay(name, parameter, lr)
+            m *= beta1
+            m += (1.0 - beta1) * grad
+            v *= beta2
+            v += (1.0 - beta2) * grad * grad
+            denominator = xp.sqrt(v / correction2)
+            denominator += self.eps
+            parameter.data -= step_size * m / denominator
+
+    def state_dict(self) -> dict[str, Any]:
+        """Host arrays of both moments per parameter name, plus the step and hyper-parameters."""
+        state: dict[str, Any] = {"step": self.step_count, "lr": self.lr, "betas": list(self.betas), "eps": self.eps}
+        for (name, _), m, v in zip(self.named_parameters, self.m, self.v):
+            state[f"m.{name}"] = to_numpy(m).copy()
+            state[f"v.{name}"] = to_numpy(v).copy()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        expected = {f"{k}.{name}" for name, _ in self.named_parameters for k in ("m", "v")}
+        missing = sorted(expected - set(state))
+        if missing:
+            raise ValueError(f"optimizer state is missing {len(missing)} moment arrays, e.g. {missing[:3]}")
+        xp = get_array_module()
+        for (name, parameter), m, v in zip(self.named_parameters, self.m, self.v):
+            for target, key in ((m, f"m.{name}"), (v, f"v.{name}")):
+                if tuple(state[key].shape) != parameter.shape:
+                    raise ValueError(f"optimizer state {key} has shape {tuple(state[key].shape)}, expected {parameter.shape}")
+                target[...] = xp.asarray(state[key])
+        self.step_count = int(state["step"])
+        self.lr, self.betas, self.eps = float(state["lr"]), tuple(state["betas"]), float(state["eps"])
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay, p <- p - lr * wd * p before the Adam update.
+
+    By default only matrices decay: norms' gamma/beta and biases (1-D parameters) do not.
+    """
+
+    def __init__(
+        self, parameters: Module | Iterable[tuple[str, Parameter]], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
+        eps: float = 1e-9, weight_decay: float = 0.01, decay_vectors: bool = False,
+    ) -> None:
+        super().__init__(parameters, lr, betas, eps)
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
+        self.weight_decay = float(weight_decay)
+        self.decay_vectors = decay_vectors
+
+    def _decay(self, name: str, parameter: Parameter, lr: float) -> None:
+        if self.weight_decay and (self.decay_vectors or parameter.data.ndim > 1):
+            parameter.data *= 1.0 - lr * self.weight_decay
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "weight_decay": self.weight_decay}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.weight_decay = float(state.get("weight_decay", self.weight_decay))
+
+
+# ----------------------------------------------------------------------------------------------
+# learning-rate schedules: callables of the optimiser step number (1 for the first update)
+
+
+class NoamSchedule:
+    """The paper's schedule: factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)."""
+
+    def __init__(self, d_model: int, warmup: int = 4000, factor: float = 1.0) -> None:
+        _check_positive("warmup", warmup)
+        self.d_model, self.warmup, self.factor = d_model, warmup, factor
+
+    def __call__(self, step: int) -> float:
+        step = max(step, 1)
+        return self.factor * self.d_model**-0.5 * min(step**-0.5, step * self.warmup**-1.5)
+
+
+class ConstantSchedule:
+    def __init__(self, lr: float) -> None:
+        _check_positive("lr", lr)
+        self.lr = lr
+
+    def __call__(self, step: int) -> float:
+        return self.lr
+
+
+class WarmupCosineSchedule:
+    """Linear warm-up to ``lr`` over ``warmup`` steps, then cosine decay to ``min_lr`` at ``total``."""
+
+    def __init__(self, lr: float, warmup: int, total: int, min_lr: float = 0.0) -> None:
+        _check_positive("lr", lr)
+        _check_positive("total", total)
+        self.lr, self.warmup, self.total, self.min_lr = lr, warmup, total, min_lr
+
+    def __call__(self, step: int) -> float:
+        if step <= self.warmup:
+            return self.lr * step / max(self.warmup, 1)
+        progress = min((step - self.warmup) / max(self.total - self.warmup, 1), 1.0)
+        return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def global_grad_norm(parameters: Iterable[Parameter]) -> float:
+    """sqrt(sum of every gradient entry squared)."""
+    return math.sqrt(sum(float((p.grad * p.grad).sum()) for p in parameters))
+
+
+def clip_grad_norm(parameters: Iterable[Parameter], max_norm: float) -> float:
+    """Scale all gradients by max_norm / norm when their global norm exceeds max_norm.
+
+    The direction is kept; returns the norm before clipping.
+    """
+    parameters = list(parameters)
+    total = global_grad_norm(parameters)
+    if math.isfinite(total) and total > max_norm:
+        scale = max_norm / total
+        for parameter in parameters:
+            parameter.grad *= scale
+    return total

@@ -1,0 +1,322 @@
+"""Training and evaluation of translation models, with checkpoints that resume exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from . import functional as F
+from .backend import get_array_module, to_numpy
+from .checkpoint import CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
+from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, host_rng, make_task, pad
+from .decoding import greedy_decode
+from .model import Transformer, build_transformer, make_src_mask
+from .optim import Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm, global_grad_norm
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or a gradient became NaN or infinite."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides a run besides the model's own configuration."""
+
+    task: str | None = "numbers-en-fr"
+    data: str | None = None
+    tokenizer: str | None = None
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 1e-3
+    schedule: str = "cosine"
+    warmup: int = 200
+    factor: float = 1.0
+    min_lr: float = 0.0
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    label_smoothing: float = 0.1
+    bucket_steps: int = 20
+    eval_every: int = 500
+    eval_size: int = 200
+    log_every: int = 50
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {self.schedule!r}")
+        if self.optimizer not in ("adam", "adamw"):
+            raise ValueError(f"optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label-smoothing must be in [0, 1), got {self.label_smoothing!r}")
+
+
+SCHEDULES = {
+    "constant": lambda c, d_model: ConstantSchedule(c.lr),
+    "noam": lambda c, d_model: NoamSchedule(d_model, c.warmup, c.factor),
+    "cosine": lambda c, d_model: WarmupCosineSchedule(c.lr, c.warmup, c.steps, c.min_lr),
+}
+
+
+def masked_token_accuracy(logits: Any, targets: Any) -> tuple[int, int]:
+    """(correct, counted) argmax predictions over non-pad targets."""
+    valid = targets != PAD_ID
+    return int(((logits.argmax(axis=-1) == targets) & valid).sum()), int(valid.sum())
+
+
+class Trainer:
+    """Owns a model, its task, optimiser and schedule; trains, evaluates, saves and resumes."""
+
+    def __init__(self, model: Transformer, task: TranslationTask, config: TrainConfig, step: int = 0) -> None:
+        self.model, self.task, self.config, self.step = model, task, config, step
+        if config.optimizer == "adamw":
+            self.optimizer: Adam = AdamW(model, lr=config.lr, weight_decay=config.weight_decay)
+        else:
+            self.optimizer = Adam(model, lr=config.lr)
+        self.schedule = SCHEDULES[config.schedule](config, model.config["d_model"])
+        self._stop_requested = False
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, config: TrainConfig, model_args: dict[str, Any]) -> "Trainer":
+        task = make_task(config.task, config.data, config.seed, config.tokenizer)
+        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.sample_train(host_rng(config.seed, 3), 2000))
+        model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8, **model_args}
+        model = build_transformer(len(task.src_vocab), len(task.tgt_vocab), seed=config.seed, **model_args)
+        return cls(model, task, config)
+
+    @classmethod
+    def resume(cls, path: str | Path, steps: int | None = None) -> "Trainer":
+        """Restore model, optimiser, step and random state; the task is rebuilt from its recipe.
+
+        ``steps`` may raise the run's total number of steps; everything else is as saved.
+        """
+        arrays, meta = load_checkpoint(path)
+        config = TrainConfig(**{**meta["train"], **({"steps": steps} if steps else {})})
+        model, task = restore_model_and_task(path, arrays, meta)
+        trainer = cls(model, task, config, step=int(meta["step"]))
+        try:
+            trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
+        except (ValueError, KeyError) as error:
+            raise CheckpointError(f"checkpoint {resolve_path(path)}: optimizer state does not fit ({error})") from error
+        return trainer
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def train_step(self) -> dict[str, float]:
+        """One optimiser step on the batch of the current step; returns loss, lr, grad norm, tokens."""
+        config, model = self.config, self.model
+        batch = self.task.train_batch(self.step, config.batch_size, config.bucket_steps)
+        model.train()
+        self.optimizer.zero_grad()
+        logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+        loss, cache = F.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, config.label_smoothing)
+        model.backward(F.cross_entropy_backward(1.0, cache))
+        parameters = model.parameters()
+        grad_norm = clip_grad_norm(parameters, config.clip) if config.clip > 0 else global_grad_norm(parameters)
+        self._check_finite(loss, grad_norm)
+        lr = self.schedule(self.step + 1)
+        self.optimizer.step(lr)
+        self.step += 1
+        return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": batch.n_tokens}
+
+    def _check_finite(self, loss: float, grad_norm: float) -> None:
+        """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            return
+        xp = get_array_module()
+        for name, parameter in self.model.named_parameters():
+            if not bool(xp.isfinite(parameter.grad).all()):
+                raise TrainingDiverged(f"step {self.step + 1}: the gradient of {name} is NaN or infinite (loss {loss})")
+        if not math.isfinite(loss):
+            raise TrainingDiverged(f"step {self.step + 1}: the loss is {loss}")
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def fit(self, out_dir: str | Path | None = None, progress: bool = True) -> list[dict[str, Any]]:
+        """Train until ``config.steps``; log, evaluate and checkpoint along the way.
+
+        Ctrl-C finishes the current step, saves, and returns. A NaN/inf raises TrainingDiverged
+        and leaves the last good checkpoint in place.
+        """
+        out = Path(out_dir) if out_dir else None
+        if out:
+            out.mkdir(parents=True, exist_ok=True)
+        log_file = (out / "log.jsonl").open("a") if out else None
+        records: list[dict[str, Any]] = []
+        bar = _progress(self.config.steps, self.step, progress)
+        previous_handler = signal.signal(signal.SIGINT, self._request_stop)
+        window_tokens, window_start, started = 0, time.perf_counter(), time.perf_counter()
+        try:
+            while self.step < self.config.steps and not self._stop_requested:
+                stats = self.train_step()
+                window_tokens += stats["tokens"]
+                bar.update(1)
+                if self.step % self.config.log_every == 0 or self.step == self.config.steps:
+                    now = time.perf_counter()
+                    record = {"step": self.step, "loss": stats["loss"], "lr": stats["lr"], "grad_norm": stats["grad_norm"],
+                              "tokens_per_s": window_tokens / max(now - window_start, 1e-9), "elapsed_s": now - started}
+                    window_tokens, window_start = 0, now
+                    bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+                    self._log(record, records, log_file)
+                if self.step % self.config.eval_every == 0 or self.step == self.config.steps:
+                    metrics = self.evaluate(self.task.dev[: self.config.eval_size])
+                    self._log({"step": self.step, "split": "dev", **metrics}, records, log_file)
+                    bar.write(_format_metrics(f"step {self.step} dev", metrics))
+                    if out:
+                        self.save(out)
+            if self._stop_requested and out:
+                self.save(out)
+                bar.write(f"interrupted: saved step {self.step} to {out / 'model.npz'}")
+        finally:
+            signal.signal(signal.SIGINT, previous_handler)
+            bar.close()
+            if log_file:
+                log_file.close()
+        return records
+
+    def _request_stop(self, signum: int, frame: Any) -> None:
+        if self._stop_requested:  # a second Ctrl-C stops at once
+            raise KeyboardInterrupt
+        self._stop_requested = True
+
+    @staticmethod
+    def _log(record: dict[str, Any], records: list, log_file: Any) -> None:
+        records.append(record)
+        if log_file:
+            log_file.write(json.dumps(record) + "\n")
+            log_file.flush()
+
+    # -- evaluation ---------------------------------------------------------------------------
+
+    def evaluate(self, pairs: Sequence[tuple[str, str]], batch_size: int = 100) -> dict[str, float]:
+        return evaluate(self.model, self.task, pairs, self.config.label_smoothing, batch_size)
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def save(self, out: str | Path) -> Path:
+        model, task = self.model, self.task
+        arrays = {f"param/{name}": value for name, value in model.state_dict().items()}
+        optimizer_state = self.optimizer.state_dict()
+        arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})
+        meta = {
+            "model": model.config, "step": self.step, "train": asdict(self.config),
+            "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
+            "rng": model.rng.bit_generator.state, "task": task_recipe(task, self.config),
+            "src_vocab": task.src_vocab.itos, "tgt_vocab": task.tgt_vocab.itos,
+        }
+        return save_checkpoint(resolve_path(out) if Path(out).suffix == ".npz" else Path(out) / "model.npz", arrays, meta)
+
+
+def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
+    return {"task": config.task if config.data is None else None, "data": config.data, "seed": config.seed,
+            "tokenizer": task.tokenizer.name}
+
+
+def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
+    """Rebuild the model from its saved config and weights, and the task from its recipe."""
+    where = resolve_path(path)
+    try:
+        model = build_transformer(**meta["model"], seed=0)
+        model.load_state_dict(split_prefix(arrays, "param"))
+        model.rng.bit_generator.state = meta["rng"]
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"checkpoint {where}: the weights do not fit its model configuration ({error})") from error
+    recipe = meta["task"]
+    task = make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"])
+    if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
+        task.src_vocab, task.tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
+    return model, task
+
+
+def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab]:
+    """(model in eval mode, tokenizer, source vocab, target vocab) without rebuilding the task."""
+    arrays, meta = load_checkpoint(path)
+    try:
+        model = build_transformer(**meta["model"], seed=0)
+        model.load_state_dict(split_prefix(arrays, "param"))
+        tokenizer = TOKENIZERS[meta["task"]["tokenizer"]]()
+        src_vocab, tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(f"checkpoint {resolve_path(path)}: does not describe a usable model ({error})") from error
+    return model.eval(), tokenizer, src_vocab, tgt_vocab
+
+
+def translate_ids(model: Transformer, src_ids: Sequence[Sequence[int]], max_len: int | None = None,
+                  **decode_options: Any) -> list[list[int]]:
+    """Greedy (or any strategy's) translation of id sequences, batched."""
+    src = pad(src_ids)
+    max_len = max_len or model.tgt_pos.seq_len
+    strategy = decode_options.pop("strategy", greedy_decode)
+    out = strategy(model, src, make_src_mask(src, PAD_ID), max_len, BOS_ID, EOS_ID, **decode_options)
+    return [list(map(int, row)) for row in to_numpy(out)]
+
+
+def evaluate(model: Transformer, task: TranslationTask, pairs: Sequence[tuple[str, str]], label_smoothing: float = 0.0,
+             batch_size: int = 100) -> dict[str, float]:
+    """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of greedy translations."""
+    import sacrebleu
+
+    was_training = model.training
+    model.eval()
+    loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
+    try:
+        for start in range(0, len(pairs), batch_size):
+            chunk = pairs[start : start + batch_size]
+            batch = task.batch(chunk)
+            logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+            loss, _ = F.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
+            n_tokens = batch.n_tokens
+            loss_sum += loss * n_tokens
+            right, seen = masked_token_accuracy(logits, batch.tgt_out)
+            correct, counted = correct + right, counted + seen
+            src_ids, _ = task.encode_pairs(chunk)
+            max_len = min(model.tgt_pos.seq_len, int(batch.tgt_out.shape[1]) * 2 + 4)
+            for ids in translate_ids(model, src_ids, max_len):
+                hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
+    finally:
+        model.train(was_training)
+    references = [target for _, target in pairs]
+    bleu_tokenize = "char" if task.tokenizer.name == "char" else "13a"  # a char task has no spaces to split words on
+    return {
+        "loss": loss_sum / max(counted, 1), "token_accuracy": correct / max(counted, 1),
+        "exact_match": sum(h == r for h, r in zip(hypotheses, references)) / max(len(pairs), 1),
+        "bleu": sacrebleu.corpus_bleu(hypotheses, [references], tokenize=bleu_tokenize).score,
+        "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score, "n": len(pairs),
+    }
+
+
+def _format_metrics(title: str, metrics: dict[str, float]) -> str:
+    return (f"{title}: loss {metrics['loss']:.4f}  token acc {metrics['token_accuracy']:.4f}  "
+            f"exact {metrics['exact_match']:.4f}  BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  (n={metrics['n']})")
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+    def set_postfix(self, **kwargs: Any) -> None: ...
+    def write(self, text: str) -> None:
+        print(text, flush=True)
+    def close(self) -> None: ...
+
+
+def _progress(total: int, initial: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        print("tqdm is not installed (pip install 'numpy_transformer[train]'): training without a progress bar")
+        return _NoBar()
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
