@@ -1,0 +1,158 @@
+"""Decoding: cached equals uncached, beam search, sampling, cache sizes, bad input."""
+
+import numpy as np
+import pytest
+
+import numpy_transformer as nt
+from numpy_transformer.decoding import (DecoderCache, beam_search, beam_search_steps, filter_logits, greedy_decode,
+                                        sample_decode)
+
+BOS, EOS = 1, 2
+
+
+def model_for(kind, norm_first=True, seed=1):
+    return nt.build_transformer(11, 13, 9, 12, d_model=16, N=2, h=4, d_ff=24, attention=kind, norm_first=norm_first,
+                                dtype="float64", seed=seed)
+
+
+def padded_source():
+    src = np.array([[3, 4, 5, 6, 0, 0], [1, 2, 3, 4, 5, 6], [7, 8, 0, 0, 0, 0]])
+    return src, nt.make_src_mask(src, 0)
+
+
+MODES = [("mha", False), ("mla", False), ("mla", True)]
+
+
+@pytest.mark.parametrize("kind, absorbed", MODES)
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cached_greedy_equals_uncached(kind, absorbed, norm_first):
+    model = model_for(kind, norm_first)
+    src, mask = padded_source()
+    ids, logits = greedy_decode(model, src, mask, 10, BOS, EOS, use_cache=False, return_logits=True)
+    cached_ids, cached_logits = greedy_decode(model, src, mask, 10, BOS, EOS, absorbed=absorbed, return_logits=True)
+    np.testing.assert_array_equal(ids, cached_ids)
+    np.testing.assert_allclose(cached_logits, logits, rtol=0, atol=1e-10)
+
+
+def test_sequences_end_at_different_steps():
+    """Force <eos> at a different step per row by biasing the projection, then check the fill."""
+    model = model_for("mha")
+    src, mask = padded_source()
+    ids = greedy_decode(model, src, mask, 10, BOS, EOS)
+    model.projection_layer.proj.bias.data[EOS] = 5.0
+    ended = greedy_decode(model, src, mask, 10, BOS, EOS)
+    assert ended.shape[1] < ids.shape[1] or (ended == EOS).any()
+    for row in ended:
+        first = list(row).index(EOS) if EOS in row else len(row)
+        assert all(token == EOS for token in row[first:])
+    np.testing.assert_array_equal(ended, greedy_decode(model, src, mask, 10, BOS, EOS, use_cache=False))
+
+
+@pytest.mark.parametrize("kind, absorbed", MODES)
+def test_cached_sampling_and_beam_equal_uncached(kind, absorbed):
+    model = model_for(kind)
+    src, mask = padded_source()
+    options = {"temperature": 0.8, "top_k": 6, "top_p": 0.9, "seed": 5}
+    sampled, logits = sample_decode(model, src, mask, 10, BOS, EOS, use_cache=False, return_logits=True, **options)
+    cached, cached_logits = sample_decode(model, src, mask, 10, BOS, EOS, absorbed=absorbed, return_logits=True, **options)
+    np.testing.assert_array_equal(sampled, cached)
+    np.testing.assert_allclose(cached_logits, logits, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(beam_search(model, src, mask, 10, BOS, EOS, use_cache=False, beam_width=3),
+                                  beam_search(model, src, mask, 10, BOS, EOS, absorbed=absorbed, beam_width=3))
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+def test_beam_width_one_is_greedy(kind):
+    model = model_for(kind, seed=4)
+    src, mask = padded_source()
+    np.testing.assert_array_equal(beam_search(model, src, mask, 10, BOS, EOS, beam_width=1),
+                                  greedy_decode(model, src, mask, 10, BOS, EOS))
+
+
+def test_beam_search_finds_a_sequence_greedy_misses():
+    """Tokens: 0 <bos>, 1 <eos>, 2 'a', 3 'b'. After <bos>: a 0.6, b 0.4. After 'a' the model is unsure
+    (a, b, <eos> ~ 1/3 each); after 'b' it is sure of <eos> (0.99). Greedy: a ... (p <= 0.6/3 = 0.2);
+    best: b <eos> (p = 0.396)."""
+    table = np.log(np.array([
+        [1e-9, 1e-9, 0.6, 0.4],   # after <bos>
+        [1e-9, 1.0, 1e-9, 1e-9],  # after <eos> (never used: finished beams are frozen)
+        [1e-9, 0.34, 0.33, 0.33], # after a
+        [1e-9, 0.99, 0.005, 0.005],  # after b
+    ]))
+
+    def step(last):
+        return table[last]
+
+    ids, _ = beam_search_steps(step, lambda rows: None, 1, 2, 3, 0, 1, length_penalty=0.0)
+    assert ids[0].tolist()[:2] == [3, 1]
+    greedy, _ = beam_search_steps(step, lambda rows: None, 1, 1, 3, 0, 1, length_penalty=0.0)
+    assert greedy[0].tolist()[0] == 2
+
+
+def test_sampling_is_seeded_and_filters_work():
+    model = model_for("mha")
+    src, mask = padded_source()
+    a = sample_decode(model, src, mask, 10, BOS, EOS, seed=9)
+    b = sample_decode(model, src, mask, 10, BOS, EOS, seed=9)
+    np.testing.assert_array_equal(a, b)
+    logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]]))
+    np.testing.assert_allclose(filter_logits(logits, top_k=2), [[0.625, 0.375, 0, 0]])
+    np.testing.assert_allclose(filter_logits(logits, top_p=0.75), [[0.625, 0.375, 0, 0]])
+    np.testing.assert_allclose(filter_logits(logits, top_p=0.85), [[0.5, 0.3, 0.15, 0]] / np.float64(0.95))
+    sharp = filter_logits(logits, temperature=0.1)
+    assert sharp[0, 0] > 0.99
+    greedy = greedy_decode(model, src, mask, 10, BOS, EOS)
+    np.testing.assert_array_equal(sample_decode(model, src, mask, 10, BOS, EOS, top_k=1, seed=0), greedy)
+
+
+@pytest.mark.parametrize("kind, absorbed, width", [("mha", False, 2 * 16), ("mla", False, 4), ("mla", True, 4)])
+def test_cache_size_is_the_analytic_count(kind, absorbed, width):
+    model = model_for(kind)
+    src, mask = padded_source()
+    memory = model.eval().encode(src, mask)
+    cache = DecoderCache(model, memory, mask, 10, absorbed)
+    tokens = np.full(3, BOS)
+    for step in range(1, 6):
+        cache.step(tokens)
+        assert cache.self_attention_nbytes == 2 * 3 * step * width * 8  # layers x rows x tokens x width x bytes
+    assert cache.cross_attention_nbytes == 2 * 3 * 6 * width * 8
+    assert cache.nbytes == cache.self_attention_nbytes + cache.cross_attention_nbytes
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_len": 0}, "max_len must be an integer >= 1, got 0"),
+    ({"max_len": 50}, "max_len=50 exceeds the target positional table's seq_len=12"),
+    ({"bos_id": 13}, r"bos_id must be a token id in \[0, 13\), got 13"),
+    ({"eos_id": -1}, "eos_id must be a token id"),
+])
+def test_bad_decode_arguments(kwargs, message):
+    model = model_for("mha")
+    src, mask = padded_source()
+    args = {"max_len": 5, "bos_id": BOS, "eos_id": EOS, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        greedy_decode(model, src, mask, **args)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"temperature": 0}, "temperature must be > 0, got 0"),
+    ({"top_p": 1.5}, r"top_p must be in \(0, 1\], got 1.5"),
+    ({"top_p": 0}, "top_p must be in"),
+    ({"top_k": 0}, "top_k must be an integer >= 1, got 0"),
+])
+def test_bad_sampling_arguments(kwargs, message):
+    model = model_for("mha")
+    src, mask = padded_source()
+    with pytest.raises(ValueError, match=message):
+        sample_decode(model, src, mask, 5, BOS, EOS, **kwargs)
+
+
+def test_bad_beam_and_source():
+    model = model_for("mha")
+    src, mask = padded_source()
+    with pytest.raises(ValueError, match="beam_width must be an integer >= 1, got 0"):
+        beam_search(model, src, mask, 5, BOS, EOS, beam_width=0)
+    long_src = np.ones((1, 10), dtype=int)
+    with pytest.raises(ValueError, match="src has length 10, longer than the positional table's seq_len=9"):
+        greedy_decode(model, long_src, None, 5, BOS, EOS)
+    with pytest.raises(ValueError, match="absorbed=True needs a model built with attention='mla'"):
+        greedy_decode(model, src, mask, 5, BOS, EOS, absorbed=True)

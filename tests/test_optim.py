@@ -1,0 +1,91 @@
+"""Adam, AdamW, schedules and clipping against values worked out by hand from the formulas."""
+
+import math
+
+import numpy as np
+import pytest
+
+from numpy_transformer.module import Parameter
+from numpy_transformer.optim import (Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule,
+                                     clip_grad_norm, global_grad_norm)
+
+
+def test_one_adam_step_by_hand():
+    p = Parameter(np.array([1.0, -2.0]))
+    opt = Adam([("p", p)], lr=0.1, betas=(0.9, 0.98), eps=1e-9)
+    p.grad[...] = [0.5, -0.25]
+    opt.step()
+    # m = 0.1 g, v = 0.02 g^2; m_hat = g, v_hat = g^2  ->  step = lr * g / (|g| + eps)
+    np.testing.assert_allclose(p.data, [1.0 - 0.1 * 0.5 / (0.5 + 1e-9), -2.0 + 0.1 * 0.25 / (0.25 + 1e-9)], rtol=1e-15)
+
+
+def test_three_adam_steps_by_hand():
+    p = Parameter(np.array([0.3]))
+    opt = Adam([("p", p)], lr=0.01, betas=(0.8, 0.9), eps=1e-8)
+    value, m, v = 0.3, 0.0, 0.0
+    for t, g in enumerate([1.0, -0.5, 2.0], start=1):
+        p.grad[...] = g
+        opt.step()
+        m, v = 0.8 * m + 0.2 * g, 0.9 * v + 0.1 * g * g
+        value -= 0.01 * (m / (1 - 0.8**t)) / (math.sqrt(v / (1 - 0.9**t)) + 1e-8)
+        assert p.data[0] == pytest.approx(value, rel=1e-14)
+    assert opt.step_count == 3
+
+
+def test_adamw_decays_matrices_not_vectors():
+    w, b = Parameter(np.ones((2, 2))), Parameter(np.ones(2))
+    opt = AdamW([("w", w), ("b", b)], lr=0.1, weight_decay=0.5)
+    opt.step()  # zero gradients: only the decay moves anything
+    np.testing.assert_allclose(w.data, 1.0 - 0.1 * 0.5)
+    np.testing.assert_allclose(b.data, 1.0)
+
+
+def test_optimizer_state_round_trip():
+    p = Parameter(np.array([1.0, 2.0]))
+    opt = Adam([("p", p)], lr=0.1)
+    p.grad[...] = [1.0, -1.0]
+    opt.step()
+    state = opt.state_dict()
+    q = Parameter(p.data.copy())
+    other = Adam([("p", q)], lr=0.5)
+    other.load_state_dict(state)
+    p.grad[...] = q.grad[...] = [0.3, 0.2]
+    opt.step(), other.step()
+    np.testing.assert_array_equal(p.data, q.data)
+    with pytest.raises(ValueError, match="missing"):
+        other.load_state_dict({"step": 1, "lr": 0.1, "betas": [0.9, 0.98], "eps": 1e-9})
+
+
+@pytest.mark.parametrize("lr", [0, -1.0, float("nan")])
+def test_bad_learning_rate(lr):
+    with pytest.raises(ValueError, match="lr must be a positive number"):
+        Adam([("p", Parameter(np.zeros(1)))], lr=lr)
+
+
+def test_noam_schedule_closed_form():
+    schedule = NoamSchedule(d_model=512, warmup=4000, factor=2.0)
+    for step in (1, 100, 4000, 4001, 100000):
+        assert schedule(step) == pytest.approx(2.0 * 512**-0.5 * min(step**-0.5, step * 4000**-1.5))
+    assert max(range(1, 9000), key=schedule) == 4000
+
+
+def test_constant_and_cosine_schedules():
+    assert ConstantSchedule(0.3)(12345) == 0.3
+    cosine = WarmupCosineSchedule(1.0, warmup=10, total=110, min_lr=0.1)
+    assert cosine(5) == pytest.approx(0.5)
+    assert cosine(10) == pytest.approx(1.0)
+    assert cosine(60) == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 0.5)))
+    assert cosine(110) == pytest.approx(0.1) and cosine(500) == pytest.approx(0.1)
+
+
+def test_clipping_caps_the_norm_and_keeps_direction():
+    a, b = Parameter(np.zeros(2)), Parameter(np.zeros((1, 2)))
+    a.grad[...] = [3.0, 0.0]
+    b.grad[...] = [[0.0, 4.0]]
+    before = np.concatenate([a.grad.ravel(), b.grad.ravel()])
+    assert clip_grad_norm([a, b], 1.0) == pytest.approx(5.0)
+    after = np.concatenate([a.grad.ravel(), b.grad.ravel()])
+    assert global_grad_norm([a, b]) == pytest.approx(1.0)
+    np.testing.assert_allclose(after, before / 5.0)
+    assert clip_grad_norm([a, b], 10.0) == pytest.approx(1.0)  # under the cap: untouched
+    np.testing.assert_allclose(np.concatenate([a.grad.ravel(), b.grad.ravel()]), after)
