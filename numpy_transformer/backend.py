@@ -89,6 +89,15 @@ def scatter_add(target: Any, indices: Any, values: Any) -> None:
         xp.add.at(target, indices, values)
 
 
+def random_uint16(rng: Any, shape: tuple[int, ...]) -> Any:
+    """Uniform random 16-bit integers of the given shape from the generator ``rng``."""
+    xp = get_array_module()
+    if hasattr(rng, "bytes"):  # NumPy: raw bytes are the cheapest draw
+        count = int(numpy.prod(shape))
+        return xp.frombuffer(rng.bytes(2 * count), dtype=xp.uint16).reshape(shape)
+    return rng.integers(0, 65536, size=shape, dtype=xp.uint16)
+
+
 def make_rng(seed: int | None) -> Any:
     """A seeded random generator of the current backend (owned by a model)."""
     return get_array_module().random.default_rng(seed)

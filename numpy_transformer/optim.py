@@ -46,6 +46,7 @@ class Adam:
         xp = get_array_module()
         self.m = [xp.zeros_like(p.data) for _, p in self.named_parameters]
         self.v = [xp.zeros_like(p.data) for _, p in self.named_parameters]
+        self._buffer: Array = None
 
     def zero_grad(self) -> None:
         for _, parameter in self.named_parameters:
@@ -63,16 +64,33 @@ class Adam:
         correction1 = 1.0 - beta1**self.step_count
         correction2 = 1.0 - beta2**self.step_count
         step_size = lr / correction1
+        inverse_root_correction2 = 1.0 / math.sqrt(correction2)
         for (name, parameter), m, v in zip(self.named_parameters, self.m, self.v):
             grad = parameter.grad
             self._decay(name, parameter, lr)
+            scratch = self._scratch(parameter)
+            # every operation writes in place: no temporaries of the parameter's size are created
             m *= beta1
-            m += (1.0 - beta1) * grad
+            xp.multiply(grad, 1.0 - beta1, out=scratch)
+            m += scratch
             v *= beta2
-            v += (1.0 - beta2) * grad * grad
-            denominator = xp.sqrt(v / correction2)
-            denominator += self.eps
-            parameter.data -= step_size * m / denominator
+            xp.multiply(grad, grad, out=scratch)
+            scratch *= 1.0 - beta2
+            v += scratch
+            xp.sqrt(v, out=scratch)
+            scratch *= inverse_root_correction2
+            scratch += self.eps
+            xp.divide(m, scratch, out=scratch)
+            scratch *= step_size
+            parameter.data -= scratch
+
+    def _scratch(self, parameter: Parameter) -> Array:
+        """A view of one reused buffer, shaped like the parameter."""
+        size = parameter.data.size
+        if self._buffer is None or self._buffer.size < size or self._buffer.dtype != parameter.data.dtype:
+            self._buffer = get_array_module().empty(max(size, 0 if self._buffer is None else self._buffer.size),
+                                                    dtype=parameter.data.dtype)
+        return self._buffer[:size].reshape(parameter.data.shape)
 
     def state_dict(self) -> dict[str, Any]:
         """Host arrays of both moments per parameter name, plus the step and hyper-parameters."""

@@ -91,7 +91,7 @@ def test_full_step_runs_through_the_stand_in(stand_in, kind):
     model.backward(F.cross_entropy_backward(1.0, cache))
     assert isinstance(logits, Guarded) and np.isfinite(loss)
     assert all(isinstance(p.grad, Guarded) and p.grad.any() for p in model.parameters())
-    assert {"zeros", "where", "concatenate", "random"} <= StandIn.calls
+    assert {"zeros", "where", "concatenate", "frombuffer", "bytes"} <= StandIn.calls
 
 
 def test_guard_catches_a_bypass(stand_in):
@@ -100,8 +100,9 @@ def test_guard_catches_a_bypass(stand_in):
 
 
 def test_only_the_backend_imports_numpy():
-    """gradcheck compares on the host by design; every layer must take xp from the backend."""
-    allowed = {"backend.py", "gradcheck.py"}
+    """Every layer takes xp from the backend. Host-side by design: gradcheck (compares on the host),
+    data (samples text pairs) and checkpoint (files hold NumPy arrays)."""
+    allowed = {"backend.py", "gradcheck.py", "data.py", "checkpoint.py"}
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         if path.name in allowed:

@@ -1,0 +1,323 @@
+"""numpy_transformer vs PyTorch, side by side in one run on the same cores.
+
+    python benchmarks/bench.py                    # every configuration, table on stdout
+    python benchmarks/bench.py --configs tiny small --json
+    python benchmarks/bench.py --scaling          # training step time and memory vs sequence length
+
+For each configuration: one full training step (zero grads, forward, label-smoothed loss,
+backward, Adam), median of --repeats runs after warm-up, alternating the two frameworks; analytic
+matrix-multiply FLOPs and the fraction of the float32 matmul peak measured in the same run;
+greedy decoding of 32 tokens at batch 1 and 32 (numpy_transformer's cached decoding vs the
+seeds' uncached PyTorch loop); peak resident memory of a training step, each measured in a fresh
+process. Without PyTorch the absolute numbers are still printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy_transformer as nt  # noqa: E402
+from numpy_transformer import functional as F  # noqa: E402
+from numpy_transformer.decoding import greedy_decode  # noqa: E402
+from numpy_transformer.optim import Adam  # noqa: E402
+
+CONFIGS = {  # name: (src vocab, tgt vocab, d_model, N, h, d_ff, batch, S)
+    "tiny": (100, 100, 64, 2, 4, 256, 32, 16),
+    "small": (1000, 1000, 128, 2, 4, 512, 32, 32),
+    "seed": (2000, 1000, 512, 6, 8, 2048, 10, 8),
+    "base": (8000, 8000, 512, 6, 8, 2048, 32, 64),
+}
+RUNS = [("tiny", "mha"), ("small", "mha"), ("small", "mla"), ("seed", "mha"), ("base", "mha"), ("base", "mla")]
+DECODE_TOKENS = 32
+PAD, BOS, EOS = 0, 1, 2
+
+
+def model_config(name: str, attention: str, seq_len: int | None = None) -> dict:
+    src_vocab, tgt_vocab, d_model, n_layers, heads, d_ff, _, length = CONFIGS[name]
+    length = seq_len or length
+    table = max(length, DECODE_TOKENS) + 1
+    return {"src_vocab_size": src_vocab, "tgt_vocab_size": tgt_vocab, "src_seq_len": table, "tgt_seq_len": table,
+            "d_model": d_model, "N": n_layers, "h": heads, "dropout": 0.1, "d_ff": d_ff, "attention": attention,
+            "norm_first": True, "dtype": "float32"}
+
+
+def matmul_flops(config: dict, batch: int, src_len: int, tgt_len: int) -> float:
+    """Matrix-multiply FLOPs of one training step: 2mnk per forward product, x3 with its backward."""
+    d, f, n, v = config["d_model"], config["d_ff"], config["N"], config["tgt_vocab_size"]
+    latent = d // 4
+
+    def projections(q_rows: int, kv_rows: int) -> float:  # Q, K, V (or MLA's path) and the output projection
+        if config["attention"] == "mla":
+            kv = 2 * kv_rows * d * latent + 2 * kv_rows * latent * 2 * d
+        else:
+            kv = 2 * kv_rows * d * 2 * d
+        return 2 * q_rows * d * d + kv + 2 * q_rows * d * d
+
+    def attention(q_rows: int, kv_len: int) -> float:  # scores and weighted values, all heads
+        return 2 * 2 * q_rows * kv_len * d
+
+    src_rows, tgt_rows = batch * src_len, batch * tgt_len
+    ffn = lambda rows: 2 * 2 * rows * d * f  # noqa: E731
+    encoder = n * (projections(src_rows, src_rows) + attention(src_rows, src_len) + ffn(src_rows))
+    decoder = n * (projections(tgt_rows, tgt_rows) + attention(tgt_rows, tgt_len)
+                   + projections(tgt_rows, src_rows) + attention(tgt_rows, src_len) + ffn(tgt_rows))
+    return 3.0 * (encoder + decoder + 2 * tgt_rows * d * v)
+
+
+def matmul_peak() -> dict:
+    """Best float32 A @ B GFLOP/s for n = 1024 and 2048 on this machine, now."""
+    rng = np.random.default_rng(0)
+    result = {}
+    for n in (1024, 2048):
+        a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+        a @ b
+        times = []
+        for _ in range(5 if n == 1024 else 3):
+            start = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - start)
+        result[n] = 2 * n**3 / min(times) / 1e9
+    return result
+
+
+def make_data(config: dict, batch: int, length: int) -> tuple:
+    rng = np.random.default_rng(0)
+    src = rng.integers(3, config["src_vocab_size"], (batch, length))
+    tgt = rng.integers(3, config["tgt_vocab_size"], (batch, length))
+    labels = rng.integers(3, config["tgt_vocab_size"], (batch, length))
+    src[: batch // 4, length * 3 // 4 :] = PAD  # a quarter of the batch padded
+    tgt[: batch // 4, length * 3 // 4 :] = PAD
+    labels[: batch // 4, length * 3 // 4 :] = PAD
+    return src, tgt, labels
+
+
+class NumpyRunner:
+    name = "numpy_transformer"
+
+    def __init__(self, config: dict, batch: int, length: int) -> None:
+        self.model = nt.build_transformer(**config).train()
+        self.optimizer = Adam(self.model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.src, self.tgt, self.labels = make_data(config, batch, length)
+        self.src_mask, self.tgt_mask = nt.make_src_mask(self.src, PAD), nt.make_tgt_mask(self.tgt, PAD)
+        self.model.projection_layer.proj.bias.data[EOS] = -1e4  # never stop early: decode all 32 tokens
+
+    def train_step(self) -> None:
+        self.optimizer.zero_grad()
+        logits = self.model.forward(self.src, self.tgt, self.src_mask, self.tgt_mask)
+        _, cache = F.cross_entropy_forward(logits, self.labels, PAD, 0.1)
+        self.model.backward(F.cross_entropy_backward(1.0, cache))
+        self.optimizer.step()
+
+    def decode(self, batch: int) -> None:
+        src = self.src[:batch]
+        greedy_decode(self.model, src, nt.make_src_mask(src, PAD), DECODE_TOKENS, BOS, EOS)
+
+
+class TorchRunner:
+    name = "pytorch"
+
+    def __init__(self, config: dict, batch: int, length: int) -> None:
+        import torch
+
+        from numpy_transformer.interop import build_torch_transformer
+
+        self.torch = torch
+        self.model = build_torch_transformer(config).train()
+        for p in self.model.parameters():
+            if p.dim() > 1:
+                torch.nn.init.xavier_uniform_(p)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        self.loss = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
+        src, tgt, labels = make_data(config, batch, length)
+        self.src, self.tgt, self.labels = (torch.from_numpy(a) for a in (src, tgt, labels))
+        self.src_mask = (self.src != PAD)[:, None, None, :]
+        self.tgt_mask = (self.tgt != PAD)[:, None, None, :] & torch.tril(torch.ones(length, length, dtype=torch.bool))
+        with torch.no_grad():
+            self.model.projection_layer.proj.bias[EOS] = -1e4
+        self.vocab = config["tgt_vocab_size"]
+
+    def train_step(self) -> None:
+        self.optimizer.zero_grad()
+        logits = self.model(self.src, self.tgt, self.src_mask, self.tgt_mask)
+        self.loss(logits.reshape(-1, self.vocab), self.labels.reshape(-1)).backward()
+        self.optimizer.step()
+
+    def decode(self, batch: int) -> None:
+        """The seeds' greedy loop: re-run the decoder over the whole prefix at every step."""
+        torch = self.torch
+        self.model.eval()
+        with torch.no_grad():
+            src = self.src[:batch]
+            src_mask = (src != PAD)[:, None, None, :]
+            memory = self.model.encode(src, src_mask)
+            tokens = torch.full((batch, 1), BOS, dtype=torch.long)
+            for _ in range(DECODE_TOKENS):
+                mask = torch.tril(torch.ones(tokens.shape[1], tokens.shape[1], dtype=torch.bool))
+                out = self.model.decode(memory, src_mask, tokens, mask)
+                next_token = self.model.project(out[:, -1]).argmax(dim=-1, keepdim=True)
+                tokens = torch.cat([tokens, next_token], dim=1)
+        self.model.train()
+
+
+def have_torch() -> bool:
+    try:
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 1)
+        return True
+    except ImportError:
+        return False
+
+
+def timed(function, *args) -> float:
+    start = time.perf_counter()
+    function(*args)
+    return time.perf_counter() - start
+
+
+def alternate(runners: list, method: str, repeats: int, warmup: int, *args) -> dict:
+    """Median and min-max of each runner's seconds, measured in turn so both see the same machine."""
+    for runner in runners:
+        for _ in range(warmup):
+            getattr(runner, method)(*args)
+    samples = {runner.name: [] for runner in runners}
+    for _ in range(repeats):
+        for runner in runners:
+            samples[runner.name].append(timed(getattr(runner, method), *args))
+    return {name: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s)} for name, s in samples.items()}
+
+
+def memory_probe(framework: str, name: str, attention: str, seq_len: int | None) -> dict:
+    """Run in a fresh process: RSS before the first step, and the process peak after three steps."""
+    config = model_config(name, attention, seq_len)
+    batch, length = CONFIGS[name][6], seq_len or CONFIGS[name][7]
+    runner = (NumpyRunner if framework == "numpy" else TorchRunner)(config, batch, length)
+    with open("/proc/self/statm") as statm:
+        before = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    for _ in range(3):
+        runner.train_step()
+    # VmHWM belongs to this address space; ru_maxrss would carry the parent's peak across fork/exec
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    return {"rss_before_step_mb": before / 2**20, "peak_rss_mb": peak / 2**20, "step_increase_mb": max(peak - before, 0) / 2**20}
+
+
+def probe(framework: str, name: str, attention: str, seq_len: int | None = None) -> dict:
+    command = [sys.executable, __file__, "--probe", framework, name, attention, str(seq_len or 0)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def ratio(mine: float, theirs: float) -> float:
+    return mine / theirs if theirs else float("nan")
+
+
+def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: bool, decode: bool) -> dict:
+    config = model_config(name, attention)
+    batch, length = CONFIGS[name][6], CONFIGS[name][7]
+    runners = [NumpyRunner(config, batch, length)] + ([TorchRunner(config, batch, length)] if use_torch else [])
+    flops = matmul_flops(config, batch, length, length)
+    train = alternate(runners, "train_step", repeats, 2)
+    row = {"config": name, "attention": attention, "batch": batch, "seq_len": length, "matmul_gflop_per_step": flops / 1e9,
+           "train": train}
+    mine = train["numpy_transformer"]["median_s"]
+    row["numpy_gflops"] = flops / mine / 1e9
+    row["numpy_fraction_of_peak"] = row["numpy_gflops"] / peak
+    row["numpy_target_tokens_per_s"] = batch * length / mine
+    if decode:
+        row["decode"] = {b: alternate(runners, "decode", max(3, repeats // 2), 1, b) for b in (1, min(32, batch))}
+    row["memory"] = {"numpy_transformer": probe("numpy", name, attention)}
+    if use_torch:
+        row["memory"]["pytorch"] = probe("torch", name, attention)
+        theirs = train["pytorch"]["median_s"]
+        row["ratio_train"] = ratio(mine, theirs)
+        row["pytorch_gflops"] = flops / theirs / 1e9
+        if decode:
+            row["ratio_decode"] = {b: ratio(d["numpy_transformer"]["median_s"], d["pytorch"]["median_s"])
+                                   for b, d in row["decode"].items()}
+        row["ratio_peak_memory"] = ratio(row["memory"]["numpy_transformer"]["peak_rss_mb"], row["memory"]["pytorch"]["peak_rss_mb"])
+    return row
+
+
+def scaling(repeats: int, use_torch: bool) -> list[dict]:
+    rows = []
+    for length in (16, 32, 64, 128, 256):
+        config = model_config("small", "mha", length)
+        batch = CONFIGS["small"][6]
+        runners = [NumpyRunner(config, batch, length)] + ([TorchRunner(config, batch, length)] if use_torch else [])
+        train = alternate(runners, "train_step", repeats, 1)
+        row = {"seq_len": length, "train": train, "memory": {"numpy_transformer": probe("numpy", "small", "mha", length)}}
+        if use_torch:
+            row["memory"]["pytorch"] = probe("torch", "small", "mha", length)
+            row["ratio_train"] = ratio(train["numpy_transformer"]["median_s"], train["pytorch"]["median_s"])
+        rows.append(row)
+    return rows
+
+
+def print_table(result: dict) -> None:
+    peak = result["matmul_peak_gflops"]
+    print(f"float32 matmul peak: {peak['1024']:.1f} GFLOP/s (n=1024), {peak['2048']:.1f} GFLOP/s (n=2048)")
+    print(f"{'config':<12}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}{'GFLOP/s':>9}{'of peak':>8}"
+          f"{'tok/s':>9}{'dec b1 r':>9}{'dec b32 r':>10}{'mem MB n/t':>13}")
+    for row in result["runs"]:
+        t = row["train"]
+        mine, theirs = t["numpy_transformer"], t.get("pytorch")
+        decode = row.get("ratio_decode", {})
+        mem = row["memory"]
+        spread = f"({mine['min_s'] * 1e3:.1f}-{mine['max_s'] * 1e3:.1f})"
+        print(f"{row['config'] + '/' + row['attention']:<12}{mine['median_s'] * 1e3:>10.1f}{spread:>16}"
+              f"{(theirs['median_s'] * 1e3 if theirs else float('nan')):>10.1f}{row.get('ratio_train', float('nan')):>7.2f}"
+              f"{row['numpy_gflops']:>9.1f}{row['numpy_fraction_of_peak']:>8.0%}{row['numpy_target_tokens_per_s']:>9.0f}"
+              f"{decode.get(1, float('nan')):>9.3f}{decode.get(min(32, row['batch']), float('nan')):>10.3f}"
+              f"{mem['numpy_transformer']['peak_rss_mb']:>7.0f}/{mem.get('pytorch', {}).get('peak_rss_mb', float('nan')):<5.0f}")
+    for row in result.get("scaling", []):
+        t = row["train"]
+        theirs = t.get("pytorch", {}).get("median_s", float("nan"))
+        mem = row["memory"]
+        print(f"small/mha S={row['seq_len']:<4} numpy {t['numpy_transformer']['median_s'] * 1e3:8.1f} ms  torch {theirs * 1e3:8.1f} ms  "
+              f"ratio {row.get('ratio_train', float('nan')):.2f}  step memory +{mem['numpy_transformer']['step_increase_mb']:.0f} MB"
+              f" / torch +{mem.get('pytorch', {}).get('step_increase_mb', float('nan')):.0f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", nargs="*", default=None, help="subset of: tiny small seed base")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--no-decode", action="store_true")
+    parser.add_argument("--scaling", action="store_true", help="also the sequence-length scaling table (small config)")
+    parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    parser.add_argument("--probe", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.probe:
+        framework, name, attention, seq_len = args.probe
+        if framework == "torch":
+            have_torch()
+        print(json.dumps(memory_probe(framework, name, attention, int(seq_len) or None)))
+        return
+    use_torch = not args.no_torch and have_torch()
+    peak = matmul_peak()
+    runs = [(n, a) for n, a in RUNS if args.configs is None or n in args.configs]
+    result = {"matmul_peak_gflops": {str(k): v for k, v in peak.items()}, "torch": use_torch, "cores": os.cpu_count(),
+              "runs": [run_config(n, a, max(peak.values()), args.repeats, use_torch, not args.no_decode) for n, a in runs]}
+    if args.scaling:
+        result["scaling"] = scaling(max(3, args.repeats // 2), use_torch)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print_table(result)
+
+
+if __name__ == "__main__":
+    main()
