@@ -7,9 +7,12 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .checkpoint import CheckpointError
+
+if TYPE_CHECKING:
+    from .train import Trainer
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 
@@ -65,6 +68,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=DEFAULT_OUT, help="run directory: model.npz and log.jsonl")
     p.add_argument("--resume", action="store_true", help="continue the run saved in --out (to --steps)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--show", type=int, default=5, help="translations of unseen test sources to print at the end")
 
 
 def _add_decode_options(p: argparse.ArgumentParser) -> None:
@@ -121,7 +125,23 @@ def _train(args: argparse.Namespace) -> int:
     except TrainingDiverged as error:
         print(f"error: training stopped: {error}; the last good checkpoint in {out} is kept", file=sys.stderr)
         return 1
+    _show_translations(trainer, args.show)
     return 0
+
+
+def _show_translations(trainer: "Trainer", count: int) -> None:
+    """Print the model's translations of the first ``count`` test pairs, never seen in training."""
+    from .train import translate_ids
+
+    task = trainer.task
+    pairs = task.test[:count]
+    if not pairs:
+        return
+    print(f"translations of {len(pairs)} unseen test sources:")
+    for (source, reference), ids in zip(pairs, translate_ids(trainer.model, task.encode_pairs(pairs)[0])):
+        hypothesis = task.tokenizer.detokenize(task.tgt_vocab.decode(ids))
+        mark = "ok" if hypothesis == reference else f"expected: {reference}"
+        print(f"  {source}  ->  {hypothesis}   [{mark}]")
 
 
 def _decode_options(args: argparse.Namespace) -> dict:

@@ -91,11 +91,12 @@ class DecoderCache:
         for layer in model.decoder.layers:
             block = layer.cross_attention_block
             weight = block._w_qkv if self.mode == "mha" else block._w_q_compress
-            self.cross.append(memory @ weight[self.d_model :].T)
+            self.cross.append(F.matmul_rows(memory, weight[self.d_model :].T))
         self.absorbed_weights = [self._absorb(layer) for layer in model.decoder.layers] if absorbed else None
 
     def _absorb(self, layer: Any) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
-        """Per attention block: W_qk (H*L, D) with rows W_kd_h^T W_q_h, and W_ov (H*L, D) = W_vd_h^T W_o_h^T."""
+        """Per attention block: W_qk (H*L, D) with rows W_kd_h^T W_q_h, and W_ov^T (D, H*L), W_ov_h = W_vd_h^T W_o_h^T."""
+        xp = get_array_module()
         out = []
         for block in (layer.self_attention_block, layer.cross_attention_block):
             h, d, latent = self.heads, self.d_model, self.d_model // 4
@@ -105,7 +106,7 @@ class DecoderCache:
             w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
             w_qk = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent, d)
             w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
-            out.append((w_qk, w_ov))
+            out.append((w_qk, xp.ascontiguousarray(w_ov.T)))  # both stored (out, in), like every weight
         return out[0], out[1]
 
     @property
@@ -135,22 +136,22 @@ class DecoderCache:
         """One query position (N, 1, D) attending over stored keys/values or latents (N, t, width)."""
         h, d = self.heads, self.d_model
         if self.mode == "mha":
-            q = x @ block._w_qkv[:d].T
+            q = F.matmul_rows(x, block._w_qkv[:d].T)
             heads = [F.split_heads_forward(t, h)[0] for t in (q, stored[..., :d], stored[..., d:])]
             out, _ = F.scaled_dot_product_attention_forward(*heads, mask)
-            return F.merge_heads_forward(out)[0] @ block.w_o.weight.data.T
+            return F.matmul_rows(F.merge_heads_forward(out)[0], block.w_o.weight.data.T)
         if self.mode == "mla":
-            q = x @ block._w_q_compress[:d].T
-            kv = stored @ block._w_kv_decompress.T
+            q = F.matmul_rows(x, block._w_q_compress[:d].T)
+            kv = F.matmul_rows(stored, block._w_kv_decompress.T)
             heads = [F.split_heads_forward(t, h)[0] for t in (q, kv[..., :d], kv[..., d:])]
             out, _ = F.scaled_dot_product_attention_forward(*heads, mask)
-            return F.merge_heads_forward(out)[0] @ block.w_o.weight.data.T
-        w_qk, w_ov = absorbed
+            return F.matmul_rows(F.merge_heads_forward(out)[0], block.w_o.weight.data.T)
+        w_qk, w_ov_t = absorbed
         rows, latent = x.shape[0], d // 4
-        q_latent = (x @ w_qk.T).reshape(rows, 1, h, latent).transpose(0, 2, 1, 3)  # (N, H, 1, L)
+        q_latent = F.matmul_rows(x, w_qk.T).reshape(rows, 1, h, latent).transpose(0, 2, 1, 3)  # (N, H, 1, L)
         latents = stored[:, None]  # (N, 1, t, L): one latent shared by every head
         context, _ = F.scaled_dot_product_attention_forward(q_latent, latents, latents, mask, scale=1 / math.sqrt(d // h))
-        return context.transpose(0, 2, 1, 3).reshape(rows, 1, h * latent) @ w_ov
+        return F.matmul_rows(context.transpose(0, 2, 1, 3).reshape(rows, 1, h * latent), w_ov_t.T)
 
     def step(self, tokens: Array) -> Array:
         """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""
@@ -163,7 +164,7 @@ class DecoderCache:
             new_weight = self_block._w_qkv[d:] if self.mode == "mha" else self_block._w_q_compress[d:]
 
             def self_attention(y: Array, index: int = index) -> Array:
-                stored = self.self_caches[index].append(y @ new_weight.T)
+                stored = self.self_caches[index].append(F.matmul_rows(y, new_weight.T))
                 return self._attend(self_block, y, stored, None, absorbed[0])
 
             def cross_attention(y: Array, index: int = index) -> Array:

@@ -473,15 +473,19 @@ def cross_entropy_forward(
     n_valid = int(valid.sum())
     if n_valid == 0:
         raise ValueError("targets: every token equals pad_id, so there is nothing to average the loss over")
+    # log softmax(z)_v = z_v - m - log sum exp(z - m): only the target's entry and the row mean of
+    # log-probabilities are needed, so the (N, V) log-probability matrix is never formed
     shifted = logits_2d - logits_2d.max(axis=-1, keepdims=True)
-    log_norm = xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
-    log_probs = shifted - log_norm
+    probs = xp.exp(shifted)
+    total = probs.sum(axis=-1, keepdims=True)
+    log_norm = xp.log(total)[:, 0]
+    probs /= total
     safe_targets = xp.where(valid, targets_1d, 0)
-    nll = -xp.take_along_axis(log_probs, safe_targets[:, None], axis=-1)[:, 0]
-    smooth = -log_probs.mean(axis=-1)
+    nll = log_norm - xp.take_along_axis(shifted, safe_targets[:, None], axis=-1)[:, 0]
+    smooth = log_norm - shifted.mean(axis=-1)
     per_token = (1.0 - label_smoothing) * nll + label_smoothing * smooth
     loss = float((per_token * valid).sum()) / n_valid
-    return loss, (log_probs, safe_targets, valid, n_valid, label_smoothing, logits.shape)
+    return loss, (probs, safe_targets, valid, n_valid, label_smoothing, logits.shape)
 
 
 def cross_entropy_backward(dloss: float, cache: tuple) -> Array:
@@ -491,9 +495,8 @@ def cross_entropy_backward(dloss: float, cache: tuple) -> Array:
     -> dlogits with the shape of the logits (..., V).
     """
     xp = get_array_module()
-    log_probs, safe_targets, valid, n_valid, label_smoothing, shape = cache
-    dlogits = xp.exp(log_probs)
-    dlogits -= label_smoothing / shape[-1]
+    probs, safe_targets, valid, n_valid, label_smoothing, shape = cache
+    dlogits = probs - label_smoothing / shape[-1]
     rows = xp.arange(dlogits.shape[0])
     dlogits[rows, safe_targets] -= 1.0 - label_smoothing
     dlogits *= (valid * (dloss / n_valid)).astype(dlogits.dtype)[:, None]

@@ -6,9 +6,11 @@ Optimiser state (moments, step counter) lives here, never on the parameters.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
-from .backend import get_array_module, to_numpy
+from .backend import backend_name, get_array_module, to_numpy
 from .module import Module, Parameter
 
 Array = Any
@@ -34,7 +36,7 @@ class Adam:
 
     def __init__(
         self, parameters: Module | Iterable[tuple[str, Parameter]], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
-        eps: float = 1e-9,
+        eps: float = 1e-9, threads: int | None = None,
     ) -> None:
         _check_positive("lr", lr)
         _check_positive("eps", eps)
@@ -46,7 +48,12 @@ class Adam:
         xp = get_array_module()
         self.m = [xp.zeros_like(p.data) for _, p in self.named_parameters]
         self.v = [xp.zeros_like(p.data) for _, p in self.named_parameters]
-        self._buffer: Array = None
+        # threads only help NumPy, whose element-wise loops run on one core each
+        self.threads = max(1, min(threads if threads is not None else (os.cpu_count() or 1), 8))
+        if backend_name() != "numpy":
+            self.threads = 1
+        self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+        self._buffers: list[Array] = [None] * self.threads
 
     def zero_grad(self) -> None:
         for _, parameter in self.named_parameters:
@@ -57,18 +64,27 @@ class Adam:
 
     def step(self, lr: float | None = None) -> None:
         """Apply one update with ``lr`` (or the optimiser's own), counting one more optimiser step."""
-        xp = get_array_module()
         lr = self.lr if lr is None else lr
         self.step_count += 1
         beta1, beta2 = self.betas
-        correction1 = 1.0 - beta1**self.step_count
-        correction2 = 1.0 - beta2**self.step_count
-        step_size = lr / correction1
-        inverse_root_correction2 = 1.0 / math.sqrt(correction2)
-        for (name, parameter), m, v in zip(self.named_parameters, self.m, self.v):
+        root_correction2 = math.sqrt(1.0 - beta2**self.step_count)
+        # lr * m_hat / (sqrt(v_hat) + eps) = k * m / (sqrt(v) + eps'), k = lr sqrt(1 - b2^t) / (1 - b1^t)
+        scale = lr * root_correction2 / (1.0 - beta1**self.step_count)
+        eps = self.eps * root_correction2
+        work = [(name, p, m, v, scale, eps, lr) for (name, p), m, v in zip(self.named_parameters, self.m, self.v)]
+        if self._pool is None:
+            self._update(work, 0)
+        else:  # NumPy's element-wise loops release the GIL: each thread streams its share of the parameters
+            shares = [work[i :: self.threads] for i in range(self.threads)]
+            list(self._pool.map(self._update, shares, range(self.threads)))
+
+    def _update(self, work: list, thread: int) -> None:
+        xp = get_array_module()
+        beta1, beta2 = self.betas
+        for name, parameter, m, v, scale, eps, lr in work:
             grad = parameter.grad
             self._decay(name, parameter, lr)
-            scratch = self._scratch(parameter)
+            scratch = self._scratch(parameter, thread)
             # every operation writes in place: no temporaries of the parameter's size are created
             m *= beta1
             xp.multiply(grad, 1.0 - beta1, out=scratch)
@@ -78,19 +94,17 @@ class Adam:
             scratch *= 1.0 - beta2
             v += scratch
             xp.sqrt(v, out=scratch)
-            scratch *= inverse_root_correction2
-            scratch += self.eps
+            scratch += eps
             xp.divide(m, scratch, out=scratch)
-            scratch *= step_size
+            scratch *= scale
             parameter.data -= scratch
 
-    def _scratch(self, parameter: Parameter) -> Array:
-        """A view of one reused buffer, shaped like the parameter."""
-        size = parameter.data.size
-        if self._buffer is None or self._buffer.size < size or self._buffer.dtype != parameter.data.dtype:
-            self._buffer = get_array_module().empty(max(size, 0 if self._buffer is None else self._buffer.size),
-                                                    dtype=parameter.data.dtype)
-        return self._buffer[:size].reshape(parameter.data.shape)
+    def _scratch(self, parameter: Parameter, thread: int) -> Array:
+        """A view of this thread's reused buffer, shaped like the parameter."""
+        size, buffer = parameter.data.size, self._buffers[thread]
+        if buffer is None or buffer.size < size or buffer.dtype != parameter.data.dtype:
+            buffer = self._buffers[thread] = get_array_module().empty(size, dtype=parameter.data.dtype)
+        return buffer[:size].reshape(parameter.data.shape)
 
     def state_dict(self) -> dict[str, Any]:
         """Host arrays of both moments per parameter name, plus the step and hyper-parameters."""
@@ -123,9 +137,9 @@ class AdamW(Adam):
 
     def __init__(
         self, parameters: Module | Iterable[tuple[str, Parameter]], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
-        eps: float = 1e-9, weight_decay: float = 0.01, decay_vectors: bool = False,
+        eps: float = 1e-9, weight_decay: float = 0.01, decay_vectors: bool = False, threads: int | None = None,
     ) -> None:
-        super().__init__(parameters, lr, betas, eps)
+        super().__init__(parameters, lr, betas, eps, threads)
         if weight_decay < 0:
             raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
         self.weight_decay = float(weight_decay)
