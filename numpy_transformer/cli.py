@@ -95,7 +95,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split")
     p.add_argument("--limit", type=_positive_int, default=None, help="evaluate on the first N pairs only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_plot(commands)
     return parser
+
+
+def _add_plot(commands: argparse._SubParsersAction) -> None:
+    plot = commands.add_parser("plot", help="pictures: attention maps, training curves, gradient flow (needs matplotlib)")
+    kinds = plot.add_subparsers(dest="picture", required=True)
+    p = kinds.add_parser("attention", help="layer x head attention heatmaps for one sentence")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument("--out", default="attention.png", help="writes <stem>-encoder.png, -decoder.png, -cross.png")
+    p.add_argument("sentence")
+    p = kinds.add_parser("curves", help="loss, dev BLEU and learning rate from a training log")
+    p.add_argument("--run", default=DEFAULT_OUT, help="run directory or its log.jsonl")
+    p.add_argument("--out", default="curves.png")
+    p = kinds.add_parser("gradients", help="per-layer gradient norms at initialisation, pre-norm vs post-norm")
+    p.add_argument("--checkpoint", help="take the model configuration and task from this run (default: copy task)")
+    p.add_argument("--layers", type=_positive_int, default=6, help="N when no checkpoint is given")
+    p.add_argument("--out", default="gradients.png")
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -194,10 +211,38 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot(args: argparse.Namespace) -> int:
+    from . import plots
+
+    if args.picture == "attention":
+        from .train import load_for_inference
+
+        model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
+        written = plots.plot_attention(model, tokenizer, src_vocab, tgt_vocab, args.sentence, args.out)
+    elif args.picture == "curves":
+        written = [plots.plot_curves(args.run, args.out)]
+    else:
+        from .checkpoint import load_checkpoint
+        from .data import make_task
+
+        if args.checkpoint:
+            _, meta = load_checkpoint(args.checkpoint)
+            config, recipe = meta["model"], meta["task"]
+            task = make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"])
+        else:
+            task = make_task("copy")
+            config = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), "src_seq_len": 16,
+                      "tgt_seq_len": 16, "d_model": 64, "N": args.layers, "h": 4, "d_ff": 256, "dropout": 0.0}
+        written = [plots.plot_gradient_flow(config, task, args.out)]
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate}
+    handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate, "plot": _plot}
     try:
         return handlers[args.command](args)
     except (ValueError, TypeError, RuntimeError, CheckpointError) as error:

@@ -221,6 +221,15 @@ class _AttentionBase(Module):
             start += rows
         return data, grad
 
+    @property
+    def attention_probs(self) -> Array:
+        """The attention weights (B, H, T, S) of the last forward (before dropout), for pictures."""
+        if self._cache is None:
+            raise ValueError(f"{type(self).__name__}.attention_probs needs a forward first")
+        heads_cache = self._cache[-2]  # (..., heads, output projection) in both attention kinds
+        attention_cache, _ = heads_cache
+        return attention_cache[4]
+
     def _check(self, x_q: Array, x_kv: Array, mask: Array | None) -> None:
         for argument, x in (("x_q", x_q), ("x_kv", x_kv)):
             if x.ndim != 3 or x.shape[-1] != self.d_model:
