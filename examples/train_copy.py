@@ -1,0 +1,11 @@
+"""Train the copy task (10 symbols, lengths 1-10) and test on fresh sequences.
+
+    python examples/train_copy.py
+"""
+
+from numpy_transformer.train import TrainConfig, Trainer
+
+config = TrainConfig(task="copy", steps=3000, lr=2e-3, eval_every=1000)
+trainer = Trainer.create(config, {"d_model": 64, "N": 2, "h": 4, "d_ff": 256, "dropout": 0.0})
+trainer.fit("runs/copy")
+print(trainer.evaluate(trainer.task.test))
