@@ -1,6 +1,6 @@
 """numpy_transformer: the encoder-decoder Transformer in NumPy, every backward written by hand."""
 
-from .backend import get_array_module, set_backend
+from .backend import get_array_module, set_backend, tune_allocator
 from .gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
 from .layers import (
     Decoder,
@@ -23,6 +23,8 @@ from .model import Transformer, build_transformer, causal_mask, make_src_mask, m
 from .module import Module, ModuleList, Parameter
 
 __version__ = "0.1.0"
+
+tune_allocator()
 
 __all__ = [
     "Decoder", "DecoderBlock", "Dropout", "Embedding", "Encoder", "EncoderBlock", "FeedForwardBlock",
