@@ -163,11 +163,12 @@ class DecoderCache:
             self_block, cross_block = layer.self_attention_block, layer.cross_attention_block
             new_weight = self_block._w_qkv[d:] if self.mode == "mha" else self_block._w_q_compress[d:]
 
-            def self_attention(y: Array, index: int = index) -> Array:
+            # both closures run inside this iteration (through residual_forward), so they see its layer
+            def self_attention(y: Array) -> Array:
                 stored = self.self_caches[index].append(F.matmul_rows(y, new_weight.T))
                 return self._attend(self_block, y, stored, None, absorbed[0])
 
-            def cross_attention(y: Array, index: int = index) -> Array:
+            def cross_attention(y: Array) -> Array:
                 return self._attend(cross_block, y, self.cross[index], self.src_mask, absorbed[1])
 
             sublayers = (self_attention, cross_attention, layer.feed_forward_block.forward)
