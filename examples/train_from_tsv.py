@@ -2,7 +2,7 @@
 
     python examples/train_from_tsv.py [FILE.tsv]
 
-Without an argument it writes a small demonstration file (word-order swapping) first. Sentence
+Without an argument it writes a small demonstration file first (the adjective moves after the noun). Sentence
 pair downloads such as Tatoeba's have this format; extra columns are ignored.
 """
 
@@ -19,7 +19,8 @@ else:
     colours, things = ["red", "green", "blue", "black", "white", "yellow"], ["car", "house", "cat", "dog", "book", "tree"]
     french = {"red": "rouge", "green": "verte", "blue": "bleue", "black": "noire", "white": "blanche", "yellow": "jaune",
               "car": "voiture", "house": "maison", "cat": "chatte", "dog": "chienne", "book": "revue", "tree": "plante"}
-    path.write_text("".join(f"the {c} {t}\tla {french[t]} {french[c]}\n" for c in colours for t in things) * 3)
+    # five words a sentence: corpus BLEU counts up to 4-grams, so shorter sentences always score 0
+    path.write_text("".join(f"the {c} {t} is here\tla {french[t]} {french[c]} est ici\n" for c in colours for t in things))
 
 trainer = Trainer.create(TrainConfig(data=str(path), steps=600, eval_every=200, batch_size=32),
                          {"d_model": 64, "N": 2, "h": 4, "d_ff": 256})
