@@ -8,7 +8,7 @@ import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from . import functional as F
 from .backend import get_array_module, to_numpy

@@ -1,7 +1,6 @@
 """The shape trace and the pictures."""
 
 import io
-import json
 import sys
 
 import numpy as np

@@ -1,7 +1,6 @@
 """Training end to end: learning, exact resume, checkpoints, divergence, Ctrl-C and the command line."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
