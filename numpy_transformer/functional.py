@@ -164,7 +164,11 @@ def softmax_forward(x: Array) -> tuple[Array, Array]:
 
 
 def softmax_backward(dout: Array, cache: Array) -> Array:
-    """dx = y * (dy - sum(dy * y)) along the last axis: the Jacobian diag(y) - y y^T applied to dy."""
+    """dx = y * (dy - sum(dy * y)) along the last axis: the Jacobian diag(y) - y y^T applied to dy.
+
+    The trick: that product is two element-wise passes and a row sum; the (n, n) Jacobian of each
+    row is never built. dout, y: (..., n) -> dx: (..., n)
+    """
     y = cache
     dx = dout - (dout * y).sum(axis=-1, keepdims=True)
     dx *= y
@@ -240,6 +244,8 @@ def scaled_dot_product_attention_backward(dout: Array, cache: tuple) -> tuple[Ar
     dscores = softmax_backward(dropout_backward(dPd)), zero where masked
     dq      = dscores k / sqrt(K)             (B, H, T, K)
     dk      = dscores^T q / sqrt(K)           (B, H, S, K)
+    Every head is one batched matrix product. The probabilities P are kept from the forward,
+    so no exp is recomputed. A masked score was a constant, so its gradient is exactly zero.
     """
     xp = get_array_module()
     q, k, v, mask, probs, dropped, dropout_cache, scale = cache
