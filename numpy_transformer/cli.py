@@ -37,6 +37,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {value}")
+    return value
+
+
 def _add_train(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("train", help="train a translation model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     source = p.add_mutually_exclusive_group()
@@ -75,9 +85,9 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=["greedy", "sample", "beam"], default="greedy")
     p.add_argument("--beam-width", type=_positive_int, default=4)
     p.add_argument("--length-penalty", type=float, default=1.0)
-    p.add_argument("--temperature", type=_positive_float, default=1.0)
-    p.add_argument("--top-k", type=_positive_int, default=None)
-    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)")
+    p.add_argument("--top-k", type=_positive_int, default=None, help="sample from the k most likely tokens (sampling only)")
+    p.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass (sampling only)")
     p.add_argument("--max-len", type=_positive_int, default=None, help="default: the model's target table length")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
 

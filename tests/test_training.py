@@ -131,6 +131,8 @@ def test_cli_bad_arguments_give_one_line():
     assert result.returncode == 2 and "-3" in result.stderr
     result = cli("train", "--lr", "0")
     assert result.returncode == 2 and "expected a positive number, got 0.0" in result.stderr
+    result = cli("translate", "--top-p", "2", "x")
+    assert result.returncode == 2 and "expected a number in (0, 1], got 2.0" in result.stderr
 
 
 def test_cli_missing_data_file_and_checkpoint(tmp_path, capsys):
