@@ -7,7 +7,7 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .checkpoint import CheckpointError
 
@@ -27,24 +27,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return value
+def _float_in(description: str, accept: Callable[[float], bool]) -> Callable[[str], float]:
+    """An argparse type: a float for which ``accept`` holds, else one line naming the value."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {description}, got {value}")
+        return value
+
+    return parse
 
 
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {value}")
-    return value
+_positive_float = _float_in("a positive number", lambda value: value > 0)
+_probability = _float_in("a number in (0, 1]", lambda value: 0 < value <= 1)
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
