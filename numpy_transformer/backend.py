@@ -127,7 +127,10 @@ def tune_allocator() -> bool:
 
 def resolve_dtype(dtype: Any) -> Any:
     """Accept ``"float32"``, ``"float64"`` or the NumPy dtype objects; return the backend's dtype."""
-    name = numpy.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    try:
+        name = dtype if isinstance(dtype, str) else numpy.dtype(dtype).name
+    except TypeError:
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
     if name not in ("float32", "float64"):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     return getattr(get_array_module(), name)

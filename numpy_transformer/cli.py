@@ -233,11 +233,11 @@ def _plot(args: argparse.Namespace) -> int:
     else:
         from .checkpoint import load_checkpoint
         from .data import make_task
+        from .train import task_from_recipe
 
         if args.checkpoint:
             _, meta = load_checkpoint(args.checkpoint)
-            config, recipe = meta["model"], meta["task"]
-            task = make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"])
+            config, task = meta["model"], task_from_recipe(meta["task"])
         else:
             task = make_task("copy")
             config = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), "src_seq_len": 16,

@@ -222,12 +222,8 @@ def _in_eval_mode(function: Callable) -> Callable:
     """Run a decoding function with dropout off, restoring the model's mode afterwards."""
 
     def wrapper(model: Transformer, *args: Any, **kwargs: Any) -> Any:
-        was_training = model.training
-        model.eval()
-        try:
+        with model.evaluating():
             return function(model, *args, **kwargs)
-        finally:
-            model.train(was_training)
 
     wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
     return wrapper

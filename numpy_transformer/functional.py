@@ -179,15 +179,19 @@ def softmax_backward(dout: Array, cache: Array) -> Array:
 # layer normalisation
 
 
+def row_mean(x: Array) -> Array:
+    """Mean over the last axis, kept as (..., 1): sum * (1/D), since ndarray.mean adds Python overhead."""
+    return x.sum(axis=-1, keepdims=True) * (1.0 / x.shape[-1])
+
+
 def layer_norm_forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, tuple]:
     """y = gamma * (x - mu) / sqrt(var + eps) + beta over the last axis (biased variance).
 
     x: (..., D), gamma, beta: (D,) -> y: (..., D)
     """
     xp = get_array_module()
-    inverse_width = 1.0 / x.shape[-1]  # sum * (1/D): ndarray.mean adds Python overhead per call
-    centered = x - x.sum(axis=-1, keepdims=True) * inverse_width
-    var = (centered * centered).sum(axis=-1, keepdims=True) * inverse_width
+    centered = x - row_mean(x)
+    var = row_mean(centered * centered)
     rstd = 1.0 / xp.sqrt(var + eps)
     xhat = centered * rstd
     return xhat * gamma + beta, (xhat, rstd, gamma)
@@ -206,8 +210,7 @@ def layer_norm_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]
     dgamma = (dout_2d * xhat.reshape(dout_2d.shape)).sum(axis=0)
     dbeta = dout_2d.sum(axis=0)
     g = dout * gamma
-    inverse_width = 1.0 / g.shape[-1]
-    dx = g - g.sum(axis=-1, keepdims=True) * inverse_width - xhat * ((g * xhat).sum(axis=-1, keepdims=True) * inverse_width)
+    dx = g - row_mean(g) - xhat * row_mean(g * xhat)
     dx *= rstd
     return dx, dgamma, dbeta
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .backend import get_array_module, make_rng, resolve_dtype, to_numpy
@@ -97,6 +98,16 @@ class Module:
 
     def eval(self) -> "Module":
         return self.train(False)
+
+    @contextmanager
+    def evaluating(self) -> Iterator["Module"]:
+        """Dropout off inside the block; the previous mode is restored afterwards."""
+        was_training = self.training
+        self.eval()
+        try:
+            yield self
+        finally:
+            self.train(was_training)
 
     def set_rng(self, rng: Any) -> None:
         """Share one random generator (dropout masks) across this module and all its children."""

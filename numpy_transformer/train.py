@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from . import functional as F
 from .backend import get_array_module, to_numpy
-from .checkpoint import CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
+from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
 from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, host_rng, make_task, pad
 from .decoding import greedy_decode
 from .model import Transformer, build_transformer, make_src_mask
@@ -217,7 +217,8 @@ class Trainer:
             "rng": model.rng.bit_generator.state, "task": task_recipe(task, self.config),
             "src_vocab": task.src_vocab.itos, "tgt_vocab": task.tgt_vocab.itos,
         }
-        return save_checkpoint(resolve_path(out) if Path(out).suffix == ".npz" else Path(out) / "model.npz", arrays, meta)
+        out = Path(out)
+        return save_checkpoint(out if out.suffix == ".npz" else out / FILENAME, arrays, meta)
 
 
 def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
@@ -225,17 +226,28 @@ def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
             "tokenizer": task.tokenizer.name}
 
 
-def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
-    """Rebuild the model from its saved config and weights, and the task from its recipe."""
-    where = resolve_path(path)
+def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transformer:
+    """The saved model: built from its configuration, its weights loaded, checked by name and shape."""
     try:
         model = build_transformer(**meta["model"], seed=0)
         model.load_state_dict(split_prefix(arrays, "param"))
-        model.rng.bit_generator.state = meta["rng"]
     except (KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(f"checkpoint {where}: the weights do not fit its model configuration ({error})") from error
-    recipe = meta["task"]
-    task = make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"])
+        raise CheckpointError(
+            f"checkpoint {resolve_path(path)}: the weights do not fit its model configuration ({error})"
+        ) from error
+    return model
+
+
+def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
+    """Rebuild the task a checkpoint was trained on (generated tasks regenerate; files are re-read)."""
+    return make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"])
+
+
+def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
+    """Rebuild the model (with its dropout generator's state) and the task, with the saved vocabularies."""
+    model = model_from_checkpoint(path, arrays, meta)
+    model.rng.bit_generator.state = meta["rng"]
+    task = task_from_recipe(meta["task"])
     if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
         task.src_vocab, task.tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
     return model, task
@@ -244,13 +256,12 @@ def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[
 def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab]:
     """(model in eval mode, tokenizer, source vocab, target vocab) without rebuilding the task."""
     arrays, meta = load_checkpoint(path)
+    model = model_from_checkpoint(path, arrays, meta)
     try:
-        model = build_transformer(**meta["model"], seed=0)
-        model.load_state_dict(split_prefix(arrays, "param"))
         tokenizer = TOKENIZERS[meta["task"]["tokenizer"]]()
         src_vocab, tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
     except (KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(f"checkpoint {resolve_path(path)}: does not describe a usable model ({error})") from error
+        raise CheckpointError(f"checkpoint {resolve_path(path)}: its tokenizer or vocabularies are unusable ({error})") from error
     return model.eval(), tokenizer, src_vocab, tgt_vocab
 
 
@@ -269,25 +280,17 @@ def evaluate(model: Transformer, task: TranslationTask, pairs: Sequence[tuple[st
     """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of greedy translations."""
     import sacrebleu
 
-    was_training = model.training
-    model.eval()
     loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
-    try:
+    with model.evaluating():
         for start in range(0, len(pairs), batch_size):
-            chunk = pairs[start : start + batch_size]
-            batch = task.batch(chunk)
+            batch = task.batch(pairs[start : start + batch_size])
             logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
             loss, _ = F.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
-            n_tokens = batch.n_tokens
-            loss_sum += loss * n_tokens
             right, seen = masked_token_accuracy(logits, batch.tgt_out)
-            correct, counted = correct + right, counted + seen
-            src_ids, _ = task.encode_pairs(chunk)
+            loss_sum, correct, counted = loss_sum + loss * seen, correct + right, counted + seen
             max_len = min(model.tgt_pos.seq_len, int(batch.tgt_out.shape[1]) * 2 + 4)
-            for ids in translate_ids(model, src_ids, max_len):
+            for ids in to_numpy(greedy_decode(model, batch.src, batch.src_mask, max_len, BOS_ID, EOS_ID)):
                 hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
-    finally:
-        model.train(was_training)
     references = [target for _, target in pairs]
     bleu_tokenize = "char" if task.tokenizer.name == "char" else "13a"  # a char task has no spaces to split words on
     return {
