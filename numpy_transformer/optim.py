@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Iterable
 
 from .backend import backend_name, get_array_module, to_numpy
@@ -18,6 +19,24 @@ Array = Any
 
 def _named(parameters: Module | Iterable[tuple[str, Parameter]]) -> list[tuple[str, Parameter]]:
     return list(parameters.named_parameters() if isinstance(parameters, Module) else parameters)
+
+
+SLICE = 1 << 16
+"""Entries per slice of Adam's update on NumPy. One slice of p, g, m, v and the scratch (5 x 256 KiB
+in float32) stays in cache through all twelve passes, so main memory sees each array once a step."""
+
+
+def _deal_slices(sizes: list[int], slice_size: int | None, workers: int) -> list[list[tuple[int, int, int]]]:
+    """Cut flat parameters of these sizes into (index, start, stop) slices of at most slice_size
+    entries (whole parameters when None) and deal them to the workers in runs of about equal size."""
+    slices = [(index, start, min(start + (slice_size or size), size))
+              for index, size in enumerate(sizes) for start in range(0, size, slice_size or max(size, 1))]
+    total, done = max(sum(sizes), 1), 0
+    shares: list[list[tuple[int, int, int]]] = [[] for _ in range(workers)]
+    for index, start, stop in slices:
+        shares[min(done * workers // total, workers - 1)].append((index, start, stop))
+        done += stop - start
+    return shares
 
 
 def _check_positive(name: str, value: float) -> None:
@@ -43,24 +62,29 @@ class Adam:
         if not all(0.0 <= b < 1.0 for b in betas) or len(betas) != 2:
             raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
         self.named_parameters = _named(parameters)
+        for name, parameter in self.named_parameters:  # updated through flat views, which must not be copies
+            if not (parameter.data.flags.c_contiguous and parameter.grad.flags.c_contiguous):
+                raise ValueError(f"parameter {name!r} must be C-contiguous (data and grad) to be optimised in place")
         self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
         self.step_count = 0
         xp = get_array_module()
         self.m = [xp.zeros_like(p.data) for _, p in self.named_parameters]
         self.v = [xp.zeros_like(p.data) for _, p in self.named_parameters]
-        # threads only help NumPy, whose element-wise loops run on one core each
-        self.threads = max(1, min(threads if threads is not None else (os.cpu_count() or 1), 8))
-        if backend_name() != "numpy":
-            self.threads = 1
+        # threads and slices only help NumPy, whose element-wise loops run on one core each and go
+        # to memory for every pass over a large array; another backend takes each parameter whole
+        on_numpy = backend_name() == "numpy"
+        self.threads = max(1, min(threads if threads is not None else (os.cpu_count() or 1), 8)) if on_numpy else 1
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
         self._buffers: list[Array] = [None] * self.threads
+        sizes = [p.data.size for _, p in self.named_parameters]
+        self._shares = _deal_slices(sizes, SLICE if on_numpy else None, self.threads)
 
     def zero_grad(self) -> None:
         for _, parameter in self.named_parameters:
-            parameter.grad.fill(0)
+            parameter.zero_grad()
 
-    def _decay(self, name: str, parameter: Parameter, lr: float) -> None:
-        """Plain Adam has no decoupled decay; AdamW overrides this."""
+    def _decay(self, name: str, parameter: Parameter, data: Array, lr: float) -> None:
+        """Plain Adam has no decoupled decay; AdamW overrides this (``data`` is a flat slice of the parameter)."""
 
     def step(self, lr: float | None = None) -> None:
         """Apply one update with ``lr`` (or the optimiser's own), counting one more optimiser step."""
@@ -71,21 +95,22 @@ class Adam:
         # lr * m_hat / (sqrt(v_hat) + eps) = k * m / (sqrt(v) + eps'), k = lr sqrt(1 - b2^t) / (1 - b1^t)
         scale = lr * root_correction2 / (1.0 - beta1**self.step_count)
         eps = self.eps * root_correction2
-        work = [(name, p, m, v, scale, eps, lr) for (name, p), m, v in zip(self.named_parameters, self.m, self.v)]
+        flat = [tuple(a.reshape(-1) for a in (p.data, p.grad, m, v)) for (_, p), m, v in zip(self.named_parameters, self.m, self.v)]
+        update = partial(self._update, flat=flat, scale=scale, eps=eps, lr=lr)
         if self._pool is None:
-            self._update(work, 0)
-        else:  # NumPy's element-wise loops release the GIL: each thread streams its share of the parameters
-            shares = [work[i :: self.threads] for i in range(self.threads)]
-            list(self._pool.map(self._update, shares, range(self.threads)))
+            update(self._shares[0], 0)
+        else:  # NumPy's element-wise loops release the GIL: each thread streams its share of the slices
+            list(self._pool.map(update, self._shares, range(self.threads)))
 
-    def _update(self, work: list, thread: int) -> None:
+    def _update(self, share: list[tuple[int, int, int]], thread: int, *, flat: list[tuple], scale: float, eps: float, lr: float) -> None:
         xp = get_array_module()
         beta1, beta2 = self.betas
-        for name, parameter, m, v, scale, eps, lr in work:
-            grad = parameter.grad
-            self._decay(name, parameter, lr)
-            scratch = self._scratch(parameter, thread)
-            # every operation writes in place: no temporaries of the parameter's size are created
+        for index, start, stop in share:
+            data, grad, m, v = (a[start:stop] for a in flat[index])
+            name, parameter = self.named_parameters[index]
+            self._decay(name, parameter, data, lr)
+            scratch = self._scratch(data, thread)
+            # every operation writes in place: no temporaries of the slice's size are created
             m *= beta1
             xp.multiply(grad, 1.0 - beta1, out=scratch)
             m += scratch
@@ -97,14 +122,14 @@ class Adam:
             scratch += eps
             xp.divide(m, scratch, out=scratch)
             scratch *= scale
-            parameter.data -= scratch
+            data -= scratch
 
-    def _scratch(self, parameter: Parameter, thread: int) -> Array:
-        """A view of this thread's reused buffer, shaped like the parameter."""
-        size, buffer = parameter.data.size, self._buffers[thread]
-        if buffer is None or buffer.size < size or buffer.dtype != parameter.data.dtype:
-            buffer = self._buffers[thread] = get_array_module().empty(size, dtype=parameter.data.dtype)
-        return buffer[:size].reshape(parameter.data.shape)
+    def _scratch(self, like: Array, thread: int) -> Array:
+        """The first like.size entries of this thread's reused flat buffer."""
+        size, buffer = like.size, self._buffers[thread]
+        if buffer is None or buffer.size < size or buffer.dtype != like.dtype:
+            buffer = self._buffers[thread] = get_array_module().empty(size, dtype=like.dtype)
+        return buffer[:size]
 
     def state_dict(self) -> dict[str, Any]:
         """Host arrays of both moments per parameter name, plus the step and hyper-parameters."""
@@ -145,9 +170,9 @@ class AdamW(Adam):
         self.weight_decay = float(weight_decay)
         self.decay_vectors = decay_vectors
 
-    def _decay(self, name: str, parameter: Parameter, lr: float) -> None:
+    def _decay(self, name: str, parameter: Parameter, data: Array, lr: float) -> None:
         if self.weight_decay and (self.decay_vectors or parameter.data.ndim > 1):
-            parameter.data *= 1.0 - lr * self.weight_decay
+            data *= 1.0 - lr * self.weight_decay
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "weight_decay": self.weight_decay}

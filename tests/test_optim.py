@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from numpy_transformer.module import Parameter
-from numpy_transformer.optim import (Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule,
-                                     clip_grad_norm, global_grad_norm)
+from numpy_transformer.optim import (SLICE, Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule,
+                                     _deal_slices, clip_grad_norm, global_grad_norm)
 
 
 def test_one_adam_step_by_hand():
@@ -38,6 +38,49 @@ def test_adamw_decays_matrices_not_vectors():
     opt.step()  # zero gradients: only the decay moves anything
     np.testing.assert_allclose(w.data, 1.0 - 0.1 * 0.5)
     np.testing.assert_allclose(b.data, 1.0)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_sliced_threaded_update_equals_the_formula(threads):
+    """Parameters larger than a slice (and one of odd size) are updated piecewise across threads:
+    every entry must still get exactly the whole-array formula, with and without weight decay."""
+    rng = np.random.default_rng(0)
+    shapes = [(3, SLICE - 5), (2 * SLICE + 7,), (5,), (SLICE,)]
+    params = [(f"p{i}", Parameter(rng.standard_normal(s))) for i, s in enumerate(shapes)]
+    start = [p.data.copy() for _, p in params]
+    adam = AdamW(params, lr=0.01, betas=(0.8, 0.9), eps=1e-8, weight_decay=0.1, threads=threads)
+    m = [np.zeros(s) for s in shapes]
+    v = [np.zeros(s) for s in shapes]
+    for t in (1, 2):
+        grads = [rng.standard_normal(s) for s in shapes]
+        for (_, p), g in zip(params, grads):
+            p.grad[...] = g
+        adam.step()
+        for i, g in enumerate(grads):
+            decay = 1.0 - 0.01 * 0.1 if len(shapes[i]) > 1 else 1.0
+            m[i], v[i] = 0.8 * m[i] + 0.2 * g, 0.9 * v[i] + 0.1 * g * g
+            start[i] = start[i] * decay - 0.01 * (m[i] / (1 - 0.8**t)) / (np.sqrt(v[i] / (1 - 0.9**t)) + 1e-8)
+    for (_, p), expected in zip(params, start):
+        np.testing.assert_allclose(p.data, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_slices_cover_every_entry_once_in_balanced_shares():
+    sizes = [10, 3, 25, 0, 7]
+    shares = _deal_slices(sizes, 4, 3)
+    covered = [np.zeros(size, int) for size in sizes]
+    for share in shares:
+        for index, start, stop in share:
+            assert 0 < stop - start <= 4
+            covered[index][start:stop] += 1
+    assert all((c == 1).all() for c in covered)
+    loads = [sum(stop - start for _, start, stop in share) for share in shares]
+    assert all(abs(load - sum(sizes) / 3) <= 4 for load in loads)  # within one slice of an equal share
+    assert _deal_slices(sizes, None, 1) == [[(0, 0, 10), (1, 0, 3), (2, 0, 25), (4, 0, 7)]]
+
+
+def test_non_contiguous_parameter_is_refused():
+    with pytest.raises(ValueError, match="'w'.*C-contiguous"):
+        Adam([("w", Parameter(np.ones((3, 4)).T))])
 
 
 def test_optimizer_state_round_trip():
