@@ -90,7 +90,7 @@ class DecoderCache:
         self.cross = []
         for layer in model.decoder.layers:
             block = layer.cross_attention_block
-            weight = block._w_qkv if self.mode == "mha" else block._w_q_compress
+            weight = block._w_qkv.data if self.mode == "mha" else block._w_q_compress.data
             self.cross.append(F.matmul_rows(memory, weight[self.d_model :].T))
         self.absorbed_weights = [self._absorb(layer) for layer in model.decoder.layers] if absorbed else None
 
@@ -100,9 +100,9 @@ class DecoderCache:
         out = []
         for block in (layer.self_attention_block, layer.cross_attention_block):
             h, d, latent = self.heads, self.d_model, self.d_model // 4
-            w_q = block._w_q_compress[:d].reshape(h, d // h, d)
-            w_kd = block._w_kv_decompress[:d].reshape(h, d // h, latent)
-            w_vd = block._w_kv_decompress[d:].reshape(h, d // h, latent)
+            w_q = block._w_q_compress.data[:d].reshape(h, d // h, d)
+            w_kd = block._w_kv_decompress.data[:d].reshape(h, d // h, latent)
+            w_vd = block._w_kv_decompress.data[d:].reshape(h, d // h, latent)
             w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
             w_qk = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent, d)
             w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
@@ -136,13 +136,13 @@ class DecoderCache:
         """One query position (N, 1, D) attending over stored keys/values or latents (N, t, width)."""
         h, d = self.heads, self.d_model
         if self.mode == "mha":
-            q = F.matmul_rows(x, block._w_qkv[:d].T)
+            q = F.matmul_rows(x, block._w_qkv.data[:d].T)
             heads = [F.split_heads_forward(t, h)[0] for t in (q, stored[..., :d], stored[..., d:])]
             out, _ = F.scaled_dot_product_attention_forward(*heads, mask)
             return F.matmul_rows(F.merge_heads_forward(out)[0], block.w_o.weight.data.T)
         if self.mode == "mla":
-            q = F.matmul_rows(x, block._w_q_compress[:d].T)
-            kv = F.matmul_rows(stored, block._w_kv_decompress.T)
+            q = F.matmul_rows(x, block._w_q_compress.data[:d].T)
+            kv = F.matmul_rows(stored, block._w_kv_decompress.data.T)
             heads = [F.split_heads_forward(t, h)[0] for t in (q, kv[..., :d], kv[..., d:])]
             out, _ = F.scaled_dot_product_attention_forward(*heads, mask)
             return F.matmul_rows(F.merge_heads_forward(out)[0], block.w_o.weight.data.T)
@@ -161,7 +161,7 @@ class DecoderCache:
         for index, layer in enumerate(model.decoder.layers):
             absorbed = self.absorbed_weights[index] if self.absorbed_weights else (None, None)
             self_block, cross_block = layer.self_attention_block, layer.cross_attention_block
-            new_weight = self_block._w_qkv[d:] if self.mode == "mha" else self_block._w_q_compress[d:]
+            new_weight = self_block._w_qkv.data[d:] if self.mode == "mha" else self_block._w_q_compress.data[d:]
 
             # both closures run inside this iteration (through residual_forward), so they see its layer
             def self_attention(y: Array) -> Array:

@@ -54,15 +54,16 @@ class Dropout(Module):
 class Linear(Module):
     """y = x W^T + b with ``weight`` (out_features, in_features) and optional ``bias`` (out_features,).
 
-    ``storage``, a (data, grad) pair of views, lets a block keep several projections in one buffer.
+    ``storage``, a Parameter that is a view of a larger one, lets a block keep several projections
+    in one buffer.
     """
 
     def __init__(
         self, in_features: int, out_features: int, bias: bool = True, *, dtype: Any = "float32", rng: Any = None,
-        storage: tuple[Array, Array] | None = None,
+        storage: Parameter | None = None,
     ) -> None:
         super().__init__(dtype, rng)
-        self.weight = Parameter(*storage) if storage else self._new_parameter((out_features, in_features))
+        self.weight = storage if storage else self._new_parameter((out_features, in_features))
         xavier_uniform_(self.weight, self.rng)
         if bias:
             self.bias = self._new_parameter((out_features,))
@@ -76,9 +77,9 @@ class Linear(Module):
 
     def backward(self, dout: Array) -> Array:
         dx, dweight, dbias = F.linear_backward(dout, self._take())
-        self.weight.grad += dweight
+        self.weight.accumulate(dweight)
         if self.bias is not None:
-            self.bias.grad += dbias
+            self.bias.accumulate(dbias)
         return dx
 
 
@@ -121,7 +122,7 @@ class InputEmbeddings(Module):
 
     def backward(self, dout: Array) -> None:
         """Accumulates the table's gradient; token ids have no gradient, so nothing is returned."""
-        self.embedding.weight.grad += F.embedding_backward(dout, self._take())
+        self.embedding.weight.accumulate(F.embedding_backward(dout, self._take()))
 
 
 class PositionalEncoding(Module):
@@ -165,8 +166,8 @@ class LayerNormalization(Module):
 
     def backward(self, dout: Array) -> Array:
         dx, dgamma, dbeta = F.layer_norm_backward(dout, self._take())
-        self.gamma.grad += dgamma
-        self.beta.grad += dbeta
+        self.gamma.accumulate(dgamma)
+        self.beta.accumulate(dbeta)
         return dx
 
 
@@ -189,10 +190,10 @@ class FeedForwardBlock(Module):
 
     def backward(self, dout: Array) -> Array:
         dx, dw1, db1, dw2, db2 = F.feed_forward_backward(dout, self._take())
-        self.linear_1.weight.grad += dw1
-        self.linear_1.bias.grad += db1
-        self.linear_2.weight.grad += dw2
-        self.linear_2.bias.grad += db2
+        self.linear_1.weight.accumulate(dw1)
+        self.linear_1.bias.accumulate(db1)
+        self.linear_2.weight.accumulate(dw2)
+        self.linear_2.bias.accumulate(db2)
         return dx
 
 
@@ -208,18 +209,17 @@ class _AttentionBase(Module):
         self.d_k = d_model // h
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
-    def _linears(self, buffer_rows: list[tuple[str, int]], in_features: int) -> tuple[Array, Array]:
+    def _linears(self, buffer_rows: list[tuple[str, int]], in_features: int) -> Parameter:
         """Create bias-free Linears named in ``buffer_rows`` as row blocks of one (rows, in) buffer."""
-        xp = get_array_module()
         total = sum(rows for _, rows in buffer_rows)
-        data = xp.zeros((total, in_features), dtype=self.dtype)
-        grad = xp.zeros_like(data)
+        buffer = self._new_parameter((total, in_features))
         start = 0
         for name, rows in buffer_rows:
-            view = (data[start : start + rows], grad[start : start + rows])
+            rows_of = slice(start, start + rows)
+            view = Parameter(buffer.data[rows_of], buffer._grad[rows_of], owner=buffer)
             setattr(self, name, Linear(in_features, rows, bias=False, dtype=self.dtype, rng=self.rng, storage=view))
             start += rows
-        return data, grad
+        return buffer
 
     @property
     def attention_probs(self) -> Array:
@@ -248,13 +248,13 @@ class MultiHeadAttentionBlock(_AttentionBase):
     def __init__(self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None) -> None:
         super().__init__(d_model, h, dropout, dtype, rng)
         rows = [("w_q", d_model), ("w_k", d_model), ("w_v", d_model)]
-        self._w_qkv, self._dw_qkv = self._linears(rows, d_model)
+        self._w_qkv = self._linears(rows, d_model)
         self.w_o = Linear(d_model, d_model, bias=False, dtype=dtype, rng=self.rng)
 
     def forward(self, x_q: Array, x_kv: Array, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
         out, cache = F.multi_head_attention_forward(
-            x_q, x_kv, self._w_qkv, self.w_o.weight.data, mask, self.h, self.dropout.p, self.rng, self.training
+            x_q, x_kv, self._w_qkv.data, self.w_o.weight.data, mask, self.h, self.dropout.p, self.rng, self.training
         )
         self._save(cache)
         return out
@@ -262,8 +262,8 @@ class MultiHeadAttentionBlock(_AttentionBase):
     def backward(self, dout: Array) -> tuple[Array, Array | None]:
         """Returns (dx_q, dx_kv); dx_kv is None after self-attention, where dx_q holds the whole gradient."""
         dx_q, dx_kv, dw_qkv, dw_o = F.multi_head_attention_backward(dout, self._take())
-        self._dw_qkv += dw_qkv
-        self.w_o.weight.grad += dw_o
+        self._w_qkv.accumulate(dw_qkv)
+        self.w_o.weight.accumulate(dw_o)
         return dx_q, dx_kv
 
 
@@ -279,15 +279,15 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
             raise ValueError(f"d_model must be divisible by 4 for Multi-Head Latent Attention, got d_model={d_model}")
         super().__init__(d_model, h, dropout, dtype, rng)
         self.latent_dim = d_model // 4
-        self._w_q_compress, self._dw_q_compress = self._linears([("w_q", d_model), ("w_kv_compress", self.latent_dim)], d_model)
+        self._w_q_compress = self._linears([("w_q", d_model), ("w_kv_compress", self.latent_dim)], d_model)
         decompress = [("w_k_decompress", d_model), ("w_v_decompress", d_model)]
-        self._w_kv_decompress, self._dw_kv_decompress = self._linears(decompress, self.latent_dim)
+        self._w_kv_decompress = self._linears(decompress, self.latent_dim)
         self.w_o = Linear(d_model, d_model, bias=False, dtype=dtype, rng=self.rng)
 
     def forward(self, x_q: Array, x_kv: Array, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
         out, cache = F.multi_head_latent_attention_forward(
-            x_q, x_kv, self._w_q_compress, self._w_kv_decompress, self.w_o.weight.data, mask, self.h,
+            x_q, x_kv, self._w_q_compress.data, self._w_kv_decompress.data, self.w_o.weight.data, mask, self.h,
             self.dropout.p, self.rng, self.training,
         )
         self._save(cache)
@@ -296,9 +296,9 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
     def backward(self, dout: Array) -> tuple[Array, Array | None]:
         """Returns (dx_q, dx_kv); dx_kv is None after self-attention, where dx_q holds the whole gradient."""
         dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o = F.multi_head_latent_attention_backward(dout, self._take())
-        self._dw_q_compress += dw_q_compress
-        self._dw_kv_decompress += dw_kv_decompress
-        self.w_o.weight.grad += dw_o
+        self._w_q_compress.accumulate(dw_q_compress)
+        self._w_kv_decompress.accumulate(dw_kv_decompress)
+        self.w_o.weight.accumulate(dw_o)
         return dx_q, dx_kv
 
 
@@ -323,8 +323,8 @@ class ResidualConnection(Module):
 
     def backward(self, dout: Array, sublayer_backward: Callable[[Array], Array]) -> Array:
         dx, dgamma, dbeta = F.residual_backward(dout, self._take(), sublayer_backward)
-        self.norm.gamma.grad += dgamma
-        self.norm.beta.grad += dbeta
+        self.norm.gamma.accumulate(dgamma)
+        self.norm.beta.accumulate(dbeta)
         return dx
 
 

@@ -14,14 +14,46 @@ class Parameter:
     """A trainable array ``data`` and its accumulated gradient ``grad`` (same shape and dtype).
 
     Both are updated in place, never rebound, so a parameter may be a view into a larger buffer
-    (the attention blocks keep W_q, W_k and W_v in one matrix and multiply by it once).
+    (the attention blocks keep W_q, W_k and W_v in one matrix and multiply by it once); such a
+    view names the buffer's Parameter as its ``owner``.
+
+    zero_grad() is lazy: it marks the gradient as zero, and the next accumulate() copies its value
+    in rather than adding it to an array of zeros, which saves two passes over every gradient per
+    training step. Reading ``grad`` before that writes the zeros, so it always reads as zero.
     """
 
-    __slots__ = ("data", "grad")
+    __slots__ = ("data", "_grad", "_owner", "_zero_pending")
 
-    def __init__(self, data: Array, grad: Array | None = None) -> None:
+    def __init__(self, data: Array, grad: Array | None = None, owner: "Parameter | None" = None) -> None:
         self.data = data
-        self.grad = get_array_module().zeros_like(data) if grad is None else grad
+        self._grad = get_array_module().zeros_like(data) if grad is None else grad
+        self._owner = self if owner is None else owner
+        self._zero_pending = False
+
+    @property
+    def grad(self) -> Array:
+        owner = self._owner
+        if owner._zero_pending:
+            owner._grad.fill(0)
+            owner._zero_pending = False
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Array) -> None:
+        # `p.grad += g` assigns the (same) array back; anything else would unlink views and optimisers
+        if value is not self._grad:
+            raise AttributeError("Parameter.grad is updated in place (p.grad[...] = g), never rebound")
+
+    def zero_grad(self) -> None:
+        self._owner._zero_pending = True
+
+    def accumulate(self, gradient: Array) -> None:
+        """grad += gradient; right after zero_grad() the gradient is copied in instead."""
+        if self._owner is self and self._zero_pending:
+            self._grad[...] = gradient
+            self._zero_pending = False
+        else:
+            self.grad += gradient
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -47,6 +79,9 @@ class Module:
         self._cache: Any = None
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):  # private: a buffer that registered parameters are views of, a cache
+            object.__setattr__(self, name, value)
+            return
         if isinstance(value, Parameter):
             self._parameters[name] = value
         elif isinstance(value, Module):
@@ -88,7 +123,7 @@ class Module:
 
     def zero_grad(self) -> None:
         for parameter in self.parameters():
-            parameter.grad.fill(0)
+            parameter.zero_grad()
 
     def train(self, mode: bool = True) -> "Module":
         """Switch dropout on (``mode=True``) or off, here and in every sub-module."""

@@ -138,6 +138,26 @@ def test_gradients_accumulate_until_zero_grad():
         np.testing.assert_allclose(parameter.grad, 2 * once[name], err_msg=name)
     model.zero_grad()
     assert all(not p.grad.any() for p in model.parameters())
+    # zero_grad is lazy: a backward right after it writes the gradients in; two more add up again
+    for repeats in (1, 2):
+        model.zero_grad()
+        for _ in range(repeats):
+            model.forward(*args)
+            model.backward(dlogits)
+        for name, parameter in model.named_parameters():
+            np.testing.assert_allclose(parameter.grad, repeats * once[name], err_msg=name)
+
+
+def test_zero_grad_reaches_views_and_grad_is_never_rebound():
+    model = tiny_model("mha", True)
+    w_q = model.encoder.layers[0].self_attention_block.w_q.weight
+    w_q.grad[...] = 1.0
+    model.zero_grad()
+    assert not w_q.grad.any()
+    w_q.grad += 2.0  # in-place update through the property is fine
+    assert (w_q.grad == 2.0).all()
+    with pytest.raises(AttributeError, match="never rebound"):
+        w_q.grad = np.zeros_like(w_q.data)
 
 
 def test_seed_shapes_from_the_seeds():
