@@ -16,11 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy_transformer as nt  # noqa: E402
+import numpy_transformer as nt  # noqa: E402  (before NumPy: it sets OpenBLAS's thread spin time)
+import numpy as np  # noqa: E402
 from bench import CONFIGS, PAD  # noqa: E402
 from numpy_transformer.decoding import DecoderCache, greedy_decode  # noqa: E402
 

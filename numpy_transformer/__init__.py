@@ -1,5 +1,6 @@
 """numpy_transformer: the encoder-decoder Transformer in NumPy, every backward written by hand."""
 
+from . import _openblas  # noqa: F401  (must run before NumPy is imported)
 from .backend import get_array_module, set_backend, tune_allocator
 from .gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
 from .layers import (
