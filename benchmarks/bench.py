@@ -120,7 +120,9 @@ class NumpyRunner:
 
     def decode(self, batch: int) -> None:
         src = self.src[:batch]
-        greedy_decode(self.model, src, nt.make_src_mask(src, PAD), DECODE_TOKENS, BOS, EOS)
+        # MLA decodes absorbed: attention runs over the cached latent, never decompressing it
+        absorbed = self.model.config["attention"] == "mla"
+        greedy_decode(self.model, src, nt.make_src_mask(src, PAD), DECODE_TOKENS, BOS, EOS, absorbed=absorbed)
 
 
 class TorchRunner:
