@@ -187,6 +187,12 @@ def timed(function, *args) -> float:
     return time.perf_counter() - start
 
 
+SETTLE_S = 0.25
+"""Pause before each timed run. BLAS and OpenMP threads keep spinning after their last operation
+(OpenBLAS's default: 2^28 cycles, about 0.1 s), so without it the framework timed second pays for
+the first one's spinning threads: that alone once made PyTorch's tiny step look 2x slower."""
+
+
 def alternate(runners: list, method: str, repeats: int, warmup: int, *args) -> dict:
     """Median and min-max of each runner's seconds, measured in turn so both see the same machine."""
     for runner in runners:
@@ -195,6 +201,7 @@ def alternate(runners: list, method: str, repeats: int, warmup: int, *args) -> d
     samples = {runner.name: [] for runner in runners}
     for _ in range(repeats):
         for runner in runners:
+            time.sleep(SETTLE_S)
             samples[runner.name].append(timed(getattr(runner, method), *args))
     return {name: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s)} for name, s in samples.items()}
 
