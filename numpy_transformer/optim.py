@@ -26,6 +26,11 @@ SLICE = 1 << 16
 in float32) stays in cache through all twelve passes, so main memory sees each array once a step."""
 
 
+PARALLEL_MIN = 1 << 19
+"""Fewer entries than this are updated on the calling thread by default: below it, handing work to
+the pool costs more than the second core gives back (251 k parameters: 1.2 ms alone, 1.9 ms on two)."""
+
+
 def _deal_slices(sizes: list[int], slice_size: int | None, workers: int) -> list[list[tuple[int, int, int]]]:
     """Cut flat parameters of these sizes into (index, start, stop) slices of at most slice_size
     entries (whole parameters when None) and deal them to the workers in runs of about equal size."""
@@ -51,6 +56,7 @@ class Adam:
     p <- p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 
     Defaults are the paper's betas (0.9, 0.98) and eps 1e-9. Updates are done in place.
+    On NumPy, ``threads`` (default: one per core, or 1 below PARALLEL_MIN entries) share the update.
     """
 
     def __init__(
@@ -73,10 +79,12 @@ class Adam:
         # threads and slices only help NumPy, whose element-wise loops run on one core each and go
         # to memory for every pass over a large array; another backend takes each parameter whole
         on_numpy = backend_name() == "numpy"
-        self.threads = max(1, min(threads if threads is not None else (os.cpu_count() or 1), 8)) if on_numpy else 1
+        sizes = [p.data.size for _, p in self.named_parameters]
+        if threads is None:
+            threads = (os.cpu_count() or 1) if sum(sizes) >= PARALLEL_MIN else 1
+        self.threads = max(1, min(threads, 8)) if on_numpy else 1
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
         self._buffers: list[Array] = [None] * self.threads
-        sizes = [p.data.size for _, p in self.named_parameters]
         self._shares = _deal_slices(sizes, SLICE if on_numpy else None, self.threads)
 
     def zero_grad(self) -> None:
