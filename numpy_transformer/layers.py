@@ -216,7 +216,7 @@ class _AttentionBase(Module):
         start = 0
         for name, rows in buffer_rows:
             rows_of = slice(start, start + rows)
-            view = Parameter(buffer.data[rows_of], buffer._grad[rows_of], owner=buffer)
+            view = Parameter(buffer.data[rows_of], buffer.grad[rows_of], owner=buffer)
             setattr(self, name, Linear(in_features, rows, bias=False, dtype=self.dtype, rng=self.rng, storage=view))
             start += rows
         return buffer
