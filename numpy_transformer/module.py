@@ -24,7 +24,7 @@ class Parameter:
 
     __slots__ = ("data", "_grad", "_owner", "_zero_pending")
 
-    def __init__(self, data: Array, grad: Array | None = None, owner: "Parameter | None" = None) -> None:
+    def __init__(self, data: Array, grad: Array | None = None, owner: Parameter | None = None) -> None:
         self.data = data
         self._grad = get_array_module().zeros_like(data) if grad is None else grad
         self._owner = self if owner is None else owner

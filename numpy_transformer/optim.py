@@ -34,8 +34,10 @@ the pool costs more than the second core gives back (251 k parameters: 1.2 ms al
 def _deal_slices(sizes: list[int], slice_size: int | None, workers: int) -> list[list[tuple[int, int, int]]]:
     """Cut flat parameters of these sizes into (index, start, stop) slices of at most slice_size
     entries (whole parameters when None) and deal them to the workers in runs of about equal size."""
-    slices = [(index, start, min(start + (slice_size or size), size))
-              for index, size in enumerate(sizes) for start in range(0, size, slice_size or max(size, 1))]
+    slices = []
+    for index, size in enumerate(sizes):
+        step = slice_size or max(size, 1)
+        slices += [(index, start, min(start + step, size)) for start in range(0, size, step)]
     total, done = max(sum(sizes), 1), 0
     shares: list[list[tuple[int, int, int]]] = [[] for _ in range(workers)]
     for index, start, stop in slices:
