@@ -52,22 +52,25 @@ def check_decode_arguments(model: Transformer, src: Array, max_len: int, bos_id:
 
 
 class _SelfCache:
-    """Growing per-layer storage of shape (N, capacity, width) for the decoder's self-attention."""
+    """Growing per-layer storage (N, G, capacity, W) for the decoder's self-attention.
 
-    def __init__(self, rows: int, capacity: int, width: int, dtype: Any) -> None:
-        self.store = get_array_module().zeros((rows, capacity, width), dtype=dtype)
+    G = H heads of width K for MHA's keys or values; G = 1 for MLA's latent, which every head shares.
+    """
+
+    def __init__(self, rows: int, groups: int, capacity: int, width: int, dtype: Any) -> None:
+        self.store = get_array_module().zeros((rows, groups, capacity, width), dtype=dtype)
         self.length = 0
 
     def append(self, values: Array) -> Array:
-        """Store (N, 1, width) at the next position; return everything stored so far (N, t, width)."""
-        self.store[:, self.length] = values[:, 0]
+        """Store (N, G, 1, W) at the next position; return everything stored so far (N, G, t, W)."""
+        self.store[:, :, self.length] = values[:, :, 0]
         self.length += 1
-        return self.store[:, : self.length]
+        return self.store[:, :, : self.length]
 
     @property
     def nbytes(self) -> int:
-        rows, _, width = self.store.shape
-        return rows * self.length * width * self.store.itemsize
+        rows, groups, _, width = self.store.shape
+        return rows * groups * self.length * width * self.store.itemsize
 
 
 class DecoderCache:
@@ -75,6 +78,11 @@ class DecoderCache:
 
     ``mode`` is "mha" (keys and values), "mla" (the latent) or "mla-absorbed" (the latent, with
     the decompressions folded into the query and output projections).
+
+    A step feeds one token per row, so it works on (N, D) rows and (N, H, 1, K) heads: a head
+    split is a free reshape, never a transpose. Every weight is read through ``.T`` (a view) as
+    an (in, out) matrix, and one product makes everything a sublayer's input feeds: MHA's query,
+    key and value, or MLA's query and latent.
     """
 
     def __init__(self, model: Transformer, memory: Array, src_mask: Array | None, capacity: int, absorbed: bool) -> None:
@@ -82,20 +90,32 @@ class DecoderCache:
         self.model, self.src_mask = model, src_mask
         self.mode = "mha" if config["attention"] == "mha" else ("mla-absorbed" if absorbed else "mla")
         self.heads, self.d_model = config["h"], config["d_model"]
-        rows, dtype = memory.shape[0], memory.dtype
-        width = 2 * self.d_model if self.mode == "mha" else self.d_model // 4
         self.position = 0
-        self.self_caches = [_SelfCache(rows, capacity, width, dtype) for _ in model.decoder.layers]
-        # Cross-attention: keys/values (MHA) or the latent (MLA) of the encoder output, once.
+        rows, dtype = memory.shape[0], memory.dtype
+        h, d, latent = self.heads, self.d_model, self.d_model // 4
+        layers = model.decoder.layers
+        if self.mode == "mha":  # keys and values of every head: 2 * D numbers per token and layer
+            self.self_caches = [[_SelfCache(rows, h, capacity, d // h, dtype) for _ in "kv"] for _ in layers]
+        else:  # one latent of width L = D / 4 per token and layer
+            self.self_caches = [[_SelfCache(rows, 1, capacity, latent, dtype)] for _ in layers]
+        # Cross-attention: keys and values (MHA) or the latent (MLA) of the encoder output, once.
         self.cross = []
-        for layer in model.decoder.layers:
+        for layer in layers:
             block = layer.cross_attention_block
-            weight = block._w_qkv.data if self.mode == "mha" else block._w_q_compress.data
-            self.cross.append(F.matmul_rows(memory, weight[self.d_model :].T))
-        self.absorbed_weights = [self._absorb(layer) for layer in model.decoder.layers] if absorbed else None
+            if self.mode == "mha":
+                keys_values = F.matmul_rows(memory, block._w_qkv.data[d:].T)
+                self.cross.append([F.split_heads_forward(part, h)[0].copy() for part in (keys_values[..., :d],
+                                                                                       keys_values[..., d:])])
+            else:
+                self.cross.append([F.matmul_rows(memory, block._w_q_compress.data[d:].T)[:, None]])  # (N, 1, S, L)
+        self.absorbed_weights = [self._absorb(layer) for layer in layers] if absorbed else None
 
     def _absorb(self, layer: Any) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
-        """Per attention block: W_qk (H*L, D) with rows W_kd_h^T W_q_h, and W_ov^T (D, H*L), W_ov_h = W_vd_h^T W_o_h^T."""
+        """Per attention block: the input product W_in (out, D) and W_ov^T (D, H*L), W_ov_h = W_vd_h^T W_o_h^T.
+
+        W_in stacks the rows W_kd_h^T W_q_h of every head (H*L, D); the self-attention's also
+        appends W_compress (L, D), so one product gives the absorbed query and the new latent.
+        """
         xp = get_array_module()
         out = []
         for block in (layer.self_attention_block, layer.cross_attention_block):
@@ -104,19 +124,21 @@ class DecoderCache:
             w_kd = block._w_kv_decompress.data[:d].reshape(h, d // h, latent)
             w_vd = block._w_kv_decompress.data[d:].reshape(h, d // h, latent)
             w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
-            w_qk = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent, d)
+            w_in = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent, d)
+            if block is layer.self_attention_block:
+                w_in = xp.concatenate([w_in, block._w_q_compress.data[d:]])
             w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
-            out.append((w_qk, xp.ascontiguousarray(w_ov.T)))  # both stored (out, in), like every weight
+            out.append((w_in, xp.ascontiguousarray(w_ov.T)))  # both stored (out, in), like every weight
         return out[0], out[1]
 
     @property
     def self_attention_nbytes(self) -> int:
         """Bytes held for earlier target tokens: layers x N x tokens x stored width x itemsize."""
-        return sum(cache.nbytes for cache in self.self_caches)
+        return sum(cache.nbytes for caches in self.self_caches for cache in caches)
 
     @property
     def cross_attention_nbytes(self) -> int:
-        return sum(int(c.nbytes) for c in self.cross)
+        return sum(int(part.nbytes) for parts in self.cross for part in parts)
 
     @property
     def nbytes(self) -> int:
@@ -124,63 +146,86 @@ class DecoderCache:
 
     def reorder(self, rows: Array) -> None:
         """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams."""
-        for cache in self.self_caches:
-            cache.store = cache.store[rows]
-        self.cross = [c[rows] for c in self.cross]
+        for caches in self.self_caches:
+            for cache in caches:
+                cache.store = cache.store[rows]
+        self.cross = [[part[rows] for part in parts] for parts in self.cross]
         if self.src_mask is not None:
             self.src_mask = self.src_mask[rows]
 
     # -- one decoder step ------------------------------------------------------------------
 
-    def _attend(self, block: Any, x: Array, stored: Array, mask: Array | None, absorbed: Any) -> Array:
-        """One query position (N, 1, D) attending over stored keys/values or latents (N, t, width)."""
-        h, d = self.heads, self.d_model
+    def _self_attention(self, index: int, y: Array) -> Array:
+        """The new position (N, D) attends over itself and every cached one -> (N, D)."""
+        block, caches = self.model.decoder.layers[index].self_attention_block, self.self_caches[index]
+        rows, h, d = y.shape[0], self.heads, self.d_model
         if self.mode == "mha":
-            q = F.matmul_rows(x, block._w_qkv.data[:d].T)
-            heads = [F.split_heads_forward(t, h)[0] for t in (q, stored[..., :d], stored[..., d:])]
-            out, _ = F.scaled_dot_product_attention_forward(*heads, mask)
-            return F.matmul_rows(F.merge_heads_forward(out)[0], block.w_o.weight.data.T)
+            q, k, v = (y @ block._w_qkv.data.T).reshape(rows, 3, h, 1, d // h).swapaxes(0, 1)
+            return self._attend(block, q, caches[0].append(k), caches[1].append(v), None)
         if self.mode == "mla":
-            q = F.matmul_rows(x, block._w_q_compress.data[:d].T)
-            kv = F.matmul_rows(stored, block._w_kv_decompress.data.T)
-            heads = [F.split_heads_forward(t, h)[0] for t in (q, kv[..., :d], kv[..., d:])]
-            out, _ = F.scaled_dot_product_attention_forward(*heads, mask)
-            return F.matmul_rows(F.merge_heads_forward(out)[0], block.w_o.weight.data.T)
-        w_qk, w_ov_t = absorbed
-        rows, latent = x.shape[0], d // 4
-        q_latent = F.matmul_rows(x, w_qk.T).reshape(rows, 1, h, latent).transpose(0, 2, 1, 3)  # (N, H, 1, L)
-        latents = stored[:, None]  # (N, 1, t, L): one latent shared by every head
-        context, _ = F.scaled_dot_product_attention_forward(q_latent, latents, latents, mask, scale=1 / math.sqrt(d // h))
-        return F.matmul_rows(context.transpose(0, 2, 1, 3).reshape(rows, 1, h * latent), w_ov_t.T)
+            q_latent = y @ block._w_q_compress.data.T  # (N, D + L): the query and the new latent
+            latents = caches[0].append(q_latent[:, None, None, d:])
+            return self._attend(block, q_latent[:, :d].reshape(rows, h, 1, d // h), *self._decompress(block, latents),
+                                None)
+        w_in, w_ov_t = self.absorbed_weights[index][0]
+        q_latent = y @ w_in.T  # (N, H*L + L): every head's absorbed query, then the new latent
+        latents = caches[0].append(q_latent[:, None, None, h * d // 4 :])
+        return self._attend_absorbed(q_latent[:, : h * d // 4], latents, None, w_ov_t)
+
+    def _cross_attention(self, index: int, y: Array) -> Array:
+        """The new position (N, D) attends over the encoder output (cached once) -> (N, D)."""
+        block, cached = self.model.decoder.layers[index].cross_attention_block, self.cross[index]
+        rows, h, d = y.shape[0], self.heads, self.d_model
+        if self.mode == "mha":
+            q = (y @ block._w_qkv.data[:d].T).reshape(rows, h, 1, d // h)
+            return self._attend(block, q, *cached, self.src_mask)
+        if self.mode == "mla":
+            q = (y @ block._w_q_compress.data[:d].T).reshape(rows, h, 1, d // h)
+            return self._attend(block, q, *self._decompress(block, cached[0]), self.src_mask)
+        w_in, w_ov_t = self.absorbed_weights[index][1]
+        return self._attend_absorbed(y @ w_in.T, cached[0], self.src_mask, w_ov_t)
+
+    def _decompress(self, block: Any, latents: Array) -> list[Array]:
+        """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
+        keys_values = F.matmul_rows(latents[:, 0], block._w_kv_decompress.data.T)
+        return [F.split_heads_forward(keys_values[..., part], self.heads)[0]
+                for part in (slice(None, self.d_model), slice(self.d_model, None))]
+
+    def _attend(self, block: Any, q: Array, keys: Array, values: Array, mask: Array | None) -> Array:
+        """Heads q (N, H, 1, K) over keys, values (N, H, t, K), then the output projection -> (N, D)."""
+        context, _ = F.scaled_dot_product_attention_forward(q, keys, values, mask)
+        return context.reshape(q.shape[0], self.d_model) @ block.w_o.weight.data.T
+
+    def _attend_absorbed(self, q_latent: Array, latents: Array, mask: Array | None, w_ov_t: Array) -> Array:
+        """Absorbed queries (N, H*L) over latents (N, 1, t, L), then W_ov -> (N, D)."""
+        rows, h = q_latent.shape[0], self.heads
+        context, _ = F.scaled_dot_product_attention_forward(q_latent.reshape(rows, h, 1, -1), latents, latents, mask,
+                                                            scale=1 / math.sqrt(self.d_model // h))
+        return context.reshape(rows, -1) @ w_ov_t.T
+
+    def _feed_forward(self, index: int, y: Array) -> Array:
+        block = self.model.decoder.layers[index].feed_forward_block
+        l1, l2 = block.linear_1, block.linear_2
+        return F.feed_forward_forward(y, l1.weight.data, l1.bias.data, l2.weight.data, l2.bias.data)[0]
 
     def step(self, tokens: Array) -> Array:
         """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""
-        model, d = self.model, self.d_model
-        x, _ = F.embedding_forward(tokens[:, None], model.tgt_embed.embedding.weight.data)
-        x, _ = F.positional_encoding_forward(x, model.tgt_pos.pe, self.position)
+        model = self.model
+        x, _ = F.embedding_forward(tokens, model.tgt_embed.embedding.weight.data)  # (N, D)
+        x += model.tgt_pos.pe[self.position]
         for index, layer in enumerate(model.decoder.layers):
-            absorbed = self.absorbed_weights[index] if self.absorbed_weights else (None, None)
-            self_block, cross_block = layer.self_attention_block, layer.cross_attention_block
-            new_weight = self_block._w_qkv.data[d:] if self.mode == "mha" else self_block._w_q_compress.data[d:]
-
-            # both closures run inside this iteration (through residual_forward), so they see its layer
-            def self_attention(y: Array) -> Array:
-                stored = self.self_caches[index].append(F.matmul_rows(y, new_weight.T))
-                return self._attend(self_block, y, stored, None, absorbed[0])
-
-            def cross_attention(y: Array) -> Array:
-                return self._attend(cross_block, y, self.cross[index], self.src_mask, absorbed[1])
-
-            sublayers = (self_attention, cross_attention, layer.feed_forward_block.forward)
+            sublayers = (self._self_attention, self._cross_attention, self._feed_forward)
             for residual, sublayer in zip(layer.residual_connections, sublayers):
                 norm = residual.norm
-                x, _ = F.residual_forward(x, sublayer, norm.gamma.data, norm.beta.data, norm_first=residual.norm_first,
-                                          eps=norm.eps)
+                if residual.norm_first:
+                    x = x + sublayer(index, F.layer_norm_forward(x, norm.gamma.data, norm.beta.data, norm.eps)[0])
+                else:
+                    x, _ = F.layer_norm_forward(x + sublayer(index, x), norm.gamma.data, norm.beta.data, norm.eps)
         self.position += 1
         final = model.decoder.norm
         x, _ = F.layer_norm_forward(x, final.gamma.data, final.beta.data, final.eps)
         proj = model.projection_layer.proj
-        return F.linear_forward(x, proj.weight.data, proj.bias.data)[0][:, 0]
+        return F.linear_forward(x, proj.weight.data, proj.bias.data)[0]
 
 
 class _UncachedDecoder:

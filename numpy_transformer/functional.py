@@ -157,9 +157,9 @@ def relu_backward(dout: Array, cache: Array) -> Array:
 def softmax_forward(x: Array) -> tuple[Array, Array]:
     """y = exp(x - max x) / sum exp(x - max x) along the last axis; the cache is y itself."""
     xp = get_array_module()
-    out = x - x.max(axis=-1, keepdims=True)
+    out = x - xp.maximum.reduce(x, axis=-1, keepdims=True)
     xp.exp(out, out=out)
-    out /= out.sum(axis=-1, keepdims=True)
+    out /= xp.add.reduce(out, axis=-1, keepdims=True)
     return out, out
 
 
@@ -180,8 +180,11 @@ def softmax_backward(dout: Array, cache: Array) -> Array:
 
 
 def row_mean(x: Array) -> Array:
-    """Mean over the last axis, kept as (..., 1): sum * (1/D), since ndarray.mean adds Python overhead."""
-    return x.sum(axis=-1, keepdims=True) * (1.0 / x.shape[-1])
+    """Mean over the last axis, kept as (..., 1): sum * (1/D).
+
+    The ufunc's own reduce, since ndarray.mean and ndarray.sum add Python overhead to every call.
+    """
+    return get_array_module().add.reduce(x, axis=-1, keepdims=True) * (1.0 / x.shape[-1])
 
 
 def layer_norm_forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, tuple]:
@@ -189,12 +192,12 @@ def layer_norm_forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -
 
     x: (..., D), gamma, beta: (D,) -> y: (..., D)
     """
-    xp = get_array_module()
-    centered = x - row_mean(x)
-    var = row_mean(centered * centered)
-    rstd = 1.0 / xp.sqrt(var + eps)
-    xhat = centered * rstd
-    return xhat * gamma + beta, (xhat, rstd, gamma)
+    xhat = x - row_mean(x)  # centred now, normalised in place below
+    rstd = (row_mean(xhat * xhat) + eps) ** -0.5
+    xhat *= rstd
+    out = xhat * gamma
+    out += beta
+    return out, (xhat, rstd, gamma)
 
 
 def layer_norm_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:

@@ -107,7 +107,16 @@ class Module:
 
     # -- tree walking -------------------------------------------------------------------------
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, "Module"]]:
+    def modules(self) -> list[Module]:
+        """This module and every sub-module, depth first, without building their dotted names."""
+        found, pending = [], [self]
+        while pending:
+            module = pending.pop()
+            found.append(module)
+            pending.extend(reversed(module._modules.values()))
+        return found
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
         yield prefix, self
         for name, child in self._modules.items():
             yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
@@ -125,17 +134,17 @@ class Module:
         for parameter in self.parameters():
             parameter.zero_grad()
 
-    def train(self, mode: bool = True) -> "Module":
+    def train(self, mode: bool = True) -> Module:
         """Switch dropout on (``mode=True``) or off, here and in every sub-module."""
-        for _, module in self.named_modules():
+        for module in self.modules():
             module.training = mode
         return self
 
-    def eval(self) -> "Module":
+    def eval(self) -> Module:
         return self.train(False)
 
     @contextmanager
-    def evaluating(self) -> Iterator["Module"]:
+    def evaluating(self) -> Iterator[Module]:
         """Dropout off inside the block; the previous mode is restored afterwards."""
         was_training = self.training
         self.eval()
@@ -146,7 +155,7 @@ class Module:
 
     def set_rng(self, rng: Any) -> None:
         """Share one random generator (dropout masks) across this module and all its children."""
-        for _, module in self.named_modules():
+        for module in self.modules():
             module.rng = rng
 
     # -- state dicts --------------------------------------------------------------------------

@@ -247,6 +247,14 @@ def test_dropout_train_eval_and_seed():
     assert dropout.eval().forward(x) is x
 
 
+def test_modules_walks_the_tree_like_named_modules_and_modes_reach_every_module():
+    model = tiny_model("mla", True)
+    assert model.modules() == [module for _, module in model.named_modules()]
+    with model.evaluating():
+        assert not any(module.training for module in model.modules())
+    assert all(module.training for module in model.modules())
+
+
 def test_state_dict_round_trip_and_errors():
     model, other = tiny_model("mla", True, seed=1), tiny_model("mla", True, seed=2)
     other.load_state_dict(model.state_dict())
