@@ -42,10 +42,11 @@ def test_adamw_decays_matrices_not_vectors():
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_sliced_threaded_update_equals_the_formula(threads):
-    """Parameters larger than a slice (and one of odd size) are updated piecewise across threads:
-    every entry must still get exactly the whole-array formula, with and without weight decay."""
+    """Parameters larger than a slice (and one of odd size) are updated piecewise across threads and
+    the smaller ones packed into one run: every entry must still get exactly the whole-array formula,
+    with and without weight decay."""
     rng = np.random.default_rng(0)
-    shapes = [(3, SLICE - 5), (2 * SLICE + 7,), (5,), (SLICE,)]
+    shapes = [(3, SLICE - 5), (2 * SLICE + 7,), (5,), (SLICE,), (4, 6), (SLICE - 1,), (2, 3)]  # the small ones are packed
     params = [(f"p{i}", Parameter(rng.standard_normal(s))) for i, s in enumerate(shapes)]
     start = [p.data.copy() for _, p in params]
     adam = AdamW(params, lr=0.01, betas=(0.8, 0.9), eps=1e-8, weight_decay=0.1, threads=threads)
