@@ -206,14 +206,20 @@ def layer_norm_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]
     dx     = rstd * (g - mean(g) - xhat * mean(g * xhat))    (..., D)
     dgamma = sum over rows of dy * xhat                      (D,)
     dbeta  = sum over rows of dy                             (D,)
-    The two means are the gradient flowing back through mu and through var.
+    The two means are the gradient flowing back through mu and through var. Both are products
+    with gamma, mean(g) = (dy @ gamma) / D and mean(g * xhat) = ((dy * xhat) @ gamma) / D, so they
+    run as matrix-vector products, and dy * xhat is shared with dgamma.
     """
+    xp = get_array_module()
     xhat, rstd, gamma = cache
-    dout_2d = dout.reshape(-1, dout.shape[-1])
-    dgamma = (dout_2d * xhat.reshape(dout_2d.shape)).sum(axis=0)
-    dbeta = dout_2d.sum(axis=0)
-    g = dout * gamma
-    dx = g - row_mean(g) - xhat * row_mean(g * xhat)
+    width = dout.shape[-1]
+    dout_xhat = dout * xhat
+    dgamma = xp.add.reduce(dout_xhat.reshape(-1, width), axis=0)
+    dbeta = xp.add.reduce(dout.reshape(-1, width), axis=0)
+    column = gamma.reshape(width, 1) * (1.0 / width)  # (D, 1): a row's product with it is its mean of g
+    dx = dout * gamma
+    dx -= matmul_rows(dout, column)
+    dx -= xhat * matmul_rows(dout_xhat, column)
     dx *= rstd
     return dx, dgamma, dbeta
 

@@ -153,3 +153,15 @@ def test_random_uint16_is_uniform_in_every_bit_of_every_lane():
     assert np.abs(bits.mean(axis=0) - 0.5).max() < 0.005  # 4.5 standard deviations of a mean of 200 000 fair bits
     assert backend.random_uint16(np.random.default_rng(0), (3, 7)).shape == (3, 7)  # 21 = not a multiple of 4
     assert backend.random_uint16(np.random.default_rng(0), (0, 5)).shape == (0, 5)
+
+
+@pytest.mark.parametrize("rows, vocab", [(0, 5), (1, 5), (300, 7), (512, 100)])
+def test_scatter_add_sums_repeated_indices_like_add_at(rows, vocab):
+    rng = np.random.default_rng(rows)
+    indices, values = rng.integers(0, vocab, rows), rng.standard_normal((rows, 3))
+    expected, target = np.ones((vocab, 3)), np.ones((vocab, 3))
+    np.add.at(expected, indices, values)
+    backend.scatter_add(target, indices, values)
+    np.testing.assert_allclose(target, expected, rtol=1e-13, atol=1e-13)
+    untouched = np.setdiff1d(np.arange(vocab), indices)
+    np.testing.assert_array_equal(target[untouched], 1.0)
