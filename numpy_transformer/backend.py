@@ -9,6 +9,7 @@ it is asked for, with ``set_backend("cupy")`` or the environment variable
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 from types import ModuleType
@@ -108,7 +109,7 @@ def random_uint16(rng: Any, shape: tuple[int, ...]) -> Any:
     if backend_name() == "cupy":
         return rng.integers(0, 65536, size=shape, dtype=xp.uint16)
     # full-width 64-bit draws, each cut into four 16-bit integers: 2x cheaper than rng.bytes
-    count = int(numpy.prod(shape))
+    count = math.prod(shape)
     words = rng.integers(0, 2**64, size=-(-count // 4), dtype=xp.uint64)
     return words.view(xp.uint16)[:count].reshape(shape)
 

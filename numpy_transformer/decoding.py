@@ -20,6 +20,7 @@ Cross-attention keys and values (or the latent) are computed once per source bat
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Callable
 
 from . import functional as F
@@ -213,14 +214,12 @@ class DecoderCache:
         model = self.model
         x, _ = F.embedding_forward(tokens, model.tgt_embed.embedding.weight.data)  # (N, D)
         x += model.tgt_pos.pe[self.position]
+        sublayers = (self._self_attention, self._cross_attention, self._feed_forward)
         for index, layer in enumerate(model.decoder.layers):
-            sublayers = (self._self_attention, self._cross_attention, self._feed_forward)
             for residual, sublayer in zip(layer.residual_connections, sublayers):
                 norm = residual.norm
-                if residual.norm_first:
-                    x = x + sublayer(index, F.layer_norm_forward(x, norm.gamma.data, norm.beta.data, norm.eps)[0])
-                else:
-                    x, _ = F.layer_norm_forward(x + sublayer(index, x), norm.gamma.data, norm.beta.data, norm.eps)
+                x, _ = F.residual_forward(x, partial(sublayer, index), norm.gamma.data, norm.beta.data,
+                                          norm_first=residual.norm_first, eps=norm.eps)
         self.position += 1
         final = model.decoder.norm
         x, _ = F.layer_norm_forward(x, final.gamma.data, final.beta.data, final.eps)

@@ -80,23 +80,26 @@ class Adam:
         # cost a call each and go to memory for every pass over a large array
         on_numpy = backend_name() == "numpy"
         sizes = [p.data.size for _, p in self.named_parameters]
-        self.m = [xp.zeros_like(p.data) for _, p in self.named_parameters]
-        self.v = [xp.zeros_like(p.data) for _, p in self.named_parameters]
         # Parameters smaller than a slice are packed into one flat run: the update then costs twelve
         # calls for all of them together instead of twelve each (most of a small model's Adam time).
         dtypes = {p.data.dtype for _, p in self.named_parameters}
         self._packed = [i for i, size in enumerate(sizes) if size < SLICE] if on_numpy and len(dtypes) == 1 else []
+        packed = set(self._packed)
+        self._unpacked = [i for i in range(len(sizes)) if i not in packed]
         packed_size = sum(sizes[i] for i in self._packed)
+        self.m: list[Array] = [None] * len(sizes)
+        self.v: list[Array] = [None] * len(sizes)
+        for i in self._unpacked:
+            self.m[i], self.v[i] = (xp.zeros_like(self.named_parameters[i][1].data) for _ in "mv")
         if self._packed:
             dtype = dtypes.pop()
             self._packed_data, self._packed_grad = xp.empty(packed_size, dtype), xp.empty(packed_size, dtype)
             self._packed_moments = xp.zeros(packed_size, dtype), xp.zeros(packed_size, dtype)
             start = 0
             for i in self._packed:  # the packed moments are the optimiser's state: views keep them per name
-                stop = start + sizes[i]
-                self.m[i], self.v[i] = (moments[start:stop].reshape(self.m[i].shape) for moments in self._packed_moments)
+                stop, shape = start + sizes[i], self.named_parameters[i][1].shape
+                self.m[i], self.v[i] = (moments[start:stop].reshape(shape) for moments in self._packed_moments)
                 start = stop
-        self._unpacked = [i for i in range(len(sizes)) if i not in set(self._packed)]
         run_sizes = [packed_size] * bool(self._packed) + [sizes[i] for i in self._unpacked]
         if threads is None:
             threads = (os.cpu_count() or 1) if sum(sizes) >= PARALLEL_MIN else 1
