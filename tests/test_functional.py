@@ -99,6 +99,40 @@ def test_softmax(rows, width):
     check(lambda x: F.softmax_forward(x), F.softmax_backward, {"x": x}, ["x"])
 
 
+@pytest.mark.parametrize("shape", [(3, 5), (1, 4, 1, 32), (2, 40, 64), (70, 100)])
+def test_row_and_column_sums_match_the_ufunc_reduce(shape):
+    # both sides of REDUCE_BY_PRODUCT_MIN: the ufunc's reduce below it, a matrix-vector product above
+    x = rand(np.random.default_rng(sum(shape)), *shape)
+    assert (x.size >= F.REDUCE_BY_PRODUCT_MIN) == (shape[0] >= 2 and x.size > 1000)
+    np.testing.assert_allclose(F.row_sum(x), x.sum(-1, keepdims=True), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(F.row_sum(x, 0.25), x.sum(-1, keepdims=True) / 4, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(F.row_mean(x), x.mean(-1, keepdims=True), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(F.column_sum(x), x.reshape(-1, shape[-1]).sum(0), rtol=1e-13, atol=1e-13)
+    assert F.row_sum(x.astype(np.float32)).dtype == np.float32
+
+
+def test_layers_that_sum_rows_above_the_product_threshold():
+    # the other unit checks use arrays too small to take the matrix-vector path of row_sum/column_sum
+    rng = np.random.default_rng(5)
+    x = rand(rng, 2, 40, 64)
+    assert x.size >= F.REDUCE_BY_PRODUCT_MIN
+    check(lambda x: F.softmax_forward(x), F.softmax_backward, {"x": x * 3}, ["x"])
+    inputs = {"x": x, "gamma": rand(rng, 64), "beta": rand(rng, 64)}
+    check(F.layer_norm_forward, F.layer_norm_backward, inputs, ["x", "gamma", "beta"])
+    inputs = {"x": x[..., :8].copy(), "weight": rand(rng, 64, 8), "bias": rand(rng, 64)}
+    check(F.linear_forward, F.linear_backward, inputs, ["x", "weight", "bias"])
+    targets = rng.integers(0, 64, (2, 40))
+
+    def forward(logits):
+        value, cache = F.cross_entropy_forward(logits, targets, 0, 0.1)
+        return np.array(value), cache
+
+    log_probs = x - np.log(np.exp(x).sum(-1, keepdims=True))
+    q = np.full(x.shape, 0.1 / 64) + 0.9 * np.eye(64)[targets]
+    assert forward(x)[0] == pytest.approx(-(q * log_probs).sum(-1)[targets != 0].mean(), rel=1e-12)
+    check(forward, F.cross_entropy_backward, {"logits": x}, ["logits"])
+
+
 @SETTINGS
 # Width 2 is left out: there x_hat = +-1 whatever x is, the gradient is ~1e-5 and pure noise remains.
 @given(batch=st.integers(1, 3), length=st.integers(1, 4), width=st.integers(3, 8))
