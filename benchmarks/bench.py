@@ -5,7 +5,9 @@
     python benchmarks/bench.py --scaling          # training step time and memory vs sequence length
 
 For each configuration: one full training step (zero grads, forward, label-smoothed loss,
-backward, Adam), median of --repeats runs after warm-up, alternating the two frameworks; analytic
+backward, Adam), median of --repeats runs after warm-up, alternating the two frameworks (steps
+timed in back-to-back pairs, as a training loop runs them; numpy_transformer splits the batch into
+row shards on threads where parallel.auto_threads says so, as its Trainer does); analytic
 matrix-multiply FLOPs and the fraction of the float32 matmul peak measured in the same run;
 greedy decoding of 32 tokens at batch 1 and 32 (numpy_transformer's cached decoding vs the
 seeds' uncached PyTorch loop); peak resident memory of a training step, each measured in a fresh
@@ -27,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy_transformer as nt  # noqa: E402  (before NumPy: it sets OpenBLAS's thread spin time)
 import numpy as np  # noqa: E402
-from numpy_transformer import functional as F  # noqa: E402
 from numpy_transformer.decoding import greedy_decode  # noqa: E402
 from numpy_transformer.optim import Adam  # noqa: E402
+from numpy_transformer.parallel import DataParallel, auto_threads  # noqa: E402
 
 CONFIGS = {  # name: (src vocab, tgt vocab, d_model, N, h, d_ff, batch, S)
     "tiny": (100, 100, 64, 2, 4, 256, 32, 16),
@@ -104,18 +106,19 @@ def make_data(config: dict, batch: int, length: int) -> tuple:
 class NumpyRunner:
     name = "numpy_transformer"
 
-    def __init__(self, config: dict, batch: int, length: int) -> None:
+    def __init__(self, config: dict, batch: int, length: int, threads: int | None = None) -> None:
         self.model = nt.build_transformer(**config).train()
         self.optimizer = Adam(self.model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
         self.src, self.tgt, self.labels = make_data(config, batch, length)
         self.src_mask, self.tgt_mask = nt.make_src_mask(self.src, PAD), nt.make_tgt_mask(self.tgt, PAD)
         self.model.projection_layer.proj.bias.data[EOS] = -1e4  # never stop early: decode all 32 tokens
+        # as the Trainer does: the batch split into row shards on their own threads when worth it
+        self.threads = auto_threads(self.model, batch, length) if threads is None else threads
+        self.parallel = DataParallel(self.model, self.threads)
 
     def train_step(self) -> None:
         self.optimizer.zero_grad()
-        logits = self.model.forward(self.src, self.tgt, self.src_mask, self.tgt_mask)
-        _, cache = F.cross_entropy_forward(logits, self.labels, PAD, 0.1)
-        self.model.backward(F.cross_entropy_backward(1.0, cache))
+        self.parallel.loss_and_backward(self.src, self.tgt, self.src_mask, self.tgt_mask, self.labels, PAD, 0.1)
         self.optimizer.step()
 
     def decode(self, batch: int) -> None:
@@ -188,21 +191,30 @@ def timed(function, *args) -> float:
 
 
 SETTLE_S = 0.25
-"""Pause before each timed run. BLAS and OpenMP threads keep spinning after their last operation
-(OpenBLAS's default: 2^28 cycles, about 0.1 s), so without it the framework timed second pays for
-the first one's spinning threads: that alone once made PyTorch's tiny step look 2x slower."""
+"""Pause before each framework's turn. BLAS and OpenMP threads keep spinning after their last
+operation (OpenBLAS's default: 2^28 cycles, about 0.1 s), so without it the framework timed second
+pays for the first one's spinning threads: that alone once made PyTorch's tiny step look 2x slower."""
+TRAIN_BACK_TO_BACK = 2  # training steps are timed in pairs after an untimed one, as a training loop runs them
 
 
-def alternate(runners: list, method: str, repeats: int, warmup: int, *args) -> dict:
-    """Median and min-max of each runner's seconds, measured in turn so both see the same machine."""
+def alternate(runners: list, method: str, repeats: int, warmup: int, *args, back_to_back: int = 1) -> dict:
+    """Median and min-max of each runner's seconds, measured in turn so both see the same machine.
+
+    Each turn: a pause, then ``back_to_back`` timed calls in a row. With more than one, the turn
+    starts with an untimed call, so the timed ones run as in a training loop, straight after a step
+    of their own framework (this matters: on these shared machines a call right after an idle pause
+    measured up to 20% slower, and more so when both cores are in use).
+    """
     for runner in runners:
         for _ in range(warmup):
             getattr(runner, method)(*args)
     samples = {runner.name: [] for runner in runners}
-    for _ in range(repeats):
+    for _ in range(-(-repeats // back_to_back)):
         for runner in runners:
             time.sleep(SETTLE_S)
-            samples[runner.name].append(timed(getattr(runner, method), *args))
+            if back_to_back > 1:
+                getattr(runner, method)(*args)
+            samples[runner.name] += [timed(getattr(runner, method), *args) for _ in range(back_to_back)]
     return {name: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s)} for name, s in samples.items()}
 
 
@@ -236,9 +248,9 @@ def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: 
     batch, length = CONFIGS[name][6], CONFIGS[name][7]
     runners = [NumpyRunner(config, batch, length)] + ([TorchRunner(config, batch, length)] if use_torch else [])
     flops = matmul_flops(config, batch, length, length)
-    train = alternate(runners, "train_step", repeats, 2)
+    train = alternate(runners, "train_step", repeats, 2, back_to_back=TRAIN_BACK_TO_BACK)
     row = {"config": name, "attention": attention, "batch": batch, "seq_len": length, "matmul_gflop_per_step": flops / 1e9,
-           "train": train}
+           "numpy_threads": runners[0].threads, "train": train}
     mine = train["numpy_transformer"]["median_s"]
     row["numpy_gflops"] = flops / mine / 1e9
     row["numpy_fraction_of_peak"] = row["numpy_gflops"] / peak
@@ -264,8 +276,9 @@ def scaling(repeats: int, use_torch: bool) -> list[dict]:
         config = model_config("small", "mha", length)
         batch = CONFIGS["small"][6]
         runners = [NumpyRunner(config, batch, length)] + ([TorchRunner(config, batch, length)] if use_torch else [])
-        train = alternate(runners, "train_step", repeats, 1)
-        row = {"seq_len": length, "train": train, "memory": {"numpy_transformer": probe("numpy", "small", "mha", length)}}
+        train = alternate(runners, "train_step", repeats, 1, back_to_back=TRAIN_BACK_TO_BACK)
+        row = {"seq_len": length, "numpy_threads": runners[0].threads, "train": train,
+               "memory": {"numpy_transformer": probe("numpy", "small", "mha", length)}}
         if use_torch:
             row["memory"]["pytorch"] = probe("torch", "small", "mha", length)
             row["ratio_train"] = ratio(train["numpy_transformer"]["median_s"], train["pytorch"]["median_s"])
@@ -276,7 +289,7 @@ def scaling(repeats: int, use_torch: bool) -> list[dict]:
 def print_table(result: dict) -> None:
     peak = result["matmul_peak_gflops"]
     print(f"float32 matmul peak: {peak['1024']:.1f} GFLOP/s (n=1024), {peak['2048']:.1f} GFLOP/s (n=2048)")
-    print(f"{'config':<12}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}{'GFLOP/s':>9}{'of peak':>8}"
+    print(f"{'config':<12}{'shards':>7}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}{'GFLOP/s':>9}{'of peak':>8}"
           f"{'tok/s':>9}{'dec b1 r':>9}{'dec b32 r':>10}{'mem MB n/t':>13}")
     for row in result["runs"]:
         t = row["train"]
@@ -284,7 +297,7 @@ def print_table(result: dict) -> None:
         decode = row.get("ratio_decode", {})
         mem = row["memory"]
         spread = f"({mine['min_s'] * 1e3:.1f}-{mine['max_s'] * 1e3:.1f})"
-        print(f"{row['config'] + '/' + row['attention']:<12}{mine['median_s'] * 1e3:>10.1f}{spread:>16}"
+        print(f"{row['config'] + '/' + row['attention']:<12}{row['numpy_threads']:>7}{mine['median_s'] * 1e3:>10.1f}{spread:>16}"
               f"{(theirs['median_s'] * 1e3 if theirs else float('nan')):>10.1f}{row.get('ratio_train', float('nan')):>7.2f}"
               f"{row['numpy_gflops']:>9.1f}{row['numpy_fraction_of_peak']:>8.0%}{row['numpy_target_tokens_per_s']:>9.0f}"
               f"{decode.get(1, float('nan')):>9.3f}{decode.get(min(32, row['batch']), float('nan')):>10.3f}"
@@ -293,7 +306,7 @@ def print_table(result: dict) -> None:
         t = row["train"]
         theirs = t.get("pytorch", {}).get("median_s", float("nan"))
         mem = row["memory"]
-        print(f"small/mha S={row['seq_len']:<4} numpy {t['numpy_transformer']['median_s'] * 1e3:8.1f} ms  torch {theirs * 1e3:8.1f} ms  "
+        print(f"small/mha S={row['seq_len']:<4} shards {row['numpy_threads']}  numpy {t['numpy_transformer']['median_s'] * 1e3:8.1f} ms  torch {theirs * 1e3:8.1f} ms  "
               f"ratio {row.get('ratio_train', float('nan')):.2f}  step memory +{mem['numpy_transformer']['step_increase_mb']:.0f} MB"
               f" / torch +{mem.get('pytorch', {}).get('step_increase_mb', float('nan')):.0f} MB")
 

@@ -5,7 +5,8 @@
 Every ``*_forward`` / ``*_backward`` function of ``numpy_transformer.functional`` is wrapped with a
 timer that subtracts the time of the pairs it calls, so each row is that layer's own work. What
 is left of the step is the optimiser and the modules' bookkeeping (gradient accumulation,
-zeroing). Medians over 5 steps after 2 warm-up steps.
+zeroing). Medians over 5 steps after 2 warm-up steps. The batch runs as one shard (threads=1):
+the timers assume one thread.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def main() -> None:
     for attribute in dir(F):
         if attribute.endswith(("_forward", "_backward")) and callable(getattr(F, attribute)):
             setattr(F, attribute, timed(attribute, getattr(F, attribute)))
-    runner = NumpyRunner(model_config(name, attention), CONFIGS[name][6], CONFIGS[name][7])
+    runner = NumpyRunner(model_config(name, attention), CONFIGS[name][6], CONFIGS[name][7], threads=1)
     optimizer_step = runner.optimizer.step
     runner.optimizer.step = timed("adam_step", optimizer_step)
     for _ in range(2):

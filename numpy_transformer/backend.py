@@ -12,8 +12,10 @@ import ctypes
 import math
 import os
 import sys
+from contextlib import contextmanager
+from functools import lru_cache
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy
 
@@ -102,6 +104,51 @@ def scatter_add(target: Any, indices: Any, values: Any) -> None:
     width = math.prod(target.shape[1:])
     entry_indices = (indices.reshape(-1, 1) * width + xp.arange(width)).reshape(-1)
     xp.add.at(target.reshape(-1), entry_indices, values.reshape(-1))
+
+
+# what OpenBLAS calls its thread-count setters, by build: NumPy's wheels, 64-bit-index builds, plain builds
+_OPENBLAS_THREAD_SETTERS = (
+    ("scipy_openblas_set_num_threads64_", "scipy_openblas_get_num_threads64_"),
+    ("openblas_set_num_threads64_", "openblas_get_num_threads64_"),
+    ("openblas_set_num_threads", "openblas_get_num_threads"),
+)
+
+
+@lru_cache(maxsize=1)
+def _openblas_thread_control() -> tuple[Callable[[int], None], Callable[[], int]] | None:
+    """OpenBLAS's (set, get) thread-count functions from the library NumPy loaded, or None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and ".so" in line}
+    except OSError:  # not Linux
+        return None
+    for path in sorted(paths):
+        library = ctypes.CDLL(path)
+        for set_name, get_name in _OPENBLAS_THREAD_SETTERS:
+            if hasattr(library, set_name) and hasattr(library, get_name):
+                setter, getter = getattr(library, set_name), getattr(library, get_name)
+                setter.argtypes, setter.restype, getter.restype = [ctypes.c_int], None, ctypes.c_int
+                return setter, getter
+    return None
+
+
+@contextmanager
+def blas_threads(count: int) -> Iterator[bool]:
+    """Run NumPy's OpenBLAS on ``count`` threads inside the block, then restore the previous count.
+
+    Yields whether the count could be set (False where NumPy uses another BLAS, or off Linux).
+    """
+    control = _openblas_thread_control() if backend_name() == "numpy" else None
+    if control is None:
+        yield False
+        return
+    set_threads, get_threads = control
+    previous = get_threads()
+    set_threads(count)
+    try:
+        yield True
+    finally:
+        set_threads(previous)
 
 
 def random_uint16(rng: Any, shape: tuple[int, ...]) -> Any:

@@ -17,14 +17,21 @@ if TYPE_CHECKING:
 DEFAULT_OUT = "runs/numbers-en-fr"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1, "a positive integer")
+_non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
 def _float_in(description: str, accept: Callable[[float], bool]) -> Callable[[str], float]:
@@ -74,6 +81,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-size", type=_positive_int, default=200, help="dev pairs per evaluation")
     p.add_argument("--log-every", type=_positive_int, default=50)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=_non_negative_int, default=0,
+                   help="batch shards trained at once on their own threads (0: one per core when the batch is "
+                        "large enough); fix it for runs that must replay exactly on another machine")
     p.add_argument("--out", default=DEFAULT_OUT, help="run directory: model.npz and log.jsonl")
     p.add_argument("--resume", action="store_true", help="continue the run saved in --out (to --steps)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -137,7 +147,7 @@ def _train(args: argparse.Namespace) -> int:
             batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
             optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
             label_smoothing=args.label_smoothing, eval_every=args.eval_every, eval_size=args.eval_size,
-            log_every=args.log_every, seed=args.seed,
+            log_every=args.log_every, seed=args.seed, threads=args.threads,
         )
         model_args = {"d_model": args.d_model, "N": args.layers, "h": args.heads, "d_ff": args.d_ff,
                       "dropout": args.dropout, "attention": args.attention, "norm_first": not args.post_norm,

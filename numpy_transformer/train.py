@@ -16,6 +16,7 @@ from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path
 from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, host_rng, make_task, pad
 from .decoding import greedy_decode
 from .model import Transformer, build_transformer, make_src_mask
+from .parallel import DataParallel, auto_threads
 from .optim import Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm, global_grad_norm
 
 
@@ -46,6 +47,7 @@ class TrainConfig:
     eval_size: int = 200
     log_every: int = 50
     seed: int = 0
+    threads: int = 0  # row shards run at once (parallel.DataParallel); 0: auto_threads decides per batch
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size"):
@@ -58,6 +60,8 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {sorted(SCHEDULES)}, got {self.schedule!r}")
         if self.optimizer not in ("adam", "adamw"):
             raise ValueError(f"optimizer must be 'adam' or 'adamw', got {self.optimizer!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
+            raise ValueError(f"threads must be an integer >= 0 (0: automatic), got {self.threads!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label-smoothing must be in [0, 1), got {self.label_smoothing!r}")
 
@@ -86,6 +90,7 @@ class Trainer:
             self.optimizer = Adam(model, lr=config.lr)
         self.schedule = SCHEDULES[config.schedule](config, model.config["d_model"])
         self._stop_requested = False
+        self._parallel: dict[int, DataParallel] = {}
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -121,9 +126,11 @@ class Trainer:
         batch = self.task.train_batch(self.step, config.batch_size, config.bucket_steps)
         model.train()
         self.optimizer.zero_grad()
-        logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-        loss, cache = F.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, config.label_smoothing)
-        model.backward(F.cross_entropy_backward(1.0, cache))
+        threads = config.threads or auto_threads(model, batch.src.shape[0], max(batch.src.shape[1], batch.tgt_in.shape[1]))
+        if threads not in self._parallel:
+            self._parallel[threads] = DataParallel(model, threads)
+        loss = self._parallel[threads].loss_and_backward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask,
+                                                         batch.tgt_out, PAD_ID, config.label_smoothing)
         parameters = model.parameters()
         grad_norm = clip_grad_norm(parameters, config.clip) if config.clip > 0 else global_grad_norm(parameters)
         self._check_finite(loss, grad_norm)
