@@ -55,6 +55,8 @@ class DataParallel:
         self.model = model
         self.threads = threads
         self.replicas = [_replica(model) for _ in range(threads - 1)]
+        # (model's parameter, replica's parameter) pairs, for adding each replica's gradients
+        self._gradient_pairs = [list(zip(model.parameters(), replica.parameters())) for replica in self.replicas]
         self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="shard") if threads > 1 else None
 
     def loss_and_backward(
@@ -74,25 +76,25 @@ class DataParallel:
         if shards == 1 or total == 0:  # one pass; with no tokens at all, cross-entropy names the problem
             return _pass(self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, 1.0)
         seeds = self.model.rng.integers(0, 2**63, size=shards - 1)
-        jobs = []
+        runs = []  # (shard index, arguments of _pass, token count) of every shard with tokens to learn from
         for index, (start, stop, count) in enumerate(zip(bounds, bounds[1:], counts)):
-            if count == 0:  # nothing to learn from these rows
-                continue
-            model = self.model if index == 0 else self._prepare(self.replicas[index - 1], int(seeds[index - 1]))
-            rows = slice(start, stop)
-            jobs.append((model, (model, src[rows], tgt[rows], _rows(src_mask, rows, batch), _rows(tgt_mask, rows, batch),
-                                 labels[rows], pad_id, label_smoothing, count / total), count))
+            if count:
+                model = self.model if index == 0 else self._prepare(self.replicas[index - 1], int(seeds[index - 1]))
+                rows = slice(start, stop)
+                runs.append((index, (model, src[rows], tgt[rows], _rows(src_mask, rows, batch),
+                                     _rows(tgt_mask, rows, batch), labels[rows], pad_id, label_smoothing, count / total),
+                             count))
         with blas_threads(1):
-            futures = [self._pool.submit(_pass, *arguments) for _, arguments, _ in jobs[1:]]
+            futures = [self._pool.submit(_pass, *arguments) for _, arguments, _ in runs[1:]]
             try:
-                losses = [_pass(*jobs[0][1])]
-            finally:
-                losses += [future.result() for future in futures]
-        for model, _, _ in jobs:
-            if model is not self.model:
-                for mine, theirs in zip(self.model.parameters(), model.parameters()):
+                first = _pass(*runs[0][1])
+            finally:  # wait for every shard, also when the first one failed
+                rest = [future.result() for future in futures]
+        for index, _, _ in runs:
+            if index:  # shard 0 ran on the model itself
+                for mine, theirs in self._gradient_pairs[index - 1]:
                     mine.accumulate(theirs.grad)
-        return sum(loss * count for loss, (_, _, count) in zip(losses, jobs)) / total
+        return sum(loss * count for loss, (_, _, count) in zip([first, *rest], runs)) / total
 
     def _prepare(self, replica: Transformer, seed: int) -> Transformer:
         replica.zero_grad()

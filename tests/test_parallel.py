@@ -121,3 +121,11 @@ def test_blas_threads_restores_the_previous_count():
         with blas_threads(1):
             pass
         assert control[1]() == before
+
+
+def test_train_config_refuses_a_negative_thread_count():
+    from numpy_transformer.train import TrainConfig
+
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="threads must be an integer >= 0"):
+            TrainConfig(threads=bad)

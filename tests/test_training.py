@@ -38,10 +38,11 @@ def _params(path):
 
 
 @pytest.mark.slow
-def test_resume_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("threads", ["1", "2"])  # one pass, and two row shards on two threads
+def test_resume_is_bit_identical(tmp_path, threads):
     args = ["train", "--task", "copy", "--d-model", "32", "--layers", "1", "--heads", "2", "--d-ff", "64",
             "--batch-size", "16", "--schedule", "constant", "--lr", "0.003", "--eval-every", "1000", "--eval-size", "20",
-            "--no-progress"]
+            "--threads", threads, "--no-progress"]
     whole, split = tmp_path / "whole", tmp_path / "split"
     assert cli(*args, "--steps", "40", "--out", str(whole)).returncode == 0
     assert cli(*args, "--steps", "20", "--out", str(split)).returncode == 0
@@ -131,6 +132,8 @@ def test_cli_bad_arguments_give_one_line():
     assert result.returncode == 2 and "-3" in result.stderr
     result = cli("train", "--lr", "0")
     assert result.returncode == 2 and "expected a positive number, got 0.0" in result.stderr
+    result = cli("train", "--threads", "-1")
+    assert result.returncode == 2 and "expected an integer >= 0, got -1" in result.stderr
     result = cli("translate", "--top-p", "2", "x")
     assert result.returncode == 2 and "expected a number in (0, 1], got 2.0" in result.stderr
 
