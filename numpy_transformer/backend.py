@@ -138,6 +138,8 @@ def blas_threads(count: int) -> Iterator[bool]:
 
     Yields whether the count could be set (False where NumPy uses another BLAS, or off Linux).
     """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
     control = _openblas_thread_control() if backend_name() == "numpy" else None
     if control is None:
         yield False

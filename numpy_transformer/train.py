@@ -16,8 +16,8 @@ from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path
 from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, host_rng, make_task, pad
 from .decoding import greedy_decode
 from .model import Transformer, build_transformer, make_src_mask
-from .parallel import DataParallel, auto_threads
 from .optim import Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm, global_grad_norm
+from .parallel import DataParallel, auto_threads
 
 
 class TrainingDiverged(RuntimeError):

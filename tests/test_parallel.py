@@ -129,3 +129,10 @@ def test_train_config_refuses_a_negative_thread_count():
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="threads must be an integer >= 0"):
             TrainConfig(threads=bad)
+
+
+def test_blas_threads_refuses_a_bad_count():
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="count must be a positive integer"):
+            with blas_threads(bad):
+                pass
