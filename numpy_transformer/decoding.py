@@ -20,11 +20,12 @@ Cross-attention keys and values (or the latent) are computed once per source bat
 from __future__ import annotations
 
 import math
-from functools import partial
+from contextlib import nullcontext
+from functools import wraps
 from typing import Any, Callable
 
 from . import functional as F
-from .backend import get_array_module, make_rng
+from .backend import blas_threads, get_array_module, make_rng
 from .model import Transformer, causal_mask
 
 Array = Any
@@ -74,72 +75,190 @@ class _SelfCache:
         return rows * groups * self.length * width * self.store.itemsize
 
 
+class _LayerCache:
+    """One decoder layer during cached decoding: what it keeps between steps, and its step.
+
+    A step feeds one token per row, so it works on (N, D) rows and (N, H, 1, K) heads: a head
+    split is a free reshape, never a transpose. The weights a step reads are fetched once, as
+    (in, out) views (``.T`` of the stored (out, in) arrays), and one product makes everything a
+    sublayer's input feeds: MHA's query, key and value, or MLA's query and latent. Subclasses
+    give the two attention sublayers; ``self_caches`` are the growing per-token stores and
+    ``cross`` the arrays made once from the encoder output.
+    """
+
+    self_caches: list[_SelfCache]
+    cross: list[Array]
+
+    def __init__(self, layer: Any, heads: int, src_mask: Array | None) -> None:
+        self.heads, self.src_mask = heads, src_mask
+        ffn = layer.feed_forward_block
+        self.ffn_weights = (ffn.linear_1.weight.data, ffn.linear_1.bias.data, ffn.linear_2.weight.data,
+                            ffn.linear_2.bias.data)
+        sublayers = (self.self_attention, self.cross_attention, self.feed_forward)
+        self.residuals = [(sublayer, residual.norm.gamma.data, residual.norm.beta.data, residual.norm_first,
+                           residual.norm.eps) for residual, sublayer in zip(layer.residual_connections, sublayers)]
+
+    def step(self, x: Array) -> Array:
+        """The layer's three residual sublayers on the new position: (N, D) -> (N, D)."""
+        for sublayer, gamma, beta, norm_first, eps in self.residuals:
+            x, _ = F.residual_forward(x, sublayer, gamma, beta, norm_first=norm_first, eps=eps)
+        return x
+
+    def self_attention(self, y: Array) -> Array:
+        raise NotImplementedError
+
+    def cross_attention(self, y: Array) -> Array:
+        raise NotImplementedError
+
+    def feed_forward(self, y: Array) -> Array:
+        return F.feed_forward_forward(y, *self.ffn_weights)[0]
+
+    def attend(self, q: Array, keys: Array, values: Array, mask: Array | None, w_out: Array,
+               scale: float | None = None) -> Array:
+        """Heads q (N, H, 1, W) over keys, values (N, G, t, W), then the output product w_out (H*W, D) -> (N, D)."""
+        context, _ = F.scaled_dot_product_attention_forward(q, keys, values, mask, scale=scale)
+        return F.matmul_rows(context.reshape(q.shape[0], -1), w_out)
+
+    def reorder(self, rows: Array) -> None:
+        for cache in self.self_caches:
+            cache.store = cache.store[rows]
+        self.cross = [part[rows] for part in self.cross]
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask[rows]
+
+
+class _MHALayerCache(_LayerCache):
+    """Keeps every earlier token's keys and values per head; the source's keys and values once."""
+
+    def __init__(self, layer: Any, heads: int, memory: Array, src_mask: Array | None, capacity: int) -> None:
+        super().__init__(layer, heads, src_mask)
+        block, cross = layer.self_attention_block, layer.cross_attention_block
+        rows, d = memory.shape[0], memory.shape[-1]
+        self.w_qkv, self.w_o = block._w_qkv.data.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
+        self.cross_w_q, self.cross_w_o = cross._w_qkv.data[:d].T, cross.w_o.weight.data.T
+        self.self_caches = [_SelfCache(rows, heads, capacity, d // heads, memory.dtype) for _ in "kv"]
+        keys_values = F.matmul_rows(memory, cross._w_qkv.data[d:].T)
+        self.cross = [F.split_heads_forward(part, heads)[0].copy() for part in (keys_values[..., :d],
+                                                                                 keys_values[..., d:])]
+
+    def self_attention(self, y: Array) -> Array:
+        """The new position (N, D) attends over itself and every cached one -> (N, D)."""
+        q, k, v = F.matmul_rows(y, self.w_qkv).reshape(y.shape[0], 3, self.heads, 1, -1).swapaxes(0, 1)
+        keys, values = self.self_caches
+        return self.attend(q, keys.append(k), values.append(v), None, self.w_o)
+
+    def cross_attention(self, y: Array) -> Array:
+        """The new position (N, D) attends over the encoder output -> (N, D)."""
+        q = F.matmul_rows(y, self.cross_w_q).reshape(y.shape[0], self.heads, 1, -1)
+        return self.attend(q, *self.cross, self.src_mask, self.cross_w_o)
+
+
+class _MLALayerCache(_LayerCache):
+    """Keeps one latent of width L = D / 4 per token, decompressed to keys and values when attending."""
+
+    def __init__(self, layer: Any, heads: int, memory: Array, src_mask: Array | None, capacity: int) -> None:
+        super().__init__(layer, heads, src_mask)
+        block, cross = layer.self_attention_block, layer.cross_attention_block
+        rows, d = memory.shape[0], memory.shape[-1]
+        self.d_model = d
+        self.w_q_latent, self.w_o = block._w_q_compress.data.T, block.w_o.weight.data.T  # (D, D + L), (D, D)
+        self.w_decompress = block._w_kv_decompress.data.T  # (L, 2D)
+        self.cross_w_q, self.cross_w_o = cross._w_q_compress.data[:d].T, cross.w_o.weight.data.T
+        self.cross_w_decompress = cross._w_kv_decompress.data.T
+        self.self_caches = [_SelfCache(rows, 1, capacity, d // 4, memory.dtype)]
+        self.cross = [F.matmul_rows(memory, cross._w_q_compress.data[d:].T)[:, None]]  # (N, 1, S, L)
+
+    def self_attention(self, y: Array) -> Array:
+        d = self.d_model
+        q_latent = F.matmul_rows(y, self.w_q_latent)  # (N, D + L): the query and the new latent
+        latents = self.self_caches[0].append(q_latent[:, None, None, d:])
+        q = q_latent[:, :d].reshape(y.shape[0], self.heads, 1, -1)
+        return self.attend(q, *self._decompress(latents, self.w_decompress), None, self.w_o)
+
+    def cross_attention(self, y: Array) -> Array:
+        q = F.matmul_rows(y, self.cross_w_q).reshape(y.shape[0], self.heads, 1, -1)
+        return self.attend(q, *self._decompress(self.cross[0], self.cross_w_decompress), self.src_mask,
+                           self.cross_w_o)
+
+    def _decompress(self, latents: Array, w_decompress: Array) -> list[Array]:
+        """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
+        keys_values = F.matmul_rows(latents[:, 0], w_decompress)
+        return [F.split_heads_forward(keys_values[..., part], self.heads)[0]
+                for part in (slice(None, self.d_model), slice(self.d_model, None))]
+
+
+class _AbsorbedMLALayerCache(_MLALayerCache):
+    """MLA attending directly over the cached latent, the decompressions folded into the projections.
+
+    Per attention block: W_in stacks the rows W_kd_h^T W_q_h of every head (H*L, D), so one product
+    gives every head's absorbed query q_h W_q_h^T W_kd_h (the self-attention's W_in also appends
+    W_compress (L, D): the new latent in the same product); W_ov (H*L, D) stacks W_vd_h^T W_o_h^T,
+    so the heads' latent contexts map straight to the output.
+    """
+
+    def __init__(self, layer: Any, heads: int, memory: Array, src_mask: Array | None, capacity: int) -> None:
+        super().__init__(layer, heads, memory, src_mask, capacity)
+        self.scale = 1 / math.sqrt(self.d_model // heads)  # the heads' width K, not the latent's
+        self.w_in, self.w_ov = self._absorb(layer.self_attention_block, with_latent=True)
+        self.cross_w_in, self.cross_w_ov = self._absorb(layer.cross_attention_block, with_latent=False)
+
+    def _absorb(self, block: Any, with_latent: bool) -> tuple[Array, Array]:
+        """(W_in^T (D, H*L [+ L]), W_ov (H*L, D)), both (in, out) views of (out, in) arrays like every weight."""
+        xp = get_array_module()
+        h, d = self.heads, self.d_model
+        latent = d // 4
+        w_q = block._w_q_compress.data[:d].reshape(h, d // h, d)
+        w_kd = block._w_kv_decompress.data[:d].reshape(h, d // h, latent)
+        w_vd = block._w_kv_decompress.data[d:].reshape(h, d // h, latent)
+        w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
+        w_in = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent, d)
+        if with_latent:
+            w_in = xp.concatenate([w_in, block._w_q_compress.data[d:]])
+        w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
+        return w_in.T, xp.ascontiguousarray(w_ov.T).T
+
+    def self_attention(self, y: Array) -> Array:
+        width = self.heads * (self.d_model // 4)
+        q_latent = F.matmul_rows(y, self.w_in)  # (N, H*L + L): every head's absorbed query, then the new latent
+        latents = self.self_caches[0].append(q_latent[:, None, None, width:])
+        return self._attend_absorbed(q_latent[:, :width], latents, None, self.w_ov)
+
+    def cross_attention(self, y: Array) -> Array:
+        return self._attend_absorbed(F.matmul_rows(y, self.cross_w_in), self.cross[0], self.src_mask,
+                                     self.cross_w_ov)
+
+    def _attend_absorbed(self, q_latent: Array, latents: Array, mask: Array | None, w_ov: Array) -> Array:
+        """Absorbed queries (N, H*L) over latents (N, 1, t, L), then W_ov -> (N, D)."""
+        q = q_latent.reshape(q_latent.shape[0], self.heads, 1, -1)
+        return self.attend(q, latents, latents, mask, w_ov, scale=self.scale)
+
+
 class DecoderCache:
-    """Everything the decoder keeps between steps, for one batch of N rows.
+    """Everything the decoder keeps between steps, for one batch of N rows: one cache per layer.
 
     ``mode`` is "mha" (keys and values), "mla" (the latent) or "mla-absorbed" (the latent, with
     the decompressions folded into the query and output projections).
-
-    A step feeds one token per row, so it works on (N, D) rows and (N, H, 1, K) heads: a head
-    split is a free reshape, never a transpose. Every weight is read through ``.T`` (a view) as
-    an (in, out) matrix, and one product makes everything a sublayer's input feeds: MHA's query,
-    key and value, or MLA's query and latent.
     """
 
     def __init__(self, model: Transformer, memory: Array, src_mask: Array | None, capacity: int, absorbed: bool) -> None:
         config = model.config
-        self.model, self.src_mask = model, src_mask
         self.mode = "mha" if config["attention"] == "mha" else ("mla-absorbed" if absorbed else "mla")
-        self.heads, self.d_model = config["h"], config["d_model"]
+        layer_cache = {"mha": _MHALayerCache, "mla": _MLALayerCache, "mla-absorbed": _AbsorbedMLALayerCache}[self.mode]
+        self.layers = [layer_cache(layer, config["h"], memory, src_mask, capacity) for layer in model.decoder.layers]
         self.position = 0
-        rows, dtype = memory.shape[0], memory.dtype
-        h, d, latent = self.heads, self.d_model, self.d_model // 4
-        layers = model.decoder.layers
-        if self.mode == "mha":  # keys and values of every head: 2 * D numbers per token and layer
-            self.self_caches = [[_SelfCache(rows, h, capacity, d // h, dtype) for _ in "kv"] for _ in layers]
-        else:  # one latent of width L = D / 4 per token and layer
-            self.self_caches = [[_SelfCache(rows, 1, capacity, latent, dtype)] for _ in layers]
-        # Cross-attention: keys and values (MHA) or the latent (MLA) of the encoder output, once.
-        self.cross = []
-        for layer in layers:
-            block = layer.cross_attention_block
-            if self.mode == "mha":
-                keys_values = F.matmul_rows(memory, block._w_qkv.data[d:].T)
-                self.cross.append([F.split_heads_forward(part, h)[0].copy() for part in (keys_values[..., :d],
-                                                                                       keys_values[..., d:])])
-            else:
-                self.cross.append([F.matmul_rows(memory, block._w_q_compress.data[d:].T)[:, None]])  # (N, 1, S, L)
-        self.absorbed_weights = [self._absorb(layer) for layer in layers] if absorbed else None
-
-    def _absorb(self, layer: Any) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
-        """Per attention block: the input product W_in (out, D) and W_ov^T (D, H*L), W_ov_h = W_vd_h^T W_o_h^T.
-
-        W_in stacks the rows W_kd_h^T W_q_h of every head (H*L, D); the self-attention's also
-        appends W_compress (L, D), so one product gives the absorbed query and the new latent.
-        """
-        xp = get_array_module()
-        out = []
-        for block in (layer.self_attention_block, layer.cross_attention_block):
-            h, d, latent = self.heads, self.d_model, self.d_model // 4
-            w_q = block._w_q_compress.data[:d].reshape(h, d // h, d)
-            w_kd = block._w_kv_decompress.data[:d].reshape(h, d // h, latent)
-            w_vd = block._w_kv_decompress.data[d:].reshape(h, d // h, latent)
-            w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
-            w_in = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent, d)
-            if block is layer.self_attention_block:
-                w_in = xp.concatenate([w_in, block._w_q_compress.data[d:]])
-            w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
-            out.append((w_in, xp.ascontiguousarray(w_ov.T)))  # both stored (out, in), like every weight
-        return out[0], out[1]
+        self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
+        final, proj = model.decoder.norm, model.projection_layer.proj
+        self.final_norm = (final.gamma.data, final.beta.data, final.eps)
+        self.projection = (proj.weight.data, proj.bias.data)
 
     @property
     def self_attention_nbytes(self) -> int:
         """Bytes held for earlier target tokens: layers x N x tokens x stored width x itemsize."""
-        return sum(cache.nbytes for caches in self.self_caches for cache in caches)
+        return sum(cache.nbytes for layer in self.layers for cache in layer.self_caches)
 
     @property
     def cross_attention_nbytes(self) -> int:
-        return sum(int(part.nbytes) for parts in self.cross for part in parts)
+        return sum(int(part.nbytes) for layer in self.layers for part in layer.cross)
 
     @property
     def nbytes(self) -> int:
@@ -147,84 +266,18 @@ class DecoderCache:
 
     def reorder(self, rows: Array) -> None:
         """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams."""
-        for caches in self.self_caches:
-            for cache in caches:
-                cache.store = cache.store[rows]
-        self.cross = [[part[rows] for part in parts] for parts in self.cross]
-        if self.src_mask is not None:
-            self.src_mask = self.src_mask[rows]
-
-    # -- one decoder step ------------------------------------------------------------------
-
-    def _self_attention(self, index: int, y: Array) -> Array:
-        """The new position (N, D) attends over itself and every cached one -> (N, D)."""
-        block, caches = self.model.decoder.layers[index].self_attention_block, self.self_caches[index]
-        rows, h, d = y.shape[0], self.heads, self.d_model
-        if self.mode == "mha":
-            q, k, v = (y @ block._w_qkv.data.T).reshape(rows, 3, h, 1, d // h).swapaxes(0, 1)
-            return self._attend(block, q, caches[0].append(k), caches[1].append(v), None)
-        if self.mode == "mla":
-            q_latent = y @ block._w_q_compress.data.T  # (N, D + L): the query and the new latent
-            latents = caches[0].append(q_latent[:, None, None, d:])
-            return self._attend(block, q_latent[:, :d].reshape(rows, h, 1, d // h), *self._decompress(block, latents),
-                                None)
-        w_in, w_ov_t = self.absorbed_weights[index][0]
-        q_latent = y @ w_in.T  # (N, H*L + L): every head's absorbed query, then the new latent
-        latents = caches[0].append(q_latent[:, None, None, h * d // 4 :])
-        return self._attend_absorbed(q_latent[:, : h * d // 4], latents, None, w_ov_t)
-
-    def _cross_attention(self, index: int, y: Array) -> Array:
-        """The new position (N, D) attends over the encoder output (cached once) -> (N, D)."""
-        block, cached = self.model.decoder.layers[index].cross_attention_block, self.cross[index]
-        rows, h, d = y.shape[0], self.heads, self.d_model
-        if self.mode == "mha":
-            q = (y @ block._w_qkv.data[:d].T).reshape(rows, h, 1, d // h)
-            return self._attend(block, q, *cached, self.src_mask)
-        if self.mode == "mla":
-            q = (y @ block._w_q_compress.data[:d].T).reshape(rows, h, 1, d // h)
-            return self._attend(block, q, *self._decompress(block, cached[0]), self.src_mask)
-        w_in, w_ov_t = self.absorbed_weights[index][1]
-        return self._attend_absorbed(y @ w_in.T, cached[0], self.src_mask, w_ov_t)
-
-    def _decompress(self, block: Any, latents: Array) -> list[Array]:
-        """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
-        keys_values = F.matmul_rows(latents[:, 0], block._w_kv_decompress.data.T)
-        return [F.split_heads_forward(keys_values[..., part], self.heads)[0]
-                for part in (slice(None, self.d_model), slice(self.d_model, None))]
-
-    def _attend(self, block: Any, q: Array, keys: Array, values: Array, mask: Array | None) -> Array:
-        """Heads q (N, H, 1, K) over keys, values (N, H, t, K), then the output projection -> (N, D)."""
-        context, _ = F.scaled_dot_product_attention_forward(q, keys, values, mask)
-        return context.reshape(q.shape[0], self.d_model) @ block.w_o.weight.data.T
-
-    def _attend_absorbed(self, q_latent: Array, latents: Array, mask: Array | None, w_ov_t: Array) -> Array:
-        """Absorbed queries (N, H*L) over latents (N, 1, t, L), then W_ov -> (N, D)."""
-        rows, h = q_latent.shape[0], self.heads
-        context, _ = F.scaled_dot_product_attention_forward(q_latent.reshape(rows, h, 1, -1), latents, latents, mask,
-                                                            scale=1 / math.sqrt(self.d_model // h))
-        return context.reshape(rows, -1) @ w_ov_t.T
-
-    def _feed_forward(self, index: int, y: Array) -> Array:
-        block = self.model.decoder.layers[index].feed_forward_block
-        l1, l2 = block.linear_1, block.linear_2
-        return F.feed_forward_forward(y, l1.weight.data, l1.bias.data, l2.weight.data, l2.bias.data)[0]
+        for layer in self.layers:
+            layer.reorder(rows)
 
     def step(self, tokens: Array) -> Array:
         """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""
-        model = self.model
-        x, _ = F.embedding_forward(tokens, model.tgt_embed.embedding.weight.data)  # (N, D)
-        x += model.tgt_pos.pe[self.position]
-        sublayers = (self._self_attention, self._cross_attention, self._feed_forward)
-        for index, layer in enumerate(model.decoder.layers):
-            for residual, sublayer in zip(layer.residual_connections, sublayers):
-                norm = residual.norm
-                x, _ = F.residual_forward(x, partial(sublayer, index), norm.gamma.data, norm.beta.data,
-                                          norm_first=residual.norm_first, eps=norm.eps)
+        x, _ = F.embedding_forward(tokens, self.embedding)  # (N, D)
+        x += self.positions[self.position]
+        for layer in self.layers:
+            x = layer.step(x)
         self.position += 1
-        final = model.decoder.norm
-        x, _ = F.layer_norm_forward(x, final.gamma.data, final.beta.data, final.eps)
-        proj = model.projection_layer.proj
-        return F.linear_forward(x, proj.weight.data, proj.bias.data)[0]
+        x, _ = F.layer_norm_forward(x, *self.final_norm)
+        return F.linear_forward(x, *self.projection)[0]
 
 
 class _UncachedDecoder:
@@ -253,6 +306,8 @@ def _start(model: Transformer, src: Array, src_mask: Array | None, max_len: int,
     xp = get_array_module()
     if absorbed and model.config["attention"] != "mla":
         raise ValueError("absorbed=True needs a model built with attention='mla'")
+    if src_mask is not None and bool(src_mask.all()):
+        src_mask = None  # it hides nothing: attention skips the masking at every layer and step
     memory = model.encode(src, src_mask)
     if repeat > 1:
         memory = xp.repeat(memory, repeat, axis=0)
@@ -262,14 +317,31 @@ def _start(model: Transformer, src: Array, src_mask: Array | None, max_len: int,
     return _UncachedDecoder(model, memory, src_mask)
 
 
-def _in_eval_mode(function: Callable) -> Callable:
-    """Run a decoding function with dropout off, restoring the model's mode afterwards."""
+# A decoding call whose batch rows times decoder weights (about what one step reads) stay below this
+# runs BLAS on one thread. Measured (benchmarks/README.md): a second thread bought at most 0-4%
+# there (tiny and small up to batch 2), while waking OpenBLAS's idle worker after a pause added
+# about 10 ms to the call's first product, doubling half of small's batch-1 greedy calls.
+ONE_BLAS_THREAD_MAX = 1_000_000
 
-    def wrapper(model: Transformer, *args: Any, **kwargs: Any) -> Any:
-        with model.evaluating():
-            return function(model, *args, **kwargs)
 
-    wrapper.__name__, wrapper.__doc__ = function.__name__, function.__doc__
+def decoder_weights(config: dict) -> int:
+    """About how many weights one decoding step reads: N decoder layers and the output projection."""
+    d = config["d_model"]
+    return config["N"] * (8 * d * d + 2 * d * config["d_ff"]) + config["tgt_vocab_size"] * d
+
+
+def _decoding_call(function: Callable) -> Callable:
+    """Check the arguments every strategy shares, then decode with dropout off (the model's mode
+    is restored afterwards) and, for small work, BLAS on one thread."""
+
+    @wraps(function)
+    def wrapper(model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
+                *args: Any, **kwargs: Any) -> Any:
+        check_decode_arguments(model, src, max_len, bos_id, eos_id)
+        small = src.shape[0] * decoder_weights(model.config) < ONE_BLAS_THREAD_MAX
+        with model.evaluating(), (blas_threads(1) if small else nullcontext()):
+            return function(model, src, src_mask, max_len, bos_id, eos_id, *args, **kwargs)
+
     return wrapper
 
 
@@ -291,7 +363,7 @@ def _generate(stepper: Any, batch: int, max_len: int, bos_id: int, eos_id: int,
     return xp.stack(tokens, axis=1), xp.stack(all_logits, axis=1)
 
 
-@_in_eval_mode
+@_decoding_call
 def greedy_decode(
     model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
     use_cache: bool = True, absorbed: bool = False, return_logits: bool = False,
@@ -301,7 +373,6 @@ def greedy_decode(
     ``absorbed`` (MLA models) attends over the cached latent without decompressing it.
     With ``return_logits`` also returns every step's logits (B, L, V).
     """
-    check_decode_arguments(model, src, max_len, bos_id, eos_id)
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
     ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1))
     return (ids, logits) if return_logits else ids
@@ -336,7 +407,7 @@ def check_sampling_arguments(temperature: float, top_k: int | None, top_p: float
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
 
 
-@_in_eval_mode
+@_decoding_call
 def sample_decode(
     model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
     use_cache: bool = True, absorbed: bool = False, temperature: float = 1.0, top_k: int | None = None,
@@ -345,7 +416,6 @@ def sample_decode(
     """Sample each token from the (filtered) softmax. The draws come from the model's generator,
     or from a fresh one seeded with ``seed`` (same seed, same output)."""
     check_sampling_arguments(temperature, top_k, top_p)
-    check_decode_arguments(model, src, max_len, bos_id, eos_id)
     xp = get_array_module()
     rng = model.rng if seed is None else make_rng(seed)
 
@@ -410,7 +480,7 @@ def beam_search_steps(
     return history[chosen_rows], xp.take_along_axis(normalised, choice[:, None], axis=-1)[:, 0]
 
 
-@_in_eval_mode
+@_decoding_call
 def beam_search(
     model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
     use_cache: bool = True, absorbed: bool = False, beam_width: int = 4, length_penalty: float = 1.0,
@@ -419,7 +489,6 @@ def beam_search(
     """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L)."""
     if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
         raise ValueError(f"beam_width must be an integer >= 1, got {beam_width!r}")
-    check_decode_arguments(model, src, max_len, bos_id, eos_id)
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
     ids, _ = beam_search_steps(stepper.step, stepper.reorder, src.shape[0], beam_width, max_len, bos_id, eos_id,
                                length_penalty, early_stopping)

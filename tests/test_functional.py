@@ -99,11 +99,13 @@ def test_softmax(rows, width):
     check(lambda x: F.softmax_forward(x), F.softmax_backward, {"x": x}, ["x"])
 
 
-@pytest.mark.parametrize("shape", [(3, 5), (1, 4, 1, 32), (2, 40, 64), (70, 100)])
+@pytest.mark.parametrize("shape", [(3, 5), (1, 4, 1, 32), (20, 100), (2, 40, 64), (70, 100)])
 def test_row_and_column_sums_match_the_ufunc_reduce(shape):
-    # both sides of REDUCE_BY_PRODUCT_MIN: the ufunc's reduce below it, a matrix-vector product above
+    # every path: one dot per row (a few rows), one 2-D dot (small), one matmul (large)
     x = rand(np.random.default_rng(sum(shape)), *shape)
-    assert (x.size >= F.REDUCE_BY_PRODUCT_MIN) == (shape[0] >= 2 and x.size > 1000)
+    rows = x.size // shape[-1]
+    path = "per row" if rows <= F.FEW_ROWS else ("dot" if x.size < F.SMALL_PRODUCT_MAX else "matmul")
+    assert path == {(3, 5): "per row", (1, 4, 1, 32): "per row", (20, 100): "dot"}.get(shape, "matmul")
     np.testing.assert_allclose(F.row_sum(x), x.sum(-1, keepdims=True), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(F.row_sum(x, 0.25), x.sum(-1, keepdims=True) / 4, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(F.row_mean(x), x.mean(-1, keepdims=True), rtol=1e-13, atol=1e-13)
@@ -111,11 +113,21 @@ def test_row_and_column_sums_match_the_ufunc_reduce(shape):
     assert F.row_sum(x.astype(np.float32)).dtype == np.float32
 
 
+@pytest.mark.parametrize("shape", [(5, 16), (2, 3, 16), (300, 16), (4, 100, 16)])
+def test_matmul_rows_matches_matmul_below_and_above_the_dot_threshold(shape):
+    rng = np.random.default_rng(len(shape))
+    x, matrix = rand(rng, *shape), rand(rng, 16, 7)
+    assert (x.size < F.SMALL_PRODUCT_MAX) == (x.size < 1000)
+    out = F.matmul_rows(x, matrix)
+    assert out.shape == shape[:-1] + (7,)
+    np.testing.assert_allclose(out, x @ matrix, rtol=1e-13, atol=1e-13)
+
+
 def test_layers_that_sum_rows_above_the_product_threshold():
     # the other unit checks use arrays too small to take the matrix-vector path of row_sum/column_sum
     rng = np.random.default_rng(5)
     x = rand(rng, 2, 40, 64)
-    assert x.size >= F.REDUCE_BY_PRODUCT_MIN
+    assert x.size >= F.SMALL_PRODUCT_MAX
     check(lambda x: F.softmax_forward(x), F.softmax_backward, {"x": x * 3}, ["x"])
     inputs = {"x": x, "gamma": rand(rng, 64), "beta": rand(rng, 64)}
     check(F.layer_norm_forward, F.layer_norm_backward, inputs, ["x", "gamma", "beta"])
