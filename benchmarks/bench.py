@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy_transformer as nt  # noqa: E402  (before NumPy: it sets OpenBLAS's thread spin time)
 import numpy as np  # noqa: E402
-from numpy_transformer.decoding import greedy_decode  # noqa: E402
+from numpy_transformer.decoding import DecoderCache, decoding_blas_threads, greedy_decode  # noqa: E402
 from numpy_transformer.optim import Adam  # noqa: E402
 from numpy_transformer.parallel import DataParallel, auto_threads  # noqa: E402
 
@@ -126,6 +126,29 @@ class NumpyRunner:
         # MLA decodes absorbed: attention runs over the cached latent, never decompressing it
         absorbed = self.model.config["attention"] == "mla"
         greedy_decode(self.model, src, nt.make_src_mask(src, PAD), DECODE_TOKENS, BOS, EOS, absorbed=absorbed)
+
+
+class StreamingFloor:
+    """What no cached greedy decoding can beat: encode the source and build the cache, then per token
+    multiply one row per sequence by every weight a step reads, nothing else (no attention, norms,
+    or argmax). At batch 1 these products stream the weights from memory; their time bounds the step."""
+
+    name = "floor"
+
+    def __init__(self, numpy_runner: NumpyRunner) -> None:
+        self.runner = numpy_runner
+
+    def decode(self, batch: int) -> None:
+        model, src = self.runner.model, self.runner.src[:batch]
+        absorbed = model.config["attention"] == "mla"
+        with model.evaluating(), decoding_blas_threads(model, batch):
+            cache = DecoderCache(model, model.encode(src, None), None, DECODE_TOKENS, absorbed)
+            weights = cache.step_weights()
+            self.weight_bytes = cache.step_weight_nbytes
+            rows = {width: np.ones((batch, width), dtype=np.float32) for width in {w.shape[0] for w in weights}}
+            for _ in range(DECODE_TOKENS):
+                for weight in weights:
+                    rows[weight.shape[0]].dot(weight)
 
 
 class TorchRunner:
@@ -256,7 +279,10 @@ def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: 
     row["numpy_fraction_of_peak"] = row["numpy_gflops"] / peak
     row["numpy_target_tokens_per_s"] = batch * length / mine
     if decode:
-        row["decode"] = {b: alternate(runners, "decode", max(3, repeats // 2), 1, b) for b in (1, min(32, batch))}
+        floor = StreamingFloor(runners[0])
+        row["decode"] = {b: alternate(runners + [floor] * (b == 1), "decode", max(3, repeats // 2), 1, b)
+                         for b in (1, min(32, batch))}
+        row["decode_step_weight_mb"] = floor.weight_bytes / 1e6
     row["memory"] = {"numpy_transformer": probe("numpy", name, attention)}
     if use_torch:
         row["memory"]["pytorch"] = probe("torch", name, attention)
@@ -266,6 +292,8 @@ def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: 
         if decode:
             row["ratio_decode"] = {b: ratio(d["numpy_transformer"]["median_s"], d["pytorch"]["median_s"])
                                    for b, d in row["decode"].items()}
+            floor = row["decode"][1]["floor"]["median_s"]
+            row["ratio_decode_floor"] = ratio(floor, row["decode"][1]["pytorch"]["median_s"])
         row["ratio_peak_memory"] = ratio(row["memory"]["numpy_transformer"]["peak_rss_mb"], row["memory"]["pytorch"]["peak_rss_mb"])
     return row
 
@@ -290,7 +318,7 @@ def print_table(result: dict) -> None:
     peak = result["matmul_peak_gflops"]
     print(f"float32 matmul peak: {peak['1024']:.1f} GFLOP/s (n=1024), {peak['2048']:.1f} GFLOP/s (n=2048)")
     print(f"{'config':<12}{'shards':>7}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}{'GFLOP/s':>9}{'of peak':>8}"
-          f"{'tok/s':>9}{'dec b1 r':>9}{'dec b32 r':>10}{'mem MB n/t':>13}")
+          f"{'tok/s':>9}{'dec b1 r':>9}{'floor r':>8}{'dec b32 r':>10}{'mem MB n/t':>13}")
     for row in result["runs"]:
         t = row["train"]
         mine, theirs = t["numpy_transformer"], t.get("pytorch")
@@ -300,7 +328,8 @@ def print_table(result: dict) -> None:
         print(f"{row['config'] + '/' + row['attention']:<12}{row['numpy_threads']:>7}{mine['median_s'] * 1e3:>10.1f}{spread:>16}"
               f"{(theirs['median_s'] * 1e3 if theirs else float('nan')):>10.1f}{row.get('ratio_train', float('nan')):>7.2f}"
               f"{row['numpy_gflops']:>9.1f}{row['numpy_fraction_of_peak']:>8.0%}{row['numpy_target_tokens_per_s']:>9.0f}"
-              f"{decode.get(1, float('nan')):>9.3f}{decode.get(min(32, row['batch']), float('nan')):>10.3f}"
+              f"{decode.get(1, float('nan')):>9.3f}{row.get('ratio_decode_floor', float('nan')):>8.3f}"
+              f"{decode.get(min(32, row['batch']), float('nan')):>10.3f}"
               f"{mem['numpy_transformer']['peak_rss_mb']:>7.0f}/{mem.get('pytorch', {}).get('peak_rss_mb', float('nan')):<5.0f}")
     for row in result.get("scaling", []):
         t = row["train"]

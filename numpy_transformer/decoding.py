@@ -20,7 +20,7 @@ Cross-attention keys and values (or the latent) are computed once per source bat
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from functools import wraps
 from typing import Any, Callable
 
@@ -65,7 +65,7 @@ class _SelfCache:
 
     def append(self, values: Array) -> Array:
         """Store (N, G, 1, W) at the next position; return everything stored so far (N, G, t, W)."""
-        self.store[:, :, self.length] = values[:, :, 0]
+        self.store[:, :, self.length : self.length + 1] = values
         self.length += 1
         return self.store[:, :, : self.length]
 
@@ -104,6 +104,10 @@ class _LayerCache:
             x, _ = F.residual_forward(x, sublayer, gamma, beta, norm_first=norm_first, eps=eps)
         return x
 
+    def step_weights(self) -> list[Array]:
+        """Every weight matrix a step multiplies by, as an (in, out) view."""
+        return [self.ffn_weights[0].T, self.ffn_weights[2].T]
+
     def self_attention(self, y: Array) -> Array:
         raise NotImplementedError
 
@@ -141,6 +145,9 @@ class _MHALayerCache(_LayerCache):
         self.cross = [F.split_heads_forward(part, heads)[0].copy() for part in (keys_values[..., :d],
                                                                                  keys_values[..., d:])]
 
+    def step_weights(self) -> list[Array]:
+        return [self.w_qkv, self.w_o, self.cross_w_q, self.cross_w_o, *super().step_weights()]
+
     def self_attention(self, y: Array) -> Array:
         """The new position (N, D) attends over itself and every cached one -> (N, D)."""
         q, k, v = F.matmul_rows(y, self.w_qkv).reshape(y.shape[0], 3, self.heads, 1, -1).swapaxes(0, 1)
@@ -167,6 +174,10 @@ class _MLALayerCache(_LayerCache):
         self.cross_w_decompress = cross._w_kv_decompress.data.T
         self.self_caches = [_SelfCache(rows, 1, capacity, d // 4, memory.dtype)]
         self.cross = [F.matmul_rows(memory, cross._w_q_compress.data[d:].T)[:, None]]  # (N, 1, S, L)
+
+    def step_weights(self) -> list[Array]:
+        return [self.w_q_latent, self.w_o, self.w_decompress, self.cross_w_q, self.cross_w_o, self.cross_w_decompress,
+                *super().step_weights()]
 
     def self_attention(self, y: Array) -> Array:
         d = self.d_model
@@ -217,6 +228,9 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
         w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
         return w_in.T, xp.ascontiguousarray(w_ov.T).T
 
+    def step_weights(self) -> list[Array]:
+        return [self.w_in, self.w_ov, self.cross_w_in, self.cross_w_ov, *_LayerCache.step_weights(self)]
+
     def self_attention(self, y: Array) -> Array:
         width = self.heads * (self.d_model // 4)
         q_latent = F.matmul_rows(y, self.w_in)  # (N, H*L + L): every head's absorbed query, then the new latent
@@ -263,6 +277,15 @@ class DecoderCache:
     @property
     def nbytes(self) -> int:
         return self.self_attention_nbytes + self.cross_attention_nbytes
+
+    def step_weights(self) -> list[Array]:
+        """Every weight matrix a step multiplies by, as an (in, out) view: the layers' and the projection's."""
+        return [weight for layer in self.layers for weight in layer.step_weights()] + [self.projection[0].T]
+
+    @property
+    def step_weight_nbytes(self) -> int:
+        """Bytes of weights one step reads; at batch 1 streaming them bounds the step's time."""
+        return sum(int(weight.nbytes) for weight in self.step_weights())
 
     def reorder(self, rows: Array) -> None:
         """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams."""
@@ -330,6 +353,11 @@ def decoder_weights(config: dict) -> int:
     return config["N"] * (8 * d * d + 2 * d * config["d_ff"]) + config["tgt_vocab_size"] * d
 
 
+def decoding_blas_threads(model: Transformer, rows: int) -> AbstractContextManager:
+    """The BLAS threads for decoding ``rows`` sequences: one when the work is small, else unchanged."""
+    return blas_threads(1) if rows * decoder_weights(model.config) < ONE_BLAS_THREAD_MAX else nullcontext()
+
+
 def _decoding_call(function: Callable) -> Callable:
     """Check the arguments every strategy shares, then decode with dropout off (the model's mode
     is restored afterwards) and, for small work, BLAS on one thread."""
@@ -338,8 +366,7 @@ def _decoding_call(function: Callable) -> Callable:
     def wrapper(model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
                 *args: Any, **kwargs: Any) -> Any:
         check_decode_arguments(model, src, max_len, bos_id, eos_id)
-        small = src.shape[0] * decoder_weights(model.config) < ONE_BLAS_THREAD_MAX
-        with model.evaluating(), (blas_threads(1) if small else nullcontext()):
+        with model.evaluating(), decoding_blas_threads(model, src.shape[0]):
             return function(model, src, src_mask, max_len, bos_id, eos_id, *args, **kwargs)
 
     return wrapper

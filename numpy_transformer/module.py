@@ -137,7 +137,7 @@ class Module:
     def train(self, mode: bool = True) -> Module:
         """Switch dropout on (``mode=True``) or off, here and in every sub-module."""
         for module in self.modules():
-            module.training = mode
+            object.__setattr__(module, "training", mode)  # a flag, nothing to register: skip __setattr__
         return self
 
     def eval(self) -> Module:

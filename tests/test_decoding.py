@@ -1,9 +1,12 @@
 """Decoding: cached equals uncached, beam search, sampling, cache sizes, bad input."""
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 
 import numpy_transformer as nt
+from numpy_transformer import decoding
 from numpy_transformer.decoding import (DecoderCache, beam_search, beam_search_steps, filter_logits, greedy_decode,
                                         sample_decode)
 
@@ -156,3 +159,56 @@ def test_bad_beam_and_source():
         greedy_decode(model, long_src, None, 5, BOS, EOS)
     with pytest.raises(ValueError, match="absorbed=True needs a model built with attention='mla'"):
         greedy_decode(model, src, mask, 5, BOS, EOS, absorbed=True)
+
+
+def test_decoder_weights_counts_what_a_step_reads():
+    model = model_for("mha")
+    matrices = [p.data.size for name, p in model.named_parameters()
+                if p.data.ndim == 2 and (name.startswith("decoder.layers") or name.startswith("projection_layer"))]
+    assert decoding.decoder_weights(model.config) == sum(matrices)
+
+
+@pytest.mark.parametrize("rows, one_thread", [(1, True), (3, True), (200, False)])
+def test_small_decoding_calls_hold_blas_to_one_thread(monkeypatch, rows, one_thread):
+    model = model_for("mha")
+    assert (rows * decoding.decoder_weights(model.config) < decoding.ONE_BLAS_THREAD_MAX) == one_thread
+    counts = []
+
+    @contextmanager
+    def record(count):
+        counts.append(count)
+        yield True
+
+    monkeypatch.setattr(decoding, "blas_threads", record)
+    src = np.full((rows, 3), 5)
+    greedy_decode(model, src, None, 2, BOS, EOS)
+    assert counts == ([1] if one_thread else [])
+
+
+def test_a_mask_that_hides_nothing_decodes_as_no_mask():
+    model = model_for("mla")
+    src, mask = padded_source()
+    full = np.ones_like(mask)
+    for absorbed in (False, True):
+        ids, logits = greedy_decode(model, src, full, 6, BOS, EOS, absorbed=absorbed, return_logits=True)
+        unmasked = greedy_decode(model, src, None, 6, BOS, EOS, absorbed=absorbed, return_logits=True)
+        np.testing.assert_array_equal(ids, unmasked[0])
+        np.testing.assert_array_equal(logits, unmasked[1])
+        # a mask that does hide keys still changes the result
+        assert not np.array_equal(greedy_decode(model, src, mask, 6, BOS, EOS, absorbed=absorbed, return_logits=True)[1],
+                                  logits)
+
+
+@pytest.mark.parametrize("kind, absorbed, per_layer", [
+    ("mha", False, 6 * 16 * 16 + 2 * 16 * 24),  # W_qkv, W_o, cross W_q, W_o; W_1, W_2
+    ("mla", False, 2 * (16 * 20 + 16 * 16 + 4 * 32) - 16 * 4 + 2 * 16 * 24),  # W_q|W_c (cross: W_q), decompress, W_o
+    ("mla", True, 2 * (4 * 4 * 16 + 16 * 16) + 16 * 4 + 2 * 16 * 24),  # W_in (H*L [+ L], D), W_ov (H*L, D)
+])
+def test_step_weights_are_what_a_step_multiplies_by(kind, absorbed, per_layer):
+    model = model_for(kind)
+    src, mask = padded_source()
+    cache = DecoderCache(model, model.eval().encode(src, mask), mask, 10, absorbed)
+    assert cache.step_weight_nbytes == (2 * per_layer + 13 * 16) * 8  # layers, projection (V, D), float64
+    if not absorbed:  # views of the model's own weights, never copies
+        weights = cache.layers[0].step_weights()
+        assert all(any(np.shares_memory(weight, p.data) for p in model.parameters()) for weight in weights)
