@@ -214,7 +214,7 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
         self.cross_w_in, self.cross_w_ov = self._absorb(layer.cross_attention_block, with_latent=False)
 
     def _absorb(self, block: Any, with_latent: bool) -> tuple[Array, Array]:
-        """(W_in^T (D, H*L [+ L]), W_ov (H*L, D)), both (in, out) views of (out, in) arrays like every weight."""
+        """(W_in^T (D, H*L [+ L]), W_ov (H*L, D)): both (in, out), the first a view of the (out, in) W_in."""
         xp = get_array_module()
         h, d = self.heads, self.d_model
         latent = d // 4
@@ -226,7 +226,7 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
         if with_latent:
             w_in = xp.concatenate([w_in, block._w_q_compress.data[d:]])
         w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
-        return w_in.T, xp.ascontiguousarray(w_ov.T).T
+        return w_in.T, w_ov
 
     def step_weights(self) -> list[Array]:
         return [self.w_in, self.w_ov, self.cross_w_in, self.cross_w_ov, *_LayerCache.step_weights(self)]
