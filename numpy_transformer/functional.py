@@ -57,9 +57,10 @@ def linear_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array | No
     return dx, dweight, dbias
 
 
-# Below this many entries of x a product runs through ``ndarray.dot``, whose per-call cost is a
-# third of the matmul ufunc's (decoding a token); above it, matmul, 2-5% faster on large products.
+# Below SMALL_PRODUCT_MAX entries of x a product runs through ``ndarray.dot``, whose per-call cost
+# is a third of the matmul ufunc's (decoding a token); above it, matmul, 2-5% faster on large ones.
 SMALL_PRODUCT_MAX = 4096
+# Up to FEW_ROWS rows a row sum is one ``dot`` of the N-D array as it is (NumPy runs a dot per row).
 FEW_ROWS = 16
 
 
