@@ -292,8 +292,8 @@ def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: 
         if decode:
             row["ratio_decode"] = {b: ratio(d["numpy_transformer"]["median_s"], d["pytorch"]["median_s"])
                                    for b, d in row["decode"].items()}
-            floor = row["decode"][1]["floor"]["median_s"]
-            row["ratio_decode_floor"] = ratio(floor, row["decode"][1]["pytorch"]["median_s"])
+            batch_one = row["decode"][1]
+            row["ratio_decode_floor"] = ratio(batch_one["floor"]["median_s"], batch_one["pytorch"]["median_s"])
         row["ratio_peak_memory"] = ratio(row["memory"]["numpy_transformer"]["peak_rss_mb"], row["memory"]["pytorch"]["peak_rss_mb"])
     return row
 

@@ -348,7 +348,8 @@ ONE_BLAS_THREAD_MAX = 1_000_000
 
 
 def decoder_weights(config: dict) -> int:
-    """About how many weights one decoding step reads: N decoder layers and the output projection."""
+    """The weights of the decoder layers' matrices and the output projection: about what one step
+    reads (a cached step skips cross-attention's key and value matrices; see DecoderCache.step_weights)."""
     d = config["d_model"]
     return config["N"] * (8 * d * d + 2 * d * config["d_ff"]) + config["tgt_vocab_size"] * d
 

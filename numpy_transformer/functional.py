@@ -234,9 +234,8 @@ def layer_norm_forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -
 
     x: (..., D), gamma, beta: (D,) -> y: (..., D)
     """
-    inverse_width = 1.0 / x.shape[-1]
-    xhat = x - row_sum(x, inverse_width)  # centred now, normalised in place below
-    rstd = (row_sum(xhat * xhat, inverse_width) + eps) ** -0.5
+    xhat = x - row_mean(x)  # centred now, normalised in place below
+    rstd = (row_mean(xhat * xhat) + eps) ** -0.5
     xhat *= rstd
     out = xhat * gamma
     out += beta

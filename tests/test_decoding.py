@@ -161,7 +161,7 @@ def test_bad_beam_and_source():
         greedy_decode(model, src, mask, 5, BOS, EOS, absorbed=True)
 
 
-def test_decoder_weights_counts_what_a_step_reads():
+def test_decoder_weights_counts_the_decoder_and_projection_matrices():
     model = model_for("mha")
     matrices = [p.data.size for name, p in model.named_parameters()
                 if p.data.ndim == 2 and (name.startswith("decoder.layers") or name.startswith("projection_layer"))]
