@@ -19,11 +19,18 @@ from typing import Any, Callable, Iterator
 
 import numpy
 
+Array = Any
 ENV_VAR = "NUMPY_TRANSFORMER_BACKEND"
 MALLOC_ENV_VAR = "NUMPY_TRANSFORMER_MALLOC"
 _BACKENDS = ("numpy", "cupy")
 
 _xp: Any = None
+_on_change: list[Callable[[], None]] = []
+
+
+def on_backend_change(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` whenever set_backend selects a module (the kernels choose theirs again)."""
+    _on_change.append(callback)
 
 
 def _load_cupy() -> ModuleType:
@@ -60,6 +67,8 @@ def set_backend(name_or_module: str | Any) -> Any:
         raise TypeError(
             f"backend must be a name in {_BACKENDS} or an array module, got {type(name_or_module).__name__}"
         )
+    for callback in _on_change:
+        callback()
     return _xp
 
 
@@ -82,28 +91,6 @@ def to_numpy(array: Any) -> numpy.ndarray:
     if hasattr(array, "get"):  # CuPy arrays
         return array.get()
     return numpy.asarray(array)
-
-
-def scatter_add(target: Any, indices: Any, values: Any) -> None:
-    """``target[indices] += values`` with repeated indices summed, in place: (V, ...), (N,), (N, ...).
-
-    On NumPy this is ``add.at`` over the flattened arrays, one index per entry: the 1-D form
-    takes add.at's fast path, 3-5x faster than its row-by-row loop over (N, D) rows and than
-    sorting the rows and summing runs with ``add.reduceat``. The additions happen in the same
-    order as ``np.add.at(target, indices, values)``, so the sums are identical to it.
-    """
-    xp = get_array_module()
-    if backend_name() == "cupy":
-        import cupyx  # noqa: PLC0415 - only reached on the CuPy backend
-
-        cupyx.scatter_add(target, indices, values)
-        return
-    if not target.flags.c_contiguous:  # its flat view would be a copy
-        xp.add.at(target, indices, values)
-        return
-    width = math.prod(target.shape[1:])
-    entry_indices = (indices.reshape(-1, 1) * width + xp.arange(width)).reshape(-1)
-    xp.add.at(target.reshape(-1), entry_indices, values.reshape(-1))
 
 
 # what OpenBLAS calls its thread-count setters, by build: NumPy's wheels, 64-bit-index builds, plain builds
@@ -153,12 +140,27 @@ def blas_threads(count: int) -> Iterator[bool]:
         set_threads(previous)
 
 
-def random_uint16(rng: Any, shape: tuple[int, ...]) -> Any:
+DROPOUT_LEVELS = 65536
+
+
+def dropout_mask(rng: Any, shape: tuple[int, ...], p: float) -> tuple[Array, float]:
+    """A boolean keep-mask m of ``shape``, P(m = 1) = 1 - p, and that keep probability exactly.
+
+    Every dropout, textbook and kernels alike, draws its mask here, so all of them see the same
+    masks from the same generator. The mask compares uniform 16-bit integers with p * 2^16 (the
+    cheapest draws), so p is rounded to a multiple of 2^-16 (0.1 -> 0.100006); the returned keep
+    probability is the rounded one, which keeps E[x * m / keep_prob] = x exactly.
+    """
+    threshold = round(p * DROPOUT_LEVELS)
+    return random_uint16(rng, shape) >= threshold, (DROPOUT_LEVELS - threshold) / DROPOUT_LEVELS
+
+
+def random_uint16(rng: Any, shape: tuple[int, ...]) -> Array:
     """Uniform random 16-bit integers of the given shape from the generator ``rng``."""
     xp = get_array_module()
     if backend_name() == "cupy":
         return rng.integers(0, 65536, size=shape, dtype=xp.uint16)
-    # full-width 64-bit draws, each cut into four 16-bit integers: 2x cheaper than rng.bytes
+    # full-width 64-bit draws, each cut into four 16-bit integers: cheaper than rng.bytes
     count = math.prod(shape)
     words = rng.integers(0, 2**64, size=-(-count // 4), dtype=xp.uint64)
     return words.view(xp.uint16)[:count].reshape(shape)
@@ -174,9 +176,10 @@ def tune_allocator() -> bool:
 
     A training step allocates and frees the same large temporaries every time. glibc serves
     blocks above its mmap threshold (128 KiB at start) with fresh mappings that are faulted in
-    page by page and returned on free, so each step pays those page faults again: a quarter of a
-    small model's step. Raising the threshold to 32 MiB and the trim threshold to 1 GiB lets the
-    heap reuse the blocks. Returns whether the settings were applied.
+    page by page and returned on free, so each step pays those page faults again. Raising the
+    threshold to 32 MiB and the trim threshold to 1 GiB lets the heap reuse the blocks. This
+    changes the whole process's allocator, so only tune_cpu() (which the command line and the
+    Trainer call) applies it. Returns whether the settings were applied.
     """
     if os.environ.get(MALLOC_ENV_VAR) == "system" or not sys.platform.startswith("linux"):
         return False
@@ -186,6 +189,26 @@ def tune_allocator() -> bool:
         return bool(libc.mallopt(m_mmap_threshold, 32 * 2**20)) and bool(libc.mallopt(m_trim_threshold, 2**30))
     except (OSError, AttributeError):  # not glibc
         return False
+
+
+OPENBLAS_TIMEOUT_VAR = "OPENBLAS_THREAD_TIMEOUT"
+OPENBLAS_TIMEOUT = "24"
+"""After each product OpenBLAS's idle threads spin for 2^28 cycles (about 0.1 s) by default, taking a
+core from the element-wise work that follows; 2^24 cycles still bridge the gaps between one step's
+products. OpenBLAS reads it once, when NumPy loads it, so it can only be set for a new process."""
+
+
+def tune_cpu() -> dict[str, bool]:
+    """Opt in to the process-wide CPU settings the command line and the Trainer use.
+
+    * the allocator keeps freed blocks for reuse (tune_allocator);
+    * OpenBLAS's idle threads spin for a few milliseconds instead of about 0.1 s. That setting is
+      read when NumPy starts, so here it is only reported: set ``OPENBLAS_THREAD_TIMEOUT=24``
+      before starting Python (the command line does so for itself, see cli.main).
+
+    Importing numpy_transformer changes none of this. Returns what is in effect, by name.
+    """
+    return {"allocator": tune_allocator(), "openblas_thread_timeout": os.environ.get(OPENBLAS_TIMEOUT_VAR) is not None}
 
 
 def resolve_dtype(dtype: Any) -> Any:

@@ -24,8 +24,9 @@ from contextlib import AbstractContextManager, nullcontext
 from functools import wraps
 from typing import Any, Callable
 
-from . import functional as F
 from .backend import blas_threads, get_array_module, make_rng
+from .functional import split_heads
+from .kernels import ops
 from .model import Transformer, causal_mask
 
 Array = Any
@@ -51,6 +52,11 @@ def check_decode_arguments(model: Transformer, src: Array, max_len: int, bos_id:
 
 # ----------------------------------------------------------------------------------------------
 # the key/value cache
+
+
+def product(x: Array, weight_in_out: Array) -> Array:
+    """x @ W for a weight kept as an (in, out) view: the linear layer without bias, by the kernels in use."""
+    return ops.linear_forward(x, weight_in_out.T)[0]
 
 
 class _SelfCache:
@@ -101,7 +107,10 @@ class _LayerCache:
     def step(self, x: Array) -> Array:
         """The layer's three residual sublayers on the new position: (N, D) -> (N, D)."""
         for sublayer, gamma, beta, norm_first, eps in self.residuals:
-            x, _ = F.residual_forward(x, sublayer, gamma, beta, norm_first=norm_first, eps=eps)
+            if norm_first:  # x + sublayer(norm(x)); no dropout in decoding
+                x = x + sublayer(ops.layer_norm_forward(x, gamma, beta, eps)[0])
+            else:  # norm(x + sublayer(x))
+                x = ops.layer_norm_forward(x + sublayer(x), gamma, beta, eps)[0]
         return x
 
     def step_weights(self) -> list[Array]:
@@ -115,13 +124,15 @@ class _LayerCache:
         raise NotImplementedError
 
     def feed_forward(self, y: Array) -> Array:
-        return F.feed_forward_forward(y, *self.ffn_weights)[0]
+        w1, b1, w2, b2 = self.ffn_weights
+        hidden, _ = ops.relu_forward(ops.linear_forward(y, w1, b1)[0])
+        return ops.linear_forward(hidden, w2, b2)[0]
 
     def attend(self, q: Array, keys: Array, values: Array, mask: Array | None, w_out: Array,
                scale: float | None = None) -> Array:
         """Heads q (N, H, 1, W) over keys, values (N, G, t, W), then the output product w_out (H*W, D) -> (N, D)."""
-        context, _ = F.scaled_dot_product_attention_forward(q, keys, values, mask, scale=scale)
-        return F.matmul_rows(context.reshape(q.shape[0], -1), w_out)
+        context, _ = ops.attention_forward(q, keys, values, mask, scale=scale)
+        return product(context.reshape(q.shape[0], -1), w_out)
 
     def reorder(self, rows: Array) -> None:
         for cache in self.self_caches:
@@ -141,8 +152,8 @@ class _MHALayerCache(_LayerCache):
         self.w_qkv, self.w_o = block._w_qkv.data.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
         self.cross_w_q, self.cross_w_o = cross._w_qkv.data[:d].T, cross.w_o.weight.data.T
         self.self_caches = [_SelfCache(rows, heads, capacity, d // heads, memory.dtype) for _ in "kv"]
-        keys_values = F.matmul_rows(memory, cross._w_qkv.data[d:].T)
-        self.cross = [F.split_heads_forward(part, heads)[0].copy() for part in (keys_values[..., :d],
+        keys_values = product(memory, cross._w_qkv.data[d:].T)
+        self.cross = [split_heads(part, heads).copy() for part in (keys_values[..., :d],
                                                                                  keys_values[..., d:])]
 
     def step_weights(self) -> list[Array]:
@@ -150,13 +161,13 @@ class _MHALayerCache(_LayerCache):
 
     def self_attention(self, y: Array) -> Array:
         """The new position (N, D) attends over itself and every cached one -> (N, D)."""
-        q, k, v = F.matmul_rows(y, self.w_qkv).reshape(y.shape[0], 3, self.heads, 1, -1).swapaxes(0, 1)
+        q, k, v = product(y, self.w_qkv).reshape(y.shape[0], 3, self.heads, 1, -1).swapaxes(0, 1)
         keys, values = self.self_caches
         return self.attend(q, keys.append(k), values.append(v), None, self.w_o)
 
     def cross_attention(self, y: Array) -> Array:
         """The new position (N, D) attends over the encoder output -> (N, D)."""
-        q = F.matmul_rows(y, self.cross_w_q).reshape(y.shape[0], self.heads, 1, -1)
+        q = product(y, self.cross_w_q).reshape(y.shape[0], self.heads, 1, -1)
         return self.attend(q, *self.cross, self.src_mask, self.cross_w_o)
 
 
@@ -173,7 +184,7 @@ class _MLALayerCache(_LayerCache):
         self.cross_w_q, self.cross_w_o = cross._w_q_compress.data[:d].T, cross.w_o.weight.data.T
         self.cross_w_decompress = cross._w_kv_decompress.data.T
         self.self_caches = [_SelfCache(rows, 1, capacity, d // 4, memory.dtype)]
-        self.cross = [F.matmul_rows(memory, cross._w_q_compress.data[d:].T)[:, None]]  # (N, 1, S, L)
+        self.cross = [product(memory, cross._w_q_compress.data[d:].T)[:, None]]  # (N, 1, S, L)
 
     def step_weights(self) -> list[Array]:
         return [self.w_q_latent, self.w_o, self.w_decompress, self.cross_w_q, self.cross_w_o, self.cross_w_decompress,
@@ -181,20 +192,20 @@ class _MLALayerCache(_LayerCache):
 
     def self_attention(self, y: Array) -> Array:
         d = self.d_model
-        q_latent = F.matmul_rows(y, self.w_q_latent)  # (N, D + L): the query and the new latent
+        q_latent = product(y, self.w_q_latent)  # (N, D + L): the query and the new latent
         latents = self.self_caches[0].append(q_latent[:, None, None, d:])
         q = q_latent[:, :d].reshape(y.shape[0], self.heads, 1, -1)
         return self.attend(q, *self._decompress(latents, self.w_decompress), None, self.w_o)
 
     def cross_attention(self, y: Array) -> Array:
-        q = F.matmul_rows(y, self.cross_w_q).reshape(y.shape[0], self.heads, 1, -1)
+        q = product(y, self.cross_w_q).reshape(y.shape[0], self.heads, 1, -1)
         return self.attend(q, *self._decompress(self.cross[0], self.cross_w_decompress), self.src_mask,
                            self.cross_w_o)
 
     def _decompress(self, latents: Array, w_decompress: Array) -> list[Array]:
         """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
-        keys_values = F.matmul_rows(latents[:, 0], w_decompress)
-        return [F.split_heads_forward(keys_values[..., part], self.heads)[0]
+        keys_values = product(latents[:, 0], w_decompress)
+        return [split_heads(keys_values[..., part], self.heads)
                 for part in (slice(None, self.d_model), slice(self.d_model, None))]
 
 
@@ -233,12 +244,12 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
 
     def self_attention(self, y: Array) -> Array:
         width = self.heads * (self.d_model // 4)
-        q_latent = F.matmul_rows(y, self.w_in)  # (N, H*L + L): every head's absorbed query, then the new latent
+        q_latent = product(y, self.w_in)  # (N, H*L + L): every head's absorbed query, then the new latent
         latents = self.self_caches[0].append(q_latent[:, None, None, width:])
         return self._attend_absorbed(q_latent[:, :width], latents, None, self.w_ov)
 
     def cross_attention(self, y: Array) -> Array:
-        return self._attend_absorbed(F.matmul_rows(y, self.cross_w_in), self.cross[0], self.src_mask,
+        return self._attend_absorbed(product(y, self.cross_w_in), self.cross[0], self.src_mask,
                                      self.cross_w_ov)
 
     def _attend_absorbed(self, q_latent: Array, latents: Array, mask: Array | None, w_ov: Array) -> Array:
@@ -294,13 +305,13 @@ class DecoderCache:
 
     def step(self, tokens: Array) -> Array:
         """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""
-        x, _ = F.embedding_forward(tokens, self.embedding)  # (N, D)
+        x, _ = ops.embedding_forward(tokens, self.embedding)  # (N, D)
         x += self.positions[self.position]
         for layer in self.layers:
             x = layer.step(x)
         self.position += 1
-        x, _ = F.layer_norm_forward(x, *self.final_norm)
-        return F.linear_forward(x, *self.projection)[0]
+        x, _ = ops.layer_norm_forward(x, *self.final_norm)
+        return ops.linear_forward(x, *self.projection)[0]
 
 
 class _UncachedDecoder:
@@ -413,7 +424,7 @@ def filter_logits(logits: Array, temperature: float = 1.0, top_k: int | None = N
     if top_k is not None and top_k < scaled.shape[-1]:
         kth = -xp.partition(-scaled, top_k - 1, axis=-1)[:, top_k - 1 : top_k]
         scaled = xp.where(scaled < kth, -xp.inf, scaled)
-    probs, _ = F.softmax_forward(scaled)
+    probs, _ = ops.softmax_forward(scaled)
     if top_p is not None and top_p < 1.0:
         order = xp.argsort(-probs, axis=-1)
         sorted_probs = xp.take_along_axis(probs, order, axis=-1)

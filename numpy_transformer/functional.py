@@ -1,23 +1,25 @@
-"""The functional core: every Transformer layer as a forward/backward pair.
+"""The textbook: every Transformer layer as a forward/backward pair, written as its formula reads.
 
-Read top to bottom like a textbook. Each ``*_forward(...)`` returns ``(out, cache)``; each
+Read top to bottom. Each ``*_forward(...)`` returns ``(out, cache)``; each
 ``*_backward(dout, cache)`` returns the gradients of the forward's differentiable arguments, in
-the order the forward takes them. Shape letters: B batch, T query length, S key length,
-D = d_model, H heads, K = D/H per-head width, F = d_ff, L = latent width, V vocabulary,
-N = B*T rows. Nothing here owns state; the modules in :mod:`numpy_transformer.modules` hold
-parameters and accumulate these gradients.
+the order the forward takes them. Nothing here owns state: the modules in
+:mod:`numpy_transformer.layers` hold the parameters and accumulate these gradients.
 
-Every array operation goes through the backend's array module (``xp``), so the same code runs
-on NumPy and CuPy.
+Shape letters: B batch, T query length, S key length, D = d_model, H heads, K = D / H per-head
+width, F = d_ff, L = D / 4 latent width, V vocabulary, N = B * T rows.
+
+The code is plain array operations (``x @ W.T``, ``.sum(axis=-1, keepdims=True)``, ``.mean``,
+``.max``) through the backend's array module ``xp``, so it runs on NumPy and CuPy alike. The tuned
+versions that the model runs by default live in :mod:`numpy_transformer.kernels`, each tested
+equal to its pair here; ``numpy_transformer.set_kernels("reference")`` runs the model on this file.
 """
 
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, NamedTuple
 
-from .backend import get_array_module, random_uint16, scatter_add
+from .backend import dropout_mask, get_array_module
 
 Array = Any
 # A masked attention score is set to this large finite negative: exp() of it underflows to 0,
@@ -29,108 +31,68 @@ MASKED_SCORE = -1e9
 # linear
 
 
-def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, tuple]:
+class LinearCache(NamedTuple):
+    x: Array
+    weight: Array
+    has_bias: bool
+
+
+def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, LinearCache]:
     """y = x W^T + b, with W stored (out_features, in_features) as in PyTorch.
 
     x: (..., in), weight: (out, in), bias: (out,) or None -> y: (..., out)
-    The leading axes are folded into one, N rows: a single (N, in) @ (in, out) product instead of
-    a loop of small ones (what matmul does with a 3-D x).
     """
-    out = matmul_rows(x, weight.T)
+    out = x @ weight.T
     if bias is not None:
-        out += bias
-    return out, (x, weight, bias is not None)
+        out = out + bias
+    return out, LinearCache(x, weight, bias is not None)
 
 
-def linear_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array | None]:
-    """Gradients of y = x W^T + b.
+def linear_backward(dout: Array, cache: LinearCache) -> tuple[Array, Array, Array | None]:
+    """Gradients of y = x W^T + b, with dy and x viewed as N = (all leading positions) rows:
 
-    dx = dy W            (N, out) @ (out, in)  -> (..., in)
-    dW = dy^T x          summed over every leading position: (out, N) @ (N, in) -> (out, in)
-    db = sum_rows dy     -> (out,)   (None when the layer has no bias)
+    dx = dy W           (..., out) @ (out, in)  -> (..., in)
+    dW = dy^T x         (out, N) @ (N, in)      -> (out, in), summed over every position
+    db = sum_rows dy    -> (out,)               (None when the layer has no bias)
     """
     x, weight, has_bias = cache
-    dout_2d = dout.reshape(-1, dout.shape[-1])
-    dx = matmul_rows(dout, weight)
-    dweight = dout_2d.T @ x.reshape(-1, x.shape[-1])
-    dbias = column_sum(dout_2d) if has_bias else None
+    dout_rows = dout.reshape(-1, dout.shape[-1])
+    x_rows = x.reshape(-1, x.shape[-1])
+    dx = dout @ weight
+    dweight = dout_rows.T @ x_rows
+    dbias = dout_rows.sum(axis=0) if has_bias else None
     return dx, dweight, dbias
-
-
-# Below SMALL_PRODUCT_MAX entries of x a product runs through ``ndarray.dot``, whose per-call cost
-# is a third of the matmul ufunc's (decoding a token); above it, matmul, 2-5% faster on large ones.
-SMALL_PRODUCT_MAX = 4096
-# Up to FEW_ROWS rows a row sum is one ``dot`` of the N-D array as it is (NumPy runs a dot per row).
-FEW_ROWS = 16
-
-
-def matmul_rows(x: Array, matrix: Array) -> Array:
-    """(..., k) @ (k, n) -> (..., n) as one 2-D product over all rows."""
-    if x.ndim == 2:
-        return x.dot(matrix) if x.size < SMALL_PRODUCT_MAX else x @ matrix
-    return matmul_rows(x.reshape(-1, x.shape[-1]), matrix).reshape(x.shape[:-1] + matrix.shape[-1:])
-
-
-@lru_cache(maxsize=64)
-def constant_vector(xp: Any, length: int, value: float, dtype: Any) -> Array:
-    """A shared (length,) array filled with value, made once per backend, length, value and dtype.
-
-    Read only by convention: the reductions below multiply by it and never write to it.
-    """
-    return xp.full(length, value, dtype=dtype)
-
-
-@lru_cache(maxsize=64)
-def constant_column(xp: Any, length: int, value: float, dtype: Any) -> Array:
-    """constant_vector as a (length, 1) column, the right-hand side of a row sum."""
-    return constant_vector(xp, length, value, dtype)[:, None]
-
-
-def row_sum(x: Array, weight: float = 1.0) -> Array:
-    """weight * (sum over the last axis), kept as (..., 1).
-
-    It is x @ (weight * ones): a matrix-vector product sums every row in one BLAS call, where the
-    ufunc's reduce along a short contiguous axis pays a fixed cost per row (4-8x slower for
-    attention's 32- and 64-wide rows) and, on a few rows, 3x the call overhead of ``dot``.
-    x: (..., n) -> (..., 1)
-    """
-    column = constant_column(get_array_module(), x.shape[-1], weight, x.dtype)
-    # ndarray.dot of an N-D x runs one dot per row: the cheapest call for a few rows (decoding)
-    return x.dot(column) if x.size <= FEW_ROWS * x.shape[-1] else matmul_rows(x, column)
-
-
-def column_sum(x: Array) -> Array:
-    """Sum over every leading axis: (..., n) -> (n,), as ones @ x over the rows when there are many."""
-    rows = x.reshape(-1, x.shape[-1])
-    ones = constant_vector(get_array_module(), rows.shape[0], 1.0, x.dtype)
-    return ones.dot(rows) if x.size < SMALL_PRODUCT_MAX else ones @ rows
 
 
 # ----------------------------------------------------------------------------------------------
 # token embedding and positional encoding
 
 
-def embedding_forward(ids: Array, table: Array) -> tuple[Array, tuple]:
+class EmbeddingCache(NamedTuple):
+    ids: Array
+    table_shape: tuple[int, int]
+    scale: float
+
+
+def embedding_forward(ids: Array, table: Array) -> tuple[Array, EmbeddingCache]:
     """y = E[ids] * sqrt(D): look up each token's row and scale it, as the seeds do.
 
     ids: (B, T) integers in [0, V), table: (V, D) -> y: (B, T, D)
     """
     scale = math.sqrt(table.shape[1])
-    out = table[ids]
-    out *= scale
-    return out, (ids, table.shape, scale)
+    return table[ids] * scale, EmbeddingCache(ids, table.shape, scale)
 
 
-def embedding_backward(dout: Array, cache: tuple) -> Array:
-    """dE[v] = sqrt(D) * sum of dy over every position whose token is v.
+def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
+    """dE[v] = sqrt(D) * (sum of dy over every position whose token is v).
 
-    A scatter-add of the (N, D) rows of dy into a (V, D) zero table: the one-hot matrix of the
-    math is never built. dout: (B, T, D) -> dE: (V, D)
+    The lookup is a product with a one-hot matrix; its gradient adds each row of dy into the row
+    of E it came from (``add.at`` sums repeated ids). dout: (B, T, D) -> dE: (V, D)
     """
-    ids, table_shape, scale = cache
     xp = get_array_module()
+    ids, table_shape, scale = cache
     dtable = xp.zeros(table_shape, dtype=dout.dtype)
-    scatter_add(dtable, ids.reshape(-1), dout.reshape(-1, table_shape[1]) * scale)
+    xp.add.at(dtable, ids.reshape(-1), dout.reshape(-1, table_shape[1]) * scale)
     return dtable
 
 
@@ -159,33 +121,30 @@ def positional_encoding_backward(dout: Array, cache: None) -> Array:
 # element-wise layers
 
 
-DROPOUT_LEVELS = 65536  # masks are drawn as 16-bit integers: 1.7x faster than float draws
+class DropoutCache(NamedTuple):
+    keep: Array  # boolean mask m
+    keep_prob: float  # 1 - p
 
 
-def dropout_forward(x: Array, p: float, rng: Any, training: bool) -> tuple[Array, Array | None]:
-    """Inverted dropout: y = x * m / (1 - q), m ~ Bernoulli(1 - q), kept as a boolean mask.
+def dropout_forward(x: Array, p: float, rng: Any, training: bool) -> tuple[Array, DropoutCache | None]:
+    """Inverted dropout: y = x * m / (1 - p), with m ~ Bernoulli(1 - p) drawn per entry.
 
-    q is p rounded to a multiple of 2^-16 (0.1 -> 0.100006) because the mask compares random
-    16-bit integers with q * 65536; scaling by 1 / (1 - q) keeps E[y] = x exactly.
-    In evaluation, or with p = 0, y = x and the cache is None. x: any shape -> y: same shape.
+    Dividing by 1 - p keeps E[y] = x, so evaluation needs no rescaling: there, or with p = 0,
+    y = x and the cache is None. The mask comes from ``backend.dropout_mask``, which every
+    implementation shares (it rounds p to a multiple of 2^-16 and returns the exact 1 - p it used).
+    x: any shape -> y: same shape.
     """
     if not training or p == 0.0:
         return x, None
-    threshold = round(p * DROPOUT_LEVELS)
-    keep = random_uint16(rng, x.shape) >= threshold
-    out = x * keep
-    out *= DROPOUT_LEVELS / (DROPOUT_LEVELS - threshold)
-    return out, (keep, threshold)
+    keep, keep_prob = dropout_mask(rng, x.shape, p)
+    return x * keep / keep_prob, DropoutCache(keep, keep_prob)
 
 
-def dropout_backward(dout: Array, cache: tuple | None) -> Array:
-    """dx = dy * m / (1 - q), the same mask and scale as the forward (identity when no mask)."""
+def dropout_backward(dout: Array, cache: DropoutCache | None) -> Array:
+    """dx = dy * m / (1 - p): the same mask and scale as the forward (identity when no mask)."""
     if cache is None:
         return dout
-    keep, threshold = cache
-    dx = dout * keep
-    dx *= DROPOUT_LEVELS / (DROPOUT_LEVELS - threshold)
-    return dx
+    return dout * cache.keep / cache.keep_prob
 
 
 def relu_forward(x: Array) -> tuple[Array, Array]:
@@ -200,68 +159,67 @@ def relu_backward(dout: Array, cache: Array) -> Array:
 
 
 def softmax_forward(x: Array) -> tuple[Array, Array]:
-    """y = exp(x - max x) / sum exp(x - max x) along the last axis; the cache is y itself."""
+    """y = exp(x - max x) / sum exp(x - max x) along the last axis; the cache is y itself.
+
+    Subtracting the row's maximum changes nothing mathematically and keeps exp() from overflowing.
+    x: (..., n) -> y: (..., n)
+    """
     xp = get_array_module()
-    out = x - xp.maximum.reduce(x, axis=-1, keepdims=True)
-    xp.exp(out, out=out)
-    out /= row_sum(out)
+    exps = xp.exp(x - x.max(axis=-1, keepdims=True))
+    out = exps / exps.sum(axis=-1, keepdims=True)
     return out, out
 
 
 def softmax_backward(dout: Array, cache: Array) -> Array:
     """dx = y * (dy - sum(dy * y)) along the last axis: the Jacobian diag(y) - y y^T applied to dy.
 
-    The trick: that product is two element-wise passes and a row sum; the (n, n) Jacobian of each
-    row is never built. dout, y: (..., n) -> dx: (..., n)
+    That product is two element-wise passes and a row sum; the (n, n) Jacobian of each row is
+    never built. dout, y: (..., n) -> dx: (..., n)
     """
     y = cache
-    dx = dout - row_sum(dout * y)
-    dx *= y
-    return dx
+    return y * (dout - (dout * y).sum(axis=-1, keepdims=True))
 
 
 # ----------------------------------------------------------------------------------------------
 # layer normalisation
 
 
-def row_mean(x: Array) -> Array:
-    """Mean over the last axis, kept as (..., 1)."""
-    return row_sum(x, 1.0 / x.shape[-1])
+class LayerNormCache(NamedTuple):
+    xhat: Array  # (x - mu) / sigma, (..., D)
+    rstd: Array  # 1 / sigma, (..., 1)
+    gamma: Array
 
 
-def layer_norm_forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, tuple]:
-    """y = gamma * (x - mu) / sqrt(var + eps) + beta over the last axis (biased variance).
+def layer_norm_forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, LayerNormCache]:
+    """y = gamma * xhat + beta, xhat = (x - mu) / sqrt(var + eps), over the last axis.
 
+    mu = mean(x), var = mean((x - mu)^2) (the biased variance, as PyTorch's LayerNorm).
     x: (..., D), gamma, beta: (D,) -> y: (..., D)
     """
-    xhat = x - row_mean(x)  # centred now, normalised in place below
-    rstd = (row_mean(xhat * xhat) + eps) ** -0.5
-    xhat *= rstd
-    out = xhat * gamma
-    out += beta
-    return out, (xhat, rstd, gamma)
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    rstd = 1.0 / (var + eps) ** 0.5
+    xhat = (x - mu) * rstd
+    return gamma * xhat + beta, LayerNormCache(xhat, rstd, gamma)
 
 
-def layer_norm_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
-    """Gradients of layer normalisation, with xhat = (x - mu) * rstd and g = dy * gamma:
+def layer_norm_backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
+    """Gradients of layer normalisation. With g = dy * gamma, the gradient reaching xhat:
 
     dx     = rstd * (g - mean(g) - xhat * mean(g * xhat))    (..., D)
     dgamma = sum over rows of dy * xhat                      (D,)
     dbeta  = sum over rows of dy                             (D,)
-    The two means are the gradient flowing back through mu and through var. Both are products
-    with gamma, mean(g) = (dy @ gamma) / D and mean(g * xhat) = ((dy * xhat) @ gamma) / D, so they
-    run as matrix-vector products, and dy * xhat is shared with dgamma.
+
+    mean(g) is the gradient flowing back through mu, mean(g * xhat) the one through var.
     """
     xhat, rstd, gamma = cache
     width = dout.shape[-1]
-    dout_xhat = dout * xhat
-    dgamma = column_sum(dout_xhat)
-    dbeta = column_sum(dout)
-    column = gamma.reshape(width, 1) * (1.0 / width)  # (D, 1): a row's product with it is its mean of g
-    dx = dout * gamma
-    dx -= matmul_rows(dout, column)
-    dx -= xhat * matmul_rows(dout_xhat, column)
-    dx *= rstd
+    g = dout * gamma
+    mean_g = g.mean(axis=-1, keepdims=True)
+    mean_g_xhat = (g * xhat).mean(axis=-1, keepdims=True)
+    dx = rstd * (g - mean_g - xhat * mean_g_xhat)
+    dgamma = (dout * xhat).reshape(-1, width).sum(axis=0)
+    dbeta = dout.reshape(-1, width).sum(axis=0)
     return dx, dgamma, dbeta
 
 
@@ -269,294 +227,291 @@ def layer_norm_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]
 # attention
 
 
-def scaled_dot_product_attention_forward(
+class AttentionCache(NamedTuple):
+    q: Array
+    k: Array
+    v: Array
+    mask: Array | None
+    probs: Array  # P, before dropout
+    dropped: Array  # Pd = dropout(P)
+    dropout: DropoutCache | None
+    scale: float
+
+
+def attention_forward(
     q: Array, k: Array, v: Array, mask: Array | None, dropout_p: float = 0.0, rng: Any = None, training: bool = False,
     scale: float | None = None,
-) -> tuple[Array, tuple]:
-    """y = dropout(softmax(q k^T * scale, masked)) v, scale = 1 / sqrt(K) unless given.
+) -> tuple[Array, AttentionCache]:
+    """Scaled dot-product attention: y = dropout(P) v, P = softmax(S), S = q k^T * scale.
 
-    q: (B, H, T, K), k, v: (B, H, S, K), mask: broadcastable to (B, H, T, S), true where a query
-    may attend -> y: (B, H, T, K). Masked scores become MASKED_SCORE (finite), not -inf.
+    scale = 1 / sqrt(K) unless given. Where the mask is false (a query may not see that key)
+    S is MASKED_SCORE, so P is 0 there.
+    q: (B, H, T, K), k, v: (B, H, S, K), mask: broadcastable to (B, H, T, S) -> y: (B, H, T, K)
     """
     xp = get_array_module()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = q @ k.swapaxes(-1, -2)
-    scores *= scale
+    scores = (q @ k.swapaxes(-1, -2)) * scale
     if mask is not None:
         scores = xp.where(mask, scores, MASKED_SCORE)
     probs, _ = softmax_forward(scores)
     dropped, dropout_cache = dropout_forward(probs, dropout_p, rng, training)
-    return dropped @ v, (q, k, v, mask, probs, dropped, dropout_cache, scale)
+    return dropped @ v, AttentionCache(q, k, v, mask, probs, dropped, dropout_cache, scale)
 
 
-def scaled_dot_product_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
-    """Gradients of attention, P = softmax(scores), Pd = dropout(P):
+def attention_backward(dout: Array, cache: AttentionCache) -> tuple[Array, Array, Array]:
+    """Gradients of attention, the forward in reverse:
 
-    dv      = Pd^T dy                         (B, H, S, K)
-    dPd     = dy v^T                          (B, H, T, S)
-    dscores = softmax_backward(dropout_backward(dPd)), zero where masked
-    dq      = dscores k / sqrt(K)             (B, H, T, K)
-    dk      = dscores^T q / sqrt(K)           (B, H, S, K)
-    Every head is one batched matrix product. The probabilities P are kept from the forward,
-    so no exp is recomputed. A masked score was a constant, so its gradient is exactly zero.
-    """
-    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
-    dv = dropped.swapaxes(-1, -2) @ dout
-    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), dropout_cache)
-    dscores = softmax_backward(dprobs, probs)
-    if mask is not None:
-        dscores *= mask  # in place: 4x cheaper than where(), and dscores is finite
-    dscores *= scale
-    return dscores @ k, dscores.swapaxes(-1, -2) @ q, dv
-
-
-def split_heads_forward(x: Array, n_heads: int) -> tuple[Array, int]:
-    """(B, T, D) -> (B, H, T, K): view the last axis as H heads of width K = D / H."""
-    batch, length, width = x.shape
-    return x.reshape(batch, length, n_heads, width // n_heads).transpose(0, 2, 1, 3), n_heads
-
-
-def split_heads_backward(dout: Array, cache: int) -> Array:
-    """The inverse rearrangement: (B, H, T, K) -> (B, T, D)."""
-    return merge_heads_forward(dout)[0]
-
-
-def merge_heads_forward(x: Array) -> tuple[Array, int]:
-    """(B, H, T, K) -> (B, T, D): concatenate the heads again."""
-    batch, n_heads, length, head_width = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(batch, length, n_heads * head_width), n_heads
-
-
-def merge_heads_backward(dout: Array, cache: int) -> Array:
-    """The inverse rearrangement: (B, T, D) -> (B, H, T, K)."""
-    return split_heads_forward(dout, cache)[0]
-
-
-def attention_heads_forward(
-    q: Array, k: Array, v: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0, rng: Any = None,
-    training: bool = False,
-) -> tuple[Array, tuple]:
-    """Split into heads, attend, merge: q (B, T, D), k, v (B, S, D) -> y (B, T, D)."""
-    heads = [split_heads_forward(t, n_heads)[0] for t in (q, k, v)]
-    out, attention_cache = scaled_dot_product_attention_forward(*heads, mask, dropout_p, rng, training)
-    return merge_heads_forward(out)[0], (attention_cache, n_heads)
-
-
-def attention_heads_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array]:
-    """dq (B, T, D), dk, dv (B, S, D): split dy into heads, attention backward, merge each."""
-    attention_cache, n_heads = cache
-    grads = scaled_dot_product_attention_backward(split_heads_forward(dout, n_heads)[0], attention_cache)
-    return tuple(merge_heads_forward(g)[0] for g in grads)
-
-
-def in_projection_forward(x_q: Array, x_kv: Array, weight: Array, query_width: int) -> tuple[tuple[Array, Array], tuple]:
-    """Queries from x_q with rows [:query_width] of weight, key/value features from x_kv with the rest.
-
-    x_q: (B, T, D), x_kv: (B, S, D), weight: (query_width + W, D) -> q: (B, T, query_width),
-    kv: (B, S, W). In self-attention (x_kv is x_q) both come from one matrix product.
-    """
-    if x_kv is x_q:
-        both = matmul_rows(x_q, weight.T)
-        return (both[..., :query_width], both[..., query_width:]), (x_q, x_kv, weight, query_width)
-    q = matmul_rows(x_q, weight[:query_width].T)
-    kv = matmul_rows(x_kv, weight[query_width:].T)
-    return (q, kv), (x_q, x_kv, weight, query_width)
-
-
-def in_projection_backward(dq: Array, dkv: Array, cache: tuple) -> tuple[Array, Array | None, Array]:
-    """Gradients of the joint input projection.
-
-    Self-attention: dY = [dq | dkv] (B, T, query_width + W); dx = dY W; dW = dY^T x; the whole
-    input gradient is returned as dx_q and dx_kv is None.
-    Cross-attention: dx_q = dq W_q, dx_kv = dkv W_kv, dW = [dq^T x_q ; dkv^T x_kv].
+    dv  = Pd^T dy                      (B, H, S, K)
+    dPd = dy v^T                       (B, H, T, S)
+    dP  = dropout_backward(dPd)
+    dS  = softmax_backward(dP), 0 where masked (a masked score is a constant)
+    dq  = dS k * scale                 (B, H, T, K)
+    dk  = dS^T q * scale               (B, H, S, K)
     """
     xp = get_array_module()
-    x_q, x_kv, weight, query_width = cache
-    if x_kv is x_q:
-        dboth = xp.concatenate([dq, dkv], axis=-1)
-        dx, dweight, _ = linear_backward(dboth, (x_q, weight, False))
-        return dx, None, dweight
-    dx_q, dweight_q, _ = linear_backward(dq, (x_q, weight[:query_width], False))
-    dx_kv, dweight_kv, _ = linear_backward(dkv, (x_kv, weight[query_width:], False))
-    return dx_q, dx_kv, xp.concatenate([dweight_q, dweight_kv], axis=0)
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    ddropped = dout @ v.swapaxes(-1, -2)
+    dprobs = dropout_backward(ddropped, dropout_cache)
+    dscores = softmax_backward(dprobs, probs)
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    dq = (dscores @ k) * scale
+    dk = (dscores.swapaxes(-1, -2) @ q) * scale
+    return dq, dk, dv
+
+
+def split_heads(x: Array, n_heads: int) -> Array:
+    """(B, T, D) -> (B, H, T, K): view the last axis as H heads of width K = D / H."""
+    batch, length, width = x.shape
+    return x.reshape(batch, length, n_heads, width // n_heads).transpose(0, 2, 1, 3)
+
+
+def merge_heads(x: Array) -> Array:
+    """(B, H, T, K) -> (B, T, D): concatenate the heads again (the inverse of split_heads)."""
+    batch, n_heads, length, head_width = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(batch, length, n_heads * head_width)
+
+
+class MultiHeadCache(NamedTuple):
+    attention: AttentionCache
+    n_heads: int
+
+
+def multi_head_forward(
+    q: Array, k: Array, v: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0, rng: Any = None,
+    training: bool = False,
+) -> tuple[Array, MultiHeadCache]:
+    """Concat(head_1 .. head_H), head_i = attention(q_i, k_i, v_i): every head attends at once.
+
+    q: (B, T, D), k, v: (B, S, D) -> (B, T, D). Splitting and merging only rearrange entries, so
+    their gradients are the inverse rearrangements.
+    """
+    heads, attention_cache = attention_forward(
+        split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads), mask, dropout_p, rng, training
+    )
+    return merge_heads(heads), MultiHeadCache(attention_cache, n_heads)
+
+
+def multi_head_backward(dout: Array, cache: MultiHeadCache) -> tuple[Array, Array, Array]:
+    """dq (B, T, D), dk, dv (B, S, D): split dy into heads, attention backward, merge each."""
+    dq, dk, dv = attention_backward(split_heads(dout, cache.n_heads), cache.attention)
+    return merge_heads(dq), merge_heads(dk), merge_heads(dv)
+
+
+class MultiHeadAttentionCache(NamedTuple):
+    q: LinearCache
+    k: LinearCache
+    v: LinearCache
+    heads: MultiHeadCache
+    output: LinearCache
 
 
 def multi_head_attention_forward(
     x_q: Array, x_kv: Array, w_qkv: Array, w_o: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0,
     rng: Any = None, training: bool = False,
-) -> tuple[Array, tuple]:
-    """MultiHead(x_q, x_kv) = Concat(head_1..head_H) W_o, head_i = Attention(x_q W_q^i, x_kv W_k^i, x_kv W_v^i).
+) -> tuple[Array, MultiHeadAttentionCache]:
+    """Cross-attention: queries from x_q, keys and values from x_kv (the decoder over the encoder output).
 
-    x_q: (B, T, D), x_kv: (B, S, D) (the same object for self-attention), w_qkv: (3D, D) =
-    [W_q; W_k; W_v], w_o: (D, D) -> y: (B, T, D)
+    Q = x_q W_q^T, K = x_kv W_k^T, V = x_kv W_v^T, y = MultiHead(Q, K, V) W_o^T.
+    x_q: (B, T, D), x_kv: (B, S, D), w_qkv: (3D, D) = [W_q; W_k; W_v] stacked, w_o: (D, D)
+    -> y: (B, T, D)
     """
     width = w_o.shape[0]
-    (q, kv), projection_cache = in_projection_forward(x_q, x_kv, w_qkv, width)
-    heads, heads_cache = attention_heads_forward(q, kv[..., :width], kv[..., width:], mask, n_heads, dropout_p, rng, training)
+    w_q, w_k, w_v = w_qkv[:width], w_qkv[width : 2 * width], w_qkv[2 * width :]
+    q, q_cache = linear_forward(x_q, w_q)
+    k, k_cache = linear_forward(x_kv, w_k)
+    v, v_cache = linear_forward(x_kv, w_v)
+    heads, heads_cache = multi_head_forward(q, k, v, mask, n_heads, dropout_p, rng, training)
     out, output_cache = linear_forward(heads, w_o)
-    return out, (projection_cache, heads_cache, output_cache)
+    return out, MultiHeadAttentionCache(q_cache, k_cache, v_cache, heads_cache, output_cache)
 
 
-def multi_head_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array | None, Array, Array]:
-    """Returns dx_q (B, T, D), dx_kv (B, S, D) or None in self-attention, dw_qkv (3D, D), dw_o (D, D).
+def multi_head_attention_backward(
+    dout: Array, cache: MultiHeadAttentionCache
+) -> tuple[Array, Array, Array, Array]:
+    """Returns dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D), dw_o (D, D).
 
-    Runs the forward in reverse: output projection, heads, input projection, with
-    dkv = [dk | dv] so one product serves keys and values.
+    x_kv feeds both K and V, so its gradient is the sum of the two: dx_kv = dK W_k + dV W_v.
     """
     xp = get_array_module()
-    projection_cache, heads_cache, output_cache = cache
-    dheads, dw_o, _ = linear_backward(dout, output_cache)
-    dq, dk, dv = attention_heads_backward(dheads, heads_cache)
-    dx_q, dx_kv, dw_qkv = in_projection_backward(dq, xp.concatenate([dk, dv], axis=-1), projection_cache)
-    return dx_q, dx_kv, dw_qkv, dw_o
+    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dq, dk, dv = multi_head_backward(dheads, cache.heads)
+    dx_q, dw_q, _ = linear_backward(dq, cache.q)
+    dx_k, dw_k, _ = linear_backward(dk, cache.k)
+    dx_v, dw_v, _ = linear_backward(dv, cache.v)
+    return dx_q, dx_k + dx_v, xp.concatenate([dw_q, dw_k, dw_v]), dw_o
+
+
+def multi_head_self_attention_forward(
+    x: Array, w_qkv: Array, w_o: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0, rng: Any = None,
+    training: bool = False,
+) -> tuple[Array, MultiHeadAttentionCache]:
+    """Self-attention: cross-attention of x with itself (Q, K and V all from x). x: (B, T, D) -> (B, T, D)."""
+    return multi_head_attention_forward(x, x, w_qkv, w_o, mask, n_heads, dropout_p, rng, training)
+
+
+def multi_head_self_attention_backward(dout: Array, cache: MultiHeadAttentionCache) -> tuple[Array, Array, Array]:
+    """Returns dx (B, T, D), dw_qkv, dw_o. x fed the queries and the keys and values: dx adds both paths."""
+    dx_q, dx_kv, dw_qkv, dw_o = multi_head_attention_backward(dout, cache)
+    return dx_q + dx_kv, dw_qkv, dw_o
+
+
+class LatentAttentionCache(NamedTuple):
+    q: LinearCache
+    latent: LinearCache
+    k: LinearCache
+    v: LinearCache
+    heads: MultiHeadCache
+    output: LinearCache
 
 
 def multi_head_latent_attention_forward(
     x_q: Array, x_kv: Array, w_q_compress: Array, w_kv_decompress: Array, w_o: Array, mask: Array | None,
     n_heads: int, dropout_p: float = 0.0, rng: Any = None, training: bool = False,
-) -> tuple[Array, tuple]:
-    """Multi-Head Latent Attention: keys and values decompressed from one small latent.
+) -> tuple[Array, LatentAttentionCache]:
+    """Multi-Head Latent Attention across x_q and x_kv: keys and values decompressed from one small latent.
 
-    c = x_kv W_c^T (B, S, L), k = c W_kd^T, v = c W_vd^T (B, S, D), q = x_q W_q^T (B, T, D).
-    w_q_compress: (D + L, D) = [W_q; W_c], w_kv_decompress: (2D, L) = [W_kd; W_vd],
-    w_o: (D, D) -> y: (B, T, D). Only c needs to be kept per key position (L = D / 4).
+    Q = x_q W_q^T (B, T, D), C = x_kv W_c^T (B, S, L), K = C W_kd^T, V = C W_vd^T (B, S, D),
+    y = MultiHead(Q, K, V) W_o^T. Only C needs to be kept per key position (L = D / 4).
+    w_q_compress: (D + L, D) = [W_q; W_c], w_kv_decompress: (2D, L) = [W_kd; W_vd], w_o: (D, D)
+    -> y: (B, T, D)
     """
     width = w_o.shape[0]
-    (q, latent), projection_cache = in_projection_forward(x_q, x_kv, w_q_compress, width)
-    kv, decompress_cache = linear_forward(latent, w_kv_decompress)
-    heads, heads_cache = attention_heads_forward(q, kv[..., :width], kv[..., width:], mask, n_heads, dropout_p, rng, training)
+    w_q, w_c = w_q_compress[:width], w_q_compress[width:]
+    w_kd, w_vd = w_kv_decompress[:width], w_kv_decompress[width:]
+    q, q_cache = linear_forward(x_q, w_q)
+    latent, latent_cache = linear_forward(x_kv, w_c)
+    k, k_cache = linear_forward(latent, w_kd)
+    v, v_cache = linear_forward(latent, w_vd)
+    heads, heads_cache = multi_head_forward(q, k, v, mask, n_heads, dropout_p, rng, training)
     out, output_cache = linear_forward(heads, w_o)
-    return out, (projection_cache, decompress_cache, heads_cache, output_cache)
+    return out, LatentAttentionCache(q_cache, latent_cache, k_cache, v_cache, heads_cache, output_cache)
 
 
-def multi_head_latent_attention_backward(dout: Array, cache: tuple) -> tuple[Array, Array | None, Array, Array, Array]:
-    """Returns dx_q, dx_kv (None in self-attention), dw_q_compress (D + L, D), dw_kv_decompress (2D, L), dw_o.
+def multi_head_latent_attention_backward(
+    dout: Array, cache: LatentAttentionCache
+) -> tuple[Array, Array, Array, Array, Array]:
+    """Returns dx_q, dx_kv, dw_q_compress (D + L, D), dw_kv_decompress (2D, L), dw_o (D, D).
 
     The latent feeds both keys and values, so its gradient is the sum of the two branches:
-    dc = dk W_kd + dv W_vd = [dk | dv] [W_kd; W_vd]  (B, S, L), one product.
+    dC = dK W_kd + dV W_vd.
     """
     xp = get_array_module()
-    projection_cache, decompress_cache, heads_cache, output_cache = cache
-    dheads, dw_o, _ = linear_backward(dout, output_cache)
-    dq, dk, dv = attention_heads_backward(dheads, heads_cache)
-    dlatent, dw_kv_decompress, _ = linear_backward(xp.concatenate([dk, dv], axis=-1), decompress_cache)
-    dx_q, dx_kv, dw_q_compress = in_projection_backward(dq, dlatent, projection_cache)
-    return dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o
+    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dq, dk, dv = multi_head_backward(dheads, cache.heads)
+    dlatent_k, dw_kd, _ = linear_backward(dk, cache.k)
+    dlatent_v, dw_vd, _ = linear_backward(dv, cache.v)
+    dx_kv, dw_c, _ = linear_backward(dlatent_k + dlatent_v, cache.latent)
+    dx_q, dw_q, _ = linear_backward(dq, cache.q)
+    return dx_q, dx_kv, xp.concatenate([dw_q, dw_c]), xp.concatenate([dw_kd, dw_vd]), dw_o
+
+
+def multi_head_latent_self_attention_forward(
+    x: Array, w_q_compress: Array, w_kv_decompress: Array, w_o: Array, mask: Array | None, n_heads: int,
+    dropout_p: float = 0.0, rng: Any = None, training: bool = False,
+) -> tuple[Array, LatentAttentionCache]:
+    """Latent self-attention: the queries and the latent both from x. x: (B, T, D) -> (B, T, D)."""
+    return multi_head_latent_attention_forward(
+        x, x, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
+    )
+
+
+def multi_head_latent_self_attention_backward(
+    dout: Array, cache: LatentAttentionCache
+) -> tuple[Array, Array, Array, Array]:
+    """Returns dx (the query and latent paths added), dw_q_compress, dw_kv_decompress, dw_o."""
+    dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o = multi_head_latent_attention_backward(dout, cache)
+    return dx_q + dx_kv, dw_q_compress, dw_kv_decompress, dw_o
 
 
 # ----------------------------------------------------------------------------------------------
-# feed-forward and residual
-
-
-def feed_forward_forward(
-    x: Array, w1: Array, b1: Array, w2: Array, b2: Array, dropout_p: float = 0.0, rng: Any = None,
-    training: bool = False,
-) -> tuple[Array, tuple]:
-    """FFN(x) = dropout(relu(x W1^T + b1)) W2^T + b2.
-
-    x: (B, T, D), w1: (F, D), b1: (F,), w2: (D, F), b2: (D,) -> y: (B, T, D)
-    """
-    hidden, cache_1 = linear_forward(x, w1, b1)
-    hidden, relu_cache = relu_forward(hidden)
-    hidden, dropout_cache = dropout_forward(hidden, dropout_p, rng, training)
-    out, cache_2 = linear_forward(hidden, w2, b2)
-    return out, (cache_1, relu_cache, dropout_cache, cache_2)
-
-
-def feed_forward_backward(dout: Array, cache: tuple) -> tuple[Array, Array, Array, Array, Array]:
-    """Returns dx (B, T, D), dw1 (F, D), db1 (F,), dw2 (D, F), db2 (D,): the chain in reverse."""
-    cache_1, relu_cache, dropout_cache, cache_2 = cache
-    dhidden, dw2, db2 = linear_backward(dout, cache_2)
-    dhidden = relu_backward(dropout_backward(dhidden, dropout_cache), relu_cache)
-    dx, dw1, db1 = linear_backward(dhidden, cache_1)
-    return dx, dw1, db1, dw2, db2
-
-
-def residual_forward(
-    x: Array, sublayer_forward: Callable[[Array], Array], gamma: Array, beta: Array, dropout_p: float = 0.0,
-    rng: Any = None, training: bool = False, norm_first: bool = True, eps: float = 1e-5,
-) -> tuple[Array, tuple]:
-    """Pre-norm (the seeds): y = x + dropout(sublayer(norm(x))).
-    Post-norm (the paper): y = norm(x + dropout(sublayer(x))).
-
-    x: (B, T, D) -> y: (B, T, D). sublayer_forward maps (B, T, D) -> (B, T, D) and keeps its own
-    cache; the matching backward is passed to residual_backward.
-    """
-    if norm_first:
-        normed, norm_cache = layer_norm_forward(x, gamma, beta, eps)
-        branch, dropout_cache = dropout_forward(sublayer_forward(normed), dropout_p, rng, training)
-        return x + branch, (norm_cache, dropout_cache, True)
-    branch, dropout_cache = dropout_forward(sublayer_forward(x), dropout_p, rng, training)
-    out, norm_cache = layer_norm_forward(x + branch, gamma, beta, eps)
-    return out, (norm_cache, dropout_cache, False)
-
-
-def residual_backward(
-    dout: Array, cache: tuple, sublayer_backward: Callable[[Array], Array]
-) -> tuple[Array, Array, Array]:
-    """Returns dx (B, T, D), dgamma, dbeta (D,). The skip path carries dy to dx unchanged:
-
-    pre-norm:  dx = dy + norm_backward(sublayer_backward(dropout_backward(dy)))
-    post-norm: ds = norm_backward(dy); dx = ds + sublayer_backward(dropout_backward(ds))
-    """
-    norm_cache, dropout_cache, norm_first = cache
-    if norm_first:
-        dnormed = sublayer_backward(dropout_backward(dout, dropout_cache))
-        dx, dgamma, dbeta = layer_norm_backward(dnormed, norm_cache)
-        dx += dout
-        return dx, dgamma, dbeta
-    dsum, dgamma, dbeta = layer_norm_backward(dout, norm_cache)
-    dx = sublayer_backward(dropout_backward(dsum, dropout_cache))
-    dx += dsum
-    return dx, dgamma, dbeta
+# The feed-forward block (linear -> relu -> dropout -> linear) and the residual connection
+# (x + dropout(sublayer(norm(x))), or the paper's norm(x + dropout(sublayer(x)))) are compositions
+# of the pairs above; FeedForwardBlock and ResidualConnection in layers.py chain them.
 
 
 # ----------------------------------------------------------------------------------------------
 # loss
 
 
+class CrossEntropyCache(NamedTuple):
+    probs: Array  # softmax(z), (N, V)
+    targets: Array  # (N,), pad positions replaced by 0
+    valid: Array  # (N,) true where the target is not padding
+    n_valid: int
+    label_smoothing: float
+    shape: tuple[int, ...]  # of the logits
+
+
+def valid_targets(targets: Array, pad_id: int | None) -> tuple[Array, Array, int]:
+    """Flattened targets with pad positions set to 0, the (N,) mask of real ones, and their count.
+
+    Raises a ValueError when every target is padding: there is nothing to average the loss over.
+    """
+    xp = get_array_module()
+    targets = targets.reshape(-1)
+    valid = targets != pad_id if pad_id is not None else xp.ones(targets.shape, dtype=bool)
+    n_valid = int(valid.sum())
+    if n_valid == 0:
+        raise ValueError("targets: every token equals pad_id, so there is nothing to average the loss over")
+    return xp.where(valid, targets, 0), valid, n_valid
+
+
 def cross_entropy_forward(
     logits: Array, targets: Array, pad_id: int | None = None, label_smoothing: float = 0.0
-) -> tuple[float, tuple]:
+) -> tuple[float, CrossEntropyCache]:
     """Mean label-smoothed cross-entropy over the non-pad tokens, as PyTorch's
     ``CrossEntropyLoss(ignore_index=pad_id, label_smoothing=eps)`` defines it:
 
-    target q = (1 - eps) one_hot(y) + eps / V,  loss_n = -sum_v q_v log softmax(z_n)_v.
+    q = (1 - eps) one_hot(y) + eps / V,   loss_n = -sum_v q_v log softmax(z_n)_v
+          = (1 - eps) * (-log p_n[y_n]) + eps * (-mean_v log p_n[v])
     logits: (..., V), targets: (...) integers -> a Python float.
     """
     xp = get_array_module()
     n_classes = logits.shape[-1]
-    logits_2d = logits.reshape(-1, n_classes)
-    targets_1d = targets.reshape(-1)
-    valid = targets_1d != pad_id if pad_id is not None else xp.ones(targets_1d.shape, dtype=bool)
-    n_valid = int(valid.sum())
-    if n_valid == 0:
-        raise ValueError("targets: every token equals pad_id, so there is nothing to average the loss over")
-    # log softmax(z)_v = z_v - m - log sum exp(z - m): only the target's entry and the row mean of
-    # log-probabilities are needed, so the (N, V) log-probability matrix is never formed
-    shifted = logits_2d - logits_2d.max(axis=-1, keepdims=True)
-    probs = xp.exp(shifted)
-    total = row_sum(probs)
-    log_norm = xp.log(total)[:, 0]
-    probs /= total
-    safe_targets = xp.where(valid, targets_1d, 0)
-    nll = log_norm - xp.take_along_axis(shifted, safe_targets[:, None], axis=-1)[:, 0]
-    smooth = log_norm - row_mean(shifted)[:, 0]
+    targets, valid, n_valid = valid_targets(targets, pad_id)
+    z = logits.reshape(-1, n_classes)
+    shifted = z - z.max(axis=-1, keepdims=True)
+    log_probs = shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+    nll = -log_probs[xp.arange(z.shape[0]), targets]
+    smooth = -log_probs.mean(axis=-1)
     per_token = (1.0 - label_smoothing) * nll + label_smoothing * smooth
     loss = float((per_token * valid).sum()) / n_valid
-    return loss, (probs, safe_targets, valid, n_valid, label_smoothing, logits.shape)
+    return loss, CrossEntropyCache(xp.exp(log_probs), targets, valid, n_valid, label_smoothing, logits.shape)
 
 
-def cross_entropy_backward(dloss: float, cache: tuple) -> Array:
-    """dz = dloss * (softmax(z) - q) / n_valid on non-pad rows, 0 on pad rows.
+def cross_entropy_backward(dloss: float, cache: CrossEntropyCache) -> Array:
+    """dz_n = dloss * (softmax(z_n) - q_n) / n_valid on non-pad rows, 0 on pad rows.
 
-    Softmax and cross-entropy are fused: the Jacobian of the softmax is never formed.
+    Softmax and cross-entropy are differentiated together: the softmax's Jacobian is never formed.
     -> dlogits with the shape of the logits (..., V).
     """
     xp = get_array_module()
-    probs, safe_targets, valid, n_valid, label_smoothing, shape = cache
-    dlogits = probs - label_smoothing / shape[-1]
-    rows = xp.arange(dlogits.shape[0])
-    dlogits[rows, safe_targets] -= 1.0 - label_smoothing
-    dlogits *= (valid * (dloss / n_valid)).astype(dlogits.dtype)[:, None]
-    return dlogits.reshape(shape)
+    probs, targets, valid, n_valid, label_smoothing, shape = cache
+    n_classes = shape[-1]
+    one_hot = xp.zeros_like(probs)
+    one_hot[xp.arange(probs.shape[0]), targets] = 1.0
+    q = (1.0 - label_smoothing) * one_hot + label_smoothing / n_classes
+    dlogits = (probs - q) * (valid[:, None] * (dloss / n_valid))
+    return dlogits.astype(probs.dtype).reshape(shape)

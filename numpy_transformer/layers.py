@@ -1,16 +1,19 @@
-"""The Transformer's modules, named as in the seed documents, each composing functional pairs.
+"""The Transformer's modules, named as in the seed documents.
 
-A module's ``forward`` keeps its cache; its ``backward(dout)`` accumulates (``+=``) parameter
-gradients and returns the gradient of its input(s).
+Each module owns its parameters and composes the functions of ``ops`` (the textbook's pairs of
+functional.py, or their tuned kernels): ``forward`` keeps the cache its backward needs, and
+``backward(dout)`` accumulates (``+=``) its parameters' gradients and returns the gradient of
+each array its forward took, in order (see :class:`numpy_transformer.module.Module`). A block's
+backward is its forward read in reverse, one line per step.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, NamedTuple
 
-from . import functional as F
 from .backend import get_array_module
+from .kernels import ops
 from .module import Module, ModuleList, Parameter
 
 Array = Any
@@ -42,13 +45,13 @@ class Dropout(Module):
         self.p = float(p)
 
     def forward(self, x: Array) -> Array:
-        out, cache = F.dropout_forward(x, self.p, self.rng, self.training)
+        out, cache = ops.dropout_forward(x, self.p, self.rng, self.training)
         self._save((cache,))
         return out
 
     def backward(self, dout: Array) -> Array:
         (cache,) = self._take()
-        return F.dropout_backward(dout, cache)
+        return ops.dropout_backward(dout, cache)
 
 
 class Linear(Module):
@@ -71,12 +74,12 @@ class Linear(Module):
             self.bias = None
 
     def forward(self, x: Array) -> Array:
-        out, cache = F.linear_forward(x, self.weight.data, self.bias.data if self.bias is not None else None)
+        out, cache = ops.linear_forward(x, self.weight.data, self.bias.data if self.bias is not None else None)
         self._save(cache)
         return out
 
     def backward(self, dout: Array) -> Array:
-        dx, dweight, dbias = F.linear_backward(dout, self._take())
+        dx, dweight, dbias = ops.linear_backward(dout, self._take())
         self.weight.accumulate(dweight)
         if self.bias is not None:
             self.bias.accumulate(dbias)
@@ -86,7 +89,7 @@ class Linear(Module):
 class Embedding(Module):
     """A (vocab_size, d_model) lookup table ``weight``."""
 
-    def __init__(self, vocab_size: int, d_model: int, *, dtype: Any = "float32", rng: Any = None) -> None:
+    def __init__(self, d_model: int, vocab_size: int, *, dtype: Any = "float32", rng: Any = None) -> None:
         super().__init__(dtype, rng)
         self.weight = self._new_parameter((vocab_size, d_model))
         xavier_uniform_(self.weight, self.rng)
@@ -99,7 +102,7 @@ class InputEmbeddings(Module):
         super().__init__(dtype, rng)
         self.d_model = d_model
         self.vocab_size = vocab_size
-        self.embedding = Embedding(vocab_size, d_model, dtype=dtype, rng=self.rng)
+        self.embedding = Embedding(d_model, vocab_size, dtype=dtype, rng=self.rng)
 
     def check_ids(self, ids: Array, argument: str = "ids") -> None:
         """Raise TypeError for non-integer ids and ValueError for ids outside [0, vocab_size)."""
@@ -116,13 +119,13 @@ class InputEmbeddings(Module):
 
     def forward(self, ids: Array) -> Array:
         self.check_ids(ids)
-        out, cache = F.embedding_forward(ids, self.embedding.weight.data)
+        out, cache = ops.embedding_forward(ids, self.embedding.weight.data)
         self._save(cache)
         return out
 
     def backward(self, dout: Array) -> None:
         """Accumulates the table's gradient; token ids have no gradient, so nothing is returned."""
-        self.embedding.weight.accumulate(F.embedding_backward(dout, self._take()))
+        self.embedding.weight.accumulate(ops.embedding_backward(dout, self._take()))
 
 
 class PositionalEncoding(Module):
@@ -132,7 +135,7 @@ class PositionalEncoding(Module):
         super().__init__(dtype, rng)
         self.d_model = d_model
         self.seq_len = seq_len
-        self.pe = F.sinusoidal_table(seq_len, d_model, self.dtype)
+        self.pe = ops.sinusoidal_table(seq_len, d_model, self.dtype)
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
     def check_length(self, length: int, argument: str) -> None:
@@ -143,11 +146,11 @@ class PositionalEncoding(Module):
 
     def forward(self, x: Array, start: int = 0) -> Array:
         self.check_length(start + x.shape[1], "x")
-        out, _ = F.positional_encoding_forward(x, self.pe, start)
+        out, _ = ops.positional_encoding_forward(x, self.pe, start)
         return self.dropout.forward(out)
 
     def backward(self, dout: Array) -> Array:
-        return F.positional_encoding_backward(self.dropout.backward(dout), None)
+        return ops.positional_encoding_backward(self.dropout.backward(dout), None)
 
 
 class LayerNormalization(Module):
@@ -160,12 +163,12 @@ class LayerNormalization(Module):
         self.beta = self._new_parameter((features,))
 
     def forward(self, x: Array) -> Array:
-        out, cache = F.layer_norm_forward(x, self.gamma.data, self.beta.data, self.eps)
+        out, cache = ops.layer_norm_forward(x, self.gamma.data, self.beta.data, self.eps)
         self._save(cache)
         return out
 
     def backward(self, dout: Array) -> Array:
-        dx, dgamma, dbeta = F.layer_norm_backward(dout, self._take())
+        dx, dgamma, dbeta = ops.layer_norm_backward(dout, self._take())
         self.gamma.accumulate(dgamma)
         self.beta.accumulate(dbeta)
         return dx
@@ -181,24 +184,26 @@ class FeedForwardBlock(Module):
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
     def forward(self, x: Array) -> Array:
-        l1, l2 = self.linear_1, self.linear_2
-        out, cache = F.feed_forward_forward(
-            x, l1.weight.data, l1.bias.data, l2.weight.data, l2.bias.data, self.dropout.p, self.rng, self.training
-        )
-        self._save(cache)
-        return out
+        hidden = self.linear_1.forward(x)
+        hidden, relu_cache = ops.relu_forward(hidden)
+        self._save(relu_cache)
+        hidden = self.dropout.forward(hidden)
+        return self.linear_2.forward(hidden)
 
     def backward(self, dout: Array) -> Array:
-        dx, dw1, db1, dw2, db2 = F.feed_forward_backward(dout, self._take())
-        self.linear_1.weight.accumulate(dw1)
-        self.linear_1.bias.accumulate(db1)
-        self.linear_2.weight.accumulate(dw2)
-        self.linear_2.bias.accumulate(db2)
-        return dx
+        dhidden = self.linear_2.backward(dout)
+        dhidden = self.dropout.backward(dhidden)
+        dhidden = ops.relu_backward(dhidden, self._take())
+        return self.linear_1.backward(dhidden)
 
 
 class _AttentionBase(Module):
-    """Shared set-up of the two attention blocks: head count, the fused input projection buffer."""
+    """Shared set-up of the two attention blocks: head count, the stacked projection buffers.
+
+    ``forward(x_q, x_kv=None, mask=None)``: self-attention over x_q when x_kv is None (queries,
+    keys and values all from x_q), else cross-attention (queries from x_q, keys and values from
+    x_kv). ``backward`` returns dx after self-attention and (dx_q, dx_kv) after cross-attention.
+    """
 
     def __init__(self, d_model: int, h: int, dropout: float, dtype: Any, rng: Any) -> None:
         super().__init__(dtype, rng)
@@ -226,23 +231,26 @@ class _AttentionBase(Module):
         """The attention weights (B, H, T, S) of the last forward (before dropout), for pictures."""
         if self._cache is None:
             raise ValueError(f"{type(self).__name__}.attention_probs needs a forward first")
-        heads_cache = self._cache[-2]  # (..., heads, output projection) in both attention kinds
-        attention_cache, _ = heads_cache
-        return attention_cache[4]
+        return self._cache.cache.heads.attention.probs
 
-    def _check(self, x_q: Array, x_kv: Array, mask: Array | None) -> None:
-        for argument, x in (("x_q", x_q), ("x_kv", x_kv)):
+    def _check(self, x_q: Array, x_kv: Array | None, mask: Array | None) -> None:
+        for argument, x in (("x_q", x_q), ("x_kv", x_q if x_kv is None else x_kv)):
             if x.ndim != 3 or x.shape[-1] != self.d_model:
                 raise ValueError(f"{argument} must have shape (B, T, {self.d_model}), got {tuple(x.shape)}")
-        check_attention_mask(mask, (x_q.shape[0], self.h, x_q.shape[1], x_kv.shape[1]), "mask")
+        keys = x_q if x_kv is None else x_kv
+        check_attention_mask(mask, (x_q.shape[0], self.h, x_q.shape[1], keys.shape[1]), "mask")
+
+
+class _AttentionCache(NamedTuple):
+    is_self_attention: bool
+    cache: Any  # the forward's cache, for the matching backward
 
 
 class MultiHeadAttentionBlock(_AttentionBase):
-    """Multi-head attention with bias-free projections ``w_q``, ``w_k``, ``w_v``, ``w_o``.
+    """Multi-head attention with bias-free projections ``w_q``, ``w_k``, ``w_v`` and ``w_o``.
 
-    ``forward(x_q, x_kv, mask)``: the seeds' (q, k, v) always have k = v, so one key/value
-    source is taken; pass the same array twice for self-attention (then W_q, W_k and W_v are
-    applied in a single product, since they are stored as one (3D, D) matrix).
+    W_q, W_k and W_v are stored stacked as one (3D, D) matrix, ``[W_q; W_k; W_v]``, so that
+    self-attention can make Q, K and V with one product (the seeds' (q, k, v) always have k = v).
     """
 
     def __init__(self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None) -> None:
@@ -251,27 +259,34 @@ class MultiHeadAttentionBlock(_AttentionBase):
         self._w_qkv = self._linears(rows, d_model)
         self.w_o = Linear(d_model, d_model, bias=False, dtype=dtype, rng=self.rng)
 
-    def forward(self, x_q: Array, x_kv: Array, mask: Array | None = None) -> Array:
+    def forward(self, x_q: Array, x_kv: Array | None = None, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
-        out, cache = F.multi_head_attention_forward(
-            x_q, x_kv, self._w_qkv.data, self.w_o.weight.data, mask, self.h, self.dropout.p, self.rng, self.training
-        )
-        self._save(cache)
+        weights = (self._w_qkv.data, self.w_o.weight.data, mask, self.h, self.dropout.p, self.rng, self.training)
+        if x_kv is None:
+            out, cache = ops.multi_head_self_attention_forward(x_q, *weights)
+        else:
+            out, cache = ops.multi_head_attention_forward(x_q, x_kv, *weights)
+        self._save(_AttentionCache(x_kv is None, cache))
         return out
 
-    def backward(self, dout: Array) -> tuple[Array, Array | None]:
-        """Returns (dx_q, dx_kv); dx_kv is None after self-attention, where dx_q holds the whole gradient."""
-        dx_q, dx_kv, dw_qkv, dw_o = F.multi_head_attention_backward(dout, self._take())
+    def backward(self, dout: Array) -> Array | tuple[Array, Array]:
+        """dx after self-attention; (dx_q, dx_kv) after cross-attention."""
+        is_self_attention, cache = self._take()
+        if is_self_attention:
+            dx, dw_qkv, dw_o = ops.multi_head_self_attention_backward(dout, cache)
+        else:
+            dx_q, dx_kv, dw_qkv, dw_o = ops.multi_head_attention_backward(dout, cache)
         self._w_qkv.accumulate(dw_qkv)
         self.w_o.weight.accumulate(dw_o)
-        return dx_q, dx_kv
+        return dx if is_self_attention else (dx_q, dx_kv)
 
 
 class MultiHeadLatentAttentionBlock(_AttentionBase):
-    """Multi-Head Latent Attention: keys and values decompressed from a latent of d_model/4.
+    """Multi-Head Latent Attention: keys and values decompressed from a latent of L = d_model / 4.
 
-    Parameters ``w_q``, ``w_kv_compress`` (latent, d_model), ``w_k_decompress``,
-    ``w_v_decompress`` (d_model, latent) and ``w_o``, all bias-free.
+    Parameters ``w_q``, ``w_kv_compress`` (L, d_model), ``w_k_decompress``, ``w_v_decompress``
+    (d_model, L) and ``w_o``, all bias-free; stored stacked as [W_q; W_c] (D + L, D) and
+    [W_kd; W_vd] (2D, L).
     """
 
     def __init__(self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None) -> None:
@@ -284,26 +299,44 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
         self._w_kv_decompress = self._linears(decompress, self.latent_dim)
         self.w_o = Linear(d_model, d_model, bias=False, dtype=dtype, rng=self.rng)
 
-    def forward(self, x_q: Array, x_kv: Array, mask: Array | None = None) -> Array:
+    def forward(self, x_q: Array, x_kv: Array | None = None, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
-        out, cache = F.multi_head_latent_attention_forward(
-            x_q, x_kv, self._w_q_compress.data, self._w_kv_decompress.data, self.w_o.weight.data, mask, self.h,
-            self.dropout.p, self.rng, self.training,
-        )
-        self._save(cache)
+        weights = (self._w_q_compress.data, self._w_kv_decompress.data, self.w_o.weight.data, mask, self.h,
+                   self.dropout.p, self.rng, self.training)
+        if x_kv is None:
+            out, cache = ops.multi_head_latent_self_attention_forward(x_q, *weights)
+        else:
+            out, cache = ops.multi_head_latent_attention_forward(x_q, x_kv, *weights)
+        self._save(_AttentionCache(x_kv is None, cache))
         return out
 
-    def backward(self, dout: Array) -> tuple[Array, Array | None]:
-        """Returns (dx_q, dx_kv); dx_kv is None after self-attention, where dx_q holds the whole gradient."""
-        dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o = F.multi_head_latent_attention_backward(dout, self._take())
+    def backward(self, dout: Array) -> Array | tuple[Array, Array]:
+        """dx after self-attention; (dx_q, dx_kv) after cross-attention."""
+        is_self_attention, cache = self._take()
+        if is_self_attention:
+            dx, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_self_attention_backward(dout, cache)
+        else:
+            dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_attention_backward(dout, cache)
         self._w_q_compress.accumulate(dw_q_compress)
         self._w_kv_decompress.accumulate(dw_kv_decompress)
         self.w_o.weight.accumulate(dw_o)
-        return dx_q, dx_kv
+        return dx if is_self_attention else (dx_q, dx_kv)
 
 
 class ResidualConnection(Module):
-    """Pre-norm ``x + dropout(sublayer(norm(x)))`` (seeds) or post-norm ``norm(x + dropout(sublayer(x)))`` (paper)."""
+    """Pre-norm ``x + dropout(sublayer(norm(x)))`` (seeds) or post-norm ``norm(x + dropout(sublayer(x)))`` (paper).
+
+    A block runs its sublayer between the two halves, so both halves and their backwards are
+    steps of the block:
+
+        y = residual.enter(x)         pre-norm: norm(x)              post-norm: x
+        y = sublayer.forward(y)
+        x = residual.exit(y)          pre-norm: x + dropout(y)       post-norm: norm(x + dropout(y))
+
+        dy = residual.exit_backward(dout)
+        dy = sublayer.backward(dy)
+        dx = residual.enter_backward(dy)   adds the gradient that came along the skip path
+    """
 
     def __init__(
         self, features: int, dropout: float, norm_first: bool = True, *, dtype: Any = "float32", rng: Any = None
@@ -312,24 +345,33 @@ class ResidualConnection(Module):
         self.norm_first = norm_first
         self.norm = LayerNormalization(features, dtype=dtype, rng=self.rng)
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
+        self._skip: Array | None = None  # the forward's x, until exit adds it
+        self._dskip: Array | None = None  # the gradient along the skip path, until enter_backward adds it
 
-    def forward(self, x: Array, sublayer: Callable[[Array], Array]) -> Array:
-        norm = self.norm
-        out, cache = F.residual_forward(
-            x, sublayer, norm.gamma.data, norm.beta.data, self.dropout.p, self.rng, self.training, self.norm_first, norm.eps
-        )
-        self._save(cache)
-        return out
+    def enter(self, x: Array) -> Array:
+        """The sublayer's input: norm(x) in pre-norm, x itself in post-norm. (B, T, D) -> (B, T, D)."""
+        self._skip = x
+        return self.norm.forward(x) if self.norm_first else x
 
-    def backward(self, dout: Array, sublayer_backward: Callable[[Array], Array]) -> Array:
-        dx, dgamma, dbeta = F.residual_backward(dout, self._take(), sublayer_backward)
-        self.norm.gamma.accumulate(dgamma)
-        self.norm.beta.accumulate(dbeta)
-        return dx
+    def exit(self, y: Array) -> Array:
+        """Add the sublayer's output y to the skip path: x + dropout(y), normalised after in post-norm."""
+        x, self._skip = self._skip, None
+        if x is None:
+            raise ValueError("ResidualConnection.exit was called before enter")
+        total = x + self.dropout.forward(y)
+        return total if self.norm_first else self.norm.forward(total)
 
+    def exit_backward(self, dout: Array) -> Array:
+        """The gradient reaching the sublayer's output; the skip path's share is kept for enter_backward."""
+        self._dskip = dout if self.norm_first else self.norm.backward(dout)
+        return self.dropout.backward(self._dskip)
 
-def _self_attention_backward(block: Module) -> Callable[[Array], Array]:
-    return lambda dout: block.backward(dout)[0]
+    def enter_backward(self, dy: Array) -> Array:
+        """dx = the gradient through the sublayer's input (through norm in pre-norm) + the skip path's."""
+        dskip, self._dskip = self._dskip, None
+        if dskip is None:
+            raise ValueError("ResidualConnection.enter_backward was called before exit_backward")
+        return (self.norm.backward(dy) if self.norm_first else dy) + dskip
 
 
 class EncoderBlock(Module):
@@ -345,14 +387,24 @@ class EncoderBlock(Module):
         self.residual_connections = _residuals(2, features, dropout, norm_first, self)
 
     def forward(self, x: Array, src_mask: Array | None) -> Array:
-        attention, residual = self.self_attention_block, self.residual_connections
-        x = residual[0].forward(x, lambda y: attention.forward(y, y, src_mask))
-        return residual[1].forward(x, self.feed_forward_block.forward)
+        attention, feed_forward = self.self_attention_block, self.feed_forward_block
+        around_attention, around_feed_forward = self.residual_connections
+        y = around_attention.enter(x)
+        y = attention.forward(y, mask=src_mask)
+        x = around_attention.exit(y)
+        y = around_feed_forward.enter(x)
+        y = feed_forward.forward(y)
+        return around_feed_forward.exit(y)
 
     def backward(self, dout: Array) -> Array:
-        residual = self.residual_connections
-        dout = residual[1].backward(dout, self.feed_forward_block.backward)
-        return residual[0].backward(dout, _self_attention_backward(self.self_attention_block))
+        attention, feed_forward = self.self_attention_block, self.feed_forward_block
+        around_attention, around_feed_forward = self.residual_connections
+        dy = around_feed_forward.exit_backward(dout)
+        dy = feed_forward.backward(dy)
+        dx = around_feed_forward.enter_backward(dy)
+        dy = around_attention.exit_backward(dx)
+        dy = attention.backward(dy)
+        return around_attention.enter_backward(dy)
 
 
 class DecoderBlock(Module):
@@ -370,26 +422,31 @@ class DecoderBlock(Module):
         self.residual_connections = _residuals(3, features, dropout, norm_first, self)
 
     def forward(self, x: Array, encoder_output: Array, src_mask: Array | None, tgt_mask: Array | None) -> Array:
-        self_attention, cross_attention = self.self_attention_block, self.cross_attention_block
-        residual = self.residual_connections
-        x = residual[0].forward(x, lambda y: self_attention.forward(y, y, tgt_mask))
-        x = residual[1].forward(x, lambda y: cross_attention.forward(y, encoder_output, src_mask))
-        return residual[2].forward(x, self.feed_forward_block.forward)
+        attention, cross_attention, feed_forward = self.self_attention_block, self.cross_attention_block, self.feed_forward_block
+        around_attention, around_cross_attention, around_feed_forward = self.residual_connections
+        y = around_attention.enter(x)
+        y = attention.forward(y, mask=tgt_mask)
+        x = around_attention.exit(y)
+        y = around_cross_attention.enter(x)
+        y = cross_attention.forward(y, encoder_output, mask=src_mask)
+        x = around_cross_attention.exit(y)
+        y = around_feed_forward.enter(x)
+        y = feed_forward.forward(y)
+        return around_feed_forward.exit(y)
 
     def backward(self, dout: Array) -> tuple[Array, Array]:
         """Returns (dx, d_encoder_output)."""
-        residual = self.residual_connections
-        dout = residual[2].backward(dout, self.feed_forward_block.backward)
-        d_memory = []
-
-        def cross_backward(d: Array) -> Array:
-            dx, dmem = self.cross_attention_block.backward(d)
-            d_memory.append(dmem)
-            return dx
-
-        dout = residual[1].backward(dout, cross_backward)
-        dout = residual[0].backward(dout, _self_attention_backward(self.self_attention_block))
-        return dout, d_memory[0]
+        attention, cross_attention, feed_forward = self.self_attention_block, self.cross_attention_block, self.feed_forward_block
+        around_attention, around_cross_attention, around_feed_forward = self.residual_connections
+        dy = around_feed_forward.exit_backward(dout)
+        dy = feed_forward.backward(dy)
+        dx = around_feed_forward.enter_backward(dy)
+        dy = around_cross_attention.exit_backward(dx)
+        dy, d_encoder_output = cross_attention.backward(dy)
+        dx = around_cross_attention.enter_backward(dy)
+        dy = around_attention.exit_backward(dx)
+        dy = attention.backward(dy)
+        return around_attention.enter_backward(dy), d_encoder_output
 
 
 def _residuals(count: int, features: int, dropout: float, norm_first: bool, owner: Module) -> Module:
@@ -434,11 +491,11 @@ class Decoder(Module):
     def backward(self, dout: Array) -> tuple[Array, Array]:
         """Returns (dx, d_encoder_output): every layer's cross-attention adds to the latter."""
         dout = self.norm.backward(dout)
-        d_memory = None
+        d_encoder_output = None
         for layer in reversed(list(self.layers)):
-            dout, d_layer_memory = layer.backward(dout)
-            d_memory = d_layer_memory if d_memory is None else d_memory + d_layer_memory
-        return dout, d_memory
+            dout, d_layer_encoder_output = layer.backward(dout)
+            d_encoder_output = d_layer_encoder_output if d_encoder_output is None else d_encoder_output + d_layer_encoder_output
+        return dout, d_encoder_output
 
 
 class ProjectionLayer(Module):

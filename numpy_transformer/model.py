@@ -85,9 +85,9 @@ class Transformer(Module):
     def backward(self, dlogits: Array) -> None:
         """Accumulate every parameter's gradient from dL/dlogits (B, T, tgt_vocab), in reverse order."""
         ddecoded = self.projection_layer.backward(dlogits)
-        dtgt, dmemory = self.decoder.backward(ddecoded)
+        dtgt, d_encoder_output = self.decoder.backward(ddecoded)
         self.tgt_embed.backward(self.tgt_pos.backward(dtgt))
-        self.src_embed.backward(self.src_pos.backward(self.encoder.backward(dmemory)))
+        self.src_embed.backward(self.src_pos.backward(self.encoder.backward(d_encoder_output)))
 
     # -- validation ---------------------------------------------------------------------------
 
@@ -107,16 +107,16 @@ class Transformer(Module):
             self.tgt_pos.check_length(tgt.shape[1], "tgt")
             batch, length = tgt.shape
             check_attention_mask(tgt_mask, (batch, heads, length, length), "tgt_mask")
-            memory_length = src.shape[1] if src is not None else None
+            encoder_length = src.shape[1] if src is not None else None
             if encoder_output is not None:
-                memory_length = encoder_output.shape[1]
+                encoder_length = encoder_output.shape[1]
                 if encoder_output.shape[0] != batch:
                     raise ValueError(
                         f"encoder_output has batch {encoder_output.shape[0]}, but tgt has batch {batch}"
                     )
-            if memory_length is not None:
+            if encoder_length is not None:
                 mask = decode_src_mask if encoder_output is not None else src_mask
-                check_attention_mask(mask, (batch, heads, length, memory_length), "src_mask")
+                check_attention_mask(mask, (batch, heads, length, encoder_length), "src_mask")
 
 
 def build_transformer(

@@ -22,8 +22,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from . import functional as F
 from .backend import backend_name, blas_threads, make_rng
+from .kernels import ops
 from .model import Transformer, build_transformer
 from .module import Parameter
 
@@ -107,8 +107,8 @@ def _pass(model: Transformer, src: Array, tgt: Array, src_mask: Array | None, tg
           labels: Array, pad_id: int, label_smoothing: float, weight: float) -> float:
     """Forward, loss and backward of one shard; its gradients are scaled by ``weight``."""
     logits = model.forward(src, tgt, src_mask, tgt_mask)
-    loss, cache = F.cross_entropy_forward(logits, labels, pad_id, label_smoothing)
-    model.backward(F.cross_entropy_backward(weight, cache))
+    loss, cache = ops.cross_entropy_forward(logits, labels, pad_id, label_smoothing)
+    model.backward(ops.cross_entropy_backward(weight, cache))
     return loss
 
 

@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import functional as F
 from .backend import to_numpy
 from .data import BOS, EOS, PAD_ID, Batch, TranslationTask, pad
 from .decoding import greedy_decode
+from .kernels import ops
 from .model import Transformer, build_transformer, make_src_mask, make_tgt_mask
 
 
@@ -112,8 +112,8 @@ def gradient_norms(model: Transformer, batch: Batch, label_smoothing: float = 0.
     """Gradient norm of each stage, in forward order: embeddings, each encoder/decoder layer, norms, projection."""
     model.eval().zero_grad()
     logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-    _, cache = F.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
-    model.backward(F.cross_entropy_backward(1.0, cache))
+    _, cache = ops.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
+    model.backward(ops.cross_entropy_backward(1.0, cache))
     groups: dict[str, float] = {}
     for name, parameter in model.named_parameters():
         parts = name.split(".")

@@ -6,7 +6,7 @@
 
 prints, in the notation of the seeds, lines such as::
 
-    encoder.layers.0.self_attention_block.forward  x_q (10, 8, 512)  x_kv (10, 8, 512)  mask (10, 1, 1, 8)
+    encoder.layers.0.self_attention_block.forward  x_q (10, 8, 512)  mask (10, 1, 1, 8)
       (B, T, 512) -> split into 8 heads (10, 8, 8, 64) -> scores (10, 8, 8, 8) -> concat (10, 8, 512)
     encoder.layers.0.self_attention_block.forward -> (10, 8, 512)
 
@@ -69,7 +69,8 @@ class ShapeTrace:
         return traced
 
     def _attention_detail(self, block: Any, args: tuple) -> None:
-        x_q, x_kv = args[0], args[1]
+        x_q = args[0]
+        x_kv = args[1] if len(args) > 1 and args[1] is not None else x_q  # self-attention: keys from x_q
         batch, length, width = x_q.shape
         heads, head_width, keys = block.h, block.d_k, x_kv.shape[1]
         latent = f" -> latent ({batch}, {keys}, {block.latent_dim}) -> keys, values" if hasattr(block, "latent_dim") else ""

@@ -10,11 +10,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import functional as F
 from .backend import get_array_module, to_numpy
 from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
 from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, host_rng, make_task, pad
 from .decoding import greedy_decode
+from .kernels import ops
 from .model import Transformer, build_transformer, make_src_mask
 from .optim import Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm, global_grad_norm
 from .parallel import DataParallel, auto_threads
@@ -292,7 +292,7 @@ def evaluate(model: Transformer, task: TranslationTask, pairs: Sequence[tuple[st
         for start in range(0, len(pairs), batch_size):
             batch = task.batch(pairs[start : start + batch_size])
             logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-            loss, _ = F.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
+            loss, _ = ops.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
             right, seen = masked_token_accuracy(logits, batch.tgt_out)
             loss_sum, correct, counted = loss_sum + loss * seen, correct + right, counted + seen
             max_len = min(model.tgt_pos.seq_len, int(batch.tgt_out.shape[1]) * 2 + 4)

@@ -11,7 +11,7 @@ import pytest
 
 import numpy_transformer as nt
 from numpy_transformer import backend
-from numpy_transformer import functional as F
+from numpy_transformer.kernels import ops
 
 PACKAGE = pathlib.Path(nt.__file__).parent
 _inside = threading.local()
@@ -87,8 +87,8 @@ def test_full_step_runs_through_the_stand_in(stand_in, kind):
     tgt = stand_in.asarray([[1, 2, 0], [3, 4, 5]])
     src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
     logits = model.train().forward(src, tgt, src_mask, tgt_mask)
-    loss, cache = F.cross_entropy_forward(logits, tgt, pad_id=0, label_smoothing=0.1)
-    model.backward(F.cross_entropy_backward(1.0, cache))
+    loss, cache = ops.cross_entropy_forward(logits, tgt, pad_id=0, label_smoothing=0.1)
+    model.backward(ops.cross_entropy_backward(1.0, cache))
     assert isinstance(logits, Guarded) and np.isfinite(loss)
     assert all(isinstance(p.grad, Guarded) and p.grad.any() for p in model.parameters())
     assert {"zeros", "where", "concatenate", "integers"} <= StandIn.calls
@@ -153,18 +153,3 @@ def test_random_uint16_is_uniform_in_every_bit_of_every_lane():
     assert np.abs(bits.mean(axis=0) - 0.5).max() < 0.005  # 4.5 standard deviations of a mean of 200 000 fair bits
     assert backend.random_uint16(np.random.default_rng(0), (3, 7)).shape == (3, 7)  # 21 = not a multiple of 4
     assert backend.random_uint16(np.random.default_rng(0), (0, 5)).shape == (0, 5)
-
-
-@pytest.mark.parametrize("rows, vocab", [(0, 5), (1, 5), (300, 7), (512, 100)])
-def test_scatter_add_sums_repeated_indices_like_add_at(rows, vocab):
-    rng = np.random.default_rng(rows)
-    indices, values = rng.integers(0, vocab, rows), rng.standard_normal((rows, 3))
-    expected, target = np.ones((vocab, 3)), np.ones((vocab, 3))
-    np.add.at(expected, indices, values)
-    backend.scatter_add(target, indices, values)
-    np.testing.assert_array_equal(target, expected)  # the same additions in the same order
-    untouched = np.setdiff1d(np.arange(vocab), indices)
-    np.testing.assert_array_equal(target[untouched], 1.0)
-    strided = np.ones((3, vocab)).T  # not C-contiguous: the row-wise add.at path
-    backend.scatter_add(strided, indices, values)
-    np.testing.assert_array_equal(strided, expected)

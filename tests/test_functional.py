@@ -1,14 +1,14 @@
-"""Every functional backward against central finite differences in float64."""
+"""Every backward of the textbook (functional.py) against central finite differences in float64."""
 
 import numpy as np
 import pytest
+from conftest import GRADCHECK_TOLERANCE as TOLERANCE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numpy_transformer import functional as F
 from numpy_transformer.gradcheck import gradcheck_function
 
-TOLERANCE = 1e-6  # worst relative error allowed on every input and parameter
 SETTINGS = settings(max_examples=8, deadline=None)
 
 
@@ -99,35 +99,10 @@ def test_softmax(rows, width):
     check(lambda x: F.softmax_forward(x), F.softmax_backward, {"x": x}, ["x"])
 
 
-@pytest.mark.parametrize("shape", [(3, 5), (1, 4, 1, 32), (20, 100), (2, 40, 64), (70, 100)])
-def test_row_and_column_sums_match_the_ufunc_reduce(shape):
-    # every path: one dot per row (a few rows), one 2-D dot (small), one matmul (large)
-    x = rand(np.random.default_rng(sum(shape)), *shape)
-    rows = x.size // shape[-1]
-    path = "per row" if rows <= F.FEW_ROWS else ("dot" if x.size < F.SMALL_PRODUCT_MAX else "matmul")
-    assert path == {(3, 5): "per row", (1, 4, 1, 32): "per row", (20, 100): "dot"}.get(shape, "matmul")
-    np.testing.assert_allclose(F.row_sum(x), x.sum(-1, keepdims=True), rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(F.row_sum(x, 0.25), x.sum(-1, keepdims=True) / 4, rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(F.row_mean(x), x.mean(-1, keepdims=True), rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(F.column_sum(x), x.reshape(-1, shape[-1]).sum(0), rtol=1e-13, atol=1e-13)
-    assert F.row_sum(x.astype(np.float32)).dtype == np.float32
-
-
-@pytest.mark.parametrize("shape", [(5, 16), (2, 3, 16), (300, 16), (4, 100, 16)])
-def test_matmul_rows_matches_matmul_below_and_above_the_dot_threshold(shape):
-    rng = np.random.default_rng(len(shape))
-    x, matrix = rand(rng, *shape), rand(rng, 16, 7)
-    assert (x.size < F.SMALL_PRODUCT_MAX) == (x.size < 1000)
-    out = F.matmul_rows(x, matrix)
-    assert out.shape == shape[:-1] + (7,)
-    np.testing.assert_allclose(out, x @ matrix, rtol=1e-13, atol=1e-13)
-
-
-def test_layers_that_sum_rows_above_the_product_threshold():
-    # the other unit checks use arrays too small to take the matrix-vector path of row_sum/column_sum
+def test_layers_at_larger_shapes():
+    # one check of the row-wise layers on arrays of a size a training step feeds them
     rng = np.random.default_rng(5)
     x = rand(rng, 2, 40, 64)
-    assert x.size >= F.SMALL_PRODUCT_MAX
     check(lambda x: F.softmax_forward(x), F.softmax_backward, {"x": x * 3}, ["x"])
     inputs = {"x": x, "gamma": rand(rng, 64), "beta": rand(rng, 64)}
     check(F.layer_norm_forward, F.layer_norm_backward, inputs, ["x", "gamma", "beta"])
@@ -167,13 +142,13 @@ def _random_mask(rng, batch, t, s, fully_masked_row=False):
 
 @SETTINGS
 @given(batch=st.integers(1, 2), heads=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), masked=st.booleans())
-def test_scaled_dot_product_attention(batch, heads, t, s, masked):
+def test_attention(batch, heads, t, s, masked):
     rng = np.random.default_rng(batch + 3 * heads + 7 * t + 11 * s)
     inputs = {
         "q": rand(rng, batch, heads, t, 3), "k": rand(rng, batch, heads, s, 3), "v": rand(rng, batch, heads, s, 3),
         "mask": _random_mask(rng, batch, t, s) if masked else None,
     }
-    check(F.scaled_dot_product_attention_forward, F.scaled_dot_product_attention_backward, inputs, ["q", "k", "v"])
+    check(F.attention_forward, F.attention_backward, inputs, ["q", "k", "v"])
 
 
 def test_fully_masked_row_is_finite():
@@ -181,11 +156,11 @@ def test_fully_masked_row_is_finite():
     q, k, v = rand(rng, 1, 2, 3, 4), rand(rng, 1, 2, 5, 4), rand(rng, 1, 2, 5, 4)
     mask = np.ones((1, 1, 3, 5), dtype=bool)
     mask[0, 0, 1, :] = False
-    out, cache = F.scaled_dot_product_attention_forward(q, k, v, mask)
-    grads = F.scaled_dot_product_attention_backward(rand(rng, *out.shape), cache)
+    out, cache = F.attention_forward(q, k, v, mask)
+    grads = F.attention_backward(rand(rng, *out.shape), cache)
     assert np.isfinite(out).all() and all(np.isfinite(g).all() for g in grads)
     np.testing.assert_allclose(out[0, :, 1], v[0].mean(axis=1))  # uniform weights over every key
-    check(F.scaled_dot_product_attention_forward, F.scaled_dot_product_attention_backward,
+    check(F.attention_forward, F.attention_backward,
           {"q": q, "k": k, "v": v, "mask": mask}, ["q", "k", "v"])
 
 
@@ -194,19 +169,27 @@ def test_attention_dropout_backward():
     inputs = {"q": rand(rng, 2, 2, 3, 4), "k": rand(rng, 2, 2, 3, 4), "v": rand(rng, 2, 2, 3, 4), "mask": None}
 
     def forward(**kw):
-        return F.scaled_dot_product_attention_forward(**kw, dropout_p=0.3, rng=np.random.default_rng(8), training=True)
+        return F.attention_forward(**kw, dropout_p=0.3, rng=np.random.default_rng(8), training=True)
 
-    check(forward, F.scaled_dot_product_attention_backward, inputs, ["q", "k", "v"])
+    check(forward, F.attention_backward, inputs, ["q", "k", "v"])
 
 
 def test_split_and_merge_heads_are_inverse():
     x = np.arange(2 * 3 * 8.0).reshape(2, 3, 8)
-    heads, cache = F.split_heads_forward(x, 4)
+    heads = F.split_heads(x, 4)
     assert heads.shape == (2, 4, 3, 2)
     np.testing.assert_array_equal(heads[1, 2, 0], x[1, 0, 4:6])
-    np.testing.assert_array_equal(F.merge_heads_forward(heads)[0], x)
-    check(lambda x: F.split_heads_forward(x, 4), F.split_heads_backward, {"x": rand(np.random.default_rng(0), 2, 3, 8)}, ["x"])
-    check(F.merge_heads_forward, F.merge_heads_backward, {"x": rand(np.random.default_rng(1), 2, 4, 3, 2)}, ["x"])
+    np.testing.assert_array_equal(F.merge_heads(heads), x)
+
+
+def test_multi_head_splits_attends_and_merges():
+    rng = np.random.default_rng(3)
+    q, k, v = rand(rng, 2, 3, 8), rand(rng, 2, 5, 8), rand(rng, 2, 5, 8)
+    out, _ = F.multi_head_forward(q, k, v, None, 4)
+    head_2, _ = F.attention_forward(q[:, None, :, 4:6], k[:, None, :, 4:6], v[:, None, :, 4:6], None)  # (2, 1, 3, 2)
+    np.testing.assert_allclose(out[..., 4:6], head_2[:, 0], rtol=1e-12)
+    check(lambda q, k, v: F.multi_head_forward(q, k, v, None, 4), F.multi_head_backward,
+          {"q": q, "k": k, "v": v}, ["q", "k", "v"])
 
 
 @SETTINGS
@@ -215,10 +198,14 @@ def test_multi_head_attention(batch, t, s, heads, cross):
     rng = np.random.default_rng(batch + 5 * t + 13 * s + 17 * heads)
     d = 8
     x_q = rand(rng, batch, t, d)
-    inputs = {"x_q": x_q, "x_kv": rand(rng, batch, s, d) if cross else x_q, "w_qkv": rand(rng, 3 * d, d) * 0.4,
-              "w_o": rand(rng, d, d) * 0.4, "mask": _random_mask(rng, batch, t, s if cross else t), "n_heads": heads}
-    check(F.multi_head_attention_forward, F.multi_head_attention_backward, inputs,
-          ["x_q", "x_kv" if cross else "", "w_qkv", "w_o"])
+    weights = {"w_qkv": rand(rng, 3 * d, d) * 0.4, "w_o": rand(rng, d, d) * 0.4,
+               "mask": _random_mask(rng, batch, t, s if cross else t), "n_heads": heads}
+    if cross:
+        check(F.multi_head_attention_forward, F.multi_head_attention_backward,
+              {"x_q": x_q, "x_kv": rand(rng, batch, s, d), **weights}, ["x_q", "x_kv", "w_qkv", "w_o"])
+    else:
+        check(F.multi_head_self_attention_forward, F.multi_head_self_attention_backward, {"x": x_q, **weights},
+              ["x", "w_qkv", "w_o"])
 
 
 @SETTINGS
@@ -227,44 +214,26 @@ def test_multi_head_latent_attention(batch, t, s, heads, cross):
     rng = np.random.default_rng(batch + 5 * t + 13 * s + 17 * heads)
     d, latent = 8, 2
     x_q = rand(rng, batch, t, d)
-    inputs = {"x_q": x_q, "x_kv": rand(rng, batch, s, d) if cross else x_q, "w_q_compress": rand(rng, d + latent, d) * 0.4,
-              "w_kv_decompress": rand(rng, 2 * d, latent) * 0.4, "w_o": rand(rng, d, d) * 0.4,
-              "mask": _random_mask(rng, batch, t, s if cross else t), "n_heads": heads}
-    check(F.multi_head_latent_attention_forward, F.multi_head_latent_attention_backward, inputs,
-          ["x_q", "x_kv" if cross else "", "w_q_compress", "w_kv_decompress", "w_o"])
+    weights = {"w_q_compress": rand(rng, d + latent, d) * 0.4, "w_kv_decompress": rand(rng, 2 * d, latent) * 0.4,
+               "w_o": rand(rng, d, d) * 0.4, "mask": _random_mask(rng, batch, t, s if cross else t), "n_heads": heads}
+    names = ["w_q_compress", "w_kv_decompress", "w_o"]
+    if cross:
+        check(F.multi_head_latent_attention_forward, F.multi_head_latent_attention_backward,
+              {"x_q": x_q, "x_kv": rand(rng, batch, s, d), **weights}, ["x_q", "x_kv", *names])
+    else:
+        check(F.multi_head_latent_self_attention_forward, F.multi_head_latent_self_attention_backward,
+              {"x": x_q, **weights}, ["x", *names])
 
 
-def test_feed_forward():
+def test_attention_with_dropout_through_the_projections():
     rng = np.random.default_rng(6)
-    inputs = {"x": rand(rng, 2, 3, 4), "w1": rand(rng, 7, 4), "b1": rand(rng, 7), "w2": rand(rng, 4, 7), "b2": rand(rng, 4)}
-    check(F.feed_forward_forward, F.feed_forward_backward, inputs, ["x", "w1", "b1", "w2", "b2"])
+    d = 8
+    inputs = {"x": rand(rng, 2, 3, d), "w_qkv": rand(rng, 3 * d, d) * 0.4, "w_o": rand(rng, d, d) * 0.4}
 
-    def with_dropout(**kw):
-        return F.feed_forward_forward(**kw, dropout_p=0.2, rng=np.random.default_rng(1), training=True)
+    def forward(x, w_qkv, w_o):
+        return F.multi_head_self_attention_forward(x, w_qkv, w_o, None, 2, 0.3, np.random.default_rng(1), True)
 
-    check(with_dropout, F.feed_forward_backward, inputs, ["x", "w1", "b1", "w2", "b2"])
-
-
-@pytest.mark.parametrize("norm_first", [True, False])
-def test_residual(norm_first):
-    rng = np.random.default_rng(7)
-    w = rand(rng, 5, 5)
-    sublayer_cache = []
-
-    def sublayer_forward(x):
-        out, cache = F.linear_forward(x, w)
-        sublayer_cache.append(cache)
-        return out
-
-    def sublayer_backward(d):
-        return F.linear_backward(d, sublayer_cache.pop())[0]
-
-    def forward(x, gamma, beta):
-        sublayer_cache.clear()
-        return F.residual_forward(x, sublayer_forward, gamma, beta, 0.3, np.random.default_rng(2), True, norm_first)
-
-    inputs = {"x": rand(rng, 2, 3, 5), "gamma": rand(rng, 5), "beta": rand(rng, 5)}
-    check(forward, lambda d, c: F.residual_backward(d, c, sublayer_backward), inputs, ["x", "gamma", "beta"])
+    check(forward, F.multi_head_self_attention_backward, inputs, ["x", "w_qkv", "w_o"])
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])

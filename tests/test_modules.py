@@ -1,28 +1,17 @@
-"""Modules and the whole model against finite differences (float64), plus behavioural properties."""
+"""Modules and the whole model against finite differences in float64, on the textbook (the
+kernels are proven equal to it in test_kernels.py), plus behavioural properties."""
 
 import numpy as np
 import pytest
+from conftest import ATTENTION, model_batch, padded_ids, tiny_model
+from conftest import GRADCHECK_TOLERANCE as TOLERANCE
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
 from numpy_transformer.gradcheck import gradcheck, gradcheck_module
-
-TOLERANCE = 1e-6
-ATTENTION = {"mha": nt.MultiHeadAttentionBlock, "mla": nt.MultiHeadLatentAttentionBlock}
-
-
-def padded_ids(rng, batch, length, vocab, pad_id=0):
-    """Random ids in [1, vocab) with a random amount of right padding per row (at least one real token)."""
-    ids = rng.integers(1, vocab, size=(batch, length))
-    for row in range(batch):
-        ids[row, rng.integers(1, length + 1):] = pad_id
-    return ids
-
-
-def float64(module):
-    return module.eval()
+from numpy_transformer.kernels import using_kernels
 
 
 @settings(max_examples=6, deadline=None)
@@ -32,15 +21,15 @@ def test_attention_blocks(batch, t, s, heads, d_model, kind, cross):
     rng = np.random.default_rng(batch + 3 * t + 7 * s + 11 * heads + d_model)
     block = ATTENTION[kind](d_model, heads, 0.1, dtype="float64", rng=np.random.default_rng(1)).eval()
     x_q = rng.standard_normal((batch, t, d_model))
-    x_kv = rng.standard_normal((batch, s, d_model)) if cross else x_q
-    mask = nt.make_src_mask(padded_ids(rng, batch, x_kv.shape[1], 5), 0)
+    x_kv = rng.standard_normal((batch, s, d_model)) if cross else None
+    mask = nt.make_src_mask(padded_ids(rng, batch, s if cross else t, 5), 0)
     inputs = {"x_q": x_q, "x_kv": x_kv, "mask": mask}
 
     def grads(returned):
-        dx_q, dx_kv = returned
-        return {"x_q": dx_q, "x_kv": dx_kv} if cross else {"x_q": dx_q}
+        return {"x_q": returned[0], "x_kv": returned[1]} if cross else {"x_q": returned}
 
-    result = gradcheck_module(block, inputs, grads)
+    with using_kernels("reference"):
+        result = gradcheck_module(block, inputs, grads)
     assert result.max_relative_error <= TOLERANCE, str(result)
 
 
@@ -58,14 +47,16 @@ def test_encoder_and_decoder_blocks(batch, t, s, heads, kind, norm_first):
     encoder_block = nt.EncoderBlock(d, attention(d, heads, 0.1, **common), nt.FeedForwardBlock(d, 12, 0.1, **common),
                                     0.1, norm_first, **common).eval()
     x = rng.standard_normal((batch, s, d))
-    result = gradcheck_module(encoder_block, {"x": x, "src_mask": src_mask}, lambda dx: {"x": dx})
+    with using_kernels("reference"):
+        result = gradcheck_module(encoder_block, {"x": x, "src_mask": src_mask}, lambda dx: {"x": dx})
     assert result.max_relative_error <= TOLERANCE, str(result)
 
     decoder_block = nt.DecoderBlock(d, attention(d, heads, 0.1, **common), attention(d, heads, 0.1, **common),
                                     nt.FeedForwardBlock(d, 12, 0.1, **common), 0.1, norm_first, **common).eval()
     inputs = {"x": rng.standard_normal((batch, t, d)), "encoder_output": rng.standard_normal((batch, s, d)),
               "src_mask": src_mask, "tgt_mask": tgt_mask}
-    result = gradcheck_module(decoder_block, inputs, lambda g: {"x": g[0], "encoder_output": g[1]})
+    with using_kernels("reference"):
+        result = gradcheck_module(decoder_block, inputs, lambda g: {"x": g[0], "encoder_output": g[1]})
     assert result.max_relative_error <= TOLERANCE, str(result)
 
 
@@ -76,7 +67,7 @@ def test_encoder_and_decoder_blocks(batch, t, s, heads, kind, norm_first):
     (lambda: nt.PositionalEncoding(6, 5, 0.0, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
     (lambda: nt.Linear(6, 4, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
 ])
-def test_simple_modules(module, inputs, names):
+def test_simple_modules(textbook, module, inputs, names):
     rng = np.random.default_rng(0)
     arrays = {name: rng.standard_normal(shape) for name, shape in inputs.items()}
     m = module().eval()
@@ -84,29 +75,16 @@ def test_simple_modules(module, inputs, names):
     assert result.max_relative_error <= TOLERANCE, str(result)
 
 
-def test_input_embeddings_gradient():
+def test_input_embeddings_gradient(textbook):
     ids = np.array([[1, 2, 2], [4, 0, 1]])
     m = nt.InputEmbeddings(6, 5, dtype="float64")
     result = gradcheck_module(m, {"ids": ids})
     assert result.max_relative_error <= TOLERANCE, str(result)
 
 
-def tiny_model(kind, norm_first, dtype="float64", dropout=0.1, seed=0):
-    return nt.build_transformer(11, 13, 7, 6, d_model=8, N=2, h=2, dropout=dropout, d_ff=12, attention=kind,
-                                norm_first=norm_first, dtype=dtype, seed=seed)
-
-
-def model_batch(seed=0):
-    rng = np.random.default_rng(seed)
-    src = padded_ids(rng, 3, 7, 11)
-    tgt = padded_ids(rng, 3, 6, 13)
-    labels = padded_ids(rng, 3, 6, 13)
-    return src, tgt, labels
-
-
 @pytest.mark.parametrize("kind", ["mha", "mla"])
 @pytest.mark.parametrize("norm_first", [True, False])
-def test_whole_model_every_parameter(kind, norm_first):
+def test_whole_model_every_parameter(textbook, kind, norm_first):
     model = tiny_model(kind, norm_first).eval()
     src, tgt, labels = model_batch()
     src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
@@ -126,18 +104,25 @@ def test_whole_model_every_parameter(kind, norm_first):
     assert result.max_relative_error <= TOLERANCE, str(result)
 
 
-def test_gradcheck_errors_are_relative_to_the_whole_check_and_still_catch_small_tensors():
-    """One loss, two tensors: a's gradients are about 1, b's about 1e-4."""
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal(4), rng.standard_normal(4)
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_residual_connection_and_feed_forward_with_dropout(textbook, norm_first):
+    """Dropout on: the generator is reseeded before every forward, so each sees the same masks."""
+    rng = np.random.default_rng(7)
+    residual = nt.ResidualConnection(6, 0.3, norm_first, dtype="float64")
+    feed_forward = nt.FeedForwardBlock(6, 10, 0.2, dtype="float64")
+    holder = nt.ModuleList([residual, feed_forward])  # one module owning both sets of parameters
 
-    def loss():
-        return float((a**2).sum() + 1e-4 * (b**2).sum())
+    def forward(x):
+        holder.set_rng(np.random.default_rng(3))
+        return residual.exit(feed_forward.forward(residual.enter(x)))
 
-    right = gradcheck(loss, {"a": a, "b": b}, {"a": 2 * a, "b": 2e-4 * b})
-    assert right.max_relative_error <= TOLERANCE, str(right)
-    half_wrong = gradcheck(loss, {"a": a, "b": b}, {"a": 2 * a, "b": 1e-4 * b}, raise_on_failure=False)
-    assert half_wrong.reports[1].relative_error > 10 * TOLERANCE, str(half_wrong)
+    def backward(dout):
+        return residual.enter_backward(feed_forward.backward(residual.exit_backward(dout)))
+
+    holder.backward = backward
+    result = gradcheck_module(holder, {"x": rng.standard_normal((2, 3, 6))}, lambda dx: {"x": dx}, forward=forward)
+    assert result.max_relative_error <= TOLERANCE, str(result)
+    assert feed_forward.dropout.p and residual.dropout.p and feed_forward.training
 
 
 def test_gradients_accumulate_until_zero_grad():
@@ -210,7 +195,7 @@ def test_mla_equals_mha_with_composed_weights():
     x, memory = rng.standard_normal((2, 3, d)), rng.standard_normal((2, 5, d))
     mask = nt.make_src_mask(np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), 0)
     np.testing.assert_allclose(mla.forward(x, memory, mask), mha.forward(x, memory, mask), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(mla.forward(x, x, None), mha.forward(x, x, None), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mla.forward(x), mha.forward(x), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("kind", ["mha", "mla"])
@@ -232,8 +217,8 @@ def test_padded_source_positions_receive_zero_attention():
     rng = np.random.default_rng(0)
     q, k, v = rng.standard_normal((2, 2, 3, 4)), rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 5, 4))
     mask = nt.make_src_mask(np.array([[3, 4, 5, 0, 0], [1, 2, 3, 4, 0]]), 0)
-    _, cache = F.scaled_dot_product_attention_forward(q, k, v, mask)
-    probs = cache[4]
+    _, cache = F.attention_forward(q, k, v, mask)
+    probs = cache.probs
     np.testing.assert_array_equal(probs[0, :, :, 3:], 0.0)
     np.testing.assert_array_equal(probs[1, :, :, 4], 0.0)
     # and the model's output ignores what stands in the padded source positions

@@ -5,9 +5,18 @@ import math
 import numpy as np
 import pytest
 
+from numpy_transformer.kernels import using_kernels
+from numpy_transformer.kernels.cpu import SLICE, _deal_slices
 from numpy_transformer.module import Parameter
-from numpy_transformer.optim import (SLICE, Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule,
-                                     _deal_slices, clip_grad_norm, global_grad_norm)
+from numpy_transformer.optim import (Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm,
+                                     global_grad_norm)
+
+
+@pytest.fixture(params=["fast", "reference"], autouse=True)
+def kernels(request):
+    """Every test here runs on the CPU kernel's update and on the textbook's."""
+    with using_kernels(request.param):
+        yield request.param
 
 
 def test_one_adam_step_by_hand():
@@ -41,7 +50,7 @@ def test_adamw_decays_matrices_not_vectors():
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_sliced_threaded_update_equals_the_formula(threads):
+def test_sliced_threaded_update_equals_the_formula(threads, kernels):
     """Parameters larger than a slice (and one of odd size) are updated piecewise across threads and
     the smaller ones packed into one run: every entry must still get exactly the whole-array formula,
     with and without weight decay."""
@@ -76,12 +85,24 @@ def test_slices_cover_every_entry_once_in_balanced_shares():
     assert all((c == 1).all() for c in covered)
     loads = [sum(stop - start for _, start, stop in share) for share in shares]
     assert all(abs(load - sum(sizes) / 3) <= 4 for load in loads)  # within one slice of an equal share
-    assert _deal_slices(sizes, None, 1) == [[(0, 0, 10), (1, 0, 3), (2, 0, 25), (4, 0, 7)]]
+    assert _deal_slices(sizes, 100, 1) == [[(0, 0, 10), (1, 0, 3), (2, 0, 25), (4, 0, 7)]]
 
 
-def test_non_contiguous_parameter_is_refused():
-    with pytest.raises(ValueError, match="'w'.*C-contiguous"):
-        Adam([("w", Parameter(np.ones((3, 4)).T))])
+def test_non_contiguous_parameter_is_refused_by_the_kernel_and_updated_by_the_textbook(kernels):
+    w = Parameter(np.ones((3, 4)).T)
+    if kernels == "fast":  # the kernel updates through flat views, which must not be copies
+        with pytest.raises(ValueError, match="'w'.*C-contiguous"):
+            Adam([("w", w)])
+        return
+    w.grad[...] = 1.0
+    Adam([("w", w)], lr=0.1).step()
+    np.testing.assert_allclose(w.data, 1.0 - 0.1 / (1.0 + 1e-9))
+
+
+@pytest.mark.parametrize("threads", [0, -1, 2.5, True])
+def test_bad_thread_count(threads):
+    with pytest.raises(ValueError, match=f"threads must be a positive integer or None, got {threads!r}"):
+        Adam([("p", Parameter(np.zeros(1)))], threads=threads)
 
 
 def test_optimizer_state_round_trip():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer import functional as F
+from numpy_transformer.kernels import ops
 from numpy_transformer.backend import blas_threads
 from numpy_transformer.optim import Adam
 from numpy_transformer.parallel import DataParallel, auto_threads
@@ -25,8 +25,8 @@ def batch(seed=0, rows=5, length=7):
 
 def unsplit(model, src, tgt, src_mask, tgt_mask, labels, smoothing=0.1):
     logits = model.forward(src, tgt, src_mask, tgt_mask)
-    loss, cache = F.cross_entropy_forward(logits, labels, PAD, smoothing)
-    model.backward(F.cross_entropy_backward(1.0, cache))
+    loss, cache = ops.cross_entropy_forward(logits, labels, PAD, smoothing)
+    model.backward(ops.cross_entropy_backward(1.0, cache))
     return loss
 
 

@@ -1,0 +1,99 @@
+"""Kernels: tuned stand-ins for the textbook's functions, one module per array backend.
+
+The model never calls :mod:`numpy_transformer.functional` directly; it calls the functions of
+``ops``, which are either the textbook's or, where the backend in use has a kernel module (NumPy:
+:mod:`numpy_transformer.kernels.cpu`) and ``set_kernels("fast")`` is in effect (the default),
+that module's function of the same name. A kernel has the same signature and contract as the
+textbook function it stands in for, and tests/test_kernels.py proves the two equal in float64;
+every function a backend does not tune is the textbook's.
+
+    set_kernels("reference")   # the whole model, Adam included, runs on the textbook
+    set_kernels("fast")        # the backend's kernels where it has them (the default)
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from .. import functional
+from ..backend import backend_name, on_backend_change
+
+KERNEL_SETS = ("fast", "reference")
+BACKEND_KERNELS = {"numpy": "cpu"}  # array backend -> its kernel module in this package
+_selected = "fast"
+
+
+def textbook_functions() -> dict[str, Callable]:
+    """Every public function of functional.py, by name."""
+    return {
+        name: value for name, value in vars(functional).items()
+        if inspect.isfunction(value) and value.__module__ == functional.__name__ and not name.startswith("_")
+    }
+
+
+def backend_kernels(backend: str | None = None) -> Any:
+    """The kernel module of an array backend (the one in use by default), or None where it has none."""
+    module = BACKEND_KERNELS.get(backend_name() if backend is None else backend)
+    return None if module is None else importlib.import_module(f"{__name__}.{module}")
+
+
+def kernel_functions(module: Any) -> dict[str, Callable]:
+    """The functions of a kernel module that stand in for a textbook function of the same name."""
+    textbook = textbook_functions()
+    return {
+        name: value for name, value in vars(module).items()
+        if name in textbook and inspect.isfunction(value) and value.__module__ == module.__name__
+    }
+
+
+class _Ops:
+    """The functions the model calls. The first lookup after a change fills the instance with the
+    selected table, so every later call is a plain attribute read."""
+
+    def __getattr__(self, name: str) -> Callable:
+        table = textbook_functions()
+        module = backend_kernels() if _selected == "fast" else None
+        if module is not None:
+            table.update(kernel_functions(module))
+        self.__dict__.update(table)
+        if name not in table:
+            raise AttributeError(f"no textbook function or kernel named {name!r}")
+        return table[name]
+
+
+ops = _Ops()
+on_backend_change(ops.__dict__.clear)
+
+
+def set_kernels(name: str) -> None:
+    """Run the model on ``"fast"`` kernels (the backend's, where it has them) or the ``"reference"`` textbook."""
+    global _selected
+    if name not in KERNEL_SETS:
+        raise ValueError(f"kernels must be one of {KERNEL_SETS}, got {name!r}")
+    _selected = name
+    ops.__dict__.clear()
+
+
+def get_kernels() -> str:
+    """``"fast"`` or ``"reference"``: what set_kernels chose."""
+    return _selected
+
+
+@contextmanager
+def using_kernels(name: str) -> Iterator[None]:
+    """set_kernels(name) inside the block, the previous choice restored afterwards."""
+    previous = get_kernels()
+    set_kernels(name)
+    try:
+        yield
+    finally:
+        set_kernels(previous)
+
+
+def adam_kernel() -> Any:
+    """The backend's tuned Adam update (a class, see kernels.cpu.AdamUpdate), or None for the textbook's."""
+    module = backend_kernels() if _selected == "fast" else None
+    return getattr(module, "AdamUpdate", None)

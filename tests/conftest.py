@@ -1,0 +1,45 @@
+"""Shared fixtures: tolerances, padded batches, tiny models, and running a test on the textbook."""
+
+import numpy as np
+import pytest
+
+import numpy_transformer as nt
+from numpy_transformer.kernels import using_kernels
+
+GRADCHECK_TOLERANCE = 1e-6  # worst relative error of a float64 finite-difference check
+KERNEL_TOLERANCE = 1e-12  # worst relative error of a kernel against the textbook, float64
+ATTENTION = {"mha": nt.MultiHeadAttentionBlock, "mla": nt.MultiHeadLatentAttentionBlock}
+
+
+def padded_ids(rng, batch, length, vocab, pad_id=0):
+    """Random ids in [1, vocab) with a random amount of right padding per row (at least one real token)."""
+    ids = rng.integers(1, vocab, size=(batch, length))
+    for row in range(batch):
+        ids[row, rng.integers(1, length + 1):] = pad_id
+    return ids
+
+
+def tiny_model(kind="mha", norm_first=True, dtype="float64", dropout=0.1, seed=0):
+    """Source vocabulary 11, target 13, lengths 7 and 6, d_model 8, two layers of two heads."""
+    return nt.build_transformer(11, 13, 7, 6, d_model=8, N=2, h=2, dropout=dropout, d_ff=12, attention=kind,
+                                norm_first=norm_first, dtype=dtype, seed=seed)
+
+
+def model_batch(seed=0):
+    """(src, tgt, labels) for tiny_model: 3 rows, padded with 0."""
+    rng = np.random.default_rng(seed)
+    return padded_ids(rng, 3, 7, 11), padded_ids(rng, 3, 6, 13), padded_ids(rng, 3, 6, 13)
+
+
+def relative_error(ours, reference):
+    """max |ours - reference| / max |reference| (0 when both are 0)."""
+    ours, reference = np.asarray(ours, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    scale = np.abs(reference).max(initial=0.0)
+    return 0.0 if scale == 0 else float(np.abs(ours - reference).max(initial=0.0) / scale)
+
+
+@pytest.fixture
+def textbook():
+    """Run the test on the textbook (set_kernels("reference")), the fast kernels restored after."""
+    with using_kernels("reference"):
+        yield

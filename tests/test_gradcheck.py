@@ -1,0 +1,57 @@
+"""The gradient checker's own tests: it passes right gradients and catches wrong ones."""
+
+import numpy as np
+import pytest
+from conftest import GRADCHECK_TOLERANCE
+
+from numpy_transformer import functional as F
+from numpy_transformer.gradcheck import GradcheckError, gradcheck, gradcheck_function
+
+
+def test_gradcheck_errors_are_relative_to_the_whole_check_and_still_catch_small_tensors():
+    """One loss, two tensors: a's gradients are about 1, b's about 1e-4."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(4), rng.standard_normal(4)
+
+    def loss():
+        return float((a**2).sum() + 1e-4 * (b**2).sum())
+
+    right = gradcheck(loss, {"a": a, "b": b}, {"a": 2 * a, "b": 2e-4 * b})
+    assert right.max_relative_error <= GRADCHECK_TOLERANCE, str(right)
+    half_wrong = gradcheck(loss, {"a": a, "b": b}, {"a": 2 * a, "b": 1e-4 * b}, raise_on_failure=False)
+    assert half_wrong.reports[1].relative_error > 10 * GRADCHECK_TOLERANCE, str(half_wrong)
+
+
+
+
+def test_a_backward_missing_one_term_is_caught_and_named():
+    rng = np.random.default_rng(1)
+    inputs = {"x": rng.standard_normal((2, 3, 5)), "gamma": rng.standard_normal(5), "beta": rng.standard_normal(5)}
+
+    def backward_without_the_mean_term(dout, cache):
+        xhat, rstd, gamma = cache
+        g = dout * gamma
+        dx = rstd * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True))  # forgot - mean(g)
+        return dx, (dout * xhat).reshape(-1, 5).sum(0), dout.reshape(-1, 5).sum(0)
+
+    right = gradcheck_function(F.layer_norm_forward, F.layer_norm_backward, inputs, ["x", "gamma", "beta"])
+    assert right.max_relative_error <= GRADCHECK_TOLERANCE, str(right)
+    with pytest.raises(GradcheckError, match=r"x: FAILED"):
+        gradcheck_function(F.layer_norm_forward, backward_without_the_mean_term, inputs, ["x", "gamma", "beta"])
+
+
+def test_refuses_float32_and_misshaped_gradients():
+    a = np.ones(3, dtype=np.float32)
+    with pytest.raises(TypeError, match="float64 for 'a'"):
+        gradcheck(lambda: float(a.sum()), {"a": a}, {"a": np.ones(3)})
+    b = np.ones(3)
+    with pytest.raises(ValueError, match=r"'b' has shape \(2,\), expected \(3,\)"):
+        gradcheck(lambda: float(b.sum()), {"b": b}, {"b": np.ones(2)})
+
+
+def test_every_input_entry_is_restored():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 4))
+    before = x.copy()
+    gradcheck_function(F.softmax_forward, F.softmax_backward, {"x": x}, ["x"])
+    np.testing.assert_array_equal(x, before)

@@ -1,0 +1,298 @@
+"""Every CPU kernel equals the textbook function it stands in for, in float64.
+
+Hypothesis draws shapes on both sides of each of the kernels' internal thresholds (the
+``ndarray.dot`` / matmul switch at SMALL_PRODUCT_MAX entries, the per-row sums up to FEW_ROWS
+rows, Adam's slices and packing), the forward outputs and every backward gradient must agree to
+a relative error of 1e-12, and a kernel must leave its inputs as it found them. Then the whole
+model: two training steps on the kernels and on the textbook give the same parameters.
+"""
+
+import numpy as np
+import pytest
+from conftest import KERNEL_TOLERANCE, model_batch, relative_error, tiny_model
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import numpy_transformer as nt
+from numpy_transformer import functional as F
+from numpy_transformer.kernels import cpu, get_kernels, kernel_functions, ops, set_kernels, using_kernels
+from numpy_transformer.optim import Adam, AdamW
+
+SETTINGS = settings(max_examples=25, deadline=None)
+COVERED = set()  # the kernels these tests compare, checked against the module's list at the end
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape)
+
+
+def assert_same(kernel, textbook, what):
+    if textbook is None or kernel is None:
+        assert kernel is None and textbook is None, f"{what}: one side returned None"
+        return
+    assert np.shape(kernel) == np.shape(textbook), f"{what}: shape {np.shape(kernel)} != {np.shape(textbook)}"
+    error = relative_error(kernel, textbook)
+    assert error <= KERNEL_TOLERANCE, f"{what}: relative error {error:.2e}"
+
+
+def compare(name, make_inputs, upstream_seed=0, dloss=None):
+    """Run ``name``_forward and _backward on the textbook and on the CPU kernel, each on fresh inputs
+    from ``make_inputs()`` (so a generator inside starts from the same state), and compare."""
+    forward, backward = f"{name}_forward", f"{name}_backward"
+    COVERED.update({forward, backward})
+    kernel_forward, kernel_backward = getattr(cpu, forward, getattr(F, forward)), getattr(cpu, backward, getattr(F, backward))
+    textbook_args, kernel_args = make_inputs(), make_inputs()
+    originals = [np.copy(a) if isinstance(a, np.ndarray) else a for a in kernel_args]
+    out_textbook, cache_textbook = getattr(F, forward)(*textbook_args)
+    out_kernel, cache_kernel = kernel_forward(*kernel_args)
+    assert_same(out_kernel, out_textbook, forward)
+    upstream = dloss if dloss is not None else rand(np.random.default_rng(upstream_seed), *np.shape(out_textbook))
+    grads_textbook = getattr(F, backward)(np.copy(upstream) if dloss is None else dloss, cache_textbook)
+    grads_kernel = kernel_backward(np.copy(upstream) if dloss is None else dloss, cache_kernel)
+    grads_textbook = grads_textbook if isinstance(grads_textbook, tuple) else (grads_textbook,)
+    grads_kernel = grads_kernel if isinstance(grads_kernel, tuple) else (grads_kernel,)
+    assert len(grads_kernel) == len(grads_textbook)
+    for index, (kernel, textbook) in enumerate(zip(grads_kernel, grads_textbook)):
+        assert_same(kernel, textbook, f"{backward}[{index}]")
+    for index, (after, before) in enumerate(zip(kernel_args, originals)):
+        if isinstance(before, np.ndarray):
+            np.testing.assert_array_equal(after, before, err_msg=f"{forward} changed its argument {index}")
+
+
+# -- shapes on both sides of the thresholds --------------------------------------------------
+
+rows = st.integers(1, 160)  # FEW_ROWS = 16
+width = st.integers(1, 70)  # rows x width: both sides of SMALL_PRODUCT_MAX = 4096
+
+
+def test_the_drawn_shapes_straddle_the_thresholds():
+    assert 16 == cpu.FEW_ROWS and 160 * 70 > cpu.SMALL_PRODUCT_MAX > 70
+
+
+@SETTINGS
+@given(batch=st.integers(1, 4), length=st.integers(1, 40), n_in=width, n_out=width, bias=st.booleans(),
+       seed=st.integers(0, 99))
+@example(batch=1, length=3, n_in=5, n_out=4, bias=True, seed=0)  # dot
+@example(batch=4, length=40, n_in=64, n_out=33, bias=True, seed=1)  # matmul
+def test_linear(batch, length, n_in, n_out, bias, seed):
+    rng = np.random.default_rng(seed)
+    x, w, b = rand(rng, batch, length, n_in), rand(rng, n_out, n_in), rand(rng, n_out) if bias else None
+    compare("linear", lambda: (x, w, b), seed)
+
+
+@SETTINGS
+@given(batch=st.integers(1, 4), length=st.integers(1, 40), vocab=st.integers(1, 30), d=width, seed=st.integers(0, 99))
+@example(batch=4, length=40, vocab=3, d=64, seed=0)  # many repeated ids
+def test_embedding(batch, length, vocab, d, seed):
+    rng = np.random.default_rng(seed)
+    ids, table = rng.integers(0, vocab, (batch, length)), rand(rng, vocab, d)
+    compare("embedding", lambda: (ids, table), seed)
+    # the flat add.at makes the same additions in the same order as the textbook's: identical sums
+    dout = rand(rng, batch, length, d)
+    np.testing.assert_array_equal(cpu.embedding_backward(dout, cpu.embedding_forward(ids, table)[1]),
+                                  F.embedding_backward(dout, F.embedding_forward(ids, table)[1]))
+
+
+@SETTINGS
+@given(n=rows, d=width, p=st.sampled_from([0.0, 0.1, 0.5, 0.9]), training=st.booleans(), seed=st.integers(0, 99))
+def test_dropout(n, d, p, training, seed):
+    x = rand(np.random.default_rng(seed), n, d)
+    compare("dropout", lambda: (x, p, np.random.default_rng(seed + 1), training), seed)
+
+
+@SETTINGS
+@given(n=rows, d=width, seed=st.integers(0, 99))
+@example(n=3, d=5, seed=0)  # a dot per row
+@example(n=20, d=100, seed=1)  # one dot
+@example(n=160, d=70, seed=2)  # one matmul
+def test_softmax(n, d, seed):
+    x = rand(np.random.default_rng(seed), 2, n, d) * 3
+    compare("softmax", lambda: (x,), seed)
+
+
+@SETTINGS
+@given(n=rows, d=st.integers(3, 70), seed=st.integers(0, 99))
+@example(n=2, d=8, seed=0)
+@example(n=160, d=64, seed=1)
+def test_layer_norm(n, d, seed):
+    rng = np.random.default_rng(seed)
+    x, gamma, beta = rand(rng, n, d), rand(rng, d), rand(rng, d)
+    compare("layer_norm", lambda: (x, gamma, beta), seed)
+
+
+def _mask(rng, batch, t, s):
+    mask = rng.random((batch, 1, t, s)) > 0.3
+    mask[..., 0] = True
+    return mask
+
+
+@SETTINGS
+@given(batch=st.integers(1, 3), heads=st.integers(1, 4), t=st.integers(1, 24), s=st.integers(1, 24),
+       k=st.integers(1, 8), masked=st.booleans(), p=st.sampled_from([0.0, 0.3]), seed=st.integers(0, 99))
+@example(batch=1, heads=1, t=1, s=3, k=4, masked=True, p=0.3, seed=0)
+@example(batch=3, heads=4, t=24, s=24, k=8, masked=True, p=0.3, seed=1)
+def test_attention(batch, heads, t, s, k, masked, p, seed):
+    rng = np.random.default_rng(seed)
+    q, key, v = rand(rng, batch, heads, t, k), rand(rng, batch, heads, s, k), rand(rng, batch, heads, s, k)
+    mask = _mask(rng, batch, t, s) if masked else None
+    compare("attention", lambda: (q, key, v, mask, p, np.random.default_rng(seed), p > 0), seed)
+
+
+attention_shapes = dict(batch=st.integers(1, 3), t=st.integers(1, 30), s=st.integers(1, 30),
+                        d_heads=st.sampled_from([(8, 1), (8, 2), (16, 4), (32, 2), (64, 8)]),
+                        p=st.sampled_from([0.0, 0.2]), seed=st.integers(0, 99))
+
+
+@SETTINGS
+@given(**attention_shapes)
+@example(batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
+@example(batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
+def test_multi_head_attention_self_and_cross(batch, t, s, d_heads, p, seed):
+    d, heads = d_heads
+    rng = np.random.default_rng(seed)
+    x, memory = rand(rng, batch, t, d), rand(rng, batch, s, d)
+    w_qkv, w_o = rand(rng, 3 * d, d) * 0.3, rand(rng, d, d) * 0.3
+    self_mask, cross_mask = _mask(rng, batch, t, t), _mask(rng, batch, t, s)
+    generator = lambda: np.random.default_rng(seed)  # noqa: E731
+    compare("multi_head_self_attention", lambda: (x, w_qkv, w_o, self_mask, heads, p, generator(), p > 0), seed)
+    compare("multi_head_attention", lambda: (x, memory, w_qkv, w_o, cross_mask, heads, p, generator(), p > 0), seed)
+
+
+@SETTINGS
+@given(**attention_shapes)
+@example(batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
+@example(batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
+def test_multi_head_latent_attention_self_and_cross(batch, t, s, d_heads, p, seed):
+    d, heads = d_heads
+    rng = np.random.default_rng(seed)
+    x, memory = rand(rng, batch, t, d), rand(rng, batch, s, d)
+    w_qc, w_kvd, w_o = rand(rng, d + d // 4, d) * 0.3, rand(rng, 2 * d, d // 4) * 0.3, rand(rng, d, d) * 0.3
+    self_mask, cross_mask = _mask(rng, batch, t, t), _mask(rng, batch, t, s)
+    generator = lambda: np.random.default_rng(seed)  # noqa: E731
+    compare("multi_head_latent_self_attention",
+            lambda: (x, w_qc, w_kvd, w_o, self_mask, heads, p, generator(), p > 0), seed)
+    compare("multi_head_latent_attention",
+            lambda: (x, memory, w_qc, w_kvd, w_o, cross_mask, heads, p, generator(), p > 0), seed)
+
+
+@SETTINGS
+@given(n=rows, vocab=st.integers(2, 70), smoothing=st.sampled_from([0.0, 0.1]), pad=st.sampled_from([None, 0]),
+       dloss=st.floats(0.1, 3.0), seed=st.integers(0, 99))
+@example(n=2, vocab=5, smoothing=0.1, pad=0, dloss=1.0, seed=0)
+@example(n=160, vocab=64, smoothing=0.1, pad=0, dloss=0.5, seed=1)
+def test_cross_entropy(n, vocab, smoothing, pad, dloss, seed):
+    rng = np.random.default_rng(seed)
+    logits, targets = rand(rng, 2, n, vocab) * 2, rng.integers(0, vocab, (2, n))
+    targets[0, 0] = 1  # at least one real token
+    compare("cross_entropy", lambda: (logits, targets, pad, smoothing), seed, dloss=dloss)
+
+
+# -- Adam ------------------------------------------------------------------------------------
+
+
+def _parameters(shapes, seed):
+    rng = np.random.default_rng(seed)
+    named = [(f"p{i}", nt.Parameter(rand(rng, *shape))) for i, shape in enumerate(shapes)]
+    for _, parameter in named:
+        parameter.grad[...] = rand(rng, *parameter.shape)
+    return named
+
+
+@settings(max_examples=10, deadline=None)
+@given(shapes=st.lists(st.sampled_from([(3,), (7, 5), (40, 40), (300, 300), (70000,), (1, 65536)]), min_size=1,
+                       max_size=4),
+       threads=st.sampled_from([None, 1, 2]), decay=st.sampled_from([0.0, 0.1]), seed=st.integers(0, 99))
+@example(shapes=[(3,), (300, 300), (7, 5)], threads=2, decay=0.1, seed=0)  # packed, sliced and threaded together
+def test_adam_update(shapes, threads, decay, seed):
+    """Slices of 65536 entries, packing below that, PARALLEL_MIN threads: three steps, both ways."""
+    COVERED.add("AdamUpdate")
+    textbook_parameters, kernel_parameters = _parameters(shapes, seed), _parameters(shapes, seed)
+    with using_kernels("reference"):
+        textbook = AdamW(textbook_parameters, lr=0.01, weight_decay=decay)
+    kernel = AdamW(kernel_parameters, lr=0.01, weight_decay=decay, threads=threads)
+    assert kernel._kernel is not None and textbook._kernel is None
+    for step in range(3):
+        with using_kernels("reference"):
+            textbook.step(0.01 / (step + 1))
+        kernel.step(0.01 / (step + 1))
+        for (name, a), (_, b), m_a, m_b, v_a, v_b in zip(textbook_parameters, kernel_parameters, textbook.m, kernel.m,
+                                                         textbook.v, kernel.v):
+            assert_same(b.data, a.data, f"{name} after step {step + 1}")
+            assert_same(m_b, m_a, f"m.{name}")
+            assert_same(v_b, v_a, f"v.{name}")
+
+
+def test_the_reference_setting_runs_the_textbook_update_on_a_kernel_optimiser():
+    """An optimiser made with the kernel still updates by the textbook after set_kernels("reference")."""
+    named = _parameters([(5, 4)], 0)
+    optimiser = Adam(named, lr=0.1)
+    calls = []
+    optimiser._kernel.step = lambda *args: calls.append(args)
+    with using_kernels("reference"):
+        optimiser.step()
+    assert not calls
+    optimiser.step()
+    assert len(calls) == 1
+
+
+def test_every_kernel_is_compared():
+    """Run last in this file: a kernel added without a test here fails this."""
+    kernels = set(kernel_functions(cpu)) | {"AdamUpdate"}
+    assert kernels <= COVERED, f"kernels without an equality test: {sorted(kernels - COVERED)}"
+
+
+# -- the whole model -------------------------------------------------------------------------
+
+
+def _two_training_steps(kind, norm_first, kernels):
+    with using_kernels(kernels):
+        model = tiny_model(kind, norm_first, dropout=0.2, seed=3).train()
+        optimiser = AdamW(model, lr=0.01, weight_decay=0.01)
+        for seed in (0, 1):
+            src, tgt, labels = model_batch(seed)
+            optimiser.zero_grad()
+            logits = model.forward(src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
+            loss, cache = ops.cross_entropy_forward(logits, labels, 0, 0.1)
+            model.backward(ops.cross_entropy_backward(1.0, cache))
+            optimiser.step()
+    return loss, {name: parameter.data.copy() for name, parameter in model.named_parameters()}
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_two_training_steps_fast_equal_reference(kind, norm_first):
+    fast_loss, fast = _two_training_steps(kind, norm_first, "fast")
+    reference_loss, reference = _two_training_steps(kind, norm_first, "reference")
+    assert fast_loss == pytest.approx(reference_loss, rel=1e-10)
+    for name in reference:
+        error = relative_error(fast[name], reference[name])
+        assert error <= 1e-10, f"{name}: relative error {error:.2e}"
+    assert any(not np.array_equal(fast[name], tiny_model(kind, norm_first, seed=3).state_dict()[name])
+               for name in fast)  # the steps moved the weights
+
+
+# -- selecting kernels -----------------------------------------------------------------------
+
+
+def test_set_kernels_chooses_and_refuses_unknown_names():
+    assert get_kernels() == "fast"
+    assert ops.layer_norm_forward is cpu.layer_norm_forward
+    assert ops.relu_forward is F.relu_forward  # not tuned: the textbook's
+    with using_kernels("reference"):
+        assert get_kernels() == "reference"
+        assert ops.layer_norm_forward is F.layer_norm_forward
+    assert ops.layer_norm_forward is cpu.layer_norm_forward
+    with pytest.raises(ValueError, match=r"kernels must be one of \('fast', 'reference'\), got 'turbo'"):
+        set_kernels("turbo")
+    assert get_kernels() == "fast"
+    assert nt.set_kernels is set_kernels and nt.get_kernels is get_kernels
+
+
+def test_every_kernel_keeps_the_textbook_signature():
+    import inspect
+
+    def arguments(function):  # names, kinds and defaults: the caches' types are each side's own
+        return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+    for name, kernel in kernel_functions(cpu).items():
+        assert arguments(kernel) == arguments(getattr(F, name)), name
