@@ -26,12 +26,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# as the command line does: OpenBLAS reads its idle threads' spin time only when NumPy loads it
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "24")
 
-import numpy_transformer as nt  # noqa: E402  (before NumPy: it sets OpenBLAS's thread spin time)
 import numpy as np  # noqa: E402
+import numpy_transformer as nt  # noqa: E402
 from numpy_transformer.decoding import DecoderCache, decoding_blas_threads, greedy_decode  # noqa: E402
 from numpy_transformer.optim import Adam  # noqa: E402
 from numpy_transformer.parallel import DataParallel, auto_threads  # noqa: E402
+
+if hasattr(nt, "tune_cpu"):  # an earlier revision (compare_revisions.py) tuned the allocator on import
+    nt.tune_cpu()
 
 CONFIGS = {  # name: (src vocab, tgt vocab, d_model, N, h, d_ff, batch, S)
     "tiny": (100, 100, 64, 2, 4, 256, 32, 16),

@@ -36,6 +36,7 @@ result = gradcheck_function(F.layer_norm_forward, F.layer_norm_backward, {"x": x
 print("2. layer norm, every entry:\n" + str(result))
 
 # 3. a whole module: every parameter and the input ---------------------------------------------
+nt.set_kernels("reference")  # check the textbook; tests/test_kernels.py proves the fast kernels equal to it
 d, common = 8, {"dtype": "float64", "rng": np.random.default_rng(1)}
 block = nt.EncoderBlock(d, nt.MultiHeadLatentAttentionBlock(d, 2, 0.0, **common), nt.FeedForwardBlock(d, 16, 0.0, **common),
                         0.0, **common).eval()

@@ -193,16 +193,16 @@ def tune_allocator() -> bool:
 
 OPENBLAS_TIMEOUT_VAR = "OPENBLAS_THREAD_TIMEOUT"
 OPENBLAS_TIMEOUT = "24"
-"""After each product OpenBLAS's idle threads spin for 2^28 cycles (about 0.1 s) by default, taking a
-core from the element-wise work that follows; 2^24 cycles still bridge the gaps between one step's
-products. OpenBLAS reads it once, when NumPy loads it, so it can only be set for a new process."""
+"""After each product OpenBLAS's idle threads spin for 2^28 cycles by default, taking a core from the
+element-wise work that follows; 2^24 cycles still bridge the gaps between one step's products.
+OpenBLAS reads it once, when NumPy loads it, so it can only be set for a new process."""
 
 
 def tune_cpu() -> dict[str, bool]:
     """Opt in to the process-wide CPU settings the command line and the Trainer use.
 
     * the allocator keeps freed blocks for reuse (tune_allocator);
-    * OpenBLAS's idle threads spin for a few milliseconds instead of about 0.1 s. That setting is
+    * OpenBLAS's idle threads spin for 2^24 cycles instead of 2^28. That setting is
       read when NumPy starts, so here it is only reported: set ``OPENBLAS_THREAD_TIMEOUT=24``
       before starting Python (the command line does so for itself, see cli.main).
 

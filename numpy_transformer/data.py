@@ -238,7 +238,7 @@ def number_words(number: int, lang: str) -> str:
 class _NumberWords:
     """number_words for 0 <= n < 1,000,000, composed from cached words of n // 1000 and n % 1000.
 
-    num2words takes ~0.1 ms a call, more than a training step can spare; the composition follows
+    num2words is slow per call, more than a training step can spare; the composition follows
     its rules (French "mille" is invariable and drops the plural s of "cents"/"vingts" before it)
     and a test checks it against num2words itself.
     """
@@ -294,9 +294,6 @@ class NumbersTask(TranslationTask):
 
     def _pair(self, number: int) -> tuple[str, str]:
         return self._english(number), self._french(number)
-
-    def is_train_number(self, number: int) -> bool:
-        return bool(self._is_train[number])
 
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         pairs = []

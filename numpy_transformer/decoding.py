@@ -95,8 +95,8 @@ class _LayerCache:
     self_caches: list[_SelfCache]
     cross: list[Array]
 
-    def __init__(self, layer: Any, heads: int, src_mask: Array | None) -> None:
-        self.heads, self.src_mask = heads, src_mask
+    def __init__(self, layer: Any, n_heads: int, src_mask: Array | None) -> None:
+        self.n_heads, self.src_mask = n_heads, src_mask
         ffn = layer.feed_forward_block
         self.ffn_weights = (ffn.linear_1.weight.data, ffn.linear_1.bias.data, ffn.linear_2.weight.data,
                             ffn.linear_2.bias.data)
@@ -145,15 +145,15 @@ class _LayerCache:
 class _MHALayerCache(_LayerCache):
     """Keeps every earlier token's keys and values per head; the source's keys and values once."""
 
-    def __init__(self, layer: Any, heads: int, memory: Array, src_mask: Array | None, capacity: int) -> None:
-        super().__init__(layer, heads, src_mask)
+    def __init__(self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int) -> None:
+        super().__init__(layer, n_heads, src_mask)
         block, cross = layer.self_attention_block, layer.cross_attention_block
-        rows, d = memory.shape[0], memory.shape[-1]
+        rows, d = encoder_output.shape[0], encoder_output.shape[-1]
         self.w_qkv, self.w_o = block._w_qkv.data.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
         self.cross_w_q, self.cross_w_o = cross._w_qkv.data[:d].T, cross.w_o.weight.data.T
-        self.self_caches = [_SelfCache(rows, heads, capacity, d // heads, memory.dtype) for _ in "kv"]
-        keys_values = product(memory, cross._w_qkv.data[d:].T)
-        self.cross = [split_heads(part, heads).copy() for part in (keys_values[..., :d],
+        self.self_caches = [_SelfCache(rows, n_heads, capacity, d // n_heads, encoder_output.dtype) for _ in "kv"]
+        keys_values = product(encoder_output, cross._w_qkv.data[d:].T)
+        self.cross = [split_heads(part, n_heads).copy() for part in (keys_values[..., :d],
                                                                                  keys_values[..., d:])]
 
     def step_weights(self) -> list[Array]:
@@ -161,30 +161,30 @@ class _MHALayerCache(_LayerCache):
 
     def self_attention(self, y: Array) -> Array:
         """The new position (N, D) attends over itself and every cached one -> (N, D)."""
-        q, k, v = product(y, self.w_qkv).reshape(y.shape[0], 3, self.heads, 1, -1).swapaxes(0, 1)
+        q, k, v = product(y, self.w_qkv).reshape(y.shape[0], 3, self.n_heads, 1, -1).swapaxes(0, 1)
         keys, values = self.self_caches
         return self.attend(q, keys.append(k), values.append(v), None, self.w_o)
 
     def cross_attention(self, y: Array) -> Array:
         """The new position (N, D) attends over the encoder output -> (N, D)."""
-        q = product(y, self.cross_w_q).reshape(y.shape[0], self.heads, 1, -1)
+        q = product(y, self.cross_w_q).reshape(y.shape[0], self.n_heads, 1, -1)
         return self.attend(q, *self.cross, self.src_mask, self.cross_w_o)
 
 
 class _MLALayerCache(_LayerCache):
     """Keeps one latent of width L = D / 4 per token, decompressed to keys and values when attending."""
 
-    def __init__(self, layer: Any, heads: int, memory: Array, src_mask: Array | None, capacity: int) -> None:
-        super().__init__(layer, heads, src_mask)
+    def __init__(self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int) -> None:
+        super().__init__(layer, n_heads, src_mask)
         block, cross = layer.self_attention_block, layer.cross_attention_block
-        rows, d = memory.shape[0], memory.shape[-1]
-        self.d_model = d
+        rows, d = encoder_output.shape[0], encoder_output.shape[-1]
+        self.d_model, self.latent_dim = d, block.latent_dim
         self.w_q_latent, self.w_o = block._w_q_compress.data.T, block.w_o.weight.data.T  # (D, D + L), (D, D)
         self.w_decompress = block._w_kv_decompress.data.T  # (L, 2D)
         self.cross_w_q, self.cross_w_o = cross._w_q_compress.data[:d].T, cross.w_o.weight.data.T
         self.cross_w_decompress = cross._w_kv_decompress.data.T
-        self.self_caches = [_SelfCache(rows, 1, capacity, d // 4, memory.dtype)]
-        self.cross = [product(memory, cross._w_q_compress.data[d:].T)[:, None]]  # (N, 1, S, L)
+        self.self_caches = [_SelfCache(rows, 1, capacity, self.latent_dim, encoder_output.dtype)]
+        self.cross = [product(encoder_output, cross._w_q_compress.data[d:].T)[:, None]]  # (N, 1, S, L)
 
     def step_weights(self) -> list[Array]:
         return [self.w_q_latent, self.w_o, self.w_decompress, self.cross_w_q, self.cross_w_o, self.cross_w_decompress,
@@ -194,18 +194,18 @@ class _MLALayerCache(_LayerCache):
         d = self.d_model
         q_latent = product(y, self.w_q_latent)  # (N, D + L): the query and the new latent
         latents = self.self_caches[0].append(q_latent[:, None, None, d:])
-        q = q_latent[:, :d].reshape(y.shape[0], self.heads, 1, -1)
+        q = q_latent[:, :d].reshape(y.shape[0], self.n_heads, 1, -1)
         return self.attend(q, *self._decompress(latents, self.w_decompress), None, self.w_o)
 
     def cross_attention(self, y: Array) -> Array:
-        q = product(y, self.cross_w_q).reshape(y.shape[0], self.heads, 1, -1)
+        q = product(y, self.cross_w_q).reshape(y.shape[0], self.n_heads, 1, -1)
         return self.attend(q, *self._decompress(self.cross[0], self.cross_w_decompress), self.src_mask,
                            self.cross_w_o)
 
     def _decompress(self, latents: Array, w_decompress: Array) -> list[Array]:
         """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
         keys_values = product(latents[:, 0], w_decompress)
-        return [split_heads(keys_values[..., part], self.heads)
+        return [split_heads(keys_values[..., part], self.n_heads)
                 for part in (slice(None, self.d_model), slice(self.d_model, None))]
 
 
@@ -218,32 +218,31 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
     so the heads' latent contexts map straight to the output.
     """
 
-    def __init__(self, layer: Any, heads: int, memory: Array, src_mask: Array | None, capacity: int) -> None:
-        super().__init__(layer, heads, memory, src_mask, capacity)
-        self.scale = 1 / math.sqrt(self.d_model // heads)  # the heads' width K, not the latent's
+    def __init__(self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int) -> None:
+        super().__init__(layer, n_heads, encoder_output, src_mask, capacity)
+        self.scale = 1 / math.sqrt(self.d_model // n_heads)  # the heads' width K, not the latent's
         self.w_in, self.w_ov = self._absorb(layer.self_attention_block, with_latent=True)
         self.cross_w_in, self.cross_w_ov = self._absorb(layer.cross_attention_block, with_latent=False)
 
     def _absorb(self, block: Any, with_latent: bool) -> tuple[Array, Array]:
         """(W_in^T (D, H*L [+ L]), W_ov (H*L, D)): both (in, out), the first a view of the (out, in) W_in."""
         xp = get_array_module()
-        h, d = self.heads, self.d_model
-        latent = d // 4
+        h, d, latent_dim = self.n_heads, self.d_model, self.latent_dim
         w_q = block._w_q_compress.data[:d].reshape(h, d // h, d)
-        w_kd = block._w_kv_decompress.data[:d].reshape(h, d // h, latent)
-        w_vd = block._w_kv_decompress.data[d:].reshape(h, d // h, latent)
+        w_kd = block._w_kv_decompress.data[:d].reshape(h, d // h, latent_dim)
+        w_vd = block._w_kv_decompress.data[d:].reshape(h, d // h, latent_dim)
         w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
-        w_in = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent, d)
+        w_in = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent_dim, d)
         if with_latent:
             w_in = xp.concatenate([w_in, block._w_q_compress.data[d:]])
-        w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent, d)
+        w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent_dim, d)
         return w_in.T, w_ov
 
     def step_weights(self) -> list[Array]:
         return [self.w_in, self.w_ov, self.cross_w_in, self.cross_w_ov, *_LayerCache.step_weights(self)]
 
     def self_attention(self, y: Array) -> Array:
-        width = self.heads * (self.d_model // 4)
+        width = self.n_heads * self.latent_dim
         q_latent = product(y, self.w_in)  # (N, H*L + L): every head's absorbed query, then the new latent
         latents = self.self_caches[0].append(q_latent[:, None, None, width:])
         return self._attend_absorbed(q_latent[:, :width], latents, None, self.w_ov)
@@ -254,7 +253,7 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
 
     def _attend_absorbed(self, q_latent: Array, latents: Array, mask: Array | None, w_ov: Array) -> Array:
         """Absorbed queries (N, H*L) over latents (N, 1, t, L), then W_ov -> (N, D)."""
-        q = q_latent.reshape(q_latent.shape[0], self.heads, 1, -1)
+        q = q_latent.reshape(q_latent.shape[0], self.n_heads, 1, -1)
         return self.attend(q, latents, latents, mask, w_ov, scale=self.scale)
 
 
@@ -265,11 +264,11 @@ class DecoderCache:
     the decompressions folded into the query and output projections).
     """
 
-    def __init__(self, model: Transformer, memory: Array, src_mask: Array | None, capacity: int, absorbed: bool) -> None:
+    def __init__(self, model: Transformer, encoder_output: Array, src_mask: Array | None, capacity: int, absorbed: bool) -> None:
         config = model.config
         self.mode = "mha" if config["attention"] == "mha" else ("mla-absorbed" if absorbed else "mla")
         layer_cache = {"mha": _MHALayerCache, "mla": _MLALayerCache, "mla-absorbed": _AbsorbedMLALayerCache}[self.mode]
-        self.layers = [layer_cache(layer, config["h"], memory, src_mask, capacity) for layer in model.decoder.layers]
+        self.layers = [layer_cache(layer, config["h"], encoder_output, src_mask, capacity) for layer in model.decoder.layers]
         self.position = 0
         self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
         final, proj = model.decoder.norm, model.projection_layer.proj
@@ -317,19 +316,19 @@ class DecoderCache:
 class _UncachedDecoder:
     """The seeds' way: keep the prefix and run it all through the decoder at every step."""
 
-    def __init__(self, model: Transformer, memory: Array, src_mask: Array | None) -> None:
+    def __init__(self, model: Transformer, encoder_output: Array, src_mask: Array | None) -> None:
         xp = get_array_module()
-        self.model, self.memory, self.src_mask = model, memory, src_mask
-        self.prefix = xp.zeros((memory.shape[0], 0), dtype=xp.int64)
+        self.model, self.encoder_output, self.src_mask = model, encoder_output, src_mask
+        self.prefix = xp.zeros((encoder_output.shape[0], 0), dtype=xp.int64)
 
     def step(self, tokens: Array) -> Array:
         xp = get_array_module()
         self.prefix = xp.concatenate([self.prefix, tokens[:, None].astype(xp.int64)], axis=1)
-        decoded = self.model.decode(self.memory, self.src_mask, self.prefix, causal_mask(self.prefix.shape[1]))
+        decoded = self.model.decode(self.encoder_output, self.src_mask, self.prefix, causal_mask(self.prefix.shape[1]))
         return self.model.project(decoded[:, -1:])[:, 0]
 
     def reorder(self, rows: Array) -> None:
-        self.prefix, self.memory = self.prefix[rows], self.memory[rows]
+        self.prefix, self.encoder_output = self.prefix[rows], self.encoder_output[rows]
         if self.src_mask is not None:
             self.src_mask = self.src_mask[rows]
 
@@ -342,19 +341,18 @@ def _start(model: Transformer, src: Array, src_mask: Array | None, max_len: int,
         raise ValueError("absorbed=True needs a model built with attention='mla'")
     if src_mask is not None and bool(src_mask.all()):
         src_mask = None  # it hides nothing: attention skips the masking at every layer and step
-    memory = model.encode(src, src_mask)
+    encoder_output = model.encode(src, src_mask)
     if repeat > 1:
-        memory = xp.repeat(memory, repeat, axis=0)
+        encoder_output = xp.repeat(encoder_output, repeat, axis=0)
         src_mask = xp.repeat(src_mask, repeat, axis=0) if src_mask is not None else None
     if use_cache:
-        return DecoderCache(model, memory, src_mask, max_len, absorbed)
-    return _UncachedDecoder(model, memory, src_mask)
+        return DecoderCache(model, encoder_output, src_mask, max_len, absorbed)
+    return _UncachedDecoder(model, encoder_output, src_mask)
 
 
 # A decoding call whose batch rows times decoder weights (about what one step reads) stay below this
-# runs BLAS on one thread. Measured (benchmarks/README.md): a second thread bought at most 0-4%
-# there (tiny and small up to batch 2), while waking OpenBLAS's idle worker after a pause added
-# about 10 ms to the call's first product, doubling half of small's batch-1 greedy calls.
+# runs BLAS on one thread: there a second thread buys next to nothing, while waking OpenBLAS's idle
+# worker after a pause delays the call's first product (benchmarks/README.md has the figures).
 ONE_BLAS_THREAD_MAX = 1_000_000
 
 

@@ -55,18 +55,13 @@ class Dropout(Module):
 
 
 class Linear(Module):
-    """y = x W^T + b with ``weight`` (out_features, in_features) and optional ``bias`` (out_features,).
-
-    ``storage``, a Parameter that is a view of a larger one, lets a block keep several projections
-    in one buffer.
-    """
+    """y = x W^T + b with ``weight`` (out_features, in_features) and optional ``bias`` (out_features,)."""
 
     def __init__(
-        self, in_features: int, out_features: int, bias: bool = True, *, dtype: Any = "float32", rng: Any = None,
-        storage: Parameter | None = None,
+        self, in_features: int, out_features: int, bias: bool = True, *, dtype: Any = "float32", rng: Any = None
     ) -> None:
         super().__init__(dtype, rng)
-        self.weight = storage if storage else self._new_parameter((out_features, in_features))
+        self.weight = self._new_parameter((out_features, in_features))
         xavier_uniform_(self.weight, self.rng)
         if bias:
             self.bias = self._new_parameter((out_features,))
@@ -84,6 +79,21 @@ class Linear(Module):
         if self.bias is not None:
             self.bias.accumulate(dbias)
         return dx
+
+
+class Weight(Module):
+    """One bias-free projection matrix ``weight`` (out_features, in_features), Xavier-initialised.
+
+    The attention blocks' projections are multiplied inside the attention functions, so they are
+    not layers with a forward of their own: each only holds its matrix, under the seeds' name (the
+    seeds' ``nn.Linear`` ``w_q`` keeps it as ``w_q.weight``, as do checkpoints and the PyTorch
+    model). ``weight`` may be a view of a block's stacked buffer (see _AttentionBase._stacked).
+    """
+
+    def __init__(self, weight: Parameter, rng: Any) -> None:
+        super().__init__(weight.data.dtype, rng)
+        self.weight = weight
+        xavier_uniform_(self.weight, self.rng)
 
 
 class Embedding(Module):
@@ -214,15 +224,18 @@ class _AttentionBase(Module):
         self.d_k = d_model // h
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
-    def _linears(self, buffer_rows: list[tuple[str, int]], in_features: int) -> Parameter:
-        """Create bias-free Linears named in ``buffer_rows`` as row blocks of one (rows, in) buffer."""
+    def _stacked(self, buffer_rows: list[tuple[str, int]], in_features: int) -> Parameter:
+        """One (rows, in) buffer whose row blocks are the Weights named in ``buffer_rows``, in order.
+
+        The attention functions take the stacked matrix ([W_q; W_k; W_v], ...), so a kernel can
+        multiply by all of it at once; each Weight is a view of its rows, under its own name.
+        """
         total = sum(rows for _, rows in buffer_rows)
         buffer = self._new_parameter((total, in_features))
         start = 0
         for name, rows in buffer_rows:
             rows_of = slice(start, start + rows)
-            view = Parameter(buffer.data[rows_of], buffer.grad[rows_of], owner=buffer)
-            setattr(self, name, Linear(in_features, rows, bias=False, dtype=self.dtype, rng=self.rng, storage=view))
+            setattr(self, name, Weight(Parameter(buffer.data[rows_of], buffer.grad[rows_of], owner=buffer), self.rng))
             start += rows
         return buffer
 
@@ -256,8 +269,8 @@ class MultiHeadAttentionBlock(_AttentionBase):
     def __init__(self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None) -> None:
         super().__init__(d_model, h, dropout, dtype, rng)
         rows = [("w_q", d_model), ("w_k", d_model), ("w_v", d_model)]
-        self._w_qkv = self._linears(rows, d_model)
-        self.w_o = Linear(d_model, d_model, bias=False, dtype=dtype, rng=self.rng)
+        self._w_qkv = self._stacked(rows, d_model)
+        self.w_o = Weight(self._new_parameter((d_model, d_model)), self.rng)
 
     def forward(self, x_q: Array, x_kv: Array | None = None, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
@@ -294,10 +307,10 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
             raise ValueError(f"d_model must be divisible by 4 for Multi-Head Latent Attention, got d_model={d_model}")
         super().__init__(d_model, h, dropout, dtype, rng)
         self.latent_dim = d_model // 4
-        self._w_q_compress = self._linears([("w_q", d_model), ("w_kv_compress", self.latent_dim)], d_model)
+        self._w_q_compress = self._stacked([("w_q", d_model), ("w_kv_compress", self.latent_dim)], d_model)
         decompress = [("w_k_decompress", d_model), ("w_v_decompress", d_model)]
-        self._w_kv_decompress = self._linears(decompress, self.latent_dim)
-        self.w_o = Linear(d_model, d_model, bias=False, dtype=dtype, rng=self.rng)
+        self._w_kv_decompress = self._stacked(decompress, self.latent_dim)
+        self.w_o = Weight(self._new_parameter((d_model, d_model)), self.rng)
 
     def forward(self, x_q: Array, x_kv: Array | None = None, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)

@@ -30,7 +30,7 @@ from .module import Parameter
 Array = Any
 
 # A shard must feed at least this many activation entries (rows x d_model) per layer for the
-# overlap to beat two-threaded BLAS on the whole batch (measured in benchmarks/README.md: the
+# overlap to beat two-threaded BLAS on the whole batch (benchmarks/README.md: the
 # "small" configuration, 512 x 128 per shard, gains; "tiny", 256 x 64, and "seed", 40 x 512, lose).
 MIN_SHARD_ACTIVATIONS = 32768
 

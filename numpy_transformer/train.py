@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .backend import get_array_module, to_numpy
+from .backend import get_array_module, to_numpy, tune_cpu
 from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
 from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, host_rng, make_task, pad
 from .decoding import greedy_decode
@@ -84,6 +84,7 @@ class Trainer:
 
     def __init__(self, model: Transformer, task: TranslationTask, config: TrainConfig, step: int = 0) -> None:
         self.model, self.task, self.config, self.step = model, task, config, step
+        tune_cpu()  # the process-wide allocator setting a training loop wants (see backend.tune_cpu)
         if config.optimizer == "adamw":
             self.optimizer: Adam = AdamW(model, lr=config.lr, weight_decay=config.weight_decay)
         else:

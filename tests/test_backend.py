@@ -1,6 +1,7 @@
 """The backend is honoured: the whole model runs through a stand-in array module."""
 
 import ast
+import os
 import pathlib
 import subprocess
 import sys
@@ -153,3 +154,28 @@ def test_random_uint16_is_uniform_in_every_bit_of_every_lane():
     assert np.abs(bits.mean(axis=0) - 0.5).max() < 0.005  # 4.5 standard deviations of a mean of 200 000 fair bits
     assert backend.random_uint16(np.random.default_rng(0), (3, 7)).shape == (3, 7)  # 21 = not a multiple of 4
     assert backend.random_uint16(np.random.default_rng(0), (0, 5)).shape == (0, 5)
+
+
+def test_import_changes_nothing_process_wide():
+    """No environment variable, no allocator setting: those are opt-in (tune_cpu, the command line)."""
+    code = """
+import ctypes, os
+loaded = []
+real_cdll = ctypes.CDLL
+ctypes.CDLL = lambda name, *args, **kwargs: loaded.append(name) or real_cdll(name, *args, **kwargs)
+before = dict(os.environ)
+import numpy_transformer
+assert dict(os.environ) == before, set(os.environ) ^ set(before)
+assert not any("libc" in str(name) for name in loaded), loaded
+"""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_tune_cpu_sets_the_allocator_and_reports_the_openblas_setting(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    applied = nt.tune_cpu()
+    assert applied["allocator"] == sys.platform.startswith("linux")
+    assert applied["openblas_thread_timeout"] is False
+    monkeypatch.setenv("NUMPY_TRANSFORMER_MALLOC", "system")
+    assert nt.tune_cpu()["allocator"] is False
