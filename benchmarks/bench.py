@@ -11,7 +11,9 @@ row shards on threads where parallel.auto_threads says so, as its Trainer does);
 matrix-multiply FLOPs and the fraction of the float32 matmul peak measured in the same run;
 greedy decoding of 32 tokens at batch 1 and 32 (numpy_transformer's cached decoding vs the
 seeds' uncached PyTorch loop); peak resident memory of a training step, each measured in a fresh
-process. Without PyTorch the absolute numbers are still printed.
+process; the same training step on the textbook (``set_kernels("reference")``), timed in the
+same alternation, so the table shows what the kernels buy. Without PyTorch the absolute numbers
+are still printed. Like the command line, it runs with tune_cpu's settings.
 """
 
 from __future__ import annotations
@@ -131,6 +133,20 @@ class NumpyRunner:
         # MLA decodes absorbed: attention runs over the cached latent, never decompressing it
         absorbed = self.model.config["attention"] == "mla"
         greedy_decode(self.model, src, nt.make_src_mask(src, PAD), DECODE_TOKENS, BOS, EOS, absorbed=absorbed)
+
+
+class TextbookRunner(NumpyRunner):
+    """The same model and batch on the textbook (set_kernels("reference")): what the kernels buy."""
+
+    name = "textbook"
+
+    def __init__(self, config: dict, batch: int, length: int, threads: int | None = None) -> None:
+        with nt.kernels.using_kernels("reference"):  # Adam chooses its update when it is made
+            super().__init__(config, batch, length, threads)
+
+    def train_step(self) -> None:
+        with nt.kernels.using_kernels("reference"):
+            super().train_step()
 
 
 class StreamingFloor:
@@ -271,12 +287,14 @@ def ratio(mine: float, theirs: float) -> float:
     return mine / theirs if theirs else float("nan")
 
 
-def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: bool, decode: bool) -> dict:
+def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: bool, decode: bool,
+               textbook: bool) -> dict:
     config = model_config(name, attention)
     batch, length = CONFIGS[name][6], CONFIGS[name][7]
     runners = [NumpyRunner(config, batch, length)] + ([TorchRunner(config, batch, length)] if use_torch else [])
     flops = matmul_flops(config, batch, length, length)
-    train = alternate(runners, "train_step", repeats, 2, back_to_back=TRAIN_BACK_TO_BACK)
+    textbook_runners = [TextbookRunner(config, batch, length)] if textbook else []
+    train = alternate(runners + textbook_runners, "train_step", repeats, 2, back_to_back=TRAIN_BACK_TO_BACK)
     row = {"config": name, "attention": attention, "batch": batch, "seq_len": length, "matmul_gflop_per_step": flops / 1e9,
            "numpy_threads": runners[0].threads, "train": train}
     mine = train["numpy_transformer"]["median_s"]
@@ -293,6 +311,8 @@ def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: 
         row["memory"]["pytorch"] = probe("torch", name, attention)
         theirs = train["pytorch"]["median_s"]
         row["ratio_train"] = ratio(mine, theirs)
+        if textbook:
+            row["ratio_train_textbook"] = ratio(train["textbook"]["median_s"], theirs)
         row["pytorch_gflops"] = flops / theirs / 1e9
         if decode:
             row["ratio_decode"] = {b: ratio(d["numpy_transformer"]["median_s"], d["pytorch"]["median_s"])
@@ -323,7 +343,7 @@ def print_table(result: dict) -> None:
     peak = result["matmul_peak_gflops"]
     print(f"float32 matmul peak: {peak['1024']:.1f} GFLOP/s (n=1024), {peak['2048']:.1f} GFLOP/s (n=2048)")
     print(f"{'config':<12}{'shards':>7}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}{'GFLOP/s':>9}{'of peak':>8}"
-          f"{'tok/s':>9}{'dec b1 r':>9}{'floor r':>8}{'dec b32 r':>10}{'mem MB n/t':>13}")
+          f"{'tok/s':>9}{'dec b1 r':>9}{'floor r':>8}{'dec b32 r':>10}{'mem MB n/t':>13}{'textbook r':>11}")
     for row in result["runs"]:
         t = row["train"]
         mine, theirs = t["numpy_transformer"], t.get("pytorch")
@@ -335,7 +355,8 @@ def print_table(result: dict) -> None:
               f"{row['numpy_gflops']:>9.1f}{row['numpy_fraction_of_peak']:>8.0%}{row['numpy_target_tokens_per_s']:>9.0f}"
               f"{decode.get(1, float('nan')):>9.3f}{row.get('ratio_decode_floor', float('nan')):>8.3f}"
               f"{decode.get(min(32, row['batch']), float('nan')):>10.3f}"
-              f"{mem['numpy_transformer']['peak_rss_mb']:>7.0f}/{mem.get('pytorch', {}).get('peak_rss_mb', float('nan')):<5.0f}")
+              f"{mem['numpy_transformer']['peak_rss_mb']:>7.0f}/{mem.get('pytorch', {}).get('peak_rss_mb', float('nan')):<5.0f}"
+              f"{row.get('ratio_train_textbook', float('nan')):>11.2f}")
     for row in result.get("scaling", []):
         t = row["train"]
         theirs = t.get("pytorch", {}).get("median_s", float("nan"))
@@ -352,6 +373,7 @@ def main() -> None:
     parser.add_argument("--no-decode", action="store_true")
     parser.add_argument("--scaling", action="store_true", help="also the sequence-length scaling table (small config)")
     parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--no-textbook", action="store_true", help="skip timing the textbook (set_kernels('reference'))")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--probe", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -365,7 +387,8 @@ def main() -> None:
     peak = matmul_peak()
     runs = [(n, a) for n, a in RUNS if args.configs is None or n in args.configs]
     result = {"matmul_peak_gflops": {str(k): v for k, v in peak.items()}, "torch": use_torch, "cores": os.cpu_count(),
-              "runs": [run_config(n, a, max(peak.values()), args.repeats, use_torch, not args.no_decode) for n, a in runs]}
+              "runs": [run_config(n, a, max(peak.values()), args.repeats, use_torch, not args.no_decode, not args.no_textbook)
+                       for n, a in runs]}
     if args.scaling:
         result["scaling"] = scaling(max(3, args.repeats // 2), use_torch)
     if args.json:

@@ -2,6 +2,7 @@
 
     python benchmarks/compare_revisions.py --base ab94151            # tiny, small, seed, base
     python benchmarks/compare_revisions.py --base HEAD~3 --configs tiny small --repeats 20
+    python benchmarks/compare_revisions.py --settings      # what tune_cpu's two settings buy
 
 The base revision is checked out into a temporary git worktree. Each contender runs in its own
 process, built by that revision's own ``benchmarks/bench.py`` (its NumpyRunner, or the working
@@ -10,6 +11,10 @@ round after round, so all of them see the same machine. Contenders: the base rev
 working tree on its fast kernels, the working tree on the textbook (``set_kernels("reference")``,
 where the working tree has it) and PyTorch. Reports median step times, each one's ratio to
 PyTorch, and working tree / base.
+
+With ``--settings`` the contenders are the working tree with both of tune_cpu's settings, without
+the allocator setting (NUMPY_TRANSFORMER_MALLOC=system) and with OpenBLAS's own thread spin time
+(OPENBLAS_THREAD_TIMEOUT=28, its default), and the ratios are to the first.
 """
 
 from __future__ import annotations
@@ -65,10 +70,11 @@ def worker(tree: str, runner_kind: str, name: str, attention: str) -> None:
 
 
 class Contender:
-    def __init__(self, label: str, tree: Path, runner_kind: str, name: str, attention: str) -> None:
+    def __init__(self, label: str, tree: Path, runner_kind: str, name: str, attention: str,
+                 env: dict[str, str] | None = None) -> None:
         self.label = label
         command = [sys.executable, __file__, "--worker", str(tree), runner_kind, name, attention]
-        env = {**os.environ, "PYTHONPATH": str(tree)}
+        env = {**os.environ, "PYTHONPATH": str(tree), **(env or {})}
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{label} failed to start")
@@ -88,12 +94,8 @@ def has_reference(tree: Path) -> bool:
     return (tree / "numpy_transformer" / "kernels").is_dir()
 
 
-def compare(base_tree: Path, name: str, attention: str, repeats: int, per_turn: int, use_torch: bool) -> dict:
-    contenders = [Contender("base", base_tree, "numpy", name, attention), Contender("tree", TREE, "numpy", name, attention)]
-    if has_reference(TREE):
-        contenders.append(Contender("reference", TREE, "reference", name, attention))
-    if use_torch:
-        contenders.append(Contender("pytorch", TREE, "torch", name, attention))
+def run_turns(contenders: list[Contender], repeats: int, per_turn: int) -> dict[str, float]:
+    """Each contender's median step time, the contenders taking turns; every process closed after."""
     try:
         for _ in range(-(-repeats // per_turn)):
             for contender in contenders:
@@ -102,13 +104,34 @@ def compare(base_tree: Path, name: str, attention: str, repeats: int, per_turn: 
     finally:
         for contender in contenders:
             contender.close()
-    medians = {c.label: statistics.median(c.samples) for c in contenders}
-    row = {"config": f"{name}/{attention}", "median_ms": {k: v * 1e3 for k, v in medians.items()},
-           "spread_ms": {c.label: [min(c.samples) * 1e3, max(c.samples) * 1e3] for c in contenders},
-           "tree_over_base": medians["tree"] / medians["base"]}
+    return {c.label: statistics.median(c.samples) for c in contenders}
+
+
+def summary(name: str, attention: str, contenders: list[Contender], medians: dict[str, float]) -> dict:
+    return {"config": f"{name}/{attention}", "median_ms": {k: v * 1e3 for k, v in medians.items()},
+            "spread_ms": {c.label: [min(c.samples) * 1e3, max(c.samples) * 1e3] for c in contenders}}
+
+
+def compare(base_tree: Path, name: str, attention: str, repeats: int, per_turn: int, use_torch: bool) -> dict:
+    contenders = [Contender("base", base_tree, "numpy", name, attention), Contender("tree", TREE, "numpy", name, attention)]
+    if has_reference(TREE):
+        contenders.append(Contender("reference", TREE, "reference", name, attention))
+    if use_torch:
+        contenders.append(Contender("pytorch", TREE, "torch", name, attention))
+    medians = run_turns(contenders, repeats, per_turn)
+    row = {**summary(name, attention, contenders, medians), "tree_over_base": medians["tree"] / medians["base"]}
     if use_torch:
         row["over_pytorch"] = {k: v / medians["pytorch"] for k, v in medians.items() if k != "pytorch"}
     return row
+
+
+def compare_settings(name: str, attention: str, repeats: int, per_turn: int) -> dict:
+    variants = {"tuned": {}, "system-malloc": {"NUMPY_TRANSFORMER_MALLOC": "system"},
+                "openblas-default-spin": {"OPENBLAS_THREAD_TIMEOUT": "28"}}
+    contenders = [Contender(label, TREE, "numpy", name, attention, env) for label, env in variants.items()]
+    medians = run_turns(contenders, repeats, per_turn)
+    return {**summary(name, attention, contenders, medians),
+            "over_tuned": {k: v / medians["tuned"] for k, v in medians.items()}}
 
 
 def main() -> None:
@@ -117,6 +140,7 @@ def main() -> None:
     parser.add_argument("--configs", nargs="*", default=None, help="subset of: tiny small seed base")
     parser.add_argument("--repeats", type=int, default=12, help="timed steps per contender")
     parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--settings", action="store_true", help="compare tune_cpu's settings instead of revisions")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -130,27 +154,32 @@ def main() -> None:
     except ImportError:
         use_torch = False
     rows = []
+    configs = [(n, a) for n, a in CONFIGS if args.configs is None or n in args.configs]
+    if args.settings:
+        for name, attention in configs:
+            rows.append(compare_settings(name, attention, args.repeats, 2))
+            print_row(rows[-1], "over_tuned")
+        return
     with tempfile.TemporaryDirectory() as scratch:
         base_tree = Path(scratch) / "base"
         subprocess.run(["git", "-C", str(TREE), "worktree", "add", "--detach", str(base_tree), args.base], check=True,
                        capture_output=True)
         try:
-            for name, attention in CONFIGS:
-                if args.configs is None or name in args.configs:
-                    rows.append(compare(base_tree, name, attention, args.repeats, 2, use_torch))
-                    if not args.json:
-                        print_row(rows[-1])
+            for name, attention in configs:
+                rows.append(compare(base_tree, name, attention, args.repeats, 2, use_torch))
+                if not args.json:
+                    print_row(rows[-1], "over_pytorch")
         finally:
             subprocess.run(["git", "-C", str(TREE), "worktree", "remove", "--force", str(base_tree)], check=True)
     if args.json:
         print(json.dumps({"base": args.base, "cores": os.cpu_count(), "rows": rows}, indent=1))
 
 
-def print_row(row: dict) -> None:
-    medians, ratios = row["median_ms"], row.get("over_pytorch", {})
-    parts = [f"{label} {ms:8.1f} ms" + (f" ({ratios[label]:.2f}x torch)" if label in ratios else "")
-             for label, ms in medians.items()]
-    print(f"{row['config']:<10} " + "  ".join(parts) + f"  tree/base {row['tree_over_base']:.3f}", flush=True)
+def print_row(row: dict, ratio_key: str) -> None:
+    medians, ratios = row["median_ms"], row.get(ratio_key, {})
+    parts = [f"{label} {ms:8.1f} ms" + (f" ({ratios[label]:.3f}x)" if label in ratios else "") for label, ms in medians.items()]
+    tail = f"  tree/base {row['tree_over_base']:.3f}" if "tree_over_base" in row else ""
+    print(f"{row['config']:<10} " + "  ".join(parts) + tail, flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""Where one training step's time goes: self time of every functional forward/backward pair.
+"""Where one training step's time goes: self time of every forward/backward pair the model calls.
 
-    python benchmarks/profile_step.py [tiny|small|seed|base] [mha|mla]
+    python benchmarks/profile_step.py [tiny|small|seed|base] [mha|mla] [fast|reference]
 
-Every ``*_forward`` / ``*_backward`` function of ``numpy_transformer.functional`` is wrapped with a
-timer that subtracts the time of the pairs it calls, so each row is that layer's own work. What
+Every ``*_forward`` / ``*_backward`` function of ``numpy_transformer.kernels.ops`` (the CPU
+kernels, or the textbook with ``reference``) is wrapped with a timer that subtracts the time of
+the pairs it calls, so each row is that layer's own work. What
 is left of the step is the optimiser and the modules' bookkeeping (gradient accumulation,
 zeroing). Medians over 5 steps after 2 warm-up steps. The batch runs as one shard (threads=1):
 the timers assume one thread.
@@ -21,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import CONFIGS, NumpyRunner, model_config  # noqa: E402
 
-from numpy_transformer import functional as F  # noqa: E402
+from numpy_transformer.kernels import ops, set_kernels  # noqa: E402
 
 self_time: dict[str, float] = defaultdict(float)
 _stack: list[float] = []
@@ -46,9 +47,13 @@ def timed(name: str, function):
 def main() -> None:
     name = sys.argv[1] if len(sys.argv) > 1 else "small"
     attention = sys.argv[2] if len(sys.argv) > 2 else "mha"
-    for attribute in dir(F):
-        if attribute.endswith(("_forward", "_backward")) and callable(getattr(F, attribute)):
-            setattr(F, attribute, timed(attribute, getattr(F, attribute)))
+    set_kernels(sys.argv[3] if len(sys.argv) > 3 else "fast")
+    ops.linear_forward  # noqa: B018  (fills ops with the selected functions)
+    for attribute, function in list(vars(ops).items()):
+        if attribute.endswith(("_forward", "_backward")):
+            wrapped = timed(attribute, function)
+            vars(ops)[attribute] = wrapped  # calls from the modules
+            setattr(sys.modules[function.__module__], attribute, wrapped)  # calls inside the kernels and textbook
     runner = NumpyRunner(model_config(name, attention), CONFIGS[name][6], CONFIGS[name][7], threads=1)
     optimizer_step = runner.optimizer.step
     runner.optimizer.step = timed("adam_step", optimizer_step)

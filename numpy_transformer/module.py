@@ -66,8 +66,12 @@ class Parameter:
 class Module:
     """Base class: registers Parameters and sub-Modules assigned as attributes, in order.
 
-    Subclasses implement ``forward(...)`` (storing what backward needs) and ``backward(dout)``
-    (accumulating ``+=`` into each parameter's ``grad`` and returning input gradients).
+    Subclasses implement ``forward(...)``, which keeps what its backward needs (``_save``), and
+    ``backward(dout)``, which takes that cache (``_take``), accumulates (``+=``) into each of its
+    parameters' ``grad`` and returns the gradient of every array input of the forward, in the
+    forward's order: one array for a forward of one array (most modules), a tuple for a forward of
+    several (cross-attention: (dx_q, dx_kv); DecoderBlock and Decoder: (dx, d_encoder_output)),
+    and None where the only input is token ids (InputEmbeddings). Masks and ids get no gradient.
     """
 
     def __init__(self, dtype: Any = "float32", rng: Any = None) -> None:

@@ -38,6 +38,13 @@ def relative_error(ours, reference):
     return 0.0 if scale == 0 else float(np.abs(ours - reference).max(initial=0.0) / scale)
 
 
+@pytest.fixture(params=["fast", "reference"])
+def kernels(request):
+    """Run the test twice: on the fast kernels and on the textbook. Yields the name."""
+    with using_kernels(request.param):
+        yield request.param
+
+
 @pytest.fixture
 def textbook():
     """Run the test on the textbook (set_kernels("reference")), the fast kernels restored after."""

@@ -11,6 +11,7 @@ from numpy_transformer.decoding import (DecoderCache, beam_search, beam_search_s
                                         sample_decode)
 
 BOS, EOS = 1, 2
+pytestmark = pytest.mark.usefixtures("kernels")  # every test on the fast kernels and on the textbook
 
 
 def model_for(kind, norm_first=True, seed=1):

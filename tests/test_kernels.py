@@ -7,6 +7,10 @@ a relative error of 1e-12, and a kernel must leave its inputs as it found them. 
 model: two training steps on the kernels and on the textbook give the same parameters.
 """
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from conftest import KERNEL_TOLERANCE, model_batch, relative_error, tiny_model
@@ -138,41 +142,28 @@ def test_attention(batch, heads, t, s, k, masked, p, seed):
     compare("attention", lambda: (q, key, v, mask, p, np.random.default_rng(seed), p > 0), seed)
 
 
-attention_shapes = dict(batch=st.integers(1, 3), t=st.integers(1, 30), s=st.integers(1, 30),
-                        d_heads=st.sampled_from([(8, 1), (8, 2), (16, 4), (32, 2), (64, 8)]),
-                        p=st.sampled_from([0.0, 0.2]), seed=st.integers(0, 99))
-
-
 @SETTINGS
-@given(**attention_shapes)
-@example(batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
-@example(batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
-def test_multi_head_attention_self_and_cross(batch, t, s, d_heads, p, seed):
+@given(kind=st.sampled_from(["mha", "mla"]), batch=st.integers(1, 3), t=st.integers(1, 30), s=st.integers(1, 30),
+       d_heads=st.sampled_from([(8, 1), (8, 2), (16, 4), (32, 2), (64, 8)]), p=st.sampled_from([0.0, 0.2]),
+       seed=st.integers(0, 99))
+@example(kind="mha", batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
+@example(kind="mha", batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
+@example(kind="mla", batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
+@example(kind="mla", batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
+def test_attention_blocks_self_and_cross(kind, batch, t, s, d_heads, p, seed):
+    """MHA's weights [W_q; W_k; W_v] and W_o, or MLA's [W_q; W_c], [W_kd; W_vd] and W_o."""
     d, heads = d_heads
     rng = np.random.default_rng(seed)
-    x, memory = rand(rng, batch, t, d), rand(rng, batch, s, d)
-    w_qkv, w_o = rand(rng, 3 * d, d) * 0.3, rand(rng, d, d) * 0.3
+    x, encoder_output = rand(rng, batch, t, d), rand(rng, batch, s, d)
+    if kind == "mha":
+        name, weights = "multi_head", (rand(rng, 3 * d, d) * 0.3, rand(rng, d, d) * 0.3)
+    else:
+        name = "multi_head_latent"
+        weights = (rand(rng, d + d // 4, d) * 0.3, rand(rng, 2 * d, d // 4) * 0.3, rand(rng, d, d) * 0.3)
     self_mask, cross_mask = _mask(rng, batch, t, t), _mask(rng, batch, t, s)
-    generator = lambda: np.random.default_rng(seed)  # noqa: E731
-    compare("multi_head_self_attention", lambda: (x, w_qkv, w_o, self_mask, heads, p, generator(), p > 0), seed)
-    compare("multi_head_attention", lambda: (x, memory, w_qkv, w_o, cross_mask, heads, p, generator(), p > 0), seed)
-
-
-@SETTINGS
-@given(**attention_shapes)
-@example(batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
-@example(batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
-def test_multi_head_latent_attention_self_and_cross(batch, t, s, d_heads, p, seed):
-    d, heads = d_heads
-    rng = np.random.default_rng(seed)
-    x, memory = rand(rng, batch, t, d), rand(rng, batch, s, d)
-    w_qc, w_kvd, w_o = rand(rng, d + d // 4, d) * 0.3, rand(rng, 2 * d, d // 4) * 0.3, rand(rng, d, d) * 0.3
-    self_mask, cross_mask = _mask(rng, batch, t, t), _mask(rng, batch, t, s)
-    generator = lambda: np.random.default_rng(seed)  # noqa: E731
-    compare("multi_head_latent_self_attention",
-            lambda: (x, w_qc, w_kvd, w_o, self_mask, heads, p, generator(), p > 0), seed)
-    compare("multi_head_latent_attention",
-            lambda: (x, memory, w_qc, w_kvd, w_o, cross_mask, heads, p, generator(), p > 0), seed)
+    dropout = lambda: (p, np.random.default_rng(seed), p > 0)  # noqa: E731  (a fresh generator per call)
+    compare(f"{name}_self_attention", lambda: (x, *weights, self_mask, heads, *dropout()), seed)
+    compare(f"{name}_attention", lambda: (x, encoder_output, *weights, cross_mask, heads, *dropout()), seed)
 
 
 @SETTINGS
@@ -209,12 +200,14 @@ def test_adam_update(shapes, threads, decay, seed):
     textbook_parameters, kernel_parameters = _parameters(shapes, seed), _parameters(shapes, seed)
     with using_kernels("reference"):
         textbook = AdamW(textbook_parameters, lr=0.01, weight_decay=decay)
-    kernel = AdamW(kernel_parameters, lr=0.01, weight_decay=decay, threads=threads)
+    with using_kernels("fast"):
+        kernel = AdamW(kernel_parameters, lr=0.01, weight_decay=decay, threads=threads)
     assert kernel._kernel is not None and textbook._kernel is None
     for step in range(3):
         with using_kernels("reference"):
             textbook.step(0.01 / (step + 1))
-        kernel.step(0.01 / (step + 1))
+        with using_kernels("fast"):
+            kernel.step(0.01 / (step + 1))
         for (name, a), (_, b), m_a, m_b, v_a, v_b in zip(textbook_parameters, kernel_parameters, textbook.m, kernel.m,
                                                          textbook.v, kernel.v):
             assert_same(b.data, a.data, f"{name} after step {step + 1}")
@@ -225,13 +218,15 @@ def test_adam_update(shapes, threads, decay, seed):
 def test_the_reference_setting_runs_the_textbook_update_on_a_kernel_optimiser():
     """An optimiser made with the kernel still updates by the textbook after set_kernels("reference")."""
     named = _parameters([(5, 4)], 0)
-    optimiser = Adam(named, lr=0.1)
+    with using_kernels("fast"):
+        optimiser = Adam(named, lr=0.1)
     calls = []
     optimiser._kernel.step = lambda *args: calls.append(args)
     with using_kernels("reference"):
         optimiser.step()
     assert not calls
-    optimiser.step()
+    with using_kernels("fast"):
+        optimiser.step()
     assert len(calls) == 1
 
 
@@ -275,6 +270,7 @@ def test_two_training_steps_fast_equal_reference(kind, norm_first):
 
 
 def test_set_kernels_chooses_and_refuses_unknown_names():
+    set_kernels("fast")
     assert get_kernels() == "fast"
     assert ops.layer_norm_forward is cpu.layer_norm_forward
     assert ops.relu_forward is F.relu_forward  # not tuned: the textbook's
@@ -286,6 +282,24 @@ def test_set_kernels_chooses_and_refuses_unknown_names():
         set_kernels("turbo")
     assert get_kernels() == "fast"
     assert nt.set_kernels is set_kernels and nt.get_kernels is get_kernels
+
+
+@pytest.mark.parametrize("value, chosen", [(None, "fast"), ("reference", "reference"), ("fast", "fast")])
+def test_environment_variable_chooses_the_kernels(value, chosen):
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_TRANSFORMER_KERNELS"}
+    env.update({"NUMPY_TRANSFORMER_KERNELS": value} if value else {})
+    code = "import numpy_transformer as nt; from numpy_transformer.kernels import ops; print(nt.get_kernels(), ops.softmax_forward.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    module = "numpy_transformer.kernels.cpu" if chosen == "fast" else "numpy_transformer.functional"
+    assert out.stdout.split() == [chosen, module]
+
+
+def test_a_bad_environment_variable_is_named():
+    env = {**os.environ, "NUMPY_TRANSFORMER_KERNELS": "turbo"}
+    code = "import numpy_transformer as nt; nt.get_kernels()"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode != 0
+    assert "NUMPY_TRANSFORMER_KERNELS must be one of ('fast', 'reference'), got 'turbo'" in out.stderr
 
 
 def test_every_kernel_keeps_the_textbook_signature():

@@ -5,18 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from numpy_transformer.kernels import using_kernels
 from numpy_transformer.kernels.cpu import SLICE, _deal_slices
 from numpy_transformer.module import Parameter
 from numpy_transformer.optim import (Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm,
                                      global_grad_norm)
 
 
-@pytest.fixture(params=["fast", "reference"], autouse=True)
-def kernels(request):
-    """Every test here runs on the CPU kernel's update and on the textbook's."""
-    with using_kernels(request.param):
-        yield request.param
+pytestmark = pytest.mark.usefixtures("kernels")  # every test on the CPU kernel's update and on the textbook's
 
 
 def test_one_adam_step_by_hand():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer import functional as F
+from numpy_transformer.kernels import ops
 from numpy_transformer.optim import Adam
 
 torch = pytest.importorskip("torch", reason="PyTorch is an optional oracle: pip install torch==2.13.0")
@@ -18,6 +18,7 @@ from numpy_transformer.interop import (build_torch_transformer, from_torch_model
                                        to_torch_state_dict)
 
 RELATIVE = 1e-9
+pytestmark = pytest.mark.usefixtures("kernels")  # every test on the fast kernels and on the textbook
 
 
 def relative_error(ours, theirs):
@@ -48,9 +49,9 @@ def run_both(kind, norm_first, dtype="float64"):
         original = module.backward
         module.backward = lambda d, original=original, name=name: (embedding_grads.__setitem__(name, d.copy()), original(d))[1]
     logits = model.forward(src, tgt, src_mask, tgt_mask)
-    loss, cache = F.cross_entropy_forward(logits, labels, pad_id=0, label_smoothing=0.1)
+    loss, cache = ops.cross_entropy_forward(logits, labels, pad_id=0, label_smoothing=0.1)
     model.zero_grad()
-    model.backward(F.cross_entropy_backward(1.0, cache))
+    model.backward(ops.cross_entropy_backward(1.0, cache))
 
     # PyTorch autograd
     torch_embedding_outputs = {}

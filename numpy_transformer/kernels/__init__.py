@@ -9,12 +9,16 @@ every function a backend does not tune is the textbook's.
 
     set_kernels("reference")   # the whole model, Adam included, runs on the textbook
     set_kernels("fast")        # the backend's kernels where it has them (the default)
+
+The environment variable ``NUMPY_TRANSFORMER_KERNELS=reference`` chooses the textbook for a whole
+run without changing its code.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -22,8 +26,9 @@ from .. import functional
 from ..backend import backend_name, on_backend_change
 
 KERNEL_SETS = ("fast", "reference")
+ENV_VAR = "NUMPY_TRANSFORMER_KERNELS"
 BACKEND_KERNELS = {"numpy": "cpu"}  # array backend -> its kernel module in this package
-_selected = "fast"
+_selected: str | None = None  # None until chosen: then the environment variable, or "fast"
 
 
 def textbook_functions() -> dict[str, Callable]:
@@ -55,7 +60,7 @@ class _Ops:
 
     def __getattr__(self, name: str) -> Callable:
         table = textbook_functions()
-        module = backend_kernels() if _selected == "fast" else None
+        module = backend_kernels() if get_kernels() == "fast" else None
         if module is not None:
             table.update(kernel_functions(module))
         self.__dict__.update(table)
@@ -78,7 +83,13 @@ def set_kernels(name: str) -> None:
 
 
 def get_kernels() -> str:
-    """``"fast"`` or ``"reference"``: what set_kernels chose."""
+    """``"fast"`` or ``"reference"``: what set_kernels chose (else NUMPY_TRANSFORMER_KERNELS, else "fast")."""
+    global _selected
+    if _selected is None:
+        name = os.environ.get(ENV_VAR, "fast")
+        if name not in KERNEL_SETS:
+            raise ValueError(f"{ENV_VAR} must be one of {KERNEL_SETS}, got {name!r}")
+        _selected = name
     return _selected
 
 
@@ -95,5 +106,5 @@ def using_kernels(name: str) -> Iterator[None]:
 
 def adam_kernel() -> Any:
     """The backend's tuned Adam update (a class, see kernels.cpu.AdamUpdate), or None for the textbook's."""
-    module = backend_kernels() if _selected == "fast" else None
+    module = backend_kernels() if get_kernels() == "fast" else None
     return getattr(module, "AdamUpdate", None)
