@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .backend import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR, tune_cpu
+from .backend import tune_cpu
 from .checkpoint import CheckpointError
 
 if TYPE_CHECKING:
@@ -137,12 +136,16 @@ def _add_plot(commands: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from .distributed import Communicator
     from .train import TrainConfig, Trainer, TrainingDiverged
 
+    comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
+    say = print if comm is None or comm.rank == 0 else (lambda *a, **k: None)
+    ranks = f" on {comm.size} MPI ranks" if comm else ""
     out = Path(args.out)
     if args.resume:
-        trainer = Trainer.resume(out, steps=args.steps)
-        print(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}")
+        trainer = Trainer.resume(out, steps=args.steps, comm=comm)
+        say(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}")
     else:
         config = TrainConfig(
             task=None if args.data else args.task, data=args.data, tokenizer=args.tokenizer, steps=args.steps,
@@ -154,16 +157,17 @@ def _train(args: argparse.Namespace) -> int:
         model_args = {"d_model": args.d_model, "N": args.layers, "h": args.heads, "d_ff": args.d_ff,
                       "dropout": args.dropout, "attention": args.attention, "norm_first": not args.post_norm,
                       "dtype": args.dtype}
-        trainer = Trainer.create(config, model_args)
+        trainer = Trainer.create(config, model_args, comm=comm)
         n_params = sum(p.data.size for p in trainer.model.parameters())
-        print(f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}; "
-              f"vocabularies {len(trainer.task.src_vocab)}/{len(trainer.task.tgt_vocab)}; saving to {out}")
+        say(f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}{ranks}; "
+            f"vocabularies {len(trainer.task.src_vocab)}/{len(trainer.task.tgt_vocab)}; saving to {out}")
     try:
         trainer.fit(out, progress=not args.no_progress)
     except TrainingDiverged as error:
-        print(f"error: training stopped: {error}; the last good checkpoint in {out} is kept", file=sys.stderr)
+        say(f"error: training stopped: {error}; the last good checkpoint in {out} is kept", file=sys.stderr)
         return 1
-    _show_translations(trainer, args.show)
+    if comm is None or comm.rank == 0:
+        _show_translations(trainer, args.show)
     return 0
 
 
@@ -260,25 +264,12 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def restart_with_openblas_timeout() -> None:
-    """Start this command once more with OPENBLAS_THREAD_TIMEOUT set, unless it is set already.
-
-    OpenBLAS reads its idle threads' spin time only when NumPy loads it, which has happened by the
-    time main() runs (see backend.tune_cpu). Linux only, where NumPy's wheels bring OpenBLAS.
-    """
-    if OPENBLAS_TIMEOUT_VAR in os.environ or not sys.platform.startswith("linux") or not sys.executable:
-        return
-    os.environ[OPENBLAS_TIMEOUT_VAR] = OPENBLAS_TIMEOUT
-    os.execv(sys.executable, [sys.executable, "-m", "numpy_transformer", *sys.argv[1:]])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
-    the process in to the CPU settings (tune_cpu), as a program of its own may."""
+    the process in to the CPU setting (tune_cpu), as a program of its own may."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if argv is None:
-        restart_with_openblas_timeout()
         tune_cpu()
     handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate, "plot": _plot}
     try:

@@ -35,9 +35,10 @@ Array = Any
 MIN_SHARD_ACTIVATIONS = 32768
 
 
-def auto_threads(model: Transformer, batch: int, length: int) -> int:
-    """How many shards a batch of (batch, length) tokens is worth: the cores, or 1 when too small."""
-    cores = os.cpu_count() or 1
+def auto_threads(model: Transformer, batch: int, length: int, cores: int | None = None) -> int:
+    """How many shards a batch of (batch, length) tokens is worth: the cores (all of this machine's
+    unless given), or 1 when too small."""
+    cores = cores or os.cpu_count() or 1
     if backend_name() != "numpy" or cores < 2:
         return 1
     shards = min(cores, batch)
@@ -61,12 +62,12 @@ class DataParallel:
 
     def loss_and_backward(
         self, src: Array, tgt: Array, src_mask: Array | None, tgt_mask: Array | None, labels: Array, pad_id: int,
-        label_smoothing: float = 0.0,
+        label_smoothing: float = 0.0, weight: float = 1.0,
     ) -> float:
         """Forward, label-smoothed cross-entropy and backward of the whole batch (B rows).
 
-        Gradients accumulate (+=) into the model's parameters, as ``model.backward`` does.
-        Returns the mean loss over the non-pad labels of the whole batch.
+        Gradients of ``weight`` times the mean loss accumulate (+=) into the model's parameters,
+        as ``model.backward`` does. Returns the mean loss over the non-pad labels of the whole batch.
         """
         batch = src.shape[0]
         shards = min(self.threads, batch)
@@ -74,15 +75,16 @@ class DataParallel:
         counts = [int((labels[start:stop] != pad_id).sum()) for start, stop in zip(bounds, bounds[1:])]
         total = sum(counts)
         if shards == 1 or total == 0:  # one pass; with no tokens at all, cross-entropy names the problem
-            return _pass(self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, 1.0)
+            return _pass(self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight)
         seeds = self.model.rng.integers(0, 2**63, size=shards - 1)
         runs = []  # (shard index, arguments of _pass, token count) of every shard with tokens to learn from
         for index, (start, stop, count) in enumerate(zip(bounds, bounds[1:], counts)):
             if count:
                 model = self.model if index == 0 else self._prepare(self.replicas[index - 1], int(seeds[index - 1]))
                 rows = slice(start, stop)
-                runs.append((index, (model, src[rows], tgt[rows], _rows(src_mask, rows, batch),
-                                     _rows(tgt_mask, rows, batch), labels[rows], pad_id, label_smoothing, count / total),
+                runs.append((index, (model, src[rows], tgt[rows], mask_rows(src_mask, rows, batch),
+                                     mask_rows(tgt_mask, rows, batch), labels[rows], pad_id, label_smoothing,
+                                     weight * count / total),
                              count))
         with blas_threads(1):
             futures = [self._pool.submit(_pass, *arguments) for _, arguments, _ in runs[1:]]
@@ -112,7 +114,7 @@ def _pass(model: Transformer, src: Array, tgt: Array, src_mask: Array | None, tg
     return loss
 
 
-def _rows(mask: Array | None, rows: slice, batch: int) -> Array | None:
+def mask_rows(mask: Array | None, rows: slice, batch: int) -> Array | None:
     """A mask's rows for one shard; a mask broadcast over the batch (leading axis 1) is shared."""
     return mask[rows] if mask is not None and mask.shape[0] == batch else mask
 

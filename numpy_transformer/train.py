@@ -10,14 +10,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .backend import get_array_module, to_numpy, tune_cpu
+from .backend import blas_threads, get_array_module, to_numpy, tune_cpu
 from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
+from .distributed import Communicator, FlatGradients, rank_rng, weights_checksum
 from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, host_rng, make_task, pad
 from .decoding import greedy_decode
 from .kernels import ops
 from .model import Transformer, build_transformer, make_src_mask
 from .optim import Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm, global_grad_norm
-from .parallel import DataParallel, auto_threads
+from .parallel import DataParallel, auto_threads, mask_rows
 
 
 class TrainingDiverged(RuntimeError):
@@ -80,39 +81,57 @@ def masked_token_accuracy(logits: Any, targets: Any) -> tuple[int, int]:
 
 
 class Trainer:
-    """Owns a model, its task, optimiser and schedule; trains, evaluates, saves and resumes."""
+    """Owns a model, its task, optimiser and schedule; trains, evaluates, saves and resumes.
 
-    def __init__(self, model: Transformer, task: TranslationTask, config: TrainConfig, step: int = 0) -> None:
-        self.model, self.task, self.config, self.step = model, task, config, step
+    With a Communicator (``comm``, an MPI run of several ranks: numpy_transformer.distributed)
+    every rank trains its slice of each global batch and the gradients are summed across ranks;
+    rank 0 alone logs, evaluates and saves.
+    """
+
+    def __init__(self, model: Transformer, task: TranslationTask, config: TrainConfig, step: int = 0,
+                 comm: Communicator | None = None) -> None:
+        self.model, self.task, self.config, self.step, self.comm = model, task, config, step, comm
+        if comm is not None and config.batch_size < comm.size:
+            raise ValueError(f"batch-size {config.batch_size} is smaller than the {comm.size} ranks: each needs a row")
         tune_cpu()  # the process-wide allocator setting a training loop wants (see backend.tune_cpu)
+        self.cores = comm.cores_per_rank() if comm else None  # None: every core of the machine
         if config.optimizer == "adamw":
-            self.optimizer: Adam = AdamW(model, lr=config.lr, weight_decay=config.weight_decay)
+            self.optimizer: Adam = AdamW(model, lr=config.lr, weight_decay=config.weight_decay, threads=self.cores)
         else:
-            self.optimizer = Adam(model, lr=config.lr)
+            self.optimizer = Adam(model, lr=config.lr, threads=self.cores)
         self.schedule = SCHEDULES[config.schedule](config, model.config["d_model"])
-        self._stop_requested = False
+        self._stop_requested = False  # Ctrl-C here
+        self._stopping = False  # Ctrl-C here, or on any rank: the loop ends after this step
         self._parallel: dict[int, DataParallel] = {}
+        self._flat = FlatGradients(model.parameters(), extras=2) if comm else None  # + weighted loss, stop flag
 
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, config: TrainConfig, model_args: dict[str, Any]) -> "Trainer":
+    def create(cls, config: TrainConfig, model_args: dict[str, Any], comm: Communicator | None = None) -> "Trainer":
         task = make_task(config.task, config.data, config.seed, config.tokenizer)
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.sample_train(host_rng(config.seed, 3), 2000))
         model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8, **model_args}
         model = build_transformer(len(task.src_vocab), len(task.tgt_vocab), seed=config.seed, **model_args)
-        return cls(model, task, config)
+        return cls(model, task, config, comm=comm)
 
     @classmethod
-    def resume(cls, path: str | Path, steps: int | None = None) -> "Trainer":
+    def resume(cls, path: str | Path, steps: int | None = None, comm: Communicator | None = None) -> "Trainer":
         """Restore model, optimiser, step and random state; the task is rebuilt from its recipe.
 
-        ``steps`` may raise the run's total number of steps; everything else is as saved.
+        ``steps`` may raise the run's total number of steps; everything else is as saved. A run
+        saved by K ranks resumes on K ranks only (its batches' slices and dropout masks depend on K).
         """
         arrays, meta = load_checkpoint(path)
+        saved_ranks, ranks = int(meta.get("ranks", 1)), comm.size if comm else 1
+        if saved_ranks != ranks:
+            raise ValueError(
+                f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has {ranks}: "
+                f"resume it with mpiexec -n {saved_ranks}" + ("" if saved_ranks > 1 else " or without mpiexec")
+            )
         config = TrainConfig(**{**meta["train"], **({"steps": steps} if steps else {})})
         model, task = restore_model_and_task(path, arrays, meta)
-        trainer = cls(model, task, config, step=int(meta["step"]))
+        trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
         try:
             trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
         except (ValueError, KeyError) as error:
@@ -127,11 +146,10 @@ class Trainer:
         batch = self.task.train_batch(self.step, config.batch_size, config.bucket_steps)
         model.train()
         self.optimizer.zero_grad()
-        threads = config.threads or auto_threads(model, batch.src.shape[0], max(batch.src.shape[1], batch.tgt_in.shape[1]))
-        if threads not in self._parallel:
-            self._parallel[threads] = DataParallel(model, threads)
-        loss = self._parallel[threads].loss_and_backward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask,
-                                                         batch.tgt_out, PAD_ID, config.label_smoothing)
+        if self.comm is None:
+            loss = self._loss_and_backward(batch, slice(None), 1.0)
+        else:
+            loss = self._distributed_loss_and_backward(batch)
         parameters = model.parameters()
         grad_norm = clip_grad_norm(parameters, config.clip) if config.clip > 0 else global_grad_norm(parameters)
         self._check_finite(loss, grad_norm)
@@ -139,6 +157,35 @@ class Trainer:
         self.optimizer.step(lr)
         self.step += 1
         return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": batch.n_tokens}
+
+    def _loss_and_backward(self, batch: Any, rows: slice, weight: float) -> float:
+        """Forward and backward of ``rows`` of the batch, its gradient scaled by ``weight``; the rows' mean loss."""
+        config, model = self.config, self.model
+        src, tgt_in, labels = batch.src[rows], batch.tgt_in[rows], batch.tgt_out[rows]
+        shards = config.threads or auto_threads(model, src.shape[0], max(src.shape[1], tgt_in.shape[1]), self.cores)
+        if shards not in self._parallel:
+            self._parallel[shards] = DataParallel(model, shards)
+        size = batch.src.shape[0]
+        return self._parallel[shards].loss_and_backward(
+            src, tgt_in, mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size), labels, PAD_ID,
+            config.label_smoothing, weight,
+        )
+
+    def _distributed_loss_and_backward(self, batch: Any) -> float:
+        """This rank's rows with the weight n_k / N, then one all-reduce of the gradients, the loss
+        and the stop flags: every rank leaves with the whole batch's gradient and mean loss."""
+        comm, flat = self.comm, self._flat
+        rows = comm.rows(batch.src.shape[0])
+        total, mine = int((batch.tgt_out != PAD_ID).sum()), int((batch.tgt_out[rows] != PAD_ID).sum())
+        self.model.set_rng(rank_rng(self.config.seed, self.step, comm.rank))
+        loss = 0.0
+        with blas_threads(self.cores):
+            if mine or not total:  # a rank whose rows hold no target token adds nothing (no tokens at all: an error)
+                loss = self._loss_and_backward(batch, rows, mine / max(total, 1))
+            comm.allreduce_sum(flat.pack([loss * mine / max(total, 1), float(self._stop_requested)]))
+        loss, stops = flat.unpack()
+        self._stopping = stops > 0
+        return loss
 
     def _check_finite(self, loss: float, grad_norm: float) -> None:
         """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
@@ -157,18 +204,20 @@ class Trainer:
         """Train until ``config.steps``; log, evaluate and checkpoint along the way.
 
         Ctrl-C finishes the current step, saves, and returns. A NaN/inf raises TrainingDiverged
-        and leaves the last good checkpoint in place.
+        and leaves the last good checkpoint in place. Under MPI only rank 0 writes, shows progress
+        and evaluates; every rank compares its weights' checksum with the others' at each log step.
         """
-        out = Path(out_dir) if out_dir else None
+        root = self.comm is None or self.comm.rank == 0
+        out = Path(out_dir) if out_dir and root else None
         if out:
             out.mkdir(parents=True, exist_ok=True)
         log_file = (out / "log.jsonl").open("a") if out else None
         records: list[dict[str, Any]] = []
-        bar = _progress(self.config.steps, self.step, progress)
+        bar = _progress(self.config.steps, self.step, progress and root)
         previous_handler = signal.signal(signal.SIGINT, self._request_stop)
         window_tokens, window_start, started = 0, time.perf_counter(), time.perf_counter()
         try:
-            while self.step < self.config.steps and not self._stop_requested:
+            while self.step < self.config.steps and not self._stopping:
                 stats = self.train_step()
                 window_tokens += stats["tokens"]
                 bar.update(1)
@@ -179,13 +228,15 @@ class Trainer:
                     window_tokens, window_start = 0, now
                     bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
                     self._log(record, records, log_file)
-                if self.step % self.config.eval_every == 0 or self.step == self.config.steps:
+                    if self.comm is not None:
+                        self.comm.check_same(weights_checksum(self.model.parameters()), "weights")
+                if root and (self.step % self.config.eval_every == 0 or self.step == self.config.steps):
                     metrics = self.evaluate(self.task.dev[: self.config.eval_size])
                     self._log({"step": self.step, "split": "dev", **metrics}, records, log_file)
                     bar.write(_format_metrics(f"step {self.step} dev", metrics))
                     if out:
                         self.save(out)
-            if self._stop_requested and out:
+            if self._stopping and out:
                 self.save(out)
                 bar.write(f"interrupted: saved step {self.step} to {out / 'model.npz'}")
         finally:
@@ -199,6 +250,8 @@ class Trainer:
         if self._stop_requested:  # a second Ctrl-C stops at once
             raise KeyboardInterrupt
         self._stop_requested = True
+        if self.comm is None:  # under MPI the ranks agree on stopping in the step's all-reduce
+            self._stopping = True
 
     @staticmethod
     def _log(record: dict[str, Any], records: list, log_file: Any) -> None:
@@ -223,6 +276,7 @@ class Trainer:
             "model": model.config, "step": self.step, "train": asdict(self.config),
             "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
             "rng": model.rng.bit_generator.state, "task": task_recipe(task, self.config),
+            "ranks": self.comm.size if self.comm else 1,
             "src_vocab": task.src_vocab.itos, "tgt_vocab": task.tgt_vocab.itos,
         }
         out = Path(out)

@@ -1,0 +1,137 @@
+"""Data parallelism across processes and machines, on MPI (mpi4py).
+
+Started under ``mpiexec -n K`` (or ``srun`` under Slurm), every rank builds the same model from
+the same seed and draws the same global batch; rank k takes its slice of the batch's rows, runs
+forward and backward with the weight n_k / N (its share of the batch's N non-pad target tokens),
+and one ``Allreduce`` sums a flat buffer holding every gradient, the weighted loss and a stop
+flag. The sum is the gradient of the whole batch's mean loss, so every rank applies the same
+optimiser step and the weights stay identical: a cheap checksum compares them every few steps.
+Dropout masks come from a generator seeded by (seed, step, rank), so a K-rank run is repeatable
+and resumable from its checkpoint alone.
+
+Each step sends and receives about 4 bytes (float32) per parameter per rank; see the README for
+combining ranks with threads on one host, hostfiles and Slurm.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Sequence
+
+from .backend import backend_name, get_array_module, make_rng
+from .module import Parameter
+
+Array = Any
+
+# what MPI launchers tell their processes: the number of ranks (MPICH/Hydra, Intel MPI and srun
+# with PMI; Open MPI; PMIx launchers)
+LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+
+
+def launched_ranks() -> int:
+    """How many ranks the MPI launcher started, read from its environment variables (1 without one)."""
+    for name in LAUNCHER_SIZE_VARS:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 1
+
+
+class Communicator:
+    """The ranks of one MPI run (mpi4py's COMM_WORLD) and the three things training asks of them."""
+
+    def __init__(self, comm: Any) -> None:
+        from mpi4py import MPI  # noqa: PLC0415 - optional, only under MPI
+
+        self._mpi, self.comm = MPI, comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.local_size = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()  # ranks on this host
+
+    @classmethod
+    def from_environment(cls) -> Communicator | None:
+        """The run's communicator when an MPI launcher started more than one rank, else None.
+
+        Raises RuntimeError (before any work) when the launcher started several ranks but they
+        cannot talk: mpi4py missing would otherwise train K independent copies.
+        """
+        ranks = launched_ranks()
+        if ranks <= 1:
+            return None
+        try:
+            from mpi4py import MPI  # noqa: PLC0415
+        except ImportError:
+            raise RuntimeError(
+                f"started under MPI with {ranks} ranks, but mpi4py is not installed, so each rank would train alone: "
+                "pip install 'numpy_transformer[mpi]'"
+            ) from None
+        size = MPI.COMM_WORLD.Get_size()
+        if size != ranks:
+            raise RuntimeError(
+                f"the MPI launcher started {ranks} ranks, but mpi4py's MPI sees {size}: mpiexec and mpi4py must "
+                "come from the same MPI (pip install 'numpy_transformer[mpi]' brings both)"
+            )
+        if backend_name() == "cupy":
+            raise RuntimeError(
+                "multi-process training on the CuPy backend needs its all-reduce on device buffers (CUDA-aware MPI "
+                "or NCCL), which this release does not drive; train on one GPU, or on CPUs with the NumPy backend"
+            )
+        return cls(MPI.COMM_WORLD)
+
+    def allreduce_sum(self, buffer: Array) -> None:
+        """buffer <- the sum of every rank's buffer, in place (one Allreduce)."""
+        self.comm.Allreduce(self._mpi.IN_PLACE, buffer, op=self._mpi.SUM)
+
+    def check_same(self, value: float, what: str) -> None:
+        """Raise a RuntimeError naming the ranks whose ``value`` differs from rank 0's."""
+        values = self.comm.allgather(value)
+        differing = [rank for rank, other in enumerate(values) if other != values[0]]
+        if differing:
+            shown = ", ".join(f"rank {rank}: {values[rank]!r}" for rank in [0, *differing])
+            raise RuntimeError(f"the ranks' {what} drifted apart ({shown}); ranks {differing} differ from rank 0")
+
+    def rows(self, batch: int) -> slice:
+        """This rank's rows of a global batch of ``batch`` rows: K nearly equal, contiguous slices."""
+        return slice(batch * self.rank // self.size, batch * (self.rank + 1) // self.size)
+
+    def cores_per_rank(self) -> int:
+        """This host's cores shared among its ranks (at least 1)."""
+        return max(1, (os.cpu_count() or 1) // self.local_size)
+
+
+def rank_rng(seed: int, step: int, rank: int) -> Any:
+    """The dropout generator of one rank at one step: seeded by (seed, step, rank) alone."""
+    return make_rng([seed, step, rank])
+
+
+class FlatGradients:
+    """Every parameter's gradient, then the extra values a step reduces with them, in one flat buffer.
+
+    pack() copies them in, the communicator sums the buffer across ranks, unpack() copies the
+    gradients back and returns the extras: one Allreduce per step, whatever the number of parameters.
+    """
+
+    def __init__(self, parameters: Sequence[Parameter], extras: int) -> None:
+        self.parameters = list(parameters)
+        self.sizes = [p.data.size for p in self.parameters]
+        dtype = self.parameters[0].data.dtype
+        self.buffer = get_array_module().empty(sum(self.sizes) + extras, dtype=dtype)
+
+    def pack(self, extras: Sequence[float]) -> Array:
+        xp = get_array_module()
+        gradients = [p.grad.reshape(-1) for p in self.parameters]
+        xp.concatenate([*gradients, xp.asarray(extras, dtype=self.buffer.dtype)], out=self.buffer)
+        return self.buffer
+
+    def unpack(self) -> list[float]:
+        start = 0
+        for parameter, size in zip(self.parameters, self.sizes):
+            parameter.grad[...] = self.buffer[start : start + size].reshape(parameter.shape)
+            start += size
+        return [float(value) for value in self.buffer[start:]]
+
+
+def weights_checksum(parameters: Sequence[Parameter]) -> float:
+    """A float that equal weights give bit for bit on every rank, and different ones almost surely do not."""
+    xp = get_array_module()
+    return math.fsum(float(xp.sum(p.data, dtype=xp.float64)) + float(xp.abs(p.data).max(initial=0)) for p in parameters)

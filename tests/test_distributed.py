@@ -1,0 +1,178 @@
+"""Data parallelism across processes on MPI: K ranks train as one process on the same global batches.
+
+The runs under ``mpiexec -n 2`` need mpi4py and an MPI launcher (``pip install -e ".[mpi]"``, which
+``.[dev]`` includes); without them those tests are skipped with the reason.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numpy_transformer import distributed
+from numpy_transformer.checkpoint import load_checkpoint
+from numpy_transformer.distributed import Communicator, FlatGradients, launched_ranks, rank_rng, weights_checksum
+from numpy_transformer.module import Parameter
+from numpy_transformer.train import TrainConfig, Trainer
+
+MPIEXEC = shutil.which("mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+needs_mpi = pytest.mark.skipif(
+    MPIEXEC is None or __import__("importlib").util.find_spec("mpi4py") is None,
+    reason="needs mpi4py and mpiexec: pip install -e '.[mpi]'",
+)
+MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32}
+CONFIG = {"task": "copy", "batch_size": 12, "lr": 3e-3, "warmup": 5, "eval_every": 1000, "log_every": 5, "seed": 3}
+
+
+def mpiexec(ranks, *args, **kwargs):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_"))}
+    return subprocess.run([MPIEXEC, "-n", str(ranks), *args], capture_output=True, text=True, env=env, timeout=300,
+                          **kwargs)
+
+
+# -- without MPI ------------------------------------------------------------------------------
+
+
+def test_launched_ranks_reads_the_launchers_variables(monkeypatch):
+    for name in distributed.LAUNCHER_SIZE_VARS:
+        monkeypatch.delenv(name, raising=False)
+    assert launched_ranks() == 1 and Communicator.from_environment() is None
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
+    assert launched_ranks() == 4
+
+
+def test_under_a_launcher_without_mpi4py_the_run_says_so(monkeypatch):
+    monkeypatch.setenv("PMI_SIZE", "2")
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    with pytest.raises(RuntimeError, match=r"started under MPI with 2 ranks, but mpi4py is not installed.*\[mpi\]"):
+        Communicator.from_environment()
+
+
+class FakeComm(Communicator):
+    """A communicator of ``size`` ranks with this rank's number, without MPI."""
+
+    def __init__(self, rank, size, gathered=None):
+        self.rank, self.size, self.local_size, self._gathered = rank, size, size, gathered
+        self.comm = self
+
+    def allgather(self, value):
+        return self._gathered
+
+
+def test_rows_cover_the_batch_once_in_nearly_equal_slices():
+    for batch in (2, 7, 12):
+        slices = [FakeComm(rank, 3).rows(batch) for rank in range(3)] if batch >= 3 else []
+        covered = np.concatenate([np.arange(batch)[s] for s in slices]) if slices else np.arange(0)
+        if slices:
+            np.testing.assert_array_equal(covered, np.arange(batch))
+            assert max(s.stop - s.start for s in slices) - min(s.stop - s.start for s in slices) <= 1
+
+
+def test_drifted_weights_are_named_by_rank():
+    FakeComm(0, 3, gathered=[1.5, 1.5, 1.5]).check_same(1.5, "weights")
+    with pytest.raises(RuntimeError, match=r"weights drifted apart \(rank 0: 1.5, rank 2: 1.25\); ranks \[2\] differ"):
+        FakeComm(0, 3, gathered=[1.5, 1.5, 1.25]).check_same(1.5, "weights")
+
+
+def test_flat_gradients_round_trip_with_extras():
+    rng = np.random.default_rng(0)
+    parameters = [Parameter(rng.standard_normal(shape)) for shape in [(3, 4), (5,), (2, 2)]]
+    for parameter in parameters:
+        parameter.grad[...] = rng.standard_normal(parameter.shape)
+    expected = [p.grad.copy() for p in parameters]
+    flat = FlatGradients(parameters, extras=2)
+    buffer = flat.pack([0.25, 1.0])
+    assert buffer.shape == (12 + 5 + 4 + 2,)
+    buffer *= 2  # as an all-reduce of two equal ranks would
+    assert flat.unpack() == [0.5, 2.0]
+    for parameter, grad in zip(parameters, expected):
+        np.testing.assert_array_equal(parameter.grad, 2 * grad)
+
+
+def test_dropout_generators_depend_on_seed_step_and_rank_only():
+    draw = lambda *key: rank_rng(*key).integers(0, 2**63, 4).tolist()  # noqa: E731
+    assert draw(3, 10, 1) == draw(3, 10, 1)
+    assert len({str(draw(3, 10, 0)), str(draw(3, 10, 1)), str(draw(3, 11, 0)), str(draw(4, 10, 0))}) == 4
+
+
+def test_checksum_sees_a_change_of_one_weight():
+    parameters = [Parameter(np.ones((3, 3))), Parameter(np.zeros(2))]
+    before = weights_checksum(parameters)
+    parameters[1].data[0] = 1e-12
+    assert weights_checksum(parameters) != before
+
+
+def test_batches_smaller_than_the_ranks_are_refused():
+    with pytest.raises(ValueError, match="batch-size 2 is smaller than the 3 ranks"):
+        Trainer.create(TrainConfig(**{**CONFIG, "batch_size": 2}), MODEL, comm=FakeComm(0, 3))
+
+
+# -- under mpiexec -n 2 -----------------------------------------------------------------------
+
+TWO_RANK_STEPS = textwrap.dedent("""
+    import sys, numpy as np
+    from numpy_transformer.distributed import Communicator
+    from numpy_transformer.train import TrainConfig, Trainer
+    comm = Communicator.from_environment()
+    config, model = {config}, {model}
+    trainer = Trainer.create(TrainConfig(**config, steps=20), {{**model, "dropout": 0.0, "dtype": "float64"}}, comm=comm)
+    losses = [trainer.train_step()["loss"] for _ in range(20)]
+    if comm.rank == 0:
+        np.savez(sys.argv[1], losses=np.array(losses), **trainer.model.state_dict())
+""")
+
+
+@pytest.mark.slow
+@needs_mpi
+def test_two_ranks_equal_one_process_on_the_same_global_batches(tmp_path):
+    """float64, no dropout: only the order of summation may differ."""
+    script = TWO_RANK_STEPS.format(config=CONFIG, model=MODEL)
+    run = mpiexec(2, sys.executable, "-c", script, str(tmp_path / "ranks.npz"))
+    assert run.returncode == 0, run.stderr
+    one = Trainer.create(TrainConfig(**CONFIG, steps=20), {**MODEL, "dropout": 0.0, "dtype": "float64"})
+    losses = [one.train_step()["loss"] for _ in range(20)]
+    ranks = np.load(tmp_path / "ranks.npz")
+    np.testing.assert_allclose(ranks["losses"], losses, rtol=1e-9)
+    for name, parameter in one.model.named_parameters():
+        error = np.abs(ranks[name] - parameter.data).max() / np.abs(parameter.data).max()
+        assert error <= 1e-9, f"{name}: relative error {error:.2e}"
+    assert losses[-1] < losses[0]
+
+
+def cli_train(ranks, out, steps, *extra):
+    arguments = ["train", "--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32",
+                 "--batch-size", "12", "--schedule", "constant", "--log-every", "5", "--eval-every", "10", "--eval-size", "20",
+                 "--steps", str(steps), "--no-progress", "--show", "0", "--out", str(out), *extra]
+    return mpiexec(ranks, sys.executable, "-m", "numpy_transformer", *arguments)
+
+
+@pytest.mark.slow
+@needs_mpi
+def test_the_command_under_mpiexec_resumes_bit_identically_and_keeps_its_rank_count(tmp_path):
+    """A constant learning rate, so that 10 steps then --resume to 20 is the same run as 20 at once."""
+    straight = cli_train(2, tmp_path / "straight", 20)
+    assert straight.returncode == 0, straight.stderr
+    assert straight.stdout.count("on 2 MPI ranks") == 1  # rank 0 alone speaks
+    first = cli_train(2, tmp_path / "resumed", 10)
+    assert first.returncode == 0, first.stderr
+    second = cli_train(2, tmp_path / "resumed", 20, "--resume")
+    assert second.returncode == 0, second.stderr
+    a, meta = load_checkpoint(tmp_path / "straight")
+    b, _ = load_checkpoint(tmp_path / "resumed")
+    assert meta["ranks"] == 2 and meta["step"] == 20 and meta["model"]["dropout"] > 0
+    assert a.keys() == b.keys()
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    log = [json.loads(line) for line in (tmp_path / "straight" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "split" not in r] == [5, 10, 15, 20]  # one writer
+    refused = cli_train(3, tmp_path / "resumed", 30, "--resume")
+    assert refused.returncode != 0
+    assert "was trained on 2 rank(s) and this run has 3: resume it with mpiexec -n 2" in refused.stderr
+    with pytest.raises(ValueError, match="trained on 2 rank"):
+        Trainer.resume(tmp_path / "resumed", steps=30)
