@@ -3,11 +3,12 @@
     python benchmarks/mpi_bench.py [--configs small base] [--repeats 10]
 
 For each configuration (bench.py's model and batch), the Trainer's step on the same fixed global
-batch, timed in two runs started one after the other: one process splitting the batch into two
-row shards on two threads (DataParallel, as auto_threads would on two cores), and
-``mpiexec -n 2`` with one thread per rank, where the step also times its one Allreduce (with
-packing and unpacking the flat gradient buffer). Medians of ``--repeats`` steps after two
-warm-up steps. Needs mpi4py and mpiexec (pip install -e ".[mpi]").
+batch, in two kinds of run started alternately (``--rounds`` of each): one process splitting the
+batch into two row shards on two threads (DataParallel, as auto_threads would on two cores), and
+``mpiexec -n 2`` with one thread per rank, where rank 0 also times its one Allreduce per step
+(which includes waiting for the other rank to finish its backward). Medians of ``--repeats``
+steps after two warm-up steps, then the median over the rounds. Needs mpi4py and mpiexec
+(pip install -e ".[mpi]").
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", nargs="*", default=["small", "base"])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -91,8 +93,10 @@ def main() -> None:
         raise SystemExit("mpiexec not found: pip install -e '.[mpi]'")
     for name in args.configs:
         me = [sys.executable, __file__, "--worker", name, "mha"]
-        threads = run(me + ["2", str(args.repeats)])
-        ranks = run([mpiexec, "-n", "2", *me, "1", str(args.repeats)])
+        rounds = [(run(me + ["2", str(args.repeats)]), run([mpiexec, "-n", "2", *me, "1", str(args.repeats)]))
+                  for _ in range(args.rounds)]
+        threads = {"step_s": statistics.median(t["step_s"] for t, _ in rounds)}
+        ranks = {**rounds[0][1], **{key: statistics.median(r[key] for _, r in rounds) for key in ("step_s", "allreduce_s")}}
         share = ranks["allreduce_s"] / ranks["step_s"]
         print(f"{name}/mha ({ranks['parameters']:,} parameters, {ranks['allreduce_bytes'] / 1e6:.1f} MB all-reduced): "
               f"1 process x 2 threads {threads['step_s'] * 1e3:.1f} ms, 2 ranks x 1 thread {ranks['step_s'] * 1e3:.1f} ms "

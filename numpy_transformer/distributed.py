@@ -58,6 +58,11 @@ class Communicator:
         ranks = launched_ranks()
         if ranks <= 1:
             return None
+        if backend_name() == "cupy":
+            raise RuntimeError(
+                "multi-process training on the CuPy backend needs its all-reduce on device buffers (CUDA-aware MPI "
+                "or NCCL), which this release does not drive; train on one GPU, or on CPUs with the NumPy backend"
+            )
         try:
             from mpi4py import MPI  # noqa: PLC0415
         except ImportError:
@@ -70,11 +75,6 @@ class Communicator:
             raise RuntimeError(
                 f"the MPI launcher started {ranks} ranks, but mpi4py's MPI sees {size}: mpiexec and mpi4py must "
                 "come from the same MPI (pip install 'numpy_transformer[mpi]' brings both)"
-            )
-        if backend_name() == "cupy":
-            raise RuntimeError(
-                "multi-process training on the CuPy backend needs its all-reduce on device buffers (CUDA-aware MPI "
-                "or NCCL), which this release does not drive; train on one GPU, or on CPUs with the NumPy backend"
             )
         return cls(MPI.COMM_WORLD)
 

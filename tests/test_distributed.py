@@ -54,6 +54,13 @@ def test_under_a_launcher_without_mpi4py_the_run_says_so(monkeypatch):
         Communicator.from_environment()
 
 
+def test_the_cupy_backend_is_refused_until_its_all_reduce_takes_device_buffers(monkeypatch):
+    monkeypatch.setenv("PMI_SIZE", "2")
+    monkeypatch.setattr(distributed, "backend_name", lambda: "cupy")
+    with pytest.raises(RuntimeError, match="CuPy backend needs its all-reduce on device buffers"):
+        Communicator.from_environment()
+
+
 class FakeComm(Communicator):
     """A communicator of ``size`` ranks with this rank's number, without MPI."""
 
@@ -121,7 +128,8 @@ TWO_RANK_STEPS = textwrap.dedent("""
     from numpy_transformer.train import TrainConfig, Trainer
     comm = Communicator.from_environment()
     config, model = {config}, {model}
-    trainer = Trainer.create(TrainConfig(**config, steps=20), {{**model, "dropout": 0.0, "dtype": "float64"}}, comm=comm)
+    trainer = Trainer.create(TrainConfig(**config, steps=20, threads=int(sys.argv[2])),
+                             {{**model, "dropout": 0.0, "dtype": "float64"}}, comm=comm)
     losses = [trainer.train_step()["loss"] for _ in range(20)]
     if comm.rank == 0:
         np.savez(sys.argv[1], losses=np.array(losses), **trainer.model.state_dict())
@@ -130,10 +138,11 @@ TWO_RANK_STEPS = textwrap.dedent("""
 
 @pytest.mark.slow
 @needs_mpi
-def test_two_ranks_equal_one_process_on_the_same_global_batches(tmp_path):
+@pytest.mark.parametrize("threads", [0, 2])  # 2: each rank splits its rows into two shards on threads
+def test_two_ranks_equal_one_process_on_the_same_global_batches(tmp_path, threads):
     """float64, no dropout: only the order of summation may differ."""
     script = TWO_RANK_STEPS.format(config=CONFIG, model=MODEL)
-    run = mpiexec(2, sys.executable, "-c", script, str(tmp_path / "ranks.npz"))
+    run = mpiexec(2, sys.executable, "-c", script, str(tmp_path / "ranks.npz"), str(threads))
     assert run.returncode == 0, run.stderr
     one = Trainer.create(TrainConfig(**CONFIG, steps=20), {**MODEL, "dropout": 0.0, "dtype": "float64"})
     losses = [one.train_step()["loss"] for _ in range(20)]
