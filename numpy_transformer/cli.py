@@ -7,7 +7,8 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .backend import tune_cpu
 from .checkpoint import CheckpointError
@@ -87,6 +88,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                         "large enough); fix it for runs that must replay exactly on another machine")
     p.add_argument("--out", default=DEFAULT_OUT, help="run directory: model.npz and log.jsonl")
     p.add_argument("--resume", action="store_true", help="continue the run saved in --out (to --steps)")
+    p.add_argument("--overwrite", action="store_true", help="replace the run saved in --out with a new one")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--show", type=int, default=5, help="translations of unseen test sources to print at the end")
 
@@ -137,12 +139,22 @@ def _add_plot(commands: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from .distributed import Communicator
-    from .train import TrainConfig, Trainer, TrainingDiverged
+    from .rundir import RunLock, check_run_directory, clear_run
 
     comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
-    say = print if comm is None or comm.rank == 0 else (lambda *a, **k: None)
+    root = comm is None or comm.rank == 0
+    out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
+    with RunLock(out) if root else nullcontext():
+        if args.overwrite and root:
+            clear_run(out)
+        return _train_in(args, out, comm, print if root else (lambda *a, **k: None))
+
+
+def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[..., None]) -> int:
+    """train, once --out is checked and locked: ``say`` prints on rank 0 only."""
+    from .train import TrainConfig, Trainer, TrainingDiverged
+
     ranks = f" on {comm.size} MPI ranks" if comm else ""
-    out = Path(args.out)
     if args.resume:
         trainer = Trainer.resume(out, steps=args.steps, comm=comm)
         say(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}")

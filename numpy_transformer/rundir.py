@@ -1,0 +1,109 @@
+"""The run directory of ``train --out``: checked before any work, locked while a run writes to it.
+
+A run directory holds ``model.npz`` and ``log.jsonl``. Training into one that already holds a run
+would overwrite its model at the first evaluation, and two processes training into one directory
+would overwrite each other's, so both are refused unless the user says what they mean
+(``--resume`` or ``--overwrite``), and a lock file names the process that writes there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .checkpoint import FILENAME
+
+LOG_NAME = "log.jsonl"
+LOCK_NAME = ".lock"
+SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def check_run_directory(out: str | Path, resume: bool, overwrite: bool, check_lock: bool = True) -> Path:
+    """Raise a ValueError naming ``--out`` and what is wrong with it, before any work; return it as a Path.
+
+    ``check_lock`` False skips the lock (the MPI ranks besides rank 0, which takes it).
+    """
+    path = Path(out).expanduser()
+    resolved = path.resolve()
+    if resume and overwrite:
+        raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
+    if any(resolved == root or root in resolved.parents for root in SYSTEM_ROOTS):
+        raise ValueError(f"--out {out} is under {resolved.parts[0]}{resolved.parts[1]}: choose a directory of your own")
+    if path.suffix == ".npz":
+        raise ValueError(f"--out names a run directory (it will hold {FILENAME} and {LOG_NAME}), not a file: got {out}")
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
+    existing = next(parent for parent in (resolved, *resolved.parents) if parent.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out} cannot be written: {existing} is not a writable directory")
+    owner = RunLock(path).owner() if check_lock else None
+    if owner is not None:
+        raise RunLock.in_use(path, owner)
+    holds_run = (path / FILENAME).exists() or (path / LOG_NAME).exists()
+    if holds_run and not (resume or overwrite):
+        raise ValueError(
+            f"--out {out} already holds a training run ({FILENAME}, {LOG_NAME}): continue it with --resume, "
+            "choose a new --out, or replace it with --overwrite"
+        )
+    return path
+
+
+class RunLock:
+    """``with RunLock(directory):`` holds ``directory/.lock`` (the owner's process id) while a run writes there.
+
+    A second run into the same directory is refused by name; a lock left by a process that no
+    longer exists (killed) is taken over.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory, self.path = directory, directory / LOCK_NAME
+
+    def __enter__(self) -> RunLock:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                handle = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = self.owner()
+                if owner is not None:
+                    raise self.in_use(self.directory, owner) from None
+                self.path.unlink(missing_ok=True)  # left by a process that is gone
+                continue
+            with os.fdopen(handle, "w") as lock:
+                lock.write(f"{os.getpid()}\n")
+            return self
+        raise ValueError(f"--out {self.directory}: could not take the lock {self.path}")
+
+    def __exit__(self, *exc: object) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def owner(self) -> int | None:
+        """The process id holding the lock, if that process is alive; else None."""
+        try:
+            pid = int(self.path.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    @staticmethod
+    def in_use(directory: Path, owner: int) -> ValueError:
+        return ValueError(
+            f"--out {directory} is in use by another training run (process {owner}, {directory / LOCK_NAME}): "
+            "wait for it to finish or choose another --out"
+        )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    return True
+
+
+def clear_run(directory: Path) -> None:
+    """--overwrite: remove the old run's checkpoint and log before the new run writes its own."""
+    for name in (FILENAME, LOG_NAME):
+        (directory / name).unlink(missing_ok=True)
