@@ -13,7 +13,7 @@ greedy decoding of 32 tokens at batch 1 and 32 (numpy_transformer's cached decod
 seeds' uncached PyTorch loop); peak resident memory of a training step, each measured in a fresh
 process; the same training step on the textbook (``set_kernels("reference")``), timed in the
 same alternation, so the table shows what the kernels buy. Without PyTorch the absolute numbers
-are still printed. Like the command line, it runs with tune_cpu's allocator setting.
+are still printed. Like the command line, it runs with tune_cpu's settings.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# as the command line does (cli.restart_with_openblas_timeout): OpenBLAS reads its idle threads'
+# spin time only when NumPy loads it
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "24")
 
 import numpy as np  # noqa: E402
 import numpy_transformer as nt  # noqa: E402

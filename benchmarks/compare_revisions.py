@@ -2,7 +2,7 @@
 
     python benchmarks/compare_revisions.py --base ab94151            # tiny, small, seed, base
     python benchmarks/compare_revisions.py --base HEAD~3 --configs tiny small --repeats 20
-    python benchmarks/compare_revisions.py --settings      # what tune_cpu's setting buys, and OpenBLAS's spin time
+    python benchmarks/compare_revisions.py --settings      # what tune_cpu's two settings buy
 
 The base revision is checked out into a temporary git worktree. Each contender runs in its own
 process, built by that revision's own ``benchmarks/bench.py`` (its NumpyRunner, or the working
@@ -12,10 +12,10 @@ working tree on its fast kernels, the working tree on the textbook (``set_kernel
 where the working tree has it) and PyTorch. Reports median step times, each one's ratio to
 PyTorch, and working tree / base.
 
-With ``--settings`` the contenders are the working tree as it runs (tune_cpu's allocator setting),
-without that setting (NUMPY_TRANSFORMER_MALLOC=system), and with OpenBLAS's idle threads spinning
-2^24 cycles instead of its default 2^28 (OPENBLAS_THREAD_TIMEOUT=24, which earlier revisions set
-on import); the ratios are to the first.
+With ``--settings`` the contenders are the working tree as the command runs it (tune_cpu's
+settings), without the allocator setting (NUMPY_TRANSFORMER_MALLOC=system), and with OpenBLAS's
+idle threads spinning its default 2^28 cycles instead of 2^24 (OPENBLAS_THREAD_TIMEOUT=28); the
+ratios are to the first.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def compare(base_tree: Path, name: str, attention: str, repeats: int, per_turn: 
 
 def compare_settings(name: str, attention: str, repeats: int, per_turn: int) -> dict:
     variants = {"tuned": {}, "system-malloc": {"NUMPY_TRANSFORMER_MALLOC": "system"},
-                "openblas-short-spin": {"OPENBLAS_THREAD_TIMEOUT": "24"}}
+                "openblas-default-spin": {"OPENBLAS_THREAD_TIMEOUT": "28"}}
     contenders = [Contender(label, TREE, "numpy", name, attention, env) for label, env in variants.items()]
     medians = run_turns(contenders, repeats, per_turn)
     return {**summary(name, attention, contenders, medians),

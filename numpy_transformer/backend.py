@@ -191,11 +191,25 @@ def tune_allocator() -> bool:
         return False
 
 
-def tune_cpu() -> bool:
-    """Opt in to the process-wide CPU setting the command line and the Trainer use: the allocator
-    keeps freed blocks for reuse (tune_allocator). Importing numpy_transformer changes nothing of
-    the process. Returns whether the setting was applied (glibc on Linux, unless opted out)."""
-    return tune_allocator()
+OPENBLAS_TIMEOUT_VAR = "OPENBLAS_THREAD_TIMEOUT"
+OPENBLAS_TIMEOUT = "24"
+"""After each product OpenBLAS's idle threads spin for 2^28 cycles by default, taking a core from the
+element-wise work and the threaded Adam update that follow; 2^24 cycles still bridge the gaps
+between one step's products. OpenBLAS reads it once, when NumPy loads it, so it can only be set
+for a new process."""
+
+
+def tune_cpu() -> dict[str, bool]:
+    """Opt in to the process-wide CPU settings the command line and the Trainer use.
+
+    * the allocator keeps freed blocks for reuse (tune_allocator);
+    * OpenBLAS's idle threads spin for 2^24 cycles instead of 2^28. That setting is read when
+      NumPy starts, so here it is only reported: set ``OPENBLAS_THREAD_TIMEOUT=24`` before
+      starting Python (the command line does so for itself: cli.restart_with_openblas_timeout).
+
+    Importing numpy_transformer changes none of this. Returns what is in effect, by name.
+    """
+    return {"allocator": tune_allocator(), "openblas_thread_timeout": os.environ.get(OPENBLAS_TIMEOUT_VAR) is not None}
 
 
 def resolve_dtype(dtype: Any) -> Any:

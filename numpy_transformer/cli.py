@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .backend import tune_cpu
+from .backend import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR, tune_cpu
 from .checkpoint import CheckpointError
 
 if TYPE_CHECKING:
@@ -276,12 +277,25 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def restart_with_openblas_timeout() -> None:
+    """Start this command once more with OPENBLAS_THREAD_TIMEOUT set, unless it is set already.
+
+    OpenBLAS reads its idle threads' spin time only when NumPy loads it, which has happened by the
+    time main() runs (see backend.tune_cpu). Linux only, where NumPy's wheels bring OpenBLAS.
+    """
+    if OPENBLAS_TIMEOUT_VAR in os.environ or not sys.platform.startswith("linux") or not sys.executable:
+        return
+    os.environ[OPENBLAS_TIMEOUT_VAR] = OPENBLAS_TIMEOUT
+    os.execv(sys.executable, [sys.executable, "-m", "numpy_transformer", *sys.argv[1:]])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
-    the process in to the CPU setting (tune_cpu), as a program of its own may."""
+    the process in to the CPU settings (tune_cpu), as a program of its own may."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if argv is None:
+        restart_with_openblas_timeout()
         tune_cpu()
     handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate, "plot": _plot}
     try:

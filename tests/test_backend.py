@@ -1,6 +1,7 @@
 """The backend is honoured: the whole model runs through a stand-in array module."""
 
 import ast
+import os
 import pathlib
 import subprocess
 import sys
@@ -117,7 +118,8 @@ def test_only_the_backend_imports_numpy():
 
 def test_import_never_imports_cupy():
     code = "import sys, numpy_transformer, numpy_transformer.cli; assert 'cupy' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 def test_asking_for_missing_cupy_is_a_clear_error():
@@ -167,11 +169,14 @@ import numpy_transformer
 assert dict(os.environ) == before, set(os.environ) ^ set(before)
 assert not any("libc" in str(name) for name in loaded), loaded
 """
-    subprocess.run([sys.executable, "-c", code], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
-def test_tune_cpu_sets_the_allocator_unless_opted_out(monkeypatch):
+def test_tune_cpu_sets_the_allocator_and_reports_the_openblas_setting(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
     monkeypatch.delenv("NUMPY_TRANSFORMER_MALLOC", raising=False)
-    assert nt.tune_cpu() == sys.platform.startswith("linux")
+    assert nt.tune_cpu() == {"allocator": sys.platform.startswith("linux"), "openblas_thread_timeout": False}
     monkeypatch.setenv("NUMPY_TRANSFORMER_MALLOC", "system")
-    assert nt.tune_cpu() is False
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "24")
+    assert nt.tune_cpu() == {"allocator": False, "openblas_thread_timeout": True}

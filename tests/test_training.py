@@ -166,3 +166,28 @@ def test_cli_train_translate_evaluate_on_tsv(tmp_path):
     assert set(metrics) == {"loss", "token_accuracy", "exact_match", "bleu", "chrf", "n"}
     for strategy in ("sample", "beam"):
         assert cli("translate", "--checkpoint", str(out), "--strategy", strategy, "one two").returncode == 0
+
+
+def test_the_command_restarts_once_with_the_openblas_setting(monkeypatch):
+    from numpy_transformer import cli as cli_module
+
+    calls = []
+    monkeypatch.setattr(cli_module.os, "execv", lambda path, args: calls.append((path, args)))
+    monkeypatch.setattr(cli_module.sys, "argv", ["numpy-transformer", "translate", "--checkpoint", "run", "one"])
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    cli_module.restart_with_openblas_timeout()
+    if not sys.platform.startswith("linux"):
+        assert calls == []
+        return
+    assert calls == [(sys.executable, [sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", "run", "one"])]
+    assert cli_module.os.environ["OPENBLAS_THREAD_TIMEOUT"] == "24"
+    cli_module.restart_with_openblas_timeout()  # set now: no second restart
+    assert len(calls) == 1
+
+
+def test_the_restarted_command_runs_once(tmp_path):
+    """Started without the setting, the command runs once more with it, and only once."""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    out = cli("translate", "--checkpoint", str(tmp_path / "missing"), "hello", env=env, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.count("numpy-transformer translate: error") == 1, out.stderr
