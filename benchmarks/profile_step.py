@@ -12,6 +12,7 @@ the timers assume one thread.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import CONFIGS, NumpyRunner, model_config  # noqa: E402
 
+from numpy_transformer.backend import get_array_module  # noqa: E402
 from numpy_transformer.kernels import ops, set_kernels  # noqa: E402
 
 self_time: dict[str, float] = defaultdict(float)
@@ -29,6 +31,7 @@ _stack: list[float] = []
 
 
 def timed(name: str, function):
+    @functools.wraps(function)  # keeps its name and module, by which the kernels table finds it
     def wrapper(*args, **kwargs):
         _stack.append(0.0)
         start = time.perf_counter()
@@ -48,6 +51,7 @@ def main() -> None:
     name = sys.argv[1] if len(sys.argv) > 1 else "small"
     attention = sys.argv[2] if len(sys.argv) > 2 else "mha"
     set_kernels(sys.argv[3] if len(sys.argv) > 3 else "fast")
+    get_array_module()  # selects the backend, which empties ops: fill it after
     ops.linear_forward  # noqa: B018  (fills ops with the selected functions)
     for attribute, function in list(vars(ops).items()):
         if attribute.endswith(("_forward", "_backward")):
