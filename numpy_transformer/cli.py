@@ -52,7 +52,8 @@ def _float_in(description: str, accept: Callable[[float], bool]) -> Callable[[st
     return parse
 
 
-_positive_float = _float_in("a positive number", lambda value: value > 0)
+_positive_float = _float_in("a positive finite number", lambda value: 0 < value < float("inf"))
+_non_negative_float = _float_in("a finite number >= 0", lambda value: 0 <= value < float("inf"))
 _probability = _float_in("a number in (0, 1]", lambda value: 0 < value <= 1)
 
 
@@ -77,8 +78,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--warmup", type=_positive_int, default=200, help="warm-up steps")
     p.add_argument("--factor", type=_positive_float, default=1.0, help="scale of the noam schedule")
     p.add_argument("--optimizer", choices=["adam", "adamw"], default="adam")
-    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW's decoupled weight decay")
-    p.add_argument("--clip", type=float, default=1.0, help="global gradient-norm clip (0: off)")
+    p.add_argument("--weight-decay", type=_non_negative_float, default=0.0, help="AdamW's decoupled weight decay")
+    p.add_argument("--clip", type=_non_negative_float, default=1.0, help="global gradient-norm clip (0: off)")
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--eval-every", type=_positive_int, default=500)
     p.add_argument("--eval-size", type=_positive_int, default=200, help="dev pairs per evaluation")
@@ -97,7 +98,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=["greedy", "sample", "beam"], default="greedy")
     p.add_argument("--beam-width", type=_positive_int, default=4)
-    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument("--length-penalty", type=_non_negative_float, default=1.0)
     p.add_argument("--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)")
     p.add_argument("--top-k", type=_positive_int, default=None, help="sample from the k most likely tokens (sampling only)")
     p.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass (sampling only)")

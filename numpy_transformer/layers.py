@@ -30,6 +30,12 @@ def check_attention_mask(mask: Array | None, expected: tuple[int, int, int, int]
     """A mask must broadcast to (B, H, T, S) without growing it; raise a ValueError naming it otherwise."""
     if mask is None:
         return
+    dtype = getattr(mask, "dtype", None)
+    if dtype is None or dtype.kind != "b":
+        raise TypeError(
+            f"{argument} must be a boolean array, true where a query may attend (make_src_mask, make_tgt_mask), "
+            f"got {dtype if dtype is not None else type(mask).__name__}; an additive float mask is not accepted"
+        )
     ok = len(mask.shape) == 4 and all(m in (1, e) for m, e in zip(mask.shape, expected))
     if not ok:
         raise ValueError(f"{argument} has shape {tuple(mask.shape)}, which does not broadcast to (B, H, T, S) = {expected}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from .backend import get_array_module, make_rng
@@ -130,11 +131,19 @@ def build_transformer(
     every attention block; ``norm_first`` chooses pre-norm (seeds) or post-norm (paper). One
     generator seeded with ``seed`` draws the weights and, later, every dropout mask.
     """
-    for name, value in (("src_vocab_size", src_vocab_size), ("tgt_vocab_size", tgt_vocab_size),
-                        ("src_seq_len", src_seq_len), ("tgt_seq_len", tgt_seq_len), ("d_model", d_model),
-                        ("N", N), ("h", h), ("d_ff", d_ff)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    sizes = {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "src_seq_len": src_seq_len,
+             "tgt_seq_len": tgt_seq_len, "d_model": d_model, "N": N, "h": h, "d_ff": d_ff}
+    for name, value in sizes.items():  # NumPy integers are integers too
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    src_vocab_size, tgt_vocab_size, src_seq_len, tgt_seq_len, d_model, N, h, d_ff = (int(v) for v in sizes.values())
+    if isinstance(norm_first, str) or norm_first not in (True, False):  # NumPy's booleans compare equal too
+        raise TypeError(f"norm_first must be True (pre-norm) or False (post-norm), got {norm_first!r}")
+    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
+        raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise TypeError(f"seed must be an integer or None, got {seed!r}")
+    norm_first, dropout = bool(norm_first), float(dropout)
     if attention not in ATTENTION_KINDS:
         raise ValueError(f"attention must be one of {sorted(ATTENTION_KINDS)}, got {attention!r}")
     if d_model % h != 0:

@@ -183,6 +183,12 @@ class Module:
         if mismatched:
             raise ValueError("state dict has mis-shaped entries: " + "; ".join(mismatched))
         xp = get_array_module()
+        for name in own:  # every entry is checked before any is copied: all or nothing
+            kind = getattr(getattr(state[name], "dtype", None), "kind", None)
+            if kind not in ("f", "i", "u"):
+                raise ValueError(f"state dict entry {name} must hold real numbers, got dtype {getattr(state[name], 'dtype', type(state[name]).__name__)}")
+            if not bool(xp.isfinite(xp.asarray(state[name])).all()):
+                raise ValueError(f"state dict entry {name} holds NaN or infinite values")
         for name, parameter in own.items():
             parameter.data[...] = xp.asarray(state[name], dtype=parameter.data.dtype)
 

@@ -188,6 +188,7 @@ def clip_grad_norm(parameters: Iterable[Parameter], max_norm: float) -> float:
 
     The direction is kept; returns the norm before clipping.
     """
+    _check_positive("max_norm", max_norm)
     parameters = list(parameters)
     total = global_grad_norm(parameters)
     if math.isfinite(total) and total > max_norm:

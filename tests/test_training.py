@@ -131,7 +131,7 @@ def test_cli_bad_arguments_give_one_line():
     result = cli("train", "--batch-size", "-3")
     assert result.returncode == 2 and "-3" in result.stderr
     result = cli("train", "--lr", "0")
-    assert result.returncode == 2 and "expected a positive number, got 0.0" in result.stderr
+    assert result.returncode == 2 and "expected a positive finite number, got 0.0" in result.stderr
     result = cli("train", "--threads", "-1")
     assert result.returncode == 2 and "expected an integer >= 0, got -1" in result.stderr
     result = cli("translate", "--top-p", "2", "x")

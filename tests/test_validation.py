@@ -78,3 +78,76 @@ def test_backward_before_forward(model):
     block = nt.LayerNormalization(4)
     with pytest.raises(ValueError, match="LayerNormalization.backward was called before forward"):
         block.backward(np.zeros((1, 4)))
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--clip", "-1", "expected a finite number >= 0, got -1.0"),
+    ("--weight-decay", "nan", "expected a finite number >= 0, got nan"),
+    ("--lr", "inf", "expected a positive finite number, got inf"),
+    ("--factor", "-2", "expected a positive finite number, got -2.0"),
+])
+def test_cli_numbers_must_be_finite_and_in_range(capsys, flag, value, expected):
+    from numpy_transformer.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["train", flag, value])
+    assert stopped.value.code == 2 and expected in capsys.readouterr().err
+
+
+def test_length_penalty_must_be_finite_and_non_negative(capsys):
+    from numpy_transformer.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["translate", "--length-penalty", "-0.5", "x"])
+    assert "expected a finite number >= 0, got -0.5" in capsys.readouterr().err
+
+
+def test_masks_must_be_boolean(model):
+    src = np.array([[1, 2, 3, 0], [4, 5, 0, 0]])
+    tgt = np.array([[1, 2, 3], [4, 5, 6]])
+    additive = np.where(nt.make_src_mask(src, 0), 0.0, -np.inf)  # PyTorch's style: would read inverted
+    with pytest.raises(TypeError, match="src_mask must be a boolean array.*got float64.*additive"):
+        model.forward(src, tgt, additive, nt.make_tgt_mask(tgt, 0))
+    with pytest.raises(TypeError, match="tgt_mask must be a boolean array.*got <U1"):
+        model.forward(src, tgt, nt.make_src_mask(src, 0), np.full((1, 1, 3, 3), "x"))
+
+
+def test_clip_grad_norm_refuses_a_max_norm_that_is_not_positive():
+    from numpy_transformer.optim import clip_grad_norm
+
+    for bad in (-1.0, 0.0, float("nan")):
+        with pytest.raises(ValueError, match=f"max_norm must be a positive number, got {bad!r}"):
+            clip_grad_norm([nt.Parameter(np.ones(2))], bad)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"norm_first": "no"}, TypeError, "norm_first must be True .* got 'no'"),
+    ({"dropout": "0.1"}, TypeError, "dropout must be a number in \\[0, 1\\), got '0.1'"),
+    ({"seed": "abc"}, TypeError, "seed must be an integer or None, got 'abc'"),
+])
+def test_build_transformer_names_wrong_types(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        nt.build_transformer(10, 12, 6, 5, d_model=8, N=1, h=2, d_ff=16, **kwargs)
+
+
+def test_build_transformer_takes_numpy_integers():
+    model = nt.build_transformer(np.int64(10), 12, 6, 5, d_model=np.int64(8), N=1, h=np.int32(2), d_ff=16,
+                                 norm_first=np.bool_(False))
+    assert model.config["d_model"] == 8 and type(model.config["d_model"]) is int and model.config["norm_first"] is False
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda a: a.astype(complex), "must hold real numbers, got dtype complex128"),
+    (lambda a: np.full(a.shape, "x"), "must hold real numbers, got dtype <U1"),
+    (lambda a: np.where(a == a.flat[0], np.nan, a), "holds NaN or infinite values"),
+])
+def test_load_state_dict_is_all_or_nothing(model, bad, message):
+    state = model.state_dict()
+    other = nt.build_transformer(10, 12, 6, 5, d_model=8, N=1, h=2, d_ff=16, seed=7)
+    before = other.state_dict()
+    last = list(state)[-1]
+    state[last] = bad(state[last].astype(np.float64))
+    with pytest.raises(ValueError, match=f"{last} {message}" if "holds" in message else f"{last} {message}"):
+        other.load_state_dict(state)
+    for name, value in other.state_dict().items():  # not one entry was copied
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
