@@ -41,6 +41,7 @@ def save_checkpoint(path: str | Path, arrays: dict[str, numpy.ndarray], meta: di
     payload = {**arrays, "meta": numpy.frombuffer(json.dumps(meta).encode("utf-8"), dtype=numpy.uint8)}
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(handle, 0o666 & ~_umask())  # as any file the user creates (the log), not mkstemp's 0600
         with os.fdopen(handle, "wb") as file:
             numpy.savez(file, **payload)
             file.flush()
@@ -50,6 +51,17 @@ def save_checkpoint(path: str | Path, arrays: dict[str, numpy.ndarray], meta: di
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    """The process's file-creation mask, read without changing it where Linux tells it."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
 
 
 def load_checkpoint(path: str | Path) -> tuple[dict[str, numpy.ndarray], dict[str, Any]]:

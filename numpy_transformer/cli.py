@@ -178,7 +178,9 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
     try:
         trainer.fit(out, progress=not args.no_progress)
     except TrainingDiverged as error:
-        say(f"error: training stopped: {error}; the last good checkpoint in {out} is kept", file=sys.stderr)
+        kept = (f"the last good checkpoint in {out} is kept" if (out / "model.npz").exists()
+                else f"no checkpoint was written to {out}")
+        say(f"error: training stopped: {error}; {kept}", file=sys.stderr)
         return 1
     if comm is None or comm.rank == 0:
         _show_translations(trainer, args.show)
@@ -216,7 +218,13 @@ def _translate(args: argparse.Namespace) -> int:
     from .train import load_for_inference, translate_ids
 
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
-    sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
+    if args.sentences:
+        empty = [number for number, sentence in enumerate(args.sentences, start=1) if not sentence.strip()]
+        if empty:
+            raise ValueError(f"sentence {empty[0]} of the arguments is empty: give text to translate")
+        sentences = args.sentences
+    else:  # one per line; blank lines (and a byte-order mark) are not sentences
+        sentences = [line.strip().lstrip("\ufeff") for line in sys.stdin if line.strip().lstrip("\ufeff")]
     if not sentences:
         raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
     for sentence in sentences:

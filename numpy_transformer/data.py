@@ -309,7 +309,7 @@ def read_tsv(path: str | Path) -> list[tuple[str, str]]:
     if not path.is_file():
         raise ValueError(f"--data {path}: no such file")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is not part of the text
     except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"--data {path}: cannot be read as UTF-8 text ({error})") from error
     pairs = []

@@ -45,6 +45,8 @@ def check_decode_arguments(model: Transformer, src: Array, max_len: int, bos_id:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
             raise ValueError(f"{name} must be a token id in [0, {vocab}), got {value!r}")
     model.src_embed.check_ids(src, "src")
+    if 0 in src.shape:
+        raise ValueError(f"src must hold at least one sequence of at least one token, got shape {tuple(src.shape)}")
     model.src_pos.check_length(src.shape[1], "src")
     if max_len > model.tgt_pos.seq_len:
         raise ValueError(f"max_len={max_len} exceeds the target positional table's seq_len={model.tgt_pos.seq_len}")

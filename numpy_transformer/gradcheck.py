@@ -14,6 +14,7 @@ positions: largest gradient 6e-4) would otherwise report that noise (1e-9) as a 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -79,6 +80,8 @@ def gradcheck(
     and restored. ``max_entries`` samples that many entries per tensor (all when None).
     On failure raises :class:`GradcheckError` naming the tensor, worst index, both values and errors.
     """
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
+        raise ValueError(f"eps must be a positive number, got {eps!r}")
     rng = numpy.random.default_rng(seed)
     result = GradcheckResult()
     largest = 1e-300  # the largest |analytic| or |numeric| of any tensor: the scale of relative errors
@@ -93,9 +96,9 @@ def gradcheck(
         for k, index in enumerate(indices):
             original = float(array[index])
             array[index] = original + eps
-            plus = loss()
+            plus = _scalar(loss())
             array[index] = original - eps
-            minus = loss()
+            minus = _scalar(loss())
             array[index] = original
             numeric[k] = (plus - minus) / (2 * eps)
         analytic_values = numpy.array([grad[index] for index in indices])
@@ -115,6 +118,15 @@ def gradcheck(
     if raise_on_failure and not result.passed:
         raise GradcheckError("gradient check failed:\n" + str(result))
     return result
+
+
+def _scalar(value: Any) -> float:
+    """The loss as a float; anything but one number is a TypeError naming what came back."""
+    size = getattr(value, "size", 1)
+    if size != 1 or isinstance(value, (str, bytes, list, tuple, dict)) or value is None:
+        shape = getattr(value, "shape", type(value).__name__)
+        raise TypeError(f"loss() must return one number, got {shape}")
+    return float(value)
 
 
 def _weighted_sum(output: Array, upstream: Array) -> float:

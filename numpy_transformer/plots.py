@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -77,6 +78,23 @@ def plot_attention(model: Transformer, tokenizer: Any, src_vocab: Any, tgt_vocab
     return written
 
 
+def read_log(log_path: Path) -> list[dict[str, Any]]:
+    """The records of a log.jsonl; a torn or foreign line (a crash mid-write) is skipped with a warning naming it."""
+    records = []
+    for number, line in enumerate(log_path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            warnings.warn(f"{log_path}:{number}: not a log record, skipped: {line[:60]!r}", stacklevel=2)
+            continue
+        records.append(record)
+    return records
+
+
 def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     """Training loss, dev loss, dev BLEU and learning rate against the step, from a log.jsonl."""
     plt = _pyplot()
@@ -84,7 +102,7 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     log_path = log_path / "log.jsonl" if log_path.is_dir() else log_path
     if not log_path.is_file():
         raise ValueError(f"{log_path}: no such training log")
-    records = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()]
+    records = read_log(log_path)
     train = [r for r in records if "split" not in r]
     dev = [r for r in records if r.get("split") == "dev"]
     if not train:

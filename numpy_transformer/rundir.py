@@ -71,6 +71,8 @@ class RunLock:
                 continue
             with os.fdopen(handle, "w") as lock:
                 lock.write(f"{os.getpid()}\n")
+            for orphan in self.directory.glob(f".{FILENAME}.*.tmp"):  # a save cut off by a kill; ours now
+                orphan.unlink(missing_ok=True)
             return self
         raise ValueError(f"--out {self.directory}: could not take the lock {self.path}")
 

@@ -268,7 +268,12 @@ class Trainer:
     # -- checkpoints --------------------------------------------------------------------------
 
     def save(self, out: str | Path) -> Path:
+        """Write the checkpoint atomically; weights that are NaN or infinite are never written (TrainingDiverged)."""
         model, task = self.model, self.task
+        xp = get_array_module()
+        for name, parameter in model.named_parameters():
+            if not bool(xp.isfinite(parameter.data).all()):
+                raise TrainingDiverged(f"step {self.step}: the weights of {name} are NaN or infinite; not saved")
         arrays = {f"param/{name}": value for name, value in model.state_dict().items()}
         optimizer_state = self.optimizer.state_dict()
         arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})

@@ -1,0 +1,106 @@
+"""Hostile but realistic input: each case is refused by name, or handled, never a raw traceback or a silent wrong result."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import numpy_transformer as nt
+from numpy_transformer.cli import main
+from numpy_transformer.data import read_tsv
+from numpy_transformer.decoding import greedy_decode
+from numpy_transformer.gradcheck import gradcheck
+from numpy_transformer.plots import read_log
+from numpy_transformer.rundir import RunLock
+from numpy_transformer.train import TrainConfig, Trainer, TrainingDiverged
+
+TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32}
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_token(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_bytes("\ufeffhello\tbonjour\nworld\tmonde\n".encode("utf-8"))
+    assert read_tsv(path) == [("hello", "bonjour"), ("world", "monde")]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    trainer = Trainer.create(TrainConfig(task="copy", steps=2, batch_size=4), TINY_MODEL)
+    trainer.train_step()
+    return trainer.save(out)
+
+
+@pytest.mark.parametrize("sentences, message", [
+    ([""], "sentence 1 of the arguments is empty"),
+    (["abc", "  "], "sentence 2 of the arguments is empty"),
+])
+def test_empty_sentences_are_named_not_translated(checkpoint, capsys, sentences, message):
+    assert main(["translate", "--checkpoint", str(checkpoint), *sentences]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+
+
+def test_blank_lines_on_standard_input_are_not_sentences(checkpoint):
+    out = subprocess.run([sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", str(checkpoint)],
+                         input="\ufeffabc\n\n   \ncab\n", capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert [line.split("\t")[0] for line in out.stdout.splitlines()] == ["abc", "cab"]
+
+
+def test_a_torn_log_line_is_skipped_and_named(tmp_path):
+    log = tmp_path / "log.jsonl"
+    good = {"step": 1, "loss": 2.0, "lr": 0.1}
+    log.write_text(json.dumps(good) + "\n" + '{"step": 2, "lo' + "\n" + "[1, 2]\n" + json.dumps({**good, "step": 3}) + "\n")
+    with pytest.warns(UserWarning) as caught:
+        records = read_log(log)
+    assert [r["step"] for r in records] == [1, 3]
+    assert [str(w.message).split(": not")[0] for w in caught] == [f"{log}:2", f"{log}:3"]
+
+
+def test_gradcheck_names_a_bad_eps_and_a_loss_that_is_not_one_number():
+    x = np.ones(3)
+    for eps in (0.0, -1e-6, float("nan")):
+        with pytest.raises(ValueError, match=f"eps must be a positive number, got {eps!r}"):
+            gradcheck(lambda: float(x.sum()), {"x": x}, {"x": np.ones(3)}, eps=eps)
+    with pytest.raises(TypeError, match=r"loss\(\) must return one number, got \(3,\)"):
+        gradcheck(lambda: x * 2, {"x": x}, {"x": np.ones(3)})
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (2, 0)])
+def test_decoding_an_empty_batch_or_empty_sources_is_named(shape):
+    model = nt.build_transformer(10, 10, 8, 8, d_model=8, N=1, h=2, d_ff=16)
+    with pytest.raises(ValueError, match=re.escape(f"src must hold at least one sequence of at least one token, got shape {shape}")):
+        greedy_decode(model, np.zeros(shape, dtype=np.int64), None, 5, 1, 2)
+
+
+def test_non_finite_weights_are_never_saved(tmp_path):
+    trainer = Trainer.create(TrainConfig(task="copy", steps=2, batch_size=4), TINY_MODEL)
+    trainer.model.projection_layer.proj.bias.data[0] = np.inf
+    with pytest.raises(TrainingDiverged, match="the weights of projection_layer.proj.bias are NaN or infinite; not saved"):
+        trainer.save(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_new_run_removes_the_temporary_file_of_a_save_cut_off_by_a_kill(tmp_path):
+    orphan = tmp_path / ".model.npz.abc123.tmp"
+    orphan.write_bytes(b"half a checkpoint")
+    with RunLock(tmp_path):
+        assert not orphan.exists()
+
+
+def test_checkpoints_get_the_mode_of_the_files_the_user_creates(tmp_path, checkpoint):
+    other = tmp_path / "plain"
+    other.write_text("x")
+    assert oct(checkpoint.stat().st_mode & 0o777) == oct(other.stat().st_mode & 0o777)
+    previous = os.umask(0o077)
+    try:
+        trainer = Trainer.create(TrainConfig(task="copy", steps=2, batch_size=4), TINY_MODEL)
+        private = trainer.save(tmp_path / "private")
+    finally:
+        os.umask(previous)
+    assert private.stat().st_mode & 0o777 == 0o600
