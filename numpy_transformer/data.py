@@ -165,6 +165,11 @@ class TranslationTask:
         self.src_vocab, self.tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
         self._bucket: tuple[int, list] | None = None
 
+    def length_pairs(self, seed: int) -> list[tuple[str, str]]:
+        """Training pairs whose longest sizes the positional tables: a sample of 2,000 for generated
+        tasks (their lengths are bounded), every pair for a corpus (one long pair must fit too)."""
+        return self.sample_train(host_rng(seed, 3), 2000)
+
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         raise NotImplementedError
 
@@ -347,6 +352,9 @@ class FileTask(TranslationTask):
 
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
+
+    def length_pairs(self, seed: int) -> list[tuple[str, str]]:
+        return self.train_pairs
 
 
 def make_task(task: str | None = None, data: str | None = None, seed: int = 0, tokenizer: str | None = None) -> TranslationTask:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import signal
@@ -13,7 +14,7 @@ from typing import Any, Sequence
 from .backend import blas_threads, get_array_module, to_numpy, tune_cpu
 from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
 from .distributed import Communicator, FlatGradients, rank_rng, weights_checksum
-from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, host_rng, make_task, pad
+from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, make_task, pad
 from .decoding import greedy_decode
 from .kernels import ops
 from .model import Transformer, build_transformer, make_src_mask
@@ -51,6 +52,8 @@ class TrainConfig:
     threads: int = 0  # row shards run at once (parallel.DataParallel); 0: auto_threads decides per batch
 
     def __post_init__(self) -> None:
+        if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
+            self.data = str(Path(self.data).resolve())
         for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -110,7 +113,7 @@ class Trainer:
     @classmethod
     def create(cls, config: TrainConfig, model_args: dict[str, Any], comm: Communicator | None = None) -> "Trainer":
         task = make_task(config.task, config.data, config.seed, config.tokenizer)
-        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.sample_train(host_rng(config.seed, 3), 2000))
+        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8, **model_args}
         model = build_transformer(len(task.src_vocab), len(task.tgt_vocab), seed=config.seed, **model_args)
         return cls(model, task, config, comm=comm)
@@ -289,8 +292,21 @@ class Trainer:
 
 
 def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
-    return {"task": config.task if config.data is None else None, "data": config.data, "seed": config.seed,
-            "tokenizer": task.tokenizer.name}
+    """How to rebuild the task: a generated task by name, a corpus by its absolute path and content hash."""
+    recipe = {"task": config.task if config.data is None else None, "data": None, "seed": config.seed,
+              "tokenizer": task.tokenizer.name}
+    if config.data is not None:
+        path = Path(config.data).resolve()
+        recipe.update(data=str(path), data_sha256=file_sha256(path))
+    return recipe
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transformer:
@@ -306,7 +322,18 @@ def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transfo
 
 
 def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
-    """Rebuild the task a checkpoint was trained on (generated tasks regenerate; files are re-read)."""
+    """Rebuild the task a checkpoint was trained on (generated tasks regenerate; files are re-read).
+
+    A corpus must be the very file the run trained on: a file changed since, or another file at
+    that path, is refused by name rather than scored or trained on.
+    """
+    expected = recipe.get("data_sha256")
+    if recipe["data"] is not None and expected is not None:
+        path = Path(recipe["data"])
+        if not path.is_file():
+            raise ValueError(f"the run trained on {path}, which no longer exists")
+        if file_sha256(path) != expected:
+            raise ValueError(f"the run trained on {path}, but that file has changed since (its sha256 differs)")
     return make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"])
 
 

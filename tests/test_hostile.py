@@ -104,3 +104,37 @@ def test_checkpoints_get_the_mode_of_the_files_the_user_creates(tmp_path, checkp
     finally:
         os.umask(previous)
     assert private.stat().st_mode & 0o777 == 0o600
+
+
+def corpus(path, long_words=0):
+    pairs = [(f"w{i} x{i % 7}", f"m{i} y{i % 5}") for i in range(60)]
+    if long_words:
+        pairs.append((" ".join(f"w{i}" for i in range(long_words)), "m1"))
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
+    return path
+
+
+def test_the_positional_table_fits_the_longest_pair_of_the_whole_corpus(tmp_path):
+    trainer = Trainer.create(TrainConfig(data=str(corpus(tmp_path / "c.tsv", long_words=120)), steps=2, batch_size=4),
+                             TINY_MODEL)
+    longest = max(len(trainer.task.tokenizer.tokenize(s)) for s, _ in trainer.task.train_pairs + trainer.task.dev +
+                  trainer.task.test)
+    assert longest >= 120 and trainer.model.src_pos.seq_len >= longest + 2
+
+
+def test_a_run_on_a_corpus_is_found_from_any_directory_and_a_changed_corpus_is_refused(tmp_path, monkeypatch, capsys):
+    data = corpus(tmp_path / "c.tsv")
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    assert main(["train", "--data", "c.tsv", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32",
+                 "--steps", "2", "--batch-size", "4", "--eval-every", "2", "--eval-size", "3", "--no-progress",
+                 "--show", "0", "--out", str(run)]) == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "c.tsv").write_text("other\tautre\n" * 10)  # a different file of the same name here
+    monkeypatch.chdir(elsewhere)
+    assert main(["evaluate", "--checkpoint", str(run), "--json"]) == 0  # the run's own corpus, by absolute path
+    capsys.readouterr()
+    data.write_text(data.read_text() + "new\tnouveau\n")
+    assert main(["evaluate", "--checkpoint", str(run)]) == 2
+    assert f"the run trained on {data}, but that file has changed since" in capsys.readouterr().err
