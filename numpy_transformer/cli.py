@@ -71,7 +71,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--attention", choices=["mha", "mla"], default="mha")
     p.add_argument("--post-norm", action="store_true", help="the paper's post-norm instead of the seeds' pre-norm")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--steps", type=_positive_int, default=3000, help="optimizer steps in all")
+    p.add_argument("--steps", type=_positive_int, default=None,
+                   help="optimizer steps in all (default 3000; with --resume, the saved run's own)")
     p.add_argument("--batch-size", type=_positive_int, default=64)
     p.add_argument("--lr", type=_positive_float, default=1e-3, help="peak learning rate (cosine, constant)")
     p.add_argument("--schedule", choices=["cosine", "noam", "constant"], default="cosine")
@@ -89,7 +90,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                    help="batch shards trained at once on their own threads (0: one per core when the batch is "
                         "large enough); fix it for runs that must replay exactly on another machine")
     p.add_argument("--out", default=DEFAULT_OUT, help="run directory: model.npz and log.jsonl")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in --out (to --steps)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run saved in --out as it was saved (--steps may lengthen it, --threads changes how)")
     p.add_argument("--overwrite", action="store_true", help="replace the run saved in --out with a new one")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--show", type=int, default=5, help="translations of unseen test sources to print at the end")
@@ -158,11 +160,14 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
     if args.resume:
-        trainer = Trainer.resume(out, steps=args.steps, comm=comm)
+        check_resume_flags(args, out)
+        threads = args.threads if "--threads" in args.given else None
+        trainer = Trainer.resume(out, steps=args.steps, comm=comm, threads=threads)
         say(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}")
     else:
         config = TrainConfig(
-            task=None if args.data else args.task, data=args.data, tokenizer=args.tokenizer, steps=args.steps,
+            task=None if args.data else args.task, data=args.data, tokenizer=args.tokenizer,
+            steps=args.steps or TrainConfig.steps,
             batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
             optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
             label_smoothing=args.label_smoothing, eval_every=args.eval_every, eval_size=args.eval_size,
@@ -185,6 +190,41 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
     if comm is None or comm.rank == 0:
         _show_translations(trainer, args.show)
     return 0
+
+
+# train's flags that describe the run, and where a checkpoint keeps each: --resume refuses a different value
+RUN_FLAGS = {
+    "--task": ("task", "task"), "--data": ("train", "data"), "--tokenizer": ("task", "tokenizer"),
+    "--d-model": ("model", "d_model"), "--layers": ("model", "N"), "--heads": ("model", "h"), "--d-ff": ("model", "d_ff"),
+    "--dropout": ("model", "dropout"), "--attention": ("model", "attention"), "--post-norm": ("model", "norm_first"),
+    "--dtype": ("model", "dtype"), "--batch-size": ("train", "batch_size"), "--lr": ("train", "lr"),
+    "--schedule": ("train", "schedule"), "--warmup": ("train", "warmup"), "--factor": ("train", "factor"),
+    "--optimizer": ("train", "optimizer"), "--weight-decay": ("train", "weight_decay"), "--clip": ("train", "clip"),
+    "--label-smoothing": ("train", "label_smoothing"), "--eval-every": ("train", "eval_every"),
+    "--eval-size": ("train", "eval_size"), "--log-every": ("train", "log_every"), "--seed": ("train", "seed"),
+}
+
+
+def check_resume_flags(args: argparse.Namespace, out: Path) -> None:
+    """--resume continues the saved run as it was: a flag given with a value other than the saved one is refused."""
+    from .checkpoint import load_checkpoint
+
+    _, meta = load_checkpoint(out)
+    for flag in sorted(args.given & RUN_FLAGS.keys()):
+        section, key = RUN_FLAGS[flag]
+        given = getattr(args, flag[2:].replace("-", "_"))
+        saved = meta.get(section, {}).get(key)
+        if flag == "--post-norm":  # saved as norm_first
+            given, shown = not given, "--post-norm"
+            saved_shown = "pre-norm" if saved else "post-norm"
+        else:
+            given = str(Path(given).resolve()) if flag == "--data" else given
+            shown, saved_shown = f"{flag} {given}", repr(saved)
+        if given != saved:
+            raise ValueError(
+                f"{shown} differs from the saved run's {saved_shown}: --resume continues the run as it was saved "
+                "(only --steps and --threads may change); start a new run (another --out, or --overwrite) to change it"
+            )
 
 
 def _show_translations(trainer: "Trainer", count: int) -> None:
@@ -303,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     the process in to the CPU settings (tune_cpu), as a program of its own may."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the options given on the command line (not their defaults), for --resume's checks
+    args.given = {token.split("=")[0] for token in (sys.argv[1:] if argv is None else argv) if token.startswith("--")}
     if argv is None:
         restart_with_openblas_timeout()
         tune_cpu()

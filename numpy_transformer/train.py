@@ -119,10 +119,12 @@ class Trainer:
         return cls(model, task, config, comm=comm)
 
     @classmethod
-    def resume(cls, path: str | Path, steps: int | None = None, comm: Communicator | None = None) -> "Trainer":
+    def resume(cls, path: str | Path, steps: int | None = None, comm: Communicator | None = None,
+               threads: int | None = None) -> "Trainer":
         """Restore model, optimiser, step and random state; the task is rebuilt from its recipe.
 
-        ``steps`` may raise the run's total number of steps; everything else is as saved. A run
+        ``steps`` may raise the run's total number of steps and ``threads`` change its row shards;
+        everything else is as saved. A run
         saved by K ranks resumes on K ranks only (its batches' slices and dropout masks depend on K).
         """
         arrays, meta = load_checkpoint(path)
@@ -132,7 +134,8 @@ class Trainer:
                 f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has {ranks}: "
                 f"resume it with mpiexec -n {saved_ranks}" + ("" if saved_ranks > 1 else " or without mpiexec")
             )
-        config = TrainConfig(**{**meta["train"], **({"steps": steps} if steps else {})})
+        changed = {**({"steps": steps} if steps else {}), **({"threads": threads} if threads is not None else {})}
+        config = TrainConfig(**{**meta["train"], **changed})
         model, task = restore_model_and_task(path, arrays, meta)
         trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
         try:

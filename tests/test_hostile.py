@@ -138,3 +138,26 @@ def test_a_run_on_a_corpus_is_found_from_any_directory_and_a_changed_corpus_is_r
     data.write_text(data.read_text() + "new\tnouveau\n")
     assert main(["evaluate", "--checkpoint", str(run)]) == 2
     assert f"the run trained on {data}, but that file has changed since" in capsys.readouterr().err
+
+
+RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32", "--batch-size", "4",
+       "--eval-every", "3", "--eval-size", "3", "--log-every", "3", "--no-progress", "--show", "0"]
+
+
+def test_resume_keeps_the_saved_run_and_refuses_a_flag_that_differs(tmp_path, capsys):
+    from numpy_transformer.checkpoint import load_checkpoint
+
+    out = str(tmp_path / "run")
+    assert main(["train", *RUN, "--steps", "3", "--lr", "0.002", "--out", out]) == 0
+    assert main(["train", "--resume", "--out", out, "--no-progress", "--show", "0"]) == 0  # its own length: 3
+    assert load_checkpoint(out)[1]["step"] == 3 and load_checkpoint(out)[1]["train"]["steps"] == 3
+    capsys.readouterr()
+    assert main(["train", "--resume", "--out", out, "--lr", "0.01", "--steps", "6"]) == 2
+    error = capsys.readouterr().err
+    assert "--lr 0.01 differs from the saved run's 0.002" in error and "--overwrite" in error
+    assert main(["train", "--resume", "--out", out, "--post-norm"]) == 2
+    assert "--post-norm differs from the saved run's pre-norm" in capsys.readouterr().err
+    assert load_checkpoint(out)[1]["step"] == 3  # nothing ran
+    assert main(["train", "--resume", *RUN, "--lr", "0.002", "--steps", "6", "--threads", "1", "--out", out]) == 0
+    meta = load_checkpoint(out)[1]
+    assert meta["step"] == 6 and meta["train"]["threads"] == 1  # the same values are fine; --threads applied
