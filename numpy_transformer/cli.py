@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .train import Trainer
 
 DEFAULT_OUT = "runs/numbers-en-fr"
+TRANSLATE_BATCH = 256  # sentences decoded together by translate
 
 
 def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
@@ -267,16 +268,18 @@ def _translate(args: argparse.Namespace) -> int:
         sentences = [line.strip().lstrip("\ufeff") for line in sys.stdin if line.strip().lstrip("\ufeff")]
     if not sentences:
         raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
-    for sentence in sentences:
-        model.src_pos.check_length(len(tokenizer.tokenize(sentence)), f"sentence {sentence!r}")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        src_ids = encode_sentences(sentences, tokenizer, src_vocab)
-    for warning in caught:
-        print(f"warning: {warning.message}", file=sys.stderr)
-    outputs = translate_ids(model, src_ids, args.max_len, **_decode_options(args))
-    for sentence, ids in zip(sentences, outputs):
-        print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
+    for number, sentence in enumerate(sentences, start=1):
+        model.src_pos.check_length(len(tokenizer.tokenize(sentence)), f"sentence {number} ({sentence[:40]!r})")
+    options = _decode_options(args)
+    for start in range(0, len(sentences), TRANSLATE_BATCH):  # in batches: memory stays bounded on a long input
+        batch = sentences[start : start + TRANSLATE_BATCH]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            src_ids = encode_sentences(batch, tokenizer, src_vocab)
+        for warning in caught:
+            print(f"warning: {warning.message}", file=sys.stderr)
+        for sentence, ids in zip(batch, translate_ids(model, src_ids, args.max_len, **dict(options))):
+            print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}", flush=True)
     return 0
 
 

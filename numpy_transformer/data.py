@@ -340,7 +340,7 @@ class FileTask(TranslationTask):
 
     def __init__(self, path: str | Path, tokenizer: str = "word", dev_fraction: float = 0.05,
                  test_fraction: float = 0.05, seed: int = 0) -> None:
-        pairs = read_tsv(path)
+        pairs = list(dict.fromkeys(read_tsv(path)))  # a repeated pair would land in training and test alike
         if len(pairs) < 3:
             raise ValueError(f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test")
         order = host_rng(seed, 11).permutation(len(pairs))

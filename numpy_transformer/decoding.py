@@ -528,6 +528,8 @@ def beam_search(
     """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L)."""
     if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
         raise ValueError(f"beam_width must be an integer >= 1, got {beam_width!r}")
+    if beam_width > model.tgt_embed.vocab_size:
+        raise ValueError(f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens")
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
     ids, _ = beam_search_steps(stepper.step, stepper.reorder, src.shape[0], beam_width, max_len, bos_id, eos_id,
                                length_penalty, early_stopping)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import signal
 import time
 from dataclasses import asdict, dataclass
@@ -98,6 +99,9 @@ class Trainer:
             raise ValueError(f"batch-size {config.batch_size} is smaller than the {comm.size} ranks: each needs a row")
         tune_cpu()  # the process-wide allocator setting a training loop wants (see backend.tune_cpu)
         self.cores = comm.cores_per_rank() if comm else None  # None: every core of the machine
+        cores = os.cpu_count() or 1
+        if config.threads > cores:  # a replica of the model per thread, for no speed: refused before any work
+            raise ValueError(f"threads {config.threads} exceeds this machine's {cores} cores")
         if config.optimizer == "adamw":
             self.optimizer: Adam = AdamW(model, lr=config.lr, weight_decay=config.weight_decay, threads=self.cores)
         else:
@@ -312,8 +316,26 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+META_FIELDS = {"model": dict, "step": int, "train": dict, "optimizer": dict, "task": dict, "src_vocab": list,
+               "tgt_vocab": list}
+
+
+def check_meta(path: str | Path, meta: dict) -> None:
+    """Raise a CheckpointError naming the file and the field when the metadata is not what a run saves."""
+    for field, kind in META_FIELDS.items():
+        if not isinstance(meta.get(field), kind) or isinstance(meta.get(field), bool):
+            raise CheckpointError(f"checkpoint {resolve_path(path)}: its metadata field {field!r} is missing or not a "
+                                  f"{kind.__name__} (got {type(meta.get(field)).__name__})")
+    for side in ("src", "tgt"):
+        vocab, size = meta[f"{side}_vocab"], meta["model"].get(f"{side}_vocab_size")
+        if len(vocab) != size or not all(isinstance(token, str) for token in vocab):
+            raise CheckpointError(f"checkpoint {resolve_path(path)}: its {side}_vocab holds {len(vocab)} entries, but the "
+                                  f"model's {side}_vocab_size is {size!r}")
+
+
 def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transformer:
     """The saved model: built from its configuration, its weights loaded, checked by name and shape."""
+    check_meta(path, meta)
     try:
         model = build_transformer(**meta["model"], seed=0)
         model.load_state_dict(split_prefix(arrays, "param"))

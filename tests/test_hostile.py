@@ -161,3 +161,53 @@ def test_resume_keeps_the_saved_run_and_refuses_a_flag_that_differs(tmp_path, ca
     assert main(["train", "--resume", *RUN, "--lr", "0.002", "--steps", "6", "--threads", "1", "--out", out]) == 0
     meta = load_checkpoint(out)[1]
     assert meta["step"] == 6 and meta["train"]["threads"] == 1  # the same values are fine; --threads applied
+
+
+def test_more_threads_than_cores_are_refused_before_any_work():
+    with pytest.raises(ValueError, match=f"threads 999 exceeds this machine's {os.cpu_count()} cores"):
+        Trainer.create(TrainConfig(task="copy", steps=2, batch_size=4, threads=999), TINY_MODEL)
+
+
+def test_a_beam_wider_than_the_vocabulary_is_refused():
+    from numpy_transformer.decoding import beam_search
+
+    model = nt.build_transformer(10, 6, 8, 8, d_model=8, N=1, h=2, d_ff=16)
+    with pytest.raises(ValueError, match="beam_width 7 exceeds the target vocabulary of 6 tokens"):
+        beam_search(model, np.ones((1, 3), dtype=np.int64), None, 5, 1, 2, beam_width=7)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda meta: meta.pop("step"), "field 'step' is missing or not a int"),
+    (lambda meta: meta.update(model="big"), "field 'model' is missing or not a dict"),
+    (lambda meta: meta["tgt_vocab"].pop(), "its tgt_vocab holds"),
+])
+def test_malformed_checkpoint_metadata_is_named(checkpoint, tmp_path, capsys, damage, message):
+    from numpy_transformer.checkpoint import load_checkpoint, save_checkpoint
+
+    arrays, meta = load_checkpoint(checkpoint)
+    damage(meta)
+    broken = save_checkpoint(tmp_path / "model.npz", arrays, meta)
+    assert main(["translate", "--checkpoint", str(broken), "abc"]) == 2
+    error = capsys.readouterr().err
+    assert str(broken) in error and message in error and "Traceback" not in error
+
+
+def test_repeated_pairs_of_a_corpus_never_reach_the_test_split(tmp_path):
+    from numpy_transformer.data import FileTask
+
+    path = tmp_path / "c.tsv"
+    path.write_text("".join(f"s{i % 10}\tt{i % 10}\n" for i in range(200)))  # ten pairs, twenty times each
+    task = FileTask(path)
+    assert len(task.train_pairs) + len(task.dev) + len(task.test) == 10
+    assert not set(task.test) & set(task.train_pairs)
+
+
+def test_translate_in_batches_gives_what_one_batch_gives(checkpoint, capsys, monkeypatch):
+    from numpy_transformer import cli
+
+    sentences = ["abc", "cab", "bbb", "a", "ccba"]
+    assert main(["translate", "--checkpoint", str(checkpoint), *sentences]) == 0
+    whole = capsys.readouterr().out
+    monkeypatch.setattr(cli, "TRANSLATE_BATCH", 2)
+    assert main(["translate", "--checkpoint", str(checkpoint), *sentences]) == 0
+    assert capsys.readouterr().out == whole and len(whole.splitlines()) == 5
