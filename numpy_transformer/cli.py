@@ -183,6 +183,10 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
             f"vocabularies {len(trainer.task.src_vocab)}/{len(trainer.task.tgt_vocab)}; saving to {out}")
     try:
         trainer.fit(out, progress=not args.no_progress)
+    except KeyboardInterrupt:  # the second Ctrl-C: saves are atomic, so the last checkpoint is whole
+        kept = f"{out / 'model.npz'} holds the last checkpoint" if (out / "model.npz").exists() else "nothing was saved"
+        say(f"interrupted again: stopped at once without saving this step; {kept}", file=sys.stderr)
+        return 130
     except TrainingDiverged as error:
         kept = (f"the last good checkpoint in {out} is kept" if (out / "model.npz").exists()
                 else f"no checkpoint was written to {out}")

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -260,6 +261,8 @@ class Trainer:
         if self._stop_requested:  # a second Ctrl-C stops at once
             raise KeyboardInterrupt
         self._stop_requested = True
+        print("\nstopping after this step, then saving (Ctrl-C again: stop at once without saving)", file=sys.stderr,
+              flush=True)
         if self.comm is None:  # under MPI the ranks agree on stopping in the step's all-reduce
             self._stopping = True
 

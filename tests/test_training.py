@@ -120,8 +120,32 @@ def test_ctrl_c_saves_before_exiting(tmp_path):
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert "interrupted: saved step" in stdout
+    assert "stopping after this step, then saving (Ctrl-C again: stop at once without saving)" in stderr
     _, meta = load_checkpoint(tmp_path)
     assert 5 <= meta["step"] < 100000
+
+
+def test_a_second_ctrl_c_stops_at_once_with_one_line_and_a_whole_checkpoint(tmp_path, monkeypatch, capsys):
+    """The second Ctrl-C arrives while the step runs: no traceback, and what was saved is whole."""
+    from numpy_transformer.train import Trainer as TrainerClass
+
+    calls = []
+    original = TrainerClass.train_step
+
+    def step_then_two_interrupts(self):
+        calls.append(1)
+        if len(calls) == 3:
+            self._request_stop(signal.SIGINT, None)
+            self._request_stop(signal.SIGINT, None)  # raises KeyboardInterrupt, as a second Ctrl-C does
+        return original(self)
+
+    monkeypatch.setattr(TrainerClass, "train_step", step_then_two_interrupts)
+    assert main(["train", "--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32",
+                 "--steps", "10", "--eval-every", "2", "--eval-size", "3", "--no-progress", "--show", "0",
+                 "--out", str(tmp_path / "run")]) == 130
+    error = capsys.readouterr().err
+    assert "interrupted again: stopped at once without saving this step" in error and "Traceback" not in error
+    assert load_checkpoint(tmp_path / "run")[1]["step"] == 2
 
 
 def test_cli_bad_arguments_give_one_line():
