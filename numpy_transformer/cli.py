@@ -161,9 +161,9 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
     if args.resume:
-        check_resume_flags(args, out)
         threads = args.threads if "--threads" in args.given else None
         trainer = Trainer.resume(out, steps=args.steps, comm=comm, threads=threads)
+        check_resume_flags(args, trainer)
         say(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}")
     else:
         config = TrainConfig(
@@ -199,7 +199,7 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
 
 # train's flags that describe the run, and where a checkpoint keeps each: --resume refuses a different value
 RUN_FLAGS = {
-    "--task": ("task", "task"), "--data": ("train", "data"), "--tokenizer": ("task", "tokenizer"),
+    "--task": ("train", "task"), "--data": ("train", "data"), "--tokenizer": ("task", "tokenizer"),
     "--d-model": ("model", "d_model"), "--layers": ("model", "N"), "--heads": ("model", "h"), "--d-ff": ("model", "d_ff"),
     "--dropout": ("model", "dropout"), "--attention": ("model", "attention"), "--post-norm": ("model", "norm_first"),
     "--dtype": ("model", "dtype"), "--batch-size": ("train", "batch_size"), "--lr": ("train", "lr"),
@@ -210,11 +210,13 @@ RUN_FLAGS = {
 }
 
 
-def check_resume_flags(args: argparse.Namespace, out: Path) -> None:
-    """--resume continues the saved run as it was: a flag given with a value other than the saved one is refused."""
-    from .checkpoint import load_checkpoint
+def check_resume_flags(args: argparse.Namespace, trainer: "Trainer") -> None:
+    """--resume continues the saved run as it was: a flag given with a value other than the saved one
+    (the resumed trainer's, before any step) is refused."""
+    from dataclasses import asdict
 
-    _, meta = load_checkpoint(out)
+    meta = {"model": trainer.model.config, "train": asdict(trainer.config),
+            "task": {"tokenizer": trainer.task.tokenizer.name}}
     for flag in sorted(args.given & RUN_FLAGS.keys()):
         section, key = RUN_FLAGS[flag]
         given = getattr(args, flag[2:].replace("-", "_"))

@@ -39,9 +39,9 @@ def textbook_functions() -> dict[str, Callable]:
     }
 
 
-def backend_kernels(backend: str | None = None) -> Any:
-    """The kernel module of an array backend (the one in use by default), or None where it has none."""
-    module = BACKEND_KERNELS.get(backend_name() if backend is None else backend)
+def backend_kernels() -> Any:
+    """The kernel module of the array backend in use, or None where it has none."""
+    module = BACKEND_KERNELS.get(backend_name())
     return None if module is None else importlib.import_module(f"{__name__}.{module}")
 
 
