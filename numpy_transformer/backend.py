@@ -84,6 +84,14 @@ def backend_name() -> str:
     return getattr(get_array_module(), "__name__", type(get_array_module()).__name__)
 
 
+def require_array(value: Any, argument: str) -> None:
+    """TypeError naming ``argument`` unless ``value`` is an array of the backend (or NumPy's)."""
+    xp = get_array_module()
+    if not isinstance(value, (numpy.ndarray, getattr(xp, "ndarray", numpy.ndarray))):
+        raise TypeError(f"{argument} must be an array ({getattr(xp, '__name__', 'numpy')}.ndarray), "
+                        f"got {type(value).__name__}")
+
+
 def to_numpy(array: Any) -> numpy.ndarray:
     """Copy an array of the current backend to host memory as a NumPy array."""
     if isinstance(array, numpy.ndarray):
@@ -169,6 +177,24 @@ def random_uint16(rng: Any, shape: tuple[int, ...]) -> Array:
 def make_rng(seed: int | None) -> Any:
     """A seeded random generator of the current backend (owned by a model)."""
     return get_array_module().random.default_rng(seed)
+
+
+def available_memory() -> int | None:
+    """Bytes the backend can still allocate: the GPU's free memory on CuPy, else the host's
+    available memory (Linux's MemAvailable, or all physical memory elsewhere); None if unknown."""
+    if backend_name() == "cupy":
+        return int(get_array_module().cuda.Device().mem_info[0])
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def tune_allocator() -> bool:

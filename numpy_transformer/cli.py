@@ -64,6 +64,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     source.add_argument("--task", choices=["copy", "reverse", "numbers-en-fr"], default="numbers-en-fr", help="generated task")
     source.add_argument("--data", metavar="FILE.tsv", help="parallel text, one 'source<TAB>target' pair per line")
     p.add_argument("--tokenizer", choices=["char", "word"], help="default: char for copy/reverse, word otherwise")
+    p.add_argument("--max-length", type=_positive_int, default=None,
+                   help="--data pairs with more tokens than this on a side are left out, and counted (default 256)")
     p.add_argument("--d-model", type=_positive_int, default=128)
     p.add_argument("--layers", type=_positive_int, default=2, help="encoder and decoder blocks (N)")
     p.add_argument("--heads", type=_positive_int, default=4)
@@ -168,6 +170,7 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
     else:
         config = TrainConfig(
             task=None if args.data else args.task, data=args.data, tokenizer=args.tokenizer,
+            max_length=args.max_length or TrainConfig.max_length,
             steps=args.steps or TrainConfig.steps,
             batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
             optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
@@ -199,7 +202,7 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
 
 # train's flags that describe the run, and where a checkpoint keeps each: --resume refuses a different value
 RUN_FLAGS = {
-    "--task": ("train", "task"), "--data": ("train", "data"), "--tokenizer": ("task", "tokenizer"),
+    "--task": ("train", "task"), "--data": ("train", "data"), "--tokenizer": ("task", "tokenizer"), "--max-length": ("train", "max_length"),
     "--d-model": ("model", "d_model"), "--layers": ("model", "N"), "--heads": ("model", "h"), "--d-ff": ("model", "d_ff"),
     "--dropout": ("model", "dropout"), "--attention": ("model", "attention"), "--post-norm": ("model", "norm_first"),
     "--dtype": ("model", "dtype"), "--batch-size": ("train", "batch_size"), "--lr": ("train", "lr"),
@@ -279,11 +282,7 @@ def _translate(args: argparse.Namespace) -> int:
     options = _decode_options(args)
     for start in range(0, len(sentences), TRANSLATE_BATCH):  # in batches: memory stays bounded on a long input
         batch = sentences[start : start + TRANSLATE_BATCH]
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            src_ids = encode_sentences(batch, tokenizer, src_vocab)
-        for warning in caught:
-            print(f"warning: {warning.message}", file=sys.stderr)
+        src_ids = encode_sentences(batch, tokenizer, src_vocab)
         for sentence, ids in zip(batch, translate_ids(model, src_ids, args.max_len, **dict(options))):
             print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}", flush=True)
     return 0
@@ -358,8 +357,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         restart_with_openblas_timeout()
         tune_cpu()
     handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate, "plot": _plot}
+
+    def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location
+        print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)
+
     try:
-        return handlers[args.command](args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", UserWarning)
+            warnings.showwarning = say_warning
+            return handlers[args.command](args)
     except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ from .model import make_src_mask, make_tgt_mask
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+MAX_LENGTH = 256  # tokens on a side of a corpus pair; longer pairs (a stray 10 MB line) are left out
 GLUE = "##"  # marks a word-level token written without a space before it
 
 
@@ -339,8 +340,9 @@ class FileTask(TranslationTask):
     name = "file"
 
     def __init__(self, path: str | Path, tokenizer: str = "word", dev_fraction: float = 0.05,
-                 test_fraction: float = 0.05, seed: int = 0) -> None:
+                 test_fraction: float = 0.05, seed: int = 0, max_length: int = MAX_LENGTH) -> None:
         pairs = list(dict.fromkeys(read_tsv(path)))  # a repeated pair would land in training and test alike
+        pairs = _short_pairs(pairs, TOKENIZERS[tokenizer]() if tokenizer in TOKENIZERS else None, max_length, path)
         if len(pairs) < 3:
             raise ValueError(f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test")
         order = host_rng(seed, 11).permutation(len(pairs))
@@ -357,10 +359,22 @@ class FileTask(TranslationTask):
         return self.train_pairs
 
 
-def make_task(task: str | None = None, data: str | None = None, seed: int = 0, tokenizer: str | None = None) -> TranslationTask:
+def _short_pairs(pairs: list[tuple[str, str]], tokenizer: Any, max_length: int, path: str | Path) -> list[tuple[str, str]]:
+    """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in a warning."""
+    if tokenizer is None:  # TranslationTask names the unknown tokenizer
+        return pairs
+    kept = [pair for pair in pairs if max(len(tokenizer.tokenize(side)) for side in pair) <= max_length]
+    if len(kept) < len(pairs):
+        warnings.warn(f"--data {path}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
+                      f"tokens on a side and are left out (--max-length)", stacklevel=3)
+    return kept
+
+
+def make_task(task: str | None = None, data: str | None = None, seed: int = 0, tokenizer: str | None = None,
+              max_length: int = MAX_LENGTH) -> TranslationTask:
     """Build the task named on the command line (``--task`` or ``--data``)."""
     if data is not None:
-        return FileTask(data, tokenizer or "word", seed=seed)
+        return FileTask(data, tokenizer or "word", seed=seed, max_length=max_length)
     if task in ("copy", "reverse"):
         return SymbolTask(task, seed=seed)
     if task == "numbers-en-fr":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from .backend import get_array_module, make_rng
+from .backend import get_array_module, make_rng, require_array
 from .layers import (
     Decoder,
     DecoderBlock,
@@ -27,6 +27,7 @@ ATTENTION_KINDS = {"mha": MultiHeadAttentionBlock, "mla": MultiHeadLatentAttenti
 
 def make_src_mask(src: Array, pad_id: int) -> Array:
     """Source padding mask (B, 1, 1, S): true where the key position is a real token."""
+    require_array(src, "src")
     return (src != pad_id)[:, None, None, :]
 
 
@@ -38,6 +39,7 @@ def causal_mask(length: int) -> Array:
 
 def make_tgt_mask(tgt: Array, pad_id: int) -> Array:
     """Target mask (B, 1, T, T): a key is visible if it is not padding and not in the future."""
+    require_array(tgt, "tgt")
     return make_src_mask(tgt, pad_id) & causal_mask(tgt.shape[1])
 
 
@@ -85,6 +87,7 @@ class Transformer(Module):
 
     def backward(self, dlogits: Array) -> None:
         """Accumulate every parameter's gradient from dL/dlogits (B, T, tgt_vocab), in reverse order."""
+        require_array(dlogits, "dlogits")
         ddecoded = self.projection_layer.backward(dlogits)
         dtgt, d_encoder_output = self.decoder.backward(ddecoded)
         self.tgt_embed.backward(self.tgt_pos.backward(dtgt))
@@ -118,6 +121,22 @@ class Transformer(Module):
             if encoder_length is not None:
                 mask = decode_src_mask if encoder_output is not None else src_mask
                 check_attention_mask(mask, (batch, heads, length, encoder_length), "src_mask")
+
+
+def parameter_count(config: dict[str, Any]) -> int:
+    """The number of weights build_transformer(**config) creates, counted from the sizes alone."""
+    d, d_ff, n = config["d_model"], config["d_ff"], config["N"]
+    src_vocab, tgt_vocab = config["src_vocab_size"], config["tgt_vocab_size"]
+    if config.get("attention", "mha") == "mla":  # [W_q; W_c] (D + L, D), [W_kd; W_vd] (2D, L), W_o, L = D / 4
+        latent = d // 4
+        attention = (d + latent) * d + 2 * d * latent + d * d
+    else:  # W_q, W_k, W_v, W_o
+        attention = 4 * d * d
+    feed_forward = 2 * d * d_ff + d_ff + d
+    norm = 2 * d
+    encoder = n * (attention + feed_forward + 2 * norm) + norm
+    decoder = n * (2 * attention + feed_forward + 3 * norm) + norm
+    return (src_vocab + tgt_vocab) * d + encoder + decoder + d * tgt_vocab + tgt_vocab
 
 
 def build_transformer(

@@ -13,13 +13,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .backend import blas_threads, get_array_module, to_numpy, tune_cpu
+from .backend import available_memory, blas_threads, get_array_module, resolve_dtype, to_numpy, tune_cpu
 from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
 from .distributed import Communicator, FlatGradients, rank_rng, weights_checksum
-from .data import BOS_ID, EOS_ID, PAD_ID, TOKENIZERS, TranslationTask, Vocab, make_task, pad
+from .data import BOS_ID, EOS_ID, MAX_LENGTH, PAD_ID, TOKENIZERS, TranslationTask, Vocab, make_task, pad
 from .decoding import greedy_decode
 from .kernels import ops
-from .model import Transformer, build_transformer, make_src_mask
+from .model import Transformer, build_transformer, make_src_mask, parameter_count
 from .optim import Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm, global_grad_norm
 from .parallel import DataParallel, auto_threads, mask_rows
 
@@ -51,12 +51,13 @@ class TrainConfig:
     eval_size: int = 200
     log_every: int = 50
     seed: int = 0
+    max_length: int = MAX_LENGTH  # a corpus pair with more tokens on a side is left out
     threads: int = 0  # row shards run at once (parallel.DataParallel); 0: auto_threads decides per batch
 
     def __post_init__(self) -> None:
         if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
             self.data = str(Path(self.data).resolve())
-        for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size"):
+        for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size", "max_length"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
@@ -117,9 +118,11 @@ class Trainer:
 
     @classmethod
     def create(cls, config: TrainConfig, model_args: dict[str, Any], comm: Communicator | None = None) -> "Trainer":
-        task = make_task(config.task, config.data, config.seed, config.tokenizer)
+        task = make_task(config.task, config.data, config.seed, config.tokenizer, config.max_length)
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8, **model_args}
+        sizes = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), **model_args}
+        check_memory(sizes, config.batch_size, src_len, tgt_len, config.threads or 1)
         model = build_transformer(len(task.src_vocab), len(task.tgt_vocab), seed=config.seed, **model_args)
         return cls(model, task, config, comm=comm)
 
@@ -301,13 +304,41 @@ class Trainer:
         return save_checkpoint(out if out.suffix == ".npz" else out / FILENAME, arrays, meta)
 
 
+def training_memory(config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1) -> int:
+    """Bytes one training step holds at least, estimated from the sizes before anything is built.
+
+    Weights, gradients and Adam's two moments (4 copies of every parameter), a gradient per extra
+    thread's replica, and the forward caches of a batch of the longest pairs: per layer and token
+    the projections, attention's probabilities (with dropout) over every key, the feed-forward
+    hidden layer (with ReLU and dropout), and the logits with their softmax and gradient.
+    """
+    d, d_ff, n, heads = config["d_model"], config["d_ff"], config["N"], config.get("h", 8)
+    itemsize = get_array_module().dtype(resolve_dtype(config.get("dtype", "float32"))).itemsize
+    weights = parameter_count(config) * (4 + 2 * (threads - 1))
+    encoder_token = n * (10 * d + 3 * d_ff + 3 * heads * src_len) + 2 * d
+    decoder_token = n * (19 * d + 3 * d_ff + 3 * heads * (tgt_len + src_len)) + 2 * d + 3 * config["tgt_vocab_size"]
+    return itemsize * (weights + batch_size * (src_len * encoder_token + tgt_len * decoder_token))
+
+
+def check_memory(config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1) -> None:
+    """Refuse, before anything is built, a run whose training_memory exceeds the memory available."""
+    needed, available = training_memory(config, batch_size, src_len, tgt_len, threads), available_memory()
+    if available is not None and needed > available:
+        raise ValueError(
+            f"a training step of this model needs about {needed / 2**30:.1f} GiB (d_model {config['d_model']}, "
+            f"N {config['N']}, d_ff {config['d_ff']}, batch_size {batch_size}, pairs of up to {src_len} source and {tgt_len} target tokens, "
+            f"{threads} thread(s)), but only {available / 2**30:.1f} GiB is available: use a smaller --batch-size "
+            "or model, or fewer --threads"
+        )
+
+
 def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
     """How to rebuild the task: a generated task by name, a corpus by its absolute path and content hash."""
     recipe = {"task": config.task if config.data is None else None, "data": None, "seed": config.seed,
               "tokenizer": task.tokenizer.name}
     if config.data is not None:
         path = Path(config.data).resolve()
-        recipe.update(data=str(path), data_sha256=file_sha256(path))
+        recipe.update(data=str(path), data_sha256=file_sha256(path), max_length=config.max_length)
     return recipe
 
 
@@ -362,7 +393,8 @@ def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
             raise ValueError(f"the run trained on {path}, which no longer exists")
         if file_sha256(path) != expected:
             raise ValueError(f"the run trained on {path}, but that file has changed since (its sha256 differs)")
-    return make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"])
+    return make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"],
+                     recipe.get("max_length", MAX_LENGTH))
 
 
 def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:

@@ -211,3 +211,61 @@ def test_translate_in_batches_gives_what_one_batch_gives(checkpoint, capsys, mon
     monkeypatch.setattr(cli, "TRANSLATE_BATCH", 2)
     assert main(["translate", "--checkpoint", str(checkpoint), *sentences]) == 0
     assert capsys.readouterr().out == whole and len(whole.splitlines()) == 5
+
+
+@pytest.mark.parametrize("attention", ["mha", "mla"])
+@pytest.mark.parametrize("sizes", [dict(d_model=16, N=1, h=2, d_ff=32), dict(d_model=32, N=3, h=4, d_ff=24)])
+def test_parameter_count_from_the_sizes_alone_is_the_built_models(attention, sizes):
+    from numpy_transformer.model import parameter_count
+
+    model = nt.build_transformer(11, 7, 9, 5, attention=attention, **sizes)
+    assert parameter_count(model.config) == sum(p.data.size for p in model.parameters())
+
+
+def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_built(monkeypatch, capsys):
+    from numpy_transformer import train
+
+    built = []
+    monkeypatch.setattr(train, "build_transformer", lambda *a, **k: built.append(1))
+    with pytest.raises(ValueError, match=r"needs about [\d.]+ GiB .*batch_size 1000000000.* GiB is available"):
+        Trainer.create(TrainConfig(task="copy", steps=2, batch_size=10**9), TINY_MODEL)
+    assert main(["train", "--task", "copy", "--d-model", "1000000", "--heads", "1", "--out", "unused"]) == 2
+    assert "needs about" in capsys.readouterr().err and not built
+
+
+def test_the_memory_estimate_lets_the_default_run_through():
+    from numpy_transformer.train import training_memory
+
+    task = nt.data.make_task("numbers-en-fr")
+    src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(0))
+    config = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), "d_model": 128, "N": 2,
+              "h": 4, "d_ff": 512}
+    assert training_memory(config, 64, src_len, tgt_len) < 2**28  # 256 MiB: far below any laptop's memory
+
+
+def test_an_over_long_corpus_line_is_left_out_and_counted(tmp_path, capsys):
+    path = tmp_path / "c.tsv"
+    lines = [f"w{i} x\tv{i} y" for i in range(40)]
+    lines.insert(20, "a " * 1_000_000 + "\tb")  # a stray 2 MB line
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "run"
+    assert main(["train", "--data", str(path), "--steps", "1", "--d-model", "16", "--heads", "2", "--d-ff", "16",
+                 "--layers", "1", "--no-progress", "--show", "0", "--out", str(out)]) == 0
+    assert "1 of 41 pairs have more than 256 tokens on a side and are left out (--max-length)" in capsys.readouterr().err
+    with pytest.warns(UserWarning, match="1 of 41 pairs"):  # the task is rebuilt as it was trained
+        trainer = Trainer.resume(out)
+    assert trainer.model.config["src_seq_len"] < 64 and trainer.config.max_length == 256
+    assert main(["train", "--resume", "--max-length", "300", "--out", str(out)]) == 2
+    assert "--max-length 300 differs from the saved run's 256" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("call, argument", [
+    (lambda model: nt.make_src_mask([[1, 2]], 0), "src"),
+    (lambda model: nt.make_tgt_mask([[1, 2]], 0), "tgt"),
+    (lambda model: model.backward([[[0.0] * 6]]), "dlogits"),
+    (lambda model: model.forward([[1, 2]], np.ones((1, 2), dtype=np.int64), None, None), "src"),
+])
+def test_a_list_instead_of_an_array_is_named(call, argument):
+    model = nt.build_transformer(10, 6, 8, 8, d_model=8, N=1, h=2, d_ff=16)
+    with pytest.raises(TypeError, match=f"^{argument} must be an"):
+        call(model)
