@@ -72,7 +72,12 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, numpy.ndarray], dict[st
     try:
         with numpy.load(path, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as error:
+    except ValueError as error:
+        if "Object arrays" in str(error):
+            raise CheckpointError(f"checkpoint {path}: holds pickled Python objects, which are never loaded (they can "
+                                  "run any code): it was not written by numpy_transformer") from error
+        raise CheckpointError(f"checkpoint {path}: corrupt or truncated (ValueError: {error})") from error
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as error:
         raise CheckpointError(f"checkpoint {path}: corrupt or truncated ({type(error).__name__}: {error})") from error
     if "meta" not in arrays:
         raise CheckpointError(f"checkpoint {path}: has no 'meta' entry, so it was not written by numpy_transformer")

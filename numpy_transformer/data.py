@@ -312,6 +312,8 @@ class NumbersTask(TranslationTask):
 def read_tsv(path: str | Path) -> list[tuple[str, str]]:
     """Pairs from a ``source<TAB>target`` file (extra columns, as in sentence-pair downloads, ignored)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--data {path} is a directory: give the TSV file of sentence pairs")
     if not path.is_file():
         raise ValueError(f"--data {path}: no such file")
     try:

@@ -39,6 +39,8 @@ def check_run_directory(out: str | Path, resume: bool, overwrite: bool, check_lo
     owner = RunLock(path).owner() if check_lock else None
     if owner is not None:
         raise RunLock.in_use(path, owner)
+    if resume and not (path / FILENAME).is_file():
+        raise ValueError(f"--resume: --out {out} holds no saved run ({FILENAME}); start a new run without --resume")
     holds_run = (path / FILENAME).exists() or (path / LOG_NAME).exists()
     if holds_run and not (resume or overwrite):
         raise ValueError(
