@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 from .backend import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR, tune_cpu
 from .checkpoint import CheckpointError
@@ -56,6 +56,13 @@ def _float_in(description: str, accept: Callable[[float], bool]) -> Callable[[st
 _positive_float = _float_in("a positive finite number", lambda value: 0 < value < float("inf"))
 _non_negative_float = _float_in("a finite number >= 0", lambda value: 0 <= value < float("inf"))
 _probability = _float_in("a number in (0, 1]", lambda value: 0 < value <= 1)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line, pointing to --help instead of printing the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
@@ -112,7 +119,7 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="numpy-transformer", description=__doc__)
+    parser = _Parser(prog="numpy-transformer", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train(commands)
     p = commands.add_parser("translate", help="translate sentences with a trained model")
@@ -193,7 +200,7 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
     except TrainingDiverged as error:
         kept = (f"the last good checkpoint in {out} is kept" if (out / "model.npz").exists()
                 else f"no checkpoint was written to {out}")
-        say(f"error: training stopped: {error}; {kept}", file=sys.stderr)
+        say(f"numpy-transformer train: error: training stopped: {error}; {kept}", file=sys.stderr)
         return 1
     if comm is None or comm.rank == 0:
         _show_translations(trainer, args.show)

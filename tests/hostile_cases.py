@@ -64,7 +64,7 @@ def cli(*argv: str) -> Callable[[Path], tuple[int, str]]:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             try:
                 code = main([arg.replace("{ws}", str(ws)) for arg in argv])
-            except SystemExit as exit:  # argparse refuses a flag's value: usage, then one error line
+            except SystemExit as exit:  # the parser refuses a flag's value
                 code = exit.code
         return code, err.getvalue()
 
@@ -330,8 +330,7 @@ def classify(case: Case, ws: Path) -> tuple[str, str]:
     if case.refused:
         if code == 0:
             return "wrong", "accepted"
-        lines = [line for line in err.strip().splitlines() if "warning:" not in line and not line.startswith(" ")]
-        lines = [line for line in lines if not line.startswith("usage:")]
+        lines = [line for line in err.strip().splitlines() if "warning:" not in line]
         if "Traceback" in err or len(lines) != 1 or not all(name in lines[0] for name in case.names):
             return "traceback", f"unclear: {err.strip()[:200]!r}"
         return "clean", message
