@@ -37,7 +37,8 @@ def worker(name: str, attention: str, threads: int, repeats: int) -> None:
     config = bench.model_config(name, attention)
     batch_size, length = bench.CONFIGS[name][6], bench.CONFIGS[name][7]
     src, tgt, labels = bench.make_data(config, batch_size, length)
-    batch = Batch(src, tgt, labels, make_src_mask(src, bench.PAD), make_tgt_mask(tgt, bench.PAD))
+    batch = Batch(src, tgt, labels, make_src_mask(src, bench.PAD), make_tgt_mask(tgt, bench.PAD),
+                  int((labels != bench.PAD).sum()))
 
     class FixedTask:  # the Trainer asks its task for each step's batch: always the same one here
         def train_batch(self, step: int, size: int, bucket_steps: int) -> Batch:

@@ -179,6 +179,13 @@ def make_rng(seed: int | None) -> Any:
     return get_array_module().random.default_rng(seed)
 
 
+def step_rng(seed: int, step: int, shard: int = 0) -> Any:
+    """The dropout generator of one training step (of one shard or rank): a function of these integers
+    alone, so a resumed run draws the masks an uninterrupted one would, with no generator state saved.
+    The keys are mixed on the host (NumPy's SeedSequence) into the one integer a CuPy generator takes."""
+    return make_rng(int(numpy.random.SeedSequence([seed, step, shard]).generate_state(1, numpy.uint64)[0]))
+
+
 def available_memory() -> int | None:
     """Bytes the backend can still allocate: the GPU's free memory on CuPy, else the host's
     available memory (Linux's MemAvailable, or all physical memory elsewhere); None if unknown."""

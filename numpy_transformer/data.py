@@ -114,10 +114,7 @@ class Batch:
     tgt_out: Any
     src_mask: Any
     tgt_mask: Any
-
-    @property
-    def n_tokens(self) -> int:
-        return int((self.tgt_out != PAD_ID).sum())
+    n_tokens: int  # target tokens (non-pad labels), counted on the host
 
 
 def host_rng(*keys: int) -> numpy.random.Generator:
@@ -125,20 +122,27 @@ def host_rng(*keys: int) -> numpy.random.Generator:
     return numpy.random.default_rng(list(keys))
 
 
-def pad(sequences: Sequence[Sequence[int]]) -> Any:
-    """Right-pad integer sequences with <pad> to the longest: (B, max length) int64."""
-    xp = get_array_module()
-    out = xp.full((len(sequences), max(len(s) for s in sequences)), PAD_ID, dtype=xp.int64)
+def host_pad(sequences: Sequence[Sequence[int]]) -> numpy.ndarray:
+    """Right-pad integer sequences with <pad> to the longest: a (B, max length) int64 host array."""
+    out = numpy.full((len(sequences), max(len(s) for s in sequences)), PAD_ID, dtype=numpy.int64)
     for row, sequence in enumerate(sequences):
-        out[row, : len(sequence)] = xp.asarray(sequence, dtype=xp.int64)
+        out[row, : len(sequence)] = sequence
     return out
 
 
+def pad(sequences: Sequence[Sequence[int]]) -> Any:
+    """host_pad's array on the backend's device, in one copy."""
+    return get_array_module().asarray(host_pad(sequences))
+
+
 def make_batch(src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]) -> Batch:
-    src = pad(src_ids)
-    tgt_in = pad([[BOS_ID, *t] for t in tgt_ids])
-    tgt_out = pad([[*t, EOS_ID] for t in tgt_ids])
-    return Batch(src, tgt_in, tgt_out, make_src_mask(src, PAD_ID), make_tgt_mask(tgt_in, PAD_ID))
+    """The padded batch; the three id arrays reach the device side by side in one copy."""
+    host = [host_pad(src_ids), host_pad([[BOS_ID, *t] for t in tgt_ids]), host_pad([[*t, EOS_ID] for t in tgt_ids])]
+    device = get_array_module().asarray(numpy.concatenate(host, axis=1))
+    src_len, tgt_len = host[0].shape[1], host[1].shape[1]
+    src, tgt_in, tgt_out = device[:, :src_len], device[:, src_len : src_len + tgt_len], device[:, src_len + tgt_len :]
+    n_tokens = int((host[2] != PAD_ID).sum())
+    return Batch(src, tgt_in, tgt_out, make_src_mask(src, PAD_ID), make_tgt_mask(tgt_in, PAD_ID), n_tokens)
 
 
 # ----------------------------------------------------------------------------------------------

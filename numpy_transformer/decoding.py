@@ -27,6 +27,7 @@ from typing import Any, Callable
 from .backend import blas_threads, get_array_module, make_rng
 from .functional import split_heads
 from .kernels import ops
+from .layers import check_id_array
 from .model import Transformer, causal_mask
 
 Array = Any
@@ -36,18 +37,20 @@ Array = Any
 # argument checks
 
 
-def check_decode_arguments(model: Transformer, src: Array, max_len: int, bos_id: int, eos_id: int) -> None:
-    """Clear errors, naming the argument and value, before any decoding work."""
+def check_decode_arguments(model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int,
+                           eos_id: int) -> None:
+    """Clear errors, naming the argument and value, before any decoding work (the ids, their lengths
+    and the mask as the model's encode checks them)."""
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
         raise ValueError(f"max_len must be an integer >= 1, got {max_len!r}")
     vocab = model.tgt_embed.vocab_size
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
             raise ValueError(f"{name} must be a token id in [0, {vocab}), got {value!r}")
-    model.src_embed.check_ids(src, "src")
+    check_id_array(src, "src")
     if 0 in src.shape:
         raise ValueError(f"src must hold at least one sequence of at least one token, got shape {tuple(src.shape)}")
-    model.src_pos.check_length(src.shape[1], "src")
+    model._check_inputs(src, src_mask, None, None)
     if max_len > model.tgt_pos.seq_len:
         raise ValueError(f"max_len={max_len} exceeds the target positional table's seq_len={model.tgt_pos.seq_len}")
 
@@ -343,7 +346,7 @@ def _start(model: Transformer, src: Array, src_mask: Array | None, max_len: int,
         raise ValueError("absorbed=True needs a model built with attention='mla'")
     if src_mask is not None and bool(src_mask.all()):
         src_mask = None  # it hides nothing: attention skips the masking at every layer and step
-    encoder_output = model.encode(src, src_mask)
+    encoder_output = model._encode(src, src_mask)  # checked by check_decode_arguments
     if repeat > 1:
         encoder_output = xp.repeat(encoder_output, repeat, axis=0)
         src_mask = xp.repeat(src_mask, repeat, axis=0) if src_mask is not None else None
@@ -377,7 +380,7 @@ def _decoding_call(function: Callable) -> Callable:
     @wraps(function)
     def wrapper(model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
                 *args: Any, **kwargs: Any) -> Any:
-        check_decode_arguments(model, src, max_len, bos_id, eos_id)
+        check_decode_arguments(model, src, src_mask, max_len, bos_id, eos_id)
         with model.evaluating(), decoding_blas_threads(model, src.shape[0]):
             return function(model, src, src_mask, max_len, bos_id, eos_id, *args, **kwargs)
 
@@ -430,8 +433,8 @@ def filter_logits(logits: Array, temperature: float = 1.0, top_k: int | None = N
         sorted_probs = xp.take_along_axis(probs, order, axis=-1)
         # keep the smallest prefix whose mass reaches top_p (the first token is always kept)
         drop_sorted = (xp.cumsum(sorted_probs, axis=-1) - sorted_probs) >= top_p
-        drop = xp.zeros_like(drop_sorted)
-        xp.put_along_axis(drop, order, drop_sorted, axis=-1)
+        # back to vocabulary order through the inverse permutation (put_along_axis is not in CuPy 13)
+        drop = xp.take_along_axis(drop_sorted, xp.argsort(order, axis=-1), axis=-1)
         probs = xp.where(drop, 0.0, probs)
         probs /= probs.sum(axis=-1, keepdims=True)
     return probs
@@ -511,7 +514,7 @@ def beam_search_steps(
         finished = was_finished | (last == eos_id)
         normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
         top_finished = xp.take_along_axis(finished.reshape(batch, width), normalised.argmax(axis=-1)[:, None], axis=-1)
-        if bool(finished.all()) or (early_stopping and bool(top_finished.all())):
+        if bool(finished.all() | (early_stopping & top_finished.all())):  # one transfer from the device
             break
     normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
     choice = normalised.argmax(axis=-1)

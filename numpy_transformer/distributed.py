@@ -19,7 +19,7 @@ import math
 import os
 from typing import Any, Sequence
 
-from .backend import backend_name, get_array_module, make_rng
+from .backend import backend_name, get_array_module
 from .module import Parameter
 
 Array = Any
@@ -97,11 +97,6 @@ class Communicator:
     def cores_per_rank(self) -> int:
         """This host's cores shared among its ranks (at least 1)."""
         return max(1, (os.cpu_count() or 1) // self.local_size)
-
-
-def rank_rng(seed: int, step: int, rank: int) -> Any:
-    """The dropout generator of one rank at one step: seeded by (seed, step, rank) alone."""
-    return make_rng([seed, step, rank])
 
 
 class FlatGradients:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .backend import get_array_module
+from .backend import get_array_module, to_numpy
 from .kernels import ops
 from .module import Module, ModuleList, Parameter
 
@@ -111,6 +111,30 @@ class Embedding(Module):
         xavier_uniform_(self.weight, self.rng)
 
 
+def check_id_array(ids: Array, argument: str) -> None:
+    """TypeError unless ``ids`` is an integer array, ValueError unless it is (B, T); nothing leaves the device."""
+    xp = get_array_module()
+    if not hasattr(ids, "dtype") or not xp.issubdtype(ids.dtype, xp.integer):
+        kind = getattr(ids, "dtype", type(ids).__name__)
+        raise TypeError(f"{argument} must be an integer array of token ids, got {kind}")
+    if ids.ndim != 2:
+        raise ValueError(f"{argument} must have shape (B, T), got {tuple(ids.shape)}")
+
+
+def check_token_ids(arrays: list[tuple[Array, int, str]]) -> None:
+    """For each (ids, vocab_size, argument): TypeError unless ids is a (B, T) integer array, ValueError
+    for an id outside [0, vocab_size). The bounds of all of them come from the device in one transfer."""
+    for ids, _, argument in arrays:
+        check_id_array(ids, argument)
+    present = [(ids, size, argument) for ids, size, argument in arrays if ids.size]
+    if not present:
+        return
+    bounds = to_numpy(get_array_module().stack([bound for ids, _, _ in present for bound in (ids.min(), ids.max())])).tolist()
+    for (_, size, argument), low, high in zip(present, bounds[::2], bounds[1::2]):
+        if low < 0 or high >= size:
+            raise ValueError(f"{argument} holds ids in [{low}, {high}], outside the vocabulary [0, {size})")
+
+
 class InputEmbeddings(Module):
     """Token ids (B, T) -> embeddings (B, T, d_model), scaled by sqrt(d_model)."""
 
@@ -122,19 +146,13 @@ class InputEmbeddings(Module):
 
     def check_ids(self, ids: Array, argument: str = "ids") -> None:
         """Raise TypeError for non-integer ids and ValueError for ids outside [0, vocab_size)."""
-        xp = get_array_module()
-        if not hasattr(ids, "dtype") or not xp.issubdtype(ids.dtype, xp.integer):
-            kind = getattr(ids, "dtype", type(ids).__name__)
-            raise TypeError(f"{argument} must be an integer array of token ids, got {kind}")
-        if ids.ndim != 2:
-            raise ValueError(f"{argument} must have shape (B, T), got {tuple(ids.shape)}")
-        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.vocab_size):
-            raise ValueError(
-                f"{argument} holds ids in [{int(ids.min())}, {int(ids.max())}], outside the vocabulary [0, {self.vocab_size})"
-            )
+        check_token_ids([(ids, self.vocab_size, argument)])
 
-    def forward(self, ids: Array) -> Array:
-        self.check_ids(ids)
+    def forward(self, ids: Array, checked: bool = False) -> Array:
+        """``checked``: the caller has validated ``ids`` already (the Transformer checks source and
+        target together, in one transfer from the device)."""
+        if not checked:
+            self.check_ids(ids)
         out, cache = ops.embedding_forward(ids, self.embedding.weight.data)
         self._save(cache)
         return out
@@ -241,7 +259,8 @@ class _AttentionBase(Module):
         start = 0
         for name, rows in buffer_rows:
             rows_of = slice(start, start + rows)
-            setattr(self, name, Weight(Parameter(buffer.data[rows_of], buffer.grad[rows_of], owner=buffer), self.rng))
+            view = Parameter(buffer.data[rows_of], buffer.grad[rows_of], owner=buffer, index=rows_of)
+            setattr(self, name, Weight(view, self.rng))
             start += rows
         return buffer
 

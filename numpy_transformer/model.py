@@ -18,6 +18,7 @@ from .layers import (
     PositionalEncoding,
     ProjectionLayer,
     check_attention_mask,
+    check_token_ids,
 )
 from .module import Module, ModuleList
 
@@ -66,13 +67,12 @@ class Transformer(Module):
     def encode(self, src: Array, src_mask: Array | None) -> Array:
         """src (B, S) ids -> encoder output (B, S, d_model)."""
         self._check_inputs(src, src_mask, None, None)
-        return self.encoder.forward(self.src_pos.forward(self.src_embed.forward(src)), src_mask)
+        return self._encode(src, src_mask)
 
     def decode(self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None) -> Array:
         """tgt (B, T) ids and encoder output (B, S, d_model) -> decoder output (B, T, d_model)."""
         self._check_inputs(None, None, tgt, tgt_mask, encoder_output, src_mask)
-        x = self.tgt_pos.forward(self.tgt_embed.forward(tgt))
-        return self.decoder.forward(x, encoder_output, src_mask, tgt_mask)
+        return self._decode(encoder_output, src_mask, tgt, tgt_mask)
 
     def project(self, x: Array) -> Array:
         """(B, T, d_model) -> logits (B, T, tgt_vocab_size)."""
@@ -81,7 +81,14 @@ class Transformer(Module):
     def forward(self, src: Array, tgt: Array, src_mask: Array | None, tgt_mask: Array | None) -> Array:
         """Logits (B, T, tgt_vocab) for source ids (B, S) and shifted-right target ids (B, T)."""
         self._check_inputs(src, src_mask, tgt, tgt_mask)
-        return self.project(self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask))
+        return self.project(self._decode(self._encode(src, src_mask), src_mask, tgt, tgt_mask))
+
+    def _encode(self, src: Array, src_mask: Array | None) -> Array:
+        return self.encoder.forward(self.src_pos.forward(self.src_embed.forward(src, checked=True)), src_mask)
+
+    def _decode(self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None) -> Array:
+        x = self.tgt_pos.forward(self.tgt_embed.forward(tgt, checked=True))
+        return self.decoder.forward(x, encoder_output, src_mask, tgt_mask)
 
     # -- backward -----------------------------------------------------------------------------
 
@@ -99,15 +106,15 @@ class Transformer(Module):
         self, src: Array | None, src_mask: Array | None, tgt: Array | None, tgt_mask: Array | None,
         encoder_output: Array | None = None, decode_src_mask: Array | None = None,
     ) -> None:
-        """Validate ids, lengths and mask shapes before any work is done."""
+        """Validate ids, lengths and mask shapes before any work is done (the ids' bounds in one transfer)."""
         heads = self.config.get("h", 1)
+        check_token_ids([(ids, embed.vocab_size, name) for ids, embed, name in
+                         ((src, self.src_embed, "src"), (tgt, self.tgt_embed, "tgt")) if ids is not None])
         if src is not None:
-            self.src_embed.check_ids(src, "src")
             self.src_pos.check_length(src.shape[1], "src")
             batch, length = src.shape
             check_attention_mask(src_mask, (batch, heads, length, length), "src_mask")
         if tgt is not None:
-            self.tgt_embed.check_ids(tgt, "tgt")
             self.tgt_pos.check_length(tgt.shape[1], "tgt")
             batch, length = tgt.shape
             check_attention_mask(tgt_mask, (batch, heads, length, length), "tgt_mask")
@@ -202,4 +209,6 @@ def build_transformer(
         "tgt_seq_len": tgt_seq_len, "d_model": d_model, "N": N, "h": h, "dropout": dropout, "d_ff": d_ff,
         "attention": attention, "norm_first": norm_first, "dtype": get_array_module().dtype(encoder.dtype).name,
     }
-    return Transformer(encoder, decoder, src_embed, tgt_embed, src_pos, tgt_pos, projection_layer, config)
+    model = Transformer(encoder, decoder, src_embed, tgt_embed, src_pos, tgt_pos, projection_layer, config)
+    model.flatten_parameters()
+    return model

@@ -22,13 +22,24 @@ class Parameter:
     training step. Reading ``grad`` before that writes the zeros, so it always reads as zero.
     """
 
-    __slots__ = ("data", "_grad", "_owner", "_zero_pending")
+    __slots__ = ("data", "_grad", "_owner", "_index", "_zero_pending")
 
-    def __init__(self, data: Array, grad: Array | None = None, owner: Parameter | None = None) -> None:
+    def __init__(self, data: Array, grad: Array | None = None, owner: Parameter | None = None, index: Any = None) -> None:
         self.data = data
         self._grad = get_array_module().zeros_like(data) if grad is None else grad
         self._owner = self if owner is None else owner
+        self._index = index  # a view's place in its owner: data is owner.data[index]
         self._zero_pending = False
+
+    def rebind(self, data: Array, grad: Array) -> None:
+        """Move this parameter (not a view) into ``data`` and ``grad``, keeping its value."""
+        data[...] = self.data
+        grad[...] = self._grad
+        self.data, self._grad = data, grad
+
+    def follow_owner(self) -> None:
+        """A view takes its place in its owner's (moved) arrays again."""
+        self.data, self._grad = self._owner.data[self._index], self._owner._grad[self._index]
 
     @property
     def grad(self) -> Array:
@@ -61,6 +72,50 @@ class Parameter:
 
     def __repr__(self) -> str:
         return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
+
+
+class FlatParameters:
+    """Every parameter of a model as a view of one flat ``data`` buffer, every gradient of one
+    flat ``grad`` buffer, in the order of ``named_parameters``.
+
+    Whole-model operations (the gradient norm, clipping, a fused optimiser update, an all-reduce)
+    are then one operation each instead of one per parameter: on a GPU every operation is a
+    kernel launch. ``ranges[i]`` is the (start, stop) of parameter i in the buffers.
+    """
+
+    def __init__(self, parameters: list[Parameter]) -> None:
+        xp = get_array_module()
+        owners = list({id(p._owner): p._owner for p in parameters}.values())
+        dtypes = {p.data.dtype for p in owners}
+        if len(dtypes) != 1:
+            raise ValueError(f"a flat buffer holds one dtype, the parameters have {sorted(map(str, dtypes))}")
+        total = sum(p.data.size for p in owners)
+        self.data = xp.empty(total, dtype=dtypes.pop())
+        self.grad = xp.zeros_like(self.data)
+        self.owners = owners
+        start, starts = 0, {}
+        for owner in owners:
+            stop = start + owner.data.size
+            owner.rebind(self.data[start:stop].reshape(owner.shape), self.grad[start:stop].reshape(owner.shape))
+            starts[id(owner)] = start
+            start = stop
+        self.ranges = []
+        for p in parameters:
+            if p._owner is not p:
+                p.follow_owner()
+                rows = p._index.indices(p._owner.shape[0])
+                offset = starts[id(p._owner)] + rows[0] * (p._owner.data.size // p._owner.shape[0])
+            else:
+                offset = starts[id(p)]
+            self.ranges.append((offset, offset + p.data.size))
+
+    def gradients(self) -> Array:
+        """The flat gradient, with the zeros of every lazily zeroed parameter written in."""
+        for owner in self.owners:
+            if owner._zero_pending:
+                owner._grad.fill(0)
+                owner._zero_pending = False
+        return self.grad
 
 
 class Module:
@@ -133,6 +188,16 @@ class Module:
 
     def parameters(self) -> list[Parameter]:
         return [parameter for _, parameter in self.named_parameters()]
+
+    def flatten_parameters(self) -> FlatParameters:
+        """Move every parameter into one flat buffer (and every gradient into another); see FlatParameters."""
+        object.__setattr__(self, "_flat", FlatParameters(self.parameters()))
+        return self._flat
+
+    @property
+    def flat(self) -> FlatParameters | None:
+        """The flat buffers of flatten_parameters, or None."""
+        return getattr(self, "_flat", None)
 
     def zero_grad(self) -> None:
         for parameter in self.parameters():

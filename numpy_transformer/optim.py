@@ -178,21 +178,36 @@ class WarmupCosineSchedule:
         return self.min_lr + 0.5 * (self.lr - self.min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
-def global_grad_norm(parameters: Iterable[Parameter]) -> float:
-    """sqrt(sum of every gradient entry squared)."""
-    return math.sqrt(sum(float((p.grad * p.grad).sum()) for p in parameters))
+def _gradients(parameters: Module | Iterable[Parameter]) -> list[Array]:
+    """The gradients to norm or clip: a model's one flat gradient where it has one, else one per parameter."""
+    if isinstance(parameters, Module):
+        return [parameters.flat.gradients()] if parameters.flat is not None else [p.grad for p in parameters.parameters()]
+    return [p.grad for p in parameters]
 
 
-def clip_grad_norm(parameters: Iterable[Parameter], max_norm: float) -> float:
+def _norm(gradients: list[Array]) -> float:
+    """sqrt(sum of every entry squared); the sums stay on the device until the one transfer of the result."""
+    squares = [(g * g).sum() for g in gradients]
+    if not squares:
+        return 0.0
+    return math.sqrt(float(get_array_module().stack(squares).sum() if len(squares) > 1 else squares[0]))
+
+
+def global_grad_norm(parameters: Module | Iterable[Parameter]) -> float:
+    """sqrt(sum of every gradient entry squared), of a model's parameters or of the given ones."""
+    return _norm(_gradients(parameters))
+
+
+def clip_grad_norm(parameters: Module | Iterable[Parameter], max_norm: float) -> float:
     """Scale all gradients by max_norm / norm when their global norm exceeds max_norm.
 
     The direction is kept; returns the norm before clipping.
     """
     _check_positive("max_norm", max_norm)
-    parameters = list(parameters)
-    total = global_grad_norm(parameters)
+    gradients = _gradients(parameters)
+    total = _norm(gradients)
     if math.isfinite(total) and total > max_norm:
         scale = max_norm / total
-        for parameter in parameters:
-            parameter.grad *= scale
+        for gradient in gradients:
+            gradient *= scale
     return total

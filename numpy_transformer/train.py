@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .backend import available_memory, blas_threads, get_array_module, resolve_dtype, to_numpy, tune_cpu
+from .backend import available_memory, blas_threads, get_array_module, resolve_dtype, step_rng, to_numpy, tune_cpu
 from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
-from .distributed import Communicator, FlatGradients, rank_rng, weights_checksum
+from .distributed import Communicator, FlatGradients, weights_checksum
 from .data import BOS_ID, EOS_ID, MAX_LENGTH, PAD_ID, TOKENIZERS, TranslationTask, Vocab, make_task, pad
 from .decoding import greedy_decode
 from .kernels import ops
@@ -159,13 +159,13 @@ class Trainer:
         config, model = self.config, self.model
         batch = self.task.train_batch(self.step, config.batch_size, config.bucket_steps)
         model.train()
+        model.set_rng(step_rng(config.seed, self.step, self.comm.rank if self.comm else 0))
         self.optimizer.zero_grad()
         if self.comm is None:
             loss = self._loss_and_backward(batch, slice(None), 1.0)
         else:
             loss = self._distributed_loss_and_backward(batch)
-        parameters = model.parameters()
-        grad_norm = clip_grad_norm(parameters, config.clip) if config.clip > 0 else global_grad_norm(parameters)
+        grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
         self._check_finite(loss, grad_norm)
         lr = self.schedule(self.step + 1)
         self.optimizer.step(lr)
@@ -191,7 +191,6 @@ class Trainer:
         comm, flat = self.comm, self._flat
         rows = comm.rows(batch.src.shape[0])
         total, mine = int((batch.tgt_out != PAD_ID).sum()), int((batch.tgt_out[rows] != PAD_ID).sum())
-        self.model.set_rng(rank_rng(self.config.seed, self.step, comm.rank))
         loss = 0.0
         with blas_threads(self.cores):
             if mine or not total:  # a rank whose rows hold no target token adds nothing (no tokens at all: an error)
@@ -287,16 +286,16 @@ class Trainer:
         """Write the checkpoint atomically; weights that are NaN or infinite are never written (TrainingDiverged)."""
         model, task = self.model, self.task
         xp = get_array_module()
-        for name, parameter in model.named_parameters():
-            if not bool(xp.isfinite(parameter.data).all()):
-                raise TrainingDiverged(f"step {self.step}: the weights of {name} are NaN or infinite; not saved")
+        if not bool(xp.isfinite(model.flat.data).all()):  # one transfer; then the names, only if needed
+            bad = next(name for name, p in model.named_parameters() if not bool(xp.isfinite(p.data).all()))
+            raise TrainingDiverged(f"step {self.step}: the weights of {bad} are NaN or infinite; not saved")
         arrays = {f"param/{name}": value for name, value in model.state_dict().items()}
         optimizer_state = self.optimizer.state_dict()
         arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})
         meta = {
             "model": model.config, "step": self.step, "train": asdict(self.config),
             "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
-            "rng": model.rng.bit_generator.state, "task": task_recipe(task, self.config),
+            "task": task_recipe(task, self.config),
             "ranks": self.comm.size if self.comm else 1,
             "src_vocab": task.src_vocab.itos, "tgt_vocab": task.tgt_vocab.itos,
         }
@@ -398,9 +397,8 @@ def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
 
 
 def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
-    """Rebuild the model (with its dropout generator's state) and the task, with the saved vocabularies."""
+    """Rebuild the model and the task, with the saved vocabularies (dropout needs no saved state: see step_rng)."""
     model = model_from_checkpoint(path, arrays, meta)
-    model.rng.bit_generator.state = meta["rng"]
     task = task_from_recipe(meta["task"])
     if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
         task.src_vocab, task.tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])

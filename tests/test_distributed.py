@@ -17,7 +17,8 @@ import pytest
 
 from numpy_transformer import distributed
 from numpy_transformer.checkpoint import load_checkpoint
-from numpy_transformer.distributed import Communicator, FlatGradients, launched_ranks, rank_rng, weights_checksum
+from numpy_transformer.backend import step_rng
+from numpy_transformer.distributed import Communicator, FlatGradients, launched_ranks, weights_checksum
 from numpy_transformer.module import Parameter
 from numpy_transformer.train import TrainConfig, Trainer
 
@@ -101,7 +102,7 @@ def test_flat_gradients_round_trip_with_extras():
 
 
 def test_dropout_generators_depend_on_seed_step_and_rank_only():
-    draw = lambda *key: rank_rng(*key).integers(0, 2**63, 4).tolist()  # noqa: E731
+    draw = lambda *key: step_rng(*key).integers(0, 2**63, 4).tolist()  # noqa: E731
     assert draw(3, 10, 1) == draw(3, 10, 1)
     assert len({str(draw(3, 10, 0)), str(draw(3, 10, 1)), str(draw(3, 11, 0)), str(draw(4, 10, 0))}) == 4
 
