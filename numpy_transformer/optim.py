@@ -46,9 +46,14 @@ class Adam:
             raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         self.named_parameters = _named(parameters)
         self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
+        self.weight_decay = 0.0
         self.step_count = 0
         kernel = adam_kernel()
-        self._kernel = kernel(self.named_parameters, threads) if kernel is not None else None
+        flat = parameters.flat if isinstance(parameters, Module) else None  # whole-model buffers, if the model has them
+        if kernel is not None and (flat is not None or not getattr(kernel, "needs_flat_buffers", False)):
+            self._kernel = kernel(self.named_parameters, threads, flat)
+        else:
+            self._kernel = None
         if self._kernel is not None:  # it keeps the moments in its own layout, one array per parameter
             self.m, self.v = self._kernel.m, self._kernel.v
         else:
@@ -60,8 +65,14 @@ class Adam:
         for _, parameter in self.named_parameters:
             parameter.zero_grad()
 
+    def decays(self, parameter: Parameter) -> bool:
+        """Whether decoupled weight decay applies to ``parameter``: never in plain Adam (AdamW overrides this)."""
+        return False
+
     def _decay(self, name: str, parameter: Parameter, data: Array, lr: float) -> None:
-        """Plain Adam has no decoupled decay; AdamW overrides this (``data``: the parameter's data or a slice of it)."""
+        """p <- p - lr * wd * p where ``decays`` says so (``data``: the parameter's data or a slice of it)."""
+        if self.decays(parameter):
+            data *= 1.0 - lr * self.weight_decay
 
     def step(self, lr: float | None = None) -> None:
         """Apply one update with ``lr`` (or the optimiser's own), counting one more optimiser step t:
@@ -126,9 +137,8 @@ class AdamW(Adam):
         self.weight_decay = float(weight_decay)
         self.decay_vectors = decay_vectors
 
-    def _decay(self, name: str, parameter: Parameter, data: Array, lr: float) -> None:
-        if self.weight_decay and (self.decay_vectors or parameter.data.ndim > 1):
-            data *= 1.0 - lr * self.weight_decay
+    def decays(self, parameter: Parameter) -> bool:
+        return bool(self.weight_decay) and (self.decay_vectors or parameter.data.ndim > 1)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "weight_decay": self.weight_decay}

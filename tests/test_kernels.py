@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.kernels import cpu, get_kernels, kernel_functions, ops, set_kernels, using_kernels
+from numpy_transformer.kernels import cpu, cuda, get_kernels, kernel_functions, ops, set_kernels, using_kernels
 from numpy_transformer.optim import Adam, AdamW
 
 SETTINGS = settings(max_examples=25, deadline=None)
-COVERED = set()  # the kernels these tests compare, checked against the module's list at the end
+COVERED = set()  # (module, kernel) pairs these tests compare, checked against the modules' lists at the end
 
 
 def rand(rng, *shape):
@@ -43,7 +43,7 @@ def compare(name, make_inputs, upstream_seed=0, dloss=None):
     """Run ``name``_forward and _backward on the textbook and on the CPU kernel, each on fresh inputs
     from ``make_inputs()`` (so a generator inside starts from the same state), and compare."""
     forward, backward = f"{name}_forward", f"{name}_backward"
-    COVERED.update({forward, backward})
+    COVERED.update({("cpu", forward), ("cpu", backward)})
     kernel_forward, kernel_backward = getattr(cpu, forward, getattr(F, forward)), getattr(cpu, backward, getattr(F, backward))
     textbook_args, kernel_args = make_inputs(), make_inputs()
     originals = [np.copy(a) if isinstance(a, np.ndarray) else a for a in kernel_args]
@@ -196,7 +196,7 @@ def _parameters(shapes, seed):
 @example(shapes=[(3,), (300, 300), (7, 5)], threads=2, decay=0.1, seed=0)  # packed, sliced and threaded together
 def test_adam_update(shapes, threads, decay, seed):
     """Slices of 65536 entries, packing below that, PARALLEL_MIN threads: three steps, both ways."""
-    COVERED.add("AdamUpdate")
+    COVERED.add(("cpu", "AdamUpdate"))
     textbook_parameters, kernel_parameters = _parameters(shapes, seed), _parameters(shapes, seed)
     with using_kernels("reference"):
         textbook = AdamW(textbook_parameters, lr=0.01, weight_decay=decay)
@@ -230,9 +230,49 @@ def test_the_reference_setting_runs_the_textbook_update_on_a_kernel_optimiser():
     assert len(calls) == 1
 
 
+@SETTINGS
+@given(batch=st.integers(1, 4), length=st.integers(1, 40), vocab=st.integers(1, 30), d=width, seed=st.integers(0, 99))
+@example(batch=4, length=40, vocab=3, d=64, seed=0)  # many repeated ids
+def test_cuda_embedding_backward_sums_sorted_segments(batch, length, vocab, d, seed):
+    """The CUDA kernels are plain array operations: here they run on NumPy against the textbook."""
+    COVERED.add(("cuda", "embedding_backward"))
+    rng = np.random.default_rng(seed)
+    ids, table, dout = rng.integers(0, vocab, (batch, length)), rand(rng, vocab, d), rand(rng, batch, length, d)
+    cache = F.embedding_forward(ids, table)[1]
+    assert_same(cuda.embedding_backward(dout, cache), F.embedding_backward(dout, cache), "cuda.embedding_backward")
+    single = cuda.embedding_backward(dout.astype(np.float32), cache)  # float32 rows, summed in float64
+    assert single.dtype == np.float32
+    assert relative_error(single, F.embedding_backward(dout, cache)) <= 1e-6
+
+
+@pytest.mark.parametrize("kind", ["mha", "mla"])
+@pytest.mark.parametrize("decay", [0.0, 0.1])
+def test_cuda_adam_update_over_the_flat_buffers(kind, decay):
+    COVERED.add(("cuda", "AdamUpdate"))
+    models = [tiny_model(kind, True, dropout=0.0, seed=3) for _ in "ab"]
+    with using_kernels("reference"):
+        textbook, fused = AdamW(models[0], lr=0.01, weight_decay=decay), AdamW(models[1], lr=0.01, weight_decay=decay)
+    fused._kernel = cuda.AdamUpdate(fused.named_parameters, None, models[1].flat)
+    fused.m, fused.v = fused._kernel.m, fused._kernel.v
+    for step in range(3):
+        src, tgt, labels = model_batch(step)
+        for model in models:
+            model.zero_grad()
+            logits = model.forward(src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
+            model.backward(ops.cross_entropy_backward(1.0, ops.cross_entropy_forward(logits, labels, 0, 0.1)[1]))
+        with using_kernels("reference"):
+            textbook.step(0.01 / (step + 1))
+        with using_kernels("fast"):
+            fused.step(0.01 / (step + 1))
+        for (name, a), (_, b), m_a, m_b in zip(textbook.named_parameters, fused.named_parameters, textbook.m, fused.m):
+            assert_same(b.data, a.data, f"{name} after step {step + 1}")
+            assert_same(m_b, m_a, f"m.{name}")
+
+
 def test_every_kernel_is_compared():
     """Run last in this file: a kernel added without a test here fails this."""
-    kernels = set(kernel_functions(cpu)) | {"AdamUpdate"}
+    kernels = {(module.__name__.rsplit(".", 1)[-1], name) for module in (cpu, cuda)
+               for name in [*kernel_functions(module), "AdamUpdate"]}
     assert kernels <= COVERED, f"kernels without an equality test: {sorted(kernels - COVERED)}"
 
 
@@ -308,5 +348,6 @@ def test_every_kernel_keeps_the_textbook_signature():
     def arguments(function):  # names, kinds and defaults: the caches' types are each side's own
         return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
 
-    for name, kernel in kernel_functions(cpu).items():
-        assert arguments(kernel) == arguments(getattr(F, name)), name
+    for module in (cpu, cuda):
+        for name, kernel in kernel_functions(module).items():
+            assert arguments(kernel) == arguments(getattr(F, name)), name

@@ -27,7 +27,7 @@ from ..backend import backend_name, on_backend_change
 
 KERNEL_SETS = ("fast", "reference")
 ENV_VAR = "NUMPY_TRANSFORMER_KERNELS"
-BACKEND_KERNELS = {"numpy": "cpu"}  # array backend -> its kernel module in this package
+BACKEND_KERNELS = {"numpy": "cpu", "cupy": "cuda"}  # array backend -> its kernel module in this package
 _selected: str | None = None  # None until chosen: then the environment variable, or "fast"
 
 

@@ -396,7 +396,7 @@ class AdamUpdate:
     which the optimiser keeps as its state.
     """
 
-    def __init__(self, named_parameters: list[tuple[str, Any]], threads: int | None) -> None:
+    def __init__(self, named_parameters: list[tuple[str, Any]], threads: int | None, flat: Any = None) -> None:
         xp = get_array_module()
         for name, parameter in named_parameters:  # updated through flat views, which must not be copies
             if not (parameter.data.flags.c_contiguous and parameter.grad.flags.c_contiguous):
