@@ -38,8 +38,8 @@ def _load_cupy() -> ModuleType:
         import cupy  # noqa: PLC0415 - optional, imported only on request
     except ImportError as error:
         raise RuntimeError(
-            "backend 'cupy' was requested but CuPy is not installed; "
-            "install it with: pip install 'numpy_transformer[gpu]'"
+            "backend 'cupy' was requested but CuPy is not installed; install the wheel for your CUDA "
+            "version: pip install 'numpy_transformer[gpu-cuda12]' (or [gpu-cuda13])"
         ) from error
     try:
         device_count = cupy.cuda.runtime.getDeviceCount()

@@ -11,7 +11,7 @@ from pathlib import Path
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
-from .backend import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR, tune_cpu
+from .backend import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR, set_backend, tune_cpu
 from .checkpoint import CheckpointError
 
 if TYPE_CHECKING:
@@ -65,8 +65,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _add_backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=["numpy", "cupy"], default=None,
+                   help="array backend (default: $NUMPY_TRANSFORMER_BACKEND, else numpy); cupy runs on a CUDA GPU")
+
+
 def _add_train(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("train", help="train a translation model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_backend(p)
     source = p.add_mutually_exclusive_group()
     source.add_argument("--task", choices=["copy", "reverse", "numbers-en-fr"], default="numbers-en-fr", help="generated task")
     source.add_argument("--data", metavar="FILE.tsv", help="parallel text, one 'source<TAB>target' pair per line")
@@ -126,11 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
     p.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line from standard input)")
     _add_decode_options(p)
+    _add_backend(p)
     p = commands.add_parser("evaluate", help="loss, token accuracy, exact match, BLEU and chrF on a test set")
     p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
     p.add_argument("--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split")
     p.add_argument("--limit", type=_positive_int, default=None, help="evaluate on the first N pairs only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_backend(p)
     _add_plot(commands)
     return parser
 
@@ -372,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", UserWarning)
             warnings.showwarning = say_warning
+            if getattr(args, "backend", None):
+                set_backend(args.backend)
             return handlers[args.command](args)
     except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)

@@ -103,3 +103,58 @@ def test_a_batch_reaches_the_device_in_one_copy(gpu):
     batch = make_batch([[5, 6, 7], [5, 6]], [[7, 8], [8, 9, 10]])
     assert isinstance(batch.src, gpu.ndarray) and isinstance(batch.tgt_mask, gpu.ndarray)
     assert sum(UPLOADS.values()) == 1, dict(UPLOADS)
+
+
+# -- the stand-in is strict where CuPy is: these would pass on a lenient one -----------------------------
+
+
+def test_the_stand_in_refuses_what_cupy_refuses(gpu):
+    a = gpu.arange(6.0).reshape(2, 3)
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(a)
+    with pytest.raises(TypeError):
+        np.concatenate([a, a])
+    with pytest.raises(TypeError, match="host numpy.ndarray"):
+        a + np.ones(3)
+    with pytest.raises(NotImplementedError, match="maximum.reduce"):
+        gpu.maximum.reduce(a, axis=-1)
+    assert not hasattr(gpu, "put_along_axis")
+    assert callable(gpu.random.default_rng(0).bit_generator.state)  # a pointer, not a dict to save
+    with pytest.raises(AttributeError, match="permutation"):
+        gpu.random.default_rng(0).permutation(3)
+    with pytest.raises(DeprecationWarning, match="scatter_add"):
+        gpu.cupyx.scatter_add(gpu.zeros(3), gpu.asarray([0, 0]), gpu.ones(2))
+    assert isinstance(a.sum(), gpu.ndarray) and a.sum().shape == ()  # reductions stay on the device
+
+
+def test_the_stand_in_counts_every_transfer(gpu):
+    a = gpu.arange(4.0)
+    SYNCS.clear()
+    float(a.sum()), int(a.argmax()), bool(a.any()), a.get(), a.tolist(), gpu.asnumpy(a), a[1].item()
+    assert dict(SYNCS) == {"float": 1, "int": 1, "bool": 1, "get": 1, "tolist": 1, "asnumpy": 1, "item": 1}
+
+
+def test_the_kernels_on_cupy_are_the_cuda_module(gpu):
+    from numpy_transformer.kernels import cuda, ops
+
+    trainer = Trainer.create(TrainConfig(**CONFIG), TINY)
+    assert ops.embedding_backward is cuda.embedding_backward
+    assert isinstance(trainer.optimizer._kernel, cuda.AdamUpdate)
+
+
+def test_the_command_line_on_cupy(gpu, monkeypatch, tmp_path, capsys):
+    """train --backend cupy, translate and evaluate on it, then --resume on the CPU (NumPy)."""
+    from numpy_transformer.cli import main
+
+    monkeypatch.setattr(backend, "_load_cupy", lambda: gpu)
+    out = tmp_path / "run"
+    tiny = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--batch-size", "8",
+            "--steps", "2", "--eval-every", "2", "--eval-size", "4", "--no-progress", "--show", "1"]
+    assert main(["train", "--backend", "cupy", *tiny, "--out", str(out)]) == 0
+    assert backend.backend_name() == "cupy" and "translations of 1 unseen" in capsys.readouterr().out
+    assert main(["translate", "--backend", "cupy", "--checkpoint", str(out), "--strategy", "beam", "abc"]) == 0
+    assert main(["evaluate", "--backend", "cupy", "--checkpoint", str(out), "--json"]) == 0
+    assert '"bleu"' in capsys.readouterr().out
+    assert main(["train", "--backend", "numpy", "--resume", "--steps", "3", "--no-progress", "--show", "0",
+                 "--out", str(out)]) == 0
+    assert backend.backend_name() == "numpy"
