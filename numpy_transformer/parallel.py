@@ -71,10 +71,12 @@ class DataParallel:
         """
         batch = src.shape[0]
         shards = min(self.threads, batch)
+        if shards == 1:
+            return _pass(self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight)
         bounds = [batch * i // shards for i in range(shards + 1)]
         counts = [int((labels[start:stop] != pad_id).sum()) for start, stop in zip(bounds, bounds[1:])]
         total = sum(counts)
-        if shards == 1 or total == 0:  # one pass; with no tokens at all, cross-entropy names the problem
+        if total == 0:  # with no tokens at all, cross-entropy names the problem
             return _pass(self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight)
         seeds = self.model.rng.integers(0, 2**63, size=shards - 1)
         runs = []  # (shard index, arguments of _pass, token count) of every shard with tokens to learn from

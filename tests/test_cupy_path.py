@@ -18,7 +18,7 @@ from numpy_transformer.model import make_src_mask
 from numpy_transformer.train import TrainConfig, Trainer, load_for_inference, translate_ids
 
 TINY = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32, "dropout": 0.1}
-STEP_SYNC_BUDGET = 6  # the loss, the gradient norm and the token counts: never one per parameter
+STEP_SYNC_BUDGET = 4  # the ids' bounds, the loss and its token count, the gradient norm: never one per parameter
 CONFIG = {"task": "copy", "steps": 4, "batch_size": 8, "eval_every": 2, "eval_size": 4, "log_every": 1}
 
 
@@ -68,7 +68,7 @@ def test_every_decoding_strategy_runs_with_at_most_one_sync_per_token(gpu, atten
         SYNCS.clear()
         out = decode(model, src, mask, max_len, BOS_ID, EOS_ID, absorbed=absorbed, **options)
         assert isinstance(out, gpu.ndarray) and out.shape[0] == 2
-        assert sum(SYNCS.values()) <= max_len + 2, (decode.__name__, dict(SYNCS))
+        assert sum(SYNCS.values()) <= max_len + 2, (decode.__name__, dict(SYNCS))  # + the ids' bounds and the mask
 
 
 def test_evaluate_save_resume_and_checkpoints_that_cross_to_the_cpu(gpu, tmp_path):
@@ -158,3 +158,19 @@ def test_the_command_line_on_cupy(gpu, monkeypatch, tmp_path, capsys):
     assert main(["train", "--backend", "numpy", "--resume", "--steps", "3", "--no-progress", "--show", "0",
                  "--out", str(out)]) == 0
     assert backend.backend_name() == "numpy"
+
+
+def test_fit_with_adamw_and_gradcheck_in_float64(gpu, tmp_path):
+    from numpy_transformer import build_transformer
+    from numpy_transformer.gradcheck import gradcheck_module
+
+    trainer = Trainer.create(TrainConfig(**CONFIG, optimizer="adamw", weight_decay=0.01), TINY)
+    records = trainer.fit(tmp_path, progress=False)
+    assert [r["step"] for r in records if r.get("split") == "dev"] == [2, 4] and (tmp_path / "model.npz").exists()
+    model = build_transformer(7, 7, 4, 4, d_model=8, N=1, h=2, d_ff=8, dropout=0.0, dtype="float64")
+    src = gpu.asarray([[1, 2, 3], [4, 5, 0]])
+    tgt = gpu.asarray([[1, 2], [3, 4]])
+    result = gradcheck_module(model, {"src": src, "tgt": tgt},
+                              forward=lambda src, tgt: model.forward(src, tgt, make_src_mask(src, 0), None),
+                              max_entries=4)
+    assert result.passed
