@@ -76,7 +76,11 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     source = p.add_mutually_exclusive_group()
     source.add_argument("--task", choices=["copy", "reverse", "numbers-en-fr"], default="numbers-en-fr", help="generated task")
     source.add_argument("--data", metavar="FILE.tsv", help="parallel text, one 'source<TAB>target' pair per line")
-    p.add_argument("--tokenizer", choices=["char", "word"], help="default: char for copy/reverse, word otherwise")
+    p.add_argument("--tokenizer", choices=["char", "word", "bpe"],
+                   help="default: bpe (subwords) for --data, char for copy/reverse, word for numbers-en-fr")
+    p.add_argument("--vocab-size", type=_int_at_least(256, "an integer >= 256"), default=None,
+                   help="subword units learned by --tokenizer bpe, source and target together (default 8000)")
+    p.add_argument("--shared-vocab", action="store_true", help="one vocabulary for source and target")
     p.add_argument("--max-length", type=_positive_int, default=None,
                    help="--data pairs with more tokens than this on a side are left out, and counted (default 256)")
     p.add_argument("--d-model", type=_positive_int, default=128)
@@ -185,7 +189,8 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
     else:
         config = TrainConfig(
             task=None if args.data else args.task, data=args.data, tokenizer=args.tokenizer,
-            max_length=args.max_length or TrainConfig.max_length,
+            max_length=args.max_length or TrainConfig.max_length, vocab_size=args.vocab_size or TrainConfig.vocab_size,
+            shared_vocab=args.shared_vocab,
             steps=args.steps or TrainConfig.steps,
             batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
             optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
@@ -218,6 +223,7 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
 # train's flags that describe the run, and where a checkpoint keeps each: --resume refuses a different value
 RUN_FLAGS = {
     "--task": ("train", "task"), "--data": ("train", "data"), "--tokenizer": ("task", "tokenizer"), "--max-length": ("train", "max_length"),
+    "--vocab-size": ("train", "vocab_size"), "--shared-vocab": ("train", "shared_vocab"),
     "--d-model": ("model", "d_model"), "--layers": ("model", "N"), "--heads": ("model", "h"), "--d-ff": ("model", "d_ff"),
     "--dropout": ("model", "dropout"), "--attention": ("model", "attention"), "--post-norm": ("model", "norm_first"),
     "--dtype": ("model", "dtype"), "--batch-size": ("train", "batch_size"), "--lr": ("train", "lr"),

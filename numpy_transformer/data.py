@@ -63,7 +63,53 @@ class WordTokenizer:
         return text
 
 
-TOKENIZERS = {"char": CharTokenizer, "word": WordTokenizer}
+class BPETokenizer:
+    """Subword units: byte-level byte-pair encoding learned from the training texts by Hugging Face
+    ``tokenizers`` (pip install tokenizers, part of the [train] extra).
+
+    Byte-level: every text is its UTF-8 bytes, so no character is ever unknown (accents, CJK,
+    emoji), and detokenising gives the text back exactly, spacing and punctuation included. The
+    learned model is kept as the library's own JSON text (``serialized``), which checkpoints store.
+    """
+
+    name = "bpe"
+
+    def __init__(self, serialized: str) -> None:
+        tokenizers = _import_tokenizers()
+        self.serialized = serialized
+        self._tokenizer = tokenizers.Tokenizer.from_str(serialized)
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int) -> "BPETokenizer":
+        """Learn merges from ``texts`` until the vocabulary (256 bytes and the merges) has ``vocab_size`` units."""
+        tokenizers = _import_tokenizers()
+        tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
+        tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = tokenizers.decoders.ByteLevel()
+        trainer = tokenizers.trainers.BpeTrainer(
+            vocab_size=vocab_size, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+        )
+        tokenizer.train_from_iterator(texts, trainer)
+        return cls(tokenizer.to_str())
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        return self._tokenizer.decoder.decode(list(tokens))
+
+
+def _import_tokenizers() -> Any:
+    try:
+        import tokenizers  # noqa: PLC0415 - optional: only --tokenizer bpe needs it
+    except ImportError as error:
+        raise RuntimeError("--tokenizer bpe needs Hugging Face tokenizers: pip install 'numpy_transformer[train]'") from error
+    return tokenizers
+
+
+TOKENIZERS = {"char": CharTokenizer, "word": WordTokenizer}  # the tokenizers that learn nothing
+TOKENIZER_NAMES = (*TOKENIZERS, BPETokenizer.name)
+BPE_VOCAB_SIZE = 8000  # subword units learned from a corpus, source and target together
 
 
 class Vocab:
@@ -158,16 +204,26 @@ class TranslationTask:
     name = "task"
 
     def __init__(self, tokenizer: str, dev: list[tuple[str, str]], test: list[tuple[str, str]],
-                 vocab_texts: Iterable[tuple[str, str]], seed: int = 0) -> None:
-        if tokenizer not in TOKENIZERS:
-            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZERS)}, got {tokenizer!r}")
-        self.tokenizer = TOKENIZERS[tokenizer]()
-        self.dev, self.test, self.seed = dev, test, seed
+                 vocab_texts: Sequence[tuple[str, str]], seed: int = 0, vocab_size: int = BPE_VOCAB_SIZE,
+                 shared_vocab: bool = False, serialized_tokenizer: str | None = None) -> None:
+        """``tokenizer`` "bpe" learns one subword model from both sides of ``vocab_texts`` (or takes
+        ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary."""
+        if tokenizer not in TOKENIZER_NAMES:
+            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {tokenizer!r}")
+        if tokenizer == BPETokenizer.name:
+            self.tokenizer = (BPETokenizer(serialized_tokenizer) if serialized_tokenizer is not None
+                              else BPETokenizer.train((text for pair in vocab_texts for text in pair), vocab_size))
+        else:
+            self.tokenizer = TOKENIZERS[tokenizer]()
+        self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
         src_tokens, tgt_tokens = set(), set()
         for source, target in vocab_texts:
             src_tokens.update(self.tokenizer.tokenize(source))
             tgt_tokens.update(self.tokenizer.tokenize(target))
-        self.src_vocab, self.tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
+        if shared_vocab:
+            self.src_vocab = self.tgt_vocab = Vocab(src_tokens | tgt_tokens)
+        else:
+            self.src_vocab, self.tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
         self._bucket: tuple[int, list] | None = None
 
     def length_pairs(self, seed: int) -> list[tuple[str, str]]:
@@ -345,10 +401,13 @@ class FileTask(TranslationTask):
 
     name = "file"
 
-    def __init__(self, path: str | Path, tokenizer: str = "word", dev_fraction: float = 0.05,
-                 test_fraction: float = 0.05, seed: int = 0, max_length: int = MAX_LENGTH) -> None:
+    def __init__(self, path: str | Path, tokenizer: str = "bpe", dev_fraction: float = 0.05,
+                 test_fraction: float = 0.05, seed: int = 0, max_length: int = MAX_LENGTH, **vocabulary: Any) -> None:
+        """``vocabulary``: TranslationTask's vocab_size, shared_vocab and serialized_tokenizer."""
         pairs = list(dict.fromkeys(read_tsv(path)))  # a repeated pair would land in training and test alike
-        pairs = _short_pairs(pairs, TOKENIZERS[tokenizer]() if tokenizer in TOKENIZERS else None, max_length, path)
+        # bpe counts a pair's words: its subwords are learned afterwards, from the pairs kept
+        counter = TOKENIZERS.get("word" if tokenizer == BPETokenizer.name else tokenizer)
+        pairs = _short_pairs(pairs, counter() if counter else None, max_length, path)
         if len(pairs) < 3:
             raise ValueError(f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test")
         order = host_rng(seed, 11).permutation(len(pairs))
@@ -356,7 +415,8 @@ class FileTask(TranslationTask):
         n_test = max(1, int(len(pairs) * test_fraction))
         shuffled = [pairs[i] for i in order]
         self.train_pairs = shuffled[n_dev + n_test :]
-        super().__init__(tokenizer, shuffled[:n_dev], shuffled[n_dev : n_dev + n_test], self.train_pairs, seed)
+        super().__init__(tokenizer, shuffled[:n_dev], shuffled[n_dev : n_dev + n_test], self.train_pairs, seed,
+                         **vocabulary)
 
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
@@ -377,10 +437,11 @@ def _short_pairs(pairs: list[tuple[str, str]], tokenizer: Any, max_length: int, 
 
 
 def make_task(task: str | None = None, data: str | None = None, seed: int = 0, tokenizer: str | None = None,
-              max_length: int = MAX_LENGTH) -> TranslationTask:
-    """Build the task named on the command line (``--task`` or ``--data``)."""
+              max_length: int = MAX_LENGTH, **vocabulary: Any) -> TranslationTask:
+    """Build the task named on the command line (``--task`` or ``--data``); ``vocabulary``:
+    TranslationTask's vocab_size, shared_vocab and serialized_tokenizer (for a corpus)."""
     if data is not None:
-        return FileTask(data, tokenizer or "word", seed=seed, max_length=max_length)
+        return FileTask(data, tokenizer or BPETokenizer.name, seed=seed, max_length=max_length, **vocabulary)
     if task in ("copy", "reverse"):
         return SymbolTask(task, seed=seed)
     if task == "numbers-en-fr":

@@ -16,7 +16,9 @@ from typing import Any, Sequence
 from .backend import available_memory, blas_threads, get_array_module, resolve_dtype, step_rng, to_numpy, tune_cpu
 from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
 from .distributed import Communicator, FlatGradients, weights_checksum
-from .data import BOS_ID, EOS_ID, MAX_LENGTH, PAD_ID, TOKENIZERS, TranslationTask, Vocab, make_task, pad
+from .data import (
+    BOS_ID, BPE_VOCAB_SIZE, EOS_ID, MAX_LENGTH, PAD_ID, TOKENIZERS, BPETokenizer, TranslationTask, Vocab, make_task, pad,
+)
 from .decoding import greedy_decode
 from .kernels import ops
 from .model import Transformer, build_transformer, make_src_mask, parameter_count
@@ -52,6 +54,8 @@ class TrainConfig:
     log_every: int = 50
     seed: int = 0
     max_length: int = MAX_LENGTH  # a corpus pair with more tokens on a side is left out
+    vocab_size: int = BPE_VOCAB_SIZE  # subword units of --tokenizer bpe
+    shared_vocab: bool = False  # one vocabulary for source and target
     threads: int = 0  # row shards run at once (parallel.DataParallel); 0: auto_threads decides per batch
 
     def __post_init__(self) -> None:
@@ -61,6 +65,8 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 256:
+            raise ValueError(f"vocab-size must be an integer >= 256 (the byte units and their merges), got {self.vocab_size!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         if self.schedule not in SCHEDULES:
@@ -118,7 +124,8 @@ class Trainer:
 
     @classmethod
     def create(cls, config: TrainConfig, model_args: dict[str, Any], comm: Communicator | None = None) -> "Trainer":
-        task = make_task(config.task, config.data, config.seed, config.tokenizer, config.max_length)
+        task = make_task(config.task, config.data, config.seed, config.tokenizer, config.max_length,
+                         **({"vocab_size": config.vocab_size, "shared_vocab": config.shared_vocab} if config.data else {}))
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8, **model_args}
         sizes = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), **model_args}
@@ -337,7 +344,10 @@ def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
               "tokenizer": task.tokenizer.name}
     if config.data is not None:
         path = Path(config.data).resolve()
-        recipe.update(data=str(path), data_sha256=file_sha256(path), max_length=config.max_length)
+        recipe.update(data=str(path), data_sha256=file_sha256(path), max_length=config.max_length,
+                      vocab_size=config.vocab_size, shared_vocab=config.shared_vocab)
+    if isinstance(task.tokenizer, BPETokenizer):  # the learned subwords themselves, as the library's JSON
+        recipe["tokenizer_json"] = task.tokenizer.serialized
     return recipe
 
 
@@ -392,8 +402,11 @@ def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
             raise ValueError(f"the run trained on {path}, which no longer exists")
         if file_sha256(path) != expected:
             raise ValueError(f"the run trained on {path}, but that file has changed since (its sha256 differs)")
+    vocabulary = {key: recipe[key] for key in ("vocab_size", "shared_vocab") if key in recipe}
+    if "tokenizer_json" in recipe:
+        vocabulary["serialized_tokenizer"] = recipe["tokenizer_json"]
     return make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"],
-                     recipe.get("max_length", MAX_LENGTH))
+                     recipe.get("max_length", MAX_LENGTH), **vocabulary)
 
 
 def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
@@ -410,7 +423,9 @@ def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab
     arrays, meta = load_checkpoint(path)
     model = model_from_checkpoint(path, arrays, meta)
     try:
-        tokenizer = TOKENIZERS[meta["task"]["tokenizer"]]()
+        recipe = meta["task"]
+        tokenizer = (BPETokenizer(recipe["tokenizer_json"]) if recipe["tokenizer"] == BPETokenizer.name
+                     else TOKENIZERS[recipe["tokenizer"]]())
         src_vocab, tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(f"checkpoint {resolve_path(path)}: its tokenizer or vocabularies are unusable ({error})") from error

@@ -1,0 +1,60 @@
+"""Subword vocabularies (byte-level BPE from Hugging Face tokenizers), stored in checkpoints as JSON."""
+
+import pytest
+
+from numpy_transformer.cli import main
+from numpy_transformer.data import BPETokenizer, FileTask
+from numpy_transformer.train import Trainer, load_for_inference
+
+pytest.importorskip("tokenizers", reason="tokenizers is part of the [train] and [dev] extras")
+
+TEXTS = [
+    "Couleur de la sélection", "Impossible d'ouvrir le fichier %s : %d octets lus", "Bonjour %(name)s, {0} messages",
+    "東京は日本の首都です", "Les émojis 🎉 et ✨ aussi", "  deux  espaces   et\ttabulation ", "naïve façade « citée »",
+]
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return BPETokenizer.train(TEXTS * 3 + ["the quick brown fox jumps over the lazy dog"] * 5, vocab_size=300)
+
+
+@pytest.mark.parametrize("text", TEXTS + ["never seen: Ωμέγα ß ĳ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "%s%%d {}{{}} %(x)r", ""])
+def test_detokenising_gives_the_text_back_exactly(bpe, text):
+    assert bpe.detokenize(bpe.tokenize(text)) == text
+
+
+def test_the_learned_model_travels_as_the_librarys_json(bpe):
+    again = BPETokenizer(bpe.serialized)
+    assert again.tokenize("Couleur de la sélection") == bpe.tokenize("Couleur de la sélection")
+    assert bpe.serialized.lstrip().startswith("{") and '"BPE"' in bpe.serialized
+    assert len(bpe.tokenize("Couleur de la sélection")) < len("Couleur de la sélection")  # merges were learned
+
+
+def _corpus(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_text("".join(f"open file {i} %s\touvrir le fichier {i} %s\n" for i in range(60)), encoding="utf-8")
+    return path
+
+
+def test_a_corpus_trains_on_subwords_and_the_checkpoint_needs_nothing_else(tmp_path, capsys):
+    path, out = _corpus(tmp_path), tmp_path / "run"
+    assert main(["train", "--data", str(path), "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16",
+                 "--steps", "2", "--vocab-size", "300", "--shared-vocab", "--no-progress", "--show", "0",
+                 "--out", str(out)]) == 0
+    trainer = Trainer.resume(out)
+    assert trainer.task.tokenizer.name == "bpe" and trainer.task.src_vocab is trainer.task.tgt_vocab
+    path.unlink()  # translate needs only the checkpoint
+    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(out)
+    assert tokenizer.detokenize(tokenizer.tokenize("ouvrir le fichier 7 %s")) == "ouvrir le fichier 7 %s"
+    assert src_vocab.itos == tgt_vocab.itos
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(out), "open file 3 %s"]) == 0
+    assert capsys.readouterr().out.startswith("open file 3 %s\t")
+
+
+def test_a_saved_tokenizer_is_used_as_saved(tmp_path):
+    path = _corpus(tmp_path)
+    task = FileTask(path, vocab_size=280)
+    again = FileTask(path, vocab_size=999, serialized_tokenizer=task.tokenizer.serialized)
+    assert again.tokenizer.serialized == task.tokenizer.serialized and again.src_vocab.itos == task.src_vocab.itos
