@@ -90,6 +90,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--attention", choices=["mha", "mla"], default="mha")
     p.add_argument("--post-norm", action="store_true", help="the paper's post-norm instead of the seeds' pre-norm")
+    p.add_argument("--tie-embeddings", action="store_true",
+                   help="one matrix for the target embedding and the pre-softmax projection (and the source "
+                        "embedding with --shared-vocab), as the paper does")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--steps", type=_positive_int, default=None,
                    help="optimizer steps in all (default 3000; with --resume, the saved run's own)")
@@ -199,7 +202,7 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
         )
         model_args = {"d_model": args.d_model, "N": args.layers, "h": args.heads, "d_ff": args.d_ff,
                       "dropout": args.dropout, "attention": args.attention, "norm_first": not args.post_norm,
-                      "dtype": args.dtype}
+                      "dtype": args.dtype, "tie_embeddings": args.tie_embeddings}
         trainer = Trainer.create(config, model_args, comm=comm)
         n_params = sum(p.data.size for p in trainer.model.parameters())
         say(f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}{ranks}; "
@@ -226,6 +229,7 @@ RUN_FLAGS = {
     "--vocab-size": ("train", "vocab_size"), "--shared-vocab": ("train", "shared_vocab"),
     "--d-model": ("model", "d_model"), "--layers": ("model", "N"), "--heads": ("model", "h"), "--d-ff": ("model", "d_ff"),
     "--dropout": ("model", "dropout"), "--attention": ("model", "attention"), "--post-norm": ("model", "norm_first"),
+    "--tie-embeddings": ("model", "tie_embeddings"),
     "--dtype": ("model", "dtype"), "--batch-size": ("train", "batch_size"), "--lr": ("train", "lr"),
     "--schedule": ("train", "schedule"), "--warmup": ("train", "warmup"), "--factor": ("train", "factor"),
     "--optimizer": ("train", "optimizer"), "--weight-decay": ("train", "weight_decay"), "--clip": ("train", "clip"),

@@ -179,6 +179,10 @@ def build_torch_transformer(config: dict[str, Any]) -> Any:
             self.src_pos = PositionalEncoding(config["src_seq_len"])
             self.tgt_pos = PositionalEncoding(config["tgt_seq_len"])
             self.projection_layer = ProjectionLayer()
+            if config.get("tie_embeddings"):  # as build_transformer ties them
+                self.tgt_embed.embedding.weight = self.projection_layer.proj.weight
+                if config.get("shared_vocab"):
+                    self.src_embed.embedding.weight = self.projection_layer.proj.weight
 
         def encode(self, src: Any, src_mask: Any) -> Any:
             x = self.src_pos(self.src_embed(src))
@@ -204,11 +208,14 @@ def build_torch_transformer(config: dict[str, Any]) -> Any:
 def to_torch_model(model: Transformer) -> Any:
     """An equivalent PyTorch model holding a copy of this model's weights."""
     torch_model = build_torch_transformer(model.config)
-    torch_model.load_state_dict(to_torch_state_dict(model), strict=True)
+    missing, unexpected = torch_model.load_state_dict(to_torch_state_dict(model), strict=False)
+    aliases = set(torch_model.state_dict()) - set(dict(torch_model.named_parameters()))  # tied weights' other names
+    if unexpected or set(missing) != aliases:
+        raise ValueError(f"the PyTorch model does not match: missing {sorted(set(missing) - aliases)}, unexpected {unexpected}")
     return torch_model
 
 
 def from_torch_model(torch_model: Any, model: Transformer) -> None:
-    """Copy a PyTorch model's weights (same architecture) into ``model``."""
-    from_torch_state_dict(model, torch_model.state_dict())
+    """Copy a PyTorch model's weights (same architecture) into ``model``; a tied weight once, by its first name."""
+    from_torch_state_dict(model, dict(torch_model.named_parameters()))
 

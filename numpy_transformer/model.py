@@ -143,19 +143,30 @@ def parameter_count(config: dict[str, Any]) -> int:
     norm = 2 * d
     encoder = n * (attention + feed_forward + 2 * norm) + norm
     decoder = n * (2 * attention + feed_forward + 3 * norm) + norm
-    return (src_vocab + tgt_vocab) * d + encoder + decoder + d * tgt_vocab + tgt_vocab
+    if not config.get("tie_embeddings"):  # source and target embeddings, the projection
+        tables = (src_vocab + 2 * tgt_vocab) * d
+    elif config.get("shared_vocab"):  # one matrix for all three
+        tables = tgt_vocab * d
+    else:  # the source embedding, and one matrix for the target embedding and the projection
+        tables = (src_vocab + tgt_vocab) * d
+    return tables + encoder + decoder + tgt_vocab
 
 
 def build_transformer(
     src_vocab_size: int, tgt_vocab_size: int, src_seq_len: int, tgt_seq_len: int, d_model: int = 512, N: int = 6,
     h: int = 8, dropout: float = 0.1, d_ff: int = 2048, attention: str = "mha", norm_first: bool = True,
-    dtype: Any = "float32", seed: int | None = 0,
+    dtype: Any = "float32", seed: int | None = 0, tie_embeddings: bool = False, shared_vocab: bool = False,
 ) -> Transformer:
     """Build the full model; every parameter with more than one dimension is Xavier-uniform.
 
     ``attention`` chooses "mha" (the paper) or "mla" (Multi-Head Latent Attention, seeds) for
     every attention block; ``norm_first`` chooses pre-norm (seeds) or post-norm (paper). One
     generator seeded with ``seed`` draws the weights and, later, every dropout mask.
+
+    ``tie_embeddings`` shares one (V, d_model) matrix between the target embedding and the
+    pre-softmax projection, and with the source embedding too when ``shared_vocab`` says source
+    and target use one vocabulary (the paper, section 3.4). The shared matrix's gradient is the
+    sum of its uses' gradients, each accumulating into the one parameter.
     """
     sizes = {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "src_seq_len": src_seq_len,
              "tgt_seq_len": tgt_seq_len, "d_model": d_model, "N": N, "h": h, "d_ff": d_ff}
@@ -163,8 +174,11 @@ def build_transformer(
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     src_vocab_size, tgt_vocab_size, src_seq_len, tgt_seq_len, d_model, N, h, d_ff = (int(v) for v in sizes.values())
-    if isinstance(norm_first, str) or norm_first not in (True, False):  # NumPy's booleans compare equal too
-        raise TypeError(f"norm_first must be True (pre-norm) or False (post-norm), got {norm_first!r}")
+    for name, flag in (("norm_first", norm_first), ("tie_embeddings", tie_embeddings), ("shared_vocab", shared_vocab)):
+        if isinstance(flag, str) or flag not in (True, False):  # NumPy's booleans compare equal too
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
+    if shared_vocab and src_vocab_size != tgt_vocab_size:
+        raise ValueError(f"shared_vocab needs src_vocab_size == tgt_vocab_size, got {src_vocab_size} and {tgt_vocab_size}")
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
         raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
@@ -204,10 +218,15 @@ def build_transformer(
     encoder = Encoder(d_model, ModuleList(encoder_blocks), **common)
     decoder = Decoder(d_model, ModuleList(decoder_blocks), **common)
     projection_layer = ProjectionLayer(d_model, tgt_vocab_size, **common)
+    if tie_embeddings:
+        tgt_embed.embedding.weight = projection_layer.proj.weight
+        if shared_vocab:
+            src_embed.embedding.weight = projection_layer.proj.weight
     config = {
         "src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "src_seq_len": src_seq_len,
         "tgt_seq_len": tgt_seq_len, "d_model": d_model, "N": N, "h": h, "dropout": dropout, "d_ff": d_ff,
-        "attention": attention, "norm_first": norm_first, "dtype": get_array_module().dtype(encoder.dtype).name,
+        "attention": attention, "norm_first": bool(norm_first), "dtype": get_array_module().dtype(encoder.dtype).name,
+        "tie_embeddings": bool(tie_embeddings), "shared_vocab": bool(shared_vocab),
     }
     model = Transformer(encoder, decoder, src_embed, tgt_embed, src_pos, tgt_pos, projection_layer, config)
     model.flatten_parameters()

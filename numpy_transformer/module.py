@@ -181,10 +181,16 @@ class Module:
             yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """(dotted name, Parameter) for every parameter, in registration order (names as in the seeds)."""
+        """(dotted name, Parameter) for every parameter, in registration order (names as in the seeds).
+
+        A parameter that several modules share (tied embeddings) is listed once, under its first name.
+        """
+        seen = set()
         for module_name, module in self.named_modules(prefix):
             for name, parameter in module._parameters.items():
-                yield (f"{module_name}.{name}" if module_name else name), parameter
+                if id(parameter) not in seen:
+                    seen.add(id(parameter))
+                    yield (f"{module_name}.{name}" if module_name else name), parameter
 
     def parameters(self) -> list[Parameter]:
         return [parameter for _, parameter in self.named_parameters()]

@@ -127,7 +127,8 @@ class Trainer:
         task = make_task(config.task, config.data, config.seed, config.tokenizer, config.max_length,
                          **({"vocab_size": config.vocab_size, "shared_vocab": config.shared_vocab} if config.data else {}))
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
-        model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8, **model_args}
+        model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8,
+                      "shared_vocab": task.src_vocab is task.tgt_vocab, **model_args}
         sizes = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), **model_args}
         check_memory(sizes, config.batch_size, src_len, tgt_len, config.threads or 1)
         model = build_transformer(len(task.src_vocab), len(task.tgt_vocab), seed=config.seed, **model_args)

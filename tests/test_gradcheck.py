@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 from conftest import GRADCHECK_TOLERANCE
 
+import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.gradcheck import GradcheckError, gradcheck, gradcheck_function
+from numpy_transformer.gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
 
 
 def test_gradcheck_errors_are_relative_to_the_whole_check_and_still_catch_small_tensors():
@@ -55,3 +56,19 @@ def test_every_input_entry_is_restored():
     before = x.copy()
     gradcheck_function(F.softmax_forward, F.softmax_backward, {"x": x}, ["x"])
     np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_tied_embeddings_gradient_is_the_sum_of_their_uses(textbook, shared):
+    """One matrix for the target embedding and the projection (and the source embedding when the
+    vocabulary is shared): finite differences of the loss through every use at once."""
+    model = nt.build_transformer(9, 9, 5, 5, d_model=8, N=1, h=2, d_ff=8, dropout=0.0, dtype="float64", seed=1,
+                                 tie_embeddings=True, shared_vocab=shared)
+    names = [name for name, _ in model.named_parameters()]
+    tables = [name for name in names if name.endswith("embedding.weight") or name == "projection_layer.proj.weight"]
+    assert tables == (["src_embed.embedding.weight"] if shared else ["src_embed.embedding.weight", "tgt_embed.embedding.weight"])
+    assert model.tgt_embed.embedding.weight is model.projection_layer.proj.weight
+    src, tgt = np.array([[1, 2, 3, 4], [5, 6, 7, 0]]), np.array([[1, 8, 2], [3, 4, 5]])
+    result = gradcheck_module(model, {"src": src, "tgt": tgt},
+                              forward=lambda src, tgt: model.forward(src, tgt, nt.make_src_mask(src, 0), None))
+    assert result.passed

@@ -272,3 +272,16 @@ def test_state_dict_round_trip_and_errors():
     state["encoder.norm.gamma"] = np.zeros(9)
     with pytest.raises(ValueError, match=r"encoder.norm.gamma: expected \(8,\), got \(9,\)"):
         other.load_state_dict(state)
+
+
+def test_tied_embeddings_count_as_the_papers_table_3():
+    """A shared 37,000-token vocabulary: base 63.1 M tied (101.0 M untied), big 214.2 M (290.0 M); the paper says 65 M and 213 M."""
+    from numpy_transformer.model import parameter_count
+
+    base = {"src_vocab_size": 37000, "tgt_vocab_size": 37000, "d_model": 512, "N": 6, "h": 8, "d_ff": 2048}
+    big = {**base, "d_model": 1024, "d_ff": 4096, "h": 16}
+    counts = [round(parameter_count({**c, "tie_embeddings": tie, "shared_vocab": tie}) / 1e6, 1)
+              for c in (base, big) for tie in (True, False)]
+    assert counts == [63.1, 101.0, 214.2, 290.0]
+    tied = nt.build_transformer(50, 50, 8, 8, d_model=16, N=1, h=2, d_ff=32, tie_embeddings=True, shared_vocab=True)
+    assert parameter_count(tied.config) == sum(p.data.size for p in tied.parameters()) == tied.flat.data.size

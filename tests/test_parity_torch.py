@@ -35,9 +35,11 @@ def batch(seed=0):
     return src, tgt, labels
 
 
-def run_both(kind, norm_first, dtype="float64"):
-    model = nt.build_transformer(11, 13, 7, 6, d_model=8, N=2, h=2, d_ff=12, dropout=0.0, attention=kind,
-                                 norm_first=norm_first, dtype=dtype, seed=3)
+def run_both(kind, norm_first, dtype="float64", tie=None):
+    """``tie``: None, "target" (target embedding and projection) or "shared" (all three, one vocabulary)."""
+    model = nt.build_transformer(13 if tie == "shared" else 11, 13, 7, 6, d_model=8, N=2, h=2, d_ff=12, dropout=0.0,
+                                 attention=kind, norm_first=norm_first, dtype=dtype, seed=3,
+                                 tie_embeddings=tie is not None, shared_vocab=tie == "shared")
     reference = to_torch_model(model)
     src, tgt, labels = batch()
     src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
@@ -72,10 +74,12 @@ def run_both(kind, norm_first, dtype="float64"):
     return model, reference, (logits, loss, embedding_grads), (torch_logits, torch_loss, torch_embedding_outputs)
 
 
-@pytest.mark.parametrize("kind", ["mha", "mla"])
-@pytest.mark.parametrize("norm_first", [True, False])
-def test_float64_logits_loss_and_every_gradient(kind, norm_first):
-    model, reference, ours, theirs = run_both(kind, norm_first)
+@pytest.mark.parametrize("kind, norm_first, tie", [
+    ("mha", True, None), ("mha", False, None), ("mla", True, None), ("mla", False, None),
+    ("mha", True, "target"), ("mla", False, "shared"),  # a tied matrix's gradient sums its uses'
+])
+def test_float64_logits_loss_and_every_gradient(kind, norm_first, tie):
+    model, reference, ours, theirs = run_both(kind, norm_first, tie=tie)
     logits, loss, embedding_grads = ours
     torch_logits, torch_loss, torch_embeddings = theirs
     assert relative_error(logits, torch_logits) <= RELATIVE
