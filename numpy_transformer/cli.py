@@ -129,6 +129,8 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass (sampling only)")
     p.add_argument("--max-len", type=_positive_int, default=None, help="default: the model's target table length")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--no-repeat-ngram", type=_non_negative_int, default=0, metavar="N",
+                   help="never repeat an n-gram of N tokens in one translation (0: off)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split")
     p.add_argument("--limit", type=_positive_int, default=None, help="evaluate on the first N pairs only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_decode_options(p)
     _add_backend(p)
     _add_plot(commands)
     return parser
@@ -280,12 +283,14 @@ def _show_translations(trainer: "Trainer", count: int) -> None:
 def _decode_options(args: argparse.Namespace) -> dict:
     from . import decoding
 
+    common = {"no_repeat_ngram": args.no_repeat_ngram}
     if args.strategy == "greedy":
-        return {"strategy": decoding.greedy_decode}
+        return {"strategy": decoding.greedy_decode, **common}
     if args.strategy == "beam":
-        return {"strategy": decoding.beam_search, "beam_width": args.beam_width, "length_penalty": args.length_penalty}
+        return {"strategy": decoding.beam_search, "beam_width": args.beam_width, "length_penalty": args.length_penalty,
+                **common}
     return {"strategy": decoding.sample_decode, "temperature": args.temperature, "top_k": args.top_k,
-            "top_p": args.top_p, "seed": args.seed}
+            "top_p": args.top_p, "seed": args.seed, **common}
 
 
 def _translate(args: argparse.Namespace) -> int:
@@ -322,7 +327,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     model, task = restore_model_and_task(args.checkpoint, arrays, meta)
     pairs = read_tsv(args.data) if args.data else task.test
     pairs = pairs[: args.limit] if args.limit else pairs
-    metrics = evaluate(model, task, pairs)
+    metrics = evaluate(model, task, pairs, **_decode_options(args))
     if args.json:
         print(json.dumps(metrics))
     else:

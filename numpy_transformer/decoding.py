@@ -387,9 +387,36 @@ def _decoding_call(function: Callable) -> Callable:
     return wrapper
 
 
+def block_repeated_ngrams(scores: Array, history: Array, n: int) -> Array:
+    """``scores`` (N, V) with -inf for every token that would repeat an n-gram of its row's ``history``
+    (N, L): a token t is blocked when the row's last n - 1 tokens followed by t occur in it already.
+
+    Fixed shapes, no transfer to the host: every window of n - 1 tokens is compared with the row's
+    suffix, and the token after each matching window is counted into an (N, V) table.
+    """
+    xp = get_array_module()
+    rows, length = history.shape
+    if n < 1 or length < n:  # no n-gram has been generated yet
+        return scores
+    if n == 1:
+        blocked_tokens, matches = history, xp.ones(history.shape, dtype=bool)
+    else:
+        windows = length - n + 1  # windows of n - 1 tokens that have a token after them
+        suffix = history[:, length - n + 1 :]  # (N, n - 1)
+        matches = xp.ones((rows, windows), dtype=bool)
+        for offset in range(n - 1):
+            matches &= history[:, offset : offset + windows] == suffix[:, offset : offset + 1]
+        blocked_tokens = history[:, n - 1 :]  # (N, windows): the token after each window
+    counts = xp.zeros(scores.shape, dtype=xp.int32)
+    row_index = xp.broadcast_to(xp.arange(rows)[:, None], blocked_tokens.shape)
+    xp.add.at(counts, (row_index, blocked_tokens), matches.astype(xp.int32))
+    return xp.where(counts > 0, -xp.inf, scores)
+
+
 def _generate(stepper: Any, batch: int, max_len: int, bos_id: int, eos_id: int,
-              choose: Callable[[Array], Array]) -> tuple[Array, Array]:
-    """The loop shared by greedy and sampling: (ids (B, L), logits (B, L, V))."""
+              choose: Callable[[Array], Array], no_repeat_ngram: int = 0) -> tuple[Array, Array]:
+    """The loop shared by greedy and sampling: (ids (B, L), logits (B, L, V)); with ``no_repeat_ngram``
+    n, a token that would repeat an n-gram of the tokens generated so far is never chosen."""
     xp = get_array_module()
     last = xp.full(batch, bos_id, dtype=xp.int64)
     finished = xp.zeros(batch, dtype=bool)
@@ -397,6 +424,8 @@ def _generate(stepper: Any, batch: int, max_len: int, bos_id: int, eos_id: int,
     for _ in range(max_len):
         logits = stepper.step(last)
         all_logits.append(logits)
+        if no_repeat_ngram and tokens:
+            logits = block_repeated_ngrams(logits, xp.stack(tokens, axis=1), no_repeat_ngram)
         last = xp.where(finished, eos_id, choose(logits))
         tokens.append(last)
         finished |= last == eos_id
@@ -408,15 +437,18 @@ def _generate(stepper: Any, batch: int, max_len: int, bos_id: int, eos_id: int,
 @_decoding_call
 def greedy_decode(
     model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
-    use_cache: bool = True, absorbed: bool = False, return_logits: bool = False,
+    use_cache: bool = True, absorbed: bool = False, return_logits: bool = False, no_repeat_ngram: int = 0,
 ) -> Array | tuple[Array, Array]:
     """Pick the most likely token at every step. src (B, S) -> ids (B, L), L <= max_len.
 
     ``absorbed`` (MLA models) attends over the cached latent without decompressing it.
-    With ``return_logits`` also returns every step's logits (B, L, V).
+    With ``return_logits`` also returns every step's logits (B, L, V); ``no_repeat_ngram`` n > 0
+    never repeats an n-gram (block_repeated_ngrams).
     """
+    check_no_repeat_ngram(no_repeat_ngram)
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
-    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1))
+    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1),
+                            no_repeat_ngram)
     return (ids, logits) if return_logits else ids
 
 
@@ -440,6 +472,11 @@ def filter_logits(logits: Array, temperature: float = 1.0, top_k: int | None = N
     return probs
 
 
+def check_no_repeat_ngram(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"no_repeat_ngram must be an integer >= 0 (0: off), got {n!r}")
+
+
 def check_sampling_arguments(temperature: float, top_k: int | None, top_p: float | None) -> None:
     if not (isinstance(temperature, (int, float)) and temperature > 0):
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
@@ -453,11 +490,12 @@ def check_sampling_arguments(temperature: float, top_k: int | None, top_p: float
 def sample_decode(
     model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
     use_cache: bool = True, absorbed: bool = False, temperature: float = 1.0, top_k: int | None = None,
-    top_p: float | None = None, seed: int | None = None, return_logits: bool = False,
+    top_p: float | None = None, seed: int | None = None, return_logits: bool = False, no_repeat_ngram: int = 0,
 ) -> Array | tuple[Array, Array]:
     """Sample each token from the (filtered) softmax. The draws come from the model's generator,
     or from a fresh one seeded with ``seed`` (same seed, same output)."""
     check_sampling_arguments(temperature, top_k, top_p)
+    check_no_repeat_ngram(no_repeat_ngram)
     xp = get_array_module()
     rng = model.rng if seed is None else make_rng(seed)
 
@@ -469,13 +507,13 @@ def sample_decode(
         return xp.minimum(index, probs.shape[-1] - 1)
 
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
-    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, choose)
+    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, choose, no_repeat_ngram)
     return (ids, logits) if return_logits else ids
 
 
 def beam_search_steps(
     step: Callable[[Array], Array], reorder: Callable[[Array], None], batch: int, beam_width: int, max_len: int,
-    bos_id: int, eos_id: int, length_penalty: float = 1.0, early_stopping: bool = True,
+    bos_id: int, eos_id: int, length_penalty: float = 1.0, early_stopping: bool = True, no_repeat_ngram: int = 0,
 ) -> tuple[Array, Array]:
     """Beam search over any next-token model given as ``step(last tokens (B*W,)) -> logits (B*W, V)``.
 
@@ -497,6 +535,8 @@ def beam_search_steps(
         logits = step(last)
         log_probs = logits - logits.max(axis=-1, keepdims=True)
         log_probs = log_probs - xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
+        if no_repeat_ngram:
+            log_probs = block_repeated_ngrams(log_probs, history, no_repeat_ngram)
         vocab = log_probs.shape[-1]
         eos_only = xp.full(vocab, -xp.inf)
         eos_only[eos_id] = 0.0
@@ -526,14 +566,15 @@ def beam_search_steps(
 def beam_search(
     model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
     use_cache: bool = True, absorbed: bool = False, beam_width: int = 4, length_penalty: float = 1.0,
-    early_stopping: bool = True,
+    early_stopping: bool = True, no_repeat_ngram: int = 0,
 ) -> Array:
     """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L)."""
+    check_no_repeat_ngram(no_repeat_ngram)
     if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
         raise ValueError(f"beam_width must be an integer >= 1, got {beam_width!r}")
     if beam_width > model.tgt_embed.vocab_size:
         raise ValueError(f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens")
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
     ids, _ = beam_search_steps(stepper.step, stepper.reorder, src.shape[0], beam_width, max_len, bos_id, eos_id,
-                               length_penalty, early_stopping)
+                               length_penalty, early_stopping, no_repeat_ngram)
     return ids

@@ -444,10 +444,15 @@ def translate_ids(model: Transformer, src_ids: Sequence[Sequence[int]], max_len:
 
 
 def evaluate(model: Transformer, task: TranslationTask, pairs: Sequence[tuple[str, str]], label_smoothing: float = 0.0,
-             batch_size: int = 100) -> dict[str, float]:
-    """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of greedy translations."""
+             batch_size: int = 100, **decode_options: Any) -> dict[str, float]:
+    """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of the translations.
+
+    The translations are greedy unless ``decode_options`` say otherwise, as translate_ids takes
+    them (``strategy=beam_search, beam_width=4, length_penalty=0.6``, ``no_repeat_ngram``...).
+    """
     import sacrebleu
 
+    strategy = decode_options.pop("strategy", greedy_decode)
     loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
     with model.evaluating():
         for start in range(0, len(pairs), batch_size):
@@ -457,7 +462,8 @@ def evaluate(model: Transformer, task: TranslationTask, pairs: Sequence[tuple[st
             right, seen = masked_token_accuracy(logits, batch.tgt_out)
             loss_sum, correct, counted = loss_sum + loss * seen, correct + right, counted + seen
             max_len = min(model.tgt_pos.seq_len, int(batch.tgt_out.shape[1]) * 2 + 4)
-            for ids in to_numpy(greedy_decode(model, batch.src, batch.src_mask, max_len, BOS_ID, EOS_ID)):
+            translated = strategy(model, batch.src, batch.src_mask, max_len, BOS_ID, EOS_ID, **decode_options)
+            for ids in to_numpy(translated):
                 hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
     references = [target for _, target in pairs]
     bleu_tokenize = "char" if task.tokenizer.name == "char" else "13a"  # a char task has no spaces to split words on

@@ -213,3 +213,47 @@ def test_step_weights_are_what_a_step_multiplies_by(kind, absorbed, per_layer):
     if not absorbed:  # views of the model's own weights, never copies
         weights = cache.layers[0].step_weights()
         assert all(any(np.shares_memory(weight, p.data) for p in model.parameters()) for weight in weights)
+
+
+def test_block_repeated_ngrams_blocks_exactly_the_completions_of_a_seen_ngram():
+    from numpy_transformer.decoding import block_repeated_ngrams
+
+    history = np.array([[5, 6, 7, 5, 6], [1, 2, 3, 4, 1]])
+    scores = np.zeros((2, 9))
+    blocked = np.isinf(block_repeated_ngrams(scores, history, 3))
+    assert blocked[0].nonzero()[0].tolist() == [7]  # "5 6" was followed by 7
+    assert blocked[1].nonzero()[0].tolist() == []  # "4 1" never occurred before
+    assert np.isinf(block_repeated_ngrams(scores, history, 2))[1].nonzero()[0].tolist() == [2]  # "1" -> 2
+    assert np.isinf(block_repeated_ngrams(scores, history, 1))[0].nonzero()[0].tolist() == [5, 6, 7]
+    assert not np.isinf(block_repeated_ngrams(scores, history[:, :2], 3)).any()
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_no_output_repeats_an_ngram(strategy):
+    from numpy_transformer.decoding import beam_search, greedy_decode
+
+    model = nt.build_transformer(12, 12, 8, 30, d_model=16, N=1, h=2, d_ff=16, seed=4).eval()
+    model.projection_layer.proj.bias.data[2] = -1e4  # never <eos>: decode all 24 tokens
+    src = np.array([[3, 4, 5, 6], [7, 8, 9, 0]])
+    mask = nt.make_src_mask(src, 0)
+    decode = greedy_decode if strategy == "greedy" else lambda *a, **k: beam_search(*a, beam_width=3, **k)
+    plain = decode(model, src, mask, 24, 1, 2)
+    assert any(len({tuple(row[i:i + 2]) for i in range(len(row) - 1)}) < len(row) - 1 for row in plain.tolist())
+    for row in decode(model, src, mask, 24, 1, 2, no_repeat_ngram=2).tolist():
+        bigrams = [tuple(row[i:i + 2]) for i in range(len(row) - 1)]
+        assert len(set(bigrams)) == len(bigrams), row
+
+
+def test_evaluate_decodes_as_it_is_told():
+    from numpy_transformer.decoding import beam_search
+    from numpy_transformer.train import TrainConfig, Trainer, evaluate
+
+    trainer = Trainer.create(TrainConfig(task="copy", steps=3, batch_size=8), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16})
+    for _ in range(3):
+        trainer.train_step()
+    pairs = trainer.task.dev[:6]
+    greedy = evaluate(trainer.model, trainer.task, pairs)
+    assert evaluate(trainer.model, trainer.task, pairs, strategy=beam_search, beam_width=1) == greedy
+    wide = evaluate(trainer.model, trainer.task, pairs, strategy=beam_search, beam_width=3, length_penalty=0.6,
+                    no_repeat_ngram=2)
+    assert wide["loss"] == greedy["loss"] and 0 <= wide["bleu"] <= 100
