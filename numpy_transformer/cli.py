@@ -96,7 +96,11 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--steps", type=_positive_int, default=None,
                    help="optimizer steps in all (default 3000; with --resume, the saved run's own)")
-    p.add_argument("--batch-size", type=_positive_int, default=64)
+    p.add_argument("--batch-size", type=_positive_int, default=64, help="sentence pairs per batch")
+    p.add_argument("--batch-tokens", type=_positive_int, default=None,
+                   help="batches of about this many target tokens instead of --batch-size pairs (the paper's batching)")
+    p.add_argument("--accumulate", type=_positive_int, default=1,
+                   help="micro-batches per optimiser step: the gradient of one K-times larger batch")
     p.add_argument("--lr", type=_positive_float, default=1e-3, help="peak learning rate (cosine, constant)")
     p.add_argument("--schedule", choices=["cosine", "noam", "constant"], default="cosine")
     p.add_argument("--warmup", type=_positive_int, default=200, help="warm-up steps")
@@ -198,7 +202,8 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
             max_length=args.max_length or TrainConfig.max_length, vocab_size=args.vocab_size or TrainConfig.vocab_size,
             shared_vocab=args.shared_vocab,
             steps=args.steps or TrainConfig.steps,
-            batch_size=args.batch_size, lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
+            batch_size=args.batch_size, batch_tokens=args.batch_tokens, accumulate=args.accumulate,
+            lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
             optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
             label_smoothing=args.label_smoothing, eval_every=args.eval_every, eval_size=args.eval_size,
             log_every=args.log_every, seed=args.seed, threads=args.threads,
@@ -233,7 +238,8 @@ RUN_FLAGS = {
     "--d-model": ("model", "d_model"), "--layers": ("model", "N"), "--heads": ("model", "h"), "--d-ff": ("model", "d_ff"),
     "--dropout": ("model", "dropout"), "--attention": ("model", "attention"), "--post-norm": ("model", "norm_first"),
     "--tie-embeddings": ("model", "tie_embeddings"),
-    "--dtype": ("model", "dtype"), "--batch-size": ("train", "batch_size"), "--lr": ("train", "lr"),
+    "--dtype": ("model", "dtype"), "--batch-size": ("train", "batch_size"),
+    "--batch-tokens": ("train", "batch_tokens"), "--accumulate": ("train", "accumulate"), "--lr": ("train", "lr"),
     "--schedule": ("train", "schedule"), "--warmup": ("train", "warmup"), "--factor": ("train", "factor"),
     "--optimizer": ("train", "optimizer"), "--weight-decay": ("train", "weight_decay"), "--clip": ("train", "clip"),
     "--label-smoothing": ("train", "label_smoothing"), "--eval-every": ("train", "eval_every"),

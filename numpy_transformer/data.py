@@ -163,6 +163,18 @@ class Batch:
     n_tokens: int  # target tokens (non-pad labels), counted on the host
 
 
+def _token_chunks(pairs: list, tokens: list[int], parts: int) -> list[list]:
+    """Cut ``pairs`` (len >= parts) into ``parts`` consecutive, non-empty chunks of about equal ``tokens``:
+    chunk k ends where the running count crosses k / parts of the total."""
+    running = numpy.cumsum(tokens)
+    cuts = numpy.searchsorted(running, running[-1] * numpy.arange(1, parts) / parts) + 1
+    bounds = [0]
+    for k, cut in enumerate(cuts.tolist(), start=1):
+        bounds.append(min(max(cut, bounds[-1] + 1), len(pairs) - (parts - k)))
+    bounds.append(len(pairs))
+    return [pairs[start:stop] for start, stop in zip(bounds, bounds[1:])]
+
+
 def host_rng(*keys: int) -> numpy.random.Generator:
     """A host (NumPy) generator seeded by a tuple of keys: data sampling never touches the model's generator."""
     return numpy.random.default_rng(list(keys))
@@ -224,7 +236,8 @@ class TranslationTask:
             self.src_vocab = self.tgt_vocab = Vocab(src_tokens | tgt_tokens)
         else:
             self.src_vocab, self.tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
-        self._bucket: tuple[int, list] | None = None
+        self._bucket: tuple[tuple, list] | None = None
+        self._mean_target_tokens: float | None = None
 
     def length_pairs(self, seed: int) -> list[tuple[str, str]]:
         """Training pairs whose longest sizes the positional tables: a sample of 2,000 for generated
@@ -242,21 +255,35 @@ class TranslationTask:
     def batch(self, pairs: Sequence[tuple[str, str]]) -> Batch:
         return make_batch(*self.encode_pairs(pairs))
 
-    def train_batch(self, step: int, batch_size: int, bucket_steps: int = 0) -> Batch:
+    def train_batch(self, step: int, batch_size: int, bucket_steps: int = 0, batch_tokens: int | None = None) -> Batch:
         """The batch for optimiser step ``step``: a pure function of (seed, step).
 
         With ``bucket_steps`` > 1, that many steps' examples are drawn together, sorted by
-        length and cut into batches of similar length (less padding), in a shuffled order.
+        length and cut into batches of similar length (less padding), in a shuffled order:
+        ``batch_size`` pairs each, or, with ``batch_tokens``, about that many target tokens each
+        (as the paper batches: many short pairs or few long ones).
         """
-        if bucket_steps <= 1:
+        if bucket_steps <= 1 and batch_tokens is None:
             return self.batch(self.sample_train(host_rng(self.seed, step), batch_size))
+        bucket_steps = max(bucket_steps, 1)
         group, position = divmod(step, bucket_steps)
-        if self._bucket is None or self._bucket[0] != group:
+        if self._bucket is None or self._bucket[0] != (group, batch_size, batch_tokens):
             rng = host_rng(self.seed, group, 1)
-            pairs = sorted(self.sample_train(rng, batch_size * bucket_steps), key=lambda p: (len(p[0]), len(p[1])))
-            chunks = [pairs[i : i + batch_size] for i in range(0, len(pairs), batch_size)]
-            self._bucket = (group, [chunks[i] for i in rng.permutation(len(chunks))])
+            pool = bucket_steps * (batch_size if batch_tokens is None else self._pairs_per_batch(batch_tokens))
+            pairs = sorted(self.sample_train(rng, pool), key=lambda p: (len(p[0]), len(p[1])))
+            if batch_tokens is None:
+                chunks = [pairs[i : i + batch_size] for i in range(0, len(pairs), batch_size)]
+            else:
+                chunks = _token_chunks(pairs, [len(self.tokenizer.tokenize(target)) + 1 for _, target in pairs], bucket_steps)
+            self._bucket = ((group, batch_size, batch_tokens), [chunks[i] for i in rng.permutation(len(chunks))])
         return self.batch(self._bucket[1][position])
+
+    def _pairs_per_batch(self, batch_tokens: int) -> int:
+        """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed sample."""
+        if self._mean_target_tokens is None:
+            sample = self.sample_train(host_rng(self.seed, 5), 500)
+            self._mean_target_tokens = sum(len(self.tokenizer.tokenize(t)) + 1 for _, t in sample) / len(sample)
+        return max(1, round(batch_tokens / self._mean_target_tokens))
 
     def max_lengths(self, pairs: Iterable[tuple[str, str]]) -> tuple[int, int]:
         """Longest source and target (with <bos>/<eos>) in tokens."""

@@ -39,6 +39,8 @@ class TrainConfig:
     tokenizer: str | None = None
     steps: int = 3000
     batch_size: int = 64
+    batch_tokens: int | None = None  # batches of about this many target tokens instead of batch_size pairs
+    accumulate: int = 1  # micro-batches whose gradients add up to one optimiser step
     lr: float = 1e-3
     schedule: str = "cosine"
     warmup: int = 200
@@ -61,7 +63,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
             self.data = str(Path(self.data).resolve())
-        for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size", "max_length"):
+        for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size", "max_length", "accumulate",
+                     *(("batch_tokens",) if self.batch_tokens is not None else ())):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
@@ -105,6 +108,9 @@ class Trainer:
         self.model, self.task, self.config, self.step, self.comm = model, task, config, step, comm
         if comm is not None and config.batch_size < comm.size:
             raise ValueError(f"batch-size {config.batch_size} is smaller than the {comm.size} ranks: each needs a row")
+        if comm is not None and config.accumulate > 1:  # each micro-batch would be all-reduced on top of the last
+            raise ValueError(f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks already "
+                             "add their batches' gradients; use a larger --batch-size or more ranks")
         tune_cpu()  # the process-wide allocator setting a training loop wants (see backend.tune_cpu)
         self.cores = comm.cores_per_rank() if comm else None  # None: every core of the machine
         cores = os.cpu_count() or 1
@@ -130,7 +136,8 @@ class Trainer:
         model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8,
                       "shared_vocab": task.src_vocab is task.tgt_vocab, **model_args}
         sizes = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), **model_args}
-        check_memory(sizes, config.batch_size, src_len, tgt_len, config.threads or 1)
+        rows = config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)  # the longest batch
+        check_memory(sizes, rows, src_len, tgt_len, config.threads or 1)
         model = build_transformer(len(task.src_vocab), len(task.tgt_vocab), seed=config.seed, **model_args)
         return cls(model, task, config, comm=comm)
 
@@ -163,22 +170,33 @@ class Trainer:
     # -- one step ---------------------------------------------------------------------------
 
     def train_step(self) -> dict[str, float]:
-        """One optimiser step on the batch of the current step; returns loss, lr, grad norm, tokens."""
+        """One optimiser step on the batch of the current step; returns loss, lr, grad norm, tokens.
+
+        With ``accumulate`` K the step's batch is K micro-batches, one after another; each one's
+        gradient is weighted by its share of the step's target tokens, so their sum is the gradient
+        of the mean loss over all of them, as one K-times larger batch would give.
+        """
         config, model = self.config, self.model
-        batch = self.task.train_batch(self.step, config.batch_size, config.bucket_steps)
+        batches = [self.task.train_batch(self.step * config.accumulate + k, config.batch_size, config.bucket_steps,
+                                         config.batch_tokens) for k in range(config.accumulate)]
+        tokens = sum(batch.n_tokens for batch in batches)
         model.train()
-        model.set_rng(step_rng(config.seed, self.step, self.comm.rank if self.comm else 0))
         self.optimizer.zero_grad()
         if self.comm is None:
-            loss = self._loss_and_backward(batch, slice(None), 1.0)
+            loss = 0.0
+            for k, batch in enumerate(batches):
+                model.set_rng(step_rng(config.seed, self.step, k))
+                share = batch.n_tokens / max(tokens, 1)
+                loss += share * self._loss_and_backward(batch, slice(None), share)
         else:
-            loss = self._distributed_loss_and_backward(batch)
+            model.set_rng(step_rng(config.seed, self.step, self.comm.rank))
+            loss = self._distributed_loss_and_backward(batches[0])
         grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
         self._check_finite(loss, grad_norm)
         lr = self.schedule(self.step + 1)
         self.optimizer.step(lr)
         self.step += 1
-        return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": batch.n_tokens}
+        return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
 
     def _loss_and_backward(self, batch: Any, rows: slice, weight: float) -> float:
         """Forward and backward of ``rows`` of the batch, its gradient scaled by ``weight``; the rows' mean loss."""

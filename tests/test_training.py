@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+import numpy_transformer as nt
 from numpy_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
 from numpy_transformer.train import TrainConfig, Trainer, TrainingDiverged
@@ -215,3 +216,40 @@ def test_the_restarted_command_runs_once(tmp_path):
     out = cli("translate", "--checkpoint", str(tmp_path / "missing"), "hello", env=env, timeout=120)
     assert out.returncode == 2
     assert out.stderr.count("numpy-transformer translate: error") == 1, out.stderr
+
+
+def test_accumulating_k_micro_batches_gives_the_gradient_of_the_k_times_larger_batch():
+    """Two micro-batches of 8 pairs, each weighted by its share of the target tokens: the gradient
+    and the loss of the 16 pairs as one batch, in float64, without dropout."""
+    from numpy_transformer.data import BOS_ID, EOS_ID, PAD_ID, make_batch
+    from numpy_transformer.kernels import ops
+
+    model_args = {"d_model": 16, "N": 1, "h": 2, "d_ff": 16, "dropout": 0.0, "dtype": "float64"}
+    trainer = Trainer.create(TrainConfig(task="copy", steps=1, batch_size=8, accumulate=2, clip=0.0), model_args)
+    trainer.optimizer.step = lambda lr=None: None  # keep the weights: compare the gradient
+    loss = trainer.train_step()["loss"]
+    micro = [trainer.task.train_batch(k, 8, trainer.config.bucket_steps) for k in range(2)]
+    keep = lambda rows, drop: [[i for i in row if i not in drop] for row in rows]  # noqa: E731
+    joined = make_batch(keep([r for b in micro for r in b.src.tolist()], {PAD_ID}),
+                        keep([r for b in micro for r in b.tgt_out.tolist()], {PAD_ID, EOS_ID}))
+    assert joined.n_tokens == sum(b.n_tokens for b in micro) and joined.tgt_in[0, 0] == BOS_ID
+    model = nt.build_transformer(**trainer.model.config)
+    model.load_state_dict(trainer.model.state_dict())
+    logits = model.forward(joined.src, joined.tgt_in, joined.src_mask, joined.tgt_mask)
+    whole_loss, cache = ops.cross_entropy_forward(logits, joined.tgt_out, PAD_ID, trainer.config.label_smoothing)
+    model.zero_grad()
+    model.backward(ops.cross_entropy_backward(1.0, cache))
+    assert abs(loss - whole_loss) <= 1e-12 * whole_loss
+    for (name, mine), (_, whole) in zip(trainer.model.named_parameters(), model.named_parameters()):
+        np.testing.assert_allclose(mine.grad, whole.grad, rtol=1e-10, atol=1e-13, err_msg=name)
+
+
+def test_batches_of_about_n_target_tokens():
+    task = Trainer.create(TrainConfig(task="reverse", steps=1), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}).task
+    sizes = [task.train_batch(step, 64, 20, batch_tokens=300) for step in range(40)]
+    tokens = [batch.n_tokens for batch in sizes]
+    rows = [batch.src.shape[0] for batch in sizes]
+    assert all(200 <= n <= 400 for n in tokens), tokens  # about 300 target tokens each
+    assert max(rows) > 2 * min(rows)  # many short pairs or few long ones
+    again = task.train_batch(7, 64, 20, batch_tokens=300)
+    assert again.src.tolist() == sizes[7].src.tolist()  # a pure function of the step
