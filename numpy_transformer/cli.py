@@ -112,6 +112,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-every", type=_positive_int, default=500)
     p.add_argument("--eval-size", type=_positive_int, default=200, help="dev pairs per evaluation")
     p.add_argument("--log-every", type=_positive_int, default=50)
+    p.add_argument("--keep-checkpoints", type=_non_negative_int, default=0, metavar="N",
+                   help="also keep the last N evaluation checkpoints (step-*.npz) for `average`")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=_non_negative_int, default=0,
                    help="batch shards trained at once on their own threads (0: one per core when the batch is "
@@ -153,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decode_options(p)
     _add_backend(p)
+    p = commands.add_parser("average", help="average the weights of checkpoints of one model, as the paper does")
+    p.add_argument("checkpoints", nargs="+", metavar="RUN_OR_CHECKPOINT", help="run directories or .npz checkpoints")
+    p.add_argument("--out", required=True, help="run directory for the averaged checkpoint (its model.npz)")
+    p.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
     _add_plot(commands)
     return parser
 
@@ -206,7 +212,7 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
             lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
             optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
             label_smoothing=args.label_smoothing, eval_every=args.eval_every, eval_size=args.eval_size,
-            log_every=args.log_every, seed=args.seed, threads=args.threads,
+            log_every=args.log_every, keep_checkpoints=args.keep_checkpoints, seed=args.seed, threads=args.threads,
         )
         model_args = {"d_model": args.d_model, "N": args.layers, "h": args.heads, "d_ff": args.d_ff,
                       "dropout": args.dropout, "attention": args.attention, "norm_first": not args.post_norm,
@@ -244,6 +250,7 @@ RUN_FLAGS = {
     "--optimizer": ("train", "optimizer"), "--weight-decay": ("train", "weight_decay"), "--clip": ("train", "clip"),
     "--label-smoothing": ("train", "label_smoothing"), "--eval-every": ("train", "eval_every"),
     "--eval-size": ("train", "eval_size"), "--log-every": ("train", "log_every"), "--seed": ("train", "seed"),
+    "--keep-checkpoints": ("train", "keep_checkpoints"),
 }
 
 
@@ -342,6 +349,21 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _average(args: argparse.Namespace) -> int:
+    from .checkpoint import FILENAME, save_checkpoint
+    from .rundir import RunLock, check_run_directory, clear_run
+    from .train import average_checkpoints
+
+    out = check_run_directory(args.out, resume=False, overwrite=args.overwrite)
+    arrays, meta = average_checkpoints(args.checkpoints)
+    with RunLock(out):
+        if args.overwrite:
+            clear_run(out)
+        written = save_checkpoint(out / FILENAME, arrays, meta)
+    print(f"averaged {len(args.checkpoints)} checkpoints into {written}")
+    return 0
+
+
 def _plot(args: argparse.Namespace) -> int:
     from . import plots
 
@@ -392,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         restart_with_openblas_timeout()
         tune_cpu()
-    handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate, "plot": _plot}
+    handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate, "average": _average, "plot": _plot}
 
     def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location
         print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)

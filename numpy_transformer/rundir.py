@@ -14,6 +14,8 @@ from pathlib import Path
 from .checkpoint import FILENAME
 
 LOG_NAME = "log.jsonl"
+BEST_NAME = "best.npz"  # the checkpoint with the best dev BLEU so far, beside the last (model.npz)
+KEPT_PATTERN = "step-*.npz"  # the last --keep-checkpoints evaluation checkpoints, for averaging
 LOCK_NAME = ".lock"
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
@@ -73,7 +75,7 @@ class RunLock:
                 continue
             with os.fdopen(handle, "w") as lock:
                 lock.write(f"{os.getpid()}\n")
-            for orphan in self.directory.glob(f".{FILENAME}.*.tmp"):  # a save cut off by a kill; ours now
+            for orphan in self.directory.glob(".*.npz.*.tmp"):  # a save cut off by a kill; ours now
                 orphan.unlink(missing_ok=True)
             return self
         raise ValueError(f"--out {self.directory}: could not take the lock {self.path}")
@@ -109,5 +111,5 @@ def _alive(pid: int) -> bool:
 
 def clear_run(directory: Path) -> None:
     """--overwrite: remove the old run's checkpoint and log before the new run writes its own."""
-    for name in (FILENAME, LOG_NAME):
-        (directory / name).unlink(missing_ok=True)
+    for path in [directory / FILENAME, directory / LOG_NAME, directory / BEST_NAME, *directory.glob(KEPT_PATTERN)]:
+        path.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from .kernels import ops
 from .model import Transformer, build_transformer, make_src_mask, parameter_count
 from .optim import Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm, global_grad_norm
 from .parallel import DataParallel, auto_threads, mask_rows
+from .rundir import BEST_NAME, KEPT_PATTERN
 
 
 class TrainingDiverged(RuntimeError):
@@ -54,6 +55,7 @@ class TrainConfig:
     eval_every: int = 500
     eval_size: int = 200
     log_every: int = 50
+    keep_checkpoints: int = 0  # also keep the last N evaluation checkpoints (step-0000500.npz ...) for averaging
     seed: int = 0
     max_length: int = MAX_LENGTH  # a corpus pair with more tokens on a side is left out
     vocab_size: int = BPE_VOCAB_SIZE  # subword units of --tokenizer bpe
@@ -63,6 +65,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
             self.data = str(Path(self.data).resolve())
+        if isinstance(self.keep_checkpoints, bool) or not isinstance(self.keep_checkpoints, int) or self.keep_checkpoints < 0:
+            raise ValueError(f"keep-checkpoints must be an integer >= 0, got {self.keep_checkpoints!r}")
         for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size", "max_length", "accumulate",
                      *(("batch_tokens",) if self.batch_tokens is not None else ())):
             value = getattr(self, name)
@@ -124,6 +128,7 @@ class Trainer:
         self._stop_requested = False  # Ctrl-C here
         self._stopping = False  # Ctrl-C here, or on any rank: the loop ends after this step
         self._parallel: dict[int, DataParallel] = {}
+        self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
         self._flat = FlatGradients(model.parameters(), extras=2) if comm else None  # + weighted loss, stop flag
 
     # -- construction ---------------------------------------------------------------------------
@@ -161,6 +166,7 @@ class Trainer:
         config = TrainConfig(**{**meta["train"], **changed})
         model, task = restore_model_and_task(path, arrays, meta)
         trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
+        trainer.best_bleu = float(meta.get("best_bleu", -1.0))
         try:
             trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
         except (ValueError, KeyError) as error:
@@ -274,7 +280,7 @@ class Trainer:
                     self._log({"step": self.step, "split": "dev", **metrics}, records, log_file)
                     bar.write(_format_metrics(f"step {self.step} dev", metrics))
                     if out:
-                        self.save(out)
+                        self._save_evaluated(out, metrics["bleu"])
             if self._stopping and out:
                 self.save(out)
                 bar.write(f"interrupted: saved step {self.step} to {out / 'model.npz'}")
@@ -284,6 +290,17 @@ class Trainer:
             if log_file:
                 log_file.close()
         return records
+
+    def _save_evaluated(self, out: Path, bleu: float) -> None:
+        """The last checkpoint; the best by dev BLEU beside it; the last keep_checkpoints ones by step."""
+        self.save(out)
+        if bleu > self.best_bleu:
+            self.best_bleu = bleu
+            self.save(out / BEST_NAME)
+        if self.config.keep_checkpoints:
+            self.save(out / f"step-{self.step:07d}.npz")
+            for old in sorted(out.glob(KEPT_PATTERN))[: -self.config.keep_checkpoints]:
+                old.unlink()
 
     def _request_stop(self, signum: int, frame: Any) -> None:
         if self._stop_requested:  # a second Ctrl-C stops at once
@@ -322,7 +339,7 @@ class Trainer:
             "model": model.config, "step": self.step, "train": asdict(self.config),
             "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
             "task": task_recipe(task, self.config),
-            "ranks": self.comm.size if self.comm else 1,
+            "ranks": self.comm.size if self.comm else 1, "best_bleu": self.best_bleu,
             "src_vocab": task.src_vocab.itos, "tgt_vocab": task.tgt_vocab.itos,
         }
         out = Path(out)
@@ -435,6 +452,31 @@ def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[
     if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
         task.src_vocab, task.tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
     return model, task
+
+
+def average_checkpoints(paths: Sequence[str | Path]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(arrays, meta) of a checkpoint whose weights are the mean of the given checkpoints' (run
+    directories or .npz files), as the paper averages its last checkpoints. They must hold one model
+    configuration, tokenizer and vocabularies; the optimiser state and metadata are the last one's,
+    with ``averaged_from`` naming them all. The mean is taken in float64."""
+    if not paths:
+        raise ValueError("average needs at least one checkpoint")
+    loaded = [(resolve_path(path), *load_checkpoint(path)) for path in paths]
+    first_path, _, first_meta = loaded[0]
+    for path, _, meta in loaded:
+        check_meta(path, meta)
+        for field in ("model", "src_vocab", "tgt_vocab"):
+            if meta[field] != first_meta[field]:
+                raise ValueError(f"checkpoint {path} has another {field} than {first_path}: only checkpoints of one "
+                                 "model can be averaged")
+        if meta["task"].get("tokenizer_json") != first_meta["task"].get("tokenizer_json"):
+            raise ValueError(f"checkpoint {path} has another tokenizer than {first_path}")
+    last_path, arrays, meta = loaded[-1]
+    arrays = dict(arrays)
+    for name in [name for name in arrays if name.startswith("param/")]:
+        total = sum(checkpoint[name].astype("float64") for _, checkpoint, _ in loaded)  # host arrays
+        arrays[name] = (total / len(loaded)).astype(arrays[name].dtype)
+    return arrays, {**meta, "averaged_from": [str(path) for path, _, _ in loaded]}
 
 
 def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab]:
