@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
+DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
 
 
 def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
@@ -95,7 +96,10 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
                         "embedding with --shared-vocab), as the paper does")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--steps", type=_positive_int, default=None,
-                   help="optimizer steps in all (default 3000; with --resume, the saved run's own)")
+                   help="optimizer steps in all (default: 3000 for a --task; about 10 passes over a --data corpus, "
+                        "1000 to 4000; with --resume, the saved run's own)")
+    p.add_argument("--patience", type=_non_negative_int, default=None, metavar="N",
+                   help="stop when dev BLEU has not improved for N evaluations (default: 4 with --data, else never)")
     p.add_argument("--batch-size", type=_positive_int, default=64, help="sentence pairs per batch")
     p.add_argument("--batch-tokens", type=_positive_int, default=None,
                    help="batches of about this many target tokens instead of --batch-size pairs (the paper's batching)")
@@ -207,7 +211,8 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
             task=None if args.data else args.task, data=args.data, tokenizer=args.tokenizer,
             max_length=args.max_length or TrainConfig.max_length, vocab_size=args.vocab_size or TrainConfig.vocab_size,
             shared_vocab=args.shared_vocab,
-            steps=args.steps or TrainConfig.steps,
+            steps=args.steps if args.steps or args.data else TrainConfig.steps,
+            patience=args.patience if args.patience is not None else (DATA_PATIENCE if args.data else 0),
             batch_size=args.batch_size, batch_tokens=args.batch_tokens, accumulate=args.accumulate,
             lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
             optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
@@ -219,8 +224,10 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
                       "dtype": args.dtype, "tie_embeddings": args.tie_embeddings}
         trainer = Trainer.create(config, model_args, comm=comm)
         n_params = sum(p.data.size for p in trainer.model.parameters())
-        say(f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}{ranks}; "
-            f"vocabularies {len(trainer.task.src_vocab)}/{len(trainer.task.tgt_vocab)}; saving to {out}")
+        chosen = " (chosen from the corpus's size; --steps to choose)" if args.steps is None and args.data else ""
+        say(f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}{ranks} for "
+            f"{trainer.config.steps} steps{chosen}; vocabularies {len(trainer.task.src_vocab)}/{len(trainer.task.tgt_vocab)}; "
+            f"saving to {out}")
     try:
         trainer.fit(out, progress=not args.no_progress)
     except KeyboardInterrupt:  # the second Ctrl-C: saves are atomic, so the last checkpoint is whole
@@ -250,7 +257,7 @@ RUN_FLAGS = {
     "--optimizer": ("train", "optimizer"), "--weight-decay": ("train", "weight_decay"), "--clip": ("train", "clip"),
     "--label-smoothing": ("train", "label_smoothing"), "--eval-every": ("train", "eval_every"),
     "--eval-size": ("train", "eval_size"), "--log-every": ("train", "log_every"), "--seed": ("train", "seed"),
-    "--keep-checkpoints": ("train", "keep_checkpoints"),
+    "--keep-checkpoints": ("train", "keep_checkpoints"), "--patience": ("train", "patience"),
 }
 
 

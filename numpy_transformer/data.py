@@ -269,7 +269,7 @@ class TranslationTask:
         group, position = divmod(step, bucket_steps)
         if self._bucket is None or self._bucket[0] != (group, batch_size, batch_tokens):
             rng = host_rng(self.seed, group, 1)
-            pool = bucket_steps * (batch_size if batch_tokens is None else self._pairs_per_batch(batch_tokens))
+            pool = bucket_steps * (batch_size if batch_tokens is None else self.pairs_per_batch(batch_tokens))
             pairs = sorted(self.sample_train(rng, pool), key=lambda p: (len(p[0]), len(p[1])))
             if batch_tokens is None:
                 chunks = [pairs[i : i + batch_size] for i in range(0, len(pairs), batch_size)]
@@ -278,7 +278,7 @@ class TranslationTask:
             self._bucket = ((group, batch_size, batch_tokens), [chunks[i] for i in rng.permutation(len(chunks))])
         return self.batch(self._bucket[1][position])
 
-    def _pairs_per_batch(self, batch_tokens: int) -> int:
+    def pairs_per_batch(self, batch_tokens: int) -> int:
         """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed sample."""
         if self._mean_target_tokens is None:
             sample = self.sample_train(host_rng(self.seed, 5), 500)

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -38,7 +38,7 @@ class TrainConfig:
     task: str | None = "numbers-en-fr"
     data: str | None = None
     tokenizer: str | None = None
-    steps: int = 3000
+    steps: int | None = 3000  # None: chosen from the corpus's size (auto_steps)
     batch_size: int = 64
     batch_tokens: int | None = None  # batches of about this many target tokens instead of batch_size pairs
     accumulate: int = 1  # micro-batches whose gradients add up to one optimiser step
@@ -56,6 +56,7 @@ class TrainConfig:
     eval_size: int = 200
     log_every: int = 50
     keep_checkpoints: int = 0  # also keep the last N evaluation checkpoints (step-0000500.npz ...) for averaging
+    patience: int = 0  # stop when dev BLEU has not improved for this many evaluations (0: never)
     seed: int = 0
     max_length: int = MAX_LENGTH  # a corpus pair with more tokens on a side is left out
     vocab_size: int = BPE_VOCAB_SIZE  # subword units of --tokenizer bpe
@@ -65,10 +66,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
             self.data = str(Path(self.data).resolve())
-        if isinstance(self.keep_checkpoints, bool) or not isinstance(self.keep_checkpoints, int) or self.keep_checkpoints < 0:
-            raise ValueError(f"keep-checkpoints must be an integer >= 0, got {self.keep_checkpoints!r}")
-        for name in ("steps", "batch_size", "eval_every", "log_every", "eval_size", "max_length", "accumulate",
-                     *(("batch_tokens",) if self.batch_tokens is not None else ())):
+        for name in ("keep_checkpoints", "patience"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
+        optional = [name for name in ("steps", "batch_tokens") if getattr(self, name) is not None]
+        for name in ("batch_size", "eval_every", "log_every", "eval_size", "max_length", "accumulate", *optional):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
@@ -84,6 +87,20 @@ class TrainConfig:
             raise ValueError(f"threads must be an integer >= 0 (0: automatic), got {self.threads!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label-smoothing must be in [0, 1), got {self.label_smoothing!r}")
+
+
+AUTO_EPOCHS = 10  # passes over a corpus that auto_steps aims for
+AUTO_STEPS = (1000, 4000)  # its fewest and most steps: 4000 default steps take about 10 minutes on 2 cores (README)
+
+
+def auto_steps(task: TranslationTask, config: TrainConfig) -> int:
+    """Steps for about AUTO_EPOCHS passes over a corpus's training pairs, within AUTO_STEPS; a
+    generated task (no fixed set of pairs) gets TrainConfig's default."""
+    pairs = getattr(task, "train_pairs", None)
+    if pairs is None:
+        return TrainConfig.steps
+    per_batch = config.batch_size if config.batch_tokens is None else task.pairs_per_batch(config.batch_tokens)
+    return min(max(round(AUTO_EPOCHS * len(pairs) / (per_batch * config.accumulate)), AUTO_STEPS[0]), AUTO_STEPS[1])
 
 
 SCHEDULES = {
@@ -129,6 +146,8 @@ class Trainer:
         self._stopping = False  # Ctrl-C here, or on any rank: the loop ends after this step
         self._parallel: dict[int, DataParallel] = {}
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
+        self.evals_since_best = 0  # evaluations since it, for config.patience
+        self._stopped_early = False
         self._flat = FlatGradients(model.parameters(), extras=2) if comm else None  # + weighted loss, stop flag
 
     # -- construction ---------------------------------------------------------------------------
@@ -137,6 +156,8 @@ class Trainer:
     def create(cls, config: TrainConfig, model_args: dict[str, Any], comm: Communicator | None = None) -> "Trainer":
         task = make_task(config.task, config.data, config.seed, config.tokenizer, config.max_length,
                          **({"vocab_size": config.vocab_size, "shared_vocab": config.shared_vocab} if config.data else {}))
+        if config.steps is None:
+            config = replace(config, steps=auto_steps(task, config))
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8,
                       "shared_vocab": task.src_vocab is task.tgt_vocab, **model_args}
@@ -167,6 +188,7 @@ class Trainer:
         model, task = restore_model_and_task(path, arrays, meta)
         trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
         trainer.best_bleu = float(meta.get("best_bleu", -1.0))
+        trainer.evals_since_best = int(meta.get("evals_since_best", 0))
         try:
             trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
         except (ValueError, KeyError) as error:
@@ -279,11 +301,20 @@ class Trainer:
                     metrics = self.evaluate(self.task.dev[: self.config.eval_size])
                     self._log({"step": self.step, "split": "dev", **metrics}, records, log_file)
                     bar.write(_format_metrics(f"step {self.step} dev", metrics))
+                    improved = metrics["bleu"] > self.best_bleu
+                    self.best_bleu = max(self.best_bleu, metrics["bleu"])
+                    self.evals_since_best = 0 if improved else self.evals_since_best + 1
                     if out:
-                        self._save_evaluated(out, metrics["bleu"])
+                        self._save_evaluated(out, improved)
+                    if self.config.patience and self.evals_since_best >= self.config.patience:
+                        bar.write(f"stopping early: dev BLEU has not improved for {self.evals_since_best} evaluations "
+                                  f"(best {self.best_bleu:.2f}{', in ' + str(out / BEST_NAME) if out else ''})")
+                        self._stop_requested = self._stopped_early = True  # under MPI every rank stops after one step more
+                        self._stopping = self.comm is None
             if self._stopping and out:
                 self.save(out)
-                bar.write(f"interrupted: saved step {self.step} to {out / 'model.npz'}")
+                if not self._stopped_early:
+                    bar.write(f"interrupted: saved step {self.step} to {out / 'model.npz'}")
         finally:
             signal.signal(signal.SIGINT, previous_handler)
             bar.close()
@@ -291,11 +322,10 @@ class Trainer:
                 log_file.close()
         return records
 
-    def _save_evaluated(self, out: Path, bleu: float) -> None:
+    def _save_evaluated(self, out: Path, improved: bool) -> None:
         """The last checkpoint; the best by dev BLEU beside it; the last keep_checkpoints ones by step."""
         self.save(out)
-        if bleu > self.best_bleu:
-            self.best_bleu = bleu
+        if improved:
             self.save(out / BEST_NAME)
         if self.config.keep_checkpoints:
             self.save(out / f"step-{self.step:07d}.npz")
@@ -340,6 +370,7 @@ class Trainer:
             "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
             "task": task_recipe(task, self.config),
             "ranks": self.comm.size if self.comm else 1, "best_bleu": self.best_bleu,
+            "evals_since_best": self.evals_since_best,
             "src_vocab": task.src_vocab.itos, "tgt_vocab": task.tgt_vocab.itos,
         }
         out = Path(out)
