@@ -274,7 +274,8 @@ class TranslationTask:
             if batch_tokens is None:
                 chunks = [pairs[i : i + batch_size] for i in range(0, len(pairs), batch_size)]
             else:
-                chunks = _token_chunks(pairs, [len(self.tokenizer.tokenize(target)) + 1 for _, target in pairs], bucket_steps)
+                tokens = [len(self.tokenizer.tokenize(target)) + 1 for _, target in pairs]
+                chunks = _token_chunks(pairs, tokens, bucket_steps)
             self._bucket = ((group, batch_size, batch_tokens), [chunks[i] for i in rng.permutation(len(chunks))])
         return self.batch(self._bucket[1][position])
 

@@ -129,7 +129,8 @@ def check_token_ids(arrays: list[tuple[Array, int, str]]) -> None:
     present = [(ids, size, argument) for ids, size, argument in arrays if ids.size]
     if not present:
         return
-    bounds = to_numpy(get_array_module().stack([bound for ids, _, _ in present for bound in (ids.min(), ids.max())])).tolist()
+    bounds = get_array_module().stack([bound for ids, _, _ in present for bound in (ids.min(), ids.max())])
+    bounds = to_numpy(bounds).tolist()
     for (_, size, argument), low, high in zip(present, bounds[::2], bounds[1::2]):
         if low < 0 or high >= size:
             raise ValueError(f"{argument} holds ids in [{low}, {high}], outside the vocabulary [0, {size})")

@@ -76,7 +76,8 @@ class TrainConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 256:
-            raise ValueError(f"vocab-size must be an integer >= 256 (the byte units and their merges), got {self.vocab_size!r}")
+            raise ValueError(
+                f"vocab-size must be an integer >= 256 (the byte units and their merges), got {self.vocab_size!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         if self.schedule not in SCHEDULES:
@@ -378,7 +379,7 @@ class Trainer:
 
 
 def training_memory(config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1) -> int:
-    """Bytes one training step holds at least, estimated from the sizes before anything is built.
+    """About the bytes one training step holds, estimated from the sizes before anything is built.
 
     Weights, gradients and Adam's two moments (4 copies of every parameter), a gradient per extra
     thread's replica, and the forward caches of a batch of the longest pairs: per layer and token
@@ -399,9 +400,9 @@ def check_memory(config: dict[str, Any], batch_size: int, src_len: int, tgt_len:
     if available is not None and needed > available:
         raise ValueError(
             f"a training step of this model needs about {needed / 2**30:.1f} GiB (d_model {config['d_model']}, "
-            f"N {config['N']}, d_ff {config['d_ff']}, batch_size {batch_size}, pairs of up to {src_len} source and {tgt_len} target tokens, "
-            f"{threads} thread(s)), but only {available / 2**30:.1f} GiB is available: use a smaller --batch-size "
-            "or model, or fewer --threads"
+            f"N {config['N']}, d_ff {config['d_ff']}, batch_size {batch_size}, pairs of up to {src_len} source and "
+            f"{tgt_len} target tokens, {threads} thread(s)), but only {available / 2**30:.1f} GiB is available: "
+            "use a smaller --batch-size or model, or fewer --threads"
         )
 
 
@@ -502,7 +503,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> tuple[dict[str, Any], di
                                  "model can be averaged")
         if meta["task"].get("tokenizer_json") != first_meta["task"].get("tokenizer_json"):
             raise ValueError(f"checkpoint {path} has another tokenizer than {first_path}")
-    last_path, arrays, meta = loaded[-1]
+    _, arrays, meta = loaded[-1]
     arrays = dict(arrays)
     for name in [name for name in arrays if name.startswith("param/")]:
         total = sum(checkpoint[name].astype("float64") for _, checkpoint, _ in loaded)  # host arrays
