@@ -128,4 +128,5 @@ def _replica(model: Transformer) -> Transformer:
         for name, value in vars(source).items():
             if isinstance(value, Parameter):
                 getattr(copy, name).data = value.data
+    object.__setattr__(replica, "_flat", None)  # its own weights' buffer is read by nothing now: let it go
     return replica
