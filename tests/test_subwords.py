@@ -58,3 +58,39 @@ def test_a_saved_tokenizer_is_used_as_saved(tmp_path):
     task = FileTask(path, vocab_size=280)
     again = FileTask(path, vocab_size=999, serialized_tokenizer=task.tokenizer.serialized)
     assert again.tokenizer.serialized == task.tokenizer.serialized and again.src_vocab.itos == task.src_vocab.itos
+
+
+def _write_mo(path, messages):
+    """A GNU .mo catalog (little-endian, revision 0) holding ``messages`` {English: French}."""
+    import struct
+
+    keys = sorted(messages)
+    ids, strs = b"", b""
+    offsets = []
+    for key in keys:
+        k, v = key.encode(), messages[key].encode()
+        offsets.append((len(ids), len(k), len(strs), len(v)))
+        ids, strs = ids + k + b"\0", strs + v + b"\0"
+    start = 7 * 4 + 16 * len(keys)
+    table_ids = b"".join(struct.pack("<2I", n, start + o) for o, n, _, _ in offsets)
+    table_strs = b"".join(struct.pack("<2I", n, start + len(ids) + o) for _, _, o, n in offsets)
+    header = struct.pack("<7I", 0x950412DE, 0, len(keys), 7 * 4, 7 * 4 + 8 * len(keys), 0, 0)
+    path.write_bytes(header + table_ids + table_strs + ids + strs)
+
+
+def test_the_corpus_script_keeps_real_one_line_translations(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "examples" / "debian_messages.py"
+    spec = importlib.util.spec_from_file_location("debian_messages", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    catalog = tmp_path / "demo.mo"
+    _write_mo(catalog, {"": "Content-Type: text/plain; charset=UTF-8\n", "Open %s": "Ouvrir %s",
+                        "Two\nlines": "Deux\nlignes", "OK": "OK", "Save the file": "Enregistrer le fichier"})
+    pairs = script.catalog_pairs(catalog)
+    assert ("Open %s", "Ouvrir %s") in pairs and ("Save the file", "Enregistrer le fichier") in pairs
+    kept = [pair for pair in pairs if script.keep(*pair)]
+    assert kept == [("Open %s", "Ouvrir %s"), ("Save the file", "Enregistrer le fichier")]
+    assert script.catalog_pairs(tmp_path / "missing.mo") == []
