@@ -32,11 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # spin time only when NumPy loads it
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "24")
 
-import numpy as np  # noqa: E402
-import numpy_transformer as nt  # noqa: E402
-from numpy_transformer.decoding import DecoderCache, decoding_blas_threads, greedy_decode  # noqa: E402
-from numpy_transformer.optim import Adam  # noqa: E402
-from numpy_transformer.parallel import DataParallel, auto_threads  # noqa: E402
+import numpy as np
+
+import numpy_transformer as nt
+from numpy_transformer.decoding import DecoderCache, decoding_blas_threads, greedy_decode
+from numpy_transformer.optim import Adam
+from numpy_transformer.parallel import DataParallel, auto_threads
 
 if hasattr(nt, "tune_cpu"):  # earlier revisions (see compare_revisions.py) tuned the allocator on import
     nt.tune_cpu()
@@ -47,7 +48,14 @@ CONFIGS = {  # name: (src vocab, tgt vocab, d_model, N, h, d_ff, batch, S)
     "seed": (2000, 1000, 512, 6, 8, 2048, 10, 8),
     "base": (8000, 8000, 512, 6, 8, 2048, 32, 64),
 }
-RUNS = [("tiny", "mha"), ("small", "mha"), ("small", "mla"), ("seed", "mha"), ("base", "mha"), ("base", "mla")]
+RUNS = [
+    ("tiny", "mha"),
+    ("small", "mha"),
+    ("small", "mla"),
+    ("seed", "mha"),
+    ("base", "mha"),
+    ("base", "mla"),
+]
 DECODE_TOKENS = 32
 PAD, BOS, EOS = 0, 1, 2
 
@@ -56,9 +64,20 @@ def model_config(name: str, attention: str, seq_len: int | None = None) -> dict:
     src_vocab, tgt_vocab, d_model, n_layers, heads, d_ff, _, length = CONFIGS[name]
     length = seq_len or length
     table = max(length, DECODE_TOKENS) + 1
-    return {"src_vocab_size": src_vocab, "tgt_vocab_size": tgt_vocab, "src_seq_len": table, "tgt_seq_len": table,
-            "d_model": d_model, "N": n_layers, "h": heads, "dropout": 0.1, "d_ff": d_ff, "attention": attention,
-            "norm_first": True, "dtype": "float32"}
+    return {
+        "src_vocab_size": src_vocab,
+        "tgt_vocab_size": tgt_vocab,
+        "src_seq_len": table,
+        "tgt_seq_len": table,
+        "d_model": d_model,
+        "N": n_layers,
+        "h": heads,
+        "dropout": 0.1,
+        "d_ff": d_ff,
+        "attention": attention,
+        "norm_first": True,
+        "dtype": "float32",
+    }
 
 
 def matmul_flops(config: dict, batch: int, src_len: int, tgt_len: int) -> float:
@@ -79,8 +98,13 @@ def matmul_flops(config: dict, batch: int, src_len: int, tgt_len: int) -> float:
     src_rows, tgt_rows = batch * src_len, batch * tgt_len
     ffn = lambda rows: 2 * 2 * rows * d * f  # noqa: E731
     encoder = n * (projections(src_rows, src_rows) + attention(src_rows, src_len) + ffn(src_rows))
-    decoder = n * (projections(tgt_rows, tgt_rows) + attention(tgt_rows, tgt_len)
-                   + projections(tgt_rows, src_rows) + attention(tgt_rows, src_len) + ffn(tgt_rows))
+    decoder = n * (
+        projections(tgt_rows, tgt_rows)
+        + attention(tgt_rows, tgt_len)
+        + projections(tgt_rows, src_rows)
+        + attention(tgt_rows, src_len)
+        + ffn(tgt_rows)
+    )
     return 3.0 * (encoder + decoder + 2 * tgt_rows * d * v)
 
 
@@ -126,7 +150,9 @@ class NumpyRunner:
 
     def train_step(self) -> None:
         self.optimizer.zero_grad()
-        self.parallel.loss_and_backward(self.src, self.tgt, self.src_mask, self.tgt_mask, self.labels, PAD, 0.1)
+        self.parallel.loss_and_backward(
+            self.src, self.tgt, self.src_mask, self.tgt_mask, self.labels, PAD, 0.1
+        )
         self.optimizer.step()
 
     def decode(self, batch: int) -> None:
@@ -167,7 +193,9 @@ class StreamingFloor:
             cache = DecoderCache(model, model.encode(src, None), None, DECODE_TOKENS, absorbed)
             weights = cache.step_weights()
             self.weight_bytes = cache.step_weight_nbytes
-            rows = {width: np.ones((batch, width), dtype=np.float32) for width in {w.shape[0] for w in weights}}
+            rows = {
+                width: np.ones((batch, width), dtype=np.float32) for width in {w.shape[0] for w in weights}
+            }
             for _ in range(DECODE_TOKENS):
                 for weight in weights:
                     rows[weight.shape[0]].dot(weight)
@@ -191,7 +219,9 @@ class TorchRunner:
         src, tgt, labels = make_data(config, batch, length)
         self.src, self.tgt, self.labels = (torch.from_numpy(a) for a in (src, tgt, labels))
         self.src_mask = (self.src != PAD)[:, None, None, :]
-        self.tgt_mask = (self.tgt != PAD)[:, None, None, :] & torch.tril(torch.ones(length, length, dtype=torch.bool))
+        self.tgt_mask = (self.tgt != PAD)[:, None, None, :] & torch.tril(
+            torch.ones(length, length, dtype=torch.bool)
+        )
         with torch.no_grad():
             self.model.projection_layer.proj.bias[EOS] = -1e4
         self.vocab = config["tgt_vocab_size"]
@@ -260,7 +290,10 @@ def alternate(runners: list, method: str, repeats: int, warmup: int, *args, back
             if back_to_back > 1:
                 getattr(runner, method)(*args)
             samples[runner.name] += [timed(getattr(runner, method), *args) for _ in range(back_to_back)]
-    return {name: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s)} for name, s in samples.items()}
+    return {
+        name: {"median_s": statistics.median(s), "min_s": min(s), "max_s": max(s)}
+        for name, s in samples.items()
+    }
 
 
 def memory_probe(framework: str, name: str, attention: str, seq_len: int | None) -> dict:
@@ -275,7 +308,11 @@ def memory_probe(framework: str, name: str, attention: str, seq_len: int | None)
     # VmHWM belongs to this address space; ru_maxrss would carry the parent's peak across fork/exec
     with open("/proc/self/status") as status:
         peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
-    return {"rss_before_step_mb": before / 2**20, "peak_rss_mb": peak / 2**20, "step_increase_mb": max(peak - before, 0) / 2**20}
+    return {
+        "rss_before_step_mb": before / 2**20,
+        "peak_rss_mb": peak / 2**20,
+        "step_increase_mb": max(peak - before, 0) / 2**20,
+    }
 
 
 def probe(framework: str, name: str, attention: str, seq_len: int | None = None) -> dict:
@@ -288,24 +325,36 @@ def ratio(mine: float, theirs: float) -> float:
     return mine / theirs if theirs else float("nan")
 
 
-def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: bool, decode: bool,
-               textbook: bool) -> dict:
+def run_config(
+    name: str, attention: str, peak: float, repeats: int, use_torch: bool, decode: bool, textbook: bool
+) -> dict:
     config = model_config(name, attention)
     batch, length = CONFIGS[name][6], CONFIGS[name][7]
-    runners = [NumpyRunner(config, batch, length)] + ([TorchRunner(config, batch, length)] if use_torch else [])
+    runners = [NumpyRunner(config, batch, length)] + (
+        [TorchRunner(config, batch, length)] if use_torch else []
+    )
     flops = matmul_flops(config, batch, length, length)
     textbook_runners = [TextbookRunner(config, batch, length)] if textbook else []
     train = alternate(runners + textbook_runners, "train_step", repeats, 2, back_to_back=TRAIN_BACK_TO_BACK)
-    row = {"config": name, "attention": attention, "batch": batch, "seq_len": length, "matmul_gflop_per_step": flops / 1e9,
-           "numpy_threads": runners[0].threads, "train": train}
+    row = {
+        "config": name,
+        "attention": attention,
+        "batch": batch,
+        "seq_len": length,
+        "matmul_gflop_per_step": flops / 1e9,
+        "numpy_threads": runners[0].threads,
+        "train": train,
+    }
     mine = train["numpy_transformer"]["median_s"]
     row["numpy_gflops"] = flops / mine / 1e9
     row["numpy_fraction_of_peak"] = row["numpy_gflops"] / peak
     row["numpy_target_tokens_per_s"] = batch * length / mine
     if decode:
         floor = StreamingFloor(runners[0])
-        row["decode"] = {b: alternate(runners + [floor] * (b == 1), "decode", max(3, repeats // 2), 1, b)
-                         for b in (1, min(32, batch))}
+        row["decode"] = {
+            b: alternate(runners + [floor] * (b == 1), "decode", max(3, repeats // 2), 1, b)
+            for b in (1, min(32, batch))
+        }
         row["decode_step_weight_mb"] = floor.weight_bytes / 1e6
     row["memory"] = {"numpy_transformer": probe("numpy", name, attention)}
     if use_torch:
@@ -316,11 +365,17 @@ def run_config(name: str, attention: str, peak: float, repeats: int, use_torch: 
             row["ratio_train_textbook"] = ratio(train["textbook"]["median_s"], theirs)
         row["pytorch_gflops"] = flops / theirs / 1e9
         if decode:
-            row["ratio_decode"] = {b: ratio(d["numpy_transformer"]["median_s"], d["pytorch"]["median_s"])
-                                   for b, d in row["decode"].items()}
+            row["ratio_decode"] = {
+                b: ratio(d["numpy_transformer"]["median_s"], d["pytorch"]["median_s"])
+                for b, d in row["decode"].items()
+            }
             batch_one = row["decode"][1]
-            row["ratio_decode_floor"] = ratio(batch_one["floor"]["median_s"], batch_one["pytorch"]["median_s"])
-        row["ratio_peak_memory"] = ratio(row["memory"]["numpy_transformer"]["peak_rss_mb"], row["memory"]["pytorch"]["peak_rss_mb"])
+            row["ratio_decode_floor"] = ratio(
+                batch_one["floor"]["median_s"], batch_one["pytorch"]["median_s"]
+            )
+        row["ratio_peak_memory"] = ratio(
+            row["memory"]["numpy_transformer"]["peak_rss_mb"], row["memory"]["pytorch"]["peak_rss_mb"]
+        )
     return row
 
 
@@ -329,10 +384,16 @@ def scaling(repeats: int, use_torch: bool) -> list[dict]:
     for length in (16, 32, 64, 128, 256):
         config = model_config("small", "mha", length)
         batch = CONFIGS["small"][6]
-        runners = [NumpyRunner(config, batch, length)] + ([TorchRunner(config, batch, length)] if use_torch else [])
+        runners = [NumpyRunner(config, batch, length)] + (
+            [TorchRunner(config, batch, length)] if use_torch else []
+        )
         train = alternate(runners, "train_step", repeats, 1, back_to_back=TRAIN_BACK_TO_BACK)
-        row = {"seq_len": length, "numpy_threads": runners[0].threads, "train": train,
-               "memory": {"numpy_transformer": probe("numpy", "small", "mha", length)}}
+        row = {
+            "seq_len": length,
+            "numpy_threads": runners[0].threads,
+            "train": train,
+            "memory": {"numpy_transformer": probe("numpy", "small", "mha", length)},
+        }
         if use_torch:
             row["memory"]["pytorch"] = probe("torch", "small", "mha", length)
             row["ratio_train"] = ratio(train["numpy_transformer"]["median_s"], train["pytorch"]["median_s"])
@@ -343,38 +404,50 @@ def scaling(repeats: int, use_torch: bool) -> list[dict]:
 def print_table(result: dict) -> None:
     peak = result["matmul_peak_gflops"]
     print(f"float32 matmul peak: {peak['1024']:.1f} GFLOP/s (n=1024), {peak['2048']:.1f} GFLOP/s (n=2048)")
-    print(f"{'config':<12}{'shards':>7}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}{'GFLOP/s':>9}{'of peak':>8}"
-          f"{'tok/s':>9}{'dec b1 r':>9}{'floor r':>8}{'dec b32 r':>10}{'mem MB n/t':>13}{'textbook r':>11}")
+    print(
+        f"{'config':<12}{'shards':>7}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}{'GFLOP/s':>9}{'of peak':>8}"
+        f"{'tok/s':>9}{'dec b1 r':>9}{'floor r':>8}{'dec b32 r':>10}{'mem MB n/t':>13}{'textbook r':>11}"
+    )
     for row in result["runs"]:
         t = row["train"]
         mine, theirs = t["numpy_transformer"], t.get("pytorch")
         decode = row.get("ratio_decode", {})
         mem = row["memory"]
         spread = f"({mine['min_s'] * 1e3:.1f}-{mine['max_s'] * 1e3:.1f})"
-        print(f"{row['config'] + '/' + row['attention']:<12}{row['numpy_threads']:>7}{mine['median_s'] * 1e3:>10.1f}{spread:>16}"
-              f"{(theirs['median_s'] * 1e3 if theirs else float('nan')):>10.1f}{row.get('ratio_train', float('nan')):>7.2f}"
-              f"{row['numpy_gflops']:>9.1f}{row['numpy_fraction_of_peak']:>8.0%}{row['numpy_target_tokens_per_s']:>9.0f}"
-              f"{decode.get(1, float('nan')):>9.3f}{row.get('ratio_decode_floor', float('nan')):>8.3f}"
-              f"{decode.get(min(32, row['batch']), float('nan')):>10.3f}"
-              f"{mem['numpy_transformer']['peak_rss_mb']:>7.0f}/{mem.get('pytorch', {}).get('peak_rss_mb', float('nan')):<5.0f}"
-              f"{row.get('ratio_train_textbook', float('nan')):>11.2f}")
+        print(
+            f"{row['config'] + '/' + row['attention']:<12}{row['numpy_threads']:>7}{mine['median_s'] * 1e3:>10.1f}{spread:>16}"
+            f"{(theirs['median_s'] * 1e3 if theirs else float('nan')):>10.1f}{row.get('ratio_train', float('nan')):>7.2f}"
+            f"{row['numpy_gflops']:>9.1f}{row['numpy_fraction_of_peak']:>8.0%}{row['numpy_target_tokens_per_s']:>9.0f}"
+            f"{decode.get(1, float('nan')):>9.3f}{row.get('ratio_decode_floor', float('nan')):>8.3f}"
+            f"{decode.get(min(32, row['batch']), float('nan')):>10.3f}"
+            f"{mem['numpy_transformer']['peak_rss_mb']:>7.0f}/{mem.get('pytorch', {}).get('peak_rss_mb', float('nan')):<5.0f}"
+            f"{row.get('ratio_train_textbook', float('nan')):>11.2f}"
+        )
     for row in result.get("scaling", []):
         t = row["train"]
         theirs = t.get("pytorch", {}).get("median_s", float("nan"))
         mem = row["memory"]
-        print(f"small/mha S={row['seq_len']:<4} shards {row['numpy_threads']}  numpy {t['numpy_transformer']['median_s'] * 1e3:8.1f} ms  torch {theirs * 1e3:8.1f} ms  "
-              f"ratio {row.get('ratio_train', float('nan')):.2f}  step memory +{mem['numpy_transformer']['step_increase_mb']:.0f} MB"
-              f" / torch +{mem.get('pytorch', {}).get('step_increase_mb', float('nan')):.0f} MB")
+        print(
+            f"small/mha S={row['seq_len']:<4} shards {row['numpy_threads']}  numpy {t['numpy_transformer']['median_s'] * 1e3:8.1f} ms  torch {theirs * 1e3:8.1f} ms  "
+            f"ratio {row.get('ratio_train', float('nan')):.2f}  step memory +{mem['numpy_transformer']['step_increase_mb']:.0f} MB"
+            f" / torch +{mem.get('pytorch', {}).get('step_increase_mb', float('nan')):.0f} MB"
+        )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", nargs="*", default=None, help="subset of: tiny small seed base")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--no-decode", action="store_true")
-    parser.add_argument("--scaling", action="store_true", help="also the sequence-length scaling table (small config)")
+    parser.add_argument(
+        "--scaling", action="store_true", help="also the sequence-length scaling table (small config)"
+    )
     parser.add_argument("--no-torch", action="store_true")
-    parser.add_argument("--no-textbook", action="store_true", help="skip timing the textbook (set_kernels('reference'))")
+    parser.add_argument(
+        "--no-textbook", action="store_true", help="skip timing the textbook (set_kernels('reference'))"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--probe", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -387,9 +460,17 @@ def main() -> None:
     use_torch = not args.no_torch and have_torch()
     peak = matmul_peak()
     runs = [(n, a) for n, a in RUNS if args.configs is None or n in args.configs]
-    result = {"matmul_peak_gflops": {str(k): v for k, v in peak.items()}, "torch": use_torch, "cores": os.cpu_count(),
-              "runs": [run_config(n, a, max(peak.values()), args.repeats, use_torch, not args.no_decode, not args.no_textbook)
-                       for n, a in runs]}
+    result = {
+        "matmul_peak_gflops": {str(k): v for k, v in peak.items()},
+        "torch": use_torch,
+        "cores": os.cpu_count(),
+        "runs": [
+            run_config(
+                n, a, max(peak.values()), args.repeats, use_torch, not args.no_decode, not args.no_textbook
+            )
+            for n, a in runs
+        ],
+    }
     if args.scaling:
         result["scaling"] = scaling(max(3, args.repeats // 2), use_torch)
     if args.json:

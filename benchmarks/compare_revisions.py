@@ -32,7 +32,14 @@ from pathlib import Path
 
 TREE = Path(__file__).resolve().parents[1]
 SETTLE_S = 0.25  # the pause before each turn, as in bench.py
-CONFIGS = [("tiny", "mha"), ("small", "mha"), ("small", "mla"), ("seed", "mha"), ("base", "mha"), ("base", "mla")]
+CONFIGS = [
+    ("tiny", "mha"),
+    ("small", "mha"),
+    ("small", "mla"),
+    ("seed", "mha"),
+    ("base", "mha"),
+    ("base", "mla"),
+]
 
 
 def worker(tree: str, runner_kind: str, name: str, attention: str) -> None:
@@ -71,12 +78,21 @@ def worker(tree: str, runner_kind: str, name: str, attention: str) -> None:
 
 
 class Contender:
-    def __init__(self, label: str, tree: Path, runner_kind: str, name: str, attention: str,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        tree: Path,
+        runner_kind: str,
+        name: str,
+        attention: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.label = label
         command = [sys.executable, __file__, "--worker", str(tree), runner_kind, name, attention]
         env = {**os.environ, "PYTHONPATH": str(tree), **(env or {})}
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tree
+        )
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{label} failed to start")
         self.samples: list[float] = []
@@ -109,39 +125,57 @@ def run_turns(contenders: list[Contender], repeats: int, per_turn: int) -> dict[
 
 
 def summary(name: str, attention: str, contenders: list[Contender], medians: dict[str, float]) -> dict:
-    return {"config": f"{name}/{attention}", "median_ms": {k: v * 1e3 for k, v in medians.items()},
-            "spread_ms": {c.label: [min(c.samples) * 1e3, max(c.samples) * 1e3] for c in contenders}}
+    return {
+        "config": f"{name}/{attention}",
+        "median_ms": {k: v * 1e3 for k, v in medians.items()},
+        "spread_ms": {c.label: [min(c.samples) * 1e3, max(c.samples) * 1e3] for c in contenders},
+    }
 
 
 def compare(base_tree: Path, name: str, attention: str, repeats: int, per_turn: int, use_torch: bool) -> dict:
-    contenders = [Contender("base", base_tree, "numpy", name, attention), Contender("tree", TREE, "numpy", name, attention)]
+    contenders = [
+        Contender("base", base_tree, "numpy", name, attention),
+        Contender("tree", TREE, "numpy", name, attention),
+    ]
     if has_reference(TREE):
         contenders.append(Contender("reference", TREE, "reference", name, attention))
     if use_torch:
         contenders.append(Contender("pytorch", TREE, "torch", name, attention))
     medians = run_turns(contenders, repeats, per_turn)
-    row = {**summary(name, attention, contenders, medians), "tree_over_base": medians["tree"] / medians["base"]}
+    row = {
+        **summary(name, attention, contenders, medians),
+        "tree_over_base": medians["tree"] / medians["base"],
+    }
     if use_torch:
         row["over_pytorch"] = {k: v / medians["pytorch"] for k, v in medians.items() if k != "pytorch"}
     return row
 
 
 def compare_settings(name: str, attention: str, repeats: int, per_turn: int) -> dict:
-    variants = {"tuned": {}, "system-malloc": {"NUMPY_TRANSFORMER_MALLOC": "system"},
-                "openblas-default-spin": {"OPENBLAS_THREAD_TIMEOUT": "28"}}
+    variants = {
+        "tuned": {},
+        "system-malloc": {"NUMPY_TRANSFORMER_MALLOC": "system"},
+        "openblas-default-spin": {"OPENBLAS_THREAD_TIMEOUT": "28"},
+    }
     contenders = [Contender(label, TREE, "numpy", name, attention, env) for label, env in variants.items()]
     medians = run_turns(contenders, repeats, per_turn)
-    return {**summary(name, attention, contenders, medians),
-            "over_tuned": {k: v / medians["tuned"] for k, v in medians.items()}}
+    return {
+        **summary(name, attention, contenders, medians),
+        "over_tuned": {k: v / medians["tuned"] for k, v in medians.items()},
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--base", default="HEAD", help="the revision to compare the working tree with")
     parser.add_argument("--configs", nargs="*", default=None, help="subset of: tiny small seed base")
     parser.add_argument("--repeats", type=int, default=12, help="timed steps per contender")
     parser.add_argument("--no-torch", action="store_true")
-    parser.add_argument("--settings", action="store_true", help="compare tune_cpu's settings instead of revisions")
+    parser.add_argument(
+        "--settings", action="store_true", help="compare tune_cpu's settings instead of revisions"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -163,22 +197,30 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as scratch:
         base_tree = Path(scratch) / "base"
-        subprocess.run(["git", "-C", str(TREE), "worktree", "add", "--detach", str(base_tree), args.base], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(TREE), "worktree", "add", "--detach", str(base_tree), args.base],
+            check=True,
+            capture_output=True,
+        )
         try:
             for name, attention in configs:
                 rows.append(compare(base_tree, name, attention, args.repeats, 2, use_torch))
                 if not args.json:
                     print_row(rows[-1], "over_pytorch")
         finally:
-            subprocess.run(["git", "-C", str(TREE), "worktree", "remove", "--force", str(base_tree)], check=True)
+            subprocess.run(
+                ["git", "-C", str(TREE), "worktree", "remove", "--force", str(base_tree)], check=True
+            )
     if args.json:
         print(json.dumps({"base": args.base, "cores": os.cpu_count(), "rows": rows}, indent=1))
 
 
 def print_row(row: dict, ratio_key: str) -> None:
     medians, ratios = row["median_ms"], row.get(ratio_key, {})
-    parts = [f"{label} {ms:8.1f} ms" + (f" ({ratios[label]:.3f}x)" if label in ratios else "") for label, ms in medians.items()]
+    parts = [
+        f"{label} {ms:8.1f} ms" + (f" ({ratios[label]:.3f}x)" if label in ratios else "")
+        for label, ms in medians.items()
+    ]
     tail = f"  tree/base {row['tree_over_base']:.3f}" if "tree_over_base" in row else ""
     print(f"{row['config']:<10} " + "  ".join(parts) + tail, flush=True)
 

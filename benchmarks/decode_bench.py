@@ -18,18 +18,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy_transformer as nt  # noqa: E402  (before NumPy: it sets OpenBLAS's thread spin time)
-import numpy as np  # noqa: E402
-from bench import CONFIGS, PAD  # noqa: E402
-from numpy_transformer.decoding import DecoderCache, greedy_decode  # noqa: E402
+import numpy as np
+from bench import CONFIGS, PAD
+
+import numpy_transformer as nt
+from numpy_transformer.decoding import DecoderCache, greedy_decode
 
 BOS, EOS = 1, 2
 
 
 def build(name: str, attention: str, max_len: int):
     src_vocab, tgt_vocab, d_model, n_layers, heads, d_ff, _, src_len = CONFIGS[name]
-    model = nt.build_transformer(src_vocab, tgt_vocab, src_len, max_len + 1, d_model=d_model, N=n_layers, h=heads,
-                                 d_ff=d_ff, attention=attention).eval()
+    model = nt.build_transformer(
+        src_vocab,
+        tgt_vocab,
+        src_len,
+        max_len + 1,
+        d_model=d_model,
+        N=n_layers,
+        h=heads,
+        d_ff=d_ff,
+        attention=attention,
+    ).eval()
     model.projection_layer.proj.bias.data[EOS] = -1e4
     return model
 
@@ -51,17 +61,29 @@ def speed(name: str, lengths: list[int], batches: list[int], repeats: int) -> li
         src = np.random.default_rng(0).integers(3, CONFIGS[name][0], (batch, src_len))
         mask = nt.make_src_mask(src, PAD)
         for length in lengths:
-            run = {cached: (lambda cached=cached: greedy_decode(model, src, mask, length, BOS, EOS, use_cache=cached))
-                   for cached in (True, False)}
+            run = {
+                cached: (
+                    lambda cached=cached: greedy_decode(model, src, mask, length, BOS, EOS, use_cache=cached)
+                )
+                for cached in (True, False)
+            }
             reps = repeats if length < 256 else max(1, repeats // 3)
             times = {True: [], False: []}
             for _ in range(reps):  # alternate, so both see the same machine
                 for cached in (True, False):
                     times[cached].append(seconds(run[cached], 1))
             cached_s, uncached_s = statistics.median(times[True]), statistics.median(times[False])
-            rows.append({"batch": batch, "tokens": length, "cached_tokens_per_s": batch * length / cached_s,
-                         "uncached_tokens_per_s": batch * length / uncached_s, "speedup": uncached_s / cached_s,
-                         "cached_ms_per_step": cached_s / length * 1e3, "uncached_ms_per_step": uncached_s / length * 1e3})
+            rows.append(
+                {
+                    "batch": batch,
+                    "tokens": length,
+                    "cached_tokens_per_s": batch * length / cached_s,
+                    "uncached_tokens_per_s": batch * length / uncached_s,
+                    "speedup": uncached_s / cached_s,
+                    "cached_ms_per_step": cached_s / length * 1e3,
+                    "uncached_ms_per_step": uncached_s / length * 1e3,
+                }
+            )
     return rows
 
 
@@ -76,36 +98,51 @@ def cache_bytes(name: str, length: int = 64) -> list[dict]:
         tokens = np.full(1, BOS)
         for _ in range(length):
             tokens = cache.step(tokens).argmax(axis=-1)
-        rows.append({"attention": attention + (" absorbed" if absorbed else ""),
-                     "bytes_per_token": cache.self_attention_nbytes / length,
-                     "cross_bytes_per_source_token": cache.cross_attention_nbytes / CONFIGS[name][7]})
+        rows.append(
+            {
+                "attention": attention + (" absorbed" if absorbed else ""),
+                "bytes_per_token": cache.self_attention_nbytes / length,
+                "cross_bytes_per_source_token": cache.cross_attention_nbytes / CONFIGS[name][7],
+            }
+        )
     for row in rows:
         row["ratio_to_mha"] = row["bytes_per_token"] / rows[0]["bytes_per_token"]
     return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", default="small", choices=sorted(CONFIGS))
     parser.add_argument("--lengths", type=int, nargs="*", default=[16, 64, 256])
     parser.add_argument("--batches", type=int, nargs="*", default=[1, 32])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = {"config": args.config, "speed": speed(args.config, args.lengths, args.batches, args.repeats),
-              "cache": cache_bytes(args.config)}
+    result = {
+        "config": args.config,
+        "speed": speed(args.config, args.lengths, args.batches, args.repeats),
+        "cache": cache_bytes(args.config),
+    }
     if args.json:
         print(json.dumps(result, indent=1))
         return
     print(f"greedy decoding, {args.config} config, tokens/s (generated tokens = batch x length)")
-    print(f"{'batch':>6}{'tokens':>8}{'cached tok/s':>14}{'uncached tok/s':>16}{'speed-up':>10}{'ms/step c/u':>16}")
+    print(
+        f"{'batch':>6}{'tokens':>8}{'cached tok/s':>14}{'uncached tok/s':>16}{'speed-up':>10}{'ms/step c/u':>16}"
+    )
     for r in result["speed"]:
-        print(f"{r['batch']:>6}{r['tokens']:>8}{r['cached_tokens_per_s']:>14.0f}{r['uncached_tokens_per_s']:>16.0f}"
-              f"{r['speedup']:>9.1f}x{r['cached_ms_per_step']:>8.2f}/{r['uncached_ms_per_step']:<7.2f}")
+        print(
+            f"{r['batch']:>6}{r['tokens']:>8}{r['cached_tokens_per_s']:>14.0f}{r['uncached_tokens_per_s']:>16.0f}"
+            f"{r['speedup']:>9.1f}x{r['cached_ms_per_step']:>8.2f}/{r['uncached_ms_per_step']:<7.2f}"
+        )
     print("self-attention cache per generated token (keys and values together), per sequence")
     for r in result["cache"]:
-        print(f"  {r['attention']:<14}{r['bytes_per_token']:>8.0f} bytes  ({r['ratio_to_mha']:.3f} of MHA)   "
-              f"cross-attention: {r['cross_bytes_per_source_token']:.0f} bytes per source token")
+        print(
+            f"  {r['attention']:<14}{r['bytes_per_token']:>8.0f} bytes  ({r['ratio_to_mha']:.3f} of MHA)   "
+            f"cross-attention: {r['cross_bytes_per_source_token']:.0f} bytes per source token"
+        )
 
 
 if __name__ == "__main__":

@@ -27,18 +27,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def worker(name: str, attention: str, threads: int, repeats: int) -> None:
-    import bench  # noqa: PLC0415  (sets the CPU settings before NumPy loads)
+    import bench
 
-    from numpy_transformer.data import Batch  # noqa: PLC0415
-    from numpy_transformer.distributed import Communicator  # noqa: PLC0415
-    from numpy_transformer.model import make_src_mask, make_tgt_mask  # noqa: PLC0415
-    from numpy_transformer.train import TrainConfig, Trainer  # noqa: PLC0415
+    from numpy_transformer.data import Batch
+    from numpy_transformer.distributed import Communicator
+    from numpy_transformer.model import make_src_mask, make_tgt_mask
+    from numpy_transformer.train import TrainConfig, Trainer
 
     config = bench.model_config(name, attention)
     batch_size, length = bench.CONFIGS[name][6], bench.CONFIGS[name][7]
     src, tgt, labels = bench.make_data(config, batch_size, length)
-    batch = Batch(src, tgt, labels, make_src_mask(src, bench.PAD), make_tgt_mask(tgt, bench.PAD),
-                  int((labels != bench.PAD).sum()))
+    batch = Batch(
+        src,
+        tgt,
+        labels,
+        make_src_mask(src, bench.PAD),
+        make_tgt_mask(tgt, bench.PAD),
+        int((labels != bench.PAD).sum()),
+    )
 
     class FixedTask:  # the Trainer asks its task for each step's batch: always the same one here
         def train_batch(self, step: int, size: int, bucket_steps: int) -> Batch:
@@ -46,7 +52,9 @@ def worker(name: str, attention: str, threads: int, repeats: int) -> None:
 
     comm = Communicator.from_environment()
     model = bench.nt.build_transformer(**config)
-    trainer = Trainer(model, FixedTask(), TrainConfig(batch_size=batch_size, threads=threads, lr=1e-4), comm=comm)
+    trainer = Trainer(
+        model, FixedTask(), TrainConfig(batch_size=batch_size, threads=threads, lr=1e-4), comm=comm
+    )
     reduce_seconds = []
     if comm is not None:
         allreduce = comm.allreduce_sum
@@ -65,8 +73,12 @@ def worker(name: str, attention: str, threads: int, repeats: int) -> None:
             steps.append(time.perf_counter() - start)
     if comm is None or comm.rank == 0:
         parameters = sum(p.data.size for p in model.parameters())
-        result = {"step_s": statistics.median(steps), "parameters": parameters, "ranks": comm.size if comm else 1,
-                  "threads": threads}
+        result = {
+            "step_s": statistics.median(steps),
+            "parameters": parameters,
+            "ranks": comm.size if comm else 1,
+            "threads": threads,
+        }
         if reduce_seconds:
             result["allreduce_s"] = statistics.median(reduce_seconds[2:])
             result["allreduce_bytes"] = int(trainer._flat.buffer.nbytes)
@@ -79,7 +91,9 @@ def run(command: list[str]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--configs", nargs="*", default=["small", "base"])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
@@ -89,20 +103,30 @@ def main() -> None:
         name, attention, threads, repeats = args.worker
         worker(name, attention, int(threads), int(repeats))
         return
-    mpiexec = shutil.which("mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    mpiexec = shutil.which(
+        "mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    )
     if mpiexec is None:
         raise SystemExit("mpiexec not found: pip install -e '.[mpi]'")
     for name in args.configs:
         me = [sys.executable, __file__, "--worker", name, "mha"]
-        rounds = [(run(me + ["2", str(args.repeats)]), run([mpiexec, "-n", "2", *me, "1", str(args.repeats)]))
-                  for _ in range(args.rounds)]
+        rounds = [
+            (run(me + ["2", str(args.repeats)]), run([mpiexec, "-n", "2", *me, "1", str(args.repeats)]))
+            for _ in range(args.rounds)
+        ]
         threads = {"step_s": statistics.median(t["step_s"] for t, _ in rounds)}
-        ranks = {**rounds[0][1], **{key: statistics.median(r[key] for _, r in rounds) for key in ("step_s", "allreduce_s")}}
+        ranks = {
+            **rounds[0][1],
+            **{key: statistics.median(r[key] for _, r in rounds) for key in ("step_s", "allreduce_s")},
+        }
         share = ranks["allreduce_s"] / ranks["step_s"]
-        print(f"{name}/mha ({ranks['parameters']:,} parameters, {ranks['allreduce_bytes'] / 1e6:.1f} MB all-reduced): "
-              f"1 process x 2 threads {threads['step_s'] * 1e3:.1f} ms, 2 ranks x 1 thread {ranks['step_s'] * 1e3:.1f} ms "
-              f"(ratio {ranks['step_s'] / threads['step_s']:.2f}); all-reduce {ranks['allreduce_s'] * 1e3:.1f} ms "
-              f"= {share:.1%} of the step", flush=True)
+        print(
+            f"{name}/mha ({ranks['parameters']:,} parameters, {ranks['allreduce_bytes'] / 1e6:.1f} MB all-reduced): "
+            f"1 process x 2 threads {threads['step_s'] * 1e3:.1f} ms, 2 ranks x 1 thread {ranks['step_s'] * 1e3:.1f} ms "
+            f"(ratio {ranks['step_s'] / threads['step_s']:.2f}); all-reduce {ranks['allreduce_s'] * 1e3:.1f} ms "
+            f"= {share:.1%} of the step",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import CONFIGS, NumpyRunner, model_config  # noqa: E402
+from bench import CONFIGS, NumpyRunner, model_config
 
-from numpy_transformer.backend import get_array_module  # noqa: E402
-from numpy_transformer.kernels import ops, set_kernels  # noqa: E402
+from numpy_transformer.backend import get_array_module
+from numpy_transformer.kernels import ops, set_kernels
 
 self_time: dict[str, float] = defaultdict(float)
 _stack: list[float] = []
@@ -57,7 +57,9 @@ def main() -> None:
         if attribute.endswith(("_forward", "_backward")):
             wrapped = timed(attribute, function)
             vars(ops)[attribute] = wrapped  # calls from the modules
-            setattr(sys.modules[function.__module__], attribute, wrapped)  # calls inside the kernels and textbook
+            setattr(
+                sys.modules[function.__module__], attribute, wrapped
+            )  # calls inside the kernels and textbook
     runner = NumpyRunner(model_config(name, attention), CONFIGS[name][6], CONFIGS[name][7], threads=1)
     optimizer_step = runner.optimizer.step
     runner.optimizer.step = timed("adam_step", optimizer_step)
@@ -74,9 +76,17 @@ def main() -> None:
     rows = {key: statistics.median(step.get(key, 0.0) for step in steps) for key in steps[0]}
     print(f"{name}/{attention}: median step {total * 1e3:.1f} ms")
     print(f"{'layer':<40}{'forward ms':>12}{'backward ms':>13}{'share':>8}")
-    layers = sorted({k.rsplit('_', 1)[0] for k in rows}, key=lambda k: -(rows.get(k + "_forward", 0) + rows.get(k + "_backward", 0) + rows.get(k + "_step", 0)))
+    layers = sorted(
+        {k.rsplit("_", 1)[0] for k in rows},
+        key=lambda k: (
+            -(rows.get(k + "_forward", 0) + rows.get(k + "_backward", 0) + rows.get(k + "_step", 0))
+        ),
+    )
     for layer in layers:
-        forward, backward = rows.get(layer + "_forward", 0.0), rows.get(layer + "_backward", rows.get(layer + "_step", 0.0))
+        forward, backward = (
+            rows.get(layer + "_forward", 0.0),
+            rows.get(layer + "_backward", rows.get(layer + "_step", 0.0)),
+        )
         print(f"{layer:<40}{forward * 1e3:>12.2f}{backward * 1e3:>13.2f}{(forward + backward) / total:>8.1%}")
     rest = total - sum(rows.values())
     print(f"{'modules (grad accumulation, zero_grad)':<40}{'':>12}{rest * 1e3:>13.2f}{rest / total:>8.1%}")

@@ -35,22 +35,38 @@ def catalog_pairs(path: Path) -> list[tuple[str, str]]:
             catalog = gettext.GNUTranslations(file)._catalog  # the parsed msgid -> msgstr table
     except (OSError, UnicodeDecodeError, ValueError):
         return []
-    return [(source, target) for source, target in catalog.items() if isinstance(source, str) and source and target]
+    return [
+        (source, target)
+        for source, target in catalog.items()
+        if isinstance(source, str) and source and target
+    ]
 
 
 def keep(source: str, target: str) -> bool:
     one_line = "\n" not in source and "\n" not in target and "\t" not in source + target
-    return one_line and source != target and 1 <= len(source.split()) <= MAX_WORDS and len(target.split()) <= 2 * MAX_WORDS
+    return (
+        one_line
+        and source != target
+        and 1 <= len(source.split()) <= MAX_WORDS
+        and len(target.split()) <= 2 * MAX_WORDS
+    )
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", default="data/messages-en-fr.tsv", help="the TSV file to write")
     args = parser.parse_args()
-    catalogs = sorted({path.resolve() for folder in CATALOG_DIRS for path in Path(folder).glob("*.mo")},
-                      key=lambda path: path.name)
+    catalogs = sorted(
+        {path.resolve() for folder in CATALOG_DIRS for path in Path(folder).glob("*.mo")},
+        key=lambda path: path.name,
+    )
     if not catalogs:
-        print(f"no French message catalogs in {', '.join(CATALOG_DIRS)}: install a package's French locale", file=sys.stderr)
+        print(
+            f"no French message catalogs in {', '.join(CATALOG_DIRS)}: install a package's French locale",
+            file=sys.stderr,
+        )
         return 1
     pairs: dict[str, str] = {}
     for catalog in catalogs:
@@ -62,8 +78,10 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(f"{source}\t{target}\n" for source, target in pairs.items())
     out.write_text(text, encoding="utf-8")
-    print(f"wrote {len(pairs)} pairs from {len(catalogs)} catalogs to {out} "
-          f"(sha256 {hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]})")
+    print(
+        f"wrote {len(pairs)} pairs from {len(catalogs)} catalogs to {out} "
+        f"(sha256 {hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]})"
+    )
     return 0
 
 

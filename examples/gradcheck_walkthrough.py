@@ -31,20 +31,31 @@ x[index] += eps
 print(f"1. dL/dx{index}: analytic {dx[index]:.10f}, central difference {(plus - minus) / (2 * eps):.10f}")
 
 # 2. every entry of every input ----------------------------------------------------------------
-result = gradcheck_function(F.layer_norm_forward, F.layer_norm_backward, {"x": x, "gamma": gamma, "beta": beta},
-                            wrt=["x", "gamma", "beta"])
+result = gradcheck_function(
+    F.layer_norm_forward,
+    F.layer_norm_backward,
+    {"x": x, "gamma": gamma, "beta": beta},
+    wrt=["x", "gamma", "beta"],
+)
 print("2. layer norm, every entry:\n" + str(result))
 
 # 3. a whole module: every parameter and the input ---------------------------------------------
 nt.set_kernels("reference")  # check the textbook; tests/test_kernels.py proves the fast kernels equal to it
 d, common = 8, {"dtype": "float64", "rng": np.random.default_rng(1)}
-block = nt.EncoderBlock(d, nt.MultiHeadLatentAttentionBlock(d, 2, 0.0, **common), nt.FeedForwardBlock(d, 16, 0.0, **common),
-                        0.0, **common).eval()
+block = nt.EncoderBlock(
+    d,
+    nt.MultiHeadLatentAttentionBlock(d, 2, 0.0, **common),
+    nt.FeedForwardBlock(d, 16, 0.0, **common),
+    0.0,
+    **common,
+).eval()
 src = np.array([[5, 6, 7, 0], [5, 6, 7, 8]])
 inputs = {"x": rng.standard_normal((2, 4, d)), "src_mask": nt.make_src_mask(src, 0)}
 result = gradcheck_module(block, inputs, lambda dx: {"x": dx})
-print(f"3. encoder block with latent attention: {len(result.reports)} tensors, worst relative error "
-      f"{result.max_relative_error:.1e}")
+print(
+    f"3. encoder block with latent attention: {len(result.reports)} tensors, worst relative error "
+    f"{result.max_relative_error:.1e}"
+)
 
 
 # 4. a deliberate bug: forget the mean term of the layer-norm backward --------------------------
@@ -56,6 +67,8 @@ def buggy_backward(dout, cache):
 
 
 try:
-    gradcheck_function(F.layer_norm_forward, buggy_backward, {"x": x, "gamma": gamma, "beta": beta}, wrt=["x"])
+    gradcheck_function(
+        F.layer_norm_forward, buggy_backward, {"x": x, "gamma": gamma, "beta": beta}, wrt=["x"]
+    )
 except GradcheckError as error:
     print("4. the checker catches a wrong backward:\n" + str(error))

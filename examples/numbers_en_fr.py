@@ -1,15 +1,19 @@
 """Train English -> French number words, then translate a few numbers the model never saw.
 
-    python examples/numbers_en_fr.py
+python examples/numbers_en_fr.py
 """
 
 from numpy_transformer.data import encode_sentences
 from numpy_transformer.train import TrainConfig, Trainer, translate_ids
 
-trainer = Trainer.create(TrainConfig(task="numbers-en-fr", steps=3000), {"d_model": 128, "N": 2, "h": 4, "d_ff": 512})
+trainer = Trainer.create(
+    TrainConfig(task="numbers-en-fr", steps=3000), {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}
+)
 trainer.fit("runs/numbers-en-fr")
 task = trainer.task
 unseen = [source for source, _ in task.test[:5]]  # held out from training by construction
-for sentence, ids in zip(unseen, translate_ids(trainer.model, encode_sentences(unseen, task.tokenizer, task.src_vocab))):
+for sentence, ids in zip(
+    unseen, translate_ids(trainer.model, encode_sentences(unseen, task.tokenizer, task.src_vocab))
+):
     print(f"{sentence}  ->  {task.tokenizer.detokenize(task.tgt_vocab.decode(ids))}")
 print(trainer.evaluate(task.test))

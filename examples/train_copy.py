@@ -1,6 +1,6 @@
 """Train the copy task (10 symbols, lengths 1-10) and test on fresh sequences.
 
-    python examples/train_copy.py
+python examples/train_copy.py
 """
 
 from numpy_transformer.train import TrainConfig, Trainer

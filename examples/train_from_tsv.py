@@ -16,13 +16,32 @@ if len(sys.argv) > 1:
 else:
     path = Path("runs/demo-pairs.tsv")
     path.parent.mkdir(parents=True, exist_ok=True)
-    colours, things = ["red", "green", "blue", "black", "white", "yellow"], ["car", "house", "cat", "dog", "book", "tree"]
-    french = {"red": "rouge", "green": "verte", "blue": "bleue", "black": "noire", "white": "blanche", "yellow": "jaune",
-              "car": "voiture", "house": "maison", "cat": "chatte", "dog": "chienne", "book": "revue", "tree": "plante"}
+    colours, things = (
+        ["red", "green", "blue", "black", "white", "yellow"],
+        ["car", "house", "cat", "dog", "book", "tree"],
+    )
+    french = {
+        "red": "rouge",
+        "green": "verte",
+        "blue": "bleue",
+        "black": "noire",
+        "white": "blanche",
+        "yellow": "jaune",
+        "car": "voiture",
+        "house": "maison",
+        "cat": "chatte",
+        "dog": "chienne",
+        "book": "revue",
+        "tree": "plante",
+    }
     # five words a sentence: corpus BLEU counts up to 4-grams, so shorter sentences always score 0
-    path.write_text("".join(f"the {c} {t} is here\tla {french[t]} {french[c]} est ici\n" for c in colours for t in things))
+    path.write_text(
+        "".join(f"the {c} {t} is here\tla {french[t]} {french[c]} est ici\n" for c in colours for t in things)
+    )
 
-trainer = Trainer.create(TrainConfig(data=str(path), steps=600, eval_every=200, batch_size=32),
-                         {"d_model": 64, "N": 2, "h": 4, "d_ff": 256})
+trainer = Trainer.create(
+    TrainConfig(data=str(path), steps=600, eval_every=200, batch_size=32),
+    {"d_model": 64, "N": 2, "h": 4, "d_ff": 256},
+)
 trainer.fit("runs/tsv")
 print(trainer.evaluate(trainer.task.test))

@@ -1,8 +1,8 @@
 """numpy_transformer: the encoder-decoder Transformer in NumPy, every backward written by hand."""
 
 from .backend import get_array_module, set_backend, tune_cpu
-from .kernels import get_kernels, set_kernels
 from .gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
+from .kernels import get_kernels, set_kernels
 from .layers import (
     Decoder,
     DecoderBlock,
@@ -26,10 +26,36 @@ from .module import Module, ModuleList, Parameter
 __version__ = "0.1.0"
 
 __all__ = [
-    "Decoder", "DecoderBlock", "Dropout", "Embedding", "Encoder", "EncoderBlock", "FeedForwardBlock",
-    "GradcheckError", "InputEmbeddings", "LayerNormalization", "Linear", "Module", "ModuleList",
-    "MultiHeadAttentionBlock", "MultiHeadLatentAttentionBlock", "Parameter", "PositionalEncoding",
-    "ProjectionLayer", "ResidualConnection", "Transformer", "build_transformer", "causal_mask",
-    "get_array_module", "get_kernels", "gradcheck", "gradcheck_function", "gradcheck_module", "make_src_mask",
-    "make_tgt_mask", "set_backend", "set_kernels", "tune_cpu",
+    "Decoder",
+    "DecoderBlock",
+    "Dropout",
+    "Embedding",
+    "Encoder",
+    "EncoderBlock",
+    "FeedForwardBlock",
+    "GradcheckError",
+    "InputEmbeddings",
+    "LayerNormalization",
+    "Linear",
+    "Module",
+    "ModuleList",
+    "MultiHeadAttentionBlock",
+    "MultiHeadLatentAttentionBlock",
+    "Parameter",
+    "PositionalEncoding",
+    "ProjectionLayer",
+    "ResidualConnection",
+    "Transformer",
+    "build_transformer",
+    "causal_mask",
+    "get_array_module",
+    "get_kernels",
+    "gradcheck",
+    "gradcheck_function",
+    "gradcheck_module",
+    "make_src_mask",
+    "make_tgt_mask",
+    "set_backend",
+    "set_kernels",
+    "tune_cpu",
 ]

@@ -12,10 +12,11 @@ import ctypes
 import math
 import os
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy
 
@@ -35,7 +36,7 @@ def on_backend_change(callback: Callable[[], None]) -> None:
 
 def _load_cupy() -> ModuleType:
     try:
-        import cupy  # noqa: PLC0415 - optional, imported only on request
+        import cupy
     except ImportError as error:
         raise RuntimeError(
             "backend 'cupy' was requested but CuPy is not installed; install the wheel for your CUDA "
@@ -88,8 +89,10 @@ def require_array(value: Any, argument: str) -> None:
     """TypeError naming ``argument`` unless ``value`` is an array of the backend (or NumPy's)."""
     xp = get_array_module()
     if not isinstance(value, (numpy.ndarray, getattr(xp, "ndarray", numpy.ndarray))):
-        raise TypeError(f"{argument} must be an array ({getattr(xp, '__name__', 'numpy')}.ndarray), "
-                        f"got {type(value).__name__}")
+        raise TypeError(
+            f"{argument} must be an array ({getattr(xp, '__name__', 'numpy')}.ndarray), "
+            f"got {type(value).__name__}"
+        )
 
 
 def to_numpy(array: Any) -> numpy.ndarray:
@@ -219,7 +222,9 @@ def tune_allocator() -> bool:
     try:
         libc = ctypes.CDLL("libc.so.6")
         m_trim_threshold, m_mmap_threshold = -1, -3
-        return bool(libc.mallopt(m_mmap_threshold, 32 * 2**20)) and bool(libc.mallopt(m_trim_threshold, 2**30))
+        return bool(libc.mallopt(m_mmap_threshold, 32 * 2**20)) and bool(
+            libc.mallopt(m_trim_threshold, 2**30)
+        )
     except (OSError, AttributeError):  # not glibc
         return False
 
@@ -242,7 +247,10 @@ def tune_cpu() -> dict[str, bool]:
 
     Importing numpy_transformer changes none of this. Returns what is in effect, by name.
     """
-    return {"allocator": tune_allocator(), "openblas_thread_timeout": os.environ.get(OPENBLAS_TIMEOUT_VAR) is not None}
+    return {
+        "allocator": tune_allocator(),
+        "openblas_thread_timeout": os.environ.get(OPENBLAS_TIMEOUT_VAR) is not None,
+    }
 
 
 def resolve_dtype(dtype: Any) -> Any:

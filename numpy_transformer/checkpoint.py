@@ -74,13 +74,19 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, numpy.ndarray], dict[st
             arrays = {name: archive[name] for name in archive.files}
     except ValueError as error:
         if "Object arrays" in str(error):
-            raise CheckpointError(f"checkpoint {path}: holds pickled Python objects, which are never loaded (they can "
-                                  "run any code): it was not written by numpy_transformer") from error
+            raise CheckpointError(
+                f"checkpoint {path}: holds pickled Python objects, which are never loaded (they can "
+                "run any code): it was not written by numpy_transformer"
+            ) from error
         raise CheckpointError(f"checkpoint {path}: corrupt or truncated (ValueError: {error})") from error
     except (zipfile.BadZipFile, EOFError, OSError, KeyError) as error:
-        raise CheckpointError(f"checkpoint {path}: corrupt or truncated ({type(error).__name__}: {error})") from error
+        raise CheckpointError(
+            f"checkpoint {path}: corrupt or truncated ({type(error).__name__}: {error})"
+        ) from error
     if "meta" not in arrays:
-        raise CheckpointError(f"checkpoint {path}: has no 'meta' entry, so it was not written by numpy_transformer")
+        raise CheckpointError(
+            f"checkpoint {path}: has no 'meta' entry, so it was not written by numpy_transformer"
+        )
     try:
         meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -7,9 +7,10 @@ import json
 import os
 import sys
 import warnings
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .backend import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR, set_backend, tune_cpu
 from .checkpoint import CheckpointError
@@ -67,80 +68,153 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_backend(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["numpy", "cupy"], default=None,
-                   help="array backend (default: $NUMPY_TRANSFORMER_BACKEND, else numpy); cupy runs on a CUDA GPU")
+    p.add_argument(
+        "--backend",
+        choices=["numpy", "cupy"],
+        default=None,
+        help="array backend (default: $NUMPY_TRANSFORMER_BACKEND, else numpy); cupy runs on a CUDA GPU",
+    )
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("train", help="train a translation model", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = commands.add_parser(
+        "train", help="train a translation model", formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     _add_backend(p)
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--task", choices=["copy", "reverse", "numbers-en-fr"], default="numbers-en-fr", help="generated task")
-    source.add_argument("--data", metavar="FILE.tsv", help="parallel text, one 'source<TAB>target' pair per line")
-    p.add_argument("--tokenizer", choices=["char", "word", "bpe"],
-                   help="default: bpe (subwords) for --data, char for copy/reverse, word for numbers-en-fr")
-    p.add_argument("--vocab-size", type=_int_at_least(256, "an integer >= 256"), default=None,
-                   help="subword units learned by --tokenizer bpe, source and target together (default 8000)")
+    source.add_argument(
+        "--task", choices=["copy", "reverse", "numbers-en-fr"], default="numbers-en-fr", help="generated task"
+    )
+    source.add_argument(
+        "--data", metavar="FILE.tsv", help="parallel text, one 'source<TAB>target' pair per line"
+    )
+    p.add_argument(
+        "--tokenizer",
+        choices=["char", "word", "bpe"],
+        help="default: bpe (subwords) for --data, char for copy/reverse, word for numbers-en-fr",
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=_int_at_least(256, "an integer >= 256"),
+        default=None,
+        help="subword units learned by --tokenizer bpe, source and target together (default 8000)",
+    )
     p.add_argument("--shared-vocab", action="store_true", help="one vocabulary for source and target")
-    p.add_argument("--max-length", type=_positive_int, default=None,
-                   help="--data pairs with more tokens than this on a side are left out, and counted (default 256)")
+    p.add_argument(
+        "--max-length",
+        type=_positive_int,
+        default=None,
+        help="--data pairs with more tokens than this on a side are left out, and counted (default 256)",
+    )
     p.add_argument("--d-model", type=_positive_int, default=128)
     p.add_argument("--layers", type=_positive_int, default=2, help="encoder and decoder blocks (N)")
     p.add_argument("--heads", type=_positive_int, default=4)
     p.add_argument("--d-ff", type=_positive_int, default=512)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--attention", choices=["mha", "mla"], default="mha")
-    p.add_argument("--post-norm", action="store_true", help="the paper's post-norm instead of the seeds' pre-norm")
-    p.add_argument("--tie-embeddings", action="store_true",
-                   help="one matrix for the target embedding and the pre-softmax projection (and the source "
-                        "embedding with --shared-vocab), as the paper does")
+    p.add_argument(
+        "--post-norm", action="store_true", help="the paper's post-norm instead of the seeds' pre-norm"
+    )
+    p.add_argument(
+        "--tie-embeddings",
+        action="store_true",
+        help="one matrix for the target embedding and the pre-softmax projection (and the source "
+        "embedding with --shared-vocab), as the paper does",
+    )
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--steps", type=_positive_int, default=None,
-                   help="optimizer steps in all (default: 3000 for a --task; about 10 passes over a --data corpus, "
-                        "1000 to 4000; with --resume, the saved run's own)")
-    p.add_argument("--patience", type=_non_negative_int, default=None, metavar="N",
-                   help="stop when dev BLEU has not improved for N evaluations (default: 4 with --data, else never)")
+    p.add_argument(
+        "--steps",
+        type=_positive_int,
+        default=None,
+        help="optimizer steps in all (default: 3000 for a --task; about 10 passes over a --data corpus, "
+        "1000 to 4000; with --resume, the saved run's own)",
+    )
+    p.add_argument(
+        "--patience",
+        type=_non_negative_int,
+        default=None,
+        metavar="N",
+        help="stop when dev BLEU has not improved for N evaluations (default: 4 with --data, else never)",
+    )
     p.add_argument("--batch-size", type=_positive_int, default=64, help="sentence pairs per batch")
-    p.add_argument("--batch-tokens", type=_positive_int, default=None,
-                   help="batches of about this many target tokens instead of --batch-size pairs (the paper's batching)")
-    p.add_argument("--accumulate", type=_positive_int, default=1,
-                   help="micro-batches per optimiser step: the gradient of one K-times larger batch")
+    p.add_argument(
+        "--batch-tokens",
+        type=_positive_int,
+        default=None,
+        help="batches of about this many target tokens instead of --batch-size pairs (the paper's batching)",
+    )
+    p.add_argument(
+        "--accumulate",
+        type=_positive_int,
+        default=1,
+        help="micro-batches per optimiser step: the gradient of one K-times larger batch",
+    )
     p.add_argument("--lr", type=_positive_float, default=1e-3, help="peak learning rate (cosine, constant)")
     p.add_argument("--schedule", choices=["cosine", "noam", "constant"], default="cosine")
     p.add_argument("--warmup", type=_positive_int, default=200, help="warm-up steps")
     p.add_argument("--factor", type=_positive_float, default=1.0, help="scale of the noam schedule")
     p.add_argument("--optimizer", choices=["adam", "adamw"], default="adam")
-    p.add_argument("--weight-decay", type=_non_negative_float, default=0.0, help="AdamW's decoupled weight decay")
+    p.add_argument(
+        "--weight-decay", type=_non_negative_float, default=0.0, help="AdamW's decoupled weight decay"
+    )
     p.add_argument("--clip", type=_non_negative_float, default=1.0, help="global gradient-norm clip (0: off)")
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--eval-every", type=_positive_int, default=500)
     p.add_argument("--eval-size", type=_positive_int, default=200, help="dev pairs per evaluation")
     p.add_argument("--log-every", type=_positive_int, default=50)
-    p.add_argument("--keep-checkpoints", type=_non_negative_int, default=0, metavar="N",
-                   help="also keep the last N evaluation checkpoints (step-*.npz) for `average`")
+    p.add_argument(
+        "--keep-checkpoints",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="also keep the last N evaluation checkpoints (step-*.npz) for `average`",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=_non_negative_int, default=0,
-                   help="batch shards trained at once on their own threads (0: one per core when the batch is "
-                        "large enough); fix it for runs that must replay exactly on another machine")
+    p.add_argument(
+        "--threads",
+        type=_non_negative_int,
+        default=0,
+        help="batch shards trained at once on their own threads (0: one per core when the batch is "
+        "large enough); fix it for runs that must replay exactly on another machine",
+    )
     p.add_argument("--out", default=DEFAULT_OUT, help="run directory: model.npz and log.jsonl")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run saved in --out as it was saved (--steps may lengthen it, --threads changes how)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run saved in --out as it was saved (--steps may lengthen it, --threads changes how)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the run saved in --out with a new one")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--show", type=int, default=5, help="translations of unseen test sources to print at the end")
+    p.add_argument(
+        "--show", type=int, default=5, help="translations of unseen test sources to print at the end"
+    )
 
 
 def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=["greedy", "sample", "beam"], default="greedy")
     p.add_argument("--beam-width", type=_positive_int, default=4)
     p.add_argument("--length-penalty", type=_non_negative_float, default=1.0)
-    p.add_argument("--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)")
-    p.add_argument("--top-k", type=_positive_int, default=None, help="sample from the k most likely tokens (sampling only)")
+    p.add_argument(
+        "--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)"
+    )
+    p.add_argument(
+        "--top-k",
+        type=_positive_int,
+        default=None,
+        help="sample from the k most likely tokens (sampling only)",
+    )
     p.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass (sampling only)")
-    p.add_argument("--max-len", type=_positive_int, default=None, help="default: the model's target table length")
+    p.add_argument(
+        "--max-len", type=_positive_int, default=None, help="default: the model's target table length"
+    )
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
-    p.add_argument("--no-repeat-ngram", type=_non_negative_int, default=0, metavar="N",
-                   help="never repeat an n-gram of N tokens in one translation (0: off)")
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="never repeat an n-gram of N tokens in one translation (0: off)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,18 +223,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(commands)
     p = commands.add_parser("translate", help="translate sentences with a trained model")
     p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
-    p.add_argument("sentences", nargs="*", help="sentences to translate (default: one per line from standard input)")
+    p.add_argument(
+        "sentences", nargs="*", help="sentences to translate (default: one per line from standard input)"
+    )
     _add_decode_options(p)
     _add_backend(p)
     p = commands.add_parser("evaluate", help="loss, token accuracy, exact match, BLEU and chrF on a test set")
     p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
-    p.add_argument("--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split")
+    p.add_argument(
+        "--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split"
+    )
     p.add_argument("--limit", type=_positive_int, default=None, help="evaluate on the first N pairs only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     _add_decode_options(p)
     _add_backend(p)
-    p = commands.add_parser("average", help="average the weights of checkpoints of one model, as the paper does")
-    p.add_argument("checkpoints", nargs="+", metavar="RUN_OR_CHECKPOINT", help="run directories or .npz checkpoints")
+    p = commands.add_parser(
+        "average", help="average the weights of checkpoints of one model, as the paper does"
+    )
+    p.add_argument(
+        "checkpoints", nargs="+", metavar="RUN_OR_CHECKPOINT", help="run directories or .npz checkpoints"
+    )
     p.add_argument("--out", required=True, help="run directory for the averaged checkpoint (its model.npz)")
     p.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
     _add_plot(commands)
@@ -168,17 +250,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_plot(commands: argparse._SubParsersAction) -> None:
-    plot = commands.add_parser("plot", help="pictures: attention maps, training curves, gradient flow (needs matplotlib)")
+    plot = commands.add_parser(
+        "plot", help="pictures: attention maps, training curves, gradient flow (needs matplotlib)"
+    )
     kinds = plot.add_subparsers(dest="picture", required=True)
     p = kinds.add_parser("attention", help="layer x head attention heatmaps for one sentence")
     p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
-    p.add_argument("--out", default="attention.png", help="writes <stem>-encoder.png, -decoder.png, -cross.png")
+    p.add_argument(
+        "--out", default="attention.png", help="writes <stem>-encoder.png, -decoder.png, -cross.png"
+    )
     p.add_argument("sentence")
     p = kinds.add_parser("curves", help="loss, dev BLEU and learning rate from a training log")
     p.add_argument("--run", default=DEFAULT_OUT, help="run directory or its log.jsonl")
     p.add_argument("--out", default="curves.png")
-    p = kinds.add_parser("gradients", help="per-layer gradient norms at initialisation, pre-norm vs post-norm")
-    p.add_argument("--checkpoint", help="take the model configuration and task from this run (default: copy task)")
+    p = kinds.add_parser(
+        "gradients", help="per-layer gradient norms at initialisation, pre-norm vs post-norm"
+    )
+    p.add_argument(
+        "--checkpoint", help="take the model configuration and task from this run (default: copy task)"
+    )
     p.add_argument("--layers", type=_positive_int, default=6, help="N when no checkpoint is given")
     p.add_argument("--out", default="gradients.png")
 
@@ -208,35 +298,69 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
         say(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}")
     else:
         config = TrainConfig(
-            task=None if args.data else args.task, data=args.data, tokenizer=args.tokenizer,
-            max_length=args.max_length or TrainConfig.max_length, vocab_size=args.vocab_size or TrainConfig.vocab_size,
+            task=None if args.data else args.task,
+            data=args.data,
+            tokenizer=args.tokenizer,
+            max_length=args.max_length or TrainConfig.max_length,
+            vocab_size=args.vocab_size or TrainConfig.vocab_size,
             shared_vocab=args.shared_vocab,
             steps=args.steps if args.steps or args.data else TrainConfig.steps,
             patience=args.patience if args.patience is not None else (DATA_PATIENCE if args.data else 0),
-            batch_size=args.batch_size, batch_tokens=args.batch_tokens, accumulate=args.accumulate,
-            lr=args.lr, schedule=args.schedule, warmup=args.warmup, factor=args.factor,
-            optimizer=args.optimizer, weight_decay=args.weight_decay, clip=args.clip,
-            label_smoothing=args.label_smoothing, eval_every=args.eval_every, eval_size=args.eval_size,
-            log_every=args.log_every, keep_checkpoints=args.keep_checkpoints, seed=args.seed, threads=args.threads,
+            batch_size=args.batch_size,
+            batch_tokens=args.batch_tokens,
+            accumulate=args.accumulate,
+            lr=args.lr,
+            schedule=args.schedule,
+            warmup=args.warmup,
+            factor=args.factor,
+            optimizer=args.optimizer,
+            weight_decay=args.weight_decay,
+            clip=args.clip,
+            label_smoothing=args.label_smoothing,
+            eval_every=args.eval_every,
+            eval_size=args.eval_size,
+            log_every=args.log_every,
+            keep_checkpoints=args.keep_checkpoints,
+            seed=args.seed,
+            threads=args.threads,
         )
-        model_args = {"d_model": args.d_model, "N": args.layers, "h": args.heads, "d_ff": args.d_ff,
-                      "dropout": args.dropout, "attention": args.attention, "norm_first": not args.post_norm,
-                      "dtype": args.dtype, "tie_embeddings": args.tie_embeddings}
+        model_args = {
+            "d_model": args.d_model,
+            "N": args.layers,
+            "h": args.heads,
+            "d_ff": args.d_ff,
+            "dropout": args.dropout,
+            "attention": args.attention,
+            "norm_first": not args.post_norm,
+            "dtype": args.dtype,
+            "tie_embeddings": args.tie_embeddings,
+        }
         trainer = Trainer.create(config, model_args, comm=comm)
         n_params = sum(p.data.size for p in trainer.model.parameters())
-        chosen = " (chosen from the corpus's size; --steps to choose)" if args.steps is None and args.data else ""
-        say(f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}{ranks} for "
+        chosen = (
+            " (chosen from the corpus's size; --steps to choose)" if args.steps is None and args.data else ""
+        )
+        say(
+            f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}{ranks} for "
             f"{trainer.config.steps} steps{chosen}; vocabularies {len(trainer.task.src_vocab)}/{len(trainer.task.tgt_vocab)}; "
-            f"saving to {out}")
+            f"saving to {out}"
+        )
     try:
         trainer.fit(out, progress=not args.no_progress)
     except KeyboardInterrupt:  # the second Ctrl-C: saves are atomic, so the last checkpoint is whole
-        kept = f"{out / 'model.npz'} holds the last checkpoint" if (out / "model.npz").exists() else "nothing was saved"
+        kept = (
+            f"{out / 'model.npz'} holds the last checkpoint"
+            if (out / "model.npz").exists()
+            else "nothing was saved"
+        )
         say(f"interrupted again: stopped at once without saving this step; {kept}", file=sys.stderr)
         return 130
     except TrainingDiverged as error:
-        kept = (f"the last good checkpoint in {out} is kept" if (out / "model.npz").exists()
-                else f"no checkpoint was written to {out}")
+        kept = (
+            f"the last good checkpoint in {out} is kept"
+            if (out / "model.npz").exists()
+            else f"no checkpoint was written to {out}"
+        )
         say(f"numpy-transformer train: error: training stopped: {error}; {kept}", file=sys.stderr)
         return 1
     if comm is None or comm.rank == 0:
@@ -246,28 +370,51 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
 
 # train's flags that describe the run, and where a checkpoint keeps each: --resume refuses a different value
 RUN_FLAGS = {
-    "--task": ("train", "task"), "--data": ("train", "data"), "--tokenizer": ("task", "tokenizer"), "--max-length": ("train", "max_length"),
-    "--vocab-size": ("train", "vocab_size"), "--shared-vocab": ("train", "shared_vocab"),
-    "--d-model": ("model", "d_model"), "--layers": ("model", "N"), "--heads": ("model", "h"), "--d-ff": ("model", "d_ff"),
-    "--dropout": ("model", "dropout"), "--attention": ("model", "attention"), "--post-norm": ("model", "norm_first"),
+    "--task": ("train", "task"),
+    "--data": ("train", "data"),
+    "--tokenizer": ("task", "tokenizer"),
+    "--max-length": ("train", "max_length"),
+    "--vocab-size": ("train", "vocab_size"),
+    "--shared-vocab": ("train", "shared_vocab"),
+    "--d-model": ("model", "d_model"),
+    "--layers": ("model", "N"),
+    "--heads": ("model", "h"),
+    "--d-ff": ("model", "d_ff"),
+    "--dropout": ("model", "dropout"),
+    "--attention": ("model", "attention"),
+    "--post-norm": ("model", "norm_first"),
     "--tie-embeddings": ("model", "tie_embeddings"),
-    "--dtype": ("model", "dtype"), "--batch-size": ("train", "batch_size"),
-    "--batch-tokens": ("train", "batch_tokens"), "--accumulate": ("train", "accumulate"), "--lr": ("train", "lr"),
-    "--schedule": ("train", "schedule"), "--warmup": ("train", "warmup"), "--factor": ("train", "factor"),
-    "--optimizer": ("train", "optimizer"), "--weight-decay": ("train", "weight_decay"), "--clip": ("train", "clip"),
-    "--label-smoothing": ("train", "label_smoothing"), "--eval-every": ("train", "eval_every"),
-    "--eval-size": ("train", "eval_size"), "--log-every": ("train", "log_every"), "--seed": ("train", "seed"),
-    "--keep-checkpoints": ("train", "keep_checkpoints"), "--patience": ("train", "patience"),
+    "--dtype": ("model", "dtype"),
+    "--batch-size": ("train", "batch_size"),
+    "--batch-tokens": ("train", "batch_tokens"),
+    "--accumulate": ("train", "accumulate"),
+    "--lr": ("train", "lr"),
+    "--schedule": ("train", "schedule"),
+    "--warmup": ("train", "warmup"),
+    "--factor": ("train", "factor"),
+    "--optimizer": ("train", "optimizer"),
+    "--weight-decay": ("train", "weight_decay"),
+    "--clip": ("train", "clip"),
+    "--label-smoothing": ("train", "label_smoothing"),
+    "--eval-every": ("train", "eval_every"),
+    "--eval-size": ("train", "eval_size"),
+    "--log-every": ("train", "log_every"),
+    "--seed": ("train", "seed"),
+    "--keep-checkpoints": ("train", "keep_checkpoints"),
+    "--patience": ("train", "patience"),
 }
 
 
-def check_resume_flags(args: argparse.Namespace, trainer: "Trainer") -> None:
+def check_resume_flags(args: argparse.Namespace, trainer: Trainer) -> None:
     """--resume continues the saved run as it was: a flag given with a value other than the saved one
     (the resumed trainer's, before any step) is refused."""
     from dataclasses import asdict
 
-    meta = {"model": trainer.model.config, "train": asdict(trainer.config),
-            "task": {"tokenizer": trainer.task.tokenizer.name}}
+    meta = {
+        "model": trainer.model.config,
+        "train": asdict(trainer.config),
+        "task": {"tokenizer": trainer.task.tokenizer.name},
+    }
     for flag in sorted(args.given & RUN_FLAGS.keys()):
         section, key = RUN_FLAGS[flag]
         given = getattr(args, flag[2:].replace("-", "_"))
@@ -285,7 +432,7 @@ def check_resume_flags(args: argparse.Namespace, trainer: "Trainer") -> None:
             )
 
 
-def _show_translations(trainer: "Trainer", count: int) -> None:
+def _show_translations(trainer: Trainer, count: int) -> None:
     """Print the model's translations of the first ``count`` test pairs, never seen in training."""
     from .train import translate_ids
 
@@ -307,10 +454,20 @@ def _decode_options(args: argparse.Namespace) -> dict:
     if args.strategy == "greedy":
         return {"strategy": decoding.greedy_decode, **common}
     if args.strategy == "beam":
-        return {"strategy": decoding.beam_search, "beam_width": args.beam_width, "length_penalty": args.length_penalty,
-                **common}
-    return {"strategy": decoding.sample_decode, "temperature": args.temperature, "top_k": args.top_k,
-            "top_p": args.top_p, "seed": args.seed, **common}
+        return {
+            "strategy": decoding.beam_search,
+            "beam_width": args.beam_width,
+            "length_penalty": args.length_penalty,
+            **common,
+        }
+    return {
+        "strategy": decoding.sample_decode,
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "seed": args.seed,
+        **common,
+    }
 
 
 def _translate(args: argparse.Namespace) -> int:
@@ -328,9 +485,13 @@ def _translate(args: argparse.Namespace) -> int:
     if not sentences:
         raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
     for number, sentence in enumerate(sentences, start=1):
-        model.src_pos.check_length(len(tokenizer.tokenize(sentence)), f"sentence {number} ({sentence[:40]!r})")
+        model.src_pos.check_length(
+            len(tokenizer.tokenize(sentence)), f"sentence {number} ({sentence[:40]!r})"
+        )
     options = _decode_options(args)
-    for start in range(0, len(sentences), TRANSLATE_BATCH):  # in batches: memory stays bounded on a long input
+    for start in range(
+        0, len(sentences), TRANSLATE_BATCH
+    ):  # in batches: memory stays bounded on a long input
         batch = sentences[start : start + TRANSLATE_BATCH]
         src_ids = encode_sentences(batch, tokenizer, src_vocab)
         for sentence, ids in zip(batch, translate_ids(model, src_ids, args.max_len, **dict(options))):
@@ -351,8 +512,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(metrics))
     else:
-        print("\n".join(f"{name:>15}: {value:.4f}" if isinstance(value, float) else f"{name:>15}: {value}"
-                        for name, value in metrics.items()))
+        print(
+            "\n".join(
+                f"{name:>15}: {value:.4f}" if isinstance(value, float) else f"{name:>15}: {value}"
+                for name, value in metrics.items()
+            )
+        )
     return 0
 
 
@@ -391,8 +556,17 @@ def _plot(args: argparse.Namespace) -> int:
             config, task = meta["model"], task_from_recipe(meta["task"])
         else:
             task = make_task("copy")
-            config = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), "src_seq_len": 16,
-                      "tgt_seq_len": 16, "d_model": 64, "N": args.layers, "h": 4, "d_ff": 256, "dropout": 0.0}
+            config = {
+                "src_vocab_size": len(task.src_vocab),
+                "tgt_vocab_size": len(task.tgt_vocab),
+                "src_seq_len": 16,
+                "tgt_seq_len": 16,
+                "d_model": 64,
+                "N": args.layers,
+                "h": 4,
+                "d_ff": 256,
+                "dropout": 0.0,
+            }
         written = [plots.plot_gradient_flow(config, task, args.out)]
     for path in written:
         print(f"wrote {path}")
@@ -417,11 +591,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # the options given on the command line (not their defaults), for --resume's checks
-    args.given = {token.split("=")[0] for token in (sys.argv[1:] if argv is None else argv) if token.startswith("--")}
+    args.given = {
+        token.split("=")[0] for token in (sys.argv[1:] if argv is None else argv) if token.startswith("--")
+    }
     if argv is None:
         restart_with_openblas_timeout()
         tune_cpu()
-    handlers = {"train": _train, "translate": _translate, "evaluate": _evaluate, "average": _average, "plot": _plot}
+    handlers = {
+        "train": _train,
+        "translate": _translate,
+        "evaluate": _evaluate,
+        "average": _average,
+        "plot": _plot,
+    }
 
     def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location
         print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy
 
@@ -57,7 +58,7 @@ class WordTokenizer:
         text = ""
         for token in tokens:
             if token.startswith(GLUE) and len(token) > len(GLUE):
-                text += token[len(GLUE):]
+                text += token[len(GLUE) :]
             else:
                 text += (" " if text else "") + token
         return text
@@ -80,14 +81,16 @@ class BPETokenizer:
         self._tokenizer = tokenizers.Tokenizer.from_str(serialized)
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int) -> "BPETokenizer":
+    def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
         """Learn merges from ``texts`` until the vocabulary (256 bytes and the merges) has ``vocab_size`` units."""
         tokenizers = _import_tokenizers()
         tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
         tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = tokenizers.decoders.ByteLevel()
         trainer = tokenizers.trainers.BpeTrainer(
-            vocab_size=vocab_size, initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+            vocab_size=vocab_size,
+            initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
         )
         tokenizer.train_from_iterator(texts, trainer)
         return cls(tokenizer.to_str())
@@ -101,9 +104,11 @@ class BPETokenizer:
 
 def _import_tokenizers() -> Any:
     try:
-        import tokenizers  # noqa: PLC0415 - optional: only --tokenizer bpe needs it
+        import tokenizers
     except ImportError as error:
-        raise RuntimeError("--tokenizer bpe needs Hugging Face tokenizers: pip install 'numpy_transformer[train]'") from error
+        raise RuntimeError(
+            "--tokenizer bpe needs Hugging Face tokenizers: pip install 'numpy_transformer[train]'"
+        ) from error
     return tokenizers
 
 
@@ -120,7 +125,7 @@ class Vocab:
         self.stoi = {token: index for index, token in enumerate(self.itos)}
 
     @classmethod
-    def from_list(cls, itos: Sequence[str]) -> "Vocab":
+    def from_list(cls, itos: Sequence[str]) -> Vocab:
         if tuple(itos[:4]) != SPECIALS:
             raise ValueError(f"a vocabulary must start with {SPECIALS}, got {tuple(itos[:4])}")
         vocab = cls([])
@@ -195,10 +200,18 @@ def pad(sequences: Sequence[Sequence[int]]) -> Any:
 
 def make_batch(src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]) -> Batch:
     """The padded batch; the three id arrays reach the device side by side in one copy."""
-    host = [host_pad(src_ids), host_pad([[BOS_ID, *t] for t in tgt_ids]), host_pad([[*t, EOS_ID] for t in tgt_ids])]
+    host = [
+        host_pad(src_ids),
+        host_pad([[BOS_ID, *t] for t in tgt_ids]),
+        host_pad([[*t, EOS_ID] for t in tgt_ids]),
+    ]
     device = get_array_module().asarray(numpy.concatenate(host, axis=1))
     src_len, tgt_len = host[0].shape[1], host[1].shape[1]
-    src, tgt_in, tgt_out = device[:, :src_len], device[:, src_len : src_len + tgt_len], device[:, src_len + tgt_len :]
+    src, tgt_in, tgt_out = (
+        device[:, :src_len],
+        device[:, src_len : src_len + tgt_len],
+        device[:, src_len + tgt_len :],
+    )
     n_tokens = int((host[2] != PAD_ID).sum())
     return Batch(src, tgt_in, tgt_out, make_src_mask(src, PAD_ID), make_tgt_mask(tgt_in, PAD_ID), n_tokens)
 
@@ -215,16 +228,27 @@ class TranslationTask:
 
     name = "task"
 
-    def __init__(self, tokenizer: str, dev: list[tuple[str, str]], test: list[tuple[str, str]],
-                 vocab_texts: Sequence[tuple[str, str]], seed: int = 0, vocab_size: int = BPE_VOCAB_SIZE,
-                 shared_vocab: bool = False, serialized_tokenizer: str | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: str,
+        dev: list[tuple[str, str]],
+        test: list[tuple[str, str]],
+        vocab_texts: Sequence[tuple[str, str]],
+        seed: int = 0,
+        vocab_size: int = BPE_VOCAB_SIZE,
+        shared_vocab: bool = False,
+        serialized_tokenizer: str | None = None,
+    ) -> None:
         """``tokenizer`` "bpe" learns one subword model from both sides of ``vocab_texts`` (or takes
         ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary."""
         if tokenizer not in TOKENIZER_NAMES:
             raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {tokenizer!r}")
         if tokenizer == BPETokenizer.name:
-            self.tokenizer = (BPETokenizer(serialized_tokenizer) if serialized_tokenizer is not None
-                              else BPETokenizer.train((text for pair in vocab_texts for text in pair), vocab_size))
+            self.tokenizer = (
+                BPETokenizer(serialized_tokenizer)
+                if serialized_tokenizer is not None
+                else BPETokenizer.train((text for pair in vocab_texts for text in pair), vocab_size)
+            )
         else:
             self.tokenizer = TOKENIZERS[tokenizer]()
         self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
@@ -255,7 +279,9 @@ class TranslationTask:
     def batch(self, pairs: Sequence[tuple[str, str]]) -> Batch:
         return make_batch(*self.encode_pairs(pairs))
 
-    def train_batch(self, step: int, batch_size: int, bucket_steps: int = 0, batch_tokens: int | None = None) -> Batch:
+    def train_batch(
+        self, step: int, batch_size: int, bucket_steps: int = 0, batch_tokens: int | None = None
+    ) -> Batch:
         """The batch for optimiser step ``step``: a pure function of (seed, step).
 
         With ``bucket_steps`` > 1, that many steps' examples are drawn together, sorted by
@@ -276,14 +302,19 @@ class TranslationTask:
             else:
                 tokens = [len(self.tokenizer.tokenize(target)) + 1 for _, target in pairs]
                 chunks = _token_chunks(pairs, tokens, bucket_steps)
-            self._bucket = ((group, batch_size, batch_tokens), [chunks[i] for i in rng.permutation(len(chunks))])
+            self._bucket = (
+                (group, batch_size, batch_tokens),
+                [chunks[i] for i in rng.permutation(len(chunks))],
+            )
         return self.batch(self._bucket[1][position])
 
     def pairs_per_batch(self, batch_tokens: int) -> int:
         """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed sample."""
         if self._mean_target_tokens is None:
             sample = self.sample_train(host_rng(self.seed, 5), 500)
-            self._mean_target_tokens = sum(len(self.tokenizer.tokenize(t)) + 1 for _, t in sample) / len(sample)
+            self._mean_target_tokens = sum(len(self.tokenizer.tokenize(t)) + 1 for _, t in sample) / len(
+                sample
+            )
         return max(1, round(batch_tokens / self._mean_target_tokens))
 
     def max_lengths(self, pairs: Iterable[tuple[str, str]]) -> tuple[int, int]:
@@ -298,8 +329,15 @@ class TranslationTask:
 class SymbolTask(TranslationTask):
     """``copy`` or ``reverse`` random strings of ``n_symbols`` digits-like symbols, lengths in [1, max_len]."""
 
-    def __init__(self, name: str, n_symbols: int = 10, min_len: int = 1, max_len: int = 10, seed: int = 0,
-                 n_eval: int = 500) -> None:
+    def __init__(
+        self,
+        name: str,
+        n_symbols: int = 10,
+        min_len: int = 1,
+        max_len: int = 10,
+        seed: int = 0,
+        n_eval: int = 500,
+    ) -> None:
         if name not in ("copy", "reverse"):
             raise ValueError(f"symbol task must be 'copy' or 'reverse', got {name!r}")
         self.name = name
@@ -364,8 +402,14 @@ class NumbersTask(TranslationTask):
 
     name = "numbers-en-fr"
 
-    def __init__(self, limit: int = 1_000_000, n_dev: int = 500, n_test: int = 1000, seed: int = 0,
-                 tokenizer: str = "word") -> None:
+    def __init__(
+        self,
+        limit: int = 1_000_000,
+        n_dev: int = 500,
+        n_test: int = 1000,
+        seed: int = 0,
+        tokenizer: str = "word",
+    ) -> None:
         try:
             import num2words  # noqa: F401
         except ImportError as error:
@@ -414,7 +458,9 @@ def read_tsv(path: str | Path) -> list[tuple[str, str]]:
             continue
         columns = line.split("\t")
         if len(columns) < 2:
-            raise ValueError(f"{path}:{number}: no tab in the line, expected 'source<TAB>target': {line[:60]!r}")
+            raise ValueError(
+                f"{path}:{number}: no tab in the line, expected 'source<TAB>target': {line[:60]!r}"
+            )
         source, target = columns[0].strip(), columns[1].strip()
         if not source or not target:
             raise ValueError(f"{path}:{number}: empty source or target")
@@ -429,22 +475,38 @@ class FileTask(TranslationTask):
 
     name = "file"
 
-    def __init__(self, path: str | Path, tokenizer: str = "bpe", dev_fraction: float = 0.05,
-                 test_fraction: float = 0.05, seed: int = 0, max_length: int = MAX_LENGTH, **vocabulary: Any) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        tokenizer: str = "bpe",
+        dev_fraction: float = 0.05,
+        test_fraction: float = 0.05,
+        seed: int = 0,
+        max_length: int = MAX_LENGTH,
+        **vocabulary: Any,
+    ) -> None:
         """``vocabulary``: TranslationTask's vocab_size, shared_vocab and serialized_tokenizer."""
         pairs = list(dict.fromkeys(read_tsv(path)))  # a repeated pair would land in training and test alike
         # bpe counts a pair's words: its subwords are learned afterwards, from the pairs kept
         counter = TOKENIZERS.get("word" if tokenizer == BPETokenizer.name else tokenizer)
         pairs = _short_pairs(pairs, counter() if counter else None, max_length, path)
         if len(pairs) < 3:
-            raise ValueError(f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test")
+            raise ValueError(
+                f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test"
+            )
         order = host_rng(seed, 11).permutation(len(pairs))
         n_dev = max(1, int(len(pairs) * dev_fraction))
         n_test = max(1, int(len(pairs) * test_fraction))
         shuffled = [pairs[i] for i in order]
         self.train_pairs = shuffled[n_dev + n_test :]
-        super().__init__(tokenizer, shuffled[:n_dev], shuffled[n_dev : n_dev + n_test], self.train_pairs, seed,
-                         **vocabulary)
+        super().__init__(
+            tokenizer,
+            shuffled[:n_dev],
+            shuffled[n_dev : n_dev + n_test],
+            self.train_pairs,
+            seed,
+            **vocabulary,
+        )
 
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
@@ -453,19 +515,30 @@ class FileTask(TranslationTask):
         return self.train_pairs
 
 
-def _short_pairs(pairs: list[tuple[str, str]], tokenizer: Any, max_length: int, path: str | Path) -> list[tuple[str, str]]:
+def _short_pairs(
+    pairs: list[tuple[str, str]], tokenizer: Any, max_length: int, path: str | Path
+) -> list[tuple[str, str]]:
     """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in a warning."""
     if tokenizer is None:  # TranslationTask names the unknown tokenizer
         return pairs
     kept = [pair for pair in pairs if max(len(tokenizer.tokenize(side)) for side in pair) <= max_length]
     if len(kept) < len(pairs):
-        warnings.warn(f"--data {path}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
-                      f"tokens on a side and are left out (--max-length)", stacklevel=3)
+        warnings.warn(
+            f"--data {path}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
+            f"tokens on a side and are left out (--max-length)",
+            stacklevel=3,
+        )
     return kept
 
 
-def make_task(task: str | None = None, data: str | None = None, seed: int = 0, tokenizer: str | None = None,
-              max_length: int = MAX_LENGTH, **vocabulary: Any) -> TranslationTask:
+def make_task(
+    task: str | None = None,
+    data: str | None = None,
+    seed: int = 0,
+    tokenizer: str | None = None,
+    max_length: int = MAX_LENGTH,
+    **vocabulary: Any,
+) -> TranslationTask:
     """Build the task named on the command line (``--task`` or ``--data``); ``vocabulary``:
     TranslationTask's vocab_size, shared_vocab and serialized_tokenizer (for a corpus)."""
     if data is not None:
@@ -474,7 +547,9 @@ def make_task(task: str | None = None, data: str | None = None, seed: int = 0, t
         return SymbolTask(task, seed=seed)
     if task == "numbers-en-fr":
         return NumbersTask(seed=seed, tokenizer=tokenizer or "word")
-    raise ValueError(f"--task must be one of copy, reverse, numbers-en-fr (or give --data FILE.tsv), got {task!r}")
+    raise ValueError(
+        f"--task must be one of copy, reverse, numbers-en-fr (or give --data FILE.tsv), got {task!r}"
+    )
 
 
 def encode_sentences(sentences: Sequence[str], tokenizer: Any, vocab: Vocab) -> list[list[int]]:
@@ -483,6 +558,9 @@ def encode_sentences(sentences: Sequence[str], tokenizer: Any, vocab: Vocab) -> 
     for sentence in sentences:
         ids, unknown = vocab.encode(tokenizer.tokenize(sentence))
         if unknown:
-            warnings.warn(f"{sentence!r}: tokens outside the vocabulary mapped to <unk>: {sorted(set(unknown))}", stacklevel=2)
+            warnings.warn(
+                f"{sentence!r}: tokens outside the vocabulary mapped to <unk>: {sorted(set(unknown))}",
+                stacklevel=2,
+            )
         encoded.append(ids)
     return encoded

@@ -20,9 +20,10 @@ Cross-attention keys and values (or the latent) are computed once per source bat
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import wraps
-from typing import Any, Callable
+from typing import Any
 
 from .backend import blas_threads, get_array_module, make_rng
 from .functional import split_heads
@@ -37,8 +38,9 @@ Array = Any
 # argument checks
 
 
-def check_decode_arguments(model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int,
-                           eos_id: int) -> None:
+def check_decode_arguments(
+    model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int
+) -> None:
     """Clear errors, naming the argument and value, before any decoding work (the ids, their lengths
     and the mask as the model's encode checks them)."""
     if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
@@ -49,10 +51,14 @@ def check_decode_arguments(model: Transformer, src: Array, src_mask: Array | Non
             raise ValueError(f"{name} must be a token id in [0, {vocab}), got {value!r}")
     check_id_array(src, "src")
     if 0 in src.shape:
-        raise ValueError(f"src must hold at least one sequence of at least one token, got shape {tuple(src.shape)}")
+        raise ValueError(
+            f"src must hold at least one sequence of at least one token, got shape {tuple(src.shape)}"
+        )
     model._check_inputs(src, src_mask, None, None)
     if max_len > model.tgt_pos.seq_len:
-        raise ValueError(f"max_len={max_len} exceeds the target positional table's seq_len={model.tgt_pos.seq_len}")
+        raise ValueError(
+            f"max_len={max_len} exceeds the target positional table's seq_len={model.tgt_pos.seq_len}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -103,11 +109,23 @@ class _LayerCache:
     def __init__(self, layer: Any, n_heads: int, src_mask: Array | None) -> None:
         self.n_heads, self.src_mask = n_heads, src_mask
         ffn = layer.feed_forward_block
-        self.ffn_weights = (ffn.linear_1.weight.data, ffn.linear_1.bias.data, ffn.linear_2.weight.data,
-                            ffn.linear_2.bias.data)
+        self.ffn_weights = (
+            ffn.linear_1.weight.data,
+            ffn.linear_1.bias.data,
+            ffn.linear_2.weight.data,
+            ffn.linear_2.bias.data,
+        )
         sublayers = (self.self_attention, self.cross_attention, self.feed_forward)
-        self.residuals = [(sublayer, residual.norm.gamma.data, residual.norm.beta.data, residual.norm_first,
-                           residual.norm.eps) for residual, sublayer in zip(layer.residual_connections, sublayers)]
+        self.residuals = [
+            (
+                sublayer,
+                residual.norm.gamma.data,
+                residual.norm.beta.data,
+                residual.norm_first,
+                residual.norm.eps,
+            )
+            for residual, sublayer in zip(layer.residual_connections, sublayers)
+        ]
 
     def step(self, x: Array) -> Array:
         """The layer's three residual sublayers on the new position: (N, D) -> (N, D)."""
@@ -133,8 +151,15 @@ class _LayerCache:
         hidden, _ = ops.relu_forward(ops.linear_forward(y, w1, b1)[0])
         return ops.linear_forward(hidden, w2, b2)[0]
 
-    def attend(self, q: Array, keys: Array, values: Array, mask: Array | None, w_out: Array,
-               scale: float | None = None) -> Array:
+    def attend(
+        self,
+        q: Array,
+        keys: Array,
+        values: Array,
+        mask: Array | None,
+        w_out: Array,
+        scale: float | None = None,
+    ) -> Array:
         """Heads q (N, H, 1, W) over keys, values (N, G, t, W), then the output product w_out (H*W, D) -> (N, D)."""
         context, _ = ops.attention_forward(q, keys, values, mask, scale=scale)
         return product(context.reshape(q.shape[0], -1), w_out)
@@ -150,16 +175,21 @@ class _LayerCache:
 class _MHALayerCache(_LayerCache):
     """Keeps every earlier token's keys and values per head; the source's keys and values once."""
 
-    def __init__(self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int) -> None:
+    def __init__(
+        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+    ) -> None:
         super().__init__(layer, n_heads, src_mask)
         block, cross = layer.self_attention_block, layer.cross_attention_block
         rows, d = encoder_output.shape[0], encoder_output.shape[-1]
         self.w_qkv, self.w_o = block._w_qkv.data.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
         self.cross_w_q, self.cross_w_o = cross._w_qkv.data[:d].T, cross.w_o.weight.data.T
-        self.self_caches = [_SelfCache(rows, n_heads, capacity, d // n_heads, encoder_output.dtype) for _ in "kv"]
+        self.self_caches = [
+            _SelfCache(rows, n_heads, capacity, d // n_heads, encoder_output.dtype) for _ in "kv"
+        ]
         keys_values = product(encoder_output, cross._w_qkv.data[d:].T)
-        self.cross = [split_heads(part, n_heads).copy() for part in (keys_values[..., :d],
-                                                                                 keys_values[..., d:])]
+        self.cross = [
+            split_heads(part, n_heads).copy() for part in (keys_values[..., :d], keys_values[..., d:])
+        ]
 
     def step_weights(self) -> list[Array]:
         return [self.w_qkv, self.w_o, self.cross_w_q, self.cross_w_o, *super().step_weights()]
@@ -179,7 +209,9 @@ class _MHALayerCache(_LayerCache):
 class _MLALayerCache(_LayerCache):
     """Keeps one latent of width L = D / 4 per token, decompressed to keys and values when attending."""
 
-    def __init__(self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int) -> None:
+    def __init__(
+        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+    ) -> None:
         super().__init__(layer, n_heads, src_mask)
         block, cross = layer.self_attention_block, layer.cross_attention_block
         rows, d = encoder_output.shape[0], encoder_output.shape[-1]
@@ -192,8 +224,15 @@ class _MLALayerCache(_LayerCache):
         self.cross = [product(encoder_output, cross._w_q_compress.data[d:].T)[:, None]]  # (N, 1, S, L)
 
     def step_weights(self) -> list[Array]:
-        return [self.w_q_latent, self.w_o, self.w_decompress, self.cross_w_q, self.cross_w_o, self.cross_w_decompress,
-                *super().step_weights()]
+        return [
+            self.w_q_latent,
+            self.w_o,
+            self.w_decompress,
+            self.cross_w_q,
+            self.cross_w_o,
+            self.cross_w_decompress,
+            *super().step_weights(),
+        ]
 
     def self_attention(self, y: Array) -> Array:
         d = self.d_model
@@ -204,14 +243,17 @@ class _MLALayerCache(_LayerCache):
 
     def cross_attention(self, y: Array) -> Array:
         q = product(y, self.cross_w_q).reshape(y.shape[0], self.n_heads, 1, -1)
-        return self.attend(q, *self._decompress(self.cross[0], self.cross_w_decompress), self.src_mask,
-                           self.cross_w_o)
+        return self.attend(
+            q, *self._decompress(self.cross[0], self.cross_w_decompress), self.src_mask, self.cross_w_o
+        )
 
     def _decompress(self, latents: Array, w_decompress: Array) -> list[Array]:
         """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
         keys_values = product(latents[:, 0], w_decompress)
-        return [split_heads(keys_values[..., part], self.n_heads)
-                for part in (slice(None, self.d_model), slice(self.d_model, None))]
+        return [
+            split_heads(keys_values[..., part], self.n_heads)
+            for part in (slice(None, self.d_model), slice(self.d_model, None))
+        ]
 
 
 class _AbsorbedMLALayerCache(_MLALayerCache):
@@ -223,7 +265,9 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
     so the heads' latent contexts map straight to the output.
     """
 
-    def __init__(self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int) -> None:
+    def __init__(
+        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+    ) -> None:
         super().__init__(layer, n_heads, encoder_output, src_mask, capacity)
         self.scale = 1 / math.sqrt(self.d_model // n_heads)  # the heads' width K, not the latent's
         self.w_in, self.w_ov = self._absorb(layer.self_attention_block, with_latent=True)
@@ -253,8 +297,9 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
         return self._attend_absorbed(q_latent[:, :width], latents, None, self.w_ov)
 
     def cross_attention(self, y: Array) -> Array:
-        return self._attend_absorbed(product(y, self.cross_w_in), self.cross[0], self.src_mask,
-                                     self.cross_w_ov)
+        return self._attend_absorbed(
+            product(y, self.cross_w_in), self.cross[0], self.src_mask, self.cross_w_ov
+        )
 
     def _attend_absorbed(self, q_latent: Array, latents: Array, mask: Array | None, w_ov: Array) -> Array:
         """Absorbed queries (N, H*L) over latents (N, 1, t, L), then W_ov -> (N, D)."""
@@ -269,11 +314,18 @@ class DecoderCache:
     the decompressions folded into the query and output projections).
     """
 
-    def __init__(self, model: Transformer, encoder_output: Array, src_mask: Array | None, capacity: int, absorbed: bool) -> None:
+    def __init__(
+        self, model: Transformer, encoder_output: Array, src_mask: Array | None, capacity: int, absorbed: bool
+    ) -> None:
         config = model.config
         self.mode = "mha" if config["attention"] == "mha" else ("mla-absorbed" if absorbed else "mla")
-        layer_cache = {"mha": _MHALayerCache, "mla": _MLALayerCache, "mla-absorbed": _AbsorbedMLALayerCache}[self.mode]
-        self.layers = [layer_cache(layer, config["h"], encoder_output, src_mask, capacity) for layer in model.decoder.layers]
+        layer_cache = {"mha": _MHALayerCache, "mla": _MLALayerCache, "mla-absorbed": _AbsorbedMLALayerCache}[
+            self.mode
+        ]
+        self.layers = [
+            layer_cache(layer, config["h"], encoder_output, src_mask, capacity)
+            for layer in model.decoder.layers
+        ]
         self.position = 0
         self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
         final, proj = model.decoder.norm, model.projection_layer.proj
@@ -329,7 +381,9 @@ class _UncachedDecoder:
     def step(self, tokens: Array) -> Array:
         xp = get_array_module()
         self.prefix = xp.concatenate([self.prefix, tokens[:, None].astype(xp.int64)], axis=1)
-        decoded = self.model.decode(self.encoder_output, self.src_mask, self.prefix, causal_mask(self.prefix.shape[1]))
+        decoded = self.model.decode(
+            self.encoder_output, self.src_mask, self.prefix, causal_mask(self.prefix.shape[1])
+        )
         return self.model.project(decoded[:, -1:])[:, 0]
 
     def reorder(self, rows: Array) -> None:
@@ -338,8 +392,15 @@ class _UncachedDecoder:
             self.src_mask = self.src_mask[rows]
 
 
-def _start(model: Transformer, src: Array, src_mask: Array | None, max_len: int, use_cache: bool, absorbed: bool,
-           repeat: int = 1) -> Any:
+def _start(
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    use_cache: bool,
+    absorbed: bool,
+    repeat: int = 1,
+) -> Any:
     """Encode once and return a stepper (cached or not) for ``src`` rows each repeated ``repeat`` times."""
     xp = get_array_module()
     if absorbed and model.config["attention"] != "mla":
@@ -378,8 +439,16 @@ def _decoding_call(function: Callable) -> Callable:
     is restored afterwards) and, for small work, BLAS on one thread."""
 
     @wraps(function)
-    def wrapper(model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
-                *args: Any, **kwargs: Any) -> Any:
+    def wrapper(
+        model: Transformer,
+        src: Array,
+        src_mask: Array | None,
+        max_len: int,
+        bos_id: int,
+        eos_id: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
         check_decode_arguments(model, src, src_mask, max_len, bos_id, eos_id)
         with model.evaluating(), decoding_blas_threads(model, src.shape[0]):
             return function(model, src, src_mask, max_len, bos_id, eos_id, *args, **kwargs)
@@ -413,8 +482,15 @@ def block_repeated_ngrams(scores: Array, history: Array, n: int) -> Array:
     return xp.where(counts > 0, -xp.inf, scores)
 
 
-def _generate(stepper: Any, batch: int, max_len: int, bos_id: int, eos_id: int,
-              choose: Callable[[Array], Array], no_repeat_ngram: int = 0) -> tuple[Array, Array]:
+def _generate(
+    stepper: Any,
+    batch: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    choose: Callable[[Array], Array],
+    no_repeat_ngram: int = 0,
+) -> tuple[Array, Array]:
     """The loop shared by greedy and sampling: (ids (B, L), logits (B, L, V)); with ``no_repeat_ngram``
     n, a token that would repeat an n-gram of the tokens generated so far is never chosen."""
     xp = get_array_module()
@@ -436,8 +512,16 @@ def _generate(stepper: Any, batch: int, max_len: int, bos_id: int, eos_id: int,
 
 @_decoding_call
 def greedy_decode(
-    model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
-    use_cache: bool = True, absorbed: bool = False, return_logits: bool = False, no_repeat_ngram: int = 0,
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    absorbed: bool = False,
+    return_logits: bool = False,
+    no_repeat_ngram: int = 0,
 ) -> Array | tuple[Array, Array]:
     """Pick the most likely token at every step. src (B, S) -> ids (B, L), L <= max_len.
 
@@ -447,12 +531,15 @@ def greedy_decode(
     """
     check_no_repeat_ngram(no_repeat_ngram)
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
-    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1),
-                            no_repeat_ngram)
+    ids, logits = _generate(
+        stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1), no_repeat_ngram
+    )
     return (ids, logits) if return_logits else ids
 
 
-def filter_logits(logits: Array, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> Array:
+def filter_logits(
+    logits: Array, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
+) -> Array:
     """Probabilities (N, V) after temperature, then top-k, then nucleus (top-p) filtering."""
     xp = get_array_module()
     scaled = logits / temperature
@@ -488,9 +575,20 @@ def check_sampling_arguments(temperature: float, top_k: int | None, top_p: float
 
 @_decoding_call
 def sample_decode(
-    model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
-    use_cache: bool = True, absorbed: bool = False, temperature: float = 1.0, top_k: int | None = None,
-    top_p: float | None = None, seed: int | None = None, return_logits: bool = False, no_repeat_ngram: int = 0,
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    absorbed: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    return_logits: bool = False,
+    no_repeat_ngram: int = 0,
 ) -> Array | tuple[Array, Array]:
     """Sample each token from the (filtered) softmax. The draws come from the model's generator,
     or from a fresh one seeded with ``seed`` (same seed, same output)."""
@@ -512,8 +610,16 @@ def sample_decode(
 
 
 def beam_search_steps(
-    step: Callable[[Array], Array], reorder: Callable[[Array], None], batch: int, beam_width: int, max_len: int,
-    bos_id: int, eos_id: int, length_penalty: float = 1.0, early_stopping: bool = True, no_repeat_ngram: int = 0,
+    step: Callable[[Array], Array],
+    reorder: Callable[[Array], None],
+    batch: int,
+    beam_width: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 1.0,
+    early_stopping: bool = True,
+    no_repeat_ngram: int = 0,
 ) -> tuple[Array, Array]:
     """Beam search over any next-token model given as ``step(last tokens (B*W,)) -> logits (B*W, V)``.
 
@@ -553,7 +659,9 @@ def beam_search_steps(
         lengths = lengths[source_rows] + (~was_finished)
         finished = was_finished | (last == eos_id)
         normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
-        top_finished = xp.take_along_axis(finished.reshape(batch, width), normalised.argmax(axis=-1)[:, None], axis=-1)
+        top_finished = xp.take_along_axis(
+            finished.reshape(batch, width), normalised.argmax(axis=-1)[:, None], axis=-1
+        )
         if bool(finished.all() | (early_stopping & top_finished.all())):  # one transfer from the device
             break
     normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
@@ -564,17 +672,38 @@ def beam_search_steps(
 
 @_decoding_call
 def beam_search(
-    model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int,
-    use_cache: bool = True, absorbed: bool = False, beam_width: int = 4, length_penalty: float = 1.0,
-    early_stopping: bool = True, no_repeat_ngram: int = 0,
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    absorbed: bool = False,
+    beam_width: int = 4,
+    length_penalty: float = 1.0,
+    early_stopping: bool = True,
+    no_repeat_ngram: int = 0,
 ) -> Array:
     """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L)."""
     check_no_repeat_ngram(no_repeat_ngram)
     if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
         raise ValueError(f"beam_width must be an integer >= 1, got {beam_width!r}")
     if beam_width > model.tgt_embed.vocab_size:
-        raise ValueError(f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens")
+        raise ValueError(
+            f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens"
+        )
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
-    ids, _ = beam_search_steps(stepper.step, stepper.reorder, src.shape[0], beam_width, max_len, bos_id, eos_id,
-                               length_penalty, early_stopping, no_repeat_ngram)
+    ids, _ = beam_search_steps(
+        stepper.step,
+        stepper.reorder,
+        src.shape[0],
+        beam_width,
+        max_len,
+        bos_id,
+        eos_id,
+        length_penalty,
+        early_stopping,
+        no_repeat_ngram,
+    )
     return ids

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .backend import backend_name, get_array_module
 from .module import Parameter
@@ -42,7 +43,7 @@ class Communicator:
     """The ranks of one MPI run (mpi4py's COMM_WORLD) and the three things training asks of them."""
 
     def __init__(self, comm: Any) -> None:
-        from mpi4py import MPI  # noqa: PLC0415 - optional, only under MPI
+        from mpi4py import MPI
 
         self._mpi, self.comm = MPI, comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
@@ -64,7 +65,7 @@ class Communicator:
                 "or NCCL), which this release does not drive; train on one GPU, or on CPUs with the NumPy backend"
             )
         try:
-            from mpi4py import MPI  # noqa: PLC0415
+            from mpi4py import MPI
         except ImportError:
             raise RuntimeError(
                 f"started under MPI with {ranks} ranks, but mpi4py is not installed, so each rank would train alone: "
@@ -88,7 +89,9 @@ class Communicator:
         differing = [rank for rank, other in enumerate(values) if other != values[0]]
         if differing:
             shown = ", ".join(f"rank {rank}: {values[rank]!r}" for rank in [0, *differing])
-            raise RuntimeError(f"the ranks' {what} drifted apart ({shown}); ranks {differing} differ from rank 0")
+            raise RuntimeError(
+                f"the ranks' {what} drifted apart ({shown}); ranks {differing} differ from rank 0"
+            )
 
     def rows(self, batch: int) -> slice:
         """This rank's rows of a global batch of ``batch`` rows: K nearly equal, contiguous slices."""
@@ -129,4 +132,6 @@ class FlatGradients:
 def weights_checksum(parameters: Sequence[Parameter]) -> float:
     """A float that equal weights give bit for bit on every rank, and different ones almost surely do not."""
     xp = get_array_module()
-    return math.fsum(float(xp.sum(p.data, dtype=xp.float64)) + float(xp.abs(p.data).max(initial=0)) for p in parameters)
+    return math.fsum(
+        float(xp.sum(p.data, dtype=xp.float64)) + float(xp.abs(p.data).max(initial=0)) for p in parameters
+    )

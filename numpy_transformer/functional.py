@@ -190,7 +190,9 @@ class LayerNormCache(NamedTuple):
     gamma: Array
 
 
-def layer_norm_forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, LayerNormCache]:
+def layer_norm_forward(
+    x: Array, gamma: Array, beta: Array, eps: float = 1e-5
+) -> tuple[Array, LayerNormCache]:
     """y = gamma * xhat + beta, xhat = (x - mu) / sqrt(var + eps), over the last axis.
 
     mu = mean(x), var = mean((x - mu)^2) (the biased variance, as PyTorch's LayerNorm).
@@ -239,7 +241,13 @@ class AttentionCache(NamedTuple):
 
 
 def attention_forward(
-    q: Array, k: Array, v: Array, mask: Array | None, dropout_p: float = 0.0, rng: Any = None, training: bool = False,
+    q: Array,
+    k: Array,
+    v: Array,
+    mask: Array | None,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
     scale: float | None = None,
 ) -> tuple[Array, AttentionCache]:
     """Scaled dot-product attention: y = dropout(P) v, P = softmax(S), S = q k^T * scale.
@@ -299,7 +307,13 @@ class MultiHeadCache(NamedTuple):
 
 
 def multi_head_forward(
-    q: Array, k: Array, v: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0, rng: Any = None,
+    q: Array,
+    k: Array,
+    v: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
     training: bool = False,
 ) -> tuple[Array, MultiHeadCache]:
     """Concat(head_1 .. head_H), head_i = attention(q_i, k_i, v_i): every head attends at once.
@@ -308,7 +322,13 @@ def multi_head_forward(
     their gradients are the inverse rearrangements.
     """
     heads, attention_cache = attention_forward(
-        split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads), mask, dropout_p, rng, training
+        split_heads(q, n_heads),
+        split_heads(k, n_heads),
+        split_heads(v, n_heads),
+        mask,
+        dropout_p,
+        rng,
+        training,
     )
     return merge_heads(heads), MultiHeadCache(attention_cache, n_heads)
 
@@ -328,8 +348,15 @@ class MultiHeadAttentionCache(NamedTuple):
 
 
 def multi_head_attention_forward(
-    x_q: Array, x_kv: Array, w_qkv: Array, w_o: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0,
-    rng: Any = None, training: bool = False,
+    x_q: Array,
+    x_kv: Array,
+    w_qkv: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
 ) -> tuple[Array, MultiHeadAttentionCache]:
     """Cross-attention: queries from x_q, keys and values from x_kv (the decoder over the encoder output).
 
@@ -364,14 +391,22 @@ def multi_head_attention_backward(
 
 
 def multi_head_self_attention_forward(
-    x: Array, w_qkv: Array, w_o: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0, rng: Any = None,
+    x: Array,
+    w_qkv: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
     training: bool = False,
 ) -> tuple[Array, MultiHeadAttentionCache]:
     """Self-attention: cross-attention of x with itself (Q, K and V all from x). x: (B, T, D) -> (B, T, D)."""
     return multi_head_attention_forward(x, x, w_qkv, w_o, mask, n_heads, dropout_p, rng, training)
 
 
-def multi_head_self_attention_backward(dout: Array, cache: MultiHeadAttentionCache) -> tuple[Array, Array, Array]:
+def multi_head_self_attention_backward(
+    dout: Array, cache: MultiHeadAttentionCache
+) -> tuple[Array, Array, Array]:
     """Returns dx (B, T, D), dw_qkv, dw_o. x fed the queries and the keys and values: dx adds both paths."""
     dx_q, dx_kv, dw_qkv, dw_o = multi_head_attention_backward(dout, cache)
     return dx_q + dx_kv, dw_qkv, dw_o
@@ -387,8 +422,16 @@ class LatentAttentionCache(NamedTuple):
 
 
 def multi_head_latent_attention_forward(
-    x_q: Array, x_kv: Array, w_q_compress: Array, w_kv_decompress: Array, w_o: Array, mask: Array | None,
-    n_heads: int, dropout_p: float = 0.0, rng: Any = None, training: bool = False,
+    x_q: Array,
+    x_kv: Array,
+    w_q_compress: Array,
+    w_kv_decompress: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
 ) -> tuple[Array, LatentAttentionCache]:
     """Multi-Head Latent Attention across x_q and x_kv: keys and values decompressed from one small latent.
 
@@ -428,8 +471,15 @@ def multi_head_latent_attention_backward(
 
 
 def multi_head_latent_self_attention_forward(
-    x: Array, w_q_compress: Array, w_kv_decompress: Array, w_o: Array, mask: Array | None, n_heads: int,
-    dropout_p: float = 0.0, rng: Any = None, training: bool = False,
+    x: Array,
+    w_q_compress: Array,
+    w_kv_decompress: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
 ) -> tuple[Array, LatentAttentionCache]:
     """Latent self-attention: the queries and the latent both from x. x: (B, T, D) -> (B, T, D)."""
     return multi_head_latent_attention_forward(

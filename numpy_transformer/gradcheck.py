@@ -15,8 +15,9 @@ positions: largest gradient 6e-4) would otherwise report that noise (1e-9) as a 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy
 
@@ -64,15 +65,28 @@ class GradcheckResult:
         return "\n".join(lines)
 
 
-def _entries(shape: tuple[int, ...], max_entries: int | None, rng: numpy.random.Generator) -> list[tuple[int, ...]]:
+def _entries(
+    shape: tuple[int, ...], max_entries: int | None, rng: numpy.random.Generator
+) -> list[tuple[int, ...]]:
     size = int(numpy.prod(shape))
-    flat = numpy.arange(size) if max_entries is None or size <= max_entries else rng.choice(size, max_entries, replace=False)
+    flat = (
+        numpy.arange(size)
+        if max_entries is None or size <= max_entries
+        else rng.choice(size, max_entries, replace=False)
+    )
     return [numpy.unravel_index(i, shape) for i in flat]
 
 
 def gradcheck(
-    loss: Callable[[], float], variables: Mapping[str, Array], analytic: Mapping[str, Array], eps: float = 1e-6,
-    atol: float = 1e-5, rtol: float = 1e-3, max_entries: int | None = None, seed: int = 0, raise_on_failure: bool = True,
+    loss: Callable[[], float],
+    variables: Mapping[str, Array],
+    analytic: Mapping[str, Array],
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    max_entries: int | None = None,
+    seed: int = 0,
+    raise_on_failure: bool = True,
 ) -> GradcheckResult:
     """Compare ``analytic[name]`` with central differences of ``loss()`` in each of ``variables``.
 
@@ -104,12 +118,18 @@ def gradcheck(
         analytic_values = numpy.array([grad[index] for index in indices])
         errors = numpy.abs(analytic_values - numeric)
         worst = int(numpy.argmax(errors - (atol + rtol * numpy.abs(numeric))))
-        largest = max(largest, numpy.abs(analytic_values).max(initial=0.0), numpy.abs(numeric).max(initial=0.0))
+        largest = max(
+            largest, numpy.abs(analytic_values).max(initial=0.0), numpy.abs(numeric).max(initial=0.0)
+        )
         result.reports.append(
             TensorReport(
-                name=name, checked=len(indices), worst_index=tuple(int(i) for i in indices[worst]),
-                analytic=float(analytic_values[worst]), numeric=float(numeric[worst]),
-                max_abs_error=float(errors.max(initial=0.0)), relative_error=0.0,
+                name=name,
+                checked=len(indices),
+                worst_index=tuple(int(i) for i in indices[worst]),
+                analytic=float(analytic_values[worst]),
+                numeric=float(numeric[worst]),
+                max_abs_error=float(errors.max(initial=0.0)),
+                relative_error=0.0,
                 passed=bool(numpy.all(errors <= atol + rtol * numpy.abs(numeric))),
             )
         )
@@ -139,8 +159,12 @@ def random_upstream(shape: tuple[int, ...], seed: int = 0) -> Array:
 
 
 def gradcheck_function(
-    forward: Callable[..., tuple[Array, Any]], backward: Callable[[Array, Any], Any], inputs: Mapping[str, Array],
-    wrt: list[str], seed: int = 0, **options: Any,
+    forward: Callable[..., tuple[Array, Any]],
+    backward: Callable[[Array, Any], Any],
+    inputs: Mapping[str, Array],
+    wrt: list[str],
+    seed: int = 0,
+    **options: Any,
 ) -> GradcheckResult:
     """Check a functional pair: ``forward(**inputs) -> (out, cache)``, ``backward(dout, cache)``.
 
@@ -153,12 +177,18 @@ def gradcheck_function(
     grads = grads if isinstance(grads, tuple) else (grads,)
     analytic = {name: grad for name, grad in zip(wrt, grads) if name}
     variables = {name: inputs[name] for name in analytic}
-    return gradcheck(lambda: _weighted_sum(forward(**inputs)[0], upstream), variables, analytic, seed=seed, **options)
+    return gradcheck(
+        lambda: _weighted_sum(forward(**inputs)[0], upstream), variables, analytic, seed=seed, **options
+    )
 
 
 def gradcheck_module(
-    module: Any, inputs: Mapping[str, Array], input_grads: Callable[[Any], Mapping[str, Array]] | None = None,
-    forward: Callable[..., Array] | None = None, seed: int = 0, **options: Any,
+    module: Any,
+    inputs: Mapping[str, Array],
+    input_grads: Callable[[Any], Mapping[str, Array]] | None = None,
+    forward: Callable[..., Array] | None = None,
+    seed: int = 0,
+    **options: Any,
 ) -> GradcheckResult:
     """Check every parameter of ``module`` (and the inputs that ``input_grads`` maps) at once.
 
@@ -176,4 +206,6 @@ def gradcheck_module(
         for name, grad in input_grads(returned).items():
             analytic[name] = grad
             variables[name] = inputs[name]
-    return gradcheck(lambda: _weighted_sum(run(**inputs), upstream), variables, analytic, seed=seed, **options)
+    return gradcheck(
+        lambda: _weighted_sum(run(**inputs), upstream), variables, analytic, seed=seed, **options
+    )

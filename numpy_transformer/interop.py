@@ -15,7 +15,7 @@ from .model import Transformer
 
 def _torch() -> Any:
     try:
-        import torch  # noqa: PLC0415 - optional oracle, imported on use only
+        import torch
     except ImportError as error:
         raise RuntimeError(
             "this needs PyTorch, which numpy_transformer does not depend on; install the CPU build with: "
@@ -84,7 +84,9 @@ def build_torch_transformer(config: dict[str, Any]) -> Any:
 
         def forward(self, q: Any, kv: Any, mask: Any) -> Any:
             c = self.w_kv_compress(kv)
-            return self.w_o(attend(self.w_q(q), self.w_k_decompress(c), self.w_v_decompress(c), mask, self.dropout))
+            return self.w_o(
+                attend(self.w_q(q), self.w_k_decompress(c), self.w_v_decompress(c), mask, self.dropout)
+            )
 
     Attention = MultiHeadLatentAttentionBlock if config["attention"] == "mla" else MultiHeadAttentionBlock
 
@@ -151,7 +153,9 @@ def build_torch_transformer(config: dict[str, Any]) -> Any:
         def __init__(self, length: int) -> None:
             super().__init__()
             position = torch.arange(length, dtype=torch.float64)[:, None]
-            div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
+            div_term = torch.exp(
+                torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model)
+            )
             pe = torch.zeros(length, d_model, dtype=torch.float64)
             pe[:, 0::2] = torch.sin(position * div_term)
             pe[:, 1::2] = torch.cos(position * div_term)[:, : d_model // 2]
@@ -209,13 +213,16 @@ def to_torch_model(model: Transformer) -> Any:
     """An equivalent PyTorch model holding a copy of this model's weights."""
     torch_model = build_torch_transformer(model.config)
     missing, unexpected = torch_model.load_state_dict(to_torch_state_dict(model), strict=False)
-    aliases = set(torch_model.state_dict()) - set(dict(torch_model.named_parameters()))  # tied weights' other names
+    aliases = set(torch_model.state_dict()) - set(
+        dict(torch_model.named_parameters())
+    )  # tied weights' other names
     if unexpected or set(missing) != aliases:
-        raise ValueError(f"the PyTorch model does not match: missing {sorted(set(missing) - aliases)}, unexpected {unexpected}")
+        raise ValueError(
+            f"the PyTorch model does not match: missing {sorted(set(missing) - aliases)}, unexpected {unexpected}"
+        )
     return torch_model
 
 
 def from_torch_model(torch_model: Any, model: Transformer) -> None:
     """Copy a PyTorch model's weights (same architecture) into ``model``; a tied weight once, by its first name."""
     from_torch_state_dict(model, dict(torch_model.named_parameters()))
-

@@ -38,7 +38,9 @@ def check_attention_mask(mask: Array | None, expected: tuple[int, int, int, int]
         )
     ok = len(mask.shape) == 4 and all(m in (1, e) for m, e in zip(mask.shape, expected))
     if not ok:
-        raise ValueError(f"{argument} has shape {tuple(mask.shape)}, which does not broadcast to (B, H, T, S) = {expected}")
+        raise ValueError(
+            f"{argument} has shape {tuple(mask.shape)}, which does not broadcast to (B, H, T, S) = {expected}"
+        )
 
 
 class Dropout(Module):
@@ -64,7 +66,13 @@ class Linear(Module):
     """y = x W^T + b with ``weight`` (out_features, in_features) and optional ``bias`` (out_features,)."""
 
     def __init__(
-        self, in_features: int, out_features: int, bias: bool = True, *, dtype: Any = "float32", rng: Any = None
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
     ) -> None:
         super().__init__(dtype, rng)
         self.weight = self._new_parameter((out_features, in_features))
@@ -75,7 +83,9 @@ class Linear(Module):
             self.bias = None
 
     def forward(self, x: Array) -> Array:
-        out, cache = ops.linear_forward(x, self.weight.data, self.bias.data if self.bias is not None else None)
+        out, cache = ops.linear_forward(
+            x, self.weight.data, self.bias.data if self.bias is not None else None
+        )
         self._save(cache)
         return out
 
@@ -166,7 +176,9 @@ class InputEmbeddings(Module):
 class PositionalEncoding(Module):
     """Adds the fixed sinusoidal table (seq_len, d_model) to x (B, T, d_model), then dropout."""
 
-    def __init__(self, d_model: int, seq_len: int, dropout: float, *, dtype: Any = "float32", rng: Any = None) -> None:
+    def __init__(
+        self, d_model: int, seq_len: int, dropout: float, *, dtype: Any = "float32", rng: Any = None
+    ) -> None:
         super().__init__(dtype, rng)
         self.d_model = d_model
         self.seq_len = seq_len
@@ -212,7 +224,9 @@ class LayerNormalization(Module):
 class FeedForwardBlock(Module):
     """linear_2(dropout(relu(linear_1(x)))): d_model -> d_ff -> d_model."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float, *, dtype: Any = "float32", rng: Any = None) -> None:
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float, *, dtype: Any = "float32", rng: Any = None
+    ) -> None:
         super().__init__(dtype, rng)
         self.linear_1 = Linear(d_model, d_ff, dtype=dtype, rng=self.rng)
         self.linear_2 = Linear(d_ff, d_model, dtype=dtype, rng=self.rng)
@@ -292,7 +306,9 @@ class MultiHeadAttentionBlock(_AttentionBase):
     self-attention can make Q, K and V with one product (the seeds' (q, k, v) always have k = v).
     """
 
-    def __init__(self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None) -> None:
+    def __init__(
+        self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None
+    ) -> None:
         super().__init__(d_model, h, dropout, dtype, rng)
         rows = [("w_q", d_model), ("w_k", d_model), ("w_v", d_model)]
         self._w_qkv = self._stacked(rows, d_model)
@@ -300,7 +316,15 @@ class MultiHeadAttentionBlock(_AttentionBase):
 
     def forward(self, x_q: Array, x_kv: Array | None = None, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
-        weights = (self._w_qkv.data, self.w_o.weight.data, mask, self.h, self.dropout.p, self.rng, self.training)
+        weights = (
+            self._w_qkv.data,
+            self.w_o.weight.data,
+            mask,
+            self.h,
+            self.dropout.p,
+            self.rng,
+            self.training,
+        )
         if x_kv is None:
             out, cache = ops.multi_head_self_attention_forward(x_q, *weights)
         else:
@@ -328,9 +352,13 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
     [W_kd; W_vd] (2D, L).
     """
 
-    def __init__(self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None) -> None:
+    def __init__(
+        self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None
+    ) -> None:
         if d_model % 4 != 0:
-            raise ValueError(f"d_model must be divisible by 4 for Multi-Head Latent Attention, got d_model={d_model}")
+            raise ValueError(
+                f"d_model must be divisible by 4 for Multi-Head Latent Attention, got d_model={d_model}"
+            )
         super().__init__(d_model, h, dropout, dtype, rng)
         self.latent_dim = d_model // 4
         self._w_q_compress = self._stacked([("w_q", d_model), ("w_kv_compress", self.latent_dim)], d_model)
@@ -340,8 +368,16 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
 
     def forward(self, x_q: Array, x_kv: Array | None = None, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
-        weights = (self._w_q_compress.data, self._w_kv_decompress.data, self.w_o.weight.data, mask, self.h,
-                   self.dropout.p, self.rng, self.training)
+        weights = (
+            self._w_q_compress.data,
+            self._w_kv_decompress.data,
+            self.w_o.weight.data,
+            mask,
+            self.h,
+            self.dropout.p,
+            self.rng,
+            self.training,
+        )
         if x_kv is None:
             out, cache = ops.multi_head_latent_self_attention_forward(x_q, *weights)
         else:
@@ -353,9 +389,13 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
         """dx after self-attention; (dx_q, dx_kv) after cross-attention."""
         is_self_attention, cache = self._take()
         if is_self_attention:
-            dx, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_self_attention_backward(dout, cache)
+            dx, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_self_attention_backward(
+                dout, cache
+            )
         else:
-            dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_attention_backward(dout, cache)
+            dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_attention_backward(
+                dout, cache
+            )
         self._w_q_compress.accumulate(dw_q_compress)
         self._w_kv_decompress.accumulate(dw_kv_decompress)
         self.w_o.weight.accumulate(dw_o)
@@ -378,7 +418,13 @@ class ResidualConnection(Module):
     """
 
     def __init__(
-        self, features: int, dropout: float, norm_first: bool = True, *, dtype: Any = "float32", rng: Any = None
+        self,
+        features: int,
+        dropout: float,
+        norm_first: bool = True,
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
     ) -> None:
         super().__init__(dtype, rng)
         self.norm_first = norm_first
@@ -417,8 +463,15 @@ class EncoderBlock(Module):
     """Self-attention then feed-forward, each inside a residual connection."""
 
     def __init__(
-        self, features: int, self_attention_block: Module, feed_forward_block: FeedForwardBlock, dropout: float,
-        norm_first: bool = True, *, dtype: Any = "float32", rng: Any = None,
+        self,
+        features: int,
+        self_attention_block: Module,
+        feed_forward_block: FeedForwardBlock,
+        dropout: float,
+        norm_first: bool = True,
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
     ) -> None:
         super().__init__(dtype, rng)
         self.self_attention_block = self_attention_block
@@ -450,8 +503,15 @@ class DecoderBlock(Module):
     """Masked self-attention, cross-attention over the encoder output, feed-forward; each residual."""
 
     def __init__(
-        self, features: int, self_attention_block: Module, cross_attention_block: Module,
-        feed_forward_block: FeedForwardBlock, dropout: float, norm_first: bool = True, *, dtype: Any = "float32",
+        self,
+        features: int,
+        self_attention_block: Module,
+        cross_attention_block: Module,
+        feed_forward_block: FeedForwardBlock,
+        dropout: float,
+        norm_first: bool = True,
+        *,
+        dtype: Any = "float32",
         rng: Any = None,
     ) -> None:
         super().__init__(dtype, rng)
@@ -460,8 +520,14 @@ class DecoderBlock(Module):
         self.feed_forward_block = feed_forward_block
         self.residual_connections = _residuals(3, features, dropout, norm_first, self)
 
-    def forward(self, x: Array, encoder_output: Array, src_mask: Array | None, tgt_mask: Array | None) -> Array:
-        attention, cross_attention, feed_forward = self.self_attention_block, self.cross_attention_block, self.feed_forward_block
+    def forward(
+        self, x: Array, encoder_output: Array, src_mask: Array | None, tgt_mask: Array | None
+    ) -> Array:
+        attention, cross_attention, feed_forward = (
+            self.self_attention_block,
+            self.cross_attention_block,
+            self.feed_forward_block,
+        )
         around_attention, around_cross_attention, around_feed_forward = self.residual_connections
         y = around_attention.enter(x)
         y = attention.forward(y, mask=tgt_mask)
@@ -475,7 +541,11 @@ class DecoderBlock(Module):
 
     def backward(self, dout: Array) -> tuple[Array, Array]:
         """Returns (dx, d_encoder_output)."""
-        attention, cross_attention, feed_forward = self.self_attention_block, self.cross_attention_block, self.feed_forward_block
+        attention, cross_attention, feed_forward = (
+            self.self_attention_block,
+            self.cross_attention_block,
+            self.feed_forward_block,
+        )
         around_attention, around_cross_attention, around_feed_forward = self.residual_connections
         dy = around_feed_forward.exit_backward(dout)
         dy = feed_forward.backward(dy)
@@ -490,7 +560,10 @@ class DecoderBlock(Module):
 
 def _residuals(count: int, features: int, dropout: float, norm_first: bool, owner: Module) -> Module:
     return ModuleList(
-        [ResidualConnection(features, dropout, norm_first, dtype=owner.dtype, rng=owner.rng) for _ in range(count)]
+        [
+            ResidualConnection(features, dropout, norm_first, dtype=owner.dtype, rng=owner.rng)
+            for _ in range(count)
+        ]
     )
 
 
@@ -522,7 +595,9 @@ class Decoder(Module):
         self.layers = layers
         self.norm = LayerNormalization(features, dtype=dtype, rng=self.rng)
 
-    def forward(self, x: Array, encoder_output: Array, src_mask: Array | None, tgt_mask: Array | None) -> Array:
+    def forward(
+        self, x: Array, encoder_output: Array, src_mask: Array | None, tgt_mask: Array | None
+    ) -> Array:
         for layer in self.layers:
             x = layer.forward(x, encoder_output, src_mask, tgt_mask)
         return self.norm.forward(x)
@@ -533,7 +608,11 @@ class Decoder(Module):
         d_encoder_output = None
         for layer in reversed(list(self.layers)):
             dout, d_layer_encoder_output = layer.backward(dout)
-            d_encoder_output = d_layer_encoder_output if d_encoder_output is None else d_encoder_output + d_layer_encoder_output
+            d_encoder_output = (
+                d_layer_encoder_output
+                if d_encoder_output is None
+                else d_encoder_output + d_layer_encoder_output
+            )
         return dout, d_encoder_output
 
 

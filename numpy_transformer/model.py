@@ -48,8 +48,14 @@ class Transformer(Module):
     """Embeddings, positional encodings, encoder, decoder and projection, as in the seeds."""
 
     def __init__(
-        self, encoder: Encoder, decoder: Decoder, src_embed: InputEmbeddings, tgt_embed: InputEmbeddings,
-        src_pos: PositionalEncoding, tgt_pos: PositionalEncoding, projection_layer: ProjectionLayer,
+        self,
+        encoder: Encoder,
+        decoder: Decoder,
+        src_embed: InputEmbeddings,
+        tgt_embed: InputEmbeddings,
+        src_pos: PositionalEncoding,
+        tgt_pos: PositionalEncoding,
+        projection_layer: ProjectionLayer,
         config: dict | None = None,
     ) -> None:
         super().__init__(encoder.dtype, encoder.rng)
@@ -69,7 +75,9 @@ class Transformer(Module):
         self._check_inputs(src, src_mask, None, None)
         return self._encode(src, src_mask)
 
-    def decode(self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None) -> Array:
+    def decode(
+        self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None
+    ) -> Array:
         """tgt (B, T) ids and encoder output (B, S, d_model) -> decoder output (B, T, d_model)."""
         self._check_inputs(None, None, tgt, tgt_mask, encoder_output, src_mask)
         return self._decode(encoder_output, src_mask, tgt, tgt_mask)
@@ -86,7 +94,9 @@ class Transformer(Module):
     def _encode(self, src: Array, src_mask: Array | None) -> Array:
         return self.encoder.forward(self.src_pos.forward(self.src_embed.forward(src, checked=True)), src_mask)
 
-    def _decode(self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None) -> Array:
+    def _decode(
+        self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None
+    ) -> Array:
         x = self.tgt_pos.forward(self.tgt_embed.forward(tgt, checked=True))
         return self.decoder.forward(x, encoder_output, src_mask, tgt_mask)
 
@@ -103,13 +113,23 @@ class Transformer(Module):
     # -- validation ---------------------------------------------------------------------------
 
     def _check_inputs(
-        self, src: Array | None, src_mask: Array | None, tgt: Array | None, tgt_mask: Array | None,
-        encoder_output: Array | None = None, decode_src_mask: Array | None = None,
+        self,
+        src: Array | None,
+        src_mask: Array | None,
+        tgt: Array | None,
+        tgt_mask: Array | None,
+        encoder_output: Array | None = None,
+        decode_src_mask: Array | None = None,
     ) -> None:
         """Validate ids, lengths and mask shapes before any work is done (the ids' bounds in one transfer)."""
         heads = self.config.get("h", 1)
-        check_token_ids([(ids, embed.vocab_size, name) for ids, embed, name in
-                         ((src, self.src_embed, "src"), (tgt, self.tgt_embed, "tgt")) if ids is not None])
+        check_token_ids(
+            [
+                (ids, embed.vocab_size, name)
+                for ids, embed, name in ((src, self.src_embed, "src"), (tgt, self.tgt_embed, "tgt"))
+                if ids is not None
+            ]
+        )
         if src is not None:
             self.src_pos.check_length(src.shape[1], "src")
             batch, length = src.shape
@@ -153,9 +173,21 @@ def parameter_count(config: dict[str, Any]) -> int:
 
 
 def build_transformer(
-    src_vocab_size: int, tgt_vocab_size: int, src_seq_len: int, tgt_seq_len: int, d_model: int = 512, N: int = 6,
-    h: int = 8, dropout: float = 0.1, d_ff: int = 2048, attention: str = "mha", norm_first: bool = True,
-    dtype: Any = "float32", seed: int | None = 0, tie_embeddings: bool = False, shared_vocab: bool = False,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    src_seq_len: int,
+    tgt_seq_len: int,
+    d_model: int = 512,
+    N: int = 6,
+    h: int = 8,
+    dropout: float = 0.1,
+    d_ff: int = 2048,
+    attention: str = "mha",
+    norm_first: bool = True,
+    dtype: Any = "float32",
+    seed: int | None = 0,
+    tie_embeddings: bool = False,
+    shared_vocab: bool = False,
 ) -> Transformer:
     """Build the full model; every parameter with more than one dimension is Xavier-uniform.
 
@@ -168,17 +200,33 @@ def build_transformer(
     and target use one vocabulary (the paper, section 3.4). The shared matrix's gradient is the
     sum of its uses' gradients, each accumulating into the one parameter.
     """
-    sizes = {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "src_seq_len": src_seq_len,
-             "tgt_seq_len": tgt_seq_len, "d_model": d_model, "N": N, "h": h, "d_ff": d_ff}
+    sizes = {
+        "src_vocab_size": src_vocab_size,
+        "tgt_vocab_size": tgt_vocab_size,
+        "src_seq_len": src_seq_len,
+        "tgt_seq_len": tgt_seq_len,
+        "d_model": d_model,
+        "N": N,
+        "h": h,
+        "d_ff": d_ff,
+    }
     for name, value in sizes.items():  # NumPy integers are integers too
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    src_vocab_size, tgt_vocab_size, src_seq_len, tgt_seq_len, d_model, N, h, d_ff = (int(v) for v in sizes.values())
-    for name, flag in (("norm_first", norm_first), ("tie_embeddings", tie_embeddings), ("shared_vocab", shared_vocab)):
+    src_vocab_size, tgt_vocab_size, src_seq_len, tgt_seq_len, d_model, N, h, d_ff = (
+        int(v) for v in sizes.values()
+    )
+    for name, flag in (
+        ("norm_first", norm_first),
+        ("tie_embeddings", tie_embeddings),
+        ("shared_vocab", shared_vocab),
+    ):
         if isinstance(flag, str) or flag not in (True, False):  # NumPy's booleans compare equal too
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     if shared_vocab and src_vocab_size != tgt_vocab_size:
-        raise ValueError(f"shared_vocab needs src_vocab_size == tgt_vocab_size, got {src_vocab_size} and {tgt_vocab_size}")
+        raise ValueError(
+            f"shared_vocab needs src_vocab_size == tgt_vocab_size, got {src_vocab_size} and {tgt_vocab_size}"
+        )
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
         raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
@@ -203,15 +251,24 @@ def build_transformer(
     tgt_pos = PositionalEncoding(d_model, tgt_seq_len, dropout, **common)
     encoder_blocks = [
         EncoderBlock(
-            d_model, attention_block(d_model, h, dropout, **common), FeedForwardBlock(d_model, d_ff, dropout, **common),
-            dropout, norm_first, **common,
+            d_model,
+            attention_block(d_model, h, dropout, **common),
+            FeedForwardBlock(d_model, d_ff, dropout, **common),
+            dropout,
+            norm_first,
+            **common,
         )
         for _ in range(N)
     ]
     decoder_blocks = [
         DecoderBlock(
-            d_model, attention_block(d_model, h, dropout, **common), attention_block(d_model, h, dropout, **common),
-            FeedForwardBlock(d_model, d_ff, dropout, **common), dropout, norm_first, **common,
+            d_model,
+            attention_block(d_model, h, dropout, **common),
+            attention_block(d_model, h, dropout, **common),
+            FeedForwardBlock(d_model, d_ff, dropout, **common),
+            dropout,
+            norm_first,
+            **common,
         )
         for _ in range(N)
     ]
@@ -223,10 +280,20 @@ def build_transformer(
         if shared_vocab:
             src_embed.embedding.weight = projection_layer.proj.weight
     config = {
-        "src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size, "src_seq_len": src_seq_len,
-        "tgt_seq_len": tgt_seq_len, "d_model": d_model, "N": N, "h": h, "dropout": dropout, "d_ff": d_ff,
-        "attention": attention, "norm_first": bool(norm_first), "dtype": get_array_module().dtype(encoder.dtype).name,
-        "tie_embeddings": bool(tie_embeddings), "shared_vocab": bool(shared_vocab),
+        "src_vocab_size": src_vocab_size,
+        "tgt_vocab_size": tgt_vocab_size,
+        "src_seq_len": src_seq_len,
+        "tgt_seq_len": tgt_seq_len,
+        "d_model": d_model,
+        "N": N,
+        "h": h,
+        "dropout": dropout,
+        "d_ff": d_ff,
+        "attention": attention,
+        "norm_first": bool(norm_first),
+        "dtype": get_array_module().dtype(encoder.dtype).name,
+        "tie_embeddings": bool(tie_embeddings),
+        "shared_vocab": bool(shared_vocab),
     }
     model = Transformer(encoder, decoder, src_embed, tgt_embed, src_pos, tgt_pos, projection_layer, config)
     model.flatten_parameters()

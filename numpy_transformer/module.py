@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from .backend import get_array_module, make_rng, resolve_dtype, to_numpy
 
@@ -22,9 +23,11 @@ class Parameter:
     training step. Reading ``grad`` before that writes the zeros, so it always reads as zero.
     """
 
-    __slots__ = ("data", "_grad", "_owner", "_index", "_zero_pending")
+    __slots__ = ("_grad", "_index", "_owner", "_zero_pending", "data")
 
-    def __init__(self, data: Array, grad: Array | None = None, owner: Parameter | None = None, index: Any = None) -> None:
+    def __init__(
+        self, data: Array, grad: Array | None = None, owner: Parameter | None = None, index: Any = None
+    ) -> None:
         self.data = data
         self._grad = get_array_module().zeros_like(data) if grad is None else grad
         self._owner = self if owner is None else owner
@@ -96,7 +99,9 @@ class FlatParameters:
         start, starts = 0, {}
         for owner in owners:
             stop = start + owner.data.size
-            owner.rebind(self.data[start:stop].reshape(owner.shape), self.grad[start:stop].reshape(owner.shape))
+            owner.rebind(
+                self.data[start:stop].reshape(owner.shape), self.grad[start:stop].reshape(owner.shape)
+            )
             starts[id(owner)] = start
             start = stop
         self.ranges = []
@@ -155,7 +160,9 @@ class Module:
     def _take(self) -> Any:
         """The cache of the last forward, consumed: a second backward without a forward fails."""
         if self._cache is None:
-            raise ValueError(f"{type(self).__name__}.backward was called before forward (no forward cache to use)")
+            raise ValueError(
+                f"{type(self).__name__}.backward was called before forward (no forward cache to use)"
+            )
         cache, self._cache = self._cache, None
         return cache
 
@@ -245,7 +252,9 @@ class Module:
         missing = [name for name in own if name not in state]
         unexpected = [name for name in state if name not in own]
         if missing or unexpected:
-            raise ValueError(f"state dict does not match the model: missing {missing}, unexpected {unexpected}")
+            raise ValueError(
+                f"state dict does not match the model: missing {missing}, unexpected {unexpected}"
+            )
         mismatched = [
             f"{name}: expected {own[name].shape}, got {tuple(state[name].shape)}"
             for name in own
@@ -257,7 +266,9 @@ class Module:
         for name in own:  # every entry is checked before any is copied: all or nothing
             kind = getattr(getattr(state[name], "dtype", None), "kind", None)
             if kind not in ("f", "i", "u"):
-                raise ValueError(f"state dict entry {name} must hold real numbers, got dtype {getattr(state[name], 'dtype', type(state[name]).__name__)}")
+                raise ValueError(
+                    f"state dict entry {name} must hold real numbers, got dtype {getattr(state[name], 'dtype', type(state[name]).__name__)}"
+                )
             if not bool(xp.isfinite(xp.asarray(state[name])).all()):
                 raise ValueError(f"state dict entry {name} holds NaN or infinite values")
         for name, parameter in own.items():

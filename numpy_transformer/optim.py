@@ -6,7 +6,8 @@ Optimiser state (moments, step counter) lives here, never on the parameters.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .backend import get_array_module, to_numpy
 from .kernels import adam_kernel, get_kernels
@@ -35,8 +36,12 @@ class Adam:
     """
 
     def __init__(
-        self, parameters: Module | Iterable[tuple[str, Parameter]], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
-        eps: float = 1e-9, threads: int | None = None,
+        self,
+        parameters: Module | Iterable[tuple[str, Parameter]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        threads: int | None = None,
     ) -> None:
         _check_positive("lr", lr)
         _check_positive("eps", eps)
@@ -49,7 +54,9 @@ class Adam:
         self.weight_decay = 0.0
         self.step_count = 0
         kernel = adam_kernel()
-        flat = parameters.flat if isinstance(parameters, Module) else None  # whole-model buffers, if the model has them
+        flat = (
+            parameters.flat if isinstance(parameters, Module) else None
+        )  # whole-model buffers, if the model has them
         if kernel is not None and (flat is not None or not getattr(kernel, "needs_flat_buffers", False)):
             self._kernel = kernel(self.named_parameters, threads, flat)
         else:
@@ -100,7 +107,12 @@ class Adam:
 
     def state_dict(self) -> dict[str, Any]:
         """Host arrays of both moments per parameter name, plus the step and hyper-parameters."""
-        state: dict[str, Any] = {"step": self.step_count, "lr": self.lr, "betas": list(self.betas), "eps": self.eps}
+        state: dict[str, Any] = {
+            "step": self.step_count,
+            "lr": self.lr,
+            "betas": list(self.betas),
+            "eps": self.eps,
+        }
         for (name, _), m, v in zip(self.named_parameters, self.m, self.v):
             state[f"m.{name}"] = to_numpy(m).copy()
             state[f"v.{name}"] = to_numpy(v).copy()
@@ -115,7 +127,9 @@ class Adam:
         for (name, parameter), m, v in zip(self.named_parameters, self.m, self.v):
             for target, key in ((m, f"m.{name}"), (v, f"v.{name}")):
                 if tuple(state[key].shape) != parameter.shape:
-                    raise ValueError(f"optimizer state {key} has shape {tuple(state[key].shape)}, expected {parameter.shape}")
+                    raise ValueError(
+                        f"optimizer state {key} has shape {tuple(state[key].shape)}, expected {parameter.shape}"
+                    )
                 target[...] = xp.asarray(state[key])
         self.step_count = int(state["step"])
         self.lr, self.betas, self.eps = float(state["lr"]), tuple(state["betas"]), float(state["eps"])
@@ -128,8 +142,14 @@ class AdamW(Adam):
     """
 
     def __init__(
-        self, parameters: Module | Iterable[tuple[str, Parameter]], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
-        eps: float = 1e-9, weight_decay: float = 0.01, decay_vectors: bool = False, threads: int | None = None,
+        self,
+        parameters: Module | Iterable[tuple[str, Parameter]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        weight_decay: float = 0.01,
+        decay_vectors: bool = False,
+        threads: int | None = None,
     ) -> None:
         super().__init__(parameters, lr, betas, eps, threads)
         if weight_decay < 0:
@@ -191,7 +211,11 @@ class WarmupCosineSchedule:
 def _gradients(parameters: Module | Iterable[Parameter]) -> list[Array]:
     """The gradients to norm or clip: a model's one flat gradient where it has one, else one per parameter."""
     if isinstance(parameters, Module):
-        return [parameters.flat.gradients()] if parameters.flat is not None else [p.grad for p in parameters.parameters()]
+        return (
+            [parameters.flat.gradients()]
+            if parameters.flat is not None
+            else [p.grad for p in parameters.parameters()]
+        )
     return [p.grad for p in parameters]
 
 

@@ -57,12 +57,21 @@ class DataParallel:
         self.threads = threads
         self.replicas = [_replica(model) for _ in range(threads - 1)]
         # (model's parameter, replica's parameter) pairs, for adding each replica's gradients
-        self._gradient_pairs = [list(zip(model.parameters(), replica.parameters())) for replica in self.replicas]
+        self._gradient_pairs = [
+            list(zip(model.parameters(), replica.parameters())) for replica in self.replicas
+        ]
         self._pool = ThreadPoolExecutor(threads - 1, thread_name_prefix="shard") if threads > 1 else None
 
     def loss_and_backward(
-        self, src: Array, tgt: Array, src_mask: Array | None, tgt_mask: Array | None, labels: Array, pad_id: int,
-        label_smoothing: float = 0.0, weight: float = 1.0,
+        self,
+        src: Array,
+        tgt: Array,
+        src_mask: Array | None,
+        tgt_mask: Array | None,
+        labels: Array,
+        pad_id: int,
+        label_smoothing: float = 0.0,
+        weight: float = 1.0,
     ) -> float:
         """Forward, label-smoothed cross-entropy and backward of the whole batch (B rows).
 
@@ -82,12 +91,29 @@ class DataParallel:
         runs = []  # (shard index, arguments of _pass, token count) of every shard with tokens to learn from
         for index, (start, stop, count) in enumerate(zip(bounds, bounds[1:], counts)):
             if count:
-                model = self.model if index == 0 else self._prepare(self.replicas[index - 1], int(seeds[index - 1]))
+                model = (
+                    self.model
+                    if index == 0
+                    else self._prepare(self.replicas[index - 1], int(seeds[index - 1]))
+                )
                 rows = slice(start, stop)
-                runs.append((index, (model, src[rows], tgt[rows], mask_rows(src_mask, rows, batch),
-                                     mask_rows(tgt_mask, rows, batch), labels[rows], pad_id, label_smoothing,
-                                     weight * count / total),
-                             count))
+                runs.append(
+                    (
+                        index,
+                        (
+                            model,
+                            src[rows],
+                            tgt[rows],
+                            mask_rows(src_mask, rows, batch),
+                            mask_rows(tgt_mask, rows, batch),
+                            labels[rows],
+                            pad_id,
+                            label_smoothing,
+                            weight * count / total,
+                        ),
+                        count,
+                    )
+                )
         with blas_threads(1):
             futures = [self._pool.submit(_pass, *arguments) for _, arguments, _ in runs[1:]]
             try:
@@ -107,8 +133,17 @@ class DataParallel:
         return replica
 
 
-def _pass(model: Transformer, src: Array, tgt: Array, src_mask: Array | None, tgt_mask: Array | None,
-          labels: Array, pad_id: int, label_smoothing: float, weight: float) -> float:
+def _pass(
+    model: Transformer,
+    src: Array,
+    tgt: Array,
+    src_mask: Array | None,
+    tgt_mask: Array | None,
+    labels: Array,
+    pad_id: int,
+    label_smoothing: float,
+    weight: float,
+) -> float:
     """Forward, loss and backward of one shard; its gradients are scaled by ``weight``."""
     logits = model.forward(src, tgt, src_mask, tgt_mask)
     loss, cache = ops.cross_entropy_forward(logits, labels, pad_id, label_smoothing)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .backend import to_numpy
 from .data import BOS, EOS, PAD_ID, Batch, TranslationTask, pad
@@ -26,7 +27,9 @@ def _pyplot() -> Any:
     return plt
 
 
-def attention_maps(model: Transformer, src_ids: Sequence[int], max_len: int | None = None) -> tuple[list[int], dict]:
+def attention_maps(
+    model: Transformer, src_ids: Sequence[int], max_len: int | None = None
+) -> tuple[list[int], dict]:
     """Translate one source greedily, then re-run it with the translation as the decoder input.
 
     Returns (target ids with <bos> first, {"encoder self-attention": [(H, S, S) per layer],
@@ -39,23 +42,33 @@ def attention_maps(model: Transformer, src_ids: Sequence[int], max_len: int | No
     tgt = pad([target])
     model.eval().forward(xp_src, tgt, src_mask, make_tgt_mask(tgt, PAD_ID))
     maps = {
-        "encoder self-attention": [to_numpy(l.self_attention_block.attention_probs[0]) for l in model.encoder.layers],
-        "decoder self-attention": [to_numpy(l.self_attention_block.attention_probs[0]) for l in model.decoder.layers],
-        "cross-attention": [to_numpy(l.cross_attention_block.attention_probs[0]) for l in model.decoder.layers],
+        "encoder self-attention": [
+            to_numpy(l.self_attention_block.attention_probs[0]) for l in model.encoder.layers
+        ],
+        "decoder self-attention": [
+            to_numpy(l.self_attention_block.attention_probs[0]) for l in model.decoder.layers
+        ],
+        "cross-attention": [
+            to_numpy(l.cross_attention_block.attention_probs[0]) for l in model.decoder.layers
+        ],
     }
     return target, maps
 
 
-def plot_attention(model: Transformer, tokenizer: Any, src_vocab: Any, tgt_vocab: Any, sentence: str,
-                   out: str | Path) -> list[Path]:
+def plot_attention(
+    model: Transformer, tokenizer: Any, src_vocab: Any, tgt_vocab: Any, sentence: str, out: str | Path
+) -> list[Path]:
     """Three PNGs, ``<out stem>-encoder.png``, ``-decoder.png``, ``-cross.png``: a layer x head grid each."""
     plt = _pyplot()
     src_tokens = tokenizer.tokenize(sentence)
     src_ids, _ = src_vocab.encode(src_tokens)
     target, maps = attention_maps(model, src_ids)
     tgt_tokens = [BOS] + [tgt_vocab.itos[i] for i in target[1:]]
-    axes_tokens = {"encoder self-attention": (src_tokens, src_tokens), "decoder self-attention": (tgt_tokens, tgt_tokens),
-                   "cross-attention": (tgt_tokens, src_tokens)}
+    axes_tokens = {
+        "encoder self-attention": (src_tokens, src_tokens),
+        "decoder self-attention": (tgt_tokens, tgt_tokens),
+        "cross-attention": (tgt_tokens, src_tokens),
+    }
     out = Path(out)
     written = []
     for (title, layers), suffix in zip(maps.items(), ("encoder", "decoder", "cross")):
@@ -69,7 +82,9 @@ def plot_attention(model: Transformer, tokenizer: Any, src_vocab: Any, tgt_vocab
                 axis.set_title(f"layer {layer} head {head}", fontsize=8)
                 axis.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
                 axis.set_yticks(range(len(queries)), queries, fontsize=6)
-        figure.suptitle(f"{title}: {sentence!r} -> {tokenizer.detokenize([t for t in tgt_tokens[1:] if t != EOS])!r}")
+        figure.suptitle(
+            f"{title}: {sentence!r} -> {tokenizer.detokenize([t for t in tgt_tokens[1:] if t != EOS])!r}"
+        )
         figure.tight_layout()
         path = out.with_name(f"{out.stem}-{suffix}.png")
         figure.savefig(path, dpi=90)
@@ -81,7 +96,9 @@ def plot_attention(model: Transformer, tokenizer: Any, src_vocab: Any, tgt_vocab
 def read_log(log_path: Path) -> list[dict[str, Any]]:
     """The records of a log.jsonl; a torn or foreign line (a crash mid-write) is skipped with a warning naming it."""
     records = []
-    for number, line in enumerate(log_path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+    for number, line in enumerate(
+        log_path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1
+    ):
         if not line.strip():
             continue
         try:
@@ -112,7 +129,9 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     if dev:
         loss_axis.plot([r["step"] for r in dev], [r["loss"] for r in dev], "o-", label="dev")
         bleu_axis.plot([r["step"] for r in dev], [r["bleu"] for r in dev], "o-", label="BLEU")
-        bleu_axis.plot([r["step"] for r in dev], [100 * r["exact_match"] for r in dev], "s--", label="exact match %")
+        bleu_axis.plot(
+            [r["step"] for r in dev], [100 * r["exact_match"] for r in dev], "s--", label="exact match %"
+        )
         bleu_axis.legend()
     loss_axis.set(xlabel="step", ylabel="label-smoothed cross-entropy", title="loss")
     loss_axis.legend()
@@ -135,10 +154,21 @@ def gradient_norms(model: Transformer, batch: Batch, label_smoothing: float = 0.
     groups: dict[str, float] = {}
     for name, parameter in model.named_parameters():
         parts = name.split(".")
-        group = ".".join(parts[:3]) if parts[1] == "layers" else parts[0] + ("." + parts[1] if parts[1] == "norm" else "")
+        group = (
+            ".".join(parts[:3])
+            if parts[1] == "layers"
+            else parts[0] + ("." + parts[1] if parts[1] == "norm" else "")
+        )
         groups[group] = groups.get(group, 0.0) + float((parameter.grad * parameter.grad).sum())
-    order = ["src_embed", *[g for g in groups if g.startswith("encoder.layers")], "encoder.norm", "tgt_embed",
-             *[g for g in groups if g.startswith("decoder.layers")], "decoder.norm", "projection_layer"]
+    order = [
+        "src_embed",
+        *[g for g in groups if g.startswith("encoder.layers")],
+        "encoder.norm",
+        "tgt_embed",
+        *[g for g in groups if g.startswith("decoder.layers")],
+        "decoder.norm",
+        "projection_layer",
+    ]
     return {group: math.sqrt(groups[group]) for group in order if group in groups}
 
 
@@ -151,10 +181,18 @@ def plot_gradient_flow(config: dict, task: TranslationTask, out: str | Path, see
         model = build_transformer(**{**config, "norm_first": norm_first}, seed=seed)
         norms = gradient_norms(model, batch)
         positions = [i + offset for i in range(len(norms))]
-        axis.bar(positions, list(norms.values()), width=0.4, label="pre-norm (seeds)" if norm_first else "post-norm (paper)")
+        axis.bar(
+            positions,
+            list(norms.values()),
+            width=0.4,
+            label="pre-norm (seeds)" if norm_first else "post-norm (paper)",
+        )
     axis.set_xticks(range(len(norms)), list(norms), rotation=60, ha="right", fontsize=8)
     axis.set_yscale("log")
-    axis.set(ylabel="gradient norm", title=f"gradient flow at initialisation, N={config['N']}, d_model={config['d_model']}")
+    axis.set(
+        ylabel="gradient norm",
+        title=f"gradient flow at initialisation, N={config['N']}, d_model={config['d_model']}",
+    )
     axis.legend()
     figure.tight_layout()
     out = Path(out)

@@ -30,9 +30,13 @@ def check_run_directory(out: str | Path, resume: bool, overwrite: bool, check_lo
     if resume and overwrite:
         raise ValueError("--resume continues the run in --out and --overwrite replaces it: give one of them")
     if any(resolved == root or root in resolved.parents for root in SYSTEM_ROOTS):
-        raise ValueError(f"--out {out} is under {resolved.parts[0]}{resolved.parts[1]}: choose a directory of your own")
+        raise ValueError(
+            f"--out {out} is under {resolved.parts[0]}{resolved.parts[1]}: choose a directory of your own"
+        )
     if path.suffix == ".npz":
-        raise ValueError(f"--out names a run directory (it will hold {FILENAME} and {LOG_NAME}), not a file: got {out}")
+        raise ValueError(
+            f"--out names a run directory (it will hold {FILENAME} and {LOG_NAME}), not a file: got {out}"
+        )
     if path.exists() and not path.is_dir():
         raise ValueError(f"--out {out} exists and is not a directory")
     existing = next(parent for parent in (resolved, *resolved.parents) if parent.exists())
@@ -42,7 +46,9 @@ def check_run_directory(out: str | Path, resume: bool, overwrite: bool, check_lo
     if owner is not None:
         raise RunLock.in_use(path, owner)
     if resume and not (path / FILENAME).is_file():
-        raise ValueError(f"--resume: --out {out} holds no saved run ({FILENAME}); start a new run without --resume")
+        raise ValueError(
+            f"--resume: --out {out} holds no saved run ({FILENAME}); start a new run without --resume"
+        )
     holds_run = (path / FILENAME).exists() or (path / LOG_NAME).exists()
     if holds_run and not (resume or overwrite):
         raise ValueError(
@@ -111,5 +117,10 @@ def _alive(pid: int) -> bool:
 
 def clear_run(directory: Path) -> None:
     """--overwrite: remove the old run's checkpoint and log before the new run writes its own."""
-    for path in [directory / FILENAME, directory / LOG_NAME, directory / BEST_NAME, *directory.glob(KEPT_PATTERN)]:
+    for path in [
+        directory / FILENAME,
+        directory / LOG_NAME,
+        directory / BEST_NAME,
+        *directory.glob(KEPT_PATTERN),
+    ]:
         path.unlink(missing_ok=True)

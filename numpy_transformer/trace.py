@@ -18,8 +18,9 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TextIO
+from typing import Any, TextIO
 
 from .layers import MultiHeadAttentionBlock, MultiHeadLatentAttentionBlock
 from .module import Module
@@ -53,7 +54,11 @@ class ShapeTrace:
         @functools.wraps(method)
         def traced(module: Module, *args: Any, **kwargs: Any) -> Any:
             name = f"{self.names.get(id(module), type(module).__name__)}.{kind}"
-            shown = [f"{p} {_describe(a)}" for p, a in zip(parameters, args) if not callable(a) or hasattr(a, "shape")]
+            shown = [
+                f"{p} {_describe(a)}"
+                for p, a in zip(parameters, args)
+                if not callable(a) or hasattr(a, "shape")
+            ]
             shown += [f"{p} {_describe(a)}" for p, a in kwargs.items() if not callable(a)]
             self.write(f"{name}  " + "  ".join(shown))
             self.depth += 1
@@ -73,9 +78,15 @@ class ShapeTrace:
         x_kv = args[1] if len(args) > 1 and args[1] is not None else x_q  # self-attention: keys from x_q
         batch, length, width = x_q.shape
         heads, head_width, keys = block.h, block.d_k, x_kv.shape[1]
-        latent = f" -> latent ({batch}, {keys}, {block.latent_dim}) -> keys, values" if hasattr(block, "latent_dim") else ""
-        self.write(f"  (B, T, {width}){latent} -> split into {heads} heads ({batch}, {heads}, {length}, {head_width}) "
-                   f"-> scores ({batch}, {heads}, {length}, {keys}) -> concat ({batch}, {length}, {width})")
+        latent = (
+            f" -> latent ({batch}, {keys}, {block.latent_dim}) -> keys, values"
+            if hasattr(block, "latent_dim")
+            else ""
+        )
+        self.write(
+            f"  (B, T, {width}){latent} -> split into {heads} heads ({batch}, {heads}, {length}, {head_width}) "
+            f"-> scores ({batch}, {heads}, {length}, {keys}) -> concat ({batch}, {length}, {width})"
+        )
 
 
 @contextmanager

@@ -9,20 +9,54 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from .backend import available_memory, blas_threads, get_array_module, resolve_dtype, step_rng, to_numpy, tune_cpu
-from .checkpoint import FILENAME, CheckpointError, load_checkpoint, resolve_path, save_checkpoint, split_prefix
-from .distributed import Communicator, FlatGradients, weights_checksum
+from .backend import (
+    available_memory,
+    blas_threads,
+    get_array_module,
+    resolve_dtype,
+    step_rng,
+    to_numpy,
+    tune_cpu,
+)
+from .checkpoint import (
+    FILENAME,
+    CheckpointError,
+    load_checkpoint,
+    resolve_path,
+    save_checkpoint,
+    split_prefix,
+)
 from .data import (
-    BOS_ID, BPE_VOCAB_SIZE, EOS_ID, MAX_LENGTH, PAD_ID, TOKENIZERS, BPETokenizer, TranslationTask, Vocab, make_task, pad,
+    BOS_ID,
+    BPE_VOCAB_SIZE,
+    EOS_ID,
+    MAX_LENGTH,
+    PAD_ID,
+    TOKENIZERS,
+    BPETokenizer,
+    TranslationTask,
+    Vocab,
+    make_task,
+    pad,
 )
 from .decoding import greedy_decode
+from .distributed import Communicator, FlatGradients, weights_checksum
 from .kernels import ops
 from .model import Transformer, build_transformer, make_src_mask, parameter_count
-from .optim import Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm, global_grad_norm
+from .optim import (
+    Adam,
+    AdamW,
+    ConstantSchedule,
+    NoamSchedule,
+    WarmupCosineSchedule,
+    clip_grad_norm,
+    global_grad_norm,
+)
 from .parallel import DataParallel, auto_threads, mask_rows
 from .rundir import BEST_NAME, KEPT_PATTERN
 
@@ -55,7 +89,9 @@ class TrainConfig:
     eval_every: int = 500
     eval_size: int = 200
     log_every: int = 50
-    keep_checkpoints: int = 0  # also keep the last N evaluation checkpoints (step-0000500.npz ...) for averaging
+    keep_checkpoints: int = (
+        0  # also keep the last N evaluation checkpoints (step-0000500.npz ...) for averaging
+    )
     patience: int = 0  # stop when dev BLEU has not improved for this many evaluations (0: never)
     seed: int = 0
     max_length: int = MAX_LENGTH  # a corpus pair with more tokens on a side is left out
@@ -71,13 +107,22 @@ class TrainConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name.replace('_', '-')} must be an integer >= 0, got {value!r}")
         optional = [name for name in ("steps", "batch_tokens") if getattr(self, name) is not None]
-        for name in ("batch_size", "eval_every", "log_every", "eval_size", "max_length", "accumulate", *optional):
+        for name in (
+            "batch_size",
+            "eval_every",
+            "log_every",
+            "eval_size",
+            "max_length",
+            "accumulate",
+            *optional,
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
         if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) or self.vocab_size < 256:
             raise ValueError(
-                f"vocab-size must be an integer >= 256 (the byte units and their merges), got {self.vocab_size!r}")
+                f"vocab-size must be an integer >= 256 (the byte units and their merges), got {self.vocab_size!r}"
+            )
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         if self.schedule not in SCHEDULES:
@@ -91,7 +136,10 @@ class TrainConfig:
 
 
 AUTO_EPOCHS = 10  # passes over a corpus that auto_steps aims for
-AUTO_STEPS = (1000, 4000)  # its fewest and most steps: 4000 default steps take about 10 minutes on 2 cores (README)
+AUTO_STEPS = (
+    1000,
+    4000,
+)  # its fewest and most steps: 4000 default steps take about 10 minutes on 2 cores (README)
 
 
 def auto_steps(task: TranslationTask, config: TrainConfig) -> int:
@@ -100,8 +148,12 @@ def auto_steps(task: TranslationTask, config: TrainConfig) -> int:
     pairs = getattr(task, "train_pairs", None)
     if pairs is None:
         return TrainConfig.steps
-    per_batch = config.batch_size if config.batch_tokens is None else task.pairs_per_batch(config.batch_tokens)
-    return min(max(round(AUTO_EPOCHS * len(pairs) / (per_batch * config.accumulate)), AUTO_STEPS[0]), AUTO_STEPS[1])
+    per_batch = (
+        config.batch_size if config.batch_tokens is None else task.pairs_per_batch(config.batch_tokens)
+    )
+    return min(
+        max(round(AUTO_EPOCHS * len(pairs) / (per_batch * config.accumulate)), AUTO_STEPS[0]), AUTO_STEPS[1]
+    )
 
 
 SCHEDULES = {
@@ -125,21 +177,35 @@ class Trainer:
     rank 0 alone logs, evaluates and saves.
     """
 
-    def __init__(self, model: Transformer, task: TranslationTask, config: TrainConfig, step: int = 0,
-                 comm: Communicator | None = None) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        task: TranslationTask,
+        config: TrainConfig,
+        step: int = 0,
+        comm: Communicator | None = None,
+    ) -> None:
         self.model, self.task, self.config, self.step, self.comm = model, task, config, step, comm
         if comm is not None and config.batch_size < comm.size:
-            raise ValueError(f"batch-size {config.batch_size} is smaller than the {comm.size} ranks: each needs a row")
-        if comm is not None and config.accumulate > 1:  # each micro-batch would be all-reduced on top of the last
-            raise ValueError(f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks already "
-                             "add their batches' gradients; use a larger --batch-size or more ranks")
+            raise ValueError(
+                f"batch-size {config.batch_size} is smaller than the {comm.size} ranks: each needs a row"
+            )
+        if (
+            comm is not None and config.accumulate > 1
+        ):  # each micro-batch would be all-reduced on top of the last
+            raise ValueError(
+                f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks already "
+                "add their batches' gradients; use a larger --batch-size or more ranks"
+            )
         tune_cpu()  # the process-wide allocator setting a training loop wants (see backend.tune_cpu)
         self.cores = comm.cores_per_rank() if comm else None  # None: every core of the machine
         cores = os.cpu_count() or 1
         if config.threads > cores:  # a replica of the model per thread, for no speed: refused before any work
             raise ValueError(f"threads {config.threads} exceeds this machine's {cores} cores")
         if config.optimizer == "adamw":
-            self.optimizer: Adam = AdamW(model, lr=config.lr, weight_decay=config.weight_decay, threads=self.cores)
+            self.optimizer: Adam = AdamW(
+                model, lr=config.lr, weight_decay=config.weight_decay, threads=self.cores
+            )
         else:
             self.optimizer = Adam(model, lr=config.lr, threads=self.cores)
         self.schedule = SCHEDULES[config.schedule](config, model.config["d_model"])
@@ -149,28 +215,49 @@ class Trainer:
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
         self.evals_since_best = 0  # evaluations since it, for config.patience
         self._stopped_early = False
-        self._flat = FlatGradients(model.parameters(), extras=2) if comm else None  # + weighted loss, stop flag
+        self._flat = (
+            FlatGradients(model.parameters(), extras=2) if comm else None
+        )  # + weighted loss, stop flag
 
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, config: TrainConfig, model_args: dict[str, Any], comm: Communicator | None = None) -> "Trainer":
-        task = make_task(config.task, config.data, config.seed, config.tokenizer, config.max_length,
-                         **({"vocab_size": config.vocab_size, "shared_vocab": config.shared_vocab} if config.data else {}))
+    def create(
+        cls, config: TrainConfig, model_args: dict[str, Any], comm: Communicator | None = None
+    ) -> Trainer:
+        task = make_task(
+            config.task,
+            config.data,
+            config.seed,
+            config.tokenizer,
+            config.max_length,
+            **({"vocab_size": config.vocab_size, "shared_vocab": config.shared_vocab} if config.data else {}),
+        )
         if config.steps is None:
             config = replace(config, steps=auto_steps(task, config))
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
-        model_args = {"src_seq_len": 2 * src_len + 8, "tgt_seq_len": 2 * tgt_len + 8,
-                      "shared_vocab": task.src_vocab is task.tgt_vocab, **model_args}
+        model_args = {
+            "src_seq_len": 2 * src_len + 8,
+            "tgt_seq_len": 2 * tgt_len + 8,
+            "shared_vocab": task.src_vocab is task.tgt_vocab,
+            **model_args,
+        }
         sizes = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), **model_args}
-        rows = config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)  # the longest batch
+        rows = (
+            config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)
+        )  # the longest batch
         check_memory(sizes, rows, src_len, tgt_len, config.threads or 1)
         model = build_transformer(len(task.src_vocab), len(task.tgt_vocab), seed=config.seed, **model_args)
         return cls(model, task, config, comm=comm)
 
     @classmethod
-    def resume(cls, path: str | Path, steps: int | None = None, comm: Communicator | None = None,
-               threads: int | None = None) -> "Trainer":
+    def resume(
+        cls,
+        path: str | Path,
+        steps: int | None = None,
+        comm: Communicator | None = None,
+        threads: int | None = None,
+    ) -> Trainer:
         """Restore model, optimiser, step and random state; the task is rebuilt from its recipe.
 
         ``steps`` may raise the run's total number of steps and ``threads`` change its row shards;
@@ -182,9 +269,13 @@ class Trainer:
         if saved_ranks != ranks:
             raise ValueError(
                 f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has {ranks}: "
-                f"resume it with mpiexec -n {saved_ranks}" + ("" if saved_ranks > 1 else " or without mpiexec")
+                f"resume it with mpiexec -n {saved_ranks}"
+                + ("" if saved_ranks > 1 else " or without mpiexec")
             )
-        changed = {**({"steps": steps} if steps else {}), **({"threads": threads} if threads is not None else {})}
+        changed = {
+            **({"steps": steps} if steps else {}),
+            **({"threads": threads} if threads is not None else {}),
+        }
         config = TrainConfig(**{**meta["train"], **changed})
         model, task = restore_model_and_task(path, arrays, meta)
         trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
@@ -193,7 +284,9 @@ class Trainer:
         try:
             trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
         except (ValueError, KeyError) as error:
-            raise CheckpointError(f"checkpoint {resolve_path(path)}: optimizer state does not fit ({error})") from error
+            raise CheckpointError(
+                f"checkpoint {resolve_path(path)}: optimizer state does not fit ({error})"
+            ) from error
         return trainer
 
     # -- one step ---------------------------------------------------------------------------
@@ -206,8 +299,12 @@ class Trainer:
         of the mean loss over all of them, as one K-times larger batch would give.
         """
         config, model = self.config, self.model
-        batches = [self.task.train_batch(self.step * config.accumulate + k, config.batch_size, config.bucket_steps,
-                                         config.batch_tokens) for k in range(config.accumulate)]
+        batches = [
+            self.task.train_batch(
+                self.step * config.accumulate + k, config.batch_size, config.bucket_steps, config.batch_tokens
+            )
+            for k in range(config.accumulate)
+        ]
         tokens = sum(batch.n_tokens for batch in batches)
         model.train()
         self.optimizer.zero_grad()
@@ -231,13 +328,21 @@ class Trainer:
         """Forward and backward of ``rows`` of the batch, its gradient scaled by ``weight``; the rows' mean loss."""
         config, model = self.config, self.model
         src, tgt_in, labels = batch.src[rows], batch.tgt_in[rows], batch.tgt_out[rows]
-        shards = config.threads or auto_threads(model, src.shape[0], max(src.shape[1], tgt_in.shape[1]), self.cores)
+        shards = config.threads or auto_threads(
+            model, src.shape[0], max(src.shape[1], tgt_in.shape[1]), self.cores
+        )
         if shards not in self._parallel:
             self._parallel[shards] = DataParallel(model, shards)
         size = batch.src.shape[0]
         return self._parallel[shards].loss_and_backward(
-            src, tgt_in, mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size), labels, PAD_ID,
-            config.label_smoothing, weight,
+            src,
+            tgt_in,
+            mask_rows(batch.src_mask, rows, size),
+            mask_rows(batch.tgt_mask, rows, size),
+            labels,
+            PAD_ID,
+            config.label_smoothing,
+            weight,
         )
 
     def _distributed_loss_and_backward(self, batch: Any) -> float:
@@ -248,7 +353,9 @@ class Trainer:
         total, mine = int((batch.tgt_out != PAD_ID).sum()), int((batch.tgt_out[rows] != PAD_ID).sum())
         loss = 0.0
         with blas_threads(self.cores):
-            if mine or not total:  # a rank whose rows hold no target token adds nothing (no tokens at all: an error)
+            if (
+                mine or not total
+            ):  # a rank whose rows hold no target token adds nothing (no tokens at all: an error)
                 loss = self._loss_and_backward(batch, rows, mine / max(total, 1))
             comm.allreduce_sum(flat.pack([loss * mine / max(total, 1), float(self._stop_requested)]))
         loss, stops = flat.unpack()
@@ -262,7 +369,9 @@ class Trainer:
         xp = get_array_module()
         for name, parameter in self.model.named_parameters():
             if not bool(xp.isfinite(parameter.grad).all()):
-                raise TrainingDiverged(f"step {self.step + 1}: the gradient of {name} is NaN or infinite (loss {loss})")
+                raise TrainingDiverged(
+                    f"step {self.step + 1}: the gradient of {name} is NaN or infinite (loss {loss})"
+                )
         if not math.isfinite(loss):
             raise TrainingDiverged(f"step {self.step + 1}: the loss is {loss}")
 
@@ -291,10 +400,20 @@ class Trainer:
                 bar.update(1)
                 if self.step % self.config.log_every == 0 or self.step == self.config.steps:
                     now = time.perf_counter()
-                    record = {"step": self.step, "loss": stats["loss"], "lr": stats["lr"], "grad_norm": stats["grad_norm"],
-                              "tokens_per_s": window_tokens / max(now - window_start, 1e-9), "elapsed_s": now - started}
+                    record = {
+                        "step": self.step,
+                        "loss": stats["loss"],
+                        "lr": stats["lr"],
+                        "grad_norm": stats["grad_norm"],
+                        "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                        "elapsed_s": now - started,
+                    }
                     window_tokens, window_start = 0, now
-                    bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+                    bar.set_postfix(
+                        loss=f"{stats['loss']:.3f}",
+                        lr=f"{stats['lr']:.2e}",
+                        tok_s=f"{record['tokens_per_s']:.0f}",
+                    )
                     self._log(record, records, log_file)
                     if self.comm is not None:
                         self.comm.check_same(weights_checksum(self.model.parameters()), "weights")
@@ -308,9 +427,13 @@ class Trainer:
                     if out:
                         self._save_evaluated(out, improved)
                     if self.config.patience and self.evals_since_best >= self.config.patience:
-                        bar.write(f"stopping early: dev BLEU has not improved for {self.evals_since_best} evaluations "
-                                  f"(best {self.best_bleu:.2f}{', in ' + str(out / BEST_NAME) if out else ''})")
-                        self._stop_requested = self._stopped_early = True  # under MPI every rank stops after one step more
+                        bar.write(
+                            f"stopping early: dev BLEU has not improved for {self.evals_since_best} evaluations "
+                            f"(best {self.best_bleu:.2f}{', in ' + str(out / BEST_NAME) if out else ''})"
+                        )
+                        self._stop_requested = self._stopped_early = (
+                            True  # under MPI every rank stops after one step more
+                        )
                         self._stopping = self.comm is None
             if self._stopping and out:
                 self.save(out)
@@ -337,8 +460,11 @@ class Trainer:
         if self._stop_requested:  # a second Ctrl-C stops at once
             raise KeyboardInterrupt
         self._stop_requested = True
-        print("\nstopping after this step, then saving (Ctrl-C again: stop at once without saving)", file=sys.stderr,
-              flush=True)
+        print(
+            "\nstopping after this step, then saving (Ctrl-C again: stop at once without saving)",
+            file=sys.stderr,
+            flush=True,
+        )
         if self.comm is None:  # under MPI the ranks agree on stopping in the step's all-reduce
             self._stopping = True
 
@@ -367,18 +493,24 @@ class Trainer:
         optimizer_state = self.optimizer.state_dict()
         arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})
         meta = {
-            "model": model.config, "step": self.step, "train": asdict(self.config),
+            "model": model.config,
+            "step": self.step,
+            "train": asdict(self.config),
             "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
             "task": task_recipe(task, self.config),
-            "ranks": self.comm.size if self.comm else 1, "best_bleu": self.best_bleu,
+            "ranks": self.comm.size if self.comm else 1,
+            "best_bleu": self.best_bleu,
             "evals_since_best": self.evals_since_best,
-            "src_vocab": task.src_vocab.itos, "tgt_vocab": task.tgt_vocab.itos,
+            "src_vocab": task.src_vocab.itos,
+            "tgt_vocab": task.tgt_vocab.itos,
         }
         out = Path(out)
         return save_checkpoint(out if out.suffix == ".npz" else out / FILENAME, arrays, meta)
 
 
-def training_memory(config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1) -> int:
+def training_memory(
+    config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1
+) -> int:
     """About the bytes one training step holds, estimated from the sizes before anything is built.
 
     Weights, gradients and Adam's two moments (4 copies of every parameter), a gradient per extra
@@ -390,11 +522,15 @@ def training_memory(config: dict[str, Any], batch_size: int, src_len: int, tgt_l
     itemsize = get_array_module().dtype(resolve_dtype(config.get("dtype", "float32"))).itemsize
     weights = parameter_count(config) * (4 + 2 * (threads - 1))
     encoder_token = n * (10 * d + 3 * d_ff + 3 * heads * src_len) + 2 * d
-    decoder_token = n * (19 * d + 3 * d_ff + 3 * heads * (tgt_len + src_len)) + 2 * d + 3 * config["tgt_vocab_size"]
+    decoder_token = (
+        n * (19 * d + 3 * d_ff + 3 * heads * (tgt_len + src_len)) + 2 * d + 3 * config["tgt_vocab_size"]
+    )
     return itemsize * (weights + batch_size * (src_len * encoder_token + tgt_len * decoder_token))
 
 
-def check_memory(config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1) -> None:
+def check_memory(
+    config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1
+) -> None:
     """Refuse, before anything is built, a run whose training_memory exceeds the memory available."""
     needed, available = training_memory(config, batch_size, src_len, tgt_len, threads), available_memory()
     if available is not None and needed > available:
@@ -408,12 +544,21 @@ def check_memory(config: dict[str, Any], batch_size: int, src_len: int, tgt_len:
 
 def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
     """How to rebuild the task: a generated task by name, a corpus by its absolute path and content hash."""
-    recipe = {"task": config.task if config.data is None else None, "data": None, "seed": config.seed,
-              "tokenizer": task.tokenizer.name}
+    recipe = {
+        "task": config.task if config.data is None else None,
+        "data": None,
+        "seed": config.seed,
+        "tokenizer": task.tokenizer.name,
+    }
     if config.data is not None:
         path = Path(config.data).resolve()
-        recipe.update(data=str(path), data_sha256=file_sha256(path), max_length=config.max_length,
-                      vocab_size=config.vocab_size, shared_vocab=config.shared_vocab)
+        recipe.update(
+            data=str(path),
+            data_sha256=file_sha256(path),
+            max_length=config.max_length,
+            vocab_size=config.vocab_size,
+            shared_vocab=config.shared_vocab,
+        )
     if isinstance(task.tokenizer, BPETokenizer):  # the learned subwords themselves, as the library's JSON
         recipe["tokenizer_json"] = task.tokenizer.serialized
     return recipe
@@ -427,21 +572,32 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-META_FIELDS = {"model": dict, "step": int, "train": dict, "optimizer": dict, "task": dict, "src_vocab": list,
-               "tgt_vocab": list}
+META_FIELDS = {
+    "model": dict,
+    "step": int,
+    "train": dict,
+    "optimizer": dict,
+    "task": dict,
+    "src_vocab": list,
+    "tgt_vocab": list,
+}
 
 
 def check_meta(path: str | Path, meta: dict) -> None:
     """Raise a CheckpointError naming the file and the field when the metadata is not what a run saves."""
     for field, kind in META_FIELDS.items():
         if not isinstance(meta.get(field), kind) or isinstance(meta.get(field), bool):
-            raise CheckpointError(f"checkpoint {resolve_path(path)}: its metadata field {field!r} is missing or not a "
-                                  f"{kind.__name__} (got {type(meta.get(field)).__name__})")
+            raise CheckpointError(
+                f"checkpoint {resolve_path(path)}: its metadata field {field!r} is missing or not a "
+                f"{kind.__name__} (got {type(meta.get(field)).__name__})"
+            )
     for side in ("src", "tgt"):
         vocab, size = meta[f"{side}_vocab"], meta["model"].get(f"{side}_vocab_size")
         if len(vocab) != size or not all(isinstance(token, str) for token in vocab):
-            raise CheckpointError(f"checkpoint {resolve_path(path)}: its {side}_vocab holds {len(vocab)} entries, but the "
-                                  f"model's {side}_vocab_size is {size!r}")
+            raise CheckpointError(
+                f"checkpoint {resolve_path(path)}: its {side}_vocab holds {len(vocab)} entries, but the "
+                f"model's {side}_vocab_size is {size!r}"
+            )
 
 
 def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transformer:
@@ -469,12 +625,20 @@ def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
         if not path.is_file():
             raise ValueError(f"the run trained on {path}, which no longer exists")
         if file_sha256(path) != expected:
-            raise ValueError(f"the run trained on {path}, but that file has changed since (its sha256 differs)")
+            raise ValueError(
+                f"the run trained on {path}, but that file has changed since (its sha256 differs)"
+            )
     vocabulary = {key: recipe[key] for key in ("vocab_size", "shared_vocab") if key in recipe}
     if "tokenizer_json" in recipe:
         vocabulary["serialized_tokenizer"] = recipe["tokenizer_json"]
-    return make_task(recipe["task"], recipe["data"], recipe["seed"], recipe["tokenizer"],
-                     recipe.get("max_length", MAX_LENGTH), **vocabulary)
+    return make_task(
+        recipe["task"],
+        recipe["data"],
+        recipe["seed"],
+        recipe["tokenizer"],
+        recipe.get("max_length", MAX_LENGTH),
+        **vocabulary,
+    )
 
 
 def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
@@ -482,7 +646,10 @@ def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[
     model = model_from_checkpoint(path, arrays, meta)
     task = task_from_recipe(meta["task"])
     if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
-        task.src_vocab, task.tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
+        task.src_vocab, task.tgt_vocab = (
+            Vocab.from_list(meta["src_vocab"]),
+            Vocab.from_list(meta["tgt_vocab"]),
+        )
     return model, task
 
 
@@ -499,8 +666,10 @@ def average_checkpoints(paths: Sequence[str | Path]) -> tuple[dict[str, Any], di
         check_meta(path, meta)
         for field in ("model", "src_vocab", "tgt_vocab"):
             if meta[field] != first_meta[field]:
-                raise ValueError(f"checkpoint {path} has another {field} than {first_path}: only checkpoints of one "
-                                 "model can be averaged")
+                raise ValueError(
+                    f"checkpoint {path} has another {field} than {first_path}: only checkpoints of one "
+                    "model can be averaged"
+                )
         if meta["task"].get("tokenizer_json") != first_meta["task"].get("tokenizer_json"):
             raise ValueError(f"checkpoint {path} has another tokenizer than {first_path}")
     _, arrays, meta = loaded[-1]
@@ -517,16 +686,22 @@ def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab
     model = model_from_checkpoint(path, arrays, meta)
     try:
         recipe = meta["task"]
-        tokenizer = (BPETokenizer(recipe["tokenizer_json"]) if recipe["tokenizer"] == BPETokenizer.name
-                     else TOKENIZERS[recipe["tokenizer"]]())
+        tokenizer = (
+            BPETokenizer(recipe["tokenizer_json"])
+            if recipe["tokenizer"] == BPETokenizer.name
+            else TOKENIZERS[recipe["tokenizer"]]()
+        )
         src_vocab, tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
     except (KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(f"checkpoint {resolve_path(path)}: its tokenizer or vocabularies are unusable ({error})") from error
+        raise CheckpointError(
+            f"checkpoint {resolve_path(path)}: its tokenizer or vocabularies are unusable ({error})"
+        ) from error
     return model.eval(), tokenizer, src_vocab, tgt_vocab
 
 
-def translate_ids(model: Transformer, src_ids: Sequence[Sequence[int]], max_len: int | None = None,
-                  **decode_options: Any) -> list[list[int]]:
+def translate_ids(
+    model: Transformer, src_ids: Sequence[Sequence[int]], max_len: int | None = None, **decode_options: Any
+) -> list[list[int]]:
     """Greedy (or any strategy's) translation of id sequences, batched."""
     src = pad(src_ids)
     max_len = max_len or model.tgt_pos.seq_len
@@ -535,8 +710,14 @@ def translate_ids(model: Transformer, src_ids: Sequence[Sequence[int]], max_len:
     return [list(map(int, row)) for row in to_numpy(out)]
 
 
-def evaluate(model: Transformer, task: TranslationTask, pairs: Sequence[tuple[str, str]], label_smoothing: float = 0.0,
-             batch_size: int = 100, **decode_options: Any) -> dict[str, float]:
+def evaluate(
+    model: Transformer,
+    task: TranslationTask,
+    pairs: Sequence[tuple[str, str]],
+    label_smoothing: float = 0.0,
+    batch_size: int = 100,
+    **decode_options: Any,
+) -> dict[str, float]:
     """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of the translations.
 
     The translations are greedy unless ``decode_options`` say otherwise, as translate_ids takes
@@ -558,18 +739,24 @@ def evaluate(model: Transformer, task: TranslationTask, pairs: Sequence[tuple[st
             for ids in to_numpy(translated):
                 hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
     references = [target for _, target in pairs]
-    bleu_tokenize = "char" if task.tokenizer.name == "char" else "13a"  # a char task has no spaces to split words on
+    bleu_tokenize = (
+        "char" if task.tokenizer.name == "char" else "13a"
+    )  # a char task has no spaces to split words on
     return {
-        "loss": loss_sum / max(counted, 1), "token_accuracy": correct / max(counted, 1),
+        "loss": loss_sum / max(counted, 1),
+        "token_accuracy": correct / max(counted, 1),
         "exact_match": sum(h == r for h, r in zip(hypotheses, references)) / max(len(pairs), 1),
         "bleu": sacrebleu.corpus_bleu(hypotheses, [references], tokenize=bleu_tokenize).score,
-        "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score, "n": len(pairs),
+        "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
+        "n": len(pairs),
     }
 
 
 def _format_metrics(title: str, metrics: dict[str, float]) -> str:
-    return (f"{title}: loss {metrics['loss']:.4f}  token acc {metrics['token_accuracy']:.4f}  "
-            f"exact {metrics['exact_match']:.4f}  BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  (n={metrics['n']})")
+    return (
+        f"{title}: loss {metrics['loss']:.4f}  token acc {metrics['token_accuracy']:.4f}  "
+        f"exact {metrics['exact_match']:.4f}  BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  (n={metrics['n']})"
+    )
 
 
 class _NoBar:
@@ -577,6 +764,7 @@ class _NoBar:
     def set_postfix(self, **kwargs: Any) -> None: ...
     def write(self, text: str) -> None:
         print(text, flush=True)
+
     def close(self) -> None: ...
 
 
@@ -586,6 +774,8 @@ def _progress(total: int, initial: int, enabled: bool) -> Any:
     try:
         from tqdm import tqdm
     except ImportError:
-        print("tqdm is not installed (pip install 'numpy_transformer[train]'): training without a progress bar")
+        print(
+            "tqdm is not installed (pip install 'numpy_transformer[train]'): training without a progress bar"
+        )
         return _NoBar()
     return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)

@@ -15,14 +15,27 @@ def padded_ids(rng, batch, length, vocab, pad_id=0):
     """Random ids in [1, vocab) with a random amount of right padding per row (at least one real token)."""
     ids = rng.integers(1, vocab, size=(batch, length))
     for row in range(batch):
-        ids[row, rng.integers(1, length + 1):] = pad_id
+        ids[row, rng.integers(1, length + 1) :] = pad_id
     return ids
 
 
 def tiny_model(kind="mha", norm_first=True, dtype="float64", dropout=0.1, seed=0):
     """Source vocabulary 11, target 13, lengths 7 and 6, d_model 8, two layers of two heads."""
-    return nt.build_transformer(11, 13, 7, 6, d_model=8, N=2, h=2, dropout=dropout, d_ff=12, attention=kind,
-                                norm_first=norm_first, dtype=dtype, seed=seed)
+    return nt.build_transformer(
+        11,
+        13,
+        7,
+        6,
+        d_model=8,
+        N=2,
+        h=2,
+        dropout=dropout,
+        d_ff=12,
+        attention=kind,
+        norm_first=norm_first,
+        dtype=dtype,
+        seed=seed,
+    )
 
 
 def model_batch(seed=0):

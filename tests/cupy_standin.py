@@ -71,15 +71,61 @@ def _call(function: Any, where: str) -> Any:
 
 
 _METHODS = {
-    "sum", "mean", "max", "min", "argmax", "argmin", "any", "all", "prod", "var", "std", "cumsum", "cumprod",
-    "reshape", "transpose", "swapaxes", "astype", "copy", "fill", "view", "ravel", "flatten", "squeeze", "repeat",
-    "take", "clip", "dot", "nonzero", "argsort", "sort", "partition", "argpartition", "conj", "round", "diagonal",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "any",
+    "all",
+    "prod",
+    "var",
+    "std",
+    "cumsum",
+    "cumprod",
+    "reshape",
+    "transpose",
+    "swapaxes",
+    "astype",
+    "copy",
+    "fill",
+    "view",
+    "ravel",
+    "flatten",
+    "squeeze",
+    "repeat",
+    "take",
+    "clip",
+    "dot",
+    "nonzero",
+    "argsort",
+    "sort",
+    "partition",
+    "argpartition",
+    "conj",
+    "round",
+    "diagonal",
     "trace",
 }
-_BINARY = ["add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift", "rshift"]
+_BINARY = [
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "matmul",
+    "and",
+    "or",
+    "xor",
+    "lshift",
+    "rshift",
+]
 
 
-class ndarray:  # noqa: N801 - CuPy's name
+class ndarray:
     """A device array: a NumPy array that refuses to leave the device without being asked."""
 
     __array_priority__ = 1000
@@ -90,8 +136,10 @@ class ndarray:  # noqa: N801 - CuPy's name
         self._a = array
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError("Implicit conversion to a NumPy array is not allowed. "
-                        "Please use `.get()` to construct a NumPy array explicitly.")
+        raise TypeError(
+            "Implicit conversion to a NumPy array is not allowed. "
+            "Please use `.get()` to construct a NumPy array explicitly."
+        )
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         raise TypeError(f"numpy.{func.__name__} was called on a device array (use the cupy function)")
@@ -189,12 +237,14 @@ for _name in ("__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"):
 
 # -- ufuncs with CuPy's support matrix ---------------------------------------------------------------
 _UFUNC_METHODS = {
-    "reduce": {"add", "multiply"}, "accumulate": {"add", "multiply"}, "reduceat": {"add"},
+    "reduce": {"add", "multiply"},
+    "accumulate": {"add", "multiply"},
+    "reduceat": {"add"},
     "at": {"add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor"},
 }
 
 
-class ufunc:  # noqa: N801 - CuPy's name
+class ufunc:
     def __init__(self, name: str) -> None:
         self.__name__ = name
         self._f = getattr(np, name)
@@ -212,38 +262,169 @@ class ufunc:  # noqa: N801 - CuPy's name
             raise NotImplementedError(f"cupy.{self.__name__}.{method} is not supported")
         function = getattr(self._f, method)
         if method == "at":  # in place on the device array
+
             def at(target: ndarray, indices: Any, values: Any = None) -> None:
-                args = (_unwrap(indices, "ufunc.at"),) + (() if values is None else (_unwrap(values, "ufunc.at"),))
+                args = (_unwrap(indices, "ufunc.at"),) + (
+                    () if values is None else (_unwrap(values, "ufunc.at"),)
+                )
                 function(target._a, *args)
+
             return at
         return _call(function, f"{self.__name__}.{method}")
 
 
 _UFUNCS = [
-    "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "power", "maximum", "minimum", "negative",
-    "exp", "log", "log1p", "expm1", "sqrt", "square", "abs", "absolute", "sign", "sin", "cos", "tanh", "isfinite",
-    "isnan", "isinf", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
-    "logical_or", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift",
-    "floor", "ceil", "fmax", "fmin", "logaddexp", "reciprocal", "remainder", "mod",
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "true_divide",
+    "floor_divide",
+    "power",
+    "maximum",
+    "minimum",
+    "negative",
+    "exp",
+    "log",
+    "log1p",
+    "expm1",
+    "sqrt",
+    "square",
+    "abs",
+    "absolute",
+    "sign",
+    "sin",
+    "cos",
+    "tanh",
+    "isfinite",
+    "isnan",
+    "isinf",
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "invert",
+    "left_shift",
+    "right_shift",
+    "floor",
+    "ceil",
+    "fmax",
+    "fmin",
+    "logaddexp",
+    "reciprocal",
+    "remainder",
+    "mod",
 ]
 # functions of CuPy 13 that take and give arrays (what the package may call; put_along_axis is CuPy 14)
 _FUNCTIONS = [
-    "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace",
-    "concatenate", "stack", "vstack", "hstack", "where", "take", "take_along_axis", "tril", "triu", "sum", "mean",
-    "max", "min", "amax", "amin", "argmax", "argmin", "argsort", "sort", "partition", "argpartition", "cumsum",
-    "cumprod", "repeat", "tile", "broadcast_to", "expand_dims", "squeeze", "reshape", "transpose", "swapaxes",
-    "moveaxis", "einsum", "matmul", "dot", "tensordot", "clip", "all", "any", "unique", "searchsorted", "nonzero",
-    "flatnonzero", "count_nonzero", "diff", "pad", "split", "flip", "roll", "outer", "prod", "var", "std", "bincount",
-    "around", "ravel", "diag", "eye", "isclose", "allclose", "array_equal", "copyto", "triu_indices", "tril_indices",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "arange",
+    "linspace",
+    "concatenate",
+    "stack",
+    "vstack",
+    "hstack",
+    "where",
+    "take",
+    "take_along_axis",
+    "tril",
+    "triu",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "argsort",
+    "sort",
+    "partition",
+    "argpartition",
+    "cumsum",
+    "cumprod",
+    "repeat",
+    "tile",
+    "broadcast_to",
+    "expand_dims",
+    "squeeze",
+    "reshape",
+    "transpose",
+    "swapaxes",
+    "moveaxis",
+    "einsum",
+    "matmul",
+    "dot",
+    "tensordot",
+    "clip",
+    "all",
+    "any",
+    "unique",
+    "searchsorted",
+    "nonzero",
+    "flatnonzero",
+    "count_nonzero",
+    "diff",
+    "pad",
+    "split",
+    "flip",
+    "roll",
+    "outer",
+    "prod",
+    "var",
+    "std",
+    "bincount",
+    "around",
+    "ravel",
+    "diag",
+    "eye",
+    "isclose",
+    "allclose",
+    "array_equal",
+    "copyto",
+    "triu_indices",
+    "tril_indices",
 ]
 
 
 class _Generator:
     """CuPy's Generator: its methods only, its bit generator's state not a serialisable dict."""
 
-    _METHODS = {"random", "uniform", "integers", "standard_normal", "standard_exponential", "exponential", "gamma",
-                "standard_gamma", "beta", "binomial", "poisson", "geometric", "chisquare", "dirichlet", "f",
-                "hypergeometric", "logseries", "power"}
+    _METHODS = {
+        "random",
+        "uniform",
+        "integers",
+        "standard_normal",
+        "standard_exponential",
+        "exponential",
+        "gamma",
+        "standard_gamma",
+        "beta",
+        "binomial",
+        "poisson",
+        "geometric",
+        "chisquare",
+        "dirichlet",
+        "f",
+        "hypergeometric",
+        "logseries",
+        "power",
+    }
 
     def __init__(self, seed: Any) -> None:
         if seed is not None and not isinstance(seed, (int, np.integer)):
@@ -285,7 +466,9 @@ def asnumpy(value: Any) -> np.ndarray:
 
 
 def _scatter_add(target: ndarray, indices: Any, values: Any) -> None:
-    warnings.warn("cupyx.scatter_add is deprecated. Please use cupy.add.at instead.", DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "cupyx.scatter_add is deprecated. Please use cupy.add.at instead.", DeprecationWarning, stacklevel=2
+    )
     np.add.at(target._a, _unwrap(indices, "scatter_add"), _unwrap(values, "scatter_add"))
 
 
@@ -311,16 +494,45 @@ def make_module() -> types.ModuleType:
         setattr(module, name, ufunc(name))
     for name in _FUNCTIONS:
         setattr(module, name, _call(getattr(np, name), name))
-    for name in ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                 "uint64", "bool_", "integer", "floating", "signedinteger", "unsignedinteger", "number", "inexact",
-                 "dtype", "finfo", "iinfo", "issubdtype", "result_type", "can_cast", "inf", "nan", "pi", "e", "newaxis"):
+    for name in (
+        "float16",
+        "float32",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool_",
+        "integer",
+        "floating",
+        "signedinteger",
+        "unsignedinteger",
+        "number",
+        "inexact",
+        "dtype",
+        "finfo",
+        "iinfo",
+        "issubdtype",
+        "result_type",
+        "can_cast",
+        "inf",
+        "nan",
+        "pi",
+        "e",
+        "newaxis",
+    ):
         setattr(module, name, getattr(np, name))
     module.asarray, module.array, module.asnumpy = _asarray, _array, asnumpy
     module.ascontiguousarray = lambda value, dtype=None: _asarray(value, dtype)
     module.get_array_module = lambda *arrays: module
     module.random = types.SimpleNamespace(default_rng=_Generator, Generator=_Generator)
     module.cuda = types.SimpleNamespace(
-        Device=_Device, runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
+        Device=_Device,
+        runtime=types.SimpleNamespace(getDeviceCount=lambda: 1),
         Stream=types.SimpleNamespace(null=types.SimpleNamespace(synchronize=lambda: None)),
     )
     module.cupyx = types.ModuleType("cupyx")

@@ -22,10 +22,9 @@ import io
 import signal
 import sys
 import tempfile
-import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -37,8 +36,29 @@ from numpy_transformer.optim import Adam, clip_grad_norm
 
 COLUMNS = ("clean", "traceback", "wrong", "loss", "hang")
 TIME_LIMIT = 60  # seconds per case; every case takes under a few
-TINY = ["--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--batch-size", "8", "--steps", "2",
-        "--eval-every", "2", "--eval-size", "4", "--log-every", "1", "--no-progress", "--show", "0"]
+TINY = [
+    "--d-model",
+    "16",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--d-ff",
+    "16",
+    "--batch-size",
+    "8",
+    "--steps",
+    "2",
+    "--eval-every",
+    "2",
+    "--eval-size",
+    "4",
+    "--log-every",
+    "1",
+    "--no-progress",
+    "--show",
+    "0",
+]
 
 
 class Hang(Exception):
@@ -157,151 +177,593 @@ def load_half_bad(ws: Path) -> None:
 
 
 def diverging_run(ws: Path) -> tuple[int, str]:
-    code, err = cli("train", "--task", "copy", *TINY, "--steps", "30", "--lr", "1e30", "--schedule", "constant",
-                    "--clip", "0", "--out", "{ws}/diverged")(ws)
+    code, err = cli(
+        "train",
+        "--task",
+        "copy",
+        *TINY,
+        "--steps",
+        "30",
+        "--lr",
+        "1e30",
+        "--schedule",
+        "constant",
+        "--clip",
+        "0",
+        "--out",
+        "{ws}/diverged",
+    )(ws)
     saved = ws / "diverged" / "model.npz"
-    if saved.exists() and not all(np.isfinite(a).all() for a in load_checkpoint(saved)[0].values() if a.dtype.kind == "f"):
+    if saved.exists() and not all(
+        np.isfinite(a).all() for a in load_checkpoint(saved)[0].values() if a.dtype.kind == "f"
+    ):
         return 0, "a non-finite checkpoint was written"
     return code, err
 
 
 CASES = [
     # -- the run directory: nothing saved is lost ---------------------------------------------------------
-    Case("run dir", "train over a saved run without --resume", cli("train", "--task", "copy", *TINY, "--out", "{ws}/run"),
-         True, ("already holds a training run", "--resume", "--overwrite"), keeps="run/model.npz"),
-    Case("run dir", "--out NAME.npz", cli("train", "--task", "copy", *TINY, "--out", "{ws}/model.npz"), True, ("not a file",)),
-    Case("run dir", "--out an existing file", cli("train", "--task", "copy", *TINY, "--out", "{ws}/afile"),
-         True, ("is not a directory",), keeps="afile"),
-    Case("run dir", "--out under a file", cli("train", "--task", "copy", *TINY, "--out", "{ws}/afile/run"), True,
-         ("not a writable directory",)),
-    Case("run dir", "--out under /proc", cli("train", "--task", "copy", *TINY, "--out", "/proc/self/run"), True, ("/proc",)),
-    Case("run dir", "--out /dev/null", cli("train", "--task", "copy", *TINY, "--out", "/dev/null"), True, ("/dev",)),
-    Case("run dir", "--resume where nothing was saved", cli("train", "--resume", "--out", "{ws}/empty"), True, ("--resume",)),
-    Case("run dir", "--resume and --overwrite together", cli("train", "--resume", "--overwrite", "--out", "{ws}/run"), True,
-         ("give one of them",), keeps="run/model.npz"),
-    Case("run dir", "a killed save's .tmp is cleared by the next run",
-         then(write("fresh/.model.npz.x1y2.tmp", b"half"), cli("train", "--task", "copy", *TINY, "--out", "{ws}/fresh")),
-         False, check=lambda ws: not list((ws / "fresh").glob("*.tmp")) and (ws / "fresh" / "model.npz").exists()),
-    Case("run dir", "divergence writes no non-finite checkpoint and says what is kept", diverging_run, True,
-         ("training stopped",)),
+    Case(
+        "run dir",
+        "train over a saved run without --resume",
+        cli("train", "--task", "copy", *TINY, "--out", "{ws}/run"),
+        True,
+        ("already holds a training run", "--resume", "--overwrite"),
+        keeps="run/model.npz",
+    ),
+    Case(
+        "run dir",
+        "--out NAME.npz",
+        cli("train", "--task", "copy", *TINY, "--out", "{ws}/model.npz"),
+        True,
+        ("not a file",),
+    ),
+    Case(
+        "run dir",
+        "--out an existing file",
+        cli("train", "--task", "copy", *TINY, "--out", "{ws}/afile"),
+        True,
+        ("is not a directory",),
+        keeps="afile",
+    ),
+    Case(
+        "run dir",
+        "--out under a file",
+        cli("train", "--task", "copy", *TINY, "--out", "{ws}/afile/run"),
+        True,
+        ("not a writable directory",),
+    ),
+    Case(
+        "run dir",
+        "--out under /proc",
+        cli("train", "--task", "copy", *TINY, "--out", "/proc/self/run"),
+        True,
+        ("/proc",),
+    ),
+    Case(
+        "run dir",
+        "--out /dev/null",
+        cli("train", "--task", "copy", *TINY, "--out", "/dev/null"),
+        True,
+        ("/dev",),
+    ),
+    Case(
+        "run dir",
+        "--resume where nothing was saved",
+        cli("train", "--resume", "--out", "{ws}/empty"),
+        True,
+        ("--resume",),
+    ),
+    Case(
+        "run dir",
+        "--resume and --overwrite together",
+        cli("train", "--resume", "--overwrite", "--out", "{ws}/run"),
+        True,
+        ("give one of them",),
+        keeps="run/model.npz",
+    ),
+    Case(
+        "run dir",
+        "a killed save's .tmp is cleared by the next run",
+        then(
+            write("fresh/.model.npz.x1y2.tmp", b"half"),
+            cli("train", "--task", "copy", *TINY, "--out", "{ws}/fresh"),
+        ),
+        False,
+        check=lambda ws: not list((ws / "fresh").glob("*.tmp")) and (ws / "fresh" / "model.npz").exists(),
+    ),
+    Case(
+        "run dir",
+        "divergence writes no non-finite checkpoint and says what is kept",
+        diverging_run,
+        True,
+        ("training stopped",),
+    ),
     # -- corpora -----------------------------------------------------------------------------------------
-    Case("corpus", "--data a missing file", cli("train", "--data", "{ws}/nope.tsv", *TINY, "--out", "{ws}/c1"), True, ("no such file",)),
-    Case("corpus", "--data a directory", cli("train", "--data", "{ws}", *TINY, "--out", "{ws}/c2"), True, ("is a directory",)),
-    Case("corpus", "--data not UTF-8", then(write("bin.tsv", b"\xff\xfe\x00a\tb\n"), cli("train", "--data", "{ws}/bin.tsv", *TINY,
-         "--out", "{ws}/c3")), True, ("cannot be read as UTF-8",)),
-    Case("corpus", "--data an empty file", then(write("empty.tsv", ""), cli("train", "--data", "{ws}/empty.tsv", *TINY, "--out",
-         "{ws}/c4")), True, ("holds no sentence pairs",)),
-    Case("corpus", "--data a line without a tab", then(write("notab.tsv", "a b\n"), cli("train", "--data", "{ws}/notab.tsv", *TINY,
-         "--out", "{ws}/c5")), True, ("notab.tsv:1", "no tab")),
-    Case("corpus", "--data an empty target", then(write("half.tsv", "a\t \n"), cli("train", "--data", "{ws}/half.tsv", *TINY,
-         "--out", "{ws}/c6")), True, ("half.tsv:1", "empty source or target")),
-    Case("corpus", "--data two pairs", then(write("two.tsv", "a\tb\nc\td\n"), cli("train", "--data", "{ws}/two.tsv", *TINY,
-         "--out", "{ws}/c7")), True, ("too few",)),
-    Case("corpus", "--data with a byte-order mark", then(write("bom.tsv", "\ufeff" + corpus()), cli("train", "--data",
-         "{ws}/bom.tsv", *TINY, "--out", "{ws}/c8")), False,
-         check=lambda ws: not any("\ufeff" in t for t in load_checkpoint(ws / "c8" / "model.npz")[1]["src_vocab"])),
-    Case("corpus", "--data with a 2 MB line", then(write("long.tsv", corpus(extra="a " * 10**6 + "\tb\n")), cli("train", "--data",
-         "{ws}/long.tsv", *TINY, "--out", "{ws}/c9")), False,
-         check=lambda ws: load_checkpoint(ws / "c9" / "model.npz")[1]["model"]["src_seq_len"] < 64),
-    Case("corpus", "evaluate after the corpus changed", then(cli("train", "--data", "{ws}/corpus.tsv", *TINY, "--out", "{ws}/c10"),
-         write("corpus.tsv", corpus(61)), cli("evaluate", "--checkpoint", "{ws}/c10")), True, ("has changed",)),
-    Case("corpus", "evaluate --data a file without tabs", then(write("notab2.tsv", "a b\n"), cli("evaluate", "--checkpoint",
-         "{ws}/run", "--data", "{ws}/notab2.tsv")), True, ("notab2.tsv:1", "no tab")),
+    Case(
+        "corpus",
+        "--data a missing file",
+        cli("train", "--data", "{ws}/nope.tsv", *TINY, "--out", "{ws}/c1"),
+        True,
+        ("no such file",),
+    ),
+    Case(
+        "corpus",
+        "--data a directory",
+        cli("train", "--data", "{ws}", *TINY, "--out", "{ws}/c2"),
+        True,
+        ("is a directory",),
+    ),
+    Case(
+        "corpus",
+        "--data not UTF-8",
+        then(
+            write("bin.tsv", b"\xff\xfe\x00a\tb\n"),
+            cli("train", "--data", "{ws}/bin.tsv", *TINY, "--out", "{ws}/c3"),
+        ),
+        True,
+        ("cannot be read as UTF-8",),
+    ),
+    Case(
+        "corpus",
+        "--data an empty file",
+        then(write("empty.tsv", ""), cli("train", "--data", "{ws}/empty.tsv", *TINY, "--out", "{ws}/c4")),
+        True,
+        ("holds no sentence pairs",),
+    ),
+    Case(
+        "corpus",
+        "--data a line without a tab",
+        then(
+            write("notab.tsv", "a b\n"), cli("train", "--data", "{ws}/notab.tsv", *TINY, "--out", "{ws}/c5")
+        ),
+        True,
+        ("notab.tsv:1", "no tab"),
+    ),
+    Case(
+        "corpus",
+        "--data an empty target",
+        then(write("half.tsv", "a\t \n"), cli("train", "--data", "{ws}/half.tsv", *TINY, "--out", "{ws}/c6")),
+        True,
+        ("half.tsv:1", "empty source or target"),
+    ),
+    Case(
+        "corpus",
+        "--data two pairs",
+        then(
+            write("two.tsv", "a\tb\nc\td\n"),
+            cli("train", "--data", "{ws}/two.tsv", *TINY, "--out", "{ws}/c7"),
+        ),
+        True,
+        ("too few",),
+    ),
+    Case(
+        "corpus",
+        "--data with a byte-order mark",
+        then(
+            write("bom.tsv", "\ufeff" + corpus()),
+            cli("train", "--data", "{ws}/bom.tsv", *TINY, "--out", "{ws}/c8"),
+        ),
+        False,
+        check=lambda ws: (
+            not any("\ufeff" in t for t in load_checkpoint(ws / "c8" / "model.npz")[1]["src_vocab"])
+        ),
+    ),
+    Case(
+        "corpus",
+        "--data with a 2 MB line",
+        then(
+            write("long.tsv", corpus(extra="a " * 10**6 + "\tb\n")),
+            cli("train", "--data", "{ws}/long.tsv", *TINY, "--out", "{ws}/c9"),
+        ),
+        False,
+        check=lambda ws: load_checkpoint(ws / "c9" / "model.npz")[1]["model"]["src_seq_len"] < 64,
+    ),
+    Case(
+        "corpus",
+        "evaluate after the corpus changed",
+        then(
+            cli("train", "--data", "{ws}/corpus.tsv", *TINY, "--out", "{ws}/c10"),
+            write("corpus.tsv", corpus(61)),
+            cli("evaluate", "--checkpoint", "{ws}/c10"),
+        ),
+        True,
+        ("has changed",),
+    ),
+    Case(
+        "corpus",
+        "evaluate --data a file without tabs",
+        then(
+            write("notab2.tsv", "a b\n"),
+            cli("evaluate", "--checkpoint", "{ws}/run", "--data", "{ws}/notab2.tsv"),
+        ),
+        True,
+        ("notab2.tsv:1", "no tab"),
+    ),
     # -- flags -------------------------------------------------------------------------------------------
-    *[Case("flags", f"train {flag} {value}", cli("train", "--task", "copy", *TINY, flag, value, "--out", "{ws}/f"), True, (value,))
-      for flag, value in [("--lr", "-1"), ("--lr", "nan"), ("--lr", "inf"), ("--clip", "-1"), ("--clip", "nan"),
-                          ("--weight-decay", "-0.1"), ("--warmup", "0"), ("--factor", "nan"), ("--batch-size", "0"),
-                          ("--steps", "-5"), ("--max-length", "0"), ("--eval-every", "0"), ("--seed", "abc"),
-                          ("--dropout", "1.5"), ("--label-smoothing", "1.0"), ("--threads", "9999"),
-                          ("--vocab-size", "100"), ("--batch-tokens", "0"), ("--accumulate", "0"), ("--patience", "-1"),
-                          ("--keep-checkpoints", "-2")]],
-    Case("flags", "train --heads 3 with --d-model 16", cli("train", "--task", "copy", *TINY, "--heads", "3", "--out", "{ws}/f"),
-         True, ("divisible by h",)),
-    Case("flags", "train --batch-size 1000000000", cli("train", "--task", "copy", *TINY, "--batch-size", "1000000000", "--out",
-         "{ws}/f"), True, ("GiB is available",)),
-    Case("flags", "train --d-model 1000000", cli("train", "--task", "copy", *TINY, "--d-model", "1000000", "--heads", "1",
-         "--out", "{ws}/f"), True, ("GiB is available",)),
-    *[Case("flags", f"translate {flag} {value}", cli("translate", "--checkpoint", "{ws}/run", flag, value, "abc"), True, (value,))
-      for flag, value in [("--length-penalty", "-1"), ("--top-p", "1.5"), ("--temperature", "0"), ("--beam-width", "0"),
-                          ("--max-len", "0"), ("--top-k", "0")]],
-    Case("flags", "evaluate --no-repeat-ngram -1", cli("evaluate", "--checkpoint", "{ws}/run", "--no-repeat-ngram", "-1"),
-         True, ("-1",)),
-    Case("checkpoint", "average a missing checkpoint", cli("average", "{ws}/run", "{ws}/nowhere", "--out", "{ws}/avg"), True,
-         ("nowhere",)),
-    Case("checkpoint", "average checkpoints of two models", then(cli("train", "--task", "copy", *TINY, "--d-model", "32",
-         "--out", "{ws}/other"), cli("average", "{ws}/run", "{ws}/other", "--out", "{ws}/avg")), True, ("another model",)),
-    Case("checkpoint", "average into a saved run", cli("average", "{ws}/run", "--out", "{ws}/run"), True,
-         ("--overwrite",), keeps="run/model.npz"),
-    Case("flags", "translate --beam-width wider than the vocabulary", cli("translate", "--checkpoint", "{ws}/run", "--strategy",
-         "beam", "--beam-width", "100000", "abc"), True, ("exceeds the target vocabulary",)),
-    Case("flags", "--resume with another --d-model", cli("train", "--resume", "--d-model", "32", "--out", "{ws}/run"), True,
-         ("--d-model 32 differs",), keeps="run/model.npz"),
-    Case("flags", "--resume keeps the saved run's length", then(cli("train", "--task", "copy", *TINY, "--out", "{ws}/r"),
-         cli("train", "--resume", "--no-progress", "--show", "0", "--out", "{ws}/r")), False,
-         check=lambda ws: load_checkpoint(ws / "r" / "model.npz")[1]["step"] == 2),
+    *[
+        Case(
+            "flags",
+            f"train {flag} {value}",
+            cli("train", "--task", "copy", *TINY, flag, value, "--out", "{ws}/f"),
+            True,
+            (value,),
+        )
+        for flag, value in [
+            ("--lr", "-1"),
+            ("--lr", "nan"),
+            ("--lr", "inf"),
+            ("--clip", "-1"),
+            ("--clip", "nan"),
+            ("--weight-decay", "-0.1"),
+            ("--warmup", "0"),
+            ("--factor", "nan"),
+            ("--batch-size", "0"),
+            ("--steps", "-5"),
+            ("--max-length", "0"),
+            ("--eval-every", "0"),
+            ("--seed", "abc"),
+            ("--dropout", "1.5"),
+            ("--label-smoothing", "1.0"),
+            ("--threads", "9999"),
+            ("--vocab-size", "100"),
+            ("--batch-tokens", "0"),
+            ("--accumulate", "0"),
+            ("--patience", "-1"),
+            ("--keep-checkpoints", "-2"),
+        ]
+    ],
+    Case(
+        "flags",
+        "train --heads 3 with --d-model 16",
+        cli("train", "--task", "copy", *TINY, "--heads", "3", "--out", "{ws}/f"),
+        True,
+        ("divisible by h",),
+    ),
+    Case(
+        "flags",
+        "train --batch-size 1000000000",
+        cli("train", "--task", "copy", *TINY, "--batch-size", "1000000000", "--out", "{ws}/f"),
+        True,
+        ("GiB is available",),
+    ),
+    Case(
+        "flags",
+        "train --d-model 1000000",
+        cli("train", "--task", "copy", *TINY, "--d-model", "1000000", "--heads", "1", "--out", "{ws}/f"),
+        True,
+        ("GiB is available",),
+    ),
+    *[
+        Case(
+            "flags",
+            f"translate {flag} {value}",
+            cli("translate", "--checkpoint", "{ws}/run", flag, value, "abc"),
+            True,
+            (value,),
+        )
+        for flag, value in [
+            ("--length-penalty", "-1"),
+            ("--top-p", "1.5"),
+            ("--temperature", "0"),
+            ("--beam-width", "0"),
+            ("--max-len", "0"),
+            ("--top-k", "0"),
+        ]
+    ],
+    Case(
+        "flags",
+        "evaluate --no-repeat-ngram -1",
+        cli("evaluate", "--checkpoint", "{ws}/run", "--no-repeat-ngram", "-1"),
+        True,
+        ("-1",),
+    ),
+    Case(
+        "checkpoint",
+        "average a missing checkpoint",
+        cli("average", "{ws}/run", "{ws}/nowhere", "--out", "{ws}/avg"),
+        True,
+        ("nowhere",),
+    ),
+    Case(
+        "checkpoint",
+        "average checkpoints of two models",
+        then(
+            cli("train", "--task", "copy", *TINY, "--d-model", "32", "--out", "{ws}/other"),
+            cli("average", "{ws}/run", "{ws}/other", "--out", "{ws}/avg"),
+        ),
+        True,
+        ("another model",),
+    ),
+    Case(
+        "checkpoint",
+        "average into a saved run",
+        cli("average", "{ws}/run", "--out", "{ws}/run"),
+        True,
+        ("--overwrite",),
+        keeps="run/model.npz",
+    ),
+    Case(
+        "flags",
+        "translate --beam-width wider than the vocabulary",
+        cli("translate", "--checkpoint", "{ws}/run", "--strategy", "beam", "--beam-width", "100000", "abc"),
+        True,
+        ("exceeds the target vocabulary",),
+    ),
+    Case(
+        "flags",
+        "--resume with another --d-model",
+        cli("train", "--resume", "--d-model", "32", "--out", "{ws}/run"),
+        True,
+        ("--d-model 32 differs",),
+        keeps="run/model.npz",
+    ),
+    Case(
+        "flags",
+        "--resume keeps the saved run's length",
+        then(
+            cli("train", "--task", "copy", *TINY, "--out", "{ws}/r"),
+            cli("train", "--resume", "--no-progress", "--show", "0", "--out", "{ws}/r"),
+        ),
+        False,
+        check=lambda ws: load_checkpoint(ws / "r" / "model.npz")[1]["step"] == 2,
+    ),
     # -- checkpoints -------------------------------------------------------------------------------------
-    Case("checkpoint", "translate a missing checkpoint", cli("translate", "--checkpoint", "{ws}/nowhere", "abc"), True, ("nowhere",)),
-    Case("checkpoint", "a random file as model.npz", then(write("junk/model.npz", b"\x00" * 100), cli("translate", "--checkpoint",
-         "{ws}/junk", "abc")), True, ("junk",)),
-    Case("checkpoint", "a truncated checkpoint", then(truncated_checkpoint, cli("translate", "--checkpoint", "{ws}/truncated", "abc")),
-         True, ("truncated",)),
-    Case("checkpoint", "a pickled checkpoint is never unpickled", then(pickled_checkpoint, cli("translate", "--checkpoint",
-         "{ws}/pickled", "abc")), True, ("pickled", "never loaded")),
-    Case("checkpoint", "metadata without its step", then(damaged_checkpoint(lambda a, m: m.pop("step")), cli("evaluate",
-         "--checkpoint", "{ws}/damaged")), True, ("'step'",)),
-    Case("checkpoint", "a vocabulary shorter than the model", then(damaged_checkpoint(lambda a, m: m["tgt_vocab"].pop()),
-         cli("translate", "--checkpoint", "{ws}/damaged", "abc")), True, ("tgt_vocab",)),
-    Case("checkpoint", "a weight of the wrong shape", then(damaged_checkpoint(lambda a, m: a.update({next(iter(a)): np.zeros(3)})),
-         cli("translate", "--checkpoint", "{ws}/damaged", "abc")), True, ("do not fit",)),
+    Case(
+        "checkpoint",
+        "translate a missing checkpoint",
+        cli("translate", "--checkpoint", "{ws}/nowhere", "abc"),
+        True,
+        ("nowhere",),
+    ),
+    Case(
+        "checkpoint",
+        "a random file as model.npz",
+        then(write("junk/model.npz", b"\x00" * 100), cli("translate", "--checkpoint", "{ws}/junk", "abc")),
+        True,
+        ("junk",),
+    ),
+    Case(
+        "checkpoint",
+        "a truncated checkpoint",
+        then(truncated_checkpoint, cli("translate", "--checkpoint", "{ws}/truncated", "abc")),
+        True,
+        ("truncated",),
+    ),
+    Case(
+        "checkpoint",
+        "a pickled checkpoint is never unpickled",
+        then(pickled_checkpoint, cli("translate", "--checkpoint", "{ws}/pickled", "abc")),
+        True,
+        ("pickled", "never loaded"),
+    ),
+    Case(
+        "checkpoint",
+        "metadata without its step",
+        then(damaged_checkpoint(lambda a, m: m.pop("step")), cli("evaluate", "--checkpoint", "{ws}/damaged")),
+        True,
+        ("'step'",),
+    ),
+    Case(
+        "checkpoint",
+        "a vocabulary shorter than the model",
+        then(
+            damaged_checkpoint(lambda a, m: m["tgt_vocab"].pop()),
+            cli("translate", "--checkpoint", "{ws}/damaged", "abc"),
+        ),
+        True,
+        ("tgt_vocab",),
+    ),
+    Case(
+        "checkpoint",
+        "a weight of the wrong shape",
+        then(
+            damaged_checkpoint(lambda a, m: a.update({next(iter(a)): np.zeros(3)})),
+            cli("translate", "--checkpoint", "{ws}/damaged", "abc"),
+        ),
+        True,
+        ("do not fit",),
+    ),
     # -- translate and plot ------------------------------------------------------------------------------
-    Case("translate", 'translate ""', cli("translate", "--checkpoint", "{ws}/run", ""), True, ("sentence 1", "empty")),
-    Case("translate", "an empty sentence among real ones", cli("translate", "--checkpoint", "{ws}/run", "abc", " "), True,
-         ("sentence 2",)),
-    Case("translate", "a sentence longer than the positional table", cli("translate", "--checkpoint", "{ws}/run", "a" * 10**6),
-         True, ("longer than the positional table",)),
-    Case("translate", "unknown tokens are translated and named", cli("translate", "--checkpoint", "{ws}/run", "abz"), False),
-    Case("plot", "curves of a missing log", cli("plot", "curves", "--run", "{ws}/nowhere", "--out", "{ws}/c.png"), True,
-         ("nowhere",)),
-    Case("plot", "curves of a log with a torn line", then(lambda ws: (ws / "run" / "log.jsonl").open("a").write('{"step": 9, "lo\n'),
-         cli("plot", "curves", "--run", "{ws}/run", "--out", "{ws}/c.png")), False,
-         check=lambda ws: (ws / "c.png").stat().st_size > 0),
+    Case(
+        "translate",
+        'translate ""',
+        cli("translate", "--checkpoint", "{ws}/run", ""),
+        True,
+        ("sentence 1", "empty"),
+    ),
+    Case(
+        "translate",
+        "an empty sentence among real ones",
+        cli("translate", "--checkpoint", "{ws}/run", "abc", " "),
+        True,
+        ("sentence 2",),
+    ),
+    Case(
+        "translate",
+        "a sentence longer than the positional table",
+        cli("translate", "--checkpoint", "{ws}/run", "a" * 10**6),
+        True,
+        ("longer than the positional table",),
+    ),
+    Case(
+        "translate",
+        "unknown tokens are translated and named",
+        cli("translate", "--checkpoint", "{ws}/run", "abz"),
+        False,
+    ),
+    Case(
+        "plot",
+        "curves of a missing log",
+        cli("plot", "curves", "--run", "{ws}/nowhere", "--out", "{ws}/c.png"),
+        True,
+        ("nowhere",),
+    ),
+    Case(
+        "plot",
+        "curves of a log with a torn line",
+        then(
+            lambda ws: (ws / "run" / "log.jsonl").open("a").write('{"step": 9, "lo\n'),
+            cli("plot", "curves", "--run", "{ws}/run", "--out", "{ws}/c.png"),
+        ),
+        False,
+        check=lambda ws: (ws / "c.png").stat().st_size > 0,
+    ),
     # -- the Python API ----------------------------------------------------------------------------------
-    Case("api", "build_transformer d_model='16'", api(lambda ws: tiny_model(d_model="16")), True, ("d_model", "'16'")),
-    Case("api", "build_transformer d_model=np.int64(16)", api(lambda ws: tiny_model(d_model=np.int64(16))), False),
-    Case("api", "build_transformer norm_first='no'", api(lambda ws: tiny_model(norm_first="no")), True, ("norm_first", "'no'")),
-    Case("api", "build_transformer dropout='0.1'", api(lambda ws: tiny_model(dropout="0.1")), True, ("dropout", "'0.1'")),
-    Case("api", "build_transformer seed='abc'", api(lambda ws: tiny_model(seed="abc")), True, ("seed", "'abc'")),
-    Case("api", "build_transformer dropout=nan", api(lambda ws: tiny_model(dropout=float("nan"))), True, ("dropout", "nan")),
-    Case("api", "an additive float mask", api(mask_of(lambda m, x: m.forward(x, x, np.zeros((1, 1, 1, 3)), None))), True,
-         ("src_mask", "bool")),
-    Case("api", "a string mask", api(mask_of(lambda m, x: m.forward(x, x, "yes", None))), True, ("src_mask",)),
-    Case("api", "a mask of the wrong shape", api(mask_of(lambda m, x: m.forward(x, x, np.ones((2, 1, 1, 3), bool), None))),
-         True, ("src_mask",)),
-    Case("api", "a list of ids", api(lambda ws: tiny_model().forward([[1, 2]], ids(1, 2), None, None)), True, ("src", "list")),
-    Case("api", "float ids", api(lambda ws: tiny_model().forward(np.ones((1, 2)), ids(1, 2), None, None)), True, ("src", "float")),
-    Case("api", "ids outside the vocabulary", api(lambda ws: tiny_model().forward(ids(1, 2) * 99, ids(1, 2), None, None)), True,
-         ("src", "99")),
-    Case("api", "make_src_mask of a list", api(lambda ws: nt.make_src_mask([[1, 0]], 0)), True, ("src", "list")),
-    Case("api", "backward before forward", api(lambda ws: tiny_model().backward(np.zeros((1, 2, 6)))), True, ("before forward",)),
+    Case(
+        "api",
+        "build_transformer d_model='16'",
+        api(lambda ws: tiny_model(d_model="16")),
+        True,
+        ("d_model", "'16'"),
+    ),
+    Case(
+        "api",
+        "build_transformer d_model=np.int64(16)",
+        api(lambda ws: tiny_model(d_model=np.int64(16))),
+        False,
+    ),
+    Case(
+        "api",
+        "build_transformer norm_first='no'",
+        api(lambda ws: tiny_model(norm_first="no")),
+        True,
+        ("norm_first", "'no'"),
+    ),
+    Case(
+        "api",
+        "build_transformer dropout='0.1'",
+        api(lambda ws: tiny_model(dropout="0.1")),
+        True,
+        ("dropout", "'0.1'"),
+    ),
+    Case(
+        "api", "build_transformer seed='abc'", api(lambda ws: tiny_model(seed="abc")), True, ("seed", "'abc'")
+    ),
+    Case(
+        "api",
+        "build_transformer dropout=nan",
+        api(lambda ws: tiny_model(dropout=float("nan"))),
+        True,
+        ("dropout", "nan"),
+    ),
+    Case(
+        "api",
+        "an additive float mask",
+        api(mask_of(lambda m, x: m.forward(x, x, np.zeros((1, 1, 1, 3)), None))),
+        True,
+        ("src_mask", "bool"),
+    ),
+    Case(
+        "api", "a string mask", api(mask_of(lambda m, x: m.forward(x, x, "yes", None))), True, ("src_mask",)
+    ),
+    Case(
+        "api",
+        "a mask of the wrong shape",
+        api(mask_of(lambda m, x: m.forward(x, x, np.ones((2, 1, 1, 3), bool), None))),
+        True,
+        ("src_mask",),
+    ),
+    Case(
+        "api",
+        "a list of ids",
+        api(lambda ws: tiny_model().forward([[1, 2]], ids(1, 2), None, None)),
+        True,
+        ("src", "list"),
+    ),
+    Case(
+        "api",
+        "float ids",
+        api(lambda ws: tiny_model().forward(np.ones((1, 2)), ids(1, 2), None, None)),
+        True,
+        ("src", "float"),
+    ),
+    Case(
+        "api",
+        "ids outside the vocabulary",
+        api(lambda ws: tiny_model().forward(ids(1, 2) * 99, ids(1, 2), None, None)),
+        True,
+        ("src", "99"),
+    ),
+    Case(
+        "api", "make_src_mask of a list", api(lambda ws: nt.make_src_mask([[1, 0]], 0)), True, ("src", "list")
+    ),
+    Case(
+        "api",
+        "backward before forward",
+        api(lambda ws: tiny_model().backward(np.zeros((1, 2, 6)))),
+        True,
+        ("before forward",),
+    ),
     Case("api", "load_state_dict with one bad entry changes nothing", api(load_half_bad), True, ("shape",)),
-    Case("api", "load_state_dict with NaN", api(lambda ws: tiny_model().load_state_dict(
-         {k: v * np.nan for k, v in tiny_model().state_dict().items()})), True, ("finite",)),
-    Case("api", "clip_grad_norm max_norm=-1", api(lambda ws: clip_grad_norm(tiny_model().parameters(), -1.0)), True,
-         ("max_norm", "-1")),
+    Case(
+        "api",
+        "load_state_dict with NaN",
+        api(
+            lambda ws: tiny_model().load_state_dict(
+                {k: v * np.nan for k, v in tiny_model().state_dict().items()}
+            )
+        ),
+        True,
+        ("finite",),
+    ),
+    Case(
+        "api",
+        "clip_grad_norm max_norm=-1",
+        api(lambda ws: clip_grad_norm(tiny_model().parameters(), -1.0)),
+        True,
+        ("max_norm", "-1"),
+    ),
     Case("api", "Adam lr=-1", api(lambda ws: Adam(tiny_model(), lr=-1.0)), True, ("lr", "-1")),
-    Case("api", "gradcheck eps=0", api(lambda ws: nt.gradcheck(lambda: 1.0, {"x": np.ones(3)}, {"x": np.ones(3)}, eps=0)),
-         True, ("eps", "0")),
-    Case("api", "gradcheck of a loss that is not one number", api(lambda ws: nt.gradcheck(lambda: np.ones(3), {"x": np.ones(3)},
-         {"x": np.ones(3)})), True, ("one number",)),
-    Case("api", "greedy decoding of an empty batch", api(lambda ws: greedy_decode(tiny_model(), ids(0, 3), None, 5, 1, 2)),
-         True, ("src",)),
-    Case("api", "greedy decoding of empty sources", api(lambda ws: greedy_decode(tiny_model(), ids(2, 0), None, 5, 1, 2)),
-         True, ("src",)),
-    Case("api", "beam wider than the vocabulary", api(lambda ws: beam_search(tiny_model(), ids(1, 3), None, 5, 1, 2,
-         beam_width=7)), True, ("beam_width", "7")),
-    Case("api", "a TrainConfig with threads=-1", api(lambda ws: nt.train.TrainConfig(threads=-1)), True, ("threads", "-1")),
-    Case("api", "loading a checkpoint that is not one", api(lambda ws: load_checkpoint(ws / "junk" / "model.npz"),
-         (CheckpointError,)), True, ("junk",)),
+    Case(
+        "api",
+        "gradcheck eps=0",
+        api(lambda ws: nt.gradcheck(lambda: 1.0, {"x": np.ones(3)}, {"x": np.ones(3)}, eps=0)),
+        True,
+        ("eps", "0"),
+    ),
+    Case(
+        "api",
+        "gradcheck of a loss that is not one number",
+        api(lambda ws: nt.gradcheck(lambda: np.ones(3), {"x": np.ones(3)}, {"x": np.ones(3)})),
+        True,
+        ("one number",),
+    ),
+    Case(
+        "api",
+        "greedy decoding of an empty batch",
+        api(lambda ws: greedy_decode(tiny_model(), ids(0, 3), None, 5, 1, 2)),
+        True,
+        ("src",),
+    ),
+    Case(
+        "api",
+        "greedy decoding of empty sources",
+        api(lambda ws: greedy_decode(tiny_model(), ids(2, 0), None, 5, 1, 2)),
+        True,
+        ("src",),
+    ),
+    Case(
+        "api",
+        "beam wider than the vocabulary",
+        api(lambda ws: beam_search(tiny_model(), ids(1, 3), None, 5, 1, 2, beam_width=7)),
+        True,
+        ("beam_width", "7"),
+    ),
+    Case(
+        "api",
+        "a TrainConfig with threads=-1",
+        api(lambda ws: nt.train.TrainConfig(threads=-1)),
+        True,
+        ("threads", "-1"),
+    ),
+    Case(
+        "api",
+        "loading a checkpoint that is not one",
+        api(lambda ws: load_checkpoint(ws / "junk" / "model.npz"), (CheckpointError,)),
+        True,
+        ("junk",),
+    ),
 ]
 
 
@@ -329,12 +791,14 @@ def classify(case: Case, ws: Path) -> tuple[str, str]:
         code, err = case.run(ws)
     except Hang:
         return "hang", f"still running after {TIME_LIMIT} s"
-    except BaseException as error:  # noqa: BLE001 - anything escaping is what the report counts
+    except BaseException as error:
         return "traceback", f"{type(error).__name__}: {error}"
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    if kept is not None and (not (ws / case.keeps).exists() or hashlib.sha256((ws / case.keeps).read_bytes()).hexdigest() != kept):
+    if kept is not None and (
+        not (ws / case.keeps).exists() or hashlib.sha256((ws / case.keeps).read_bytes()).hexdigest() != kept
+    ):
         return "loss", f"{case.keeps} was changed"
     message = err.strip().splitlines()[-1] if err.strip() else ""  # the error line comes last
     if case.refused:
@@ -359,8 +823,15 @@ def report() -> dict[str, int]:
             column, what = classify(case, ws)
             counts[column] += 1
             print(f"| {case.area} | {case.name} | {column} | {what[:110]} |")
-    print("\n| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n| "
-          + " | ".join(str(counts[c]) for c in COLUMNS) + " |")
+    print(
+        "\n| "
+        + " | ".join(COLUMNS)
+        + " |\n|"
+        + "---|" * len(COLUMNS)
+        + "\n| "
+        + " | ".join(str(counts[c]) for c in COLUMNS)
+        + " |"
+    )
     return counts
 
 

@@ -9,8 +9,27 @@ from numpy_transformer.checkpoint import load_checkpoint
 from numpy_transformer.cli import main
 from numpy_transformer.train import TrainConfig, Trainer, average_checkpoints
 
-TINY = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--batch-size", "8",
-        "--eval-every", "2", "--eval-size", "4", "--no-progress", "--show", "0"]
+TINY = [
+    "--task",
+    "copy",
+    "--d-model",
+    "16",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--d-ff",
+    "16",
+    "--batch-size",
+    "8",
+    "--eval-every",
+    "2",
+    "--eval-size",
+    "4",
+    "--no-progress",
+    "--show",
+    "0",
+]
 
 
 @pytest.fixture(scope="module")
@@ -21,11 +40,17 @@ def run(tmp_path_factory):
 
 
 def test_the_run_keeps_its_best_and_its_last_n_checkpoints(run):
-    assert sorted(path.name for path in run.glob("step-*.npz")) == ["step-0000004.npz", "step-0000006.npz",
-                                                                    "step-0000008.npz"]
+    assert sorted(path.name for path in run.glob("step-*.npz")) == [
+        "step-0000004.npz",
+        "step-0000006.npz",
+        "step-0000008.npz",
+    ]
     best = load_checkpoint(run / "best.npz")[1]
-    dev_bleus = {record["step"]: record["bleu"] for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
-                 if record.get("split") == "dev"}
+    dev_bleus = {
+        record["step"]: record["bleu"]
+        for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
+        if record.get("split") == "dev"
+    }
     assert best["step"] == max(dev_bleus, key=lambda step: (dev_bleus[step], -step))  # the first best
     assert best["best_bleu"] == max(dev_bleus.values())
 
@@ -35,7 +60,9 @@ def test_averaging_is_the_mean_of_the_weights_and_translates(run, tmp_path, caps
     arrays, meta = average_checkpoints(kept)
     loaded = [load_checkpoint(path)[0] for path in kept]
     for name in (name for name in arrays if name.startswith("param/")):
-        np.testing.assert_allclose(arrays[name], sum(a[name].astype(np.float64) for a in loaded) / 3, rtol=1e-6)
+        np.testing.assert_allclose(
+            arrays[name], sum(a[name].astype(np.float64) for a in loaded) / 3, rtol=1e-6
+        )
         assert arrays[name].dtype == loaded[0][name].dtype
     assert meta["averaged_from"] == [str(path) for path in kept]
     out = tmp_path / "averaged"

@@ -42,6 +42,7 @@ def test_import_never_imports_cupy():
 def test_asking_for_missing_cupy_is_a_clear_error():
     try:
         import cupy  # noqa: F401
+
         pytest.skip("CuPy is installed here; the missing-CuPy message cannot be shown")
     except ImportError:
         pass
@@ -60,8 +61,13 @@ def test_backend_names_are_checked():
 
 def test_environment_variable_selects_backend():
     code = "import numpy_transformer as nt; print(nt.get_array_module().__name__)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"NUMPY_TRANSFORMER_BACKEND": "numpy", "PATH": ""})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"NUMPY_TRANSFORMER_BACKEND": "numpy", "PATH": ""},
+    )
     assert out.stdout.strip() == "numpy"
 
 
@@ -69,7 +75,9 @@ def test_random_uint16_is_uniform_in_every_bit_of_every_lane():
     """Each 64-bit draw is cut into four 16-bit integers: every lane and every bit must be fair."""
     draws = backend.random_uint16(np.random.default_rng(0), (200_000, 4))  # column j = lane j of each word
     bits = (draws[..., None] >> np.arange(16)) & 1  # (200000, 4, 16)
-    assert np.abs(bits.mean(axis=0) - 0.5).max() < 0.005  # 4.5 standard deviations of a mean of 200 000 fair bits
+    assert (
+        np.abs(bits.mean(axis=0) - 0.5).max() < 0.005
+    )  # 4.5 standard deviations of a mean of 200 000 fair bits
     assert backend.random_uint16(np.random.default_rng(0), (3, 7)).shape == (3, 7)  # 21 = not a multiple of 4
     assert backend.random_uint16(np.random.default_rng(0), (0, 5)).shape == (0, 5)
 

@@ -10,7 +10,6 @@ and 1e-3 for the gradients (a backward is twice as deep as a forward), each as a
 the whole array.
 """
 
-import numpy as np
 import pytest
 from conftest import model_batch, relative_error
 
@@ -28,7 +27,7 @@ def _cupy_or_reason():
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:
             return None, "CuPy is installed but no CUDA GPU is visible"
-    except Exception as error:  # noqa: BLE001 - no driver: the reason is the message
+    except Exception as error:
         return None, f"CuPy is installed but no CUDA GPU is usable: {error}"
     return cupy, ""
 
@@ -46,7 +45,9 @@ def gpu():
 
 
 def _logits_and_grads(seed_state, kind, dtype):
-    model = build_transformer(11, 13, 8, 8, d_model=32, N=2, h=4, d_ff=64, attention=kind, dropout=0.0, dtype=dtype)
+    model = build_transformer(
+        11, 13, 8, 8, d_model=32, N=2, h=4, d_ff=64, attention=kind, dropout=0.0, dtype=dtype
+    )
     model.load_state_dict(seed_state)
     xp = backend.get_array_module()
     src, tgt, labels = (xp.asarray(a) for a in model_batch(0))
@@ -60,7 +61,9 @@ def _logits_and_grads(seed_state, kind, dtype):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_numpy_and_cupy_agree(gpu, kind, dtype):
     backend.set_backend("numpy")
-    state = build_transformer(11, 13, 8, 8, d_model=32, N=2, h=4, d_ff=64, attention=kind, dtype=dtype).state_dict()
+    state = build_transformer(
+        11, 13, 8, 8, d_model=32, N=2, h=4, d_ff=64, attention=kind, dtype=dtype
+    ).state_dict()
     logits_cpu, grads_cpu = _logits_and_grads(state, kind, dtype)
     backend.set_backend("cupy")
     logits_gpu, grads_gpu = _logits_and_grads(state, kind, dtype)

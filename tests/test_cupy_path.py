@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
-
 from cupy_standin import SYNCS, UPLOADS, make_module
+
 from numpy_transformer import backend
 from numpy_transformer.data import BOS_ID, EOS_ID, PAD_ID, make_batch
 from numpy_transformer.decoding import beam_search, greedy_decode, sample_decode
@@ -18,7 +18,9 @@ from numpy_transformer.model import make_src_mask
 from numpy_transformer.train import TrainConfig, Trainer, load_for_inference, translate_ids
 
 TINY = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32, "dropout": 0.1}
-STEP_SYNC_BUDGET = 4  # the ids' bounds, the loss and its token count, the gradient norm: never one per parameter
+STEP_SYNC_BUDGET = (
+    4  # the ids' bounds, the loss and its token count, the gradient norm: never one per parameter
+)
 CONFIG = {"task": "copy", "steps": 4, "batch_size": 8, "eval_every": 2, "eval_size": 4, "log_every": 1}
 
 
@@ -63,12 +65,19 @@ def test_every_decoding_strategy_runs_with_at_most_one_sync_per_token(gpu, atten
     src = gpu.asarray([[5, 6, 7, 8], [6, 7, 8, PAD_ID]])
     mask = make_src_mask(src, PAD_ID)
     max_len = 6
-    for decode, options in [(greedy_decode, {}), (beam_search, {"beam_width": 3}),
-                            (sample_decode, {"top_k": 3, "seed": 1}), (sample_decode, {"top_p": 0.9, "seed": 1})]:
+    for decode, options in [
+        (greedy_decode, {}),
+        (beam_search, {"beam_width": 3}),
+        (sample_decode, {"top_k": 3, "seed": 1}),
+        (sample_decode, {"top_p": 0.9, "seed": 1}),
+    ]:
         SYNCS.clear()
         out = decode(model, src, mask, max_len, BOS_ID, EOS_ID, absorbed=absorbed, **options)
         assert isinstance(out, gpu.ndarray) and out.shape[0] == 2
-        assert sum(SYNCS.values()) <= max_len + 2, (decode.__name__, dict(SYNCS))  # + the ids' bounds and the mask
+        assert sum(SYNCS.values()) <= max_len + 2, (
+            decode.__name__,
+            dict(SYNCS),
+        )  # + the ids' bounds and the mask
 
 
 def test_evaluate_save_resume_and_checkpoints_that_cross_to_the_cpu(gpu, tmp_path):
@@ -149,15 +158,54 @@ def test_the_command_line_on_cupy(gpu, monkeypatch, tmp_path, capsys):
 
     monkeypatch.setattr(backend, "_load_cupy", lambda: gpu)
     out = tmp_path / "run"
-    tiny = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--batch-size", "8",
-            "--steps", "2", "--eval-every", "2", "--eval-size", "4", "--no-progress", "--show", "1"]
+    tiny = [
+        "--task",
+        "copy",
+        "--d-model",
+        "16",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--d-ff",
+        "16",
+        "--batch-size",
+        "8",
+        "--steps",
+        "2",
+        "--eval-every",
+        "2",
+        "--eval-size",
+        "4",
+        "--no-progress",
+        "--show",
+        "1",
+    ]
     assert main(["train", "--backend", "cupy", *tiny, "--out", str(out)]) == 0
     assert backend.backend_name() == "cupy" and "translations of 1 unseen" in capsys.readouterr().out
-    assert main(["translate", "--backend", "cupy", "--checkpoint", str(out), "--strategy", "beam", "abc"]) == 0
+    assert (
+        main(["translate", "--backend", "cupy", "--checkpoint", str(out), "--strategy", "beam", "abc"]) == 0
+    )
     assert main(["evaluate", "--backend", "cupy", "--checkpoint", str(out), "--json"]) == 0
     assert '"bleu"' in capsys.readouterr().out
-    assert main(["train", "--backend", "numpy", "--resume", "--steps", "3", "--no-progress", "--show", "0",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--backend",
+                "numpy",
+                "--resume",
+                "--steps",
+                "3",
+                "--no-progress",
+                "--show",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert backend.backend_name() == "numpy"
 
 
@@ -167,11 +215,16 @@ def test_fit_with_adamw_and_gradcheck_in_float64(gpu, tmp_path):
 
     trainer = Trainer.create(TrainConfig(**CONFIG, optimizer="adamw", weight_decay=0.01), TINY)
     records = trainer.fit(tmp_path, progress=False)
-    assert [r["step"] for r in records if r.get("split") == "dev"] == [2, 4] and (tmp_path / "model.npz").exists()
+    assert [r["step"] for r in records if r.get("split") == "dev"] == [2, 4] and (
+        tmp_path / "model.npz"
+    ).exists()
     model = build_transformer(7, 7, 4, 4, d_model=8, N=1, h=2, d_ff=8, dropout=0.0, dtype="float64")
     src = gpu.asarray([[1, 2, 3], [4, 5, 0]])
     tgt = gpu.asarray([[1, 2], [3, 4]])
-    result = gradcheck_module(model, {"src": src, "tgt": tgt},
-                              forward=lambda src, tgt: model.forward(src, tgt, make_src_mask(src, 0), None),
-                              max_entries=4)
+    result = gradcheck_module(
+        model,
+        {"src": src, "tgt": tgt},
+        forward=lambda src, tgt: model.forward(src, tgt, make_src_mask(src, 0), None),
+        max_entries=4,
+    )
     assert result.passed

@@ -3,9 +3,23 @@
 import numpy as np
 import pytest
 
-from numpy_transformer.data import (BOS_ID, EOS_ID, PAD_ID, UNK_ID, CharTokenizer, FileTask, NumbersTask, SymbolTask,
-                                    Vocab, WordTokenizer, _NumberWords, encode_sentences, make_batch, number_words,
-                                    read_tsv)
+from numpy_transformer.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    CharTokenizer,
+    FileTask,
+    NumbersTask,
+    SymbolTask,
+    Vocab,
+    WordTokenizer,
+    _NumberWords,
+    encode_sentences,
+    make_batch,
+    number_words,
+    read_tsv,
+)
 
 
 @pytest.mark.parametrize("text", ["trois cent quarante-deux", "Hello, world! It's 3.5", "l'homme  qui"])
@@ -41,8 +55,27 @@ def test_batch_pads_to_longest_and_shifts_target():
 
 def test_composed_number_words_equal_num2words():
     english, french = _NumberWords("en"), _NumberWords("fr")
-    numbers = [0, 1, 21, 80, 81, 100, 200, 1000, 1001, 2000, 21000, 71000, 80000, 81000, 100000, 180200, 200000,
-               280000, 999999] + list(np.random.default_rng(0).integers(0, 1_000_000, 400))
+    numbers = [
+        0,
+        1,
+        21,
+        80,
+        81,
+        100,
+        200,
+        1000,
+        1001,
+        2000,
+        21000,
+        71000,
+        80000,
+        81000,
+        100000,
+        180200,
+        200000,
+        280000,
+        999999,
+    ] + list(np.random.default_rng(0).integers(0, 1_000_000, 400))
     for n in map(int, numbers):
         assert english(n) == number_words(n, "en"), n
         assert french(n) == number_words(n, "fr"), n
@@ -56,7 +89,10 @@ def test_numbers_task_test_set_is_unseen_and_batches_are_reproducible():
         batch = task.train_batch(step, 32)
         sources = [task.tokenizer.detokenize(task.src_vocab.decode(row)) for row in batch.src.tolist()]
         assert not test_words & set(sources)
-    a, b = task.train_batch(7, 16, bucket_steps=5), NumbersTask(limit=20000, n_dev=50, n_test=100).train_batch(7, 16, bucket_steps=5)
+    a, b = (
+        task.train_batch(7, 16, bucket_steps=5),
+        NumbersTask(limit=20000, n_dev=50, n_test=100).train_batch(7, 16, bucket_steps=5),
+    )
     np.testing.assert_array_equal(a.src, b.src)
 
 

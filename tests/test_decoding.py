@@ -7,16 +7,34 @@ import pytest
 
 import numpy_transformer as nt
 from numpy_transformer import decoding
-from numpy_transformer.decoding import (DecoderCache, beam_search, beam_search_steps, filter_logits, greedy_decode,
-                                        sample_decode)
+from numpy_transformer.decoding import (
+    DecoderCache,
+    beam_search,
+    beam_search_steps,
+    filter_logits,
+    greedy_decode,
+    sample_decode,
+)
 
 BOS, EOS = 1, 2
 pytestmark = pytest.mark.usefixtures("kernels")  # every test on the fast kernels and on the textbook
 
 
 def model_for(kind, norm_first=True, seed=1):
-    return nt.build_transformer(11, 13, 9, 12, d_model=16, N=2, h=4, d_ff=24, attention=kind, norm_first=norm_first,
-                                dtype="float64", seed=seed)
+    return nt.build_transformer(
+        11,
+        13,
+        9,
+        12,
+        d_model=16,
+        N=2,
+        h=4,
+        d_ff=24,
+        attention=kind,
+        norm_first=norm_first,
+        dtype="float64",
+        seed=seed,
+    )
 
 
 def padded_source():
@@ -33,7 +51,9 @@ def test_cached_greedy_equals_uncached(kind, absorbed, norm_first):
     model = model_for(kind, norm_first)
     src, mask = padded_source()
     ids, logits = greedy_decode(model, src, mask, 10, BOS, EOS, use_cache=False, return_logits=True)
-    cached_ids, cached_logits = greedy_decode(model, src, mask, 10, BOS, EOS, absorbed=absorbed, return_logits=True)
+    cached_ids, cached_logits = greedy_decode(
+        model, src, mask, 10, BOS, EOS, absorbed=absorbed, return_logits=True
+    )
     np.testing.assert_array_equal(ids, cached_ids)
     np.testing.assert_allclose(cached_logits, logits, rtol=0, atol=1e-10)
 
@@ -57,32 +77,44 @@ def test_cached_sampling_and_beam_equal_uncached(kind, absorbed):
     model = model_for(kind)
     src, mask = padded_source()
     options = {"temperature": 0.8, "top_k": 6, "top_p": 0.9, "seed": 5}
-    sampled, logits = sample_decode(model, src, mask, 10, BOS, EOS, use_cache=False, return_logits=True, **options)
-    cached, cached_logits = sample_decode(model, src, mask, 10, BOS, EOS, absorbed=absorbed, return_logits=True, **options)
+    sampled, logits = sample_decode(
+        model, src, mask, 10, BOS, EOS, use_cache=False, return_logits=True, **options
+    )
+    cached, cached_logits = sample_decode(
+        model, src, mask, 10, BOS, EOS, absorbed=absorbed, return_logits=True, **options
+    )
     np.testing.assert_array_equal(sampled, cached)
     np.testing.assert_allclose(cached_logits, logits, rtol=0, atol=1e-10)
-    np.testing.assert_array_equal(beam_search(model, src, mask, 10, BOS, EOS, use_cache=False, beam_width=3),
-                                  beam_search(model, src, mask, 10, BOS, EOS, absorbed=absorbed, beam_width=3))
+    np.testing.assert_array_equal(
+        beam_search(model, src, mask, 10, BOS, EOS, use_cache=False, beam_width=3),
+        beam_search(model, src, mask, 10, BOS, EOS, absorbed=absorbed, beam_width=3),
+    )
 
 
 @pytest.mark.parametrize("kind", ["mha", "mla"])
 def test_beam_width_one_is_greedy(kind):
     model = model_for(kind, seed=4)
     src, mask = padded_source()
-    np.testing.assert_array_equal(beam_search(model, src, mask, 10, BOS, EOS, beam_width=1),
-                                  greedy_decode(model, src, mask, 10, BOS, EOS))
+    np.testing.assert_array_equal(
+        beam_search(model, src, mask, 10, BOS, EOS, beam_width=1),
+        greedy_decode(model, src, mask, 10, BOS, EOS),
+    )
 
 
 def test_beam_search_finds_a_sequence_greedy_misses():
     """Tokens: 0 <bos>, 1 <eos>, 2 'a', 3 'b'. After <bos>: a 0.6, b 0.4. After 'a' the model is unsure
     (a, b, <eos> ~ 1/3 each); after 'b' it is sure of <eos> (0.99). Greedy: a ... (p <= 0.6/3 = 0.2);
     best: b <eos> (p = 0.396)."""
-    table = np.log(np.array([
-        [1e-9, 1e-9, 0.6, 0.4],   # after <bos>
-        [1e-9, 1.0, 1e-9, 1e-9],  # after <eos> (never used: finished beams are frozen)
-        [1e-9, 0.34, 0.33, 0.33], # after a
-        [1e-9, 0.99, 0.005, 0.005],  # after b
-    ]))
+    table = np.log(
+        np.array(
+            [
+                [1e-9, 1e-9, 0.6, 0.4],  # after <bos>
+                [1e-9, 1.0, 1e-9, 1e-9],  # after <eos> (never used: finished beams are frozen)
+                [1e-9, 0.34, 0.33, 0.33],  # after a
+                [1e-9, 0.99, 0.005, 0.005],  # after b
+            ]
+        )
+    )
 
     def step(last):
         return table[last]
@@ -109,7 +141,9 @@ def test_sampling_is_seeded_and_filters_work():
     np.testing.assert_array_equal(sample_decode(model, src, mask, 10, BOS, EOS, top_k=1, seed=0), greedy)
 
 
-@pytest.mark.parametrize("kind, absorbed, width", [("mha", False, 2 * 16), ("mla", False, 4), ("mla", True, 4)])
+@pytest.mark.parametrize(
+    "kind, absorbed, width", [("mha", False, 2 * 16), ("mla", False, 4), ("mla", True, 4)]
+)
 def test_cache_size_is_the_analytic_count(kind, absorbed, width):
     model = model_for(kind)
     src, mask = padded_source()
@@ -118,17 +152,22 @@ def test_cache_size_is_the_analytic_count(kind, absorbed, width):
     tokens = np.full(3, BOS)
     for step in range(1, 6):
         cache.step(tokens)
-        assert cache.self_attention_nbytes == 2 * 3 * step * width * 8  # layers x rows x tokens x width x bytes
+        assert (
+            cache.self_attention_nbytes == 2 * 3 * step * width * 8
+        )  # layers x rows x tokens x width x bytes
     assert cache.cross_attention_nbytes == 2 * 3 * 6 * width * 8
     assert cache.nbytes == cache.self_attention_nbytes + cache.cross_attention_nbytes
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"max_len": 0}, "max_len must be an integer >= 1, got 0"),
-    ({"max_len": 50}, "max_len=50 exceeds the target positional table's seq_len=12"),
-    ({"bos_id": 13}, r"bos_id must be a token id in \[0, 13\), got 13"),
-    ({"eos_id": -1}, "eos_id must be a token id"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_len": 0}, "max_len must be an integer >= 1, got 0"),
+        ({"max_len": 50}, "max_len=50 exceeds the target positional table's seq_len=12"),
+        ({"bos_id": 13}, r"bos_id must be a token id in \[0, 13\), got 13"),
+        ({"eos_id": -1}, "eos_id must be a token id"),
+    ],
+)
 def test_bad_decode_arguments(kwargs, message):
     model = model_for("mha")
     src, mask = padded_source()
@@ -137,12 +176,15 @@ def test_bad_decode_arguments(kwargs, message):
         greedy_decode(model, src, mask, **args)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"temperature": 0}, "temperature must be > 0, got 0"),
-    ({"top_p": 1.5}, r"top_p must be in \(0, 1\], got 1.5"),
-    ({"top_p": 0}, "top_p must be in"),
-    ({"top_k": 0}, "top_k must be an integer >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"temperature": 0}, "temperature must be > 0, got 0"),
+        ({"top_p": 1.5}, r"top_p must be in \(0, 1\], got 1.5"),
+        ({"top_p": 0}, "top_p must be in"),
+        ({"top_k": 0}, "top_k must be an integer >= 1, got 0"),
+    ],
+)
 def test_bad_sampling_arguments(kwargs, message):
     model = model_for("mha")
     src, mask = padded_source()
@@ -164,8 +206,11 @@ def test_bad_beam_and_source():
 
 def test_decoder_weights_counts_the_decoder_and_projection_matrices():
     model = model_for("mha")
-    matrices = [p.data.size for name, p in model.named_parameters()
-                if p.data.ndim == 2 and (name.startswith("decoder.layers") or name.startswith("projection_layer"))]
+    matrices = [
+        p.data.size
+        for name, p in model.named_parameters()
+        if p.data.ndim == 2 and (name.startswith("decoder.layers") or name.startswith("projection_layer"))
+    ]
     assert decoding.decoder_weights(model.config) == sum(matrices)
 
 
@@ -196,15 +241,27 @@ def test_a_mask_that_hides_nothing_decodes_as_no_mask():
         np.testing.assert_array_equal(ids, unmasked[0])
         np.testing.assert_array_equal(logits, unmasked[1])
         # a mask that does hide keys still changes the result
-        assert not np.array_equal(greedy_decode(model, src, mask, 6, BOS, EOS, absorbed=absorbed, return_logits=True)[1],
-                                  logits)
+        assert not np.array_equal(
+            greedy_decode(model, src, mask, 6, BOS, EOS, absorbed=absorbed, return_logits=True)[1], logits
+        )
 
 
-@pytest.mark.parametrize("kind, absorbed, per_layer", [
-    ("mha", False, 6 * 16 * 16 + 2 * 16 * 24),  # W_qkv, W_o, cross W_q, W_o; W_1, W_2
-    ("mla", False, 2 * (16 * 20 + 16 * 16 + 4 * 32) - 16 * 4 + 2 * 16 * 24),  # W_q|W_c (cross: W_q), decompress, W_o
-    ("mla", True, 2 * (4 * 4 * 16 + 16 * 16) + 16 * 4 + 2 * 16 * 24),  # W_in (H*L [+ L], D), W_ov (H*L, D)
-])
+@pytest.mark.parametrize(
+    "kind, absorbed, per_layer",
+    [
+        ("mha", False, 6 * 16 * 16 + 2 * 16 * 24),  # W_qkv, W_o, cross W_q, W_o; W_1, W_2
+        (
+            "mla",
+            False,
+            2 * (16 * 20 + 16 * 16 + 4 * 32) - 16 * 4 + 2 * 16 * 24,
+        ),  # W_q|W_c (cross: W_q), decompress, W_o
+        (
+            "mla",
+            True,
+            2 * (4 * 4 * 16 + 16 * 16) + 16 * 4 + 2 * 16 * 24,
+        ),  # W_in (H*L [+ L], D), W_ov (H*L, D)
+    ],
+)
 def test_step_weights_are_what_a_step_multiplies_by(kind, absorbed, per_layer):
     model = model_for(kind)
     src, mask = padded_source()
@@ -238,9 +295,11 @@ def test_no_output_repeats_an_ngram(strategy):
     mask = nt.make_src_mask(src, 0)
     decode = greedy_decode if strategy == "greedy" else lambda *a, **k: beam_search(*a, beam_width=3, **k)
     plain = decode(model, src, mask, 24, 1, 2)
-    assert any(len({tuple(row[i:i + 2]) for i in range(len(row) - 1)}) < len(row) - 1 for row in plain.tolist())
+    assert any(
+        len({tuple(row[i : i + 2]) for i in range(len(row) - 1)}) < len(row) - 1 for row in plain.tolist()
+    )
     for row in decode(model, src, mask, 24, 1, 2, no_repeat_ngram=2).tolist():
-        bigrams = [tuple(row[i:i + 2]) for i in range(len(row) - 1)]
+        bigrams = [tuple(row[i : i + 2]) for i in range(len(row) - 1)]
         assert len(set(bigrams)) == len(bigrams), row
 
 
@@ -248,12 +307,21 @@ def test_evaluate_decodes_as_it_is_told():
     from numpy_transformer.decoding import beam_search
     from numpy_transformer.train import TrainConfig, Trainer, evaluate
 
-    trainer = Trainer.create(TrainConfig(task="copy", steps=3, batch_size=8), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16})
+    trainer = Trainer.create(
+        TrainConfig(task="copy", steps=3, batch_size=8), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
+    )
     for _ in range(3):
         trainer.train_step()
     pairs = trainer.task.dev[:6]
     greedy = evaluate(trainer.model, trainer.task, pairs)
     assert evaluate(trainer.model, trainer.task, pairs, strategy=beam_search, beam_width=1) == greedy
-    wide = evaluate(trainer.model, trainer.task, pairs, strategy=beam_search, beam_width=3, length_penalty=0.6,
-                    no_repeat_ngram=2)
+    wide = evaluate(
+        trainer.model,
+        trainer.task,
+        pairs,
+        strategy=beam_search,
+        beam_width=3,
+        length_penalty=0.6,
+        no_repeat_ngram=2,
+    )
     assert wide["loss"] == greedy["loss"] and 0 <= wide["bleu"] <= 100

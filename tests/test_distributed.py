@@ -16,25 +16,36 @@ import numpy as np
 import pytest
 
 from numpy_transformer import distributed
-from numpy_transformer.checkpoint import load_checkpoint
 from numpy_transformer.backend import step_rng
+from numpy_transformer.checkpoint import load_checkpoint
 from numpy_transformer.distributed import Communicator, FlatGradients, launched_ranks, weights_checksum
 from numpy_transformer.module import Parameter
 from numpy_transformer.train import TrainConfig, Trainer
 
-MPIEXEC = shutil.which("mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+MPIEXEC = shutil.which(
+    "mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+)
 needs_mpi = pytest.mark.skipif(
     MPIEXEC is None or __import__("importlib").util.find_spec("mpi4py") is None,
     reason="needs mpi4py and mpiexec: pip install -e '.[mpi]'",
 )
 MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32}
-CONFIG = {"task": "copy", "batch_size": 12, "lr": 3e-3, "warmup": 5, "eval_every": 1000, "log_every": 5, "seed": 3}
+CONFIG = {
+    "task": "copy",
+    "batch_size": 12,
+    "lr": 3e-3,
+    "warmup": 5,
+    "eval_every": 1000,
+    "log_every": 5,
+    "seed": 3,
+}
 
 
 def mpiexec(ranks, *args, **kwargs):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_"))}
-    return subprocess.run([MPIEXEC, "-n", str(ranks), *args], capture_output=True, text=True, env=env, timeout=300,
-                          **kwargs)
+    return subprocess.run(
+        [MPIEXEC, "-n", str(ranks), *args], capture_output=True, text=True, env=env, timeout=300, **kwargs
+    )
 
 
 # -- without MPI ------------------------------------------------------------------------------
@@ -51,7 +62,9 @@ def test_launched_ranks_reads_the_launchers_variables(monkeypatch):
 def test_under_a_launcher_without_mpi4py_the_run_says_so(monkeypatch):
     monkeypatch.setenv("PMI_SIZE", "2")
     monkeypatch.setitem(sys.modules, "mpi4py", None)
-    with pytest.raises(RuntimeError, match=r"started under MPI with 2 ranks, but mpi4py is not installed.*\[mpi\]"):
+    with pytest.raises(
+        RuntimeError, match=r"started under MPI with 2 ranks, but mpi4py is not installed.*\[mpi\]"
+    ):
         Communicator.from_environment()
 
 
@@ -82,7 +95,9 @@ def test_rows_cover_the_batch_once_in_nearly_equal_slices():
 
 def test_drifted_weights_are_named_by_rank():
     FakeComm(0, 3, gathered=[1.5, 1.5, 1.5]).check_same(1.5, "weights")
-    with pytest.raises(RuntimeError, match=r"weights drifted apart \(rank 0: 1.5, rank 2: 1.25\); ranks \[2\] differ"):
+    with pytest.raises(
+        RuntimeError, match=r"weights drifted apart \(rank 0: 1.5, rank 2: 1.25\); ranks \[2\] differ"
+    ):
         FakeComm(0, 3, gathered=[1.5, 1.5, 1.25]).check_same(1.5, "weights")
 
 
@@ -154,9 +169,37 @@ def test_two_ranks_equal_one_process_on_the_same_global_batches(tmp_path, thread
 
 
 def cli_train(ranks, out, steps, *extra):
-    arguments = ["train", "--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32",
-                 "--batch-size", "12", "--schedule", "constant", "--log-every", "5", "--eval-every", "10", "--eval-size", "20",
-                 "--steps", str(steps), "--no-progress", "--show", "0", "--out", str(out), *extra]
+    arguments = [
+        "train",
+        "--task",
+        "copy",
+        "--d-model",
+        "16",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--d-ff",
+        "32",
+        "--batch-size",
+        "12",
+        "--schedule",
+        "constant",
+        "--log-every",
+        "5",
+        "--eval-every",
+        "10",
+        "--eval-size",
+        "20",
+        "--steps",
+        str(steps),
+        "--no-progress",
+        "--show",
+        "0",
+        "--out",
+        str(out),
+        *extra,
+    ]
     return mpiexec(ranks, sys.executable, "-m", "numpy_transformer", *arguments)
 
 

@@ -23,10 +23,20 @@ def check(forward, backward, inputs, wrt, seed=0):
 
 
 @SETTINGS
-@given(batch=st.integers(1, 3), length=st.integers(1, 5), n_in=st.integers(1, 6), n_out=st.integers(1, 6), bias=st.booleans())
+@given(
+    batch=st.integers(1, 3),
+    length=st.integers(1, 5),
+    n_in=st.integers(1, 6),
+    n_out=st.integers(1, 6),
+    bias=st.booleans(),
+)
 def test_linear(batch, length, n_in, n_out, bias):
     rng = np.random.default_rng(batch * 100 + length)
-    inputs = {"x": rand(rng, batch, length, n_in), "weight": rand(rng, n_out, n_in), "bias": rand(rng, n_out) if bias else None}
+    inputs = {
+        "x": rand(rng, batch, length, n_in),
+        "weight": rand(rng, n_out, n_in),
+        "bias": rand(rng, n_out) if bias else None,
+    }
     check(F.linear_forward, F.linear_backward, inputs, ["x", "weight", "bias" if bias else ""])
 
 
@@ -80,7 +90,12 @@ def test_dropout_is_inverted_and_keeps_its_mask():
     identity, none_cache = F.dropout_forward(x, 0.25, np.random.default_rng(3), False)
     assert identity is x and none_cache is None
     fixed_rng_inputs = {"x": np.random.default_rng(5).standard_normal((3, 4))}
-    check(lambda x: F.dropout_forward(x, 0.5, np.random.default_rng(9), True), F.dropout_backward, fixed_rng_inputs, ["x"])
+    check(
+        lambda x: F.dropout_forward(x, 0.5, np.random.default_rng(9), True),
+        F.dropout_backward,
+        fixed_rng_inputs,
+        ["x"],
+    )
 
 
 def test_relu():
@@ -141,11 +156,19 @@ def _random_mask(rng, batch, t, s, fully_masked_row=False):
 
 
 @SETTINGS
-@given(batch=st.integers(1, 2), heads=st.integers(1, 3), t=st.integers(1, 4), s=st.integers(1, 5), masked=st.booleans())
+@given(
+    batch=st.integers(1, 2),
+    heads=st.integers(1, 3),
+    t=st.integers(1, 4),
+    s=st.integers(1, 5),
+    masked=st.booleans(),
+)
 def test_attention(batch, heads, t, s, masked):
     rng = np.random.default_rng(batch + 3 * heads + 7 * t + 11 * s)
     inputs = {
-        "q": rand(rng, batch, heads, t, 3), "k": rand(rng, batch, heads, s, 3), "v": rand(rng, batch, heads, s, 3),
+        "q": rand(rng, batch, heads, t, 3),
+        "k": rand(rng, batch, heads, s, 3),
+        "v": rand(rng, batch, heads, s, 3),
         "mask": _random_mask(rng, batch, t, s) if masked else None,
     }
     check(F.attention_forward, F.attention_backward, inputs, ["q", "k", "v"])
@@ -160,13 +183,17 @@ def test_fully_masked_row_is_finite():
     grads = F.attention_backward(rand(rng, *out.shape), cache)
     assert np.isfinite(out).all() and all(np.isfinite(g).all() for g in grads)
     np.testing.assert_allclose(out[0, :, 1], v[0].mean(axis=1))  # uniform weights over every key
-    check(F.attention_forward, F.attention_backward,
-          {"q": q, "k": k, "v": v, "mask": mask}, ["q", "k", "v"])
+    check(F.attention_forward, F.attention_backward, {"q": q, "k": k, "v": v, "mask": mask}, ["q", "k", "v"])
 
 
 def test_attention_dropout_backward():
     rng = np.random.default_rng(4)
-    inputs = {"q": rand(rng, 2, 2, 3, 4), "k": rand(rng, 2, 2, 3, 4), "v": rand(rng, 2, 2, 3, 4), "mask": None}
+    inputs = {
+        "q": rand(rng, 2, 2, 3, 4),
+        "k": rand(rng, 2, 2, 3, 4),
+        "v": rand(rng, 2, 2, 3, 4),
+        "mask": None,
+    }
 
     def forward(**kw):
         return F.attention_forward(**kw, dropout_p=0.3, rng=np.random.default_rng(8), training=True)
@@ -186,43 +213,86 @@ def test_multi_head_splits_attends_and_merges():
     rng = np.random.default_rng(3)
     q, k, v = rand(rng, 2, 3, 8), rand(rng, 2, 5, 8), rand(rng, 2, 5, 8)
     out, _ = F.multi_head_forward(q, k, v, None, 4)
-    head_2, _ = F.attention_forward(q[:, None, :, 4:6], k[:, None, :, 4:6], v[:, None, :, 4:6], None)  # (2, 1, 3, 2)
+    head_2, _ = F.attention_forward(
+        q[:, None, :, 4:6], k[:, None, :, 4:6], v[:, None, :, 4:6], None
+    )  # (2, 1, 3, 2)
     np.testing.assert_allclose(out[..., 4:6], head_2[:, 0], rtol=1e-12)
-    check(lambda q, k, v: F.multi_head_forward(q, k, v, None, 4), F.multi_head_backward,
-          {"q": q, "k": k, "v": v}, ["q", "k", "v"])
+    check(
+        lambda q, k, v: F.multi_head_forward(q, k, v, None, 4),
+        F.multi_head_backward,
+        {"q": q, "k": k, "v": v},
+        ["q", "k", "v"],
+    )
 
 
 @SETTINGS
-@given(batch=st.integers(1, 2), t=st.integers(1, 4), s=st.integers(1, 4), heads=st.sampled_from([1, 2, 4]), cross=st.booleans())
+@given(
+    batch=st.integers(1, 2),
+    t=st.integers(1, 4),
+    s=st.integers(1, 4),
+    heads=st.sampled_from([1, 2, 4]),
+    cross=st.booleans(),
+)
 def test_multi_head_attention(batch, t, s, heads, cross):
     rng = np.random.default_rng(batch + 5 * t + 13 * s + 17 * heads)
     d = 8
     x_q = rand(rng, batch, t, d)
-    weights = {"w_qkv": rand(rng, 3 * d, d) * 0.4, "w_o": rand(rng, d, d) * 0.4,
-               "mask": _random_mask(rng, batch, t, s if cross else t), "n_heads": heads}
+    weights = {
+        "w_qkv": rand(rng, 3 * d, d) * 0.4,
+        "w_o": rand(rng, d, d) * 0.4,
+        "mask": _random_mask(rng, batch, t, s if cross else t),
+        "n_heads": heads,
+    }
     if cross:
-        check(F.multi_head_attention_forward, F.multi_head_attention_backward,
-              {"x_q": x_q, "x_kv": rand(rng, batch, s, d), **weights}, ["x_q", "x_kv", "w_qkv", "w_o"])
+        check(
+            F.multi_head_attention_forward,
+            F.multi_head_attention_backward,
+            {"x_q": x_q, "x_kv": rand(rng, batch, s, d), **weights},
+            ["x_q", "x_kv", "w_qkv", "w_o"],
+        )
     else:
-        check(F.multi_head_self_attention_forward, F.multi_head_self_attention_backward, {"x": x_q, **weights},
-              ["x", "w_qkv", "w_o"])
+        check(
+            F.multi_head_self_attention_forward,
+            F.multi_head_self_attention_backward,
+            {"x": x_q, **weights},
+            ["x", "w_qkv", "w_o"],
+        )
 
 
 @SETTINGS
-@given(batch=st.integers(1, 2), t=st.integers(1, 4), s=st.integers(1, 4), heads=st.sampled_from([1, 2, 4]), cross=st.booleans())
+@given(
+    batch=st.integers(1, 2),
+    t=st.integers(1, 4),
+    s=st.integers(1, 4),
+    heads=st.sampled_from([1, 2, 4]),
+    cross=st.booleans(),
+)
 def test_multi_head_latent_attention(batch, t, s, heads, cross):
     rng = np.random.default_rng(batch + 5 * t + 13 * s + 17 * heads)
     d, latent = 8, 2
     x_q = rand(rng, batch, t, d)
-    weights = {"w_q_compress": rand(rng, d + latent, d) * 0.4, "w_kv_decompress": rand(rng, 2 * d, latent) * 0.4,
-               "w_o": rand(rng, d, d) * 0.4, "mask": _random_mask(rng, batch, t, s if cross else t), "n_heads": heads}
+    weights = {
+        "w_q_compress": rand(rng, d + latent, d) * 0.4,
+        "w_kv_decompress": rand(rng, 2 * d, latent) * 0.4,
+        "w_o": rand(rng, d, d) * 0.4,
+        "mask": _random_mask(rng, batch, t, s if cross else t),
+        "n_heads": heads,
+    }
     names = ["w_q_compress", "w_kv_decompress", "w_o"]
     if cross:
-        check(F.multi_head_latent_attention_forward, F.multi_head_latent_attention_backward,
-              {"x_q": x_q, "x_kv": rand(rng, batch, s, d), **weights}, ["x_q", "x_kv", *names])
+        check(
+            F.multi_head_latent_attention_forward,
+            F.multi_head_latent_attention_backward,
+            {"x_q": x_q, "x_kv": rand(rng, batch, s, d), **weights},
+            ["x_q", "x_kv", *names],
+        )
     else:
-        check(F.multi_head_latent_self_attention_forward, F.multi_head_latent_self_attention_backward,
-              {"x": x_q, **weights}, ["x", *names])
+        check(
+            F.multi_head_latent_self_attention_forward,
+            F.multi_head_latent_self_attention_backward,
+            {"x": x_q, **weights},
+            ["x", *names],
+        )
 
 
 def test_attention_with_dropout_through_the_projections():
@@ -231,7 +301,9 @@ def test_attention_with_dropout_through_the_projections():
     inputs = {"x": rand(rng, 2, 3, d), "w_qkv": rand(rng, 3 * d, d) * 0.4, "w_o": rand(rng, d, d) * 0.4}
 
     def forward(x, w_qkv, w_o):
-        return F.multi_head_self_attention_forward(x, w_qkv, w_o, None, 2, 0.3, np.random.default_rng(1), True)
+        return F.multi_head_self_attention_forward(
+            x, w_qkv, w_o, None, 2, 0.3, np.random.default_rng(1), True
+        )
 
     check(forward, F.multi_head_self_attention_backward, inputs, ["x", "w_qkv", "w_o"])
 

@@ -23,11 +23,13 @@ def test_gradcheck_errors_are_relative_to_the_whole_check_and_still_catch_small_
     assert half_wrong.reports[1].relative_error > 10 * GRADCHECK_TOLERANCE, str(half_wrong)
 
 
-
-
 def test_a_backward_missing_one_term_is_caught_and_named():
     rng = np.random.default_rng(1)
-    inputs = {"x": rng.standard_normal((2, 3, 5)), "gamma": rng.standard_normal(5), "beta": rng.standard_normal(5)}
+    inputs = {
+        "x": rng.standard_normal((2, 3, 5)),
+        "gamma": rng.standard_normal(5),
+        "beta": rng.standard_normal(5),
+    }
 
     def backward_without_the_mean_term(dout, cache):
         xhat, rstd, gamma = cache
@@ -38,7 +40,9 @@ def test_a_backward_missing_one_term_is_caught_and_named():
     right = gradcheck_function(F.layer_norm_forward, F.layer_norm_backward, inputs, ["x", "gamma", "beta"])
     assert right.max_relative_error <= GRADCHECK_TOLERANCE, str(right)
     with pytest.raises(GradcheckError, match=r"x: FAILED"):
-        gradcheck_function(F.layer_norm_forward, backward_without_the_mean_term, inputs, ["x", "gamma", "beta"])
+        gradcheck_function(
+            F.layer_norm_forward, backward_without_the_mean_term, inputs, ["x", "gamma", "beta"]
+        )
 
 
 def test_refuses_float32_and_misshaped_gradients():
@@ -62,13 +66,35 @@ def test_every_input_entry_is_restored():
 def test_tied_embeddings_gradient_is_the_sum_of_their_uses(textbook, shared):
     """One matrix for the target embedding and the projection (and the source embedding when the
     vocabulary is shared): finite differences of the loss through every use at once."""
-    model = nt.build_transformer(9, 9, 5, 5, d_model=8, N=1, h=2, d_ff=8, dropout=0.0, dtype="float64", seed=1,
-                                 tie_embeddings=True, shared_vocab=shared)
+    model = nt.build_transformer(
+        9,
+        9,
+        5,
+        5,
+        d_model=8,
+        N=1,
+        h=2,
+        d_ff=8,
+        dropout=0.0,
+        dtype="float64",
+        seed=1,
+        tie_embeddings=True,
+        shared_vocab=shared,
+    )
     names = [name for name, _ in model.named_parameters()]
-    tables = [name for name in names if name.endswith("embedding.weight") or name == "projection_layer.proj.weight"]
-    assert tables == (["src_embed.embedding.weight"] if shared else ["src_embed.embedding.weight", "tgt_embed.embedding.weight"])
+    tables = [
+        name for name in names if name.endswith("embedding.weight") or name == "projection_layer.proj.weight"
+    ]
+    assert tables == (
+        ["src_embed.embedding.weight"]
+        if shared
+        else ["src_embed.embedding.weight", "tgt_embed.embedding.weight"]
+    )
     assert model.tgt_embed.embedding.weight is model.projection_layer.proj.weight
     src, tgt = np.array([[1, 2, 3, 4], [5, 6, 7, 0]]), np.array([[1, 8, 2], [3, 4, 5]])
-    result = gradcheck_module(model, {"src": src, "tgt": tgt},
-                              forward=lambda src, tgt: model.forward(src, tgt, nt.make_src_mask(src, 0), None))
+    result = gradcheck_module(
+        model,
+        {"src": src, "tgt": tgt},
+        forward=lambda src, tgt: model.forward(src, tgt, nt.make_src_mask(src, 0), None),
+    )
     assert result.passed

@@ -35,10 +35,13 @@ def checkpoint(tmp_path_factory):
     return trainer.save(out)
 
 
-@pytest.mark.parametrize("sentences, message", [
-    ([""], "sentence 1 of the arguments is empty"),
-    (["abc", "  "], "sentence 2 of the arguments is empty"),
-])
+@pytest.mark.parametrize(
+    "sentences, message",
+    [
+        ([""], "sentence 1 of the arguments is empty"),
+        (["abc", "  "], "sentence 2 of the arguments is empty"),
+    ],
+)
 def test_empty_sentences_are_named_not_translated(checkpoint, capsys, sentences, message):
     assert main(["translate", "--checkpoint", str(checkpoint), *sentences]) == 2
     error = capsys.readouterr().err
@@ -46,8 +49,13 @@ def test_empty_sentences_are_named_not_translated(checkpoint, capsys, sentences,
 
 
 def test_blank_lines_on_standard_input_are_not_sentences(checkpoint):
-    out = subprocess.run([sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", str(checkpoint)],
-                         input="\ufeffabc\n\n   \ncab\n", capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", str(checkpoint)],
+        input="\ufeffabc\n\n   \ncab\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert [line.split("\t")[0] for line in out.stdout.splitlines()] == ["abc", "cab"]
 
@@ -55,7 +63,15 @@ def test_blank_lines_on_standard_input_are_not_sentences(checkpoint):
 def test_a_torn_log_line_is_skipped_and_named(tmp_path):
     log = tmp_path / "log.jsonl"
     good = {"step": 1, "loss": 2.0, "lr": 0.1}
-    log.write_text(json.dumps(good) + "\n" + '{"step": 2, "lo' + "\n" + "[1, 2]\n" + json.dumps({**good, "step": 3}) + "\n")
+    log.write_text(
+        json.dumps(good)
+        + "\n"
+        + '{"step": 2, "lo'
+        + "\n"
+        + "[1, 2]\n"
+        + json.dumps({**good, "step": 3})
+        + "\n"
+    )
     with pytest.warns(UserWarning) as caught:
         records = read_log(log)
     assert [r["step"] for r in records] == [1, 3]
@@ -74,14 +90,19 @@ def test_gradcheck_names_a_bad_eps_and_a_loss_that_is_not_one_number():
 @pytest.mark.parametrize("shape", [(0, 4), (2, 0)])
 def test_decoding_an_empty_batch_or_empty_sources_is_named(shape):
     model = nt.build_transformer(10, 10, 8, 8, d_model=8, N=1, h=2, d_ff=16)
-    with pytest.raises(ValueError, match=re.escape(f"src must hold at least one sequence of at least one token, got shape {shape}")):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(f"src must hold at least one sequence of at least one token, got shape {shape}"),
+    ):
         greedy_decode(model, np.zeros(shape, dtype=np.int64), None, 5, 1, 2)
 
 
 def test_non_finite_weights_are_never_saved(tmp_path):
     trainer = Trainer.create(TrainConfig(task="copy", steps=2, batch_size=4), TINY_MODEL)
     trainer.model.projection_layer.proj.bias.data[0] = np.inf
-    with pytest.raises(TrainingDiverged, match="the weights of projection_layer.proj.bias are NaN or infinite; not saved"):
+    with pytest.raises(
+        TrainingDiverged, match="the weights of projection_layer.proj.bias are NaN or infinite; not saved"
+    ):
         trainer.save(tmp_path)
     assert list(tmp_path.iterdir()) == []
 
@@ -115,33 +136,89 @@ def corpus(path, long_words=0):
 
 
 def test_the_positional_table_fits_the_longest_pair_of_the_whole_corpus(tmp_path):
-    trainer = Trainer.create(TrainConfig(data=str(corpus(tmp_path / "c.tsv", long_words=120)), steps=2, batch_size=4),
-                             TINY_MODEL)
-    longest = max(len(trainer.task.tokenizer.tokenize(s)) for s, _ in trainer.task.train_pairs + trainer.task.dev +
-                  trainer.task.test)
+    trainer = Trainer.create(
+        TrainConfig(data=str(corpus(tmp_path / "c.tsv", long_words=120)), steps=2, batch_size=4), TINY_MODEL
+    )
+    longest = max(
+        len(trainer.task.tokenizer.tokenize(s))
+        for s, _ in trainer.task.train_pairs + trainer.task.dev + trainer.task.test
+    )
     assert longest >= 120 and trainer.model.src_pos.seq_len >= longest + 2
 
 
-def test_a_run_on_a_corpus_is_found_from_any_directory_and_a_changed_corpus_is_refused(tmp_path, monkeypatch, capsys):
+def test_a_run_on_a_corpus_is_found_from_any_directory_and_a_changed_corpus_is_refused(
+    tmp_path, monkeypatch, capsys
+):
     data = corpus(tmp_path / "c.tsv")
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
-    assert main(["train", "--data", "c.tsv", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32",
-                 "--steps", "2", "--batch-size", "4", "--eval-every", "2", "--eval-size", "3", "--no-progress",
-                 "--show", "0", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                "c.tsv",
+                "--d-model",
+                "16",
+                "--layers",
+                "1",
+                "--heads",
+                "2",
+                "--d-ff",
+                "32",
+                "--steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--eval-every",
+                "2",
+                "--eval-size",
+                "3",
+                "--no-progress",
+                "--show",
+                "0",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "c.tsv").write_text("other\tautre\n" * 10)  # a different file of the same name here
     monkeypatch.chdir(elsewhere)
-    assert main(["evaluate", "--checkpoint", str(run), "--json"]) == 0  # the run's own corpus, by absolute path
+    assert (
+        main(["evaluate", "--checkpoint", str(run), "--json"]) == 0
+    )  # the run's own corpus, by absolute path
     capsys.readouterr()
     data.write_text(data.read_text() + "new\tnouveau\n")
     assert main(["evaluate", "--checkpoint", str(run)]) == 2
     assert f"the run trained on {data}, but that file has changed since" in capsys.readouterr().err
 
 
-RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32", "--batch-size", "4",
-       "--eval-every", "3", "--eval-size", "3", "--log-every", "3", "--no-progress", "--show", "0"]
+RUN = [
+    "--task",
+    "copy",
+    "--d-model",
+    "16",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--d-ff",
+    "32",
+    "--batch-size",
+    "4",
+    "--eval-every",
+    "3",
+    "--eval-size",
+    "3",
+    "--log-every",
+    "3",
+    "--no-progress",
+    "--show",
+    "0",
+]
 
 
 def test_resume_keeps_the_saved_run_and_refuses_a_flag_that_differs(tmp_path, capsys):
@@ -158,7 +235,10 @@ def test_resume_keeps_the_saved_run_and_refuses_a_flag_that_differs(tmp_path, ca
     assert main(["train", "--resume", "--out", out, "--post-norm"]) == 2
     assert "--post-norm differs from the saved run's pre-norm" in capsys.readouterr().err
     assert load_checkpoint(out)[1]["step"] == 3  # nothing ran
-    assert main(["train", "--resume", *RUN, "--lr", "0.002", "--steps", "6", "--threads", "1", "--out", out]) == 0
+    assert (
+        main(["train", "--resume", *RUN, "--lr", "0.002", "--steps", "6", "--threads", "1", "--out", out])
+        == 0
+    )
     meta = load_checkpoint(out)[1]
     assert meta["step"] == 6 and meta["train"]["threads"] == 1  # the same values are fine; --threads applied
 
@@ -176,11 +256,14 @@ def test_a_beam_wider_than_the_vocabulary_is_refused():
         beam_search(model, np.ones((1, 3), dtype=np.int64), None, 5, 1, 2, beam_width=7)
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda meta: meta.pop("step"), "field 'step' is missing or not a int"),
-    (lambda meta: meta.update(model="big"), "field 'model' is missing or not a dict"),
-    (lambda meta: meta["tgt_vocab"].pop(), "its tgt_vocab holds"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda meta: meta.pop("step"), "field 'step' is missing or not a int"),
+        (lambda meta: meta.update(model="big"), "field 'model' is missing or not a dict"),
+        (lambda meta: meta["tgt_vocab"].pop(), "its tgt_vocab holds"),
+    ],
+)
 def test_malformed_checkpoint_metadata_is_named(checkpoint, tmp_path, capsys, damage, message):
     from numpy_transformer.checkpoint import load_checkpoint, save_checkpoint
 
@@ -227,7 +310,9 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_built(mo
 
     built = []
     monkeypatch.setattr(train, "build_transformer", lambda *a, **k: built.append(1))
-    with pytest.raises(ValueError, match=r"needs about [\d.]+ GiB .*batch_size 1000000000.* GiB is available"):
+    with pytest.raises(
+        ValueError, match=r"needs about [\d.]+ GiB .*batch_size 1000000000.* GiB is available"
+    ):
         Trainer.create(TrainConfig(task="copy", steps=2, batch_size=10**9), TINY_MODEL)
     assert main(["train", "--task", "copy", "--d-model", "1000000", "--heads", "1", "--out", "unused"]) == 2
     assert "needs about" in capsys.readouterr().err and not built
@@ -238,8 +323,14 @@ def test_the_memory_estimate_lets_the_default_run_through():
 
     task = nt.data.make_task("numbers-en-fr")
     src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(0))
-    config = {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab), "d_model": 128, "N": 2,
-              "h": 4, "d_ff": 512}
+    config = {
+        "src_vocab_size": len(task.src_vocab),
+        "tgt_vocab_size": len(task.tgt_vocab),
+        "d_model": 128,
+        "N": 2,
+        "h": 4,
+        "d_ff": 512,
+    }
     assert training_memory(config, 64, src_len, tgt_len) < 2**28  # 256 MiB: far below any laptop's memory
 
 
@@ -249,9 +340,35 @@ def test_an_over_long_corpus_line_is_left_out_and_counted(tmp_path, capsys):
     lines.insert(20, "a " * 1_000_000 + "\tb")  # a stray 2 MB line
     path.write_text("\n".join(lines) + "\n")
     out = tmp_path / "run"
-    assert main(["train", "--data", str(path), "--steps", "1", "--d-model", "16", "--heads", "2", "--d-ff", "16",
-                 "--layers", "1", "--no-progress", "--show", "0", "--out", str(out)]) == 0
-    assert "1 of 41 pairs have more than 256 tokens on a side and are left out (--max-length)" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(path),
+                "--steps",
+                "1",
+                "--d-model",
+                "16",
+                "--heads",
+                "2",
+                "--d-ff",
+                "16",
+                "--layers",
+                "1",
+                "--no-progress",
+                "--show",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (
+        "1 of 41 pairs have more than 256 tokens on a side and are left out (--max-length)"
+        in capsys.readouterr().err
+    )
     with pytest.warns(UserWarning, match="1 of 41 pairs"):  # the task is rebuilt as it was trained
         trainer = Trainer.resume(out)
     assert trainer.model.config["src_seq_len"] < 64 and trainer.config.max_length == 256
@@ -259,12 +376,15 @@ def test_an_over_long_corpus_line_is_left_out_and_counted(tmp_path, capsys):
     assert "--max-length 300 differs from the saved run's 256" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("call, argument", [
-    (lambda model: nt.make_src_mask([[1, 2]], 0), "src"),
-    (lambda model: nt.make_tgt_mask([[1, 2]], 0), "tgt"),
-    (lambda model: model.backward([[[0.0] * 6]]), "dlogits"),
-    (lambda model: model.forward([[1, 2]], np.ones((1, 2), dtype=np.int64), None, None), "src"),
-])
+@pytest.mark.parametrize(
+    "call, argument",
+    [
+        (lambda model: nt.make_src_mask([[1, 2]], 0), "src"),
+        (lambda model: nt.make_tgt_mask([[1, 2]], 0), "tgt"),
+        (lambda model: model.backward([[[0.0] * 6]]), "dlogits"),
+        (lambda model: model.forward([[1, 2]], np.ones((1, 2), dtype=np.int64), None, None), "src"),
+    ],
+)
 def test_a_list_instead_of_an_array_is_named(call, argument):
     model = nt.build_transformer(10, 6, 8, 8, d_model=8, N=1, h=2, d_ff=16)
     with pytest.raises(TypeError, match=f"^{argument} must be an"):

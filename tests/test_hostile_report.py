@@ -1,7 +1,6 @@
 """Every case of tests/hostile_cases.py (issue 16's report) is clean: refused by name, or done right."""
 
 import pytest
-
 from hostile_cases import CASES, classify, workspace
 
 

@@ -19,7 +19,15 @@ from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.kernels import cpu, cuda, get_kernels, kernel_functions, ops, set_kernels, using_kernels
+from numpy_transformer.kernels import (
+    cpu,
+    cuda,
+    get_kernels,
+    kernel_functions,
+    ops,
+    set_kernels,
+    using_kernels,
+)
 from numpy_transformer.optim import Adam, AdamW
 
 SETTINGS = settings(max_examples=25, deadline=None)
@@ -44,13 +52,18 @@ def compare(name, make_inputs, upstream_seed=0, dloss=None):
     from ``make_inputs()`` (so a generator inside starts from the same state), and compare."""
     forward, backward = f"{name}_forward", f"{name}_backward"
     COVERED.update({("cpu", forward), ("cpu", backward)})
-    kernel_forward, kernel_backward = getattr(cpu, forward, getattr(F, forward)), getattr(cpu, backward, getattr(F, backward))
+    kernel_forward, kernel_backward = (
+        getattr(cpu, forward, getattr(F, forward)),
+        getattr(cpu, backward, getattr(F, backward)),
+    )
     textbook_args, kernel_args = make_inputs(), make_inputs()
     originals = [np.copy(a) if isinstance(a, np.ndarray) else a for a in kernel_args]
     out_textbook, cache_textbook = getattr(F, forward)(*textbook_args)
     out_kernel, cache_kernel = kernel_forward(*kernel_args)
     assert_same(out_kernel, out_textbook, forward)
-    upstream = dloss if dloss is not None else rand(np.random.default_rng(upstream_seed), *np.shape(out_textbook))
+    upstream = (
+        dloss if dloss is not None else rand(np.random.default_rng(upstream_seed), *np.shape(out_textbook))
+    )
     grads_textbook = getattr(F, backward)(np.copy(upstream) if dloss is None else dloss, cache_textbook)
     grads_kernel = kernel_backward(np.copy(upstream) if dloss is None else dloss, cache_kernel)
     grads_textbook = grads_textbook if isinstance(grads_textbook, tuple) else (grads_textbook,)
@@ -70,12 +83,18 @@ width = st.integers(1, 70)  # rows x width: both sides of SMALL_PRODUCT_MAX = 40
 
 
 def test_the_drawn_shapes_straddle_the_thresholds():
-    assert 16 == cpu.FEW_ROWS and 160 * 70 > cpu.SMALL_PRODUCT_MAX > 70
+    assert cpu.FEW_ROWS == 16 and 160 * 70 > cpu.SMALL_PRODUCT_MAX > 70
 
 
 @SETTINGS
-@given(batch=st.integers(1, 4), length=st.integers(1, 40), n_in=width, n_out=width, bias=st.booleans(),
-       seed=st.integers(0, 99))
+@given(
+    batch=st.integers(1, 4),
+    length=st.integers(1, 40),
+    n_in=width,
+    n_out=width,
+    bias=st.booleans(),
+    seed=st.integers(0, 99),
+)
 @example(batch=1, length=3, n_in=5, n_out=4, bias=True, seed=0)  # dot
 @example(batch=4, length=40, n_in=64, n_out=33, bias=True, seed=1)  # matmul
 def test_linear(batch, length, n_in, n_out, bias, seed):
@@ -85,7 +104,13 @@ def test_linear(batch, length, n_in, n_out, bias, seed):
 
 
 @SETTINGS
-@given(batch=st.integers(1, 4), length=st.integers(1, 40), vocab=st.integers(1, 30), d=width, seed=st.integers(0, 99))
+@given(
+    batch=st.integers(1, 4),
+    length=st.integers(1, 40),
+    vocab=st.integers(1, 30),
+    d=width,
+    seed=st.integers(0, 99),
+)
 @example(batch=4, length=40, vocab=3, d=64, seed=0)  # many repeated ids
 def test_embedding(batch, length, vocab, d, seed):
     rng = np.random.default_rng(seed)
@@ -93,12 +118,16 @@ def test_embedding(batch, length, vocab, d, seed):
     compare("embedding", lambda: (ids, table), seed)
     # the flat add.at makes the same additions in the same order as the textbook's: identical sums
     dout = rand(rng, batch, length, d)
-    np.testing.assert_array_equal(cpu.embedding_backward(dout, cpu.embedding_forward(ids, table)[1]),
-                                  F.embedding_backward(dout, F.embedding_forward(ids, table)[1]))
+    np.testing.assert_array_equal(
+        cpu.embedding_backward(dout, cpu.embedding_forward(ids, table)[1]),
+        F.embedding_backward(dout, F.embedding_forward(ids, table)[1]),
+    )
 
 
 @SETTINGS
-@given(n=rows, d=width, p=st.sampled_from([0.0, 0.1, 0.5, 0.9]), training=st.booleans(), seed=st.integers(0, 99))
+@given(
+    n=rows, d=width, p=st.sampled_from([0.0, 0.1, 0.5, 0.9]), training=st.booleans(), seed=st.integers(0, 99)
+)
 def test_dropout(n, d, p, training, seed):
     x = rand(np.random.default_rng(seed), n, d)
     compare("dropout", lambda: (x, p, np.random.default_rng(seed + 1), training), seed)
@@ -131,8 +160,16 @@ def _mask(rng, batch, t, s):
 
 
 @SETTINGS
-@given(batch=st.integers(1, 3), heads=st.integers(1, 4), t=st.integers(1, 24), s=st.integers(1, 24),
-       k=st.integers(1, 8), masked=st.booleans(), p=st.sampled_from([0.0, 0.3]), seed=st.integers(0, 99))
+@given(
+    batch=st.integers(1, 3),
+    heads=st.integers(1, 4),
+    t=st.integers(1, 24),
+    s=st.integers(1, 24),
+    k=st.integers(1, 8),
+    masked=st.booleans(),
+    p=st.sampled_from([0.0, 0.3]),
+    seed=st.integers(0, 99),
+)
 @example(batch=1, heads=1, t=1, s=3, k=4, masked=True, p=0.3, seed=0)
 @example(batch=3, heads=4, t=24, s=24, k=8, masked=True, p=0.3, seed=1)
 def test_attention(batch, heads, t, s, k, masked, p, seed):
@@ -143,9 +180,15 @@ def test_attention(batch, heads, t, s, k, masked, p, seed):
 
 
 @SETTINGS
-@given(kind=st.sampled_from(["mha", "mla"]), batch=st.integers(1, 3), t=st.integers(1, 30), s=st.integers(1, 30),
-       d_heads=st.sampled_from([(8, 1), (8, 2), (16, 4), (32, 2), (64, 8)]), p=st.sampled_from([0.0, 0.2]),
-       seed=st.integers(0, 99))
+@given(
+    kind=st.sampled_from(["mha", "mla"]),
+    batch=st.integers(1, 3),
+    t=st.integers(1, 30),
+    s=st.integers(1, 30),
+    d_heads=st.sampled_from([(8, 1), (8, 2), (16, 4), (32, 2), (64, 8)]),
+    p=st.sampled_from([0.0, 0.2]),
+    seed=st.integers(0, 99),
+)
 @example(kind="mha", batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
 @example(kind="mha", batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
 @example(kind="mla", batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
@@ -167,8 +210,14 @@ def test_attention_blocks_self_and_cross(kind, batch, t, s, d_heads, p, seed):
 
 
 @SETTINGS
-@given(n=rows, vocab=st.integers(2, 70), smoothing=st.sampled_from([0.0, 0.1]), pad=st.sampled_from([None, 0]),
-       dloss=st.floats(0.1, 3.0), seed=st.integers(0, 99))
+@given(
+    n=rows,
+    vocab=st.integers(2, 70),
+    smoothing=st.sampled_from([0.0, 0.1]),
+    pad=st.sampled_from([None, 0]),
+    dloss=st.floats(0.1, 3.0),
+    seed=st.integers(0, 99),
+)
 @example(n=2, vocab=5, smoothing=0.1, pad=0, dloss=1.0, seed=0)
 @example(n=160, vocab=64, smoothing=0.1, pad=0, dloss=0.5, seed=1)
 def test_cross_entropy(n, vocab, smoothing, pad, dloss, seed):
@@ -190,10 +239,17 @@ def _parameters(shapes, seed):
 
 
 @settings(max_examples=10, deadline=None)
-@given(shapes=st.lists(st.sampled_from([(3,), (7, 5), (40, 40), (300, 300), (70000,), (1, 65536)]), min_size=1,
-                       max_size=4),
-       threads=st.sampled_from([None, 1, 2]), decay=st.sampled_from([0.0, 0.1]), seed=st.integers(0, 99))
-@example(shapes=[(3,), (300, 300), (7, 5)], threads=2, decay=0.1, seed=0)  # packed, sliced and threaded together
+@given(
+    shapes=st.lists(
+        st.sampled_from([(3,), (7, 5), (40, 40), (300, 300), (70000,), (1, 65536)]), min_size=1, max_size=4
+    ),
+    threads=st.sampled_from([None, 1, 2]),
+    decay=st.sampled_from([0.0, 0.1]),
+    seed=st.integers(0, 99),
+)
+@example(
+    shapes=[(3,), (300, 300), (7, 5)], threads=2, decay=0.1, seed=0
+)  # packed, sliced and threaded together
 def test_adam_update(shapes, threads, decay, seed):
     """Slices of 65536 entries, packing below that, PARALLEL_MIN threads: three steps, both ways."""
     COVERED.add(("cpu", "AdamUpdate"))
@@ -208,8 +264,9 @@ def test_adam_update(shapes, threads, decay, seed):
             textbook.step(0.01 / (step + 1))
         with using_kernels("fast"):
             kernel.step(0.01 / (step + 1))
-        for (name, a), (_, b), m_a, m_b, v_a, v_b in zip(textbook_parameters, kernel_parameters, textbook.m, kernel.m,
-                                                         textbook.v, kernel.v):
+        for (name, a), (_, b), m_a, m_b, v_a, v_b in zip(
+            textbook_parameters, kernel_parameters, textbook.m, kernel.m, textbook.v, kernel.v
+        ):
             assert_same(b.data, a.data, f"{name} after step {step + 1}")
             assert_same(m_b, m_a, f"m.{name}")
             assert_same(v_b, v_a, f"v.{name}")
@@ -231,15 +288,27 @@ def test_the_reference_setting_runs_the_textbook_update_on_a_kernel_optimiser():
 
 
 @SETTINGS
-@given(batch=st.integers(1, 4), length=st.integers(1, 40), vocab=st.integers(1, 30), d=width, seed=st.integers(0, 99))
+@given(
+    batch=st.integers(1, 4),
+    length=st.integers(1, 40),
+    vocab=st.integers(1, 30),
+    d=width,
+    seed=st.integers(0, 99),
+)
 @example(batch=4, length=40, vocab=3, d=64, seed=0)  # many repeated ids
 def test_cuda_embedding_backward_sums_sorted_segments(batch, length, vocab, d, seed):
     """The CUDA kernels are plain array operations: here they run on NumPy against the textbook."""
     COVERED.add(("cuda", "embedding_backward"))
     rng = np.random.default_rng(seed)
-    ids, table, dout = rng.integers(0, vocab, (batch, length)), rand(rng, vocab, d), rand(rng, batch, length, d)
+    ids, table, dout = (
+        rng.integers(0, vocab, (batch, length)),
+        rand(rng, vocab, d),
+        rand(rng, batch, length, d),
+    )
     cache = F.embedding_forward(ids, table)[1]
-    assert_same(cuda.embedding_backward(dout, cache), F.embedding_backward(dout, cache), "cuda.embedding_backward")
+    assert_same(
+        cuda.embedding_backward(dout, cache), F.embedding_backward(dout, cache), "cuda.embedding_backward"
+    )
     single = cuda.embedding_backward(dout.astype(np.float32), cache)  # float32 rows, summed in float64
     assert single.dtype == np.float32
     assert relative_error(single, F.embedding_backward(dout, cache)) <= 1e-6
@@ -251,7 +320,10 @@ def test_cuda_adam_update_over_the_flat_buffers(kind, decay):
     COVERED.add(("cuda", "AdamUpdate"))
     models = [tiny_model(kind, True, dropout=0.0, seed=3) for _ in "ab"]
     with using_kernels("reference"):
-        textbook, fused = AdamW(models[0], lr=0.01, weight_decay=decay), AdamW(models[1], lr=0.01, weight_decay=decay)
+        textbook, fused = (
+            AdamW(models[0], lr=0.01, weight_decay=decay),
+            AdamW(models[1], lr=0.01, weight_decay=decay),
+        )
     fused._kernel = cuda.AdamUpdate(fused.named_parameters, None, models[1].flat)
     fused.m, fused.v = fused._kernel.m, fused._kernel.v
     for step in range(3):
@@ -259,20 +331,27 @@ def test_cuda_adam_update_over_the_flat_buffers(kind, decay):
         for model in models:
             model.zero_grad()
             logits = model.forward(src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
-            model.backward(ops.cross_entropy_backward(1.0, ops.cross_entropy_forward(logits, labels, 0, 0.1)[1]))
+            model.backward(
+                ops.cross_entropy_backward(1.0, ops.cross_entropy_forward(logits, labels, 0, 0.1)[1])
+            )
         with using_kernels("reference"):
             textbook.step(0.01 / (step + 1))
         with using_kernels("fast"):
             fused.step(0.01 / (step + 1))
-        for (name, a), (_, b), m_a, m_b in zip(textbook.named_parameters, fused.named_parameters, textbook.m, fused.m):
+        for (name, a), (_, b), m_a, m_b in zip(
+            textbook.named_parameters, fused.named_parameters, textbook.m, fused.m
+        ):
             assert_same(b.data, a.data, f"{name} after step {step + 1}")
             assert_same(m_b, m_a, f"m.{name}")
 
 
 def test_every_kernel_is_compared():
     """Run last in this file: a kernel added without a test here fails this."""
-    kernels = {(module.__name__.rsplit(".", 1)[-1], name) for module in (cpu, cuda)
-               for name in [*kernel_functions(module), "AdamUpdate"]}
+    kernels = {
+        (module.__name__.rsplit(".", 1)[-1], name)
+        for module in (cpu, cuda)
+        for name in [*kernel_functions(module), "AdamUpdate"]
+    }
     assert kernels <= COVERED, f"kernels without an equality test: {sorted(kernels - COVERED)}"
 
 
@@ -302,8 +381,10 @@ def test_two_training_steps_fast_equal_reference(kind, norm_first):
     for name in reference:
         error = relative_error(fast[name], reference[name])
         assert error <= 1e-10, f"{name}: relative error {error:.2e}"
-    assert any(not np.array_equal(fast[name], tiny_model(kind, norm_first, seed=3).state_dict()[name])
-               for name in fast)  # the steps moved the weights
+    assert any(
+        not np.array_equal(fast[name], tiny_model(kind, norm_first, seed=3).state_dict()[name])
+        for name in fast
+    )  # the steps moved the weights
 
 
 # -- selecting kernels -----------------------------------------------------------------------

@@ -15,8 +15,15 @@ from numpy_transformer.kernels import using_kernels
 
 
 @settings(max_examples=6, deadline=None)
-@given(batch=st.integers(1, 2), t=st.integers(1, 4), s=st.integers(1, 4), heads=st.sampled_from([1, 2]),
-       d_model=st.sampled_from([4, 8]), kind=st.sampled_from(["mha", "mla"]), cross=st.booleans())
+@given(
+    batch=st.integers(1, 2),
+    t=st.integers(1, 4),
+    s=st.integers(1, 4),
+    heads=st.sampled_from([1, 2]),
+    d_model=st.sampled_from([4, 8]),
+    kind=st.sampled_from(["mha", "mla"]),
+    cross=st.booleans(),
+)
 def test_attention_blocks(batch, t, s, heads, d_model, kind, cross):
     rng = np.random.default_rng(batch + 3 * t + 7 * s + 11 * heads + d_model)
     block = ATTENTION[kind](d_model, heads, 0.1, dtype="float64", rng=np.random.default_rng(1)).eval()
@@ -34,8 +41,14 @@ def test_attention_blocks(batch, t, s, heads, d_model, kind, cross):
 
 
 @settings(max_examples=6, deadline=None)
-@given(batch=st.integers(1, 2), t=st.integers(1, 4), s=st.integers(1, 4), heads=st.sampled_from([1, 2, 4]),
-       kind=st.sampled_from(["mha", "mla"]), norm_first=st.booleans())
+@given(
+    batch=st.integers(1, 2),
+    t=st.integers(1, 4),
+    s=st.integers(1, 4),
+    heads=st.sampled_from([1, 2, 4]),
+    kind=st.sampled_from(["mha", "mla"]),
+    norm_first=st.booleans(),
+)
 @example(batch=1, t=2, s=4, heads=1, kind="mha", norm_first=True)  # w_q's gradients are all below 6e-4 here
 def test_encoder_and_decoder_blocks(batch, t, s, heads, kind, norm_first):
     rng = np.random.default_rng(batch + 3 * t + 7 * s + 11 * heads)
@@ -44,29 +57,49 @@ def test_encoder_and_decoder_blocks(batch, t, s, heads, kind, norm_first):
     src = padded_ids(rng, batch, s, 6)
     tgt = padded_ids(rng, batch, t, 6)
     src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
-    encoder_block = nt.EncoderBlock(d, attention(d, heads, 0.1, **common), nt.FeedForwardBlock(d, 12, 0.1, **common),
-                                    0.1, norm_first, **common).eval()
+    encoder_block = nt.EncoderBlock(
+        d,
+        attention(d, heads, 0.1, **common),
+        nt.FeedForwardBlock(d, 12, 0.1, **common),
+        0.1,
+        norm_first,
+        **common,
+    ).eval()
     x = rng.standard_normal((batch, s, d))
     with using_kernels("reference"):
         result = gradcheck_module(encoder_block, {"x": x, "src_mask": src_mask}, lambda dx: {"x": dx})
     assert result.max_relative_error <= TOLERANCE, str(result)
 
-    decoder_block = nt.DecoderBlock(d, attention(d, heads, 0.1, **common), attention(d, heads, 0.1, **common),
-                                    nt.FeedForwardBlock(d, 12, 0.1, **common), 0.1, norm_first, **common).eval()
-    inputs = {"x": rng.standard_normal((batch, t, d)), "encoder_output": rng.standard_normal((batch, s, d)),
-              "src_mask": src_mask, "tgt_mask": tgt_mask}
+    decoder_block = nt.DecoderBlock(
+        d,
+        attention(d, heads, 0.1, **common),
+        attention(d, heads, 0.1, **common),
+        nt.FeedForwardBlock(d, 12, 0.1, **common),
+        0.1,
+        norm_first,
+        **common,
+    ).eval()
+    inputs = {
+        "x": rng.standard_normal((batch, t, d)),
+        "encoder_output": rng.standard_normal((batch, s, d)),
+        "src_mask": src_mask,
+        "tgt_mask": tgt_mask,
+    }
     with using_kernels("reference"):
         result = gradcheck_module(decoder_block, inputs, lambda g: {"x": g[0], "encoder_output": g[1]})
     assert result.max_relative_error <= TOLERANCE, str(result)
 
 
-@pytest.mark.parametrize("module, inputs, names", [
-    (lambda: nt.LayerNormalization(6, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
-    (lambda: nt.FeedForwardBlock(6, 10, 0.0, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
-    (lambda: nt.ProjectionLayer(6, 9, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
-    (lambda: nt.PositionalEncoding(6, 5, 0.0, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
-    (lambda: nt.Linear(6, 4, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
-])
+@pytest.mark.parametrize(
+    "module, inputs, names",
+    [
+        (lambda: nt.LayerNormalization(6, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+        (lambda: nt.FeedForwardBlock(6, 10, 0.0, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+        (lambda: nt.ProjectionLayer(6, 9, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+        (lambda: nt.PositionalEncoding(6, 5, 0.0, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+        (lambda: nt.Linear(6, 4, dtype="float64"), {"x": (2, 3, 6)}, ["x"]),
+    ],
+)
 def test_simple_modules(textbook, module, inputs, names):
     rng = np.random.default_rng(0)
     arrays = {name: rng.standard_normal(shape) for name, shape in inputs.items()}
@@ -98,8 +131,12 @@ def test_whole_model_every_parameter(textbook, kind, norm_first):
     _, cache = F.cross_entropy_forward(logits, labels, pad_id=0, label_smoothing=0.1)
     model.backward(F.cross_entropy_backward(1.0, cache))
     params = dict(model.named_parameters())
-    result = gradcheck(loss, {n: p.data for n, p in params.items()}, {n: p.grad.copy() for n, p in params.items()},
-                       max_entries=24)
+    result = gradcheck(
+        loss,
+        {n: p.data for n, p in params.items()},
+        {n: p.grad.copy() for n, p in params.items()},
+        max_entries=24,
+    )
     assert len(result.reports) == len(params)
     assert result.max_relative_error <= TOLERANCE, str(result)
 
@@ -120,7 +157,9 @@ def test_residual_connection_and_feed_forward_with_dropout(textbook, norm_first)
         return residual.enter_backward(feed_forward.backward(residual.exit_backward(dout)))
 
     holder.backward = backward
-    result = gradcheck_module(holder, {"x": rng.standard_normal((2, 3, 6))}, lambda dx: {"x": dx}, forward=forward)
+    result = gradcheck_module(
+        holder, {"x": rng.standard_normal((2, 3, 6))}, lambda dx: {"x": dx}, forward=forward
+    )
     assert result.max_relative_error <= TOLERANCE, str(result)
     assert feed_forward.dropout.p and residual.dropout.p and feed_forward.training
 
@@ -178,7 +217,10 @@ def test_xavier_initialisation_and_parameter_layout():
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.8 * bound
     assert params["decoder.layers.0.self_attention_block.w_k_decompress.weight"].shape == (32, 8)
     assert not any(n.endswith("w_q.bias") or n.endswith("w_o.bias") for n in params)
-    assert "projection_layer.proj.bias" in params and "decoder.layers.0.feed_forward_block.linear_2.bias" in params
+    assert (
+        "projection_layer.proj.bias" in params
+        and "decoder.layers.0.feed_forward_block.linear_2.bias" in params
+    )
     assert not params["projection_layer.proj.bias"].data.any()
     np.testing.assert_array_equal(params["encoder.norm.gamma"].data, 1.0)
 
@@ -194,7 +236,9 @@ def test_mla_equals_mha_with_composed_weights():
     mha.w_o.weight.data[...] = mla.w_o.weight.data
     x, memory = rng.standard_normal((2, 3, d)), rng.standard_normal((2, 5, d))
     mask = nt.make_src_mask(np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), 0)
-    np.testing.assert_allclose(mla.forward(x, memory, mask), mha.forward(x, memory, mask), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        mla.forward(x, memory, mask), mha.forward(x, memory, mask), rtol=1e-12, atol=1e-12
+    )
     np.testing.assert_allclose(mla.forward(x), mha.forward(x), rtol=1e-12, atol=1e-12)
 
 
@@ -215,7 +259,11 @@ def test_causality_future_tokens_do_not_change_the_past(kind):
 
 def test_padded_source_positions_receive_zero_attention():
     rng = np.random.default_rng(0)
-    q, k, v = rng.standard_normal((2, 2, 3, 4)), rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 5, 4))
+    q, k, v = (
+        rng.standard_normal((2, 2, 3, 4)),
+        rng.standard_normal((2, 2, 5, 4)),
+        rng.standard_normal((2, 2, 5, 4)),
+    )
     mask = nt.make_src_mask(np.array([[3, 4, 5, 0, 0], [1, 2, 3, 4, 0]]), 0)
     _, cache = F.attention_forward(q, k, v, mask)
     probs = cache.probs
@@ -228,13 +276,18 @@ def test_padded_source_positions_receive_zero_attention():
     src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
     before = model.forward(src, tgt, src_mask, tgt_mask)
     src[0, 4:] = 7
-    np.testing.assert_allclose(model.forward(src, tgt, src_mask, tgt_mask)[0], before[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        model.forward(src, tgt, src_mask, tgt_mask)[0], before[0], rtol=1e-12, atol=1e-12
+    )
 
 
 def test_dropout_train_eval_and_seed():
     src, tgt, _ = model_batch()
     args = (src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
-    model_a, model_b = tiny_model("mha", True, dropout=0.3, seed=4), tiny_model("mha", True, dropout=0.3, seed=4)
+    model_a, model_b = (
+        tiny_model("mha", True, dropout=0.3, seed=4),
+        tiny_model("mha", True, dropout=0.3, seed=4),
+    )
     train_a, train_b = model_a.train().forward(*args), model_b.train().forward(*args)
     np.testing.assert_array_equal(train_a, train_b)  # same seed -> same weights and masks
     assert not np.allclose(model_a.forward(*args), train_a)  # a fresh mask on the next call
@@ -280,8 +333,13 @@ def test_tied_embeddings_count_as_the_papers_table_3():
 
     base = {"src_vocab_size": 37000, "tgt_vocab_size": 37000, "d_model": 512, "N": 6, "h": 8, "d_ff": 2048}
     big = {**base, "d_model": 1024, "d_ff": 4096, "h": 16}
-    counts = [round(parameter_count({**c, "tie_embeddings": tie, "shared_vocab": tie}) / 1e6, 1)
-              for c in (base, big) for tie in (True, False)]
+    counts = [
+        round(parameter_count({**c, "tie_embeddings": tie, "shared_vocab": tie}) / 1e6, 1)
+        for c in (base, big)
+        for tie in (True, False)
+    ]
     assert counts == [63.1, 101.0, 214.2, 290.0]
-    tied = nt.build_transformer(50, 50, 8, 8, d_model=16, N=1, h=2, d_ff=32, tie_embeddings=True, shared_vocab=True)
+    tied = nt.build_transformer(
+        50, 50, 8, 8, d_model=16, N=1, h=2, d_ff=32, tie_embeddings=True, shared_vocab=True
+    )
     assert parameter_count(tied.config) == sum(p.data.size for p in tied.parameters()) == tied.flat.data.size

@@ -7,9 +7,15 @@ import pytest
 
 from numpy_transformer.kernels.cpu import SLICE, _deal_slices
 from numpy_transformer.module import Parameter
-from numpy_transformer.optim import (Adam, AdamW, ConstantSchedule, NoamSchedule, WarmupCosineSchedule, clip_grad_norm,
-                                     global_grad_norm)
-
+from numpy_transformer.optim import (
+    Adam,
+    AdamW,
+    ConstantSchedule,
+    NoamSchedule,
+    WarmupCosineSchedule,
+    clip_grad_norm,
+    global_grad_norm,
+)
 
 pytestmark = pytest.mark.usefixtures("kernels")  # every test on the CPU kernel's update and on the textbook's
 
@@ -20,7 +26,9 @@ def test_one_adam_step_by_hand():
     p.grad[...] = [0.5, -0.25]
     opt.step()
     # m = 0.1 g, v = 0.02 g^2; m_hat = g, v_hat = g^2  ->  step = lr * g / (|g| + eps)
-    np.testing.assert_allclose(p.data, [1.0 - 0.1 * 0.5 / (0.5 + 1e-9), -2.0 + 0.1 * 0.25 / (0.25 + 1e-9)], rtol=1e-15)
+    np.testing.assert_allclose(
+        p.data, [1.0 - 0.1 * 0.5 / (0.5 + 1e-9), -2.0 + 0.1 * 0.25 / (0.25 + 1e-9)], rtol=1e-15
+    )
 
 
 def test_three_adam_steps_by_hand():
@@ -50,7 +58,15 @@ def test_sliced_threaded_update_equals_the_formula(threads, kernels):
     the smaller ones packed into one run: every entry must still get exactly the whole-array formula,
     with and without weight decay."""
     rng = np.random.default_rng(0)
-    shapes = [(3, SLICE - 5), (2 * SLICE + 7,), (5,), (SLICE,), (4, 6), (SLICE - 1,), (2, 3)]  # the small ones are packed
+    shapes = [
+        (3, SLICE - 5),
+        (2 * SLICE + 7,),
+        (5,),
+        (SLICE,),
+        (4, 6),
+        (SLICE - 1,),
+        (2, 3),
+    ]  # the small ones are packed
     params = [(f"p{i}", Parameter(rng.standard_normal(s))) for i, s in enumerate(shapes)]
     start = [p.data.copy() for _, p in params]
     adam = AdamW(params, lr=0.01, betas=(0.8, 0.9), eps=1e-8, weight_decay=0.1, threads=threads)

@@ -4,14 +4,22 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer.kernels import ops
 from numpy_transformer.backend import blas_threads
+from numpy_transformer.kernels import ops
 from numpy_transformer.optim import Adam
 from numpy_transformer.parallel import DataParallel, auto_threads
 
 PAD = 0
-CONFIG = {"src_vocab_size": 23, "tgt_vocab_size": 19, "src_seq_len": 12, "tgt_seq_len": 12, "d_model": 16, "N": 2,
-          "h": 2, "d_ff": 32}
+CONFIG = {
+    "src_vocab_size": 23,
+    "tgt_vocab_size": 19,
+    "src_seq_len": 12,
+    "tgt_seq_len": 12,
+    "d_model": 16,
+    "N": 2,
+    "h": 2,
+    "d_ff": 32,
+}
 
 
 def batch(seed=0, rows=5, length=7):
@@ -67,8 +75,9 @@ def test_replicas_share_the_weights_and_see_every_update():
     # after the step the replica computes with the updated weights: same logits as the model
     src, tgt, src_mask, tgt_mask, _ = batch(seed=3)
     with model.evaluating(), replica.evaluating():
-        np.testing.assert_array_equal(model.forward(src, tgt, src_mask, tgt_mask),
-                                      replica.forward(src, tgt, src_mask, tgt_mask))
+        np.testing.assert_array_equal(
+            model.forward(src, tgt, src_mask, tgt_mask), replica.forward(src, tgt, src_mask, tgt_mask)
+        )
 
 
 def test_dropout_runs_are_reproducible_from_the_model_generator():
@@ -133,6 +142,5 @@ def test_train_config_refuses_a_negative_thread_count():
 
 def test_blas_threads_refuses_a_bad_count():
     for bad in (0, -2, 1.5, True):
-        with pytest.raises(ValueError, match="count must be a positive integer"):
-            with blas_threads(bad):
-                pass
+        with pytest.raises(ValueError, match="count must be a positive integer"), blas_threads(bad):
+            pass

@@ -14,8 +14,12 @@ from numpy_transformer.kernels import ops
 from numpy_transformer.optim import Adam
 
 torch = pytest.importorskip("torch", reason="PyTorch is an optional oracle: pip install torch==2.13.0")
-from numpy_transformer.interop import (build_torch_transformer, from_torch_model, to_torch_model,  # noqa: E402
-                                       to_torch_state_dict)
+from numpy_transformer.interop import (
+    build_torch_transformer,
+    from_torch_model,
+    to_torch_model,
+    to_torch_state_dict,
+)
 
 RELATIVE = 1e-9
 pytestmark = pytest.mark.usefixtures("kernels")  # every test on the fast kernels and on the textbook
@@ -37,9 +41,23 @@ def batch(seed=0):
 
 def run_both(kind, norm_first, dtype="float64", tie=None):
     """``tie``: None, "target" (target embedding and projection) or "shared" (all three, one vocabulary)."""
-    model = nt.build_transformer(13 if tie == "shared" else 11, 13, 7, 6, d_model=8, N=2, h=2, d_ff=12, dropout=0.0,
-                                 attention=kind, norm_first=norm_first, dtype=dtype, seed=3,
-                                 tie_embeddings=tie is not None, shared_vocab=tie == "shared")
+    model = nt.build_transformer(
+        13 if tie == "shared" else 11,
+        13,
+        7,
+        6,
+        d_model=8,
+        N=2,
+        h=2,
+        d_ff=12,
+        dropout=0.0,
+        attention=kind,
+        norm_first=norm_first,
+        dtype=dtype,
+        seed=3,
+        tie_embeddings=tie is not None,
+        shared_vocab=tie == "shared",
+    )
     reference = to_torch_model(model)
     src, tgt, labels = batch()
     src_mask, tgt_mask = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
@@ -49,7 +67,10 @@ def run_both(kind, norm_first, dtype="float64", tie=None):
     for name in ("src_embed", "tgt_embed"):
         module = getattr(model, name)
         original = module.backward
-        module.backward = lambda d, original=original, name=name: (embedding_grads.__setitem__(name, d.copy()), original(d))[1]
+        module.backward = lambda d, original=original, name=name: (
+            embedding_grads.__setitem__(name, d.copy()),
+            original(d),
+        )[1]
     logits = model.forward(src, tgt, src_mask, tgt_mask)
     loss, cache = ops.cross_entropy_forward(logits, labels, pad_id=0, label_smoothing=0.1)
     model.zero_grad()
@@ -68,16 +89,32 @@ def run_both(kind, norm_first, dtype="float64", tie=None):
     for name in ("src_embed", "tgt_embed"):
         getattr(reference, name).register_forward_hook(keep_output(name))
     torch_logits = reference(*(torch.from_numpy(a) for a in (src, tgt, src_mask, tgt_mask)))
-    torch_loss = torch.nn.functional.cross_entropy(torch_logits.reshape(-1, 13), torch.from_numpy(labels).reshape(-1),
-                                                   ignore_index=0, label_smoothing=0.1)
+    torch_loss = torch.nn.functional.cross_entropy(
+        torch_logits.reshape(-1, 13),
+        torch.from_numpy(labels).reshape(-1),
+        ignore_index=0,
+        label_smoothing=0.1,
+    )
     torch_loss.backward()
-    return model, reference, (logits, loss, embedding_grads), (torch_logits, torch_loss, torch_embedding_outputs)
+    return (
+        model,
+        reference,
+        (logits, loss, embedding_grads),
+        (torch_logits, torch_loss, torch_embedding_outputs),
+    )
 
 
-@pytest.mark.parametrize("kind, norm_first, tie", [
-    ("mha", True, None), ("mha", False, None), ("mla", True, None), ("mla", False, None),
-    ("mha", True, "target"), ("mla", False, "shared"),  # a tied matrix's gradient sums its uses'
-])
+@pytest.mark.parametrize(
+    "kind, norm_first, tie",
+    [
+        ("mha", True, None),
+        ("mha", False, None),
+        ("mla", True, None),
+        ("mla", False, None),
+        ("mha", True, "target"),
+        ("mla", False, "shared"),  # a tied matrix's gradient sums its uses'
+    ],
+)
 def test_float64_logits_loss_and_every_gradient(kind, norm_first, tie):
     model, reference, ours, theirs = run_both(kind, norm_first, tie=tie)
     logits, loss, embedding_grads = ours

@@ -9,8 +9,31 @@ import pytest
 from numpy_transformer.cli import main
 from numpy_transformer.rundir import RunLock, check_run_directory
 
-TINY = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32", "--batch-size", "8",
-        "--steps", "4", "--eval-every", "4", "--eval-size", "5", "--log-every", "2", "--no-progress", "--show", "0"]
+TINY = [
+    "--task",
+    "copy",
+    "--d-model",
+    "16",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--d-ff",
+    "32",
+    "--batch-size",
+    "8",
+    "--steps",
+    "4",
+    "--eval-every",
+    "4",
+    "--eval-size",
+    "5",
+    "--log-every",
+    "2",
+    "--no-progress",
+    "--show",
+    "0",
+]
 
 
 def train(out, *extra):
@@ -23,7 +46,11 @@ def test_a_saved_run_is_never_trained_over_without_being_asked(tmp_path, capsys)
     saved = (out / "model.npz").read_bytes()
     assert train(out) == 2
     error = capsys.readouterr().err
-    assert f"--out {out} already holds a training run" in error and "--resume" in error and "--overwrite" in error
+    assert (
+        f"--out {out} already holds a training run" in error
+        and "--resume" in error
+        and "--overwrite" in error
+    )
     assert (out / "model.npz").read_bytes() == saved  # untouched
     written = (out / "model.npz").stat().st_mtime_ns
     assert train(out, "--overwrite") == 0
@@ -34,13 +61,19 @@ def test_a_saved_run_is_never_trained_over_without_being_asked(tmp_path, capsys)
     assert "give one of them" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda tmp: tmp / "model.npz", "not a file"),
-    (lambda tmp: (tmp / "afile").write_text("x") and tmp / "afile", "exists and is not a directory"),
-    (lambda tmp: (tmp / "afile").write_text("x") and tmp / "afile" / "run", "is not a writable directory"),
-    (lambda tmp: "/proc/self/run", "is under /proc"),
-    (lambda tmp: "/dev/null", "is under /dev"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda tmp: tmp / "model.npz", "not a file"),
+        (lambda tmp: (tmp / "afile").write_text("x") and tmp / "afile", "exists and is not a directory"),
+        (
+            lambda tmp: (tmp / "afile").write_text("x") and tmp / "afile" / "run",
+            "is not a writable directory",
+        ),
+        (lambda tmp: "/proc/self/run", "is under /proc"),
+        (lambda tmp: "/dev/null", "is under /dev"),
+    ],
+)
 def test_unusable_out_paths_are_refused_before_any_work(tmp_path, capsys, make, message):
     out = make(tmp_path)
     assert train(out) == 2
@@ -68,8 +101,19 @@ def test_a_second_run_into_a_locked_directory_is_refused_by_name(tmp_path):
 def test_two_command_line_runs_into_one_directory(tmp_path):
     """The second of two concurrent runs stops at once, naming the first; the first finishes its run."""
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "numpy_transformer", "train", *TINY, "--steps", "200", "--eval-every", "200",
-               "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "numpy_transformer",
+        "train",
+        *TINY,
+        "--steps",
+        "200",
+        "--eval-every",
+        "200",
+        "--out",
+        str(out),
+    ]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(300):

@@ -9,8 +9,13 @@ from numpy_transformer.train import Trainer, load_for_inference
 pytest.importorskip("tokenizers", reason="tokenizers is part of the [train] and [dev] extras")
 
 TEXTS = [
-    "Couleur de la sélection", "Impossible d'ouvrir le fichier %s : %d octets lus", "Bonjour %(name)s, {0} messages",
-    "東京は日本の首都です", "Les émojis 🎉 et ✨ aussi", "  deux  espaces   et\ttabulation ", "naïve façade « citée »",
+    "Couleur de la sélection",
+    "Impossible d'ouvrir le fichier %s : %d octets lus",
+    "Bonjour %(name)s, {0} messages",
+    "東京は日本の首都です",
+    "Les émojis 🎉 et ✨ aussi",
+    "  deux  espaces   et\ttabulation ",
+    "naïve façade « citée »",
 ]
 
 
@@ -28,20 +33,49 @@ def test_the_learned_model_travels_as_the_librarys_json(bpe):
     again = BPETokenizer(bpe.serialized)
     assert again.tokenize("Couleur de la sélection") == bpe.tokenize("Couleur de la sélection")
     assert bpe.serialized.lstrip().startswith("{") and '"BPE"' in bpe.serialized
-    assert len(bpe.tokenize("Couleur de la sélection")) < len("Couleur de la sélection")  # merges were learned
+    assert len(bpe.tokenize("Couleur de la sélection")) < len(
+        "Couleur de la sélection"
+    )  # merges were learned
 
 
 def _corpus(tmp_path):
     path = tmp_path / "c.tsv"
-    path.write_text("".join(f"open file {i} %s\touvrir le fichier {i} %s\n" for i in range(60)), encoding="utf-8")
+    path.write_text(
+        "".join(f"open file {i} %s\touvrir le fichier {i} %s\n" for i in range(60)), encoding="utf-8"
+    )
     return path
 
 
 def test_a_corpus_trains_on_subwords_and_the_checkpoint_needs_nothing_else(tmp_path, capsys):
     path, out = _corpus(tmp_path), tmp_path / "run"
-    assert main(["train", "--data", str(path), "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16",
-                 "--steps", "2", "--vocab-size", "300", "--shared-vocab", "--no-progress", "--show", "0",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(path),
+                "--d-model",
+                "16",
+                "--layers",
+                "1",
+                "--heads",
+                "2",
+                "--d-ff",
+                "16",
+                "--steps",
+                "2",
+                "--vocab-size",
+                "300",
+                "--shared-vocab",
+                "--no-progress",
+                "--show",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     trainer = Trainer.resume(out)
     assert trainer.task.tokenizer.name == "bpe" and trainer.task.src_vocab is trainer.task.tgt_vocab
     path.unlink()  # translate needs only the checkpoint
@@ -57,7 +91,10 @@ def test_a_saved_tokenizer_is_used_as_saved(tmp_path):
     path = _corpus(tmp_path)
     task = FileTask(path, vocab_size=280)
     again = FileTask(path, vocab_size=999, serialized_tokenizer=task.tokenizer.serialized)
-    assert again.tokenizer.serialized == task.tokenizer.serialized and again.src_vocab.itos == task.src_vocab.itos
+    assert (
+        again.tokenizer.serialized == task.tokenizer.serialized
+        and again.src_vocab.itos == task.src_vocab.itos
+    )
 
 
 def _write_mo(path, messages):
@@ -87,8 +124,16 @@ def test_the_corpus_script_keeps_real_one_line_translations(tmp_path):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     catalog = tmp_path / "demo.mo"
-    _write_mo(catalog, {"": "Content-Type: text/plain; charset=UTF-8\n", "Open %s": "Ouvrir %s",
-                        "Two\nlines": "Deux\nlignes", "OK": "OK", "Save the file": "Enregistrer le fichier"})
+    _write_mo(
+        catalog,
+        {
+            "": "Content-Type: text/plain; charset=UTF-8\n",
+            "Open %s": "Ouvrir %s",
+            "Two\nlines": "Deux\nlignes",
+            "OK": "OK",
+            "Save the file": "Enregistrer le fichier",
+        },
+    )
     pairs = script.catalog_pairs(catalog)
     assert ("Open %s", "Ouvrir %s") in pairs and ("Save the file", "Enregistrer le fichier") in pairs
     kept = [pair for pair in pairs if script.keep(*pair)]

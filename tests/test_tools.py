@@ -46,16 +46,33 @@ def is_png(path):
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
-    pytest.importorskip("matplotlib", reason="pictures need matplotlib: pip install 'numpy_transformer[plot]'")
+    pytest.importorskip(
+        "matplotlib", reason="pictures need matplotlib: pip install 'numpy_transformer[plot]'"
+    )
     out = tmp_path_factory.mktemp("run")
-    trainer = Trainer.create(TrainConfig(task="copy", steps=40, eval_every=20, eval_size=10, log_every=10),
-                             {"d_model": 16, "N": 2, "h": 2, "d_ff": 32})
+    trainer = Trainer.create(
+        TrainConfig(task="copy", steps=40, eval_every=20, eval_size=10, log_every=10),
+        {"d_model": 16, "N": 2, "h": 2, "d_ff": 32},
+    )
     trainer.fit(out, progress=False)
     return out
 
 
 def test_attention_maps_picture(trained_run, tmp_path):
-    assert main(["plot", "attention", "--checkpoint", str(trained_run), "--out", str(tmp_path / "attn.png"), "abcde"]) == 0
+    assert (
+        main(
+            [
+                "plot",
+                "attention",
+                "--checkpoint",
+                str(trained_run),
+                "--out",
+                str(tmp_path / "attn.png"),
+                "abcde",
+            ]
+        )
+        == 0
+    )
     for suffix in ("encoder", "decoder", "cross"):
         assert is_png(tmp_path / f"attn-{suffix}.png")
 
@@ -68,7 +85,9 @@ def test_training_curves_picture(trained_run, tmp_path):
 def test_gradient_flow_picture(trained_run, tmp_path):
     assert main(["plot", "gradients", "--out", str(tmp_path / "default.png"), "--layers", "3"]) == 0
     assert is_png(tmp_path / "default.png")
-    assert main(["plot", "gradients", "--checkpoint", str(trained_run), "--out", str(tmp_path / "run.png")]) == 0
+    assert (
+        main(["plot", "gradients", "--checkpoint", str(trained_run), "--out", str(tmp_path / "run.png")]) == 0
+    )
     assert is_png(tmp_path / "run.png")
 
 
@@ -77,10 +96,21 @@ def test_gradient_norms_cover_every_stage():
     from numpy_transformer.plots import gradient_norms
 
     task = SymbolTask("copy")
-    model = nt.build_transformer(len(task.src_vocab), len(task.tgt_vocab), 16, 16, d_model=16, N=2, h=2, d_ff=32)
+    model = nt.build_transformer(
+        len(task.src_vocab), len(task.tgt_vocab), 16, 16, d_model=16, N=2, h=2, d_ff=32
+    )
     norms = gradient_norms(model, task.train_batch(0, 8))
-    assert list(norms) == ["src_embed", "encoder.layers.0", "encoder.layers.1", "encoder.norm", "tgt_embed",
-                           "decoder.layers.0", "decoder.layers.1", "decoder.norm", "projection_layer"]
+    assert list(norms) == [
+        "src_embed",
+        "encoder.layers.0",
+        "encoder.layers.1",
+        "encoder.norm",
+        "tgt_embed",
+        "decoder.layers.0",
+        "decoder.layers.1",
+        "decoder.norm",
+        "projection_layer",
+    ]
     assert all(value > 0 for value in norms.values())
 
 

@@ -19,13 +19,26 @@ TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
 
 
 def cli(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "numpy_transformer", *args], capture_output=True, text=True, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "numpy_transformer", *args], capture_output=True, text=True, **kwargs
+    )
 
 
 def test_copy_task_loss_falls():
     """A broken backward or optimiser cannot get here: the loss starts near ln(14) = 2.64."""
-    trainer = Trainer.create(TrainConfig(task="copy", steps=400, batch_size=32, lr=3e-3, warmup=50, eval_every=400,
-                                         eval_size=50, log_every=20), SMALL)
+    trainer = Trainer.create(
+        TrainConfig(
+            task="copy",
+            steps=400,
+            batch_size=32,
+            lr=3e-3,
+            warmup=50,
+            eval_every=400,
+            eval_size=50,
+            log_every=20,
+        ),
+        SMALL,
+    )
     records = trainer.fit(progress=False)
     losses = [r["loss"] for r in records if "split" not in r]
     assert losses[0] > 2.2
@@ -42,9 +55,32 @@ def _params(path):
 @pytest.mark.slow
 @pytest.mark.parametrize("threads", ["1", "2"])  # one pass, and two row shards on two threads
 def test_resume_is_bit_identical(tmp_path, threads):
-    args = ["train", "--task", "copy", "--d-model", "32", "--layers", "1", "--heads", "2", "--d-ff", "64",
-            "--batch-size", "16", "--schedule", "constant", "--lr", "0.003", "--eval-every", "1000", "--eval-size", "20",
-            "--threads", threads, "--no-progress"]
+    args = [
+        "train",
+        "--task",
+        "copy",
+        "--d-model",
+        "32",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--d-ff",
+        "64",
+        "--batch-size",
+        "16",
+        "--schedule",
+        "constant",
+        "--lr",
+        "0.003",
+        "--eval-every",
+        "1000",
+        "--eval-size",
+        "20",
+        "--threads",
+        threads,
+        "--no-progress",
+    ]
     whole, split = tmp_path / "whole", tmp_path / "split"
     assert cli(*args, "--steps", "40", "--out", str(whole)).returncode == 0
     assert cli(*args, "--steps", "20", "--out", str(split)).returncode == 0
@@ -74,7 +110,9 @@ def test_checkpoint_errors(tmp_path):
         load_checkpoint(tmp_path / "absent.npz")
     arrays, meta = load_checkpoint(path)
     meta["model"]["d_model"] = 64  # weights of a d_model=32 model under a d_model=64 config
-    mismatched = save_checkpoint(tmp_path / "mismatched.npz", arrays, {k: v for k, v in meta.items() if k != "format"})
+    mismatched = save_checkpoint(
+        tmp_path / "mismatched.npz", arrays, {k: v for k, v in meta.items() if k != "format"}
+    )
     with pytest.raises(CheckpointError, match="mismatched.npz.*do not fit.*expected"):
         Trainer.resume(mismatched)
 
@@ -111,9 +149,33 @@ def test_nan_stops_training_and_keeps_last_good_checkpoint(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_saves_before_exiting(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-m", "numpy_transformer", "train", "--task", "copy", "--d-model", "32", "--layers", "1",
-         "--heads", "2", "--d-ff", "64", "--steps", "100000", "--log-every", "5", "--out", str(tmp_path), "--no-progress"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "numpy_transformer",
+            "train",
+            "--task",
+            "copy",
+            "--d-model",
+            "32",
+            "--layers",
+            "1",
+            "--heads",
+            "2",
+            "--d-ff",
+            "64",
+            "--steps",
+            "100000",
+            "--log-every",
+            "5",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     log = tmp_path / "log.jsonl"
     deadline = time.time() + 60
     while time.time() < deadline and not (log.exists() and log.read_text().strip()):
@@ -142,9 +204,35 @@ def test_a_second_ctrl_c_stops_at_once_with_one_line_and_a_whole_checkpoint(tmp_
         return original(self)
 
     monkeypatch.setattr(TrainerClass, "train_step", step_then_two_interrupts)
-    assert main(["train", "--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32",
-                 "--steps", "10", "--eval-every", "2", "--eval-size", "3", "--no-progress", "--show", "0",
-                 "--out", str(tmp_path / "run")]) == 130
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "copy",
+                "--d-model",
+                "16",
+                "--layers",
+                "1",
+                "--heads",
+                "2",
+                "--d-ff",
+                "32",
+                "--steps",
+                "10",
+                "--eval-every",
+                "2",
+                "--eval-size",
+                "3",
+                "--no-progress",
+                "--show",
+                "0",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 130
+    )
     error = capsys.readouterr().err
     assert "interrupted again: stopped at once without saving this step" in error and "Traceback" not in error
     assert load_checkpoint(tmp_path / "run")[1]["step"] == 2
@@ -177,8 +265,26 @@ def test_cli_train_translate_evaluate_on_tsv(tmp_path):
     words = ["zero", "one", "two", "three", "four", "five", "six", "seven"]
     data.write_text("".join(f"{a} {b}\t{b} {a}\n" for a in words for b in words))
     out = tmp_path / "run"
-    result = cli("train", "--data", str(data), "--steps", "60", "--d-model", "32", "--layers", "1", "--heads", "2",
-                 "--d-ff", "64", "--eval-every", "60", "--out", str(out), "--no-progress")
+    result = cli(
+        "train",
+        "--data",
+        str(data),
+        "--steps",
+        "60",
+        "--d-model",
+        "32",
+        "--layers",
+        "1",
+        "--heads",
+        "2",
+        "--d-ff",
+        "64",
+        "--eval-every",
+        "60",
+        "--out",
+        str(out),
+        "--no-progress",
+    )
     assert result.returncode == 0, result.stderr
     assert (out / "model.npz").is_file()
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
@@ -199,13 +305,20 @@ def test_the_command_restarts_once_with_the_openblas_setting(monkeypatch):
 
     calls = []
     monkeypatch.setattr(cli_module.os, "execv", lambda path, args: calls.append((path, args)))
-    monkeypatch.setattr(cli_module.sys, "argv", ["numpy-transformer", "translate", "--checkpoint", "run", "one"])
+    monkeypatch.setattr(
+        cli_module.sys, "argv", ["numpy-transformer", "translate", "--checkpoint", "run", "one"]
+    )
     monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
     cli_module.restart_with_openblas_timeout()
     if not sys.platform.startswith("linux"):
         assert calls == []
         return
-    assert calls == [(sys.executable, [sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", "run", "one"])]
+    assert calls == [
+        (
+            sys.executable,
+            [sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", "run", "one"],
+        )
+    ]
     assert cli_module.os.environ["OPENBLAS_THREAD_TIMEOUT"] == "24"
     cli_module.restart_with_openblas_timeout()  # set now: no second restart
     assert len(calls) == 1
@@ -226,18 +339,24 @@ def test_accumulating_k_micro_batches_gives_the_gradient_of_the_k_times_larger_b
     from numpy_transformer.kernels import ops
 
     model_args = {"d_model": 16, "N": 1, "h": 2, "d_ff": 16, "dropout": 0.0, "dtype": "float64"}
-    trainer = Trainer.create(TrainConfig(task="copy", steps=1, batch_size=8, accumulate=2, clip=0.0), model_args)
+    trainer = Trainer.create(
+        TrainConfig(task="copy", steps=1, batch_size=8, accumulate=2, clip=0.0), model_args
+    )
     trainer.optimizer.step = lambda lr=None: None  # keep the weights: compare the gradient
     loss = trainer.train_step()["loss"]
     micro = [trainer.task.train_batch(k, 8, trainer.config.bucket_steps) for k in range(2)]
     keep = lambda rows, drop: [[i for i in row if i not in drop] for row in rows]  # noqa: E731
-    joined = make_batch(keep([r for b in micro for r in b.src.tolist()], {PAD_ID}),
-                        keep([r for b in micro for r in b.tgt_out.tolist()], {PAD_ID, EOS_ID}))
+    joined = make_batch(
+        keep([r for b in micro for r in b.src.tolist()], {PAD_ID}),
+        keep([r for b in micro for r in b.tgt_out.tolist()], {PAD_ID, EOS_ID}),
+    )
     assert joined.n_tokens == sum(b.n_tokens for b in micro) and joined.tgt_in[0, 0] == BOS_ID
     model = nt.build_transformer(**trainer.model.config)
     model.load_state_dict(trainer.model.state_dict())
     logits = model.forward(joined.src, joined.tgt_in, joined.src_mask, joined.tgt_mask)
-    whole_loss, cache = ops.cross_entropy_forward(logits, joined.tgt_out, PAD_ID, trainer.config.label_smoothing)
+    whole_loss, cache = ops.cross_entropy_forward(
+        logits, joined.tgt_out, PAD_ID, trainer.config.label_smoothing
+    )
     model.zero_grad()
     model.backward(ops.cross_entropy_backward(1.0, cache))
     assert abs(loss - whole_loss) <= 1e-12 * whole_loss
@@ -246,7 +365,9 @@ def test_accumulating_k_micro_batches_gives_the_gradient_of_the_k_times_larger_b
 
 
 def test_batches_of_about_n_target_tokens():
-    task = Trainer.create(TrainConfig(task="reverse", steps=1), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}).task
+    task = Trainer.create(
+        TrainConfig(task="reverse", steps=1), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
+    ).task
     sizes = [task.train_batch(step, 64, 20, batch_tokens=300) for step in range(40)]
     tokens = [batch.n_tokens for batch in sizes]
     rows = [batch.src.shape[0] for batch in sizes]
@@ -263,14 +384,46 @@ def test_a_corpus_chooses_its_steps_and_says_so(tmp_path, capsys):
     path.write_text("".join(f"w{i} x\tv{i} y\n" for i in range(20000)))
     config = TrainConfig(task=None, data=str(path), tokenizer="word", steps=None, batch_size=100)
     trainer = Trainer.create(config, TINY_MODEL)
-    assert trainer.config.steps == min(round(AUTO_EPOCHS * len(trainer.task.train_pairs) / 100), AUTO_STEPS[1]) == 1800
+    assert (
+        trainer.config.steps
+        == min(round(AUTO_EPOCHS * len(trainer.task.train_pairs) / 100), AUTO_STEPS[1])
+        == 1800
+    )
     small = tmp_path / "s.tsv"
     small.write_text("".join(f"w{i} x\tv{i} y\n" for i in range(100)))
-    assert main(["train", "--data", str(small), "--tokenizer", "word", "--d-model", "16", "--heads", "2", "--layers",
-                 "1", "--d-ff", "16", "--eval-every", "1000", "--no-progress", "--show", "0", "--steps", "1",
-                 "--out", str(tmp_path / "given")]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--data",
+                str(small),
+                "--tokenizer",
+                "word",
+                "--d-model",
+                "16",
+                "--heads",
+                "2",
+                "--layers",
+                "1",
+                "--d-ff",
+                "16",
+                "--eval-every",
+                "1000",
+                "--no-progress",
+                "--show",
+                "0",
+                "--steps",
+                "1",
+                "--out",
+                str(tmp_path / "given"),
+            ]
+        )
+        == 0
+    )
     assert "for 1 steps;" in capsys.readouterr().out
-    trainer = Trainer.create(TrainConfig(task=None, data=str(small), tokenizer="word", steps=None), TINY_MODEL)
+    trainer = Trainer.create(
+        TrainConfig(task=None, data=str(small), tokenizer="word", steps=None), TINY_MODEL
+    )
     assert trainer.config.steps == AUTO_STEPS[0]  # a tiny corpus still gets the fewest
 
 

@@ -25,12 +25,15 @@ def test_d_model_not_divisible_by_4_for_mla():
         nt.MultiHeadLatentAttentionBlock(6, 2, 0.1)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"attention": "gqa"}, "attention must be one of.*'gqa'"),
-    ({"N": 0}, "N must be a positive integer, got 0"),
-    ({"dropout": 1.0}, r"dropout must be in \[0, 1\), got 1.0"),
-    ({"dtype": "float16"}, "dtype must be float32 or float64, got 'float16'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"attention": "gqa"}, "attention must be one of.*'gqa'"),
+        ({"N": 0}, "N must be a positive integer, got 0"),
+        ({"dropout": 1.0}, r"dropout must be in \[0, 1\), got 1.0"),
+        ({"dtype": "float16"}, "dtype must be float32 or float64, got 'float16'"),
+    ],
+)
 def test_build_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         nt.build_transformer(10, 10, 5, 5, **{"d_model": 8, "h": 2, **kwargs})
@@ -80,12 +83,15 @@ def test_backward_before_forward(model):
         block.backward(np.zeros((1, 4)))
 
 
-@pytest.mark.parametrize("flag, value, expected", [
-    ("--clip", "-1", "expected a finite number >= 0, got -1.0"),
-    ("--weight-decay", "nan", "expected a finite number >= 0, got nan"),
-    ("--lr", "inf", "expected a positive finite number, got inf"),
-    ("--factor", "-2", "expected a positive finite number, got -2.0"),
-])
+@pytest.mark.parametrize(
+    "flag, value, expected",
+    [
+        ("--clip", "-1", "expected a finite number >= 0, got -1.0"),
+        ("--weight-decay", "nan", "expected a finite number >= 0, got nan"),
+        ("--lr", "inf", "expected a positive finite number, got inf"),
+        ("--factor", "-2", "expected a positive finite number, got -2.0"),
+    ],
+)
 def test_cli_numbers_must_be_finite_and_in_range(capsys, flag, value, expected):
     from numpy_transformer.cli import main
 
@@ -120,27 +126,38 @@ def test_clip_grad_norm_refuses_a_max_norm_that_is_not_positive():
             clip_grad_norm([nt.Parameter(np.ones(2))], bad)
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"norm_first": "no"}, TypeError, "norm_first must be True .* got 'no'"),
-    ({"dropout": "0.1"}, TypeError, "dropout must be a number in \\[0, 1\\), got '0.1'"),
-    ({"seed": "abc"}, TypeError, "seed must be an integer or None, got 'abc'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"norm_first": "no"}, TypeError, "norm_first must be True .* got 'no'"),
+        ({"dropout": "0.1"}, TypeError, "dropout must be a number in \\[0, 1\\), got '0.1'"),
+        ({"seed": "abc"}, TypeError, "seed must be an integer or None, got 'abc'"),
+    ],
+)
 def test_build_transformer_names_wrong_types(kwargs, error, message):
     with pytest.raises(error, match=message):
         nt.build_transformer(10, 12, 6, 5, d_model=8, N=1, h=2, d_ff=16, **kwargs)
 
 
 def test_build_transformer_takes_numpy_integers():
-    model = nt.build_transformer(np.int64(10), 12, 6, 5, d_model=np.int64(8), N=1, h=np.int32(2), d_ff=16,
-                                 norm_first=np.bool_(False))
-    assert model.config["d_model"] == 8 and type(model.config["d_model"]) is int and model.config["norm_first"] is False
+    model = nt.build_transformer(
+        np.int64(10), 12, 6, 5, d_model=np.int64(8), N=1, h=np.int32(2), d_ff=16, norm_first=np.bool_(False)
+    )
+    assert (
+        model.config["d_model"] == 8
+        and type(model.config["d_model"]) is int
+        and model.config["norm_first"] is False
+    )
 
 
-@pytest.mark.parametrize("bad, message", [
-    (lambda a: a.astype(complex), "must hold real numbers, got dtype complex128"),
-    (lambda a: np.full(a.shape, "x"), "must hold real numbers, got dtype <U1"),
-    (lambda a: np.where(a == a.flat[0], np.nan, a), "holds NaN or infinite values"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (lambda a: a.astype(complex), "must hold real numbers, got dtype complex128"),
+        (lambda a: np.full(a.shape, "x"), "must hold real numbers, got dtype <U1"),
+        (lambda a: np.where(a == a.flat[0], np.nan, a), "holds NaN or infinite values"),
+    ],
+)
 def test_load_state_dict_is_all_or_nothing(model, bad, message):
     state = model.state_dict()
     other = nt.build_transformer(10, 12, 6, 5, d_model=8, N=1, h=2, d_ff=16, seed=7)

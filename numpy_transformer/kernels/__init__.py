@@ -19,8 +19,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .. import functional
 from ..backend import backend_name, on_backend_change
@@ -34,7 +35,8 @@ _selected: str | None = None  # None until chosen: then the environment variable
 def textbook_functions() -> dict[str, Callable]:
     """Every public function of functional.py, by name."""
     return {
-        name: value for name, value in vars(functional).items()
+        name: value
+        for name, value in vars(functional).items()
         if inspect.isfunction(value) and value.__module__ == functional.__name__ and not name.startswith("_")
     }
 
@@ -49,7 +51,8 @@ def kernel_functions(module: Any) -> dict[str, Callable]:
     """The functions of a kernel module that stand in for a textbook function of the same name."""
     textbook = textbook_functions()
     return {
-        name: value for name, value in vars(module).items()
+        name: value
+        for name, value in vars(module).items()
         if name in textbook and inspect.isfunction(value) and value.__module__ == module.__name__
     }
 

@@ -167,7 +167,9 @@ def softmax_backward(dout: Array, cache: Array) -> Array:
     return dx
 
 
-def layer_norm_forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, LayerNormCache]:
+def layer_norm_forward(
+    x: Array, gamma: Array, beta: Array, eps: float = 1e-5
+) -> tuple[Array, LayerNormCache]:
     xhat = x - row_mean(x)  # centred now, normalised in place below
     rstd = (row_mean(xhat * xhat) + eps) ** -0.5
     xhat *= rstd
@@ -193,7 +195,13 @@ def layer_norm_backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Arra
 
 
 def attention_forward(
-    q: Array, k: Array, v: Array, mask: Array | None, dropout_p: float = 0.0, rng: Any = None, training: bool = False,
+    q: Array,
+    k: Array,
+    v: Array,
+    mask: Array | None,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
     scale: float | None = None,
 ) -> tuple[Array, AttentionCache]:
     xp = get_array_module()
@@ -231,8 +239,16 @@ class FusedAttentionCache(NamedTuple):
 
 
 def _fused_forward(
-    x_q: Array, x_kv: Array | None, w_in: Array, w_decompress: Array | None, w_o: Array, mask: Array | None,
-    n_heads: int, dropout_p: float, rng: Any, training: bool,
+    x_q: Array,
+    x_kv: Array | None,
+    w_in: Array,
+    w_decompress: Array | None,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float,
+    rng: Any,
+    training: bool,
 ) -> tuple[Array, FusedAttentionCache]:
     """The four attention blocks in one: w_in's first D rows make Q from x_q, its other rows make
     [K | V] (MHA) or the latent (MLA, then decompressed by w_decompress) from x_kv. With
@@ -244,17 +260,28 @@ def _fused_forward(
     else:
         q, inputs_cache = linear_forward(x_q, w_in[:width])
         kv_source, kv_inputs_cache = linear_forward(x_kv, w_in[width:])
-    kv, decompress_cache = (kv_source, None) if w_decompress is None else linear_forward(kv_source, w_decompress)
+    kv, decompress_cache = (
+        (kv_source, None) if w_decompress is None else linear_forward(kv_source, w_decompress)
+    )
     heads, attention_cache = attention_forward(
-        split_heads(q, n_heads), split_heads(kv[..., :width], n_heads), split_heads(kv[..., width:], n_heads), mask,
-        dropout_p, rng, training,
+        split_heads(q, n_heads),
+        split_heads(kv[..., :width], n_heads),
+        split_heads(kv[..., width:], n_heads),
+        mask,
+        dropout_p,
+        rng,
+        training,
     )
     out, output_cache = linear_forward(merge_heads(heads), w_o)
     heads_cache = MultiHeadCache(attention_cache, n_heads)
-    return out, FusedAttentionCache(inputs_cache, kv_inputs_cache, decompress_cache, heads_cache, output_cache)
+    return out, FusedAttentionCache(
+        inputs_cache, kv_inputs_cache, decompress_cache, heads_cache, output_cache
+    )
 
 
-def _fused_backward(dout: Array, cache: FusedAttentionCache) -> tuple[Array, Array | None, Array, Array | None, Array]:
+def _fused_backward(
+    dout: Array, cache: FusedAttentionCache
+) -> tuple[Array, Array | None, Array, Array | None, Array]:
     """dx_q, dx_kv (None in self-attention), dw_in, dw_decompress (None for MHA), dw_o."""
     xp = get_array_module()
     n_heads = cache.heads.n_heads
@@ -274,19 +301,34 @@ def _fused_backward(dout: Array, cache: FusedAttentionCache) -> tuple[Array, Arr
 
 
 def multi_head_attention_forward(
-    x_q: Array, x_kv: Array, w_qkv: Array, w_o: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0,
-    rng: Any = None, training: bool = False,
+    x_q: Array,
+    x_kv: Array,
+    w_qkv: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
 ) -> tuple[Array, FusedAttentionCache]:
     return _fused_forward(x_q, x_kv, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training)
 
 
-def multi_head_attention_backward(dout: Array, cache: FusedAttentionCache) -> tuple[Array, Array, Array, Array]:
+def multi_head_attention_backward(
+    dout: Array, cache: FusedAttentionCache
+) -> tuple[Array, Array, Array, Array]:
     dx_q, dx_kv, dw_qkv, _, dw_o = _fused_backward(dout, cache)
     return dx_q, dx_kv, dw_qkv, dw_o
 
 
 def multi_head_self_attention_forward(
-    x: Array, w_qkv: Array, w_o: Array, mask: Array | None, n_heads: int, dropout_p: float = 0.0, rng: Any = None,
+    x: Array,
+    w_qkv: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
     training: bool = False,
 ) -> tuple[Array, FusedAttentionCache]:
     return _fused_forward(x, None, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training)
@@ -298,10 +340,20 @@ def multi_head_self_attention_backward(dout: Array, cache: FusedAttentionCache) 
 
 
 def multi_head_latent_attention_forward(
-    x_q: Array, x_kv: Array, w_q_compress: Array, w_kv_decompress: Array, w_o: Array, mask: Array | None,
-    n_heads: int, dropout_p: float = 0.0, rng: Any = None, training: bool = False,
+    x_q: Array,
+    x_kv: Array,
+    w_q_compress: Array,
+    w_kv_decompress: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
 ) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(x_q, x_kv, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training)
+    return _fused_forward(
+        x_q, x_kv, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
+    )
 
 
 def multi_head_latent_attention_backward(
@@ -311,10 +363,19 @@ def multi_head_latent_attention_backward(
 
 
 def multi_head_latent_self_attention_forward(
-    x: Array, w_q_compress: Array, w_kv_decompress: Array, w_o: Array, mask: Array | None, n_heads: int,
-    dropout_p: float = 0.0, rng: Any = None, training: bool = False,
+    x: Array,
+    w_q_compress: Array,
+    w_kv_decompress: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
 ) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(x, None, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training)
+    return _fused_forward(
+        x, None, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
+    )
 
 
 def multi_head_latent_self_attention_backward(
@@ -374,8 +435,11 @@ the pool costs more than the second core gives back."""
 def _deal_slices(sizes: list[int], slice_size: int, workers: int) -> list[list[tuple[int, int, int]]]:
     """Cut flat runs of these sizes into (run, start, stop) slices of at most slice_size entries and
     deal them to the workers in shares of about equal size."""
-    slices = [(index, start, min(start + slice_size, size))
-              for index, size in enumerate(sizes) for start in range(0, size, slice_size)]
+    slices = [
+        (index, start, min(start + slice_size, size))
+        for index, size in enumerate(sizes)
+        for start in range(0, size, slice_size)
+    ]
     total, done = max(sum(sizes), 1), 0
     shares: list[list[tuple[int, int, int]]] = [[] for _ in range(workers)]
     for index, start, stop in slices:
@@ -396,11 +460,15 @@ class AdamUpdate:
     which the optimiser keeps as its state.
     """
 
-    def __init__(self, named_parameters: list[tuple[str, Any]], threads: int | None, flat: Any = None) -> None:
+    def __init__(
+        self, named_parameters: list[tuple[str, Any]], threads: int | None, flat: Any = None
+    ) -> None:
         xp = get_array_module()
         for name, parameter in named_parameters:  # updated through flat views, which must not be copies
             if not (parameter.data.flags.c_contiguous and parameter.grad.flags.c_contiguous):
-                raise ValueError(f"parameter {name!r} must be C-contiguous (data and grad) to be optimised in place")
+                raise ValueError(
+                    f"parameter {name!r} must be C-contiguous (data and grad) to be optimised in place"
+                )
         self.named_parameters = named_parameters
         sizes = [p.data.size for _, p in named_parameters]
         dtypes = {p.data.dtype for _, p in named_parameters}
@@ -419,7 +487,9 @@ class AdamUpdate:
             start = 0
             for i in self._packed:
                 stop, shape = start + sizes[i], named_parameters[i][1].shape
-                self.m[i], self.v[i] = (moments[start:stop].reshape(shape) for moments in self._packed_moments)
+                self.m[i], self.v[i] = (
+                    moments[start:stop].reshape(shape) for moments in self._packed_moments
+                )
                 start = stop
         run_sizes = [packed_size] * bool(self._packed) + [sizes[i] for i in self._unpacked]
         if threads is None:
@@ -460,8 +530,17 @@ class AdamUpdate:
             parameter.data[...] = self._packed_data[start:stop].reshape(parameter.shape)
             start = stop
 
-    def _update(self, share: list[tuple[int, int, int]], thread: int, *, optimizer: Any, runs: list[tuple],
-                scale: float, eps: float, lr: float) -> None:
+    def _update(
+        self,
+        share: list[tuple[int, int, int]],
+        thread: int,
+        *,
+        optimizer: Any,
+        runs: list[tuple],
+        scale: float,
+        eps: float,
+        lr: float,
+    ) -> None:
         xp = get_array_module()
         beta1, beta2 = optimizer.betas
         for index, start, stop in share:

@@ -37,7 +37,9 @@ def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
     order = xp.argsort(flat_ids, kind="stable")
     sorted_ids = flat_ids[order]
     rows = dout.reshape(-1, table_shape[1])[order].astype(xp.float64)
-    prefix = xp.concatenate([xp.zeros((1, table_shape[1])), xp.cumsum(rows, axis=0)])  # prefix[i] = rows[:i].sum(0)
+    prefix = xp.concatenate(
+        [xp.zeros((1, table_shape[1])), xp.cumsum(rows, axis=0)]
+    )  # prefix[i] = rows[:i].sum(0)
     first = xp.searchsorted(sorted_ids, sorted_ids, side="left")
     after_last = xp.searchsorted(sorted_ids, sorted_ids, side="right")
     totals = (prefix[after_last] - prefix[first]) * scale
@@ -60,8 +62,14 @@ class AdamUpdate:
         xp = get_array_module()
         self.named_parameters, self.flat = named_parameters, flat
         self._m, self._v = xp.zeros_like(flat.data), xp.zeros_like(flat.data)
-        self.m = [self._m[start:stop].reshape(p.shape) for (_, p), (start, stop) in zip(named_parameters, flat.ranges)]
-        self.v = [self._v[start:stop].reshape(p.shape) for (_, p), (start, stop) in zip(named_parameters, flat.ranges)]
+        self.m = [
+            self._m[start:stop].reshape(p.shape)
+            for (_, p), (start, stop) in zip(named_parameters, flat.ranges)
+        ]
+        self.v = [
+            self._v[start:stop].reshape(p.shape)
+            for (_, p), (start, stop) in zip(named_parameters, flat.ranges)
+        ]
         self._decaying = None  # (which parameters decay, their flat 0/1 vector), built at the first step
 
     def _decay_vector(self, optimizer: Any) -> Array | None:
@@ -92,4 +100,6 @@ class AdamUpdate:
         v += (1.0 - beta2) * (g * g)
         # lr * m_hat / (sqrt(v_hat) + eps) = k * m / (sqrt(v) + eps'), k = lr sqrt(1 - b2^t) / (1 - b1^t)
         root_correction2 = math.sqrt(1.0 - beta2**t)
-        data -= (lr * root_correction2 / (1.0 - beta1**t)) * m / (xp.sqrt(v) + optimizer.eps * root_correction2)
+        data -= (
+            (lr * root_correction2 / (1.0 - beta1**t)) * m / (xp.sqrt(v) + optimizer.eps * root_correction2)
+        )
