@@ -32,7 +32,8 @@ def worker(name: str, attention: str, threads: int, repeats: int) -> None:
     from numpy_transformer.data import Batch
     from numpy_transformer.distributed import Communicator
     from numpy_transformer.model import make_src_mask, make_tgt_mask
-    from numpy_transformer.train import TrainConfig, Trainer
+    from numpy_transformer.config import TrainConfig
+    from numpy_transformer.training import Trainer
 
     config = bench.model_config(name, attention)
     batch_size, length = bench.CONFIGS[name][6], bench.CONFIGS[name][7]

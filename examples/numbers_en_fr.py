@@ -4,7 +4,9 @@ python examples/numbers_en_fr.py
 """
 
 from numpy_transformer.data import encode_sentences
-from numpy_transformer.train import TrainConfig, Trainer, translate_ids
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.evaluation import translate_ids
+from numpy_transformer.training import Trainer
 
 trainer = Trainer.create(
     TrainConfig(task="numbers-en-fr", steps=3000), {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}

@@ -9,7 +9,9 @@ pair downloads such as Tatoeba's have this format; extra columns are ignored.
 import sys
 from pathlib import Path
 
-from numpy_transformer.train import TrainConfig, Trainer
+from numpy_transformer.config import TrainConfig
+
+from numpy_transformer.training import Trainer
 
 if len(sys.argv) > 1:
     path = Path(sys.argv[1])

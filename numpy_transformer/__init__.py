@@ -1,6 +1,6 @@
 """numpy_transformer: the encoder-decoder Transformer in NumPy, every backward written by hand."""
 
-from .backend import get_array_module, set_backend, tune_cpu
+from .backend import get_array_module, set_backend
 from .gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
 from .kernels import get_kernels, set_kernels
 from .layers import (
@@ -22,6 +22,7 @@ from .layers import (
 )
 from .model import Transformer, build_transformer, causal_mask, make_src_mask, make_tgt_mask
 from .module import Module, ModuleList, Parameter
+from .tuning import tune_cpu
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,9 @@
-"""Checkpoints: one ``.npz`` of plain arrays plus a JSON document, written atomically.
+"""Checkpoints: everything about a trained model on disk.
+
+A checkpoint is one ``.npz`` of plain arrays plus a JSON document, written atomically; from it
+come the model (model_from_checkpoint), the task it was trained on (task_recipe and
+task_from_recipe: a generated task by name, a corpus by its path and content hash), the model
+with its tokenizer for translating (load_for_inference), and averages of several (average_checkpoints).
 
 Layout: ``param/<name>`` model weights, ``optim/<key>`` optimiser moments, and ``meta``, a UTF-8
 JSON document stored as a uint8 array (model config, step, random-generator states, tokenizer,
@@ -7,14 +12,22 @@ vocabularies, training arguments). Loading uses ``allow_pickle=False``: nothing 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy
+
+from .data import MAX_LENGTH, TOKENIZERS, BPETokenizer, TranslationTask, Vocab, make_task
+from .model import Transformer, build_transformer
+
+if TYPE_CHECKING:
+    from .config import TrainConfig
 
 FORMAT = "numpy_transformer/1"
 FILENAME = "model.npz"
@@ -99,3 +112,161 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, numpy.ndarray], dict[st
 def split_prefix(arrays: dict[str, numpy.ndarray], prefix: str) -> dict[str, numpy.ndarray]:
     """The entries under ``prefix/``, with the prefix removed."""
     return {name[len(prefix) + 1 :]: value for name, value in arrays.items() if name.startswith(prefix + "/")}
+
+
+def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
+    """How to rebuild the task: a generated task by name, a corpus by its absolute path and content hash."""
+    recipe = {
+        "task": config.task if config.data is None else None,
+        "data": None,
+        "seed": config.seed,
+        "tokenizer": task.tokenizer.name,
+    }
+    if config.data is not None:
+        path = Path(config.data).resolve()
+        recipe.update(
+            data=str(path),
+            data_sha256=file_sha256(path),
+            max_length=config.max_length,
+            vocab_size=config.vocab_size,
+            shared_vocab=config.shared_vocab,
+        )
+    if isinstance(task.tokenizer, BPETokenizer):  # the learned subwords themselves, as the library's JSON
+        recipe["tokenizer_json"] = task.tokenizer.serialized
+    return recipe
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+META_FIELDS = {
+    "model": dict,
+    "step": int,
+    "train": dict,
+    "optimizer": dict,
+    "task": dict,
+    "src_vocab": list,
+    "tgt_vocab": list,
+}
+
+
+def check_meta(path: str | Path, meta: dict) -> None:
+    """Raise a CheckpointError naming the file and the field when the metadata is not what a run saves."""
+    for field, kind in META_FIELDS.items():
+        if not isinstance(meta.get(field), kind) or isinstance(meta.get(field), bool):
+            raise CheckpointError(
+                f"checkpoint {resolve_path(path)}: its metadata field {field!r} is missing or not a "
+                f"{kind.__name__} (got {type(meta.get(field)).__name__})"
+            )
+    for side in ("src", "tgt"):
+        vocab, size = meta[f"{side}_vocab"], meta["model"].get(f"{side}_vocab_size")
+        if len(vocab) != size or not all(isinstance(token, str) for token in vocab):
+            raise CheckpointError(
+                f"checkpoint {resolve_path(path)}: its {side}_vocab holds {len(vocab)} entries, but the "
+                f"model's {side}_vocab_size is {size!r}"
+            )
+
+
+def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transformer:
+    """The saved model: built from its configuration, its weights loaded, checked by name and shape."""
+    check_meta(path, meta)
+    try:
+        model = build_transformer(**meta["model"], seed=0)
+        model.load_state_dict(split_prefix(arrays, "param"))
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"checkpoint {resolve_path(path)}: the weights do not fit its model configuration ({error})"
+        ) from error
+    return model
+
+
+def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
+    """Rebuild the task a checkpoint was trained on (generated tasks regenerate; files are re-read).
+
+    A corpus must be the very file the run trained on: a file changed since, or another file at
+    that path, is refused by name rather than scored or trained on.
+    """
+    expected = recipe.get("data_sha256")
+    if recipe["data"] is not None and expected is not None:
+        path = Path(recipe["data"])
+        if not path.is_file():
+            raise ValueError(f"the run trained on {path}, which no longer exists")
+        if file_sha256(path) != expected:
+            raise ValueError(
+                f"the run trained on {path}, but that file has changed since (its sha256 differs)"
+            )
+    vocabulary = {key: recipe[key] for key in ("vocab_size", "shared_vocab") if key in recipe}
+    if "tokenizer_json" in recipe:
+        vocabulary["serialized_tokenizer"] = recipe["tokenizer_json"]
+    return make_task(
+        recipe["task"],
+        recipe["data"],
+        recipe["seed"],
+        recipe["tokenizer"],
+        recipe.get("max_length", MAX_LENGTH),
+        **vocabulary,
+    )
+
+
+def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
+    """Rebuild the model and the task, with the saved vocabularies (dropout needs no saved state:
+    see step_rng)."""
+    model = model_from_checkpoint(path, arrays, meta)
+    task = task_from_recipe(meta["task"])
+    if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
+        task.src_vocab, task.tgt_vocab = (
+            Vocab.from_list(meta["src_vocab"]),
+            Vocab.from_list(meta["tgt_vocab"]),
+        )
+    return model, task
+
+
+def average_checkpoints(paths: Sequence[str | Path]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(arrays, meta) of a checkpoint whose weights are the mean of the given checkpoints' (run
+    directories or .npz files), as the paper averages its last checkpoints. They must hold one model
+    configuration, tokenizer and vocabularies; the optimiser state and metadata are the last one's,
+    with ``averaged_from`` naming them all. The mean is taken in float64."""
+    if not paths:
+        raise ValueError("average needs at least one checkpoint")
+    loaded = [(resolve_path(path), *load_checkpoint(path)) for path in paths]
+    first_path, _, first_meta = loaded[0]
+    for path, _, meta in loaded:
+        check_meta(path, meta)
+        for field in ("model", "src_vocab", "tgt_vocab"):
+            if meta[field] != first_meta[field]:
+                raise ValueError(
+                    f"checkpoint {path} has another {field} than {first_path}: only checkpoints of one "
+                    "model can be averaged"
+                )
+        if meta["task"].get("tokenizer_json") != first_meta["task"].get("tokenizer_json"):
+            raise ValueError(f"checkpoint {path} has another tokenizer than {first_path}")
+    _, arrays, meta = loaded[-1]
+    arrays = dict(arrays)
+    for name in [name for name in arrays if name.startswith("param/")]:
+        total = sum(checkpoint[name].astype("float64") for _, checkpoint, _ in loaded)  # host arrays
+        arrays[name] = (total / len(loaded)).astype(arrays[name].dtype)
+    return arrays, {**meta, "averaged_from": [str(path) for path, _, _ in loaded]}
+
+
+def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab]:
+    """(model in eval mode, tokenizer, source vocab, target vocab) without rebuilding the task."""
+    arrays, meta = load_checkpoint(path)
+    model = model_from_checkpoint(path, arrays, meta)
+    try:
+        recipe = meta["task"]
+        tokenizer = (
+            BPETokenizer(recipe["tokenizer_json"])
+            if recipe["tokenizer"] == BPETokenizer.name
+            else TOKENIZERS[recipe["tokenizer"]]()
+        )
+        src_vocab, tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"checkpoint {resolve_path(path)}: its tokenizer or vocabularies are unusable ({error})"
+        ) from error
+    return model.eval(), tokenizer, src_vocab, tgt_vocab

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -12,15 +11,24 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .backend import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR, set_backend, tune_cpu
+from .backend import set_backend
 from .checkpoint import CheckpointError
+from .config import (
+    ModelConfig,
+    TrainConfig,
+    add_arguments,
+    given_settings,
+    read_config_file,
+    resumable_flags,
+    resume_conflicts,
+)
+from .tuning import restart_with_openblas_timeout, tune_cpu
 
 if TYPE_CHECKING:
-    from .train import Trainer
+    from .training import Trainer
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
-DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
 
 
 def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
@@ -61,7 +69,11 @@ _probability = _float_in("a number in (0, 1]", lambda value: 0 < value <= 1)
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose refusals are one line, pointing to --help instead of printing the usage."""
+    """An argument parser whose refusals are one line, pointing to --help instead of printing the
+    usage, and that takes only whole option names (an abbreviation is refused, never guessed)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -77,116 +89,30 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser(
-        "train", help="train a translation model", formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
+    p = commands.add_parser("train", help="train a translation model")
     _add_backend(p)
-    source = p.add_mutually_exclusive_group()
-    source.add_argument(
-        "--task", choices=["copy", "reverse", "numbers-en-fr"], default="numbers-en-fr", help="generated task"
-    )
-    source.add_argument(
-        "--data", metavar="FILE.tsv", help="parallel text, one 'source<TAB>target' pair per line"
-    )
     p.add_argument(
-        "--tokenizer",
-        choices=["char", "word", "bpe"],
-        help="default: bpe (subwords) for --data, char for copy/reverse, word for numbers-en-fr",
+        "--config",
+        metavar="FILE.toml",
+        help="settings from a TOML file of [model] and [train] tables (a run's config.toml is one); "
+        "flags given beside it win",
     )
-    p.add_argument(
-        "--vocab-size",
-        type=_int_at_least(256, "an integer >= 256"),
-        default=None,
-        help="subword units learned by --tokenizer bpe, source and target together (default 8000)",
-    )
-    p.add_argument("--shared-vocab", action="store_true", help="one vocabulary for source and target")
-    p.add_argument(
-        "--max-length",
-        type=_positive_int,
-        default=None,
-        help="--data pairs with more tokens than this on a side are left out, and counted (default 256)",
-    )
-    p.add_argument("--d-model", type=_positive_int, default=128)
-    p.add_argument("--layers", type=_positive_int, default=2, help="encoder and decoder blocks (N)")
-    p.add_argument("--heads", type=_positive_int, default=4)
-    p.add_argument("--d-ff", type=_positive_int, default=512)
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--attention", choices=["mha", "mla"], default="mha")
-    p.add_argument(
-        "--post-norm", action="store_true", help="the paper's post-norm instead of the seeds' pre-norm"
-    )
-    p.add_argument(
-        "--tie-embeddings",
-        action="store_true",
-        help="one matrix for the target embedding and the pre-softmax projection (and the source "
-        "embedding with --shared-vocab), as the paper does",
-    )
-    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument(
-        "--steps",
-        type=_positive_int,
-        default=None,
-        help="optimizer steps in all (default: 3000 for a --task; about 10 passes over a --data corpus, "
-        "1000 to 4000; with --resume, the saved run's own)",
-    )
-    p.add_argument(
-        "--patience",
-        type=_non_negative_int,
-        default=None,
-        metavar="N",
-        help="stop when dev BLEU has not improved for N evaluations (default: 4 with --data, else never)",
-    )
-    p.add_argument("--batch-size", type=_positive_int, default=64, help="sentence pairs per batch")
-    p.add_argument(
-        "--batch-tokens",
-        type=_positive_int,
-        default=None,
-        help="batches of about this many target tokens instead of --batch-size pairs (the paper's batching)",
-    )
-    p.add_argument(
-        "--accumulate",
-        type=_positive_int,
-        default=1,
-        help="micro-batches per optimiser step: the gradient of one K-times larger batch",
-    )
-    p.add_argument("--lr", type=_positive_float, default=1e-3, help="peak learning rate (cosine, constant)")
-    p.add_argument("--schedule", choices=["cosine", "noam", "constant"], default="cosine")
-    p.add_argument("--warmup", type=_positive_int, default=200, help="warm-up steps")
-    p.add_argument("--factor", type=_positive_float, default=1.0, help="scale of the noam schedule")
-    p.add_argument("--optimizer", choices=["adam", "adamw"], default="adam")
-    p.add_argument(
-        "--weight-decay", type=_non_negative_float, default=0.0, help="AdamW's decoupled weight decay"
-    )
-    p.add_argument("--clip", type=_non_negative_float, default=1.0, help="global gradient-norm clip (0: off)")
-    p.add_argument("--label-smoothing", type=float, default=0.1)
-    p.add_argument("--eval-every", type=_positive_int, default=500)
-    p.add_argument("--eval-size", type=_positive_int, default=200, help="dev pairs per evaluation")
-    p.add_argument("--log-every", type=_positive_int, default=50)
-    p.add_argument(
-        "--keep-checkpoints",
-        type=_non_negative_int,
-        default=0,
-        metavar="N",
-        help="also keep the last N evaluation checkpoints (step-*.npz) for `average`",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--threads",
-        type=_non_negative_int,
-        default=0,
-        help="batch shards trained at once on their own threads (0: one per core when the batch is "
-        "large enough); fix it for runs that must replay exactly on another machine",
-    )
-    p.add_argument("--out", default=DEFAULT_OUT, help="run directory: model.npz and log.jsonl")
-    p.add_argument(
+    add_arguments(p.add_argument_group("model"), ModelConfig, "model")
+    add_arguments(p.add_argument_group("training"), TrainConfig, "train")
+    run = p.add_argument_group("the run directory")
+    run.add_argument("--out", default=DEFAULT_OUT, help=f"run directory (default: {DEFAULT_OUT})")
+    run.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run saved in --out as it was saved (--steps may lengthen it, --threads changes how)",
+        help=f"continue the run saved in --out as it was saved ({', '.join(resumable_flags())} may change)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace the run saved in --out with a new one")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--show", type=int, default=5, help="translations of unseen test sources to print at the end"
+    run.add_argument("--overwrite", action="store_true", help="replace the run saved in --out with a new one")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--show",
+        type=_non_negative_int,
+        default=5,
+        help="translations of unseen test sources to print at the end",
     )
 
 
@@ -277,72 +203,50 @@ def _train(args: argparse.Namespace) -> int:
     from .distributed import Communicator
     from .rundir import RunLock, check_run_directory, clear_run
 
+    settings = _settings(args)  # every refusal of a setting comes before any work
     comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
     root = comm is None or comm.rank == 0
     out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
     with RunLock(out) if root else nullcontext():
         if args.overwrite and root:
             clear_run(out)
-        return _train_in(args, out, comm, print if root else (lambda *a, **k: None))
+        return _train_in(args, settings, out, comm, print if root else (lambda *a, **k: None))
 
 
-def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[..., None]) -> int:
+def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """section -> field -> value of the settings given: a --config file's, then the flags' over them."""
+    given = given_settings(args)
+    from_file = read_config_file(args.config) if args.config else {}
+    return {section: {**from_file.get(section, {}), **given[section]} for section in given}
+
+
+def _train_in(
+    args: argparse.Namespace,
+    settings: dict[str, dict[str, Any]],
+    out: Path,
+    comm: Any,
+    say: Callable[..., None],
+) -> int:
     """train, once --out is checked and locked: ``say`` prints on rank 0 only."""
-    from .train import TrainConfig, Trainer, TrainingDiverged
+    from .training import Trainer, TrainingDiverged
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
     if args.resume:
-        threads = args.threads if "--threads" in args.given else None
-        trainer = Trainer.resume(out, steps=args.steps, comm=comm, threads=threads)
-        check_resume_flags(args, trainer)
+        may_change = {name: settings["train"].get(name) for name in ("steps", "threads")}
+        trainer = Trainer.resume(out, comm=comm, **may_change)
+        resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
         say(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}")
     else:
-        config = TrainConfig(
-            task=None if args.data else args.task,
-            data=args.data,
-            tokenizer=args.tokenizer,
-            max_length=args.max_length or TrainConfig.max_length,
-            vocab_size=args.vocab_size or TrainConfig.vocab_size,
-            shared_vocab=args.shared_vocab,
-            steps=args.steps if args.steps or args.data else TrainConfig.steps,
-            patience=args.patience if args.patience is not None else (DATA_PATIENCE if args.data else 0),
-            batch_size=args.batch_size,
-            batch_tokens=args.batch_tokens,
-            accumulate=args.accumulate,
-            lr=args.lr,
-            schedule=args.schedule,
-            warmup=args.warmup,
-            factor=args.factor,
-            optimizer=args.optimizer,
-            weight_decay=args.weight_decay,
-            clip=args.clip,
-            label_smoothing=args.label_smoothing,
-            eval_every=args.eval_every,
-            eval_size=args.eval_size,
-            log_every=args.log_every,
-            keep_checkpoints=args.keep_checkpoints,
-            seed=args.seed,
-            threads=args.threads,
-        )
-        model_args = {
-            "d_model": args.d_model,
-            "N": args.layers,
-            "h": args.heads,
-            "d_ff": args.d_ff,
-            "dropout": args.dropout,
-            "attention": args.attention,
-            "norm_first": not args.post_norm,
-            "dtype": args.dtype,
-            "tie_embeddings": args.tie_embeddings,
-        }
-        trainer = Trainer.create(config, model_args, comm=comm)
+        model = ModelConfig(**settings["model"])
+        trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
+        config, task = trainer.config, trainer.task
         n_params = sum(p.data.size for p in trainer.model.parameters())
         chosen = (
-            " (chosen from the corpus's size; --steps to choose)" if args.steps is None and args.data else ""
+            " (chosen from the corpus's size; --steps to choose)" if "steps" not in settings["train"] else ""
         )
         say(
-            f"training {args.attention} model ({n_params:,} parameters) on {args.data or args.task}{ranks} for "
-            f"{trainer.config.steps} steps{chosen}; vocabularies {len(trainer.task.src_vocab)}/{len(trainer.task.tgt_vocab)}; "
+            f"training {model.attention} model ({n_params:,} parameters) on {config.data or config.task}{ranks} "
+            f"for {config.steps} steps{chosen}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; "
             f"saving to {out}"
         )
     try:
@@ -368,73 +272,9 @@ def _train_in(args: argparse.Namespace, out: Path, comm: Any, say: Callable[...,
     return 0
 
 
-# train's flags that describe the run, and where a checkpoint keeps each: --resume refuses a different value
-RUN_FLAGS = {
-    "--task": ("train", "task"),
-    "--data": ("train", "data"),
-    "--tokenizer": ("task", "tokenizer"),
-    "--max-length": ("train", "max_length"),
-    "--vocab-size": ("train", "vocab_size"),
-    "--shared-vocab": ("train", "shared_vocab"),
-    "--d-model": ("model", "d_model"),
-    "--layers": ("model", "N"),
-    "--heads": ("model", "h"),
-    "--d-ff": ("model", "d_ff"),
-    "--dropout": ("model", "dropout"),
-    "--attention": ("model", "attention"),
-    "--post-norm": ("model", "norm_first"),
-    "--tie-embeddings": ("model", "tie_embeddings"),
-    "--dtype": ("model", "dtype"),
-    "--batch-size": ("train", "batch_size"),
-    "--batch-tokens": ("train", "batch_tokens"),
-    "--accumulate": ("train", "accumulate"),
-    "--lr": ("train", "lr"),
-    "--schedule": ("train", "schedule"),
-    "--warmup": ("train", "warmup"),
-    "--factor": ("train", "factor"),
-    "--optimizer": ("train", "optimizer"),
-    "--weight-decay": ("train", "weight_decay"),
-    "--clip": ("train", "clip"),
-    "--label-smoothing": ("train", "label_smoothing"),
-    "--eval-every": ("train", "eval_every"),
-    "--eval-size": ("train", "eval_size"),
-    "--log-every": ("train", "log_every"),
-    "--seed": ("train", "seed"),
-    "--keep-checkpoints": ("train", "keep_checkpoints"),
-    "--patience": ("train", "patience"),
-}
-
-
-def check_resume_flags(args: argparse.Namespace, trainer: Trainer) -> None:
-    """--resume continues the saved run as it was: a flag given with a value other than the saved one
-    (the resumed trainer's, before any step) is refused."""
-    from dataclasses import asdict
-
-    meta = {
-        "model": trainer.model.config,
-        "train": asdict(trainer.config),
-        "task": {"tokenizer": trainer.task.tokenizer.name},
-    }
-    for flag in sorted(args.given & RUN_FLAGS.keys()):
-        section, key = RUN_FLAGS[flag]
-        given = getattr(args, flag[2:].replace("-", "_"))
-        saved = meta.get(section, {}).get(key)
-        if flag == "--post-norm":  # saved as norm_first
-            given, shown = not given, "--post-norm"
-            saved_shown = "pre-norm" if saved else "post-norm"
-        else:
-            given = str(Path(given).resolve()) if flag == "--data" else given
-            shown, saved_shown = f"{flag} {given}", repr(saved)
-        if given != saved:
-            raise ValueError(
-                f"{shown} differs from the saved run's {saved_shown}: --resume continues the run as it was saved "
-                "(only --steps and --threads may change); start a new run (another --out, or --overwrite) to change it"
-            )
-
-
 def _show_translations(trainer: Trainer, count: int) -> None:
     """Print the model's translations of the first ``count`` test pairs, never seen in training."""
-    from .train import translate_ids
+    from .evaluation import translate_ids
 
     task = trainer.task
     pairs = task.test[:count]
@@ -471,8 +311,9 @@ def _decode_options(args: argparse.Namespace) -> dict:
 
 
 def _translate(args: argparse.Namespace) -> int:
+    from .checkpoint import load_for_inference
     from .data import encode_sentences
-    from .train import load_for_inference, translate_ids
+    from .evaluation import translate_ids
 
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
     if args.sentences:
@@ -500,9 +341,9 @@ def _translate(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from .checkpoint import load_checkpoint
+    from .checkpoint import load_checkpoint, restore_model_and_task
     from .data import read_tsv
-    from .train import evaluate, restore_model_and_task
+    from .evaluation import evaluate
 
     arrays, meta = load_checkpoint(args.checkpoint)
     model, task = restore_model_and_task(args.checkpoint, arrays, meta)
@@ -522,9 +363,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _average(args: argparse.Namespace) -> int:
-    from .checkpoint import FILENAME, save_checkpoint
+    from .checkpoint import FILENAME, average_checkpoints, save_checkpoint
     from .rundir import RunLock, check_run_directory, clear_run
-    from .train import average_checkpoints
 
     out = check_run_directory(args.out, resume=False, overwrite=args.overwrite)
     arrays, meta = average_checkpoints(args.checkpoints)
@@ -540,16 +380,15 @@ def _plot(args: argparse.Namespace) -> int:
     from . import plots
 
     if args.picture == "attention":
-        from .train import load_for_inference
+        from .checkpoint import load_for_inference
 
         model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
         written = plots.plot_attention(model, tokenizer, src_vocab, tgt_vocab, args.sentence, args.out)
     elif args.picture == "curves":
         written = [plots.plot_curves(args.run, args.out)]
     else:
-        from .checkpoint import load_checkpoint
+        from .checkpoint import load_checkpoint, task_from_recipe
         from .data import make_task
-        from .train import task_from_recipe
 
         if args.checkpoint:
             _, meta = load_checkpoint(args.checkpoint)
@@ -573,27 +412,11 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def restart_with_openblas_timeout() -> None:
-    """Start this command once more with OPENBLAS_THREAD_TIMEOUT set, unless it is set already.
-
-    OpenBLAS reads its idle threads' spin time only when NumPy loads it, which has happened by the
-    time main() runs (see backend.tune_cpu). Linux only, where NumPy's wheels bring OpenBLAS.
-    """
-    if OPENBLAS_TIMEOUT_VAR in os.environ or not sys.platform.startswith("linux") or not sys.executable:
-        return
-    os.environ[OPENBLAS_TIMEOUT_VAR] = OPENBLAS_TIMEOUT
-    os.execv(sys.executable, [sys.executable, "-m", "numpy_transformer", *sys.argv[1:]])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
     the process in to the CPU settings (tune_cpu), as a program of its own may."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    # the options given on the command line (not their defaults), for --resume's checks
-    args.given = {
-        token.split("=")[0] for token in (sys.argv[1:] if argv is None else argv) if token.startswith("--")
-    }
     if argv is None:
         restart_with_openblas_timeout()
         tune_cpu()

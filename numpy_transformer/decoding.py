@@ -25,11 +25,12 @@ from contextlib import AbstractContextManager, nullcontext
 from functools import wraps
 from typing import Any
 
-from .backend import blas_threads, get_array_module, make_rng
+from .backend import get_array_module, make_rng
 from .functional import split_heads
 from .kernels import ops
 from .layers import check_id_array
 from .model import Transformer, causal_mask
+from .tuning import blas_threads
 
 Array = Any
 

@@ -3,8 +3,8 @@
 Started under ``mpiexec -n K`` (or ``srun`` under Slurm), every rank builds the same model from
 the same seed and draws the same global batch; rank k takes its slice of the batch's rows, runs
 forward and backward with the weight n_k / N (its share of the batch's N non-pad target tokens),
-and one ``Allreduce`` sums a flat buffer holding every gradient, the weighted loss and a stop
-flag. The sum is the gradient of the whole batch's mean loss, so every rank applies the same
+one ``Allreduce`` sums the model's flat gradient buffer in place, and a second, of two numbers,
+sums the weighted loss and the stop flags. The sum is the gradient of the whole batch's mean loss, so every rank applies the same
 optimiser step and the weights stay identical: a cheap checksum compares them every few steps.
 Dropout masks come from a generator seeded by (seed, step, rank), so a K-rank run is repeatable
 and resumable from its checkpoint alone.
@@ -22,6 +22,7 @@ from typing import Any
 
 from .backend import backend_name, get_array_module
 from .module import Parameter
+from .tuning import cpu_cores
 
 Array = Any
 
@@ -83,6 +84,13 @@ class Communicator:
         """buffer <- the sum of every rank's buffer, in place (one Allreduce)."""
         self.comm.Allreduce(self._mpi.IN_PLACE, buffer, op=self._mpi.SUM)
 
+    def allreduce_values(self, values: Sequence[float]) -> list[float]:
+        """The sums across ranks of a few host numbers (a step's loss and stop flags), in float64."""
+        xp = get_array_module()
+        buffer = xp.asarray(values, dtype=xp.float64)
+        self.allreduce_sum(buffer)
+        return [float(value) for value in buffer]
+
     def check_same(self, value: float, what: str) -> None:
         """Raise a RuntimeError naming the ranks whose ``value`` differs from rank 0's."""
         values = self.comm.allgather(value)
@@ -99,34 +107,7 @@ class Communicator:
 
     def cores_per_rank(self) -> int:
         """This host's cores shared among its ranks (at least 1)."""
-        return max(1, (os.cpu_count() or 1) // self.local_size)
-
-
-class FlatGradients:
-    """Every parameter's gradient, then the extra values a step reduces with them, in one flat buffer.
-
-    pack() copies them in, the communicator sums the buffer across ranks, unpack() copies the
-    gradients back and returns the extras: one Allreduce per step, whatever the number of parameters.
-    """
-
-    def __init__(self, parameters: Sequence[Parameter], extras: int) -> None:
-        self.parameters = list(parameters)
-        self.sizes = [p.data.size for p in self.parameters]
-        dtype = self.parameters[0].data.dtype
-        self.buffer = get_array_module().empty(sum(self.sizes) + extras, dtype=dtype)
-
-    def pack(self, extras: Sequence[float]) -> Array:
-        xp = get_array_module()
-        gradients = [p.grad.reshape(-1) for p in self.parameters]
-        xp.concatenate([*gradients, xp.asarray(extras, dtype=self.buffer.dtype)], out=self.buffer)
-        return self.buffer
-
-    def unpack(self) -> list[float]:
-        start = 0
-        for parameter, size in zip(self.parameters, self.sizes):
-            parameter.grad[...] = self.buffer[start : start + size].reshape(parameter.shape)
-            start += size
-        return [float(value) for value in self.buffer[start:]]
+        return max(1, cpu_cores() // self.local_size)
 
 
 def weights_checksum(parameters: Sequence[Parameter]) -> float:

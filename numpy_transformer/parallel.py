@@ -18,14 +18,14 @@ model's generator alone: the replicas' generators are seeded from it at every st
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .backend import backend_name, blas_threads, make_rng
+from .backend import backend_name, make_rng
 from .kernels import ops
 from .model import Transformer, build_transformer
 from .module import Parameter
+from .tuning import blas_threads, cpu_cores
 
 Array = Any
 
@@ -38,7 +38,7 @@ MIN_SHARD_ACTIVATIONS = 32768
 def auto_threads(model: Transformer, batch: int, length: int, cores: int | None = None) -> int:
     """How many shards a batch of (batch, length) tokens is worth: the cores (all of this machine's
     unless given), or 1 when too small."""
-    cores = cores or os.cpu_count() or 1
+    cores = cores or cpu_cores()
     if backend_name() != "numpy" or cores < 2:
         return 1
     shards = min(cores, batch)

@@ -1,6 +1,9 @@
-"""The run directory of ``train --out``: checked before any work, locked while a run writes to it.
+"""The run directory of ``train --out``: checked before any work, locked while a run writes to it,
+and the files a run writes there (RunFiles).
 
-A run directory holds ``model.npz`` and ``log.jsonl``. Training into one that already holds a run
+A run directory holds ``model.npz`` (the last checkpoint), ``best.npz`` (the best by dev BLEU),
+``log.jsonl``, ``config.toml`` (the resolved configuration) and, with ``--keep-checkpoints``,
+``step-*.npz``. Training into one that already holds a run
 would overwrite its model at the first evaluation, and two processes training into one directory
 would overwrite each other's, so both are refused unless the user says what they mean
 (``--resume`` or ``--overwrite``), and a lock file names the process that writes there.
@@ -8,14 +11,22 @@ would overwrite each other's, so both are refused unless the user says what they
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from pathlib import Path
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any
 
 from .checkpoint import FILENAME
+
+if TYPE_CHECKING:
+    from .training import Trainer
 
 LOG_NAME = "log.jsonl"
 BEST_NAME = "best.npz"  # the checkpoint with the best dev BLEU so far, beside the last (model.npz)
 KEPT_PATTERN = "step-*.npz"  # the last --keep-checkpoints evaluation checkpoints, for averaging
+CONFIG_NAME = "config.toml"  # the run's resolved configuration, which train --config reads back
 LOCK_NAME = ".lock"
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
@@ -49,11 +60,11 @@ def check_run_directory(out: str | Path, resume: bool, overwrite: bool, check_lo
         raise ValueError(
             f"--resume: --out {out} holds no saved run ({FILENAME}); start a new run without --resume"
         )
-    holds_run = (path / FILENAME).exists() or (path / LOG_NAME).exists()
-    if holds_run and not (resume or overwrite):
+    held = run_files(path)
+    if held and not (resume or overwrite):
         raise ValueError(
-            f"--out {out} already holds a training run ({FILENAME}, {LOG_NAME}): continue it with --resume, "
-            "choose a new --out, or replace it with --overwrite"
+            f"--out {out} already holds a training run ({', '.join(p.name for p in held[:3])}): continue it "
+            "with --resume, choose a new --out, or replace it with --overwrite"
         )
     return path
 
@@ -115,12 +126,80 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def run_files(directory: Path) -> list[Path]:
+    """The files of a run in ``directory``: any of them marks it as holding one."""
+    names = [FILENAME, BEST_NAME, LOG_NAME, CONFIG_NAME]
+    return [directory / name for name in names if (directory / name).exists()] + sorted(
+        directory.glob(KEPT_PATTERN)
+    )
+
+
 def clear_run(directory: Path) -> None:
-    """--overwrite: remove the old run's checkpoint and log before the new run writes its own."""
-    for path in [
-        directory / FILENAME,
-        directory / LOG_NAME,
-        directory / BEST_NAME,
-        *directory.glob(KEPT_PATTERN),
-    ]:
+    """--overwrite: remove the old run's files before the new run writes its own."""
+    for path in run_files(directory):
         path.unlink(missing_ok=True)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write ``text`` through a temporary file in the same folder, then rename: never half a file."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class RunFiles:
+    """What a training run writes into its directory: the log, the configuration and the checkpoints.
+
+    ``with RunFiles(directory) as run:`` keeps the log open. Evaluation checkpoints (step-*.npz)
+    are rotated among the ones this run wrote itself (Trainer.kept, saved in its checkpoints), so
+    a file the run did not write is never deleted.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.best_path = directory / BEST_NAME
+        self.saved_step: int | None = None  # the step of the last model.npz written
+        self._log: IO[str] | None = None
+
+    def __enter__(self) -> RunFiles:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._log = (self.directory / LOG_NAME).open("a", encoding="utf-8")
+        return self
+
+    def __exit__(self, kind: type | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        if self._log:
+            self._log.close()
+
+    def log(self, record: dict[str, Any]) -> None:
+        assert self._log is not None, "log inside `with RunFiles(...)`"
+        self._log.write(json.dumps(record) + "\n")
+        self._log.flush()
+
+    def write_config(self, text: str) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(self.directory / CONFIG_NAME, text)
+
+    def save(self, trainer: Trainer) -> None:
+        trainer.save(self.directory)
+        self.saved_step = trainer.step
+
+    def save_evaluated(self, trainer: Trainer, improved: bool) -> None:
+        """After an evaluation: the last checkpoint; best.npz when dev BLEU improved; and the last
+        ``keep_checkpoints`` evaluation checkpoints."""
+        keep = trainer.config.keep_checkpoints
+        if keep:
+            name = f"step-{trainer.step:07d}.npz"
+            trainer.kept = [*(kept for kept in trainer.kept if kept != name), name]
+            for old in trainer.kept[:-keep]:
+                (self.directory / old).unlink(missing_ok=True)
+            trainer.kept = trainer.kept[-keep:]
+            trainer.save(self.directory / name)
+        self.save(trainer)
+        if improved:
+            trainer.save(self.best_path)

@@ -753,7 +753,7 @@ CASES = [
     Case(
         "api",
         "a TrainConfig with threads=-1",
-        api(lambda ws: nt.train.TrainConfig(threads=-1)),
+        api(lambda ws: nt.config.TrainConfig(threads=-1)),
         True,
         ("threads", "-1"),
     ),

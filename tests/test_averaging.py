@@ -7,7 +7,9 @@ import pytest
 
 from numpy_transformer.checkpoint import load_checkpoint
 from numpy_transformer.cli import main
-from numpy_transformer.train import TrainConfig, Trainer, average_checkpoints
+from numpy_transformer.checkpoint import average_checkpoints
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.training import Trainer
 
 TINY = [
     "--task",

@@ -16,7 +16,8 @@ from conftest import model_batch, relative_error
 from numpy_transformer import backend, build_transformer, make_src_mask, make_tgt_mask
 from numpy_transformer.decoding import beam_search, greedy_decode, sample_decode
 from numpy_transformer.kernels import ops
-from numpy_transformer.train import TrainConfig, Trainer
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.training import Trainer
 
 
 def _cupy_or_reason():

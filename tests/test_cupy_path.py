@@ -15,7 +15,10 @@ from numpy_transformer import backend
 from numpy_transformer.data import BOS_ID, EOS_ID, PAD_ID, make_batch
 from numpy_transformer.decoding import beam_search, greedy_decode, sample_decode
 from numpy_transformer.model import make_src_mask
-from numpy_transformer.train import TrainConfig, Trainer, load_for_inference, translate_ids
+from numpy_transformer.checkpoint import load_for_inference
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.evaluation import translate_ids
+from numpy_transformer.training import Trainer
 
 TINY = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32, "dropout": 0.1}
 STEP_SYNC_BUDGET = (

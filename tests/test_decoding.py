@@ -305,7 +305,9 @@ def test_no_output_repeats_an_ngram(strategy):
 
 def test_evaluate_decodes_as_it_is_told():
     from numpy_transformer.decoding import beam_search
-    from numpy_transformer.train import TrainConfig, Trainer, evaluate
+    from numpy_transformer.config import TrainConfig
+    from numpy_transformer.evaluation import evaluate
+    from numpy_transformer.training import Trainer
 
     trainer = Trainer.create(
         TrainConfig(task="copy", steps=3, batch_size=8), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}

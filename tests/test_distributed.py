@@ -18,9 +18,10 @@ import pytest
 from numpy_transformer import distributed
 from numpy_transformer.backend import step_rng
 from numpy_transformer.checkpoint import load_checkpoint
-from numpy_transformer.distributed import Communicator, FlatGradients, launched_ranks, weights_checksum
+from numpy_transformer.distributed import Communicator, launched_ranks, weights_checksum
 from numpy_transformer.module import Parameter
-from numpy_transformer.train import TrainConfig, Trainer
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.training import Trainer
 
 MPIEXEC = shutil.which(
     "mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -101,19 +102,29 @@ def test_drifted_weights_are_named_by_rank():
         FakeComm(0, 3, gathered=[1.5, 1.5, 1.25]).check_same(1.5, "weights")
 
 
-def test_flat_gradients_round_trip_with_extras():
-    rng = np.random.default_rng(0)
-    parameters = [Parameter(rng.standard_normal(shape)) for shape in [(3, 4), (5,), (2, 2)]]
-    for parameter in parameters:
-        parameter.grad[...] = rng.standard_normal(parameter.shape)
-    expected = [p.grad.copy() for p in parameters]
-    flat = FlatGradients(parameters, extras=2)
-    buffer = flat.pack([0.25, 1.0])
-    assert buffer.shape == (12 + 5 + 4 + 2,)
-    buffer *= 2  # as an all-reduce of two equal ranks would
-    assert flat.unpack() == [0.5, 2.0]
-    for parameter, grad in zip(parameters, expected):
-        np.testing.assert_array_equal(parameter.grad, 2 * grad)
+class DoublingComm(FakeComm):
+    """Rank 0 of 2 whose all-reduce doubles every buffer in place, as a second equal rank would;
+    it keeps what it was given before doubling."""
+
+    def __init__(self):
+        super().__init__(0, 2)
+        self.reduced = []
+
+    def Allreduce(self, _in_place, buffer, op):  # noqa: N802 - mpi4py's name
+        self.reduced.append((buffer, buffer.copy()))
+        buffer *= 2
+
+
+def test_the_all_reduce_sums_the_models_flat_gradient_in_place_and_the_loss_beside_it(monkeypatch):
+    comm = DoublingComm()
+    comm._mpi = type("MPI", (), {"IN_PLACE": None, "SUM": None})
+    trainer = Trainer.create(TrainConfig(**CONFIG, steps=2, threads=1, clip=0.0), MODEL, comm=comm)
+    monkeypatch.setattr(trainer.optimizer, "step", lambda lr: None)  # keep the reduced gradient to look at
+    trainer.train_step()
+    (gradients, before), (side, side_before) = comm.reduced
+    assert gradients is trainer.model.flat.grad  # the model's own buffer: no copy in, no copy out
+    assert side.shape == (2,) and side_before[1] == 0.0  # the weighted loss and the stop flag
+    np.testing.assert_array_equal(gradients, 2 * before)
 
 
 def test_dropout_generators_depend_on_seed_step_and_rank_only():
@@ -139,7 +150,8 @@ def test_batches_smaller_than_the_ranks_are_refused():
 TWO_RANK_STEPS = textwrap.dedent("""
     import sys, numpy as np
     from numpy_transformer.distributed import Communicator
-    from numpy_transformer.train import TrainConfig, Trainer
+    from numpy_transformer.config import TrainConfig
+    from numpy_transformer.training import Trainer
     comm = Communicator.from_environment()
     config, model = {config}, {model}
     trainer = Trainer.create(TrainConfig(**config, steps=20, threads=int(sys.argv[2])),

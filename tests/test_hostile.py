@@ -16,7 +16,8 @@ from numpy_transformer.decoding import greedy_decode
 from numpy_transformer.gradcheck import gradcheck
 from numpy_transformer.plots import read_log
 from numpy_transformer.rundir import RunLock
-from numpy_transformer.train import TrainConfig, Trainer, TrainingDiverged
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.training import Trainer, TrainingDiverged
 
 TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32}
 
@@ -233,7 +234,7 @@ def test_resume_keeps_the_saved_run_and_refuses_a_flag_that_differs(tmp_path, ca
     error = capsys.readouterr().err
     assert "--lr 0.01 differs from the saved run's 0.002" in error and "--overwrite" in error
     assert main(["train", "--resume", "--out", out, "--post-norm"]) == 2
-    assert "--post-norm differs from the saved run's pre-norm" in capsys.readouterr().err
+    assert "--post-norm differs from the saved run, which has no --post-norm" in capsys.readouterr().err
     assert load_checkpoint(out)[1]["step"] == 3  # nothing ran
     assert (
         main(["train", "--resume", *RUN, "--lr", "0.002", "--steps", "6", "--threads", "1", "--out", out])
@@ -306,7 +307,7 @@ def test_parameter_count_from_the_sizes_alone_is_the_built_models(attention, siz
 
 
 def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_built(monkeypatch, capsys):
-    from numpy_transformer import train
+    from numpy_transformer import training as train
 
     built = []
     monkeypatch.setattr(train, "build_transformer", lambda *a, **k: built.append(1))
@@ -319,7 +320,7 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_built(mo
 
 
 def test_the_memory_estimate_lets_the_default_run_through():
-    from numpy_transformer.train import training_memory
+    from numpy_transformer.training import training_memory
 
     task = nt.data.make_task("numbers-en-fr")
     src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(0))

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer.backend import blas_threads
 from numpy_transformer.kernels import ops
 from numpy_transformer.optim import Adam
 from numpy_transformer.parallel import DataParallel, auto_threads
+from numpy_transformer.tuning import blas_threads
 
 PAD = 0
 CONFIG = {
@@ -108,17 +108,17 @@ def test_one_thread_is_the_plain_pass_and_bad_arguments_are_refused():
 
 
 def test_auto_threads_splits_only_batches_worth_it(monkeypatch):
-    monkeypatch.setattr("numpy_transformer.parallel.os.cpu_count", lambda: 2)
+    monkeypatch.setattr("numpy_transformer.parallel.cpu_cores", lambda: 2)
     model = nt.build_transformer(**{**CONFIG, "d_model": 128, "h": 4})
     assert auto_threads(model, 32, 32) == 2  # 16 rows x 32 tokens x 128 = 65536 entries per shard
     assert auto_threads(model, 32, 4) == 1  # 16 x 4 x 128: too few to pay for the threads
     assert auto_threads(model, 1, 512) == 1  # one row cannot be split
-    monkeypatch.setattr("numpy_transformer.parallel.os.cpu_count", lambda: 1)
+    monkeypatch.setattr("numpy_transformer.parallel.cpu_cores", lambda: 1)
     assert auto_threads(model, 32, 32) == 1
 
 
 def test_blas_threads_restores_the_previous_count():
-    from numpy_transformer.backend import _openblas_thread_control
+    from numpy_transformer.tuning import _openblas_thread_control
 
     control = _openblas_thread_control()
     with blas_threads(1) as applied:
@@ -133,7 +133,7 @@ def test_blas_threads_restores_the_previous_count():
 
 
 def test_train_config_refuses_a_negative_thread_count():
-    from numpy_transformer.train import TrainConfig
+    from numpy_transformer.config import TrainConfig
 
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="threads must be an integer >= 0"):

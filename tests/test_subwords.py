@@ -4,7 +4,8 @@ import pytest
 
 from numpy_transformer.cli import main
 from numpy_transformer.data import BPETokenizer, FileTask
-from numpy_transformer.train import Trainer, load_for_inference
+from numpy_transformer.checkpoint import load_for_inference
+from numpy_transformer.training import Trainer
 
 pytest.importorskip("tokenizers", reason="tokenizers is part of the [train] and [dev] extras")
 

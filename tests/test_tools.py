@@ -10,7 +10,8 @@ import numpy_transformer as nt
 from numpy_transformer import layers
 from numpy_transformer.cli import main
 from numpy_transformer.trace import shape_trace
-from numpy_transformer.train import TrainConfig, Trainer
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.training import Trainer
 
 
 def test_shape_trace_follows_the_seed_diagram():

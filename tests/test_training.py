@@ -6,13 +6,16 @@ import subprocess
 import sys
 import time
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 import numpy_transformer as nt
 from numpy_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
-from numpy_transformer.train import TrainConfig, Trainer, TrainingDiverged
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.training import Trainer, TrainingDiverged
 
 SMALL = {"d_model": 32, "N": 1, "h": 2, "d_ff": 64, "dropout": 0.1}
 TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
@@ -133,10 +136,10 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 
 def test_nan_stops_training_and_keeps_last_good_checkpoint(tmp_path):
     trainer = Trainer.create(TrainConfig(task="copy", steps=4, eval_every=2, eval_size=5, log_every=1), SMALL)
-    trainer.config.steps = 2
+    trainer.config = replace(trainer.config, steps=2)
     trainer.fit(tmp_path, progress=False)
     good = _params(tmp_path / "model.npz")
-    trainer.config.steps = 4
+    trainer.config = replace(trainer.config, steps=4)
     params = dict(trainer.model.named_parameters())
     params["decoder.layers.0.feed_forward_block.linear_1.weight"].data[0, 0] = np.nan
     with pytest.raises(TrainingDiverged, match="step 3: the gradient of .* is NaN or infinite"):
@@ -191,7 +194,7 @@ def test_ctrl_c_saves_before_exiting(tmp_path):
 
 def test_a_second_ctrl_c_stops_at_once_with_one_line_and_a_whole_checkpoint(tmp_path, monkeypatch, capsys):
     """The second Ctrl-C arrives while the step runs: no traceback, and what was saved is whole."""
-    from numpy_transformer.train import Trainer as TrainerClass
+    from numpy_transformer.training import Trainer as TrainerClass
 
     calls = []
     original = TrainerClass.train_step
@@ -301,7 +304,7 @@ def test_cli_train_translate_evaluate_on_tsv(tmp_path):
 
 
 def test_the_command_restarts_once_with_the_openblas_setting(monkeypatch):
-    from numpy_transformer import cli as cli_module
+    from numpy_transformer import tuning as cli_module
 
     calls = []
     monkeypatch.setattr(cli_module.os, "execv", lambda path, args: calls.append((path, args)))
@@ -378,7 +381,7 @@ def test_batches_of_about_n_target_tokens():
 
 
 def test_a_corpus_chooses_its_steps_and_says_so(tmp_path, capsys):
-    from numpy_transformer.train import AUTO_EPOCHS, AUTO_STEPS
+    from numpy_transformer.training import AUTO_EPOCHS, AUTO_STEPS
 
     path = tmp_path / "c.tsv"
     path.write_text("".join(f"w{i} x\tv{i} y\n" for i in range(20000)))

@@ -21,7 +21,6 @@ differently, and why (the measurements are in benchmarks/README.md):
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
@@ -40,6 +39,7 @@ from ..functional import (
     split_heads,
     valid_targets,
 )
+from ..tuning import cpu_cores
 
 Array = Any
 
@@ -493,7 +493,7 @@ class AdamUpdate:
                 start = stop
         run_sizes = [packed_size] * bool(self._packed) + [sizes[i] for i in self._unpacked]
         if threads is None:
-            threads = (os.cpu_count() or 1) if sum(sizes) >= PARALLEL_MIN else 1
+            threads = cpu_cores() if sum(sizes) >= PARALLEL_MIN else 1
         self.threads = max(1, min(threads, 8))
         self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
         self._buffers: list[Array] = [None] * self.threads

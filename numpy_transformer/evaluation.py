@@ -1,0 +1,79 @@
+"""Scoring a model: translating batches of ids, and loss, accuracy, exact match, BLEU and chrF on pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .backend import to_numpy
+from .data import BOS_ID, EOS_ID, PAD_ID, TranslationTask, pad
+from .decoding import greedy_decode
+from .kernels import ops
+from .model import Transformer, make_src_mask
+
+
+def masked_token_accuracy(logits: Any, targets: Any) -> tuple[int, int]:
+    """(correct, counted) argmax predictions over non-pad targets."""
+    valid = targets != PAD_ID
+    return int(((logits.argmax(axis=-1) == targets) & valid).sum()), int(valid.sum())
+
+
+def translate_ids(
+    model: Transformer, src_ids: Sequence[Sequence[int]], max_len: int | None = None, **decode_options: Any
+) -> list[list[int]]:
+    """Greedy (or any strategy's) translation of id sequences, batched."""
+    src = pad(src_ids)
+    max_len = max_len or model.tgt_pos.seq_len
+    strategy = decode_options.pop("strategy", greedy_decode)
+    out = strategy(model, src, make_src_mask(src, PAD_ID), max_len, BOS_ID, EOS_ID, **decode_options)
+    return [list(map(int, row)) for row in to_numpy(out)]
+
+
+def evaluate(
+    model: Transformer,
+    task: TranslationTask,
+    pairs: Sequence[tuple[str, str]],
+    label_smoothing: float = 0.0,
+    batch_size: int = 100,
+    **decode_options: Any,
+) -> dict[str, float]:
+    """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of the translations.
+
+    The translations are greedy unless ``decode_options`` say otherwise, as translate_ids takes
+    them (``strategy=beam_search, beam_width=4, length_penalty=0.6``, ``no_repeat_ngram``...).
+    """
+    import sacrebleu
+
+    strategy = decode_options.pop("strategy", greedy_decode)
+    loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
+    with model.evaluating():
+        for start in range(0, len(pairs), batch_size):
+            batch = task.batch(pairs[start : start + batch_size])
+            logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+            loss, _ = ops.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
+            right, seen = masked_token_accuracy(logits, batch.tgt_out)
+            loss_sum, correct, counted = loss_sum + loss * seen, correct + right, counted + seen
+            max_len = min(model.tgt_pos.seq_len, int(batch.tgt_out.shape[1]) * 2 + 4)
+            translated = strategy(model, batch.src, batch.src_mask, max_len, BOS_ID, EOS_ID, **decode_options)
+            for ids in to_numpy(translated):
+                hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
+    references = [target for _, target in pairs]
+    bleu_tokenize = (
+        "char" if task.tokenizer.name == "char" else "13a"
+    )  # a char task has no spaces to split words on
+    return {
+        "loss": loss_sum / max(counted, 1),
+        "token_accuracy": correct / max(counted, 1),
+        "exact_match": sum(h == r for h, r in zip(hypotheses, references)) / max(len(pairs), 1),
+        "bleu": sacrebleu.corpus_bleu(hypotheses, [references], tokenize=bleu_tokenize).score,
+        "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
+        "n": len(pairs),
+    }
+
+
+def format_metrics(title: str, metrics: dict[str, float]) -> str:
+    return (
+        f"{title}: loss {metrics['loss']:.4f}  token acc {metrics['token_accuracy']:.4f}  "
+        f"exact {metrics['exact_match']:.4f}  BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "
+        f"(n={metrics['n']})"
+    )

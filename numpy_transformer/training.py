@@ -1,0 +1,478 @@
+"""Training a translation model: the Trainer, its step and its loop.
+
+    trainer = Trainer.create(TrainConfig(task="copy", steps=500), ModelConfig(d_model=64, N=2))
+    trainer.fit("runs/copy")               # log, evaluate and checkpoint into a run directory
+    trainer = Trainer.resume("runs/copy")  # continues exactly where the checkpoint stopped
+
+Files on disk are the checkpoint module's and the run directory's; scores are the evaluation
+module's. Here: how one optimiser step is taken (alone, in threads, or as one MPI rank of
+several) and the loop around it.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager, nullcontext
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from .backend import get_array_module, resolve_dtype, step_rng
+from .checkpoint import (
+    FILENAME,
+    CheckpointError,
+    load_checkpoint,
+    resolve_path,
+    restore_model_and_task,
+    save_checkpoint,
+    split_prefix,
+    task_recipe,
+)
+from .config import ModelConfig, TrainConfig, config_toml
+from .data import PAD_ID, TranslationTask, make_task
+from .distributed import Communicator, weights_checksum
+from .evaluation import evaluate, format_metrics
+from .model import Transformer, build_transformer, parameter_count
+from .optim import (
+    Adam,
+    AdamW,
+    ConstantSchedule,
+    NoamSchedule,
+    WarmupCosineSchedule,
+    clip_grad_norm,
+    global_grad_norm,
+)
+from .parallel import DataParallel, auto_threads, mask_rows
+from .rundir import RunFiles
+from .tuning import available_memory, blas_threads, cpu_cores, tune_cpu
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or a gradient became NaN or infinite."""
+
+
+STOP_MESSAGES = {"interrupted": "interrupted", "another rank": "stopped with another rank"}
+AUTO_EPOCHS = 10  # passes over a corpus that auto_steps aims for
+AUTO_STEPS = (1000, 4000)  # its fewest and most steps (README: what a default run costs)
+
+
+def auto_steps(task: TranslationTask, config: TrainConfig) -> int:
+    """Steps for about AUTO_EPOCHS passes over a corpus's training pairs, within AUTO_STEPS."""
+    per_batch = (
+        config.batch_size if config.batch_tokens is None else task.pairs_per_batch(config.batch_tokens)
+    )
+    passes = AUTO_EPOCHS * len(task.train_pairs) / (per_batch * config.accumulate)
+    return min(max(round(passes), AUTO_STEPS[0]), AUTO_STEPS[1])
+
+
+def make_schedule(config: TrainConfig, d_model: int) -> Any:
+    """The learning rate of each optimiser step (1 for the first update), as the config names it."""
+    if config.schedule == "noam":
+        return NoamSchedule(d_model, config.warmup, config.factor)
+    if config.schedule == "constant":
+        return ConstantSchedule(config.lr)
+    assert config.steps is not None  # resolved by Trainer.create
+    return WarmupCosineSchedule(config.lr, config.warmup, config.steps, config.min_lr)
+
+
+class Trainer:
+    """Owns a model, its task, optimiser and schedule; trains, evaluates, saves and resumes.
+
+    With a Communicator (``comm``, an MPI run of several ranks: numpy_transformer.distributed)
+    every rank trains its slice of each global batch and the gradients are summed across ranks;
+    rank 0 alone logs, evaluates and saves.
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        task: TranslationTask,
+        config: TrainConfig,
+        step: int = 0,
+        comm: Communicator | None = None,
+    ) -> None:
+        self.model, self.task, self.config, self.step, self.comm = model, task, config, step, comm
+        if comm is not None and config.batch_size < comm.size:
+            raise ValueError(
+                f"batch-size {config.batch_size} is smaller than the {comm.size} ranks: each needs a row"
+            )
+        if comm is not None and config.accumulate > 1:  # each micro-batch would be reduced on top of the last
+            raise ValueError(
+                f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks already "
+                "add their batches' gradients; use a larger --batch-size or more ranks"
+            )
+        if config.steps is None:
+            raise ValueError("config.steps must be set: Trainer.create chooses it for a corpus (auto_steps)")
+        if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
+            raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
+        tune_cpu()  # the process-wide allocator setting a training loop wants (see tuning.tune_cpu)
+        self.cores = comm.cores_per_rank() if comm else None  # None: every core of the machine
+        optimizer = AdamW if config.optimizer == "adamw" else Adam
+        extra = {"weight_decay": config.weight_decay} if config.optimizer == "adamw" else {}
+        self.optimizer: Adam = optimizer(model, lr=config.lr, threads=self.cores, **extra)
+        self.schedule = make_schedule(config, model.config["d_model"])
+        self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
+        self.evals_since_best = 0  # evaluations since it, for config.patience
+        self.kept: list[str] = []  # the evaluation checkpoints (step-*.npz) this run wrote and keeps
+        # why the loop ends: "steps", "patience", "interrupted" or "another rank"; under MPI a rank's
+        # own request waits in ``requested`` until the step's all-reduce makes every rank agree
+        self.stop: str | None = None
+        self.requested: str | None = None
+        self._parallel: dict[int, DataParallel] = {}
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None = None, comm: Any = None
+    ) -> Trainer:
+        """A new run: the task built and the model sized from it, every unset setting chosen."""
+        if not isinstance(model, ModelConfig):
+            model = ModelConfig.from_mapping(dict(model or {}))
+        config = config.resolve()
+        corpus = (
+            {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
+            | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
+            if config.data
+            else {}
+        )
+        task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
+        if config.steps is None:
+            config = replace(config, steps=auto_steps(task, config))
+        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
+        sizes = {
+            **asdict(model),
+            "src_vocab_size": len(task.src_vocab),
+            "tgt_vocab_size": len(task.tgt_vocab),
+            "src_seq_len": 2 * src_len + 8,
+            "tgt_seq_len": 2 * tgt_len + 8,
+            "shared_vocab": task.src_vocab is task.tgt_vocab,
+        }
+        longest_batch = (
+            config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)
+        )
+        check_memory(sizes, longest_batch, src_len, tgt_len, config.threads or 1)
+        return cls(build_transformer(**sizes, seed=config.seed), task, config, comm=comm)
+
+    @classmethod
+    def resume(
+        cls, path: str | Path, steps: int | None = None, comm: Any = None, threads: int | None = None
+    ) -> Trainer:
+        """Restore model, optimiser, step and the run's state; the task is rebuilt from its recipe.
+
+        ``steps`` may lengthen the run and ``threads`` change its row shards; everything else is as
+        saved. A run saved by K ranks resumes on K ranks only (its batches' slices and dropout masks
+        depend on K).
+        """
+        arrays, meta = load_checkpoint(path)
+        saved_ranks, ranks = int(meta.get("ranks", 1)), comm.size if comm else 1
+        if saved_ranks != ranks:
+            raise ValueError(
+                f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has "
+                f"{ranks}: resume it with mpiexec -n {saved_ranks}"
+                + ("" if saved_ranks > 1 else " or without mpiexec")
+            )
+        changes = {"steps": steps, "threads": threads}
+        config = TrainConfig(**meta["train"]).resolve()
+        config = replace(config, **{name: value for name, value in changes.items() if value is not None})
+        model, task = restore_model_and_task(path, arrays, meta)
+        trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
+        trainer.best_bleu = float(meta.get("best_bleu", -1.0))
+        trainer.evals_since_best = int(meta.get("evals_since_best", 0))
+        trainer.kept = [str(name) for name in meta.get("kept", [])]
+        try:
+            trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
+        except (ValueError, KeyError) as error:
+            raise CheckpointError(
+                f"checkpoint {resolve_path(path)}: optimizer state does not fit ({error})"
+            ) from error
+        return trainer
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return ModelConfig.from_model(self.model.config)
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def train_step(self) -> dict[str, float]:
+        """One optimiser step on the batch of the current step; returns loss, lr, grad norm, tokens.
+
+        With ``accumulate`` K the step's batch is K micro-batches, one after another; each one's
+        gradient is weighted by its share of the step's target tokens, so their sum is the gradient
+        of the mean loss over all of them, as one K-times larger batch would give.
+        """
+        config, model = self.config, self.model
+        batches = [
+            self.task.train_batch(
+                self.step * config.accumulate + k, config.batch_size, config.bucket_steps, config.batch_tokens
+            )
+            for k in range(config.accumulate)
+        ]
+        tokens = sum(batch.n_tokens for batch in batches)
+        model.train()
+        self.optimizer.zero_grad()
+        if self.comm is None:
+            loss = 0.0
+            for k, batch in enumerate(batches):
+                model.set_rng(step_rng(config.seed, self.step, k))
+                share = batch.n_tokens / max(tokens, 1)
+                loss += share * self._loss_and_backward(batch, slice(None), share)
+        else:
+            model.set_rng(step_rng(config.seed, self.step, self.comm.rank))
+            loss = self._distributed_loss_and_backward(batches[0])
+        grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
+        self._check_finite(loss, grad_norm)
+        lr = self.schedule(self.step + 1)
+        self.optimizer.step(lr)
+        self.step += 1
+        return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
+
+    def _loss_and_backward(self, batch: Any, rows: slice, weight: float) -> float:
+        """Forward and backward of ``rows`` of the batch, its gradient scaled by ``weight``; the rows' mean loss."""
+        config, model = self.config, self.model
+        src, tgt_in, labels = batch.src[rows], batch.tgt_in[rows], batch.tgt_out[rows]
+        length = max(src.shape[1], tgt_in.shape[1])
+        shards = config.threads or auto_threads(model, src.shape[0], length, self.cores)
+        if shards not in self._parallel:
+            self._parallel[shards] = DataParallel(model, shards)
+        size = batch.src.shape[0]
+        src_mask, tgt_mask = mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size)
+        return self._parallel[shards].loss_and_backward(
+            src, tgt_in, src_mask, tgt_mask, labels, PAD_ID, config.label_smoothing, weight
+        )
+
+    def _distributed_loss_and_backward(self, batch: Any) -> float:
+        """This rank's rows with the weight n_k / N, then the all-reduce of the model's flat gradient
+        (in place) and of the loss and stop flags: every rank leaves with the whole batch's gradient
+        and mean loss, and stops when any rank asked to."""
+        comm = self.comm
+        assert comm is not None and self.model.flat is not None
+        rows = comm.rows(batch.src.shape[0])
+        total, mine = int((batch.tgt_out != PAD_ID).sum()), int((batch.tgt_out[rows] != PAD_ID).sum())
+        loss = 0.0
+        with blas_threads(self.cores or 1):
+            if mine or not total:  # a rank whose rows hold no target token adds nothing
+                loss = self._loss_and_backward(batch, rows, mine / max(total, 1))
+            comm.allreduce_sum(self.model.flat.gradients())
+        loss, stops = comm.allreduce_values([loss * mine / max(total, 1), float(self.requested is not None)])
+        if stops > 0:
+            self.stop = self.stop or self.requested or "another rank"
+        return loss
+
+    def _check_finite(self, loss: float, grad_norm: float) -> None:
+        """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            return
+        xp = get_array_module()
+        for name, parameter in self.model.named_parameters():
+            if not bool(xp.isfinite(parameter.grad).all()):
+                raise TrainingDiverged(
+                    f"step {self.step + 1}: the gradient of {name} is NaN or infinite (loss {loss})"
+                )
+        if not math.isfinite(loss):
+            raise TrainingDiverged(f"step {self.step + 1}: the loss is {loss}")
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def fit(self, out_dir: str | Path | None = None, progress: bool = True) -> list[dict[str, Any]]:
+        """Train until ``config.steps``; log, evaluate and checkpoint along the way.
+
+        Ctrl-C or SIGTERM finishes the current step, saves, and returns. A NaN/inf raises
+        TrainingDiverged and leaves the last good checkpoint in place. Under MPI only rank 0 writes,
+        shows progress and evaluates; every rank compares its weights' checksum with the others' at
+        each log step.
+        """
+        config, root = self.config, self.comm is None or self.comm.rank == 0
+        run = RunFiles(Path(out_dir)) if out_dir is not None and root else None
+        bar = _progress(config.steps, self.step, progress and root)
+        records: list[dict[str, Any]] = []
+        self.stop = self.requested = None
+        throughput = _Throughput()
+        if run:
+            run.write_config(config_toml(self.model_config, config))
+        with self._stop_on_signals(), closing(bar), run or nullcontext():
+            while self.stop is None and self.step < config.steps:  # type: ignore[operator]
+                stats = self.train_step()
+                bar.update(1)
+                last = self.step == config.steps
+                if self.step % config.log_every == 0 or last:
+                    record = {"step": self.step, **stats, **throughput.since_last(stats["tokens"])}
+                    del record["tokens"]
+                    bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
+                    records.append(record)
+                    if run:
+                        run.log(record)
+                    if self.comm is not None:
+                        self.comm.check_same(weights_checksum(self.model.parameters()), "weights")
+                else:
+                    throughput.count(stats["tokens"])
+                if root and (self.step % config.eval_every == 0 or last):
+                    records.append(self._evaluate_and_keep(run, bar))
+                if self.comm is None and self.requested:  # alone, a request needs no agreement
+                    self.stop = self.requested
+            if run and self.stop and run.saved_step != self.step:
+                run.save(self)
+                if self.stop in STOP_MESSAGES:
+                    bar.write(
+                        f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {run.directory / FILENAME}"
+                    )
+        return records
+
+    def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
+        """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
+        metrics = evaluate(
+            self.model, self.task, self.task.dev[: self.config.eval_size], self.config.label_smoothing
+        )
+        record = {"step": self.step, "split": "dev", **metrics}
+        bar.write(format_metrics(f"step {self.step} dev", metrics))
+        improved = metrics["bleu"] > self.best_bleu
+        self.best_bleu = max(self.best_bleu, metrics["bleu"])
+        self.evals_since_best = 0 if improved else self.evals_since_best + 1
+        if run:
+            run.log(record)
+            run.save_evaluated(self, improved)
+        if self.config.patience and self.evals_since_best >= self.config.patience:
+            where = f", in {run.best_path}" if run else ""
+            bar.write(
+                f"stopping early: dev BLEU has not improved for {self.evals_since_best} evaluations "
+                f"(best {self.best_bleu:.2f}{where})"
+            )
+            self.requested = self.requested or "patience"  # under MPI: every rank stops after one step more
+        return record
+
+    @contextmanager
+    def _stop_on_signals(self) -> Iterator[None]:
+        """Ctrl-C (SIGINT) and SIGTERM (kill, a batch system's time limit) ask the loop to stop and
+        save after the current step; a second one stops at once. Only the main thread has signals."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {
+            number: signal.signal(number, self._request_stop) for number in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def _request_stop(self, signum: int, frame: Any) -> None:
+        if self.requested == "interrupted":  # the second signal stops at once
+            raise KeyboardInterrupt
+        self.requested = "interrupted"
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        print(
+            f"\n{name}: stopping after this step, then saving ({name} again: stop at once without saving)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    # -- evaluation and checkpoints -------------------------------------------------------------
+
+    def evaluate(self, pairs: Sequence[tuple[str, str]], batch_size: int = 100) -> dict[str, float]:
+        return evaluate(self.model, self.task, pairs, self.config.label_smoothing, batch_size)
+
+    def save(self, out: str | Path) -> Path:
+        """Write the checkpoint atomically (a run directory's model.npz, or the .npz named); weights
+        that are NaN or infinite are never written (TrainingDiverged)."""
+        model, task = self.model, self.task
+        xp = get_array_module()
+        assert model.flat is not None
+        if not bool(xp.isfinite(model.flat.data).all()):  # one transfer; then the names, only if needed
+            bad = next(name for name, p in model.named_parameters() if not bool(xp.isfinite(p.data).all()))
+            raise TrainingDiverged(f"step {self.step}: the weights of {bad} are NaN or infinite; not saved")
+        arrays = {f"param/{name}": value for name, value in model.state_dict().items()}
+        optimizer_state = self.optimizer.state_dict()
+        arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})
+        meta = {
+            "model": model.config,
+            "step": self.step,
+            "train": asdict(self.config),
+            "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
+            "task": task_recipe(task, self.config),
+            "ranks": self.comm.size if self.comm else 1,
+            "best_bleu": self.best_bleu,
+            "evals_since_best": self.evals_since_best,
+            "kept": self.kept,
+            "src_vocab": task.src_vocab.itos,
+            "tgt_vocab": task.tgt_vocab.itos,
+        }
+        out = Path(out)
+        return save_checkpoint(out if out.suffix == ".npz" else out / FILENAME, arrays, meta)
+
+
+def training_memory(
+    config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1
+) -> int:
+    """About the bytes one training step holds, estimated from the sizes before anything is built.
+
+    Weights, gradients and Adam's two moments (4 copies of every parameter), a gradient per extra
+    thread's replica, and the forward caches of a batch of the longest pairs: per layer and token
+    the projections, attention's probabilities (with dropout) over every key, the feed-forward
+    hidden layer (with ReLU and dropout), and the logits with their softmax and gradient.
+    """
+    d, d_ff, n, heads = config["d_model"], config["d_ff"], config["N"], config.get("h", 8)
+    itemsize = get_array_module().dtype(resolve_dtype(config.get("dtype", "float32"))).itemsize
+    weights = parameter_count(config) * (4 + 2 * (threads - 1))
+    encoder_token = n * (10 * d + 3 * d_ff + 3 * heads * src_len) + 2 * d
+    decoder_token = (
+        n * (19 * d + 3 * d_ff + 3 * heads * (tgt_len + src_len)) + 2 * d + 3 * config["tgt_vocab_size"]
+    )
+    return itemsize * (weights + batch_size * (src_len * encoder_token + tgt_len * decoder_token))
+
+
+def check_memory(
+    config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1
+) -> None:
+    """Refuse, before anything is built, a run whose training_memory exceeds the memory available."""
+    needed, available = training_memory(config, batch_size, src_len, tgt_len, threads), available_memory()
+    if available is not None and needed > available:
+        raise ValueError(
+            f"a training step of this model needs about {needed / 2**30:.1f} GiB (d_model {config['d_model']}, "
+            f"N {config['N']}, d_ff {config['d_ff']}, batch_size {batch_size}, pairs of up to {src_len} "
+            f"source and {tgt_len} target tokens, {threads} thread(s)), but only "
+            f"{available / 2**30:.1f} GiB is available: use a smaller --batch-size or model, or fewer --threads"
+        )
+
+
+class _Throughput:
+    """Target tokens per second since the last log record, and the time since training started."""
+
+    def __init__(self) -> None:
+        self.started = self.window_start = time.perf_counter()
+        self.tokens = 0
+
+    def count(self, tokens: int) -> None:
+        self.tokens += tokens
+
+    def since_last(self, tokens: int) -> dict[str, float]:
+        now, tokens = time.perf_counter(), self.tokens + tokens
+        self.tokens, start, self.window_start = 0, self.window_start, now
+        return {"tokens_per_s": tokens / max(now - start, 1e-9), "elapsed_s": now - self.started}
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+    def set_postfix(self, **kwargs: Any) -> None: ...
+    def write(self, text: str) -> None:
+        print(text, flush=True)
+
+    def close(self) -> None: ...
+
+
+def _progress(total: int | None, initial: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        print(
+            "tqdm is not installed (pip install 'numpy_transformer[train]'): training without a progress bar"
+        )
+        return _NoBar()
+    return tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
