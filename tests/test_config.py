@@ -1,0 +1,136 @@
+"""One source of truth for a run's settings: the flags, --config files, the saved config.toml and
+--resume's checks all come from config.py's fields."""
+
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+from numpy_transformer.checkpoint import load_checkpoint
+from numpy_transformer.cli import build_parser, main
+from numpy_transformer.config import ModelConfig, TrainConfig, flag_of, read_config_file
+
+RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "3"]
+QUIET = ["--no-progress", "--show", "0", "--eval-every", "3", "--eval-size", "4", "--batch-size", "8"]
+
+
+def _train(*args):
+    return main(["train", *args, *QUIET])
+
+
+def _weights(run):
+    arrays, meta = load_checkpoint(run)
+    return {k: v for k, v in arrays.items() if k.startswith("param/")}, meta
+
+
+@pytest.mark.parametrize(
+    "abbreviated", [["--thread", "2"], ["--tie"], ["--acc", "4"], ["--batch-tok", "50"], ["--label", "0.3"]]
+)
+def test_an_abbreviated_flag_is_refused_never_guessed_nor_dropped(tmp_path, capsys, abbreviated):
+    out = str(tmp_path / "run")
+    assert _train(*RUN, "--out", out) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        _train("--resume", "--out", out, *abbreviated)
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert f"unrecognized arguments: {' '.join(abbreviated)}" in error
+
+
+def test_every_setting_has_one_flag_and_the_parser_knows_them_all():
+    parser = build_parser()
+    train = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "train")[1]
+    flags = {option for action in train._actions for option in action.option_strings}
+    for cls in (ModelConfig, TrainConfig):
+        for item in fields(cls):
+            assert flag_of(item) in flags, item.name
+            assert item.metadata["help"], item.name
+
+
+def test_a_config_file_and_the_same_flags_give_the_same_run(tmp_path):
+    by_flags, by_file = tmp_path / "flags", tmp_path / "file"
+    assert _train(*RUN, "--lr", "0.002", "--post-norm", "--out", str(by_flags)) == 0
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[model]\nd_model = 16\nN = 1\nh = 2\nd_ff = 16\nnorm_first = false\n\n[train]\ntask = "copy"\n'
+        "steps = 3\nlr = 0.002\n"
+    )
+    assert _train("--config", str(config), "--out", str(by_file)) == 0
+    (weights_a, meta_a), (weights_b, meta_b) = _weights(by_flags), _weights(by_file)
+    assert meta_a["train"] == meta_b["train"] and meta_a["model"] == meta_b["model"]
+    assert meta_a["model"]["norm_first"] is False and meta_a["train"]["lr"] == 0.002
+    for name in weights_a:
+        np.testing.assert_array_equal(weights_a[name], weights_b[name], err_msg=name)
+
+
+def test_the_saved_config_reads_back_as_the_same_run_and_flags_beside_it_win(tmp_path):
+    first, again, changed = tmp_path / "first", tmp_path / "again", tmp_path / "changed"
+    assert _train(*RUN, "--out", str(first)) == 0
+    saved = first / "config.toml"
+    assert "[model]" in saved.read_text() and 'tokenizer = "char"' in saved.read_text()  # chosen, then saved
+    assert _train("--config", str(saved), "--out", str(again)) == 0
+    (weights_a, meta_a), (weights_b, meta_b) = _weights(first), _weights(again)
+    assert meta_a["train"] == meta_b["train"]
+    for name in weights_a:
+        np.testing.assert_array_equal(weights_a[name], weights_b[name], err_msg=name)
+    assert _train("--config", str(saved), "--seed", "7", "--out", str(changed)) == 0
+    assert _weights(changed)[1]["train"]["seed"] == 7
+
+
+@pytest.mark.parametrize(
+    "document, named",
+    [
+        ("[train]\nbatch_sise = 8\n", "unknown setting 'batch_sise' in [train]"),
+        ("[model]\nd_model = 'wide'\n", "[model] d-model must be a positive integer, got 'wide'"),
+        ("[train]\nlr = -1.0\n", "[train] lr must be a positive finite number, got -1.0"),
+        ("[train]\nshared_vocab = 1\n", "[train] shared-vocab must be true or false, got 1"),
+        ("[optimiser]\nlr = 0.1\n", "unknown table [optimiser]"),
+        ("[train\nlr = 0.1\n", "not valid TOML"),
+    ],
+)
+def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(tmp_path, capsys, document, named):
+    path = tmp_path / "bad.toml"
+    path.write_text(document)
+    with pytest.raises((ValueError, TypeError), match="bad.toml") as refused:
+        read_config_file(path)
+    assert named in str(refused.value)
+    assert _train(*RUN, "--config", str(path), "--out", str(tmp_path / "run")) == 2
+    error = capsys.readouterr().err
+    assert named in error and not (tmp_path / "run").exists()
+
+
+def test_resume_refuses_a_config_file_that_changes_the_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _train(*RUN, "--out", str(out)) == 0
+    other = tmp_path / "other.toml"
+    other.write_text("[train]\nwarmup = 7\n")
+    capsys.readouterr()
+    assert _train("--resume", "--out", str(out), "--config", str(other)) == 2
+    assert "--warmup 7 differs from the saved run's 200" in capsys.readouterr().err
+    assert _train("--resume", "--out", str(out), "--config", str(out / "config.toml"), "--steps", "4") == 0
+    assert load_checkpoint(out)[1]["step"] == 4
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--task", "copy", "--vocab-size", "500"], "--vocab-size applies to --data corpora only"),
+        (["--task", "copy", "--shared-vocab"], "--shared-vocab applies to --data corpora only"),
+        (["--task", "copy", "--tokenizer", "word"], "the task copy is written in characters"),
+        (["--tokenizer", "bpe"], "--tokenizer bpe learns from a corpus"),
+    ],
+)
+def test_settings_that_cannot_apply_to_the_task_are_refused_not_dropped(tmp_path, capsys, flags, named):
+    assert main(["train", *flags, "--out", str(tmp_path / "run")]) == 2
+    assert named in capsys.readouterr().err
+
+
+def test_settings_are_checked_whoever_makes_them():
+    with pytest.raises(ValueError, match="batch-size must be a positive integer, got 0"):
+        TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match="dropout must be a number in \\[0, 1\\), got 1.0"):
+        ModelConfig(dropout=1.0)
+    with pytest.raises(ValueError, match="unknown setting 'layers'"):
+        ModelConfig.from_mapping({"layers": 2})
+    with pytest.raises(ValueError, match="not both"):
+        TrainConfig(task="copy", data="x.tsv")
