@@ -6,11 +6,11 @@ Optimiser state (moments, step counter) lives here, never on the parameters.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .backend import get_array_module, to_numpy
-from .kernels import adam_kernel, get_kernels
+from .kernels import adam_kernel
 from .module import Module, Parameter
 
 Array = Any
@@ -25,14 +25,49 @@ def _check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
+class TextbookAdamUpdate:
+    """Adam's update as its formulas read, one parameter at a time (see Adam.step).
+
+    The contract every backend's update kernel keeps (kernels.cpu.AdamUpdate,
+    kernels.cuda.AdamUpdate): made once from the named parameters, it owns the moments ``m`` and
+    ``v`` (one array per parameter) and ``step`` takes values only.
+    """
+
+    def __init__(self, named_parameters: list[tuple[str, Parameter]], threads: int | None, flat: Any) -> None:
+        xp = get_array_module()
+        self.parameters = [parameter for _, parameter in named_parameters]
+        self.m = [xp.zeros_like(p.data) for p in self.parameters]
+        self.v = [xp.zeros_like(p.data) for p in self.parameters]
+
+    def step(
+        self,
+        lr: float,
+        betas: tuple[float, float],
+        eps: float,
+        t: int,
+        weight_decay: float,
+        decays: Sequence[bool],
+    ) -> None:
+        xp = get_array_module()
+        beta1, beta2 = betas
+        for parameter, m, v, decay in zip(self.parameters, self.m, self.v, decays):
+            g = parameter.grad
+            if decay and weight_decay:
+                parameter.data *= 1.0 - lr * weight_decay
+            m[...] = beta1 * m + (1.0 - beta1) * g
+            v[...] = beta2 * v + (1.0 - beta2) * g * g
+            m_hat = m / (1.0 - beta1**t)
+            v_hat = v / (1.0 - beta2**t)
+            parameter.data -= lr * m_hat / (xp.sqrt(v_hat) + eps)
+
+
 class Adam:
     """Adam with one global step counter t for the bias correction.
 
     Defaults are the paper's betas (0.9, 0.98) and eps 1e-9. Updates are done in place. The
-    update in ``step`` is the textbook's; with the fast kernels on NumPy (the default) the
-    packed, sliced update of kernels.cpu.AdamUpdate runs instead, shared among ``threads``
-    threads (default: one per core for large models, 1 for small ones). That kernel is chosen
-    when the optimiser is made; ``set_kernels("reference")`` brings back the textbook loop at any time.
+    update is chosen once, when the optimiser is made: the backend's kernel with the fast kernels
+    (on NumPy the packed, sliced update of kernels.cpu.AdamUpdate, shared among ``threads``
+    threads: default one per core for large models, 1 for small ones), else the textbook's.
     """
 
     def __init__(
@@ -53,20 +88,12 @@ class Adam:
         self.lr, self.betas, self.eps = float(lr), (float(betas[0]), float(betas[1])), float(eps)
         self.weight_decay = 0.0
         self.step_count = 0
+        flat = parameters.flat if isinstance(parameters, Module) else None  # whole-model buffers, if any
         kernel = adam_kernel()
-        flat = (
-            parameters.flat if isinstance(parameters, Module) else None
-        )  # whole-model buffers, if the model has them
-        if kernel is not None and (flat is not None or not getattr(kernel, "needs_flat_buffers", False)):
-            self._kernel = kernel(self.named_parameters, threads, flat)
-        else:
-            self._kernel = None
-        if self._kernel is not None:  # it keeps the moments in its own layout, one array per parameter
-            self.m, self.v = self._kernel.m, self._kernel.v
-        else:
-            xp = get_array_module()
-            self.m = [xp.zeros_like(p.data) for _, p in self.named_parameters]
-            self.v = [xp.zeros_like(p.data) for _, p in self.named_parameters]
+        if kernel is None or (flat is None and getattr(kernel, "needs_flat_buffers", False)):
+            kernel = TextbookAdamUpdate
+        self.update = kernel(self.named_parameters, threads, flat)
+        self.m, self.v = self.update.m, self.update.v  # the moments, one array per parameter
 
     def zero_grad(self) -> None:
         for _, parameter in self.named_parameters:
@@ -76,34 +103,18 @@ class Adam:
         """Whether decoupled weight decay applies to ``parameter``: never in plain Adam (AdamW overrides this)."""
         return False
 
-    def _decay(self, name: str, parameter: Parameter, data: Array, lr: float) -> None:
-        """p <- p - lr * wd * p where ``decays`` says so (``data``: the parameter's data or a slice of it)."""
-        if self.decays(parameter):
-            data *= 1.0 - lr * self.weight_decay
-
     def step(self, lr: float | None = None) -> None:
         """Apply one update with ``lr`` (or the optimiser's own), counting one more optimiser step t:
 
+        p <- p - lr * wd * p   (AdamW, where decays(p))
         m <- b1 m + (1 - b1) g,   v <- b2 v + (1 - b2) g^2
         m_hat = m / (1 - b1^t),   v_hat = v / (1 - b2^t)
         p <- p - lr * m_hat / (sqrt(v_hat) + eps)
         """
-        lr = self.lr if lr is None else lr
         self.step_count += 1
-        if self._kernel is not None and get_kernels() == "fast":
-            self._kernel.step(self, lr)
-            return
-        xp = get_array_module()
-        beta1, beta2 = self.betas
-        t = self.step_count
-        for (name, parameter), m, v in zip(self.named_parameters, self.m, self.v):
-            g = parameter.grad
-            self._decay(name, parameter, parameter.data, lr)
-            m[...] = beta1 * m + (1.0 - beta1) * g
-            v[...] = beta2 * v + (1.0 - beta2) * g * g
-            m_hat = m / (1.0 - beta1**t)
-            v_hat = v / (1.0 - beta2**t)
-            parameter.data -= lr * m_hat / (xp.sqrt(v_hat) + self.eps)
+        decays = [self.decays(parameter) for _, parameter in self.named_parameters]
+        lr = self.lr if lr is None else lr
+        self.update.step(lr, self.betas, self.eps, self.step_count, self.weight_decay, decays)
 
     def state_dict(self) -> dict[str, Any]:
         """Host arrays of both moments per parameter name, plus the step and hyper-parameters."""

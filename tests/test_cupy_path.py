@@ -152,7 +152,7 @@ def test_the_kernels_on_cupy_are_the_cuda_module(gpu):
     with using_kernels("fast"):  # CI runs the suite a second time on the textbook
         trainer = Trainer.create(TrainConfig(**CONFIG), TINY)
         assert ops.embedding_backward is cuda.embedding_backward
-    assert isinstance(trainer.optimizer._kernel, cuda.AdamUpdate)
+    assert isinstance(trainer.optimizer.update, cuda.AdamUpdate)
 
 
 def test_the_command_line_on_cupy(gpu, monkeypatch, tmp_path, capsys):

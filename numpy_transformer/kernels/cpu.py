@@ -21,6 +21,7 @@ differently, and why (the measurements are in benchmarks/README.md):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
@@ -499,33 +500,43 @@ class AdamUpdate:
         self._buffers: list[Array] = [None] * self.threads
         self._shares = _deal_slices(run_sizes, SLICE, self.threads)
 
-    def step(self, optimizer: Any, lr: float) -> None:
-        """One update with the optimiser's betas, eps, step count and decoupled decay (``_decay``)."""
+    def step(
+        self,
+        lr: float,
+        betas: tuple[float, float],
+        eps: float,
+        t: int,
+        weight_decay: float,
+        decays: Sequence[bool],
+    ) -> None:
+        """One update of step ``t``; ``decays[i]``: whether parameter i takes the decoupled decay."""
         xp = get_array_module()
-        beta1, beta2 = optimizer.betas
-        root_correction2 = math.sqrt(1.0 - beta2**optimizer.step_count)
+        beta1, beta2 = betas
+        root_correction2 = math.sqrt(1.0 - beta2**t)
         # lr * m_hat / (sqrt(v_hat) + eps) = k * m / (sqrt(v) + eps'), k = lr sqrt(1 - b2^t) / (1 - b1^t)
-        scale = lr * root_correction2 / (1.0 - beta1**optimizer.step_count)
-        eps = optimizer.eps * root_correction2
-        runs: list[tuple[tuple[str, Any] | None, tuple]] = []  # flat (data, grad, m, v) and who decays them
-        packed = [self.named_parameters[i] for i in self._packed]
+        scale = lr * root_correction2 / (1.0 - beta1**t)
+        eps = eps * root_correction2
+        keep = 1.0 - lr * weight_decay  # p <- p * keep where a parameter decays
+        runs: list[tuple[float | None, tuple]] = []  # flat (data, grad, m, v) and their decay factor
+        packed = [self.named_parameters[i][1] for i in self._packed]
         if packed:
-            for name, parameter in packed:  # decay differs per parameter, so it goes before packing
-                optimizer._decay(name, parameter, parameter.data, lr)
-            xp.concatenate([p.data.reshape(-1) for _, p in packed], out=self._packed_data)
-            xp.concatenate([p.grad.reshape(-1) for _, p in packed], out=self._packed_grad)
+            for i in self._packed:  # decay differs per parameter, so it goes before packing
+                if weight_decay and decays[i]:
+                    self.named_parameters[i][1].data *= keep
+            xp.concatenate([p.data.reshape(-1) for p in packed], out=self._packed_data)
+            xp.concatenate([p.grad.reshape(-1) for p in packed], out=self._packed_grad)
             runs.append((None, (self._packed_data, self._packed_grad, *self._packed_moments)))
         for i in self._unpacked:
-            name, parameter = self.named_parameters[i]
+            parameter = self.named_parameters[i][1]
             arrays = (parameter.data, parameter.grad, self.m[i], self.v[i])
-            runs.append(((name, parameter), tuple(a.reshape(-1) for a in arrays)))
-        update = partial(self._update, optimizer=optimizer, runs=runs, scale=scale, eps=eps, lr=lr)
+            runs.append((keep if weight_decay and decays[i] else None, tuple(a.reshape(-1) for a in arrays)))
+        update = partial(self._update, betas=betas, runs=runs, scale=scale, eps=eps)
         if self._pool is None:
             update(self._shares[0], 0)
         else:
             list(self._pool.map(update, self._shares, range(self.threads)))
         start = 0
-        for _, parameter in packed:
+        for parameter in packed:
             stop = start + parameter.data.size
             parameter.data[...] = self._packed_data[start:stop].reshape(parameter.shape)
             start = stop
@@ -535,19 +546,18 @@ class AdamUpdate:
         share: list[tuple[int, int, int]],
         thread: int,
         *,
-        optimizer: Any,
+        betas: tuple[float, float],
         runs: list[tuple],
         scale: float,
         eps: float,
-        lr: float,
     ) -> None:
         xp = get_array_module()
-        beta1, beta2 = optimizer.betas
+        beta1, beta2 = betas
         for index, start, stop in share:
-            named, arrays = runs[index]
+            keep, arrays = runs[index]
             data, grad, m, v = (a[start:stop] for a in arrays)
-            if named is not None:
-                optimizer._decay(*named, data, lr)
+            if keep is not None:
+                data *= keep
             scratch = self._scratch(data, thread)
             # every operation writes in place: no temporaries of the slice's size are created
             m *= beta1

@@ -15,6 +15,7 @@ here because none could be tested on a GPU yet.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from ..backend import get_array_module
@@ -72,34 +73,40 @@ class AdamUpdate:
         ]
         self._decaying = None  # (which parameters decay, their flat 0/1 vector), built at the first step
 
-    def _decay_vector(self, optimizer: Any) -> Array | None:
-        decaying = tuple(optimizer.decays(p) for _, p in self.named_parameters)
-        if not any(decaying):
+    def _decay_vector(self, decays: Sequence[bool]) -> Array | None:
+        """1 where a parameter decays, 0 elsewhere, over the flat buffer (built once per mask)."""
+        decays = tuple(decays)
+        if not any(decays):
             return None
-        if self._decaying is None or self._decaying[0] != decaying:
+        if self._decaying is None or self._decaying[0] != decays:
             xp = get_array_module()
             vector = xp.zeros_like(self.flat.data)
-            for decays, (start, stop) in zip(decaying, self.flat.ranges):
-                if decays:
+            for decay, (start, stop) in zip(decays, self.flat.ranges):
+                if decay:
                     vector[start:stop] = 1
-            self._decaying = (decaying, vector)
+            self._decaying = (decays, vector)
         return self._decaying[1]
 
-    def step(self, optimizer: Any, lr: float) -> None:
-        """One update with the optimiser's betas, eps, step count and decoupled decay."""
+    def step(
+        self,
+        lr: float,
+        betas: tuple[float, float],
+        eps: float,
+        t: int,
+        weight_decay: float,
+        decays: Sequence[bool],
+    ) -> None:
+        """One update of step ``t``; ``decays[i]``: whether parameter i takes the decoupled decay."""
         xp = get_array_module()
-        beta1, beta2 = optimizer.betas
-        t = optimizer.step_count
+        beta1, beta2 = betas
         data, g, m, v = self.flat.data, self.flat.gradients(), self._m, self._v
-        decay = self._decay_vector(optimizer)
+        decay = self._decay_vector(decays) if weight_decay else None
         if decay is not None:
-            data *= 1.0 - (lr * optimizer.weight_decay) * decay
+            data *= 1.0 - (lr * weight_decay) * decay
         m *= beta1
         m += (1.0 - beta1) * g
         v *= beta2
         v += (1.0 - beta2) * (g * g)
         # lr * m_hat / (sqrt(v_hat) + eps) = k * m / (sqrt(v) + eps'), k = lr sqrt(1 - b2^t) / (1 - b1^t)
         root_correction2 = math.sqrt(1.0 - beta2**t)
-        data -= (
-            (lr * root_correction2 / (1.0 - beta1**t)) * m / (xp.sqrt(v) + optimizer.eps * root_correction2)
-        )
+        data -= (lr * root_correction2 / (1.0 - beta1**t)) * m / (xp.sqrt(v) + eps * root_correction2)
