@@ -112,7 +112,9 @@ def check_value(cls: type, item: Any, value: Any, where: str = "") -> Any:
     if kind is int and hasattr(value, "__index__") and not isinstance(value, bool):
         value = int(value)  # a NumPy integer
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise SettingTypeError(f"{name} must be {expected(cls, item)}, got {value!r} ({type(value).__name__})")
+        raise SettingTypeError(
+            f"{name} must be {expected(cls, item)}, got {value!r} ({type(value).__name__})"
+        )
     meta = item.metadata
     if (
         (kind is float and not math.isfinite(value))

@@ -5,7 +5,7 @@ sequence at ``<eos>`` or after ``max_len`` tokens. Results are (B, L) id arrays:
 ``<bos>``, the ``<eos>`` included, and ``eos_id`` filling the places after a sequence ended.
 
 Without a cache (``use_cache=False``) each step re-runs the decoder over the whole prefix, as
-the seeds do: O(T^2) work for T tokens. With the cache each new token costs O(T):
+the design notes do: O(T^2) work for T tokens. With the cache each new token costs O(T):
 
 * MHA keeps every earlier token's keys and values per layer: 2 * d_model numbers per token.
 * MLA keeps only the latent c = x W_c^T: d_model / 4 numbers per token, decompressed to keys
@@ -55,7 +55,7 @@ def check_decode_arguments(
         raise ValueError(
             f"src must hold at least one sequence of at least one token, got shape {tuple(src.shape)}"
         )
-    model._check_inputs(src, src_mask, None, None)
+    model.check_inputs(src, src_mask, None, None)
     if max_len > model.tgt_pos.seq_len:
         raise ValueError(
             f"max_len={max_len} exceeds the target positional table's seq_len={model.tgt_pos.seq_len}"
@@ -182,12 +182,12 @@ class _MHALayerCache(_LayerCache):
         super().__init__(layer, n_heads, src_mask)
         block, cross = layer.self_attention_block, layer.cross_attention_block
         rows, d = encoder_output.shape[0], encoder_output.shape[-1]
-        self.w_qkv, self.w_o = block._w_qkv.data.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
-        self.cross_w_q, self.cross_w_o = cross._w_qkv.data[:d].T, cross.w_o.weight.data.T
+        self.w_qkv, self.w_o = block.stacked_qkv.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
+        self.cross_w_q, self.cross_w_o = cross.stacked_qkv[:d].T, cross.w_o.weight.data.T
         self.self_caches = [
             _SelfCache(rows, n_heads, capacity, d // n_heads, encoder_output.dtype) for _ in "kv"
         ]
-        keys_values = product(encoder_output, cross._w_qkv.data[d:].T)
+        keys_values = product(encoder_output, cross.stacked_qkv[d:].T)
         self.cross = [
             split_heads(part, n_heads).copy() for part in (keys_values[..., :d], keys_values[..., d:])
         ]
@@ -217,12 +217,12 @@ class _MLALayerCache(_LayerCache):
         block, cross = layer.self_attention_block, layer.cross_attention_block
         rows, d = encoder_output.shape[0], encoder_output.shape[-1]
         self.d_model, self.latent_dim = d, block.latent_dim
-        self.w_q_latent, self.w_o = block._w_q_compress.data.T, block.w_o.weight.data.T  # (D, D + L), (D, D)
-        self.w_decompress = block._w_kv_decompress.data.T  # (L, 2D)
-        self.cross_w_q, self.cross_w_o = cross._w_q_compress.data[:d].T, cross.w_o.weight.data.T
-        self.cross_w_decompress = cross._w_kv_decompress.data.T
+        self.w_q_latent, self.w_o = block.stacked_q_compress.T, block.w_o.weight.data.T  # (D, D + L), (D, D)
+        self.w_decompress = block.stacked_kv_decompress.T  # (L, 2D)
+        self.cross_w_q, self.cross_w_o = cross.stacked_q_compress[:d].T, cross.w_o.weight.data.T
+        self.cross_w_decompress = cross.stacked_kv_decompress.T
         self.self_caches = [_SelfCache(rows, 1, capacity, self.latent_dim, encoder_output.dtype)]
-        self.cross = [product(encoder_output, cross._w_q_compress.data[d:].T)[:, None]]  # (N, 1, S, L)
+        self.cross = [product(encoder_output, cross.stacked_q_compress[d:].T)[:, None]]  # (N, 1, S, L)
 
     def step_weights(self) -> list[Array]:
         return [
@@ -278,13 +278,13 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
         """(W_in^T (D, H*L [+ L]), W_ov (H*L, D)): both (in, out), the first a view of the (out, in) W_in."""
         xp = get_array_module()
         h, d, latent_dim = self.n_heads, self.d_model, self.latent_dim
-        w_q = block._w_q_compress.data[:d].reshape(h, d // h, d)
-        w_kd = block._w_kv_decompress.data[:d].reshape(h, d // h, latent_dim)
-        w_vd = block._w_kv_decompress.data[d:].reshape(h, d // h, latent_dim)
+        w_q = block.stacked_q_compress[:d].reshape(h, d // h, d)
+        w_kd = block.stacked_kv_decompress[:d].reshape(h, d // h, latent_dim)
+        w_vd = block.stacked_kv_decompress[d:].reshape(h, d // h, latent_dim)
         w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
         w_in = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent_dim, d)
         if with_latent:
-            w_in = xp.concatenate([w_in, block._w_q_compress.data[d:]])
+            w_in = xp.concatenate([w_in, block.stacked_q_compress[d:]])
         w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent_dim, d)
         return w_in.T, w_ov
 
@@ -372,7 +372,7 @@ class DecoderCache:
 
 
 class _UncachedDecoder:
-    """The seeds' way: keep the prefix and run it all through the decoder at every step."""
+    """The design notes' way: keep the prefix and run it all through the decoder at every step."""
 
     def __init__(self, model: Transformer, encoder_output: Array, src_mask: Array | None) -> None:
         xp = get_array_module()
@@ -408,7 +408,7 @@ def _start(
         raise ValueError("absorbed=True needs a model built with attention='mla'")
     if src_mask is not None and bool(src_mask.all()):
         src_mask = None  # it hides nothing: attention skips the masking at every layer and step
-    encoder_output = model._encode(src, src_mask)  # checked by check_decode_arguments
+    encoder_output = model.encode(src, src_mask, checked=True)  # by check_decode_arguments
     if repeat > 1:
         encoder_output = xp.repeat(encoder_output, repeat, axis=0)
         src_mask = xp.repeat(src_mask, repeat, axis=0) if src_mask is not None else None

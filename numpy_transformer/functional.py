@@ -75,7 +75,7 @@ class EmbeddingCache(NamedTuple):
 
 
 def embedding_forward(ids: Array, table: Array) -> tuple[Array, EmbeddingCache]:
-    """y = E[ids] * sqrt(D): look up each token's row and scale it, as the seeds do.
+    """y = E[ids] * sqrt(D): look up each token's row and scale it, as the design notes do.
 
     ids: (B, T) integers in [0, V), table: (V, D) -> y: (B, T, D)
     """

@@ -101,9 +101,9 @@ class Weight(Module):
     """One bias-free projection matrix ``weight`` (out_features, in_features), Xavier-initialised.
 
     The attention blocks' projections are multiplied inside the attention functions, so they are
-    not layers with a forward of their own: each only holds its matrix, under the seeds' name (the
-    seeds' ``nn.Linear`` ``w_q`` keeps it as ``w_q.weight``, as do checkpoints and the PyTorch
-    model). ``weight`` may be a view of a block's stacked buffer (see _AttentionBase._stacked).
+    not layers with a forward of their own: each only holds its matrix, under the design notes'
+    name (their ``nn.Linear`` ``w_q`` keeps it as ``w_q.weight``, as do checkpoints and the
+    PyTorch model). ``weight`` may be a view of a block's stacked buffer (see _AttentionBase._stacked).
     """
 
     def __init__(self, weight: Parameter, rng: Any) -> None:
@@ -303,7 +303,7 @@ class MultiHeadAttentionBlock(_AttentionBase):
     """Multi-head attention with bias-free projections ``w_q``, ``w_k``, ``w_v`` and ``w_o``.
 
     W_q, W_k and W_v are stored stacked as one (3D, D) matrix, ``[W_q; W_k; W_v]``, so that
-    self-attention can make Q, K and V with one product (the seeds' (q, k, v) always have k = v).
+    self-attention can make Q, K and V with one product (the design notes' (q, k, v) always have k = v).
     """
 
     def __init__(
@@ -313,6 +313,11 @@ class MultiHeadAttentionBlock(_AttentionBase):
         rows = [("w_q", d_model), ("w_k", d_model), ("w_v", d_model)]
         self._w_qkv = self._stacked(rows, d_model)
         self.w_o = Weight(self._new_parameter((d_model, d_model)), self.rng)
+
+    @property
+    def stacked_qkv(self) -> Array:
+        """[W_q; W_k; W_v], (3D, D): the matrix the attention functions take (rows D: W_q, then W_k, W_v)."""
+        return self._w_qkv.data
 
     def forward(self, x_q: Array, x_kv: Array | None = None, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
@@ -366,6 +371,16 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
         self._w_kv_decompress = self._stacked(decompress, self.latent_dim)
         self.w_o = Weight(self._new_parameter((d_model, d_model)), self.rng)
 
+    @property
+    def stacked_q_compress(self) -> Array:
+        """[W_q; W_kv_compress], (D + L, D): queries and the key/value latent from one product."""
+        return self._w_q_compress.data
+
+    @property
+    def stacked_kv_decompress(self) -> Array:
+        """[W_k_decompress; W_v_decompress], (2D, L): keys and values from the latent."""
+        return self._w_kv_decompress.data
+
     def forward(self, x_q: Array, x_kv: Array | None = None, mask: Array | None = None) -> Array:
         self._check(x_q, x_kv, mask)
         weights = (
@@ -403,7 +418,7 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
 
 
 class ResidualConnection(Module):
-    """Pre-norm ``x + dropout(sublayer(norm(x)))`` (seeds) or post-norm ``norm(x + dropout(sublayer(x)))`` (paper).
+    """Pre-norm ``x + dropout(sublayer(norm(x)))`` (design notes) or post-norm ``norm(x + dropout(sublayer(x)))`` (paper).
 
     A block runs its sublayer between the two halves, so both halves and their backwards are
     steps of the block:

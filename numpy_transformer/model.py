@@ -45,7 +45,7 @@ def make_tgt_mask(tgt: Array, pad_id: int) -> Array:
 
 
 class Transformer(Module):
-    """Embeddings, positional encodings, encoder, decoder and projection, as in the seeds."""
+    """Embeddings, positional encodings, encoder, decoder and projection, as in the design notes."""
 
     def __init__(
         self,
@@ -68,19 +68,28 @@ class Transformer(Module):
         self.projection_layer = projection_layer
         self.config = dict(config or {})
 
-    # -- the three stages of the seeds ------------------------------------------------------
+    # -- the three stages of the design notes ------------------------------------------------------
 
-    def encode(self, src: Array, src_mask: Array | None) -> Array:
-        """src (B, S) ids -> encoder output (B, S, d_model)."""
-        self._check_inputs(src, src_mask, None, None)
-        return self._encode(src, src_mask)
+    def encode(self, src: Array, src_mask: Array | None, *, checked: bool = False) -> Array:
+        """src (B, S) ids -> encoder output (B, S, d_model); ``checked``: check_inputs already ran."""
+        if not checked:
+            self.check_inputs(src, src_mask, None, None)
+        return self.encoder.forward(self.src_pos.forward(self.src_embed.forward(src, checked=True)), src_mask)
 
     def decode(
-        self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None
+        self,
+        encoder_output: Array,
+        src_mask: Array | None,
+        tgt: Array,
+        tgt_mask: Array | None,
+        *,
+        checked: bool = False,
     ) -> Array:
         """tgt (B, T) ids and encoder output (B, S, d_model) -> decoder output (B, T, d_model)."""
-        self._check_inputs(None, None, tgt, tgt_mask, encoder_output, src_mask)
-        return self._decode(encoder_output, src_mask, tgt, tgt_mask)
+        if not checked:
+            self.check_inputs(None, None, tgt, tgt_mask, encoder_output, src_mask)
+        x = self.tgt_pos.forward(self.tgt_embed.forward(tgt, checked=True))
+        return self.decoder.forward(x, encoder_output, src_mask, tgt_mask)
 
     def project(self, x: Array) -> Array:
         """(B, T, d_model) -> logits (B, T, tgt_vocab_size)."""
@@ -88,17 +97,9 @@ class Transformer(Module):
 
     def forward(self, src: Array, tgt: Array, src_mask: Array | None, tgt_mask: Array | None) -> Array:
         """Logits (B, T, tgt_vocab) for source ids (B, S) and shifted-right target ids (B, T)."""
-        self._check_inputs(src, src_mask, tgt, tgt_mask)
-        return self.project(self._decode(self._encode(src, src_mask), src_mask, tgt, tgt_mask))
-
-    def _encode(self, src: Array, src_mask: Array | None) -> Array:
-        return self.encoder.forward(self.src_pos.forward(self.src_embed.forward(src, checked=True)), src_mask)
-
-    def _decode(
-        self, encoder_output: Array, src_mask: Array | None, tgt: Array, tgt_mask: Array | None
-    ) -> Array:
-        x = self.tgt_pos.forward(self.tgt_embed.forward(tgt, checked=True))
-        return self.decoder.forward(x, encoder_output, src_mask, tgt_mask)
+        self.check_inputs(src, src_mask, tgt, tgt_mask)
+        encoder_output = self.encode(src, src_mask, checked=True)
+        return self.project(self.decode(encoder_output, src_mask, tgt, tgt_mask, checked=True))
 
     # -- backward -----------------------------------------------------------------------------
 
@@ -112,7 +113,7 @@ class Transformer(Module):
 
     # -- validation ---------------------------------------------------------------------------
 
-    def _check_inputs(
+    def check_inputs(
         self,
         src: Array | None,
         src_mask: Array | None,
@@ -191,8 +192,8 @@ def build_transformer(
 ) -> Transformer:
     """Build the full model; every parameter with more than one dimension is Xavier-uniform.
 
-    ``attention`` chooses "mha" (the paper) or "mla" (Multi-Head Latent Attention, seeds) for
-    every attention block; ``norm_first`` chooses pre-norm (seeds) or post-norm (paper). One
+    ``attention`` chooses "mha" (the paper) or "mla" (Multi-Head Latent Attention, design notes) for
+    every attention block; ``norm_first`` chooses pre-norm (design notes) or post-norm (paper). One
     generator seeded with ``seed`` draws the weights and, later, every dropout mask.
 
     ``tie_embeddings`` shares one (V, d_model) matrix between the target embedding and the
