@@ -405,7 +405,8 @@ def print_table(result: dict) -> None:
     peak = result["matmul_peak_gflops"]
     print(f"float32 matmul peak: {peak['1024']:.1f} GFLOP/s (n=1024), {peak['2048']:.1f} GFLOP/s (n=2048)")
     print(
-        f"{'config':<12}{'shards':>7}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}{'GFLOP/s':>9}{'of peak':>8}"
+        f"{'config':<12}{'shards':>7}{'numpy ms':>10}{'(min-max)':>16}{'torch ms':>10}{'ratio':>7}"
+        f"{'GFLOP/s':>9}{'of peak':>8}"
         f"{'tok/s':>9}{'dec b1 r':>9}{'floor r':>8}{'dec b32 r':>10}{'mem MB n/t':>13}{'textbook r':>11}"
     )
     for row in result["runs"]:
@@ -415,12 +416,15 @@ def print_table(result: dict) -> None:
         mem = row["memory"]
         spread = f"({mine['min_s'] * 1e3:.1f}-{mine['max_s'] * 1e3:.1f})"
         print(
-            f"{row['config'] + '/' + row['attention']:<12}{row['numpy_threads']:>7}{mine['median_s'] * 1e3:>10.1f}{spread:>16}"
-            f"{(theirs['median_s'] * 1e3 if theirs else float('nan')):>10.1f}{row.get('ratio_train', float('nan')):>7.2f}"
+            f"{row['config'] + '/' + row['attention']:<12}{row['numpy_threads']:>7}"
+            f"{mine['median_s'] * 1e3:>10.1f}{spread:>16}"
+            f"{(theirs['median_s'] * 1e3 if theirs else float('nan')):>10.1f}"
+            f"{row.get('ratio_train', float('nan')):>7.2f}"
             f"{row['numpy_gflops']:>9.1f}{row['numpy_fraction_of_peak']:>8.0%}{row['numpy_target_tokens_per_s']:>9.0f}"
             f"{decode.get(1, float('nan')):>9.3f}{row.get('ratio_decode_floor', float('nan')):>8.3f}"
             f"{decode.get(min(32, row['batch']), float('nan')):>10.3f}"
-            f"{mem['numpy_transformer']['peak_rss_mb']:>7.0f}/{mem.get('pytorch', {}).get('peak_rss_mb', float('nan')):<5.0f}"
+            f"{mem['numpy_transformer']['peak_rss_mb']:>7.0f}/"
+            f"{mem.get('pytorch', {}).get('peak_rss_mb', float('nan')):<5.0f}"
             f"{row.get('ratio_train_textbook', float('nan')):>11.2f}"
         )
     for row in result.get("scaling", []):
@@ -428,8 +432,10 @@ def print_table(result: dict) -> None:
         theirs = t.get("pytorch", {}).get("median_s", float("nan"))
         mem = row["memory"]
         print(
-            f"small/mha S={row['seq_len']:<4} shards {row['numpy_threads']}  numpy {t['numpy_transformer']['median_s'] * 1e3:8.1f} ms  torch {theirs * 1e3:8.1f} ms  "
-            f"ratio {row.get('ratio_train', float('nan')):.2f}  step memory +{mem['numpy_transformer']['step_increase_mb']:.0f} MB"
+            f"small/mha S={row['seq_len']:<4} shards {row['numpy_threads']}  "
+            f"numpy {t['numpy_transformer']['median_s'] * 1e3:8.1f} ms  torch {theirs * 1e3:8.1f} ms  "
+            f"ratio {row.get('ratio_train', float('nan')):.2f}  "
+            f"step memory +{mem['numpy_transformer']['step_increase_mb']:.0f} MB"
             f" / torch +{mem.get('pytorch', {}).get('step_increase_mb', float('nan')):.0f} MB"
         )
 

@@ -63,7 +63,9 @@ def speed(name: str, lengths: list[int], batches: list[int], repeats: int) -> li
         for length in lengths:
             run = {
                 cached: (
-                    lambda cached=cached: greedy_decode(model, src, mask, length, BOS, EOS, use_cache=cached)
+                    lambda cached=cached, src=src, mask=mask, length=length: greedy_decode(
+                        model, src, mask, length, BOS, EOS, use_cache=cached
+                    )
                 )
                 for cached in (True, False)
             }

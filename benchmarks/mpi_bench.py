@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def worker(name: str, attention: str, threads: int, repeats: int) -> None:
     import bench
 
+    from numpy_transformer.config import TrainConfig
     from numpy_transformer.data import Batch
     from numpy_transformer.distributed import Communicator
     from numpy_transformer.model import make_src_mask, make_tgt_mask
-    from numpy_transformer.config import TrainConfig
     from numpy_transformer.training import Trainer
 
     config = bench.model_config(name, attention)
@@ -112,7 +112,7 @@ def main() -> None:
     for name in args.configs:
         me = [sys.executable, __file__, "--worker", name, "mha"]
         rounds = [
-            (run(me + ["2", str(args.repeats)]), run([mpiexec, "-n", "2", *me, "1", str(args.repeats)]))
+            (run([*me, "2", str(args.repeats)]), run([mpiexec, "-n", "2", *me, "1", str(args.repeats)]))
             for _ in range(args.rounds)
         ]
         threads = {"step_s": statistics.median(t["step_s"] for t, _ in rounds)}
@@ -123,7 +123,8 @@ def main() -> None:
         share = ranks["allreduce_s"] / ranks["step_s"]
         print(
             f"{name}/mha ({ranks['parameters']:,} parameters, {ranks['allreduce_bytes'] / 1e6:.1f} MB all-reduced): "
-            f"1 process x 2 threads {threads['step_s'] * 1e3:.1f} ms, 2 ranks x 1 thread {ranks['step_s'] * 1e3:.1f} ms "
+            f"1 process x 2 threads {threads['step_s'] * 1e3:.1f} ms, "
+            f"2 ranks x 1 thread {ranks['step_s'] * 1e3:.1f} ms "
             f"(ratio {ranks['step_s'] / threads['step_s']:.2f}); all-reduce {ranks['allreduce_s'] * 1e3:.1f} ms "
             f"= {share:.1%} of the step",
             flush=True,

@@ -3,8 +3,8 @@
 python examples/numbers_en_fr.py
 """
 
-from numpy_transformer.data import encode_sentences
 from numpy_transformer.config import TrainConfig
+from numpy_transformer.data import encode_sentences
 from numpy_transformer.evaluation import translate_ids
 from numpy_transformer.training import Trainer
 

@@ -4,7 +4,6 @@ python examples/train_copy.py
 """
 
 from numpy_transformer.config import TrainConfig
-
 from numpy_transformer.training import Trainer
 
 config = TrainConfig(task="copy", steps=3000, lr=2e-3, eval_every=1000)

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from numpy_transformer.config import TrainConfig
-
 from numpy_transformer.training import Trainer
 
 if len(sys.argv) > 1:

@@ -49,9 +49,9 @@ def setting(
 ) -> Any:
     """A dataclass field with what the command line and the checks need to know of it.
 
-    ``minimum`` is an inclusive bound, ``above`` and ``below`` exclusive ones; ``flag`` overrides ``--field-name``; a bool
-    field whose flag is ``--post-norm`` style (``negated``) stores False; ``on_resume`` True lets
-    ``--resume`` change the value (the others must stay as saved).
+    ``minimum`` is an inclusive bound, ``above`` and ``below`` exclusive ones; ``flag`` overrides
+    ``--field-name``; a bool field whose flag is ``--post-norm`` style (``negated``) stores False;
+    ``on_resume`` True lets ``--resume`` change the value (the others must stay as saved).
     """
     meta = {
         "help": help,
@@ -78,7 +78,7 @@ def _value_type(cls: type, name: str) -> tuple[type, bool]:
 
 def expected(cls: type, item: Any) -> str:
     """What a field accepts, in words: "a positive integer", "a number in [0, 1)", "one of a, b"."""
-    kind, optional = _value_type(cls, item.name)
+    kind, _ = _value_type(cls, item.name)
     meta = item.metadata
     low, above, below = meta.get("minimum"), meta.get("above"), meta.get("below")
     if meta.get("choices"):

@@ -7,6 +7,7 @@ resumed run sees exactly the batches an uninterrupted one would.
 
 from __future__ import annotations
 
+import itertools
 import re
 import warnings
 from collections.abc import Iterable, Sequence
@@ -177,7 +178,7 @@ def _token_chunks(pairs: list, tokens: list[int], parts: int) -> list[list]:
     for k, cut in enumerate(cuts.tolist(), start=1):
         bounds.append(min(max(cut, bounds[-1] + 1), len(pairs) - (parts - k)))
     bounds.append(len(pairs))
-    return [pairs[start:stop] for start, stop in zip(bounds, bounds[1:])]
+    return [pairs[start:stop] for start, stop in itertools.pairwise(bounds)]
 
 
 def host_rng(*keys: int) -> numpy.random.Generator:

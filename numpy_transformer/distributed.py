@@ -4,8 +4,9 @@ Started under ``mpiexec -n K`` (or ``srun`` under Slurm), every rank builds the 
 the same seed and draws the same global batch; rank k takes its slice of the batch's rows, runs
 forward and backward with the weight n_k / N (its share of the batch's N non-pad target tokens),
 one ``Allreduce`` sums the model's flat gradient buffer in place, and a second, of two numbers,
-sums the weighted loss and the stop flags. The sum is the gradient of the whole batch's mean loss, so every rank applies the same
-optimiser step and the weights stay identical: a cheap checksum compares them every few steps.
+sums the weighted loss and the stop flags. The sum is the gradient of the whole batch's mean loss,
+so every rank applies the same optimiser step and the weights stay identical: a cheap checksum
+compares them every few steps.
 Dropout masks come from a generator seeded by (seed, step, rank), so a K-rank run is repeatable
 and resumable from its checkpoint alone.
 

@@ -418,7 +418,8 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
 
 
 class ResidualConnection(Module):
-    """Pre-norm ``x + dropout(sublayer(norm(x)))`` (design notes) or post-norm ``norm(x + dropout(sublayer(x)))`` (paper).
+    """Pre-norm ``x + dropout(sublayer(norm(x)))`` (design notes) or post-norm
+    ``norm(x + dropout(sublayer(x)))`` (paper).
 
     A block runs its sublayer between the two halves, so both halves and their backwards are
     steps of the block:

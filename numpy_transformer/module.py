@@ -267,7 +267,8 @@ class Module:
             kind = getattr(getattr(state[name], "dtype", None), "kind", None)
             if kind not in ("f", "i", "u"):
                 raise ValueError(
-                    f"state dict entry {name} must hold real numbers, got dtype {getattr(state[name], 'dtype', type(state[name]).__name__)}"
+                    f"state dict entry {name} must hold real numbers, "
+                    f"got dtype {getattr(state[name], 'dtype', type(state[name]).__name__)}"
                 )
             if not bool(xp.isfinite(xp.asarray(state[name])).all()):
                 raise ValueError(f"state dict entry {name} holds NaN or infinite values")

@@ -18,6 +18,7 @@ model's generator alone: the replicas' generators are seeded from it at every st
 
 from __future__ import annotations
 
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -83,7 +84,7 @@ class DataParallel:
         if shards == 1:
             return _pass(self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight)
         bounds = [batch * i // shards for i in range(shards + 1)]
-        counts = [int((labels[start:stop] != pad_id).sum()) for start, stop in zip(bounds, bounds[1:])]
+        counts = [int((labels[start:stop] != pad_id).sum()) for start, stop in itertools.pairwise(bounds)]
         total = sum(counts)
         if total == 0:  # with no tokens at all, cross-entropy names the problem
             return _pass(self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight)

@@ -22,7 +22,7 @@ import operator
 import types
 import warnings
 from collections import Counter
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -405,7 +405,7 @@ _FUNCTIONS = [
 class _Generator:
     """CuPy's Generator: its methods only, its bit generator's state not a serialisable dict."""
 
-    _METHODS = {
+    _METHODS: ClassVar[set[str]] = {
         "random",
         "uniform",
         "integers",

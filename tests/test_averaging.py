@@ -5,9 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from numpy_transformer.checkpoint import load_checkpoint
+from numpy_transformer.checkpoint import average_checkpoints, load_checkpoint
 from numpy_transformer.cli import main
-from numpy_transformer.checkpoint import average_checkpoints
 from numpy_transformer.config import TrainConfig
 from numpy_transformer.training import Trainer
 

@@ -14,9 +14,9 @@ import pytest
 from conftest import model_batch, relative_error
 
 from numpy_transformer import backend, build_transformer, make_src_mask, make_tgt_mask
+from numpy_transformer.config import TrainConfig
 from numpy_transformer.decoding import beam_search, greedy_decode, sample_decode
 from numpy_transformer.kernels import ops
-from numpy_transformer.config import TrainConfig
 from numpy_transformer.training import Trainer
 
 
@@ -53,7 +53,7 @@ def _logits_and_grads(seed_state, kind, dtype):
     xp = backend.get_array_module()
     src, tgt, labels = (xp.asarray(a) for a in model_batch(0))
     logits = model.forward(src, tgt, make_src_mask(src, 0), make_tgt_mask(tgt, 0))
-    loss, cache = ops.cross_entropy_forward(logits, labels, 0, 0.1)
+    _loss, cache = ops.cross_entropy_forward(logits, labels, 0, 0.1)
     model.backward(ops.cross_entropy_backward(1.0, cache))
     return backend.to_numpy(logits), {name: backend.to_numpy(p.grad) for name, p in model.named_parameters()}
 

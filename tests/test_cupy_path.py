@@ -12,12 +12,12 @@ import pytest
 from cupy_standin import SYNCS, UPLOADS, make_module
 
 from numpy_transformer import backend
-from numpy_transformer.data import BOS_ID, EOS_ID, PAD_ID, make_batch
-from numpy_transformer.decoding import beam_search, greedy_decode, sample_decode
-from numpy_transformer.model import make_src_mask
 from numpy_transformer.checkpoint import load_for_inference
 from numpy_transformer.config import TrainConfig
+from numpy_transformer.data import BOS_ID, EOS_ID, PAD_ID, make_batch
+from numpy_transformer.decoding import beam_search, greedy_decode, sample_decode
 from numpy_transformer.evaluation import translate_ids
+from numpy_transformer.model import make_src_mask
 from numpy_transformer.training import Trainer
 
 TINY = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32, "dropout": 0.1}
@@ -105,7 +105,7 @@ def test_evaluate_save_resume_and_checkpoints_that_cross_to_the_cpu(gpu, tmp_pat
     back = Trainer.resume(cpu_saved)  # ...and a CPU checkpoint on the GPU
     assert isinstance(back.model.parameters()[0].data, gpu.ndarray) and back.step == 2
 
-    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(cpu_saved)
+    model, tokenizer, src_vocab, _tgt_vocab = load_for_inference(cpu_saved)
     ids = translate_ids(model, [src_vocab.encode(tokenizer.tokenize("abc"))[0]], max_len=5)
     assert isinstance(ids[0][0], int)
 

@@ -75,7 +75,8 @@ def test_composed_number_words_equal_num2words():
         200000,
         280000,
         999999,
-    ] + list(np.random.default_rng(0).integers(0, 1_000_000, 400))
+        *list(np.random.default_rng(0).integers(0, 1_000_000, 400)),
+    ]
     for n in map(int, numbers):
         assert english(n) == number_words(n, "en"), n
         assert french(n) == number_words(n, "fr"), n

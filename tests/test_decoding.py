@@ -304,8 +304,8 @@ def test_no_output_repeats_an_ngram(strategy):
 
 
 def test_evaluate_decodes_as_it_is_told():
-    from numpy_transformer.decoding import beam_search
     from numpy_transformer.config import TrainConfig
+    from numpy_transformer.decoding import beam_search
     from numpy_transformer.evaluation import evaluate
     from numpy_transformer.training import Trainer
 

@@ -18,9 +18,9 @@ import pytest
 from numpy_transformer import distributed
 from numpy_transformer.backend import step_rng
 from numpy_transformer.checkpoint import load_checkpoint
+from numpy_transformer.config import TrainConfig
 from numpy_transformer.distributed import Communicator, launched_ranks, weights_checksum
 from numpy_transformer.module import Parameter
-from numpy_transformer.config import TrainConfig
 from numpy_transformer.training import Trainer
 
 MPIEXEC = shutil.which(
@@ -110,7 +110,7 @@ class DoublingComm(FakeComm):
         super().__init__(0, 2)
         self.reduced = []
 
-    def Allreduce(self, _in_place, buffer, op):  # noqa: N802 - mpi4py's name
+    def Allreduce(self, _in_place, buffer, op):
         self.reduced.append((buffer, buffer.copy()))
         buffer *= 2
 

@@ -1,4 +1,5 @@
-"""Hostile but realistic input: each case is refused by name, or handled, never a raw traceback or a silent wrong result."""
+"""Hostile but realistic input: each case is refused by name, or handled,
+never a raw traceback or a silent wrong result."""
 
 import json
 import os
@@ -11,12 +12,12 @@ import pytest
 
 import numpy_transformer as nt
 from numpy_transformer.cli import main
+from numpy_transformer.config import TrainConfig
 from numpy_transformer.data import read_tsv
 from numpy_transformer.decoding import greedy_decode
 from numpy_transformer.gradcheck import gradcheck
 from numpy_transformer.plots import read_log
 from numpy_transformer.rundir import RunLock
-from numpy_transformer.config import TrainConfig
 from numpy_transformer.training import Trainer, TrainingDiverged
 
 TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32}
@@ -298,7 +299,9 @@ def test_translate_in_batches_gives_what_one_batch_gives(checkpoint, capsys, mon
 
 
 @pytest.mark.parametrize("attention", ["mha", "mla"])
-@pytest.mark.parametrize("sizes", [dict(d_model=16, N=1, h=2, d_ff=32), dict(d_model=32, N=3, h=4, d_ff=24)])
+@pytest.mark.parametrize(
+    "sizes", [{"d_model": 16, "N": 1, "h": 2, "d_ff": 32}, {"d_model": 32, "N": 3, "h": 4, "d_ff": 24}]
+)
 def test_parameter_count_from_the_sizes_alone_is_the_built_models(attention, sizes):
     from numpy_transformer.model import parameter_count
 

@@ -408,7 +408,10 @@ def test_set_kernels_chooses_and_refuses_unknown_names():
 def test_environment_variable_chooses_the_kernels(value, chosen):
     env = {k: v for k, v in os.environ.items() if k != "NUMPY_TRANSFORMER_KERNELS"}
     env.update({"NUMPY_TRANSFORMER_KERNELS": value} if value else {})
-    code = "import numpy_transformer as nt; from numpy_transformer.kernels import ops; print(nt.get_kernels(), ops.softmax_forward.__module__)"
+    code = (
+        "import numpy_transformer as nt; from numpy_transformer.kernels import ops; "
+        "print(nt.get_kernels(), ops.softmax_forward.__module__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     module = "numpy_transformer.kernels.cpu" if chosen == "fast" else "numpy_transformer.functional"
     assert out.stdout.split() == [chosen, module]

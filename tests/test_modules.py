@@ -328,7 +328,8 @@ def test_state_dict_round_trip_and_errors():
 
 
 def test_tied_embeddings_count_as_the_papers_table_3():
-    """A shared 37,000-token vocabulary: base 63.1 M tied (101.0 M untied), big 214.2 M (290.0 M); the paper says 65 M and 213 M."""
+    """A shared 37,000-token vocabulary: base 63.1 M tied (101.0 M untied), big 214.2 M (290.0 M);
+    the paper says 65 M and 213 M."""
     from numpy_transformer.model import parameter_count
 
     base = {"src_vocab_size": 37000, "tgt_vocab_size": 37000, "d_model": 512, "N": 6, "h": 8, "d_ff": 2048}

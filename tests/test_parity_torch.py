@@ -14,7 +14,7 @@ from numpy_transformer.kernels import ops
 from numpy_transformer.optim import Adam
 
 torch = pytest.importorskip("torch", reason="PyTorch is an optional oracle: pip install torch==2.13.0")
-from numpy_transformer.interop import (
+from numpy_transformer.interop import (  # noqa: E402  (only once torch is there)
     build_torch_transformer,
     from_torch_model,
     to_torch_model,

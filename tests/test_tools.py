@@ -9,8 +9,8 @@ import pytest
 import numpy_transformer as nt
 from numpy_transformer import layers
 from numpy_transformer.cli import main
-from numpy_transformer.trace import shape_trace
 from numpy_transformer.config import TrainConfig
+from numpy_transformer.trace import shape_trace
 from numpy_transformer.training import Trainer
 
 

@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import time
-
 from dataclasses import replace
 
 import numpy as np
