@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import typing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -117,7 +118,7 @@ def check_value(cls: type, item: Any, value: Any, where: str = "") -> Any:
         )
     meta = item.metadata
     if (
-        (kind is float and not math.isfinite(value))
+        (isinstance(value, float) and not math.isfinite(value))
         or (meta.get("choices") and value not in meta["choices"])
         or (meta.get("minimum") is not None and value < meta["minimum"])
         or (meta.get("above") is not None and value <= meta["above"])
@@ -345,10 +346,10 @@ SECTIONS: dict[str, Any] = {"model": ModelConfig, "train": TrainConfig}
 def read_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
     """``{"model": {...}, "train": {...}}`` from a TOML file of [model] and [train] tables (a run's
     config.toml is one), each value checked; an unknown table or key is named with the file."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:
+        import tomli as tomllib
 
     path = Path(path)
     try:
@@ -409,8 +410,8 @@ def resume_conflicts(given: dict[str, dict[str, Any]], saved: dict[str, Any]) ->
                 if value != kept:
                     flag = flag_of(item)
                     if isinstance(kept, bool):  # shown as typed: the flag, or its absence
-                        given, saved = (flag if on != item.default else f"no {flag}" for on in (value, kept))
-                        difference = f"{given} differs from the saved run, which has {saved}"
+                        typed, was = (flag if on != item.default else f"no {flag}" for on in (value, kept))
+                        difference = f"{typed} differs from the saved run, which has {was}"
                     else:
                         difference = f"{flag} {value!r} differs from the saved run's {kept!r}"
                     raise ValueError(

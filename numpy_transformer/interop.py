@@ -38,7 +38,8 @@ def from_torch_state_dict(model: Transformer, state: dict[str, Any]) -> None:
 def build_torch_transformer(config: dict[str, Any]) -> Any:
     """The same architecture as ``build_transformer(**config)``, written in plain PyTorch."""
     torch = _torch()
-    nn, functional = torch.nn, torch.nn.functional
+    nn: Any = torch.nn  # the classes below subclass nn.Module, known only at run time
+    functional = torch.nn.functional
     dtype = getattr(torch, config.get("dtype", "float32"))
     d_model, heads, dropout = config["d_model"], config["h"], config["dropout"]
     norm_first = config.get("norm_first", True)

@@ -78,7 +78,7 @@ class Linear(Module):
         self.weight = self._new_parameter((out_features, in_features))
         xavier_uniform_(self.weight, self.rng)
         if bias:
-            self.bias = self._new_parameter((out_features,))
+            self.bias: Parameter | None = self._new_parameter((out_features,))
         else:
             self.bias = None
 
@@ -417,6 +417,9 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
         return dx if is_self_attention else (dx_q, dx_kv)
 
 
+AttentionBlock = MultiHeadAttentionBlock | MultiHeadLatentAttentionBlock
+
+
 class ResidualConnection(Module):
     """Pre-norm ``x + dropout(sublayer(norm(x)))`` (design notes) or post-norm
     ``norm(x + dropout(sublayer(x)))`` (paper).
@@ -481,7 +484,7 @@ class EncoderBlock(Module):
     def __init__(
         self,
         features: int,
-        self_attention_block: Module,
+        self_attention_block: AttentionBlock,
         feed_forward_block: FeedForwardBlock,
         dropout: float,
         norm_first: bool = True,
@@ -521,8 +524,8 @@ class DecoderBlock(Module):
     def __init__(
         self,
         features: int,
-        self_attention_block: Module,
-        cross_attention_block: Module,
+        self_attention_block: AttentionBlock,
+        cross_attention_block: AttentionBlock,
         feed_forward_block: FeedForwardBlock,
         dropout: float,
         norm_first: bool = True,
@@ -574,7 +577,9 @@ class DecoderBlock(Module):
         return around_attention.enter_backward(dy), d_encoder_output
 
 
-def _residuals(count: int, features: int, dropout: float, norm_first: bool, owner: Module) -> Module:
+def _residuals(
+    count: int, features: int, dropout: float, norm_first: bool, owner: Module
+) -> ModuleList[ResidualConnection]:
     return ModuleList(
         [
             ResidualConnection(features, dropout, norm_first, dtype=owner.dtype, rng=owner.rng)
@@ -586,7 +591,9 @@ def _residuals(count: int, features: int, dropout: float, norm_first: bool, owne
 class Encoder(Module):
     """N encoder blocks, then a final layer normalisation."""
 
-    def __init__(self, features: int, layers: Module, *, dtype: Any = "float32", rng: Any = None) -> None:
+    def __init__(
+        self, features: int, layers: ModuleList[EncoderBlock], *, dtype: Any = "float32", rng: Any = None
+    ) -> None:
         super().__init__(dtype, rng)
         self.layers = layers
         self.norm = LayerNormalization(features, dtype=dtype, rng=self.rng)
@@ -606,7 +613,9 @@ class Encoder(Module):
 class Decoder(Module):
     """N decoder blocks, then a final layer normalisation."""
 
-    def __init__(self, features: int, layers: Module, *, dtype: Any = "float32", rng: Any = None) -> None:
+    def __init__(
+        self, features: int, layers: ModuleList[DecoderBlock], *, dtype: Any = "float32", rng: Any = None
+    ) -> None:
         super().__init__(dtype, rng)
         self.layers = layers
         self.norm = LayerNormalization(features, dtype=dtype, rng=self.rng)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .backend import get_array_module, make_rng, resolve_dtype, to_numpy
 
@@ -134,6 +134,10 @@ class Module:
     and None where the only input is token ids (InputEmbeddings). Masks and ids get no gradient.
     """
 
+    _parameters: dict[str, Parameter]
+    _modules: dict[str, Module]
+    _flat: FlatParameters
+
     def __init__(self, dtype: Any = "float32", rng: Any = None) -> None:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
@@ -153,6 +157,14 @@ class Module:
         object.__setattr__(self, name, value)
 
     # -- forward/backward bookkeeping -------------------------------------------------------
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The module's output; each subclass defines it with its own arguments."""
+        raise NotImplementedError(f"{type(self).__name__} has no forward")
+
+    def backward(self, *args: Any, **kwargs: Any) -> Any:
+        """The gradients of the forward's array inputs (see the class docstring)."""
+        raise NotImplementedError(f"{type(self).__name__} has no backward")
 
     def _save(self, cache: Any) -> None:
         self._cache = cache
@@ -276,19 +288,22 @@ class Module:
             parameter.data[...] = xp.asarray(state[name], dtype=parameter.data.dtype)
 
 
-class ModuleList(Module):
+ModuleT = TypeVar("ModuleT", bound=Module)
+
+
+class ModuleList(Module, Generic[ModuleT]):
     """An ordered list of modules, registered under their index ("layers.0", "layers.1", ...)."""
 
-    def __init__(self, modules: list[Module]) -> None:
+    def __init__(self, modules: list[ModuleT]) -> None:
         super().__init__(modules[0].dtype if modules else "float32", modules[0].rng if modules else None)
         for index, module in enumerate(modules):
             setattr(self, str(index), module)
         self._items = list(modules)
 
-    def __getitem__(self, index: int) -> Module:
+    def __getitem__(self, index: int) -> ModuleT:
         return self._items[index]
 
-    def __iter__(self) -> Iterator[Module]:
+    def __iter__(self) -> Iterator[ModuleT]:
         return iter(self._items)
 
     def __len__(self) -> int:

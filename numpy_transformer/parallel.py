@@ -83,6 +83,7 @@ class DataParallel:
         shards = min(self.threads, batch)
         if shards == 1:
             return _pass(self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight)
+        assert self._pool is not None  # made whenever threads > 1
         bounds = [batch * i // shards for i in range(shards + 1)]
         counts = [int((labels[start:stop] != pad_id).sum()) for start, stop in itertools.pairwise(bounds)]
         total = sum(counts)

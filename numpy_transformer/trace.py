@@ -40,7 +40,8 @@ class ShapeTrace:
     """Collects the lines; ``lines`` keeps them for tests and tools, ``file`` receives them as they come."""
 
     def __init__(self, names: dict[int, str], file: TextIO | None) -> None:
-        self.names, self.file, self.depth, self.lines = names, file, 0, []
+        self.names, self.file, self.depth = names, file, 0
+        self.lines: list[str] = []
 
     def write(self, text: str) -> None:
         line = "  " * self.depth + text

@@ -71,7 +71,9 @@ class AdamUpdate:
             self._v[start:stop].reshape(p.shape)
             for (_, p), (start, stop) in zip(named_parameters, flat.ranges)
         ]
-        self._decaying = None  # (which parameters decay, their flat 0/1 vector), built at the first step
+        self._decaying: tuple[tuple[bool, ...], Array] | None = (
+            None  # (which parameters decay, their flat 0/1 vector), built at the first step
+        )
 
     def _decay_vector(self, decays: Sequence[bool]) -> Array | None:
         """1 where a parameter decays, 0 elsewhere, over the flat buffer (built once per mask)."""
