@@ -204,7 +204,8 @@ class _MHALayerCache(_LayerCache):
     def cross_attention(self, y: Array) -> Array:
         """The new position (N, D) attends over the encoder output -> (N, D)."""
         q = product(y, self.cross_w_q).reshape(y.shape[0], self.n_heads, 1, -1)
-        return self.attend(q, *self.cross, self.src_mask, self.cross_w_o)
+        keys, values = self.cross
+        return self.attend(q, keys, values, self.src_mask, self.cross_w_o)
 
 
 class _MLALayerCache(_LayerCache):
@@ -240,21 +241,21 @@ class _MLALayerCache(_LayerCache):
         q_latent = product(y, self.w_q_latent)  # (N, D + L): the query and the new latent
         latents = self.self_caches[0].append(q_latent[:, None, None, d:])
         q = q_latent[:, :d].reshape(y.shape[0], self.n_heads, 1, -1)
-        return self.attend(q, *self._decompress(latents, self.w_decompress), None, self.w_o)
+        keys, values = self._decompress(latents, self.w_decompress)
+        return self.attend(q, keys, values, None, self.w_o)
 
     def cross_attention(self, y: Array) -> Array:
         q = product(y, self.cross_w_q).reshape(y.shape[0], self.n_heads, 1, -1)
-        return self.attend(
-            q, *self._decompress(self.cross[0], self.cross_w_decompress), self.src_mask, self.cross_w_o
-        )
+        keys, values = self._decompress(self.cross[0], self.cross_w_decompress)
+        return self.attend(q, keys, values, self.src_mask, self.cross_w_o)
 
-    def _decompress(self, latents: Array, w_decompress: Array) -> list[Array]:
+    def _decompress(self, latents: Array, w_decompress: Array) -> tuple[Array, Array]:
         """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
         keys_values = product(latents[:, 0], w_decompress)
-        return [
-            split_heads(keys_values[..., part], self.n_heads)
-            for part in (slice(None, self.d_model), slice(self.d_model, None))
-        ]
+        d = self.d_model
+        return split_heads(keys_values[..., :d], self.n_heads), split_heads(
+            keys_values[..., d:], self.n_heads
+        )
 
 
 class _AbsorbedMLALayerCache(_MLALayerCache):
@@ -331,6 +332,7 @@ class DecoderCache:
         self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
         final, proj = model.decoder.norm, model.projection_layer.proj
         self.final_norm = (final.gamma.data, final.beta.data, final.eps)
+        assert proj.bias is not None  # the projection always has its bias
         self.projection = (proj.weight.data, proj.bias.data)
 
     @property
@@ -497,7 +499,8 @@ def _generate(
     xp = get_array_module()
     last = xp.full(batch, bos_id, dtype=xp.int64)
     finished = xp.zeros(batch, dtype=bool)
-    tokens, all_logits = [], []
+    tokens: list[Array] = []
+    all_logits: list[Array] = []
     for _ in range(max_len):
         logits = stepper.step(last)
         all_logits.append(logits)
