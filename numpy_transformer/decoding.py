@@ -26,6 +26,7 @@ from functools import wraps
 from typing import Any
 
 from .backend import get_array_module, make_rng
+from .data import PAD_ID
 from .functional import split_heads
 from .kernels import ops
 from .layers import check_id_array
@@ -485,6 +486,31 @@ def block_repeated_ngrams(scores: Array, history: Array, n: int) -> Array:
     return xp.where(counts > 0, -xp.inf, scores)
 
 
+def never_emitted(vocab: int, bos_id: int, eos_id: int, pad_id: int | None) -> tuple[int, ...]:
+    """The ids a translation never holds: <bos> and <pad> (``pad_id`` None: none), never <eos>."""
+    if pad_id is not None and (
+        isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < vocab
+    ):
+        raise ValueError(f"pad_id must be None or a token id in [0, {vocab}), got {pad_id!r}")
+    never = {bos_id} if pad_id is None else {bos_id, pad_id}
+    return tuple(sorted(never - {eos_id}))
+
+
+def block_disallowed(
+    scores: Array, history: Array | None, no_repeat_ngram: int, never: tuple[int, ...], eos_id: int
+) -> Array:
+    """``scores`` (N, V) with -inf for every token that may not come next: the ``never`` ids and,
+    with ``no_repeat_ngram``, a token that would repeat an n-gram of ``history`` (N, L). <eos> stays
+    allowed, so a sentence can always end: with n = 1 every other token can be used up."""
+    xp = get_array_module()
+    blocked = block_repeated_ngrams(scores, history, no_repeat_ngram) if history is not None else scores
+    if blocked is scores:
+        blocked = scores.copy()  # the caller keeps its scores as they were (return_logits)
+    blocked[:, list(never)] = -xp.inf
+    blocked[:, eos_id] = scores[:, eos_id]
+    return blocked
+
+
 def _generate(
     stepper: Any,
     batch: int,
@@ -493,9 +519,11 @@ def _generate(
     eos_id: int,
     choose: Callable[[Array], Array],
     no_repeat_ngram: int = 0,
+    never: tuple[int, ...] = (),
 ) -> tuple[Array, Array]:
-    """The loop shared by greedy and sampling: (ids (B, L), logits (B, L, V)); with ``no_repeat_ngram``
-    n, a token that would repeat an n-gram of the tokens generated so far is never chosen."""
+    """The loop shared by greedy and sampling: (ids (B, L), logits (B, L, V)); the ``never`` ids and,
+    with ``no_repeat_ngram`` n, a token that would repeat an n-gram of the tokens generated so far
+    are never chosen (block_disallowed)."""
     xp = get_array_module()
     last = xp.full(batch, bos_id, dtype=xp.int64)
     finished = xp.zeros(batch, dtype=bool)
@@ -504,8 +532,8 @@ def _generate(
     for _ in range(max_len):
         logits = stepper.step(last)
         all_logits.append(logits)
-        if no_repeat_ngram and tokens:
-            logits = block_repeated_ngrams(logits, xp.stack(tokens, axis=1), no_repeat_ngram)
+        history = xp.stack(tokens, axis=1) if no_repeat_ngram and tokens else None
+        logits = block_disallowed(logits, history, no_repeat_ngram, never, eos_id)
         last = xp.where(finished, eos_id, choose(logits))
         tokens.append(last)
         finished |= last == eos_id
@@ -526,17 +554,19 @@ def greedy_decode(
     absorbed: bool = False,
     return_logits: bool = False,
     no_repeat_ngram: int = 0,
+    pad_id: int | None = PAD_ID,
 ) -> Array | tuple[Array, Array]:
     """Pick the most likely token at every step. src (B, S) -> ids (B, L), L <= max_len.
 
     ``absorbed`` (MLA models) attends over the cached latent without decompressing it.
     With ``return_logits`` also returns every step's logits (B, L, V); ``no_repeat_ngram`` n > 0
-    never repeats an n-gram (block_repeated_ngrams).
+    never repeats an n-gram (block_repeated_ngrams). ``bos_id`` and ``pad_id`` are never emitted.
     """
     check_no_repeat_ngram(no_repeat_ngram)
+    never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
     ids, logits = _generate(
-        stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1), no_repeat_ngram
+        stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1), no_repeat_ngram, never
     )
     return (ids, logits) if return_logits else ids
 
@@ -593,11 +623,13 @@ def sample_decode(
     seed: int | None = None,
     return_logits: bool = False,
     no_repeat_ngram: int = 0,
+    pad_id: int | None = PAD_ID,
 ) -> Array | tuple[Array, Array]:
     """Sample each token from the (filtered) softmax. The draws come from the model's generator,
     or from a fresh one seeded with ``seed`` (same seed, same output)."""
     check_sampling_arguments(temperature, top_k, top_p)
     check_no_repeat_ngram(no_repeat_ngram)
+    never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
     xp = get_array_module()
     rng = model.rng if seed is None else make_rng(seed)
 
@@ -609,7 +641,7 @@ def sample_decode(
         return xp.minimum(index, probs.shape[-1] - 1)
 
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
-    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, choose, no_repeat_ngram)
+    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, choose, no_repeat_ngram, never)
     return (ids, logits) if return_logits else ids
 
 
@@ -624,8 +656,10 @@ def beam_search_steps(
     length_penalty: float = 1.0,
     early_stopping: bool = True,
     no_repeat_ngram: int = 0,
+    never: tuple[int, ...] = (),
 ) -> tuple[Array, Array]:
     """Beam search over any next-token model given as ``step(last tokens (B*W,)) -> logits (B*W, V)``.
+    The ``never`` ids are never emitted, nor with ``no_repeat_ngram`` a repeated n-gram.
 
     Beams of one batch item are consecutive rows. A beam that emitted <eos> is finished: it only
     continues with <eos> at no cost. Candidates are ranked by summed log-probability; the final
@@ -645,8 +679,7 @@ def beam_search_steps(
         logits = step(last)
         log_probs = logits - logits.max(axis=-1, keepdims=True)
         log_probs = log_probs - xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
-        if no_repeat_ngram:
-            log_probs = block_repeated_ngrams(log_probs, history, no_repeat_ngram)
+        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id)
         vocab = log_probs.shape[-1]
         eos_only = xp.full(vocab, -xp.inf)
         eos_only[eos_id] = 0.0
@@ -688,9 +721,12 @@ def beam_search(
     length_penalty: float = 1.0,
     early_stopping: bool = True,
     no_repeat_ngram: int = 0,
+    pad_id: int | None = PAD_ID,
 ) -> Array:
-    """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L)."""
+    """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L).
+    ``bos_id`` and ``pad_id`` are never emitted."""
     check_no_repeat_ngram(no_repeat_ngram)
+    never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
     if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
         raise ValueError(f"beam_width must be an integer >= 1, got {beam_width!r}")
     if beam_width > model.tgt_embed.vocab_size:
@@ -709,5 +745,6 @@ def beam_search(
         length_penalty,
         early_stopping,
         no_repeat_ngram,
+        never,
     )
     return ids

@@ -327,3 +327,40 @@ def test_evaluate_decodes_as_it_is_told():
         no_repeat_ngram=2,
     )
     assert wide["loss"] == greedy["loss"] and 0 <= wide["bleu"] <= 100
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "sample"])
+def test_no_repeat_unigrams_never_emit_specials_and_still_end(strategy):
+    """With n = 1 every token may appear once: 9 tokens in a 12-token vocabulary run out before
+    max_len. What is left must be <eos> (least likely here, but allowed), never <pad> or <bos>."""
+    model = nt.build_transformer(12, 12, 8, 30, d_model=16, N=1, h=2, d_ff=16, seed=4).eval()
+    bias = model.projection_layer.proj.bias.data
+    bias[EOS] = -1e4  # the model's last choice
+    bias[0] = bias[BOS] = 50.0  # <pad> and <bos> its first ones
+    src = np.array([[3, 4, 5, 6], [7, 8, 9, 0]])
+    mask = nt.make_src_mask(src, 0)
+    decode = {
+        "greedy": greedy_decode,
+        "beam": lambda *a, **k: beam_search(*a, beam_width=3, **k),
+        "sample": lambda *a, **k: sample_decode(*a, seed=0, **k),
+    }[strategy]
+    for row in decode(model, src, mask, 24, BOS, EOS, no_repeat_ngram=1).tolist():
+        sentence = row[: row.index(EOS)] if EOS in row else row
+        assert EOS in row and len(sentence) <= 9, row  # it ended, at the latest when the tokens ran out
+        assert 0 not in sentence and BOS not in sentence, row
+        assert len(set(sentence)) == len(sentence), row
+    for row in decode(model, src, mask, 5, BOS, EOS).tolist():  # without the option too
+        assert 0 not in row and BOS not in row, row
+
+
+def test_the_padding_id_is_named_or_none():
+    model = model_for("mha")
+    src, mask = padded_source()
+    model.projection_layer.proj.bias.data[5] = 1e3  # token 5 would be chosen at every step
+    assert 5 not in greedy_decode(model, src, mask, 4, BOS, EOS, pad_id=5).tolist()[0]
+    assert greedy_decode(model, src, mask, 4, BOS, EOS, pad_id=None).tolist()[0] == [5] * 4
+    for bad in (-1, 13, "0", True):
+        with pytest.raises(
+            ValueError, match=f"pad_id must be None or a token id in \\[0, 13\\), got {bad!r}"
+        ):
+            greedy_decode(model, src, mask, 4, BOS, EOS, pad_id=bad)
