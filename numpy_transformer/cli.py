@@ -169,8 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "checkpoints", nargs="+", metavar="RUN_OR_CHECKPOINT", help="run directories or .npz checkpoints"
     )
-    p.add_argument("--out", required=True, help="run directory for the averaged checkpoint (its model.npz)")
-    p.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="the averaged checkpoint: a .npz file, or a directory that gets model.npz (new, or holding "
+        "only an earlier average; never a training run's directory, nor one of the checkpoints averaged)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the file --out names, if it exists (nothing else)"
+    )
     _add_plot(commands)
     return parser
 
@@ -363,15 +370,12 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _average(args: argparse.Namespace) -> int:
-    from .checkpoint import FILENAME, average_checkpoints, save_checkpoint
-    from .rundir import RunLock, check_run_directory, clear_run
+    from .checkpoint import average_checkpoints, save_checkpoint
+    from .rundir import check_average_out
 
-    out = check_run_directory(args.out, resume=False, overwrite=args.overwrite)
+    out = check_average_out(args.out, args.checkpoints, args.overwrite)
     arrays, meta = average_checkpoints(args.checkpoints)
-    with RunLock(out):
-        if args.overwrite:
-            clear_run(out)
-        written = save_checkpoint(out / FILENAME, arrays, meta)
+    written = save_checkpoint(out, arrays, meta)  # atomic: replaces that one file and nothing else
     print(f"averaged {len(args.checkpoints)} checkpoints into {written}")
     return 0
 

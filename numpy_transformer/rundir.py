@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-from .checkpoint import FILENAME
+from .checkpoint import FILENAME, resolve_path
 
 if TYPE_CHECKING:
     from .training import Trainer
@@ -67,6 +68,62 @@ def check_run_directory(out: str | Path, resume: bool, overwrite: bool, check_lo
             "with --resume, choose a new --out, or replace it with --overwrite"
         )
     return path
+
+
+def check_average_out(out: str | Path, inputs: Sequence[str | Path], overwrite: bool) -> Path:
+    """The file ``average`` writes for ``--out``, or a ValueError naming what is wrong, before any work.
+
+    ``--out`` names a ``.npz`` file, or a directory (new, or holding only an earlier average) that
+    gets ``model.npz``, so ``--checkpoint DIR`` finds it. ``--overwrite`` replaces that one file and
+    nothing else. Refused even with ``--overwrite``: one of the checkpoints being averaged, and any
+    file of a training run (its model.npz holds the optimiser state a --resume needs).
+    """
+    path = Path(out).expanduser()
+    resolved = path.resolve()
+    if any(resolved == root or root in resolved.parents for root in SYSTEM_ROOTS):
+        raise ValueError(
+            f"--out {out} is under {resolved.parts[0]}{resolved.parts[1]}: choose a file of your own"
+        )
+    if path.is_dir() or (path.suffix != ".npz" and not path.exists()):
+        target = path / FILENAME
+    elif path.suffix == ".npz":
+        target = path
+    else:
+        raise ValueError(f"--out {out} exists and is neither a directory nor a .npz file")
+    for number, given in enumerate(inputs, start=1):
+        source = resolve_path(given)
+        if source.resolve() == target.resolve() or (
+            source.is_file() and target.is_file() and os.path.samefile(source, target)
+        ):
+            raise ValueError(
+                f"--out {out} would write {target}, which is checkpoint {number} of those being averaged "
+                f"({given}): an input is never replaced, even with --overwrite; choose another --out"
+            )
+    folder = target.parent
+    training = [held.name for held in run_files(folder) if held.name != FILENAME] if folder.is_dir() else []
+    if training and (
+        target.name in (FILENAME, BEST_NAME, LOG_NAME, CONFIG_NAME) or target.match(KEPT_PATTERN)
+    ):
+        raise ValueError(
+            f"--out {out} would write {target}, a file of the training run in {folder} "
+            f"({', '.join(training[:3])}), which average never replaces, even with --overwrite: name "
+            f"another file (--out {folder / 'average.npz'}) or directory"
+        )
+    owner = (
+        RunLock(folder).owner() if target.name == FILENAME and folder.is_dir() else None
+    )  # a run just begun
+    if owner is not None:
+        raise RunLock.in_use(folder, owner)
+    if target.exists() and not target.is_file():
+        raise ValueError(f"--out {out}: {target} exists and is not a file")
+    if target.exists() and not overwrite:
+        raise ValueError(
+            f"--out {out}: {target} already exists: replace it with --overwrite, or choose another --out"
+        )
+    existing = next(parent for parent in (folder.resolve(), *folder.resolve().parents) if parent.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out} cannot be written: {existing} is not a writable directory")
+    return target
 
 
 class RunLock:

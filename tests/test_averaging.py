@@ -1,6 +1,9 @@
-"""The best checkpoint kept beside the last, the last N kept for averaging, and averaging as the paper does."""
+"""The best checkpoint kept beside the last, the last N kept for averaging, averaging as the paper does
+(never over a saved file)."""
 
+import hashlib
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -77,3 +80,48 @@ def test_checkpoints_of_different_models_are_not_averaged(run, tmp_path):
     other = Trainer.create(TrainConfig(task="copy", steps=1), {"d_model": 32, "N": 1, "h": 2, "d_ff": 16})
     with pytest.raises(ValueError, match="has another model than"):
         average_checkpoints([run, other.save(tmp_path / "other")])
+
+
+def hashes(directory):
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(directory.iterdir())}
+
+
+def test_average_never_clears_a_run_nor_replaces_one_of_its_inputs(run, tmp_path, capsys):
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    shutil.copytree(run, mine)
+    shutil.copytree(run, other)
+    before = hashes(mine), hashes(other)
+    steps = sorted(str(path) for path in mine.glob("step-*.npz"))
+    refused = {
+        "into the run it averages": (["average", *steps, "--out", str(mine), "--overwrite"], "training run"),
+        "into another run": (["average", *steps, "--out", str(other), "--overwrite"], "training run"),
+        "onto its own input": (["average", str(mine), "--out", str(mine), "--overwrite"], "checkpoint 1 of"),
+        "onto an input file": (
+            ["average", *steps, "--out", steps[1], "--overwrite"],
+            "checkpoint 2 of those being averaged",
+        ),
+        "onto the run's best.npz": (
+            ["average", *steps, "--out", str(mine / "best.npz"), "--overwrite"],
+            "a file of the training run",
+        ),
+        "onto a file that is no checkpoint": (
+            ["average", *steps, "--out", str(mine / "log.jsonl"), "--overwrite"],
+            "neither a directory nor a .npz file",
+        ),
+    }
+    for case, (argv, expected) in refused.items():
+        assert main(argv) == 2, case
+        error = capsys.readouterr().err
+        assert expected in error and len(error.strip().splitlines()) == 1, (case, error)
+    assert (hashes(mine), hashes(other)) == before  # nothing written, nothing removed
+    averaged = mine / "average.npz"
+    assert main(["average", *steps, "--out", str(averaged)]) == 0
+    assert main(["average", *steps[1:], "--out", str(averaged)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["average", *steps[1:], "--out", str(averaged), "--overwrite"]) == 0  # that one file
+    assert load_checkpoint(averaged)[1]["averaged_from"] == steps[1:]
+    assert {name: digest for name, digest in hashes(mine).items() if name != "average.npz"} == before[0]
+    new = tmp_path / "new"  # a directory gets model.npz, which --checkpoint DIR finds
+    assert main(["average", *steps, "--out", str(new)]) == 0
+    assert main(["average", *steps, "--out", str(new), "--overwrite"]) == 0
+    assert sorted(path.name for path in new.iterdir()) == ["model.npz"]
