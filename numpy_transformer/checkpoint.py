@@ -79,12 +79,22 @@ def _umask() -> int:
 
 def load_checkpoint(path: str | Path) -> tuple[dict[str, numpy.ndarray], dict[str, Any]]:
     """(arrays, meta) from a checkpoint file or run directory; CheckpointError names what is wrong."""
+    return _read(path, arrays=True)
+
+
+def load_meta(path: str | Path) -> dict[str, Any]:
+    """The metadata of a checkpoint file or run directory, without reading its arrays."""
+    return _read(path, arrays=False)[1]
+
+
+def _read(path: str | Path, arrays: bool) -> tuple[dict[str, numpy.ndarray], dict[str, Any]]:
     path = resolve_path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path}: no such file")
     try:
-        with numpy.load(path, allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
+        with numpy.load(path, allow_pickle=False) as archive:  # an .npz reads each entry on demand
+            names = archive.files if arrays else [name for name in archive.files if name == "meta"]
+            loaded = {name: archive[name] for name in names}
     except ValueError as error:
         if "Object arrays" in str(error):
             raise CheckpointError(
@@ -92,21 +102,22 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, numpy.ndarray], dict[st
                 "run any code): it was not written by numpy_transformer"
             ) from error
         raise CheckpointError(f"checkpoint {path}: corrupt or truncated (ValueError: {error})") from error
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as error:
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError, AttributeError, TypeError) as error:
         raise CheckpointError(
             f"checkpoint {path}: corrupt or truncated ({type(error).__name__}: {error})"
         ) from error
-    if "meta" not in arrays:
+    if "meta" not in loaded:
         raise CheckpointError(
             f"checkpoint {path}: has no 'meta' entry, so it was not written by numpy_transformer"
         )
     try:
-        meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+        meta = json.loads(loaded.pop("meta").tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"checkpoint {path}: its 'meta' entry is not valid JSON ({error})") from error
-    if meta.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint {path}: format {meta.get('format')!r}, expected {FORMAT!r}")
-    return arrays, meta
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else meta
+        raise CheckpointError(f"checkpoint {path}: format {found!r}, expected {FORMAT!r}")
+    return loaded, meta
 
 
 def split_prefix(arrays: dict[str, numpy.ndarray], prefix: str) -> dict[str, numpy.ndarray]:
@@ -226,31 +237,75 @@ def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[
     return model, task
 
 
-def average_checkpoints(paths: Sequence[str | Path]) -> tuple[dict[str, Any], dict[str, Any]]:
+def average_checkpoints(
+    paths: Sequence[str | Path], allow_no_run_id: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(arrays, meta) of a checkpoint whose weights are the mean of the given checkpoints' (run
-    directories or .npz files), as the paper averages its last checkpoints. They must hold one model
-    configuration, tokenizer and vocabularies; the optimiser state and metadata are the last one's,
-    with ``averaged_from`` naming them all. The mean is taken in float64."""
+    directories or .npz files), as the paper averages the last checkpoints of one run.
+
+    Every metadata is read and checked first: one model configuration, tokenizer and vocabularies,
+    and one run (the ``run_id`` a run records in every checkpoint it saves). A checkpoint saved
+    before runs recorded one is refused unless ``allow_no_run_id`` (the caller vouches for it);
+    the ids that are there must still agree. Then the weights are summed in float64, one
+    checkpoint in memory at a time, and divided at the end. The optimiser state and metadata are
+    the last one's, with ``averaged_from`` naming them all.
+    """
     if not paths:
         raise ValueError("average needs at least one checkpoint")
-    loaded = [(resolve_path(path), *load_checkpoint(path)) for path in paths]
-    first_path, _, first_meta = loaded[0]
-    for path, _, meta in loaded:
+    files = [resolve_path(path) for path in paths]
+    metas = [load_meta(path) for path in files]
+    for path, meta in zip(files, metas):
         check_meta(path, meta)
         for field in ("model", "src_vocab", "tgt_vocab"):
-            if meta[field] != first_meta[field]:
+            if meta[field] != metas[0][field]:
                 raise ValueError(
-                    f"checkpoint {path} has another {field} than {first_path}: only checkpoints of one "
+                    f"checkpoint {path} has another {field} than {files[0]}: only checkpoints of one "
                     "model can be averaged"
                 )
-        if meta["task"].get("tokenizer_json") != first_meta["task"].get("tokenizer_json"):
-            raise ValueError(f"checkpoint {path} has another tokenizer than {first_path}")
-    _, arrays, meta = loaded[-1]
-    arrays = dict(arrays)
-    for name in [name for name in arrays if name.startswith("param/")]:
-        total = sum(checkpoint[name].astype("float64") for _, checkpoint, _ in loaded)  # host arrays
-        arrays[name] = (total / len(loaded)).astype(arrays[name].dtype)
-    return arrays, {**meta, "averaged_from": [str(path) for path, _, _ in loaded]}
+        if meta["task"].get("tokenizer_json") != metas[0]["task"].get("tokenizer_json"):
+            raise ValueError(f"checkpoint {path} has another tokenizer than {files[0]}")
+    check_one_run(files, metas, allow_no_run_id)
+    total: dict[str, numpy.ndarray] = {}
+    for path in files:
+        arrays, _ = load_checkpoint(path)  # the previous one is freed: memory does not grow with the count
+        weights = split_prefix(arrays, "param")
+        if total and weights.keys() != total.keys():
+            raise CheckpointError(f"checkpoint {path}: its weights are not named as those of {files[0]}")
+        for name, value in weights.items():
+            if name not in total:
+                total[name] = value.astype(numpy.float64)  # a copy
+            elif value.shape != total[name].shape:
+                raise CheckpointError(
+                    f"checkpoint {path}: its weight {name} has shape {value.shape}, {files[0]}'s "
+                    f"{total[name].shape}"
+                )
+            else:
+                total[name] += value
+    for name, value in total.items():
+        arrays[f"param/{name}"] = (value / len(files)).astype(arrays[f"param/{name}"].dtype)
+    return arrays, {**metas[-1], "averaged_from": [str(path) for path in files]}
+
+
+def check_one_run(files: Sequence[Path], metas: Sequence[dict[str, Any]], allow_no_run_id: bool) -> None:
+    """Refuse, naming the file, checkpoints that do not share the run_id their runs recorded:
+    models of two runs can share every size and vocabulary and still average to nonsense."""
+    for path, meta in zip(files, metas):
+        run_id = meta.get("run_id")
+        if run_id is not None and not isinstance(run_id, str):
+            raise CheckpointError(f"checkpoint {path}: its metadata field 'run_id' is not a string")
+        if not run_id and not allow_no_run_id:
+            raise ValueError(
+                f"checkpoint {path} records no run id (it was saved before runs recorded one), so nothing "
+                "shows it comes from the same run as the others: average it only if you know it does, "
+                "with --allow-no-run-id (allow_no_run_id=True)"
+            )
+    identified = [(path, meta["run_id"]) for path, meta in zip(files, metas) if meta.get("run_id")]
+    for path, run_id in identified:
+        if run_id != identified[0][1]:
+            raise ValueError(
+                f"checkpoint {path} is of another run (run id {run_id}) than {identified[0][0]} (run id "
+                f"{identified[0][1]}): only checkpoints of one training run can be averaged"
+            )
 
 
 def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab]:

@@ -178,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--overwrite", action="store_true", help="replace the file --out names, if it exists (nothing else)"
     )
+    p.add_argument(
+        "--allow-no-run-id",
+        action="store_true",
+        help="also average checkpoints saved before runs recorded a run id (you vouch they are of one run)",
+    )
     _add_plot(commands)
     return parser
 
@@ -374,7 +379,7 @@ def _average(args: argparse.Namespace) -> int:
     from .rundir import check_average_out
 
     out = check_average_out(args.out, args.checkpoints, args.overwrite)
-    arrays, meta = average_checkpoints(args.checkpoints)
+    arrays, meta = average_checkpoints(args.checkpoints, allow_no_run_id=args.allow_no_run_id)
     written = save_checkpoint(out, arrays, meta)  # atomic: replaces that one file and nothing else
     print(f"averaged {len(args.checkpoints)} checkpoints into {written}")
     return 0

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager, nullcontext
 from dataclasses import asdict, replace
@@ -119,6 +120,8 @@ class Trainer:
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
         self.evals_since_best = 0  # evaluations since it, for config.patience
         self.kept: list[str] = []  # the evaluation checkpoints (step-*.npz) this run wrote and keeps
+        # who this run is, in every checkpoint it saves (kept by resume): average refuses another run's
+        self.run_id = uuid.uuid4().hex
         # why the loop ends: "steps", "patience", "interrupted" or "another rank"; under MPI a rank's
         # own request waits in ``requested`` until the step's all-reduce makes every rank agree
         self.stop: str | None = None
@@ -185,6 +188,10 @@ class Trainer:
         trainer.best_bleu = float(meta.get("best_bleu", -1.0))
         trainer.evals_since_best = int(meta.get("evals_since_best", 0))
         trainer.kept = [str(name) for name in meta.get("kept", [])]
+        if (
+            isinstance(meta.get("run_id"), str) and meta["run_id"]
+        ):  # else saved before runs had an id: a new one
+            trainer.run_id = meta["run_id"]
         try:
             trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
         except (ValueError, KeyError) as error:
@@ -391,6 +398,7 @@ class Trainer:
         arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})
         meta = {
             "model": model.config,
+            "run_id": self.run_id,
             "step": self.step,
             "train": asdict(self.config),
             "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},

@@ -1,14 +1,15 @@
 """The best checkpoint kept beside the last, the last N kept for averaging, averaging as the paper does
-(never over a saved file)."""
+(one run's checkpoints, a running sum, never over a saved file)."""
 
 import hashlib
 import json
 import shutil
+import tracemalloc
 
 import numpy as np
 import pytest
 
-from numpy_transformer.checkpoint import average_checkpoints, load_checkpoint
+from numpy_transformer.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
 from numpy_transformer.config import TrainConfig
 from numpy_transformer.training import Trainer
@@ -125,3 +126,76 @@ def test_average_never_clears_a_run_nor_replaces_one_of_its_inputs(run, tmp_path
     assert main(["average", *steps, "--out", str(new)]) == 0
     assert main(["average", *steps, "--out", str(new), "--overwrite"]) == 0
     assert sorted(path.name for path in new.iterdir()) == ["model.npz"]
+
+
+def without_run_id(path, out):
+    arrays, meta = load_checkpoint(path)
+    del meta["run_id"]
+    return save_checkpoint(out, arrays, meta)
+
+
+def test_average_refuses_checkpoints_of_another_run(run, tmp_path, capsys):
+    """A reverse-task model has the copy-task model's sizes and vocabularies: only the run id tells."""
+    reverse = tmp_path / "reverse"
+    argv = [arg if arg != "copy" else "reverse" for arg in TINY]
+    assert main(["train", *argv, "--steps", "2", "--out", str(reverse)]) == 0
+    assert load_checkpoint(reverse)[1]["model"] == load_checkpoint(run)[1]["model"]
+    with pytest.raises(ValueError, match=f"checkpoint {reverse / 'model.npz'} is of another run"):
+        average_checkpoints([run / "step-0000008.npz", reverse])
+    capsys.readouterr()
+    assert main(["average", str(run), str(reverse), "--out", str(tmp_path / "mixed.npz")]) == 2
+    assert f"{reverse / 'model.npz'} is of another run" in capsys.readouterr().err
+    assert not (tmp_path / "mixed.npz").exists()
+    # checkpoints saved before runs recorded an id: refused, or accepted when the user vouches for them
+    old = [without_run_id(path, tmp_path / f"old-{path.name}") for path in sorted(run.glob("step-*.npz"))]
+    with pytest.raises(ValueError, match=f"checkpoint {old[0]} records no run id.*--allow-no-run-id"):
+        average_checkpoints(old)
+    assert main(["average", *map(str, old), "--out", str(tmp_path / "old.npz")]) == 2
+    assert "--allow-no-run-id" in capsys.readouterr().err
+    assert main(["average", *map(str, old), "--allow-no-run-id", "--out", str(tmp_path / "old.npz")]) == 0
+    average_checkpoints([old[0], run / "step-0000008.npz"], allow_no_run_id=True)  # ids there agree
+    with pytest.raises(ValueError, match="is of another run"):  # and must still agree
+        average_checkpoints([old[0], run, reverse], allow_no_run_id=True)
+
+
+def test_the_run_id_is_kept_across_resume(tmp_path):
+    out = tmp_path / "run"
+    assert main(["train", *TINY, "--steps", "2", "--out", str(out)]) == 0
+    first = load_checkpoint(out)[1]["run_id"]
+    assert isinstance(first, str) and len(first) == 32
+    assert main(["train", "--resume", "--steps", "4", "--no-progress", "--show", "0", "--out", str(out)]) == 0
+    meta = load_checkpoint(out)[1]
+    assert meta["step"] == 4 and meta["run_id"] == first
+    old = without_run_id(out / "model.npz", tmp_path / "old" / "model.npz")
+    assert len(Trainer.resume(old).run_id) == 32  # a run saved without one gets one from now on
+
+
+def test_average_is_a_running_sum_equal_to_the_mean_of_all(run):
+    kept = sorted(run.glob("step-*.npz"))
+    arrays, _ = average_checkpoints(kept)
+    loaded = [load_checkpoint(path)[0] for path in kept]
+    for name in (name for name in arrays if name.startswith("param/")):
+        mean = (sum(a[name].astype(np.float64) for a in loaded) / len(loaded)).astype(loaded[0][name].dtype)
+        np.testing.assert_array_equal(arrays[name], mean)
+    assert all(np.array_equal(arrays[n], loaded[-1][n]) for n in arrays if not n.startswith("param/"))
+
+
+def test_averaging_holds_one_checkpoint_in_memory_at_a_time(tmp_path):
+    trainer = Trainer.create(TrainConfig(task="copy", steps=1), {"d_model": 128, "N": 2, "h": 4, "d_ff": 512})
+    paths = []
+    for number in range(8):
+        for parameter in trainer.model.parameters():
+            parameter.data += 0.01
+        paths.append(trainer.save(tmp_path / f"step-{number}.npz"))
+    size = paths[0].stat().st_size
+
+    def peak(count):
+        tracemalloc.start()
+        try:
+            average_checkpoints(paths[:count])
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    two, eight = peak(2), peak(8)
+    assert eight < two + size, (two, eight, size)  # six more checkpoints cost less than one more
