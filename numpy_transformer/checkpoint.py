@@ -37,6 +37,19 @@ class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt, truncated or does not fit: the message names file and problem."""
 
 
+class SaveError(OSError):
+    """Writing a file failed (a full disk, a read-only mount...): the message names the file and the
+    operating system's error, and says that what was on disk before is unchanged."""
+
+    @classmethod
+    def writing(cls, path: Path, error: OSError, kept: str) -> SaveError:
+        """The error of writing ``path``; ``kept`` says what is still on disk."""
+        reason = f"[Errno {error.errno}] {error.strerror}" if error.errno and error.strerror else str(error)
+        saved = cls(f"could not write {path}: {reason}; {kept}")
+        saved.errno = error.errno
+        return saved
+
+
 def resolve_path(path: str | Path) -> Path:
     """``--checkpoint`` accepts the run directory or the file itself."""
     path = Path(path)
@@ -46,22 +59,29 @@ def resolve_path(path: str | Path) -> Path:
 def save_checkpoint(path: str | Path, arrays: dict[str, numpy.ndarray], meta: dict[str, Any]) -> Path:
     """Write arrays and meta to ``path`` through a temporary file in the same folder, then rename.
 
-    A crash at any moment leaves either the old checkpoint or the new one, never half of one.
+    A crash at any moment leaves either the old checkpoint or the new one, never half of one; a
+    failed write (a full disk: OSError) removes the temporary file and raises a SaveError naming
+    ``path`` and the error.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     meta = {**meta, "format": FORMAT}
     payload = {**arrays, "meta": numpy.frombuffer(json.dumps(meta).encode("utf-8"), dtype=numpy.uint8)}
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    kept = f"the previous {path.name} is unchanged" if path.exists() else "nothing was written there"
+    temporary = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(handle, 0o666 & ~_umask())  # as any file the user creates (the log), not mkstemp's 0600
         with os.fdopen(handle, "wb") as file:
             numpy.savez(file, **payload)
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+    except BaseException as error:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError) and not isinstance(error, SaveError):
+            raise SaveError.writing(path, error, kept) from error
         raise
     return path
 

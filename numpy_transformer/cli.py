@@ -450,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # the work failed, not its input (a full disk: SaveError names the file)
+        print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
-from .checkpoint import FILENAME, resolve_path
+from .checkpoint import FILENAME, SaveError, resolve_path
 
 if TYPE_CHECKING:
     from .training import Trainer
@@ -198,15 +198,21 @@ def clear_run(directory: Path) -> None:
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` through a temporary file in the same folder, then rename: never half a file."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write ``text`` through a temporary file in the same folder, then rename: never half a file.
+    A failed write (OSError) raises a SaveError naming ``path``."""
+    kept = f"the previous {path.name} is unchanged" if path.exists() else "nothing was written there"
+    temporary = None
     try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(text)
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+    except BaseException as error:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise SaveError.writing(path, error, kept) from error
         raise
 
 
@@ -235,8 +241,11 @@ class RunFiles:
 
     def log(self, record: dict[str, Any]) -> None:
         assert self._log is not None, "log inside `with RunFiles(...)`"
-        self._log.write(json.dumps(record) + "\n")
-        self._log.flush()
+        try:
+            self._log.write(json.dumps(record) + "\n")
+            self._log.flush()
+        except OSError as error:  # a full disk: name the file (a torn last line is skipped when read)
+            raise SaveError.writing(self.directory / LOG_NAME, error, "its earlier lines are kept") from error
 
     def write_config(self, text: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -252,11 +261,15 @@ class RunFiles:
         keep = trainer.config.keep_checkpoints
         if keep:
             name = f"step-{trainer.step:07d}.npz"
-            trainer.kept = [*(kept for kept in trainer.kept if kept != name), name]
-            for old in trainer.kept[:-keep]:
+            previous, kept = trainer.kept, [*(kept for kept in trainer.kept if kept != name), name]
+            trainer.kept = kept[-keep:]  # as the checkpoint records it
+            try:
+                trainer.save(self.directory / name)
+            except BaseException:
+                trainer.kept = previous
+                raise
+            for old in kept[:-keep]:  # only once the new one is on disk: a failed save loses none
                 (self.directory / old).unlink(missing_ok=True)
-            trainer.kept = trainer.kept[-keep:]
-            trainer.save(self.directory / name)
         self.save(trainer)
         if improved:
             trainer.save(self.best_path)

@@ -1,15 +1,18 @@
 """The best checkpoint kept beside the last, the last N kept for averaging, averaging as the paper does
-(one run's checkpoints, a running sum, never over a saved file)."""
+(one run's checkpoints, a running sum, never over a saved file), and a full disk during a save."""
 
+import errno
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from numpy_transformer.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
+from numpy_transformer.checkpoint import SaveError, average_checkpoints, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
 from numpy_transformer.config import TrainConfig
 from numpy_transformer.training import Trainer
@@ -199,3 +202,63 @@ def test_averaging_holds_one_checkpoint_in_memory_at_a_time(tmp_path):
 
     two, eight = peak(2), peak(8)
     assert eight < two + size, (two, eight, size)  # six more checkpoints cost less than one more
+
+
+def full_disk(monkeypatch, fails):
+    """np.savez raises ENOSPC, after writing part of the file, when ``fails(temporary file name)``."""
+    real_savez, real_mkstemp, names = np.savez, tempfile.mkstemp, {}
+
+    def mkstemp(*args, **kwargs):
+        handle, name = real_mkstemp(*args, **kwargs)
+        names[handle] = os.path.basename(name)
+        return handle, name
+
+    def savez(file, *args, **kwargs):
+        if fails(names[file.fileno()]):
+            file.write(b"half a checkpoint")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_savez(file, *args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(np, "savez", savez)
+
+
+def test_a_full_disk_while_training_keeps_the_last_checkpoints_and_says_so(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    saves = []
+    full_disk(monkeypatch, lambda name: saves.append(name) or len(saves) > 3)  # model, step, best; then full
+    argv = ["train", *TINY, "--steps", "6", "--keep-checkpoints", "1", "--out", str(out)]
+    assert main(argv) == 1
+    error = capsys.readouterr().err
+    assert error.splitlines() == [
+        f"numpy-transformer train: error: could not write {out / 'step-0000004.npz'}: [Errno 28] "
+        "No space left on device; nothing was written there"
+    ]
+    assert sorted(path.name for path in out.glob("*.npz")) == ["best.npz", "model.npz", "step-0000002.npz"]
+    assert load_checkpoint(out)[1]["step"] == 2 and load_checkpoint(out / "step-0000002.npz")[1]["step"] == 2
+    assert not list(out.glob(".*.tmp"))
+    saves.clear()  # now model.npz itself
+    full_disk(monkeypatch, lambda name: name.startswith(".model.npz."))
+    before = (out / "model.npz").read_bytes()
+    assert main(["train", "--resume", "--no-progress", "--show", "0", "--out", str(out)]) == 1
+    error = capsys.readouterr().err
+    assert "Traceback" not in error and len(error.strip().splitlines()) == 1
+    assert f"could not write {out / 'model.npz'}: [Errno 28] No space left on device; the previous " in error
+    assert (out / "model.npz").read_bytes() == before and not list(out.glob(".*.tmp"))
+
+
+def test_a_full_disk_while_averaging_keeps_the_previous_average(run, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "average.npz"
+    kept = sorted(str(path) for path in run.glob("step-*.npz"))
+    assert main(["average", *kept, "--out", str(out)]) == 0
+    before = out.read_bytes()
+    full_disk(monkeypatch, lambda name: True)
+    assert main(["average", *kept[1:], "--out", str(out), "--overwrite"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"numpy-transformer average: error: could not write {out}: [Errno 28] No space left on device; "
+        "the previous average.npz is unchanged"
+    )
+    assert out.read_bytes() == before and sorted(path.name for path in tmp_path.iterdir()) == ["average.npz"]
+    with pytest.raises(SaveError) as raised:
+        save_checkpoint(tmp_path / "api.npz", {}, {})
+    assert raised.value.errno == errno.ENOSPC and isinstance(raised.value, OSError)
