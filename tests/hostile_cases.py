@@ -17,8 +17,10 @@ case to be clean.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
+import os
 import signal
 import sys
 import tempfile
@@ -199,6 +201,50 @@ def diverging_run(ws: Path) -> tuple[int, str]:
     ):
         return 0, "a non-finite checkpoint was written"
     return code, err
+
+
+def averaged_is_the_mean(ws: Path) -> bool:
+    """The average of kept23's step files equals their float64 mean, cast back: a running sum adds
+    them in the same order as the sum of all at once."""
+    loaded = [load_checkpoint(path)[0] for path in sorted((ws / "kept23").glob("step-*.npz"))]
+    averaged = load_checkpoint(ws / "kept23" / "average.npz")[0]
+    return len(loaded) == 3 and all(
+        np.array_equal(value, (sum(a[name].astype(np.float64) for a in loaded) / 3).astype(value.dtype))
+        for name, value in averaged.items()
+        if name.startswith("param/")
+    )
+
+
+def no_repeat_unigrams(ws: Path) -> tuple[int, str]:
+    """With n = 1 the 9 tokens of a 12-token vocabulary run out: what is left must be <eos>, never
+    <pad> or <bos> (here made the most likely tokens), with greedy decoding and beam search."""
+    model = nt.build_transformer(12, 12, 8, 30, d_model=16, N=1, h=2, d_ff=16, seed=4)
+    bias = model.projection_layer.proj.bias.data
+    bias[2], bias[0], bias[1] = -1e4, 50.0, 50.0
+    for decode in (greedy_decode, lambda *a, **k: beam_search(*a, beam_width=3, **k)):
+        for row in decode(model, np.array([[3, 4, 5, 6]]), None, 24, 1, 2, no_repeat_ngram=1).tolist():
+            sentence = row[: row.index(2)] if 2 in row else row
+            if 2 not in row or {0, 1} & set(sentence) or len(set(sentence)) != len(sentence):
+                return 1, f"decoded {row}"
+    return 0, ""
+
+
+def full_disk(run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """Run with every np.savez failing as a full disk does (ENOSPC)."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        real = np.savez
+
+        def savez(*args: object, **kwargs: object) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        np.savez = savez
+        try:
+            return run(ws)
+        finally:
+            np.savez = real
+
+    return wrapped
 
 
 CASES = [
@@ -763,6 +809,62 @@ CASES = [
         api(lambda ws: load_checkpoint(ws / "junk" / "model.npz"), (CheckpointError,)),
         True,
         ("junk",),
+    ),
+    # issue 23: average, run identity, decoding options, full disk
+    Case(
+        "checkpoint",
+        "average a run into itself with --overwrite",
+        cli("average", "{ws}/run", "--out", "{ws}/run", "--overwrite"),
+        True,
+        ("checkpoint 1 of those being averaged", "--overwrite"),
+        keeps="run/model.npz",
+    ),
+    Case(
+        "checkpoint",
+        "average a copy and a reverse model of one size",
+        then(
+            cli("train", "--task", "reverse", *TINY, "--out", "{ws}/rev23"),
+            cli("average", "{ws}/run", "{ws}/rev23", "--out", "{ws}/avg23"),
+        ),
+        True,
+        ("rev23", "another run"),
+    ),
+    Case(
+        "checkpoint",
+        "average three checkpoints: the float64 mean",
+        then(
+            cli(
+                "train",
+                "--task",
+                "copy",
+                *TINY,
+                "--steps",
+                "6",
+                "--keep-checkpoints",
+                "3",
+                "--out",
+                "{ws}/kept23",
+            ),
+            cli(
+                "average",
+                *(f"{{ws}}/kept23/step-000000{step}.npz" for step in (2, 4, 6)),
+                "--out",
+                "{ws}/kept23/average.npz",
+            ),
+        ),
+        False,
+        check=averaged_is_the_mean,
+    ),
+    Case("translate", "--no-repeat-ngram 1 uses up the vocabulary", no_repeat_unigrams, False),
+    Case(
+        "run dir",
+        "a full disk when saving",
+        full_disk(
+            cli("train", "--resume", "--steps", "4", "--no-progress", "--show", "0", "--out", "{ws}/run")
+        ),
+        True,
+        ("run/model.npz", "No space left on device", "unchanged"),
+        keeps="run/model.npz",
     ),
 ]
 
