@@ -326,6 +326,14 @@ def check_one_run(files: Sequence[Path], metas: Sequence[dict[str, Any]], allow_
                 f"checkpoint {path} is of another run (run id {run_id}) than {identified[0][0]} (run id "
                 f"{identified[0][1]}): only checkpoints of one training run can be averaged"
             )
+    first_of_step: dict[int, Path] = {}  # a run saves each step once: RUN and its last step-*.npz are one
+    for path, meta in zip(files, metas):
+        if meta.get("run_id") and meta["step"] in first_of_step:
+            raise ValueError(
+                f"checkpoint {path} is step {meta['step']} of the run, as {first_of_step[meta['step']]} "
+                "is: averaging it twice would weigh it double; give each step once"
+            )
+        first_of_step.setdefault(meta["step"], path)
 
 
 def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab]:

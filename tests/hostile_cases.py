@@ -821,6 +821,13 @@ CASES = [
     ),
     Case(
         "checkpoint",
+        "average one checkpoint given twice",
+        cli("average", "{ws}/run", "{ws}/run/model.npz", "--out", "{ws}/twice.npz"),
+        True,
+        ("is step", "weigh it double"),
+    ),
+    Case(
+        "checkpoint",
         "average a copy and a reverse model of one size",
         then(
             cli("train", "--task", "reverse", *TINY, "--out", "{ws}/rev23"),

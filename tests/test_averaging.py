@@ -80,6 +80,14 @@ def test_averaging_is_the_mean_of_the_weights_and_translates(run, tmp_path, caps
     assert "--overwrite" in capsys.readouterr().err
 
 
+def test_one_step_of_a_run_is_not_averaged_twice(run):
+    """A run directory's model.npz is its last step-*.npz again: giving both would weigh that step double."""
+    with pytest.raises(ValueError, match=r"step-0000008.npz is step 8 of the run, as .*model.npz is"):
+        average_checkpoints([run, run / "step-0000006.npz", run / "step-0000008.npz"])
+    with pytest.raises(ValueError, match="weigh it double"):
+        average_checkpoints([run / "step-0000006.npz", run / "step-0000006.npz"])
+
+
 def test_checkpoints_of_different_models_are_not_averaged(run, tmp_path):
     other = Trainer.create(TrainConfig(task="copy", steps=1), {"d_model": 32, "N": 1, "h": 2, "d_ff": 16})
     with pytest.raises(ValueError, match="has another model than"):
@@ -189,6 +197,7 @@ def test_averaging_holds_one_checkpoint_in_memory_at_a_time(tmp_path):
     for number in range(8):
         for parameter in trainer.model.parameters():
             parameter.data += 0.01
+        trainer.step += 1  # eight steps of one run
         paths.append(trainer.save(tmp_path / f"step-{number}.npz"))
     size = paths[0].stat().st_size
 
