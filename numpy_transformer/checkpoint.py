@@ -65,7 +65,10 @@ def save_checkpoint(path: str | Path, arrays: dict[str, numpy.ndarray], meta: di
     """
     path = Path(path)
     meta = {**meta, "format": FORMAT}
-    payload = {**arrays, "meta": numpy.frombuffer(json.dumps(meta).encode("utf-8"), dtype=numpy.uint8)}
+    payload: dict[str, Any] = {
+        **arrays,
+        "meta": numpy.frombuffer(json.dumps(meta).encode("utf-8"), dtype=numpy.uint8),
+    }
     kept = f"the previous {path.name} is unchanged" if path.exists() else "nothing was written there"
     temporary = None
     try:
@@ -231,7 +234,7 @@ def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
             raise ValueError(
                 f"the run trained on {path}, but that file has changed since (its sha256 differs)"
             )
-    vocabulary = {key: recipe[key] for key in ("vocab_size", "shared_vocab") if key in recipe}
+    vocabulary: dict[str, Any] = {key: recipe[key] for key in ("vocab_size", "shared_vocab") if key in recipe}
     if "tokenizer_json" in recipe:
         vocabulary["serialized_tokenizer"] = recipe["tokenizer_json"]
     return make_task(

@@ -123,6 +123,9 @@ class FlatParameters:
         return self.grad
 
 
+ModuleT = TypeVar("ModuleT", bound="Module")
+
+
 class Module:
     """Base class: registers Parameters and sub-Modules assigned as attributes, in order.
 
@@ -228,17 +231,17 @@ class Module:
         for parameter in self.parameters():
             parameter.zero_grad()
 
-    def train(self, mode: bool = True) -> Module:
+    def train(self: ModuleT, mode: bool = True) -> ModuleT:
         """Switch dropout on (``mode=True``) or off, here and in every sub-module."""
         for module in self.modules():
             object.__setattr__(module, "training", mode)  # a flag, nothing to register: skip __setattr__
         return self
 
-    def eval(self) -> Module:
+    def eval(self: ModuleT) -> ModuleT:
         return self.train(False)
 
     @contextmanager
-    def evaluating(self) -> Iterator[Module]:
+    def evaluating(self: ModuleT) -> Iterator[ModuleT]:
         """Dropout off inside the block; the previous mode is restored afterwards."""
         was_training = self.training
         self.eval()
@@ -286,9 +289,6 @@ class Module:
                 raise ValueError(f"state dict entry {name} holds NaN or infinite values")
         for name, parameter in own.items():
             parameter.data[...] = xp.asarray(state[name], dtype=parameter.data.dtype)
-
-
-ModuleT = TypeVar("ModuleT", bound=Module)
 
 
 class ModuleList(Module, Generic[ModuleT]):
