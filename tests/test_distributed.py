@@ -123,7 +123,7 @@ def test_the_all_reduce_sums_the_models_flat_gradient_in_place_and_the_loss_besi
     trainer.train_step()
     (gradients, before), (side, side_before) = comm.reduced
     assert gradients is trainer.model.flat.grad  # the model's own buffer: no copy in, no copy out
-    assert side.shape == (2,) and side_before[1] == 0.0  # the weighted loss and the stop flag
+    assert side.shape == (3,) and side_before[1:].tolist() == [0.0, 0.0]  # loss, stop and failure flags
     np.testing.assert_array_equal(gradients, 2 * before)
 
 
