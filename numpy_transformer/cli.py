@@ -23,6 +23,7 @@ from .config import (
     resumable_flags,
     resume_conflicts,
 )
+from .distributed import launched_rank
 from .tuning import restart_with_openblas_timeout, tune_cpu
 
 if TYPE_CHECKING:
@@ -80,7 +81,9 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # under mpiexec every rank parses the same arguments: rank 0 alone says what is wrong
+        said = f"{self.prog}: error: {message} (see {self.prog} --help)\n" if launched_rank() == 0 else None
+        self.exit(2, said)
 
 
 def _add_backend(p: argparse.ArgumentParser) -> None:
@@ -511,7 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
 
     def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location
-        print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)
+        if launched_rank() == 0:  # under mpiexec the ranks read the same data, and rank 0 speaks for them
+            print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)
 
     try:
         with warnings.catch_warnings():

@@ -36,6 +36,7 @@ Array = Any
 # what MPI launchers tell their processes: the number of ranks (MPICH/Hydra, Intel MPI and srun
 # with PMI; Open MPI; PMIx launchers)
 LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+LAUNCHER_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")  # and this process's rank
 
 
 def launched_ranks() -> int:
@@ -45,6 +46,15 @@ def launched_ranks() -> int:
         if value.isdigit():
             return int(value)
     return 1
+
+
+def launched_rank() -> int:
+    """This process's rank as the MPI launcher numbered it, read before MPI starts (0 without one)."""
+    for name in LAUNCHER_RANK_VARS:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
 
 
 class AnotherRankFailed(RuntimeError):
