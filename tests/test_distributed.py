@@ -311,37 +311,11 @@ def test_the_command_under_mpiexec_resumes_bit_identically_and_keeps_its_rank_co
 
 PROMPTLY = 60  # seconds: each run below takes a few; ranks left waiting for each other would take for ever
 
-# ``python -c FAILING_RANK RANK FAILURE train ...``: the command, with one rank made to fail
-FAILING_RANK = textwrap.dedent("""
-    import errno, sys
-    from mpi4py import MPI
-    from numpy_transformer import cli, training
-
-    rank, failure = int(sys.argv[1]), sys.argv[2]
-    if MPI.COMM_WORLD.Get_rank() == rank:
-        if failure == "disk full":  # every save of this rank
-            def save_checkpoint(path, *args, **kwargs):
-                raise OSError(errno.ENOSPC, "No space left on device", str(path))
-            training.save_checkpoint = save_checkpoint
-        elif failure == "unreadable data":  # this rank's host cannot read the corpus
-            def make_task(*args, **kwargs):
-                raise ValueError("--data corpus.tsv cannot be read on this host")
-            training.make_task = make_task
-        else:  # in this rank's forward pass of the third step
-            error = {"out of memory": MemoryError("Unable to allocate 4.00 GiB for an array"),
-                     "second ctrl-c": KeyboardInterrupt()}[failure]
-            forward = training.Trainer._loss_and_backward
-            def failing(self, *args):
-                if self.step >= 2:
-                    raise error
-                return forward(self, *args)
-            training.Trainer._loss_and_backward = failing
-    sys.exit(cli.main(sys.argv[3:]))
-""")
+FAILING_RANK = Path(__file__).with_name("mpi_failing_rank.py")  # the command, with one rank made to fail
 
 
 def failing_train(rank, failure, out, steps, *extra):
-    program = ("-c", FAILING_RANK, str(rank), failure)
+    program = (str(FAILING_RANK), str(rank), failure)
     return cli_train(2, out, steps, *extra, program=program, timeout=PROMPTLY)
 
 
