@@ -407,6 +407,8 @@ class Trainer:
         if self.requested == "interrupted":  # the second signal stops at once
             raise KeyboardInterrupt
         self.requested = "interrupted"
+        if self.comm is not None and self.comm.rank != 0:  # mpiexec signals every rank: rank 0 says it
+            return
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(
             f"\n{name}: stopping after this step, then saving ({name} again: stop at once without saving)",
