@@ -227,7 +227,8 @@ def _train(args: argparse.Namespace) -> int:
     except BaseException as error:  # out of step with the others (a second Ctrl-C), which may wait for
         # this rank in a collective call for ever: say why here, then end every rank
         code, line = _failure(error, Path(args.out).expanduser(), comm.rank)
-        print(line, file=sys.stderr)
+        if line:
+            print(line, file=sys.stderr)
         comm.abort(code)
 
 
