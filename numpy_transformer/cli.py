@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .backend import set_backend
 from .checkpoint import CheckpointError
@@ -22,10 +23,14 @@ from .config import (
     resumable_flags,
     resume_conflicts,
 )
+from .distributed import launched_rank
 from .tuning import restart_with_openblas_timeout, tune_cpu
 
 if TYPE_CHECKING:
+    from .distributed import Communicator
     from .training import Trainer
+
+T = TypeVar("T")
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
@@ -76,7 +81,9 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # under mpiexec every rank parses the same arguments: rank 0 alone says what is wrong
+        said = f"{self.prog}: error: {message} (see {self.prog} --help)\n" if launched_rank() == 0 else None
+        self.exit(2, said)
 
 
 def _add_backend(p: argparse.ArgumentParser) -> None:
@@ -211,18 +218,104 @@ def _add_plot(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="gradients.png")
 
 
+class _Agreed(Exception):
+    """Every rank of an MPI run stops with exit status ``code``; rank 0 has printed why."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 def _train(args: argparse.Namespace) -> int:
     from .distributed import Communicator
+
+    comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
+    if comm is None:
+        return _train_run(args, None)
+    try:
+        return _train_run(args, comm)
+    except _Agreed as agreed:
+        return agreed.code
+    except BaseException as error:  # out of step with the others (a second Ctrl-C), which may wait for
+        # this rank in a collective call for ever: say why here, then end every rank
+        code, line = _failure(error, Path(args.out).expanduser(), comm.rank)
+        if line:
+            print(line, file=sys.stderr)
+        comm.abort(code)
+
+
+def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
+    """train, alone or as one rank of several; under MPI each stage ends with the ranks agreeing
+    (_on_every_rank), so that a refusal or failure on any rank stops every rank, said once."""
     from .rundir import RunLock, check_run_directory, clear_run
 
-    settings = _settings(args)  # every refusal of a setting comes before any work
-    comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
     root = comm is None or comm.rank == 0
-    out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
-    with RunLock(out) if root else nullcontext():
-        if args.overwrite and root:
-            clear_run(out)
-        return _train_in(args, settings, out, comm, print if root else (lambda *a, **k: None))
+    say = print if root else (lambda *a, **k: None)
+    with ExitStack() as locked:
+
+        def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
+            settings = _settings(args)  # every refusal of a setting comes before any work
+            out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
+            if root:  # rank 0 alone writes the run directory
+                locked.enter_context(RunLock(out))
+                if args.overwrite:
+                    clear_run(out)
+            return settings, out
+
+        settings, out = _on_every_rank(comm, args.out, claim_out)
+        trainer, started = _on_every_rank(comm, out, lambda: _trainer(args, settings, out, comm))
+        say(started)
+        return _on_every_rank(comm, out, lambda: _fit(args, trainer, out, say))
+
+
+def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[], T]) -> T:
+    """``work()`` alone; under MPI on every rank, then one agreement: if it raised on any rank, rank 0
+    prints the first rank's reason and every rank stops with its exit status (raises _Agreed)."""
+    if comm is None:
+        return work()
+    try:
+        result, outcome = work(), None
+    except Exception as error:
+        from .distributed import AnotherRankFailed
+
+        outcome = (1, "") if isinstance(error, AnotherRankFailed) else _failure(error, Path(out), comm.rank)
+    failed = [outcome for outcome in comm.agree(outcome) if outcome is not None]
+    if not failed:
+        return result
+    code, line = next((outcome for outcome in failed if outcome[1]), failed[0])  # a rank's own reason
+    if comm.rank == 0 and line:
+        print(line, file=sys.stderr, flush=True)
+    raise _Agreed(code)
+
+
+def _failure(error: BaseException, out: Path, rank: int = 0) -> tuple[int, str]:
+    """The exit status of ``train`` stopped by ``error`` and the line that says why (naming the MPI
+    rank where it is not rank 0): 2 for a refusal, 1 for a failure, 130 for a second Ctrl-C."""
+    from .training import TrainingDiverged
+
+    where = f"rank {rank}: " if rank else ""
+    if isinstance(error, KeyboardInterrupt):  # the second Ctrl-C: saves are atomic, so the last one is whole
+        kept = (
+            f"{out / 'model.npz'} holds the last checkpoint"
+            if (out / "model.npz").exists()
+            else "nothing was saved"
+        )
+        return 130, f"interrupted again: {where}stopped at once without saving this step; {kept}"
+    if isinstance(error, TrainingDiverged):
+        kept = (
+            f"the last good checkpoint in {out} is kept"
+            if (out / "model.npz").exists()
+            else f"no checkpoint was written to {out}"
+        )
+        return 1, f"numpy-transformer train: error: {where}training stopped: {error}; {kept}"
+    if isinstance(error, (ValueError, TypeError, RuntimeError, CheckpointError)):
+        return 2, f"numpy-transformer train: error: {where}{error}"
+    if isinstance(error, (OSError, MemoryError)):  # a full disk, an allocation refused
+        return 1, f"numpy-transformer train: error: {where}{error}"
+    if isinstance(error, SystemExit):
+        return (error.code if isinstance(error.code, int) else 1), ""
+    lines = traceback.format_exception(type(error), error, error.__traceback__)  # a bug: where it is
+    return 1, f"numpy-transformer train: error: {where}{''.join(lines).rstrip()}"
 
 
 def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -232,54 +325,47 @@ def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return {section: {**from_file.get(section, {}), **given[section]} for section in given}
 
 
-def _train_in(
-    args: argparse.Namespace,
-    settings: dict[str, dict[str, Any]],
-    out: Path,
-    comm: Any,
-    say: Callable[..., None],
-) -> int:
-    """train, once --out is checked and locked: ``say`` prints on rank 0 only."""
-    from .training import Trainer, TrainingDiverged
+def _trainer(
+    args: argparse.Namespace, settings: dict[str, dict[str, Any]], out: Path, comm: Communicator | None
+) -> tuple[Trainer, str]:
+    """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
+    what it trains."""
+    from .training import Trainer
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
     if args.resume:
         may_change = {name: settings["train"].get(name) for name in ("steps", "threads")}
         trainer = Trainer.resume(out, comm=comm, **may_change)
         resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
-        say(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}")
-    else:
-        model = ModelConfig(**settings["model"])
-        trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
-        config, task = trainer.config, trainer.task
-        n_params = sum(p.data.size for p in trainer.model.parameters())
-        chosen = (
-            " (chosen from the corpus's size; --steps to choose)" if "steps" not in settings["train"] else ""
+        return (
+            trainer,
+            f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}",
         )
-        say(
-            f"training {model.attention} model ({n_params:,} parameters) on {config.data or config.task}{ranks} "
-            f"for {config.steps} steps{chosen}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; "
-            f"saving to {out}"
-        )
+    model = ModelConfig(**settings["model"])
+    trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
+    config, task = trainer.config, trainer.task
+    n_params = sum(p.data.size for p in trainer.model.parameters())
+    chosen = " (chosen from the corpus's size; --steps to choose)" if "steps" not in settings["train"] else ""
+    return trainer, (
+        f"training {model.attention} model ({n_params:,} parameters) on {config.data or config.task}{ranks} "
+        f"for {config.steps} steps{chosen}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; "
+        f"saving to {out}"
+    )
+
+
+def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..., None]) -> int:
+    """Train, then show translations of unseen test sources; ``say`` prints on rank 0 only."""
+    from .training import TrainingDiverged
+
     try:
         trainer.fit(out, progress=not args.no_progress)
-    except KeyboardInterrupt:  # the second Ctrl-C: saves are atomic, so the last checkpoint is whole
-        kept = (
-            f"{out / 'model.npz'} holds the last checkpoint"
-            if (out / "model.npz").exists()
-            else "nothing was saved"
-        )
-        say(f"interrupted again: stopped at once without saving this step; {kept}", file=sys.stderr)
-        return 130
-    except TrainingDiverged as error:
-        kept = (
-            f"the last good checkpoint in {out} is kept"
-            if (out / "model.npz").exists()
-            else f"no checkpoint was written to {out}"
-        )
-        say(f"numpy-transformer train: error: training stopped: {error}; {kept}", file=sys.stderr)
-        return 1
-    if comm is None or comm.rank == 0:
+    except (KeyboardInterrupt, TrainingDiverged) as error:
+        if trainer.comm is not None:  # the ranks agree on it first (_on_every_rank), or end together (_train)
+            raise
+        code, line = _failure(error, out)
+        say(line, file=sys.stderr)
+        return code
+    if trainer.comm is None or trainer.comm.rank == 0:
         _show_translations(trainer, args.show)
     return 0
 
@@ -438,7 +524,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
 
     def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location
-        print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)
+        if launched_rank() == 0:  # under mpiexec the ranks read the same data, and rank 0 speaks for them
+            print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)
 
     try:
         with warnings.catch_warnings():

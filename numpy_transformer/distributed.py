@@ -3,12 +3,17 @@
 Started under ``mpiexec -n K`` (or ``srun`` under Slurm), every rank builds the same model from
 the same seed and draws the same global batch; rank k takes its slice of the batch's rows, runs
 forward and backward with the weight n_k / N (its share of the batch's N non-pad target tokens),
-one ``Allreduce`` sums the model's flat gradient buffer in place, and a second, of two numbers,
-sums the weighted loss and the stop flags. The sum is the gradient of the whole batch's mean loss,
-so every rank applies the same optimiser step and the weights stay identical: a cheap checksum
-compares them every few steps.
+one ``Allreduce`` sums the model's flat gradient buffer in place, and a second, of three numbers,
+sums the weighted loss, the stop flags and the failure flags. The sum is the gradient of the whole
+batch's mean loss, so every rank applies the same optimiser step and the weights stay identical: a
+cheap checksum compares them every few steps.
 Dropout masks come from a generator seeded by (seed, step, rank), so a K-rank run is repeatable
 and resumable from its checkpoint alone.
+
+The ranks go on or stop together: a rank that cannot go on (a refusal, a failed save) says so to
+the others at the next collective call they all make (``agree``, or a flag beside the step's loss),
+and every rank then stops, since a rank left alone in a collective call waits for ever. A rank that
+can no longer keep step with the others (a second Ctrl-C) ends them all (``abort``).
 
 Each step sends and receives about 4 bytes (float32) per parameter per rank; see the README for
 combining ranks with threads on one host, hostfiles and Slurm.
@@ -18,8 +23,9 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .backend import backend_name, get_array_module
 from .module import Parameter
@@ -30,6 +36,7 @@ Array = Any
 # what MPI launchers tell their processes: the number of ranks (MPICH/Hydra, Intel MPI and srun
 # with PMI; Open MPI; PMIx launchers)
 LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
+LAUNCHER_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")  # and this process's rank
 
 
 def launched_ranks() -> int:
@@ -41,8 +48,22 @@ def launched_ranks() -> int:
     return 1
 
 
+def launched_rank() -> int:
+    """This process's rank as the MPI launcher numbered it, read before MPI starts (0 without one)."""
+    for name in LAUNCHER_RANK_VARS:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+class AnotherRankFailed(RuntimeError):
+    """Raised on the ranks that did not fail when the ranks agree that another one did (that rank
+    raises its own exception, which the command reports once)."""
+
+
 class Communicator:
-    """The ranks of one MPI run (mpi4py's COMM_WORLD) and the three things training asks of them."""
+    """The ranks of one MPI run (mpi4py's COMM_WORLD) and the things training asks of them."""
 
     def __init__(self, comm: Any) -> None:
         from mpi4py import MPI
@@ -63,21 +84,22 @@ class Communicator:
             return None
         if backend_name() == "cupy":
             raise RuntimeError(
-                "multi-process training on the CuPy backend needs its all-reduce on device buffers (CUDA-aware MPI "
-                "or NCCL), which this release does not drive; train on one GPU, or on CPUs with the NumPy backend"
+                "multi-process training on the CuPy backend needs its all-reduce on device buffers "
+                "(CUDA-aware MPI or NCCL), which this release does not drive; train on one GPU, or on CPUs "
+                "with the NumPy backend"
             )
         try:
             from mpi4py import MPI
         except ImportError:
             raise RuntimeError(
-                f"started under MPI with {ranks} ranks, but mpi4py is not installed, so each rank would train alone: "
-                "pip install 'numpy_transformer[mpi]'"
+                f"started under MPI with {ranks} ranks, but mpi4py is not installed, so each rank would "
+                "train alone: pip install 'numpy_transformer[mpi]'"
             ) from None
         size = MPI.COMM_WORLD.Get_size()
         if size != ranks:
             raise RuntimeError(
-                f"the MPI launcher started {ranks} ranks, but mpi4py's MPI sees {size}: mpiexec and mpi4py must "
-                "come from the same MPI (pip install 'numpy_transformer[mpi]' brings both)"
+                f"the MPI launcher started {ranks} ranks, but mpi4py's MPI sees {size}: mpiexec and mpi4py "
+                "must come from the same MPI (pip install 'numpy_transformer[mpi]' brings both)"
             )
         return cls(MPI.COMM_WORLD)
 
@@ -86,11 +108,24 @@ class Communicator:
         self.comm.Allreduce(self._mpi.IN_PLACE, buffer, op=self._mpi.SUM)
 
     def allreduce_values(self, values: Sequence[float]) -> list[float]:
-        """The sums across ranks of a few host numbers (a step's loss and stop flags), in float64."""
+        """The sums across ranks of a few host numbers (a step's loss, stop and failure flags), in float64."""
         xp = get_array_module()
         buffer = xp.asarray(values, dtype=xp.float64)
         self.allreduce_sum(buffer)
         return [float(value) for value in buffer]
+
+    def agree(self, outcome: Any) -> list[Any]:
+        """Every rank's ``outcome`` of the same piece of work (None where it went well; a small picklable
+        value where not), in rank order on every rank: one allgather, so the ranks decide together."""
+        return self.comm.allgather(outcome)
+
+    def abort(self, code: int) -> NoReturn:
+        """End every rank of the run, and mpiexec with exit status ``code``: for a rank that cannot keep
+        step with the others any more, which may be waiting in a collective call it will never make."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.comm.Abort(code)
+        raise SystemExit(code)  # not reached: Abort ends this process too
 
     def check_same(self, value: float, what: str) -> None:
         """Raise a RuntimeError naming the ranks whose ``value`` differs from rank 0's."""

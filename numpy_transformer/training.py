@@ -18,10 +18,10 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager, nullcontext
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .backend import get_array_module, resolve_dtype, step_rng
 from .checkpoint import (
@@ -36,7 +36,7 @@ from .checkpoint import (
 )
 from .config import ModelConfig, TrainConfig, config_toml
 from .data import PAD_ID, TranslationTask, make_task
-from .distributed import Communicator, weights_checksum
+from .distributed import AnotherRankFailed, Communicator, weights_checksum
 from .evaluation import evaluate, format_metrics
 from .model import Transformer, build_transformer, parameter_count
 from .optim import (
@@ -86,7 +86,9 @@ class Trainer:
 
     With a Communicator (``comm``, an MPI run of several ranks: numpy_transformer.distributed)
     every rank trains its slice of each global batch and the gradients are summed across ranks;
-    rank 0 alone logs, evaluates and saves.
+    rank 0 alone logs, evaluates and saves. The ranks leave ``fit`` together: a rank's failure is
+    held until the next all-reduce tells the others, then raised on that rank while the others
+    raise AnotherRankFailed.
     """
 
     def __init__(
@@ -104,8 +106,8 @@ class Trainer:
             )
         if comm is not None and config.accumulate > 1:  # each micro-batch would be reduced on top of the last
             raise ValueError(
-                f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks already "
-                "add their batches' gradients; use a larger --batch-size or more ranks"
+                f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks "
+                "already add their batches' gradients; use a larger --batch-size or more ranks"
             )
         if config.steps is None:
             raise ValueError("config.steps must be set: Trainer.create chooses it for a corpus (auto_steps)")
@@ -126,6 +128,8 @@ class Trainer:
         # own request waits in ``requested`` until the step's all-reduce makes every rank agree
         self.stop: str | None = None
         self.requested: str | None = None
+        # under MPI, this rank's failure (rank 0's save, a rank's forward pass) until the ranks agree on it
+        self.failure: Exception | None = None
         self._parallel: dict[int, DataParallel] = {}
 
     # -- construction ---------------------------------------------------------------------------
@@ -240,7 +244,8 @@ class Trainer:
         return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
 
     def _loss_and_backward(self, batch: Any, rows: slice, weight: float) -> float:
-        """Forward and backward of ``rows`` of the batch, its gradient scaled by ``weight``; the rows' mean loss."""
+        """Forward and backward of ``rows`` of the batch, its gradient scaled by ``weight``; the rows'
+        mean loss."""
         config, model = self.config, self.model
         src, tgt_in, labels = batch.src[rows], batch.tgt_in[rows], batch.tgt_out[rows]
         length = max(src.shape[1], tgt_in.shape[1])
@@ -263,13 +268,41 @@ class Trainer:
         total, mine = int((batch.tgt_out != PAD_ID).sum()), int((batch.tgt_out[rows] != PAD_ID).sum())
         loss = 0.0
         with blas_threads(self.cores or 1):
-            if mine or not total:  # a rank whose rows hold no target token adds nothing
-                loss = self._loss_and_backward(batch, rows, mine / max(total, 1))
+            # a rank whose rows hold no target token adds nothing, nor does one that failed
+            if self.failure is None and (mine or not total):
+                try:
+                    loss = self._loss_and_backward(batch, rows, mine / max(total, 1))
+                except Exception as error:  # held: raised once the others know, so that none waits for ever
+                    self.failure = error
             comm.allreduce_sum(self.model.flat.gradients())
-        loss, stops = comm.allreduce_values([loss * mine / max(total, 1), float(self.requested is not None)])
+        loss, stops, failures = comm.allreduce_values(
+            [loss * mine / max(total, 1), float(self.requested is not None), float(self.failure is not None)]
+        )
+        if failures > 0:  # before the update: every rank stops here, at the same step
+            self._raise_failure()
         if stops > 0:
             self.stop = self.stop or self.requested or "another rank"
         return loss
+
+    @contextmanager
+    def _holding(self) -> Iterator[None]:
+        """Under MPI, an exception of the block (rank 0's log, evaluation or save) is held in
+        ``failure`` until the next all-reduce tells every rank; alone, it is raised at once."""
+        if self.comm is None:
+            yield
+            return
+        try:
+            yield
+        except Exception as error:
+            self.failure = self.failure or error
+
+    def _raise_failure(self) -> NoReturn:
+        """Every rank stops here together: a failed one raises its own exception, the others
+        AnotherRankFailed."""
+        failure, self.failure = self.failure, None
+        if failure is not None:
+            raise failure
+        raise AnotherRankFailed("stopped because another rank failed")
 
     def _check_finite(self, loss: float, grad_norm: float) -> None:
         """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
@@ -292,42 +325,51 @@ class Trainer:
         Ctrl-C or SIGTERM finishes the current step, saves, and returns. A NaN/inf raises
         TrainingDiverged and leaves the last good checkpoint in place. Under MPI only rank 0 writes,
         shows progress and evaluates; every rank compares its weights' checksum with the others' at
-        each log step.
+        each log step. A failure of one rank raises there, and AnotherRankFailed on the others, at
+        the next step's all-reduce, or at the end of the loop (one more collective call per run).
         """
         config, root = self.config, self.comm is None or self.comm.rank == 0
         run = RunFiles(Path(out_dir)) if out_dir is not None and root else None
         bar = _progress(config.steps, self.step, progress and root)
         records: list[dict[str, Any]] = []
-        self.stop = self.requested = None
+        self.stop = self.requested = self.failure = None
         throughput = _Throughput()
-        if run:
-            run.write_config(config_toml(self.model_config, config))
-        with self._stop_on_signals(), closing(bar), run or nullcontext():
+        with self._stop_on_signals(), closing(bar), ExitStack() as files:
+            if run:
+                with self._holding():
+                    run.write_config(config_toml(self.model_config, config))
+                    files.enter_context(run)
             while self.stop is None and self.step < config.steps:  # type: ignore[operator]
                 stats = self.train_step()
-                bar.update(1)
                 last = self.step == config.steps
-                if self.step % config.log_every == 0 or last:
-                    record = {"step": self.step, **stats, **throughput.since_last(stats["tokens"])}
-                    del record["tokens"]
-                    bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
-                    records.append(record)
-                    if run:
-                        run.log(record)
-                    if self.comm is not None:
-                        self.comm.check_same(weights_checksum(self.model.parameters()), "weights")
-                else:
-                    throughput.count(stats["tokens"])
-                if root and (self.step % config.eval_every == 0 or last):
-                    records.append(self._evaluate_and_keep(run, bar))
+                logged = self.step % config.log_every == 0 or last
+                if logged and self.comm is not None:  # on every rank at once: a drift stops all of them
+                    self.comm.check_same(weights_checksum(self.model.parameters()), "weights")
+                if self.failure is None:
+                    with self._holding():  # this rank's own work (rank 0's log, evaluation and saves)
+                        bar.update(1)
+                        if logged:
+                            record = {"step": self.step, **stats, **throughput.since_last(stats["tokens"])}
+                            del record["tokens"]
+                            bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
+                            records.append(record)
+                            if run:
+                                run.log(record)
+                        else:
+                            throughput.count(stats["tokens"])
+                        if root and (self.step % config.eval_every == 0 or last):
+                            records.append(self._evaluate_and_keep(run, bar))
                 if self.comm is None and self.requested:  # alone, a request needs no agreement
                     self.stop = self.requested
-            if run and self.stop and run.saved_step != self.step:
-                run.save(self)
-                if self.stop in STOP_MESSAGES:
-                    bar.write(
-                        f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {run.directory / FILENAME}"
-                    )
+            if run and self.stop and run.saved_step != self.step and self.failure is None:
+                with self._holding():
+                    run.save(self)
+                    if self.stop in STOP_MESSAGES:
+                        saved = run.directory / FILENAME
+                        bar.write(f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {saved}")
+        # the loop's last failure (rank 0's last evaluation or save) has no step left to carry it
+        if self.comm is not None and self.comm.allreduce_values([float(self.failure is not None)])[0] > 0:
+            self._raise_failure()
         return records
 
     def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
@@ -372,6 +414,8 @@ class Trainer:
         if self.requested == "interrupted":  # the second signal stops at once
             raise KeyboardInterrupt
         self.requested = "interrupted"
+        if self.comm is not None and self.comm.rank != 0:  # mpiexec signals every rank: rank 0 says it
+            return
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(
             f"\n{name}: stopping after this step, then saving ({name} again: stop at once without saving)",
@@ -441,10 +485,11 @@ def check_memory(
     needed, available = training_memory(config, batch_size, src_len, tgt_len, threads), available_memory()
     if available is not None and needed > available:
         raise ValueError(
-            f"a training step of this model needs about {needed / 2**30:.1f} GiB (d_model {config['d_model']}, "
-            f"N {config['N']}, d_ff {config['d_ff']}, batch_size {batch_size}, pairs of up to {src_len} "
-            f"source and {tgt_len} target tokens, {threads} thread(s)), but only "
-            f"{available / 2**30:.1f} GiB is available: use a smaller --batch-size or model, or fewer --threads"
+            f"a training step of this model needs about {needed / 2**30:.1f} GiB (d_model "
+            f"{config['d_model']}, N {config['N']}, d_ff {config['d_ff']}, batch_size {batch_size}, pairs of "
+            f"up to {src_len} source and {tgt_len} target tokens, {threads} thread(s)), but only "
+            f"{available / 2**30:.1f} GiB is available: use a smaller --batch-size or model, or fewer "
+            "--threads"
         )
 
 

@@ -19,9 +19,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import importlib.util
 import io
+import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -63,6 +67,14 @@ TINY = [
 ]
 
 
+MPIEXEC = shutil.which(
+    "mpiexec", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+)
+HAVE_MPI = MPIEXEC is not None and importlib.util.find_spec("mpi4py") is not None
+MPI_TIME_LIMIT = TIME_LIMIT - 15  # inside the case's: the ranks are ended here, never left waiting
+FAILING_RANK = Path(__file__).with_name("mpi_failing_rank.py")  # the command with one rank made to fail
+
+
 class Hang(Exception):
     pass
 
@@ -89,6 +101,42 @@ def cli(*argv: str) -> Callable[[Path], tuple[int, str]]:
             except SystemExit as exit:  # the parser refuses a flag's value
                 code = exit.code
         return code, err.getvalue()
+
+    return run
+
+
+def mpi(*argv: str, fail: tuple[int, str] | None = None) -> Callable[[Path], tuple[int, str]]:
+    """Run the command under ``mpiexec -n 2`` (``{ws}`` replaced by the workspace); ``fail``: (rank,
+    failure) makes that rank fail (tests/mpi_failing_rank.py). Ranks still running after
+    MPI_TIME_LIMIT are a hang, and every process of the run is ended."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        assert MPIEXEC is not None
+        program = [str(FAILING_RANK), str(fail[0]), fail[1]] if fail else ["-m", "numpy_transformer"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_"))}
+        command = [
+            MPIEXEC,
+            "-n",
+            "2",
+            sys.executable,
+            *program,
+            *(arg.replace("{ws}", str(ws)) for arg in argv),
+        ]
+        with subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,  # its own process group, to end every rank with it
+        ) as process:
+            try:
+                _, err = process.communicate(timeout=MPI_TIME_LIMIT)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+                raise Hang() from None
+        return process.returncode, err
 
     return run
 
@@ -176,6 +224,17 @@ def load_half_bad(ws: Path) -> None:
     finally:
         if any(not np.array_equal(before[name], value) for name, value in model.state_dict().items()):
             raise AssertionError("load_state_dict changed weights before refusing")
+
+
+def logged_once(directory: str) -> Callable[[Path], bool]:
+    """The run in ``directory`` saved its model and logged each step once (one writer among the ranks)."""
+
+    def check(ws: Path) -> bool:
+        records = [json.loads(line) for line in (ws / directory / "log.jsonl").read_text().splitlines()]
+        steps = [record["step"] for record in records if "split" not in record]
+        return (ws / directory / "model.npz").exists() and steps == [1, 2]
+
+    return check
 
 
 def diverging_run(ws: Path) -> tuple[int, str]:
@@ -872,6 +931,70 @@ CASES = [
         True,
         ("run/model.npz", "No space left on device", "unchanged"),
         keeps="run/model.npz",
+    ),
+    # issue 23: MPI
+    # under mpiexec -n 2 a refusal or failure on one rank stops every rank, said once; present where
+    # mpiexec and mpi4py are (pip install -e '.[mpi]'), as tests/test_distributed.py's runs
+    *(
+        [
+            Case(
+                "mpi",
+                "train under mpiexec -n 2",
+                mpi("train", "--task", "copy", *TINY, "--out", "{ws}/mpi-run"),
+                False,
+                check=logged_once("mpi-run"),
+            ),
+            Case(
+                "mpi",
+                "a refused argument, said once by the ranks",
+                mpi("train", "--task", "copy", *TINY, "--steps", "0", "--out", "{ws}/mpi-refused"),
+                True,
+                ("--steps", "0"),
+            ),
+            Case(
+                "mpi",
+                "--out locked by a live run: every rank stops",
+                then(
+                    write("mpi-locked/.lock", f"{os.getpid()}\n"),  # this process: alive
+                    mpi("train", "--task", "copy", *TINY, "--out", "{ws}/mpi-locked"),
+                ),
+                True,
+                ("--out", "mpi-locked", "in use by another training run"),
+            ),
+            Case(
+                "mpi",
+                "rank 0's disk is full at its save",
+                mpi("train", "--task", "copy", *TINY, "--out", "{ws}/mpi-full", fail=(0, "disk full")),
+                True,
+                ("No space left on device", "model.npz"),
+            ),
+            Case(
+                "mpi",
+                "rank 1 alone cannot read the corpus",
+                mpi("train", "--task", "copy", *TINY, "--out", "{ws}/mpi-data", fail=(1, "unreadable data")),
+                True,
+                ("rank 1", "--data"),
+            ),
+            Case(
+                "mpi",
+                "rank 1 alone runs out of memory mid-run",
+                mpi(
+                    "train",
+                    "--task",
+                    "copy",
+                    *TINY,
+                    "--steps",
+                    "4",
+                    "--out",
+                    "{ws}/mpi-memory",
+                    fail=(1, "out of memory"),
+                ),
+                True,
+                ("rank 1", "Unable to allocate"),
+            ),
+        ]
+        if HAVE_MPI
+        else []
     ),
 ]
 

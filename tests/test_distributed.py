@@ -7,9 +7,11 @@ The runs under ``mpiexec -n 2`` need mpi4py and an MPI launcher (``pip install -
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,13 @@ from numpy_transformer import distributed
 from numpy_transformer.backend import step_rng
 from numpy_transformer.checkpoint import load_checkpoint
 from numpy_transformer.config import TrainConfig
-from numpy_transformer.distributed import Communicator, launched_ranks, weights_checksum
+from numpy_transformer.distributed import (
+    AnotherRankFailed,
+    Communicator,
+    launched_rank,
+    launched_ranks,
+    weights_checksum,
+)
 from numpy_transformer.module import Parameter
 from numpy_transformer.training import Trainer
 
@@ -42,11 +50,26 @@ CONFIG = {
 }
 
 
-def mpiexec(ranks, *args, **kwargs):
+def mpiexec(ranks, *args, timeout=300, **kwargs):
+    """Run ``mpiexec -n ranks args``; a run still going after ``timeout`` seconds (ranks left waiting
+    for each other) fails the test, and every process of it is ended."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_"))}
-    return subprocess.run(
-        [MPIEXEC, "-n", str(ranks), *args], capture_output=True, text=True, env=env, timeout=300, **kwargs
-    )
+    with subprocess.Popen(
+        [MPIEXEC, "-n", str(ranks), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group: the ranks can be ended with it
+        **kwargs,
+    ) as run:
+        try:
+            stdout, stderr = run.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            stdout, stderr = run.communicate()
+            pytest.fail(f"mpiexec -n {ranks} still running after {timeout} s (a hang):\n{stderr[-2000:]}")
+    return subprocess.CompletedProcess(run.args, run.returncode, stdout, stderr)
 
 
 # -- without MPI ------------------------------------------------------------------------------
@@ -110,7 +133,7 @@ class DoublingComm(FakeComm):
         super().__init__(0, 2)
         self.reduced = []
 
-    def Allreduce(self, _in_place, buffer, op):
+    def Allreduce(self, _in_place, buffer, op):  # mpi4py's name
         self.reduced.append((buffer, buffer.copy()))
         buffer *= 2
 
@@ -123,8 +146,51 @@ def test_the_all_reduce_sums_the_models_flat_gradient_in_place_and_the_loss_besi
     trainer.train_step()
     (gradients, before), (side, side_before) = comm.reduced
     assert gradients is trainer.model.flat.grad  # the model's own buffer: no copy in, no copy out
-    assert side.shape == (2,) and side_before[1] == 0.0  # the weighted loss and the stop flag
+    assert side.shape == (3,) and side_before[1:].tolist() == [0.0, 0.0]  # loss, stop and failure flags
     np.testing.assert_array_equal(gradients, 2 * before)
+
+
+class FailedOtherRank(DoublingComm):
+    """Rank 0 of 2 where the other rank reports a failure in the step's side all-reduce."""
+
+    def Allreduce(self, _in_place, buffer, op):  # mpi4py's name
+        super().Allreduce(_in_place, buffer, op)
+        if buffer.shape == (3,):  # the weighted loss, the stop flags and the failure flags
+            buffer[2] += 1.0
+
+
+def test_another_ranks_failure_stops_this_rank_at_the_same_step_before_the_update():
+    comm = FailedOtherRank()
+    comm._mpi = type("MPI", (), {"IN_PLACE": None, "SUM": None})
+    trainer = Trainer.create(TrainConfig(**CONFIG, steps=2, threads=1), MODEL, comm=comm)
+    before = trainer.model.flat.data.copy()
+    with pytest.raises(AnotherRankFailed):
+        trainer.train_step()
+    np.testing.assert_array_equal(trainer.model.flat.data, before)
+    assert trainer.step == 0
+
+
+def test_a_ranks_own_failure_is_held_until_the_all_reduce_then_raised_there(monkeypatch):
+    comm = DoublingComm()
+    comm._mpi = type("MPI", (), {"IN_PLACE": None, "SUM": None})
+    trainer = Trainer.create(TrainConfig(**CONFIG, steps=2, threads=1), MODEL, comm=comm)
+
+    def out_of_memory(*args):
+        raise MemoryError("Unable to allocate 4.00 GiB")
+
+    monkeypatch.setattr(trainer, "_loss_and_backward", out_of_memory)
+    with pytest.raises(MemoryError, match=r"4\.00 GiB"):
+        trainer.train_step()
+    _, side_before = comm.reduced[-1]
+    assert len(comm.reduced) == 2 and side_before[2] == 1.0  # it joined both all-reduces, saying so
+
+
+def test_the_launchers_rank_is_read_before_mpi_starts(monkeypatch):
+    for name in distributed.LAUNCHER_RANK_VARS:
+        monkeypatch.delenv(name, raising=False)
+    assert launched_rank() == 0
+    monkeypatch.setenv("PMI_RANK", "1")
+    assert launched_rank() == 1
 
 
 def test_dropout_generators_depend_on_seed_step_and_rank_only():
@@ -180,7 +246,7 @@ def test_two_ranks_equal_one_process_on_the_same_global_batches(tmp_path, thread
     assert losses[-1] < losses[0]
 
 
-def cli_train(ranks, out, steps, *extra):
+def cli_train(ranks, out, steps, *extra, program=("-m", "numpy_transformer"), timeout=300):
     arguments = [
         "train",
         "--task",
@@ -212,7 +278,7 @@ def cli_train(ranks, out, steps, *extra):
         str(out),
         *extra,
     ]
-    return mpiexec(ranks, sys.executable, "-m", "numpy_transformer", *arguments)
+    return mpiexec(ranks, sys.executable, *program, *arguments, timeout=timeout)
 
 
 @pytest.mark.slow
@@ -239,3 +305,82 @@ def test_the_command_under_mpiexec_resumes_bit_identically_and_keeps_its_rank_co
     assert "was trained on 2 rank(s) and this run has 3: resume it with mpiexec -n 2" in refused.stderr
     with pytest.raises(ValueError, match="trained on 2 rank"):
         Trainer.resume(tmp_path / "resumed", steps=30)
+
+
+# -- under mpiexec: a refusal or failure on any rank stops every rank, said once ----------------------
+
+PROMPTLY = 60  # seconds: each run below takes a few; ranks left waiting for each other would take for ever
+
+FAILING_RANK = Path(__file__).with_name("mpi_failing_rank.py")  # the command, with one rank made to fail
+
+
+def failing_train(rank, failure, out, steps, *extra):
+    program = (str(FAILING_RANK), str(rank), failure)
+    return cli_train(2, out, steps, *extra, program=program, timeout=PROMPTLY)
+
+
+def logged_steps(out):
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    return [record["step"] for record in records if "split" not in record]
+
+
+@needs_mpi
+def test_a_locked_run_directory_stops_every_rank_with_one_line(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / ".lock").write_text(f"{os.getpid()}\n")  # a live run (this test) holds it
+    run = cli_train(2, out, 20, timeout=PROMPTLY)
+    assert run.returncode == 2, run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert f"--out {out} is in use by another training run (process {os.getpid()}" in line
+    assert run.stdout == "" and sorted(p.name for p in out.iterdir()) == [".lock"]  # no rank trained
+
+
+@needs_mpi
+def test_a_refused_argument_is_said_once_under_mpiexec(tmp_path):
+    run = cli_train(2, tmp_path / "run", 0, timeout=PROMPTLY)
+    assert run.returncode == 2
+    [line] = run.stderr.strip().splitlines()
+    assert "argument --steps: expected a positive integer, got 0" in line
+
+
+@needs_mpi
+@pytest.mark.parametrize(
+    "eval_every, steps_logged",
+    [("10", [5, 10]), ("20", [5, 10, 15, 20])],  # told by the next step's all-reduce; after the loop
+)
+def test_a_failed_save_on_rank_0_stops_every_rank_with_one_line(tmp_path, eval_every, steps_logged):
+    out = tmp_path / "run"
+    run = failing_train(0, "disk full", out, 20, "--eval-every", eval_every)
+    assert run.returncode == 1, run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert line == (
+        f"numpy-transformer train: error: [Errno 28] No space left on device: '{out / 'model.npz'}'"
+    )
+    assert logged_steps(out) == steps_logged and not (out / "model.npz").exists()
+
+
+@needs_mpi
+@pytest.mark.parametrize(
+    "failure, code, said",
+    [
+        ("unreadable data", 2, "rank 1: --data corpus.tsv cannot be read on this host"),
+        ("out of memory", 1, "rank 1: Unable to allocate 4.00 GiB for an array"),
+    ],
+)
+def test_a_failure_on_rank_1_alone_stops_every_rank_with_one_line(tmp_path, failure, code, said):
+    run = failing_train(1, failure, tmp_path / "run", 20)
+    assert run.returncode == code, run.stderr
+    [line] = run.stderr.strip().splitlines()
+    assert line == f"numpy-transformer train: error: {said}"
+    assert run.stdout.count("training mha model") == (failure == "out of memory")
+
+
+@needs_mpi
+def test_a_rank_out_of_step_with_the_others_ends_them_all(tmp_path):
+    """A second Ctrl-C on one rank stops it at once, whatever collective call the others wait in."""
+    started = time.perf_counter()
+    run = failing_train(1, "second ctrl-c", tmp_path / "run", 20)
+    assert run.returncode == 130, run.stderr
+    assert "interrupted again: rank 1: stopped at once without saving this step" in run.stderr
+    assert time.perf_counter() - started < PROMPTLY
