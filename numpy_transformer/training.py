@@ -35,7 +35,7 @@ from .checkpoint import (
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml
-from .data import PAD_ID, TranslationTask, make_task
+from .data import PAD_ID, FileTask, TranslationTask, make_task
 from .distributed import AnotherRankFailed, Communicator, weights_checksum
 from .evaluation import evaluate, format_metrics
 from .model import Transformer, build_transformer, parameter_count
@@ -64,6 +64,10 @@ AUTO_STEPS = (1000, 4000)  # its fewest and most steps (README: what a default r
 
 def auto_steps(task: TranslationTask, config: TrainConfig) -> int:
     """Steps for about AUTO_EPOCHS passes over a corpus's training pairs, within AUTO_STEPS."""
+    if not isinstance(task, FileTask):
+        raise ValueError(
+            f"auto_steps counts the pairs of a --data corpus; a generated task has no end ({task.name})"
+        )
     per_batch = (
         config.batch_size if config.batch_tokens is None else task.pairs_per_batch(config.batch_tokens)
     )
@@ -115,9 +119,11 @@ class Trainer:
             raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
         tune_cpu()  # the process-wide allocator setting a training loop wants (see tuning.tune_cpu)
         self.cores = comm.cores_per_rank() if comm else None  # None: every core of the machine
-        optimizer = AdamW if config.optimizer == "adamw" else Adam
-        extra = {"weight_decay": config.weight_decay} if config.optimizer == "adamw" else {}
-        self.optimizer: Adam = optimizer(model, lr=config.lr, threads=self.cores, **extra)
+        self.optimizer: Adam = (
+            AdamW(model, lr=config.lr, threads=self.cores, weight_decay=config.weight_decay)
+            if config.optimizer == "adamw"
+            else Adam(model, lr=config.lr, threads=self.cores)
+        )
         self.schedule = make_schedule(config, model.config["d_model"])
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
         self.evals_since_best = 0  # evaluations since it, for config.patience
@@ -139,10 +145,9 @@ class Trainer:
         cls, config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None = None, comm: Any = None
     ) -> Trainer:
         """A new run: the task built and the model sized from it, every unset setting chosen."""
-        if not isinstance(model, ModelConfig):
-            model = ModelConfig.from_mapping(dict(model or {}))
+        sizes_given = model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
         config = config.resolve()
-        corpus = (
+        corpus: dict[str, Any] = (
             {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
             | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
             if config.data
@@ -153,7 +158,7 @@ class Trainer:
             config = replace(config, steps=auto_steps(task, config))
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         sizes = {
-            **asdict(model),
+            **asdict(sizes_given),
             "src_vocab_size": len(task.src_vocab),
             "tgt_vocab_size": len(task.tgt_vocab),
             "src_seq_len": 2 * src_len + 8,
@@ -184,7 +189,7 @@ class Trainer:
                 f"{ranks}: resume it with mpiexec -n {saved_ranks}"
                 + ("" if saved_ranks > 1 else " or without mpiexec")
             )
-        changes = {"steps": steps, "threads": threads}
+        changes: dict[str, Any] = {"steps": steps, "threads": threads}
         config = TrainConfig(**meta["train"]).resolve()
         config = replace(config, **{name: value for name, value in changes.items() if value is not None})
         model, task = restore_model_and_task(path, arrays, meta)
@@ -498,12 +503,12 @@ class _Throughput:
 
     def __init__(self) -> None:
         self.started = self.window_start = time.perf_counter()
-        self.tokens = 0
+        self.tokens = 0.0
 
-    def count(self, tokens: int) -> None:
+    def count(self, tokens: float) -> None:
         self.tokens += tokens
 
-    def since_last(self, tokens: int) -> dict[str, float]:
+    def since_last(self, tokens: float) -> dict[str, float]:
         now, tokens = time.perf_counter(), self.tokens + tokens
         self.tokens, start, self.window_start = 0, self.window_start, now
         return {"tokens_per_s": tokens / max(now - start, 1e-9), "elapsed_s": now - self.started}
