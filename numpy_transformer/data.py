@@ -7,9 +7,10 @@ resumed run sees exactly the batches an uninterrupted one would.
 
 from __future__ import annotations
 
+import itertools
 import re
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,8 @@ class BPETokenizer:
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
-        """Learn merges from ``texts`` until the vocabulary (256 bytes and the merges) has ``vocab_size`` units."""
+        """Learn merges from ``texts`` until the vocabulary (256 bytes and the merges) has
+        ``vocab_size`` units."""
         tokenizers = _import_tokenizers()
         tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
         tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -177,11 +179,12 @@ def _token_chunks(pairs: list, tokens: list[int], parts: int) -> list[list]:
     for k, cut in enumerate(cuts.tolist(), start=1):
         bounds.append(min(max(cut, bounds[-1] + 1), len(pairs) - (parts - k)))
     bounds.append(len(pairs))
-    return [pairs[start:stop] for start, stop in zip(bounds, bounds[1:])]
+    return [pairs[start:stop] for start, stop in itertools.pairwise(bounds)]
 
 
 def host_rng(*keys: int) -> numpy.random.Generator:
-    """A host (NumPy) generator seeded by a tuple of keys: data sampling never touches the model's generator."""
+    """A host (NumPy) generator seeded by a tuple of keys: data sampling never touches the model's
+    generator."""
     return numpy.random.default_rng(list(keys))
 
 
@@ -309,7 +312,8 @@ class TranslationTask:
         return self.batch(self._bucket[1][position])
 
     def pairs_per_batch(self, batch_tokens: int) -> int:
-        """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed sample."""
+        """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed
+        sample."""
         if self._mean_target_tokens is None:
             sample = self.sample_train(host_rng(self.seed, 5), 500)
             self._mean_target_tokens = sum(len(self.tokenizer.tokenize(t)) + 1 for _, t in sample) / len(
@@ -327,7 +331,8 @@ class TranslationTask:
 
 
 class SymbolTask(TranslationTask):
-    """``copy`` or ``reverse`` random strings of ``n_symbols`` digits-like symbols, lengths in [1, max_len]."""
+    """``copy`` or ``reverse`` random strings of ``n_symbols`` digits-like symbols, lengths in
+    [1, max_len]."""
 
     def __init__(
         self,
@@ -441,32 +446,85 @@ class NumbersTask(TranslationTask):
         return pairs[:n]
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def text_lines(lines: Iterable[bytes], name: str, start: int = 1) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of UTF-8 ``lines``, as a binary file yields them; ``name``
+    (a file, "standard input") and the number name a line that is not UTF-8 text in a ValueError.
+
+    Lines end at b"\\n" only, so the numbers are the file's own, whatever the text holds (U+2028,
+    U+0085, \\x0c and a lone \\r are characters of the line, where str.splitlines would end it);
+    a CRLF line loses its \\r and line 1 its byte-order mark (``start`` numbers the first line
+    given: a stream read in parts). A NUL byte is valid UTF-8 but
+    never text: it is refused as what it nearly always is, UTF-16 or a binary file.
+    """
+    for number, line in enumerate(lines, start=start):
+        line = line[:-1] if line.endswith(b"\n") else line
+        line = line[:-1] if line.endswith(b"\r") else line
+        if number == 1:
+            if line.startswith(UTF16_BOMS):
+                raise ValueError(
+                    f"{name}:1: not UTF-8 text: it starts with a UTF-16 byte-order mark (convert it: "
+                    "iconv -f UTF-16 -t UTF-8)"
+                )
+            line = line.removeprefix(UTF8_BOM)
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{name}:{number}: not UTF-8 text: the line's byte {error.start + 1}, "
+                f"{line[error.start]:#04x}, is not UTF-8 (a Latin-1 or Windows-1252 file? convert it: "
+                "iconv -f LATIN1 -t UTF-8)"
+            ) from None
+        if "\0" in text:
+            raise ValueError(
+                f"{name}:{number}: not UTF-8 text: the line holds a NUL byte (a UTF-16 or binary file? "
+                "convert UTF-16 with iconv -f UTF-16 -t UTF-8)"
+            )
+        yield number, text
+
+
 def read_tsv(path: str | Path) -> list[tuple[str, str]]:
-    """Pairs from a ``source<TAB>target`` file (extra columns, as in sentence-pair downloads, ignored)."""
+    """Pairs from a UTF-8 ``source<TAB>target`` file, one pair a line; blank lines are skipped.
+
+    A line is refused by file:line when it is not UTF-8 text, lacks the tab, has more than two
+    columns (a third column is never dropped unseen: cut it first, ``cut -f 1,2``) or an empty side.
+    """
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"--data {path} is a directory: give the TSV file of sentence pairs")
     if not path.is_file():
         raise ValueError(f"--data {path}: no such file")
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is not part of the text
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"--data {path}: cannot be read as UTF-8 text ({error})") from error
     pairs = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        columns = line.split("\t")
-        if len(columns) < 2:
-            raise ValueError(
-                f"{path}:{number}: no tab in the line, expected 'source<TAB>target': {line[:60]!r}"
-            )
-        source, target = columns[0].strip(), columns[1].strip()
-        if not source or not target:
-            raise ValueError(f"{path}:{number}: empty source or target")
-        pairs.append((source, target))
+    try:
+        with open(path, "rb") as file:
+            for number, line in text_lines(file, str(path)):
+                if not line.strip() and "\t" not in line:
+                    continue
+                columns = line.split("\t")
+                if len(columns) < 2:
+                    raise ValueError(
+                        f"{path}:{number}: no tab in the line, expected 'source<TAB>target': {line[:60]!r}"
+                    )
+                if len(columns) > 2:
+                    raise ValueError(
+                        f"{path}:{number}: {len(columns)} tab-separated columns, expected 2 "
+                        f"('source<TAB>target'; keep the first two with cut -f 1,2): {line[:60]!r}"
+                    )
+                source, target = columns[0].strip(), columns[1].strip()
+                if not source or not target:
+                    side = "source" if not source else "target"
+                    raise ValueError(
+                        f"{path}:{number}: empty {side}, expected 'source<TAB>target': {line[:60]!r}"
+                    )
+                pairs.append((source, target))
+    except OSError as error:
+        raise ValueError(f"--data {path}: cannot be read ({error.strerror or error})") from error
     if not pairs:
-        raise ValueError(f"--data {path}: the file holds no sentence pairs")
+        what = "is empty" if path.stat().st_size == 0 else "holds only blank lines"
+        raise ValueError(f"--data {path}: the file {what}, it holds no sentence pairs")
     return pairs
 
 
@@ -518,7 +576,8 @@ class FileTask(TranslationTask):
 def _short_pairs(
     pairs: list[tuple[str, str]], tokenizer: Any, max_length: int, path: str | Path
 ) -> list[tuple[str, str]]:
-    """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in a warning."""
+    """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in
+    a warning."""
     if tokenizer is None:  # TranslationTask names the unknown tokenizer
         return pairs
     kept = [pair for pair in pairs if max(len(tokenizer.tokenize(side)) for side in pair) <= max_length]

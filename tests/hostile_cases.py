@@ -302,7 +302,7 @@ CASES = [
             cli("train", "--data", "{ws}/bin.tsv", *TINY, "--out", "{ws}/c3"),
         ),
         True,
-        ("cannot be read as UTF-8",),
+        ("bin.tsv:1", "not UTF-8"),
     ),
     Case(
         "corpus",
@@ -325,7 +325,7 @@ CASES = [
         "--data an empty target",
         then(write("half.tsv", "a\t \n"), cli("train", "--data", "{ws}/half.tsv", *TINY, "--out", "{ws}/c6")),
         True,
-        ("half.tsv:1", "empty source or target"),
+        ("half.tsv:1", "empty target"),
     ),
     Case(
         "corpus",
