@@ -84,7 +84,12 @@ class BPETokenizer:
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
         """Learn merges from ``texts`` until the vocabulary (256 bytes and the merges) has
-        ``vocab_size`` units."""
+        ``vocab_size`` units, an integer in BPE_VOCAB_RANGE."""
+        low, high = BPE_VOCAB_RANGE
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+            raise TypeError(f"vocab_size must be an integer in [{low}, {high}], got {vocab_size!r}")
+        if not low <= vocab_size <= high:
+            raise ValueError(f"vocab_size must be an integer in [{low}, {high}], got {vocab_size}")
         tokenizers = _import_tokenizers()
         tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
         tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -117,6 +122,10 @@ def _import_tokenizers() -> Any:
 TOKENIZERS = {"char": CharTokenizer, "word": WordTokenizer}  # the tokenizers that learn nothing
 TOKENIZER_NAMES = (*TOKENIZERS, BPETokenizer.name)
 BPE_VOCAB_SIZE = 8000  # subword units learned from a corpus, source and target together
+# The sizes BPETokenizer.train accepts: at least the 256 bytes (no merge), at most a million. Hugging Face's
+# trainer allocates about 66 bytes per unit before it starts (10**9 asks for 66 GB and aborts the process,
+# 2**64 overflows its integer), and the largest vocabularies in use hold about 256,000 units.
+BPE_VOCAB_RANGE = (256, 1_000_000)
 
 
 class Vocab:

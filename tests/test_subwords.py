@@ -2,9 +2,9 @@
 
 import pytest
 
+from numpy_transformer.checkpoint import load_for_inference
 from numpy_transformer.cli import main
 from numpy_transformer.data import BPETokenizer, FileTask
-from numpy_transformer.checkpoint import load_for_inference
 from numpy_transformer.training import Trainer
 
 pytest.importorskip("tokenizers", reason="tokenizers is part of the [train] and [dev] extras")
@@ -25,7 +25,7 @@ def bpe():
     return BPETokenizer.train(TEXTS * 3 + ["the quick brown fox jumps over the lazy dog"] * 5, vocab_size=300)
 
 
-@pytest.mark.parametrize("text", TEXTS + ["never seen: Ωμέγα ß ĳ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "%s%%d {}{{}} %(x)r", ""])
+@pytest.mark.parametrize("text", [*TEXTS, "never seen: Ωμέγα ß ĳ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "%s%%d {}{{}} %(x)r", ""])
 def test_detokenising_gives_the_text_back_exactly(bpe, text):
     assert bpe.detokenize(bpe.tokenize(text)) == text
 
@@ -37,6 +37,16 @@ def test_the_learned_model_travels_as_the_librarys_json(bpe):
     assert len(bpe.tokenize("Couleur de la sélection")) < len(
         "Couleur de la sélection"
     )  # merges were learned
+
+
+@pytest.mark.parametrize("vocab_size", [255, 1_000_001, 2**64])
+def test_a_vocab_size_the_library_cannot_take_is_refused_before_it_is_called(vocab_size):
+    with pytest.raises(
+        ValueError, match=rf"vocab_size must be an integer in \[256, 1000000\], got {vocab_size}"
+    ):
+        BPETokenizer.train(TEXTS, vocab_size)
+    with pytest.raises(TypeError, match="vocab_size must be an integer"):
+        BPETokenizer.train(TEXTS, 300.0)
 
 
 def _corpus(tmp_path):
@@ -80,7 +90,7 @@ def test_a_corpus_trains_on_subwords_and_the_checkpoint_needs_nothing_else(tmp_p
     trainer = Trainer.resume(out)
     assert trainer.task.tokenizer.name == "bpe" and trainer.task.src_vocab is trainer.task.tgt_vocab
     path.unlink()  # translate needs only the checkpoint
-    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(out)
+    _model, tokenizer, src_vocab, tgt_vocab = load_for_inference(out)
     assert tokenizer.detokenize(tokenizer.tokenize("ouvrir le fichier 7 %s")) == "ouvrir le fichier 7 %s"
     assert src_vocab.itos == tgt_vocab.itos
     capsys.readouterr()
