@@ -7,7 +7,7 @@ import json
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -201,16 +201,19 @@ def _add_plot(commands: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from .distributed import Communicator
-    from .rundir import RunLock, check_run_directory, clear_run
+    from .rundir import RunLock, check_run_directory
 
     settings = _settings(args)  # every refusal of a setting comes before any work
     comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
     root = comm is None or comm.rank == 0
     out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
+    created = root and not out.exists()
     with RunLock(out) if root else nullcontext():
-        if args.overwrite and root:
-            clear_run(out)
-        return _train_in(args, settings, out, comm, print if root else (lambda *a, **k: None))
+        code = _train_in(args, settings, out, comm, print if root else (lambda *a, **k: None))
+    if code == 130 and created:  # interrupted before anything was written: no empty directory stays
+        with suppress(OSError):
+            out.rmdir()
+    return code
 
 
 def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -228,26 +231,41 @@ def _train_in(
     say: Callable[..., None],
 ) -> int:
     """train, once --out is checked and locked: ``say`` prints on rank 0 only."""
+    from .rundir import clear_run
     from .training import Trainer, TrainingDiverged
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
+    try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
+        if args.resume:
+            may_change = {name: settings["train"].get(name) for name in ("steps", "threads")}
+            trainer = Trainer.resume(out, comm=comm, **may_change)
+        else:
+            model = ModelConfig(**settings["model"])
+            trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
+    except KeyboardInterrupt:
+        kept = (
+            f"the run saved in {out} is unchanged" if args.resume or args.overwrite else "nothing was written"
+        )
+        say(
+            f"interrupted before training started (reading the corpus, learning its subwords): {kept}",
+            file=sys.stderr,
+        )
+        return 130
     if args.resume:
-        may_change = {name: settings["train"].get(name) for name in ("steps", "threads")}
-        trainer = Trainer.resume(out, comm=comm, **may_change)
         resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
         say(f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}")
     else:
-        model = ModelConfig(**settings["model"])
-        trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
+        if args.overwrite and (comm is None or comm.rank == 0):
+            clear_run(out)  # only now that the new run is ready: a refusal or Ctrl-C keeps the old one
         config, task = trainer.config, trainer.task
         n_params = sum(p.data.size for p in trainer.model.parameters())
         chosen = (
             " (chosen from the corpus's size; --steps to choose)" if "steps" not in settings["train"] else ""
         )
         say(
-            f"training {model.attention} model ({n_params:,} parameters) on {config.data or config.task}{ranks} "
-            f"for {config.steps} steps{chosen}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; "
-            f"saving to {out}"
+            f"training {model.attention} model ({n_params:,} parameters) on {config.data or config.task}"
+            f"{ranks} for {config.steps} steps{chosen}; vocabularies {len(task.src_vocab)}/"
+            f"{len(task.tgt_vocab)}; saving to {out}"
         )
     try:
         trainer.fit(out, progress=not args.no_progress)

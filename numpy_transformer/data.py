@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,7 @@ class BPETokenizer:
             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        tokenizer.train_from_iterator(texts, trainer)
+        _wait_interruptibly(lambda: tokenizer.train_from_iterator(texts, trainer))
         return cls(tokenizer.to_str())
 
     def tokenize(self, text: str) -> list[str]:
@@ -107,6 +108,29 @@ class BPETokenizer:
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         return self._tokenizer.decoder.decode(list(tokens))
+
+
+def _wait_interruptibly(work: Callable[[], object]) -> None:
+    """Run ``work`` on a thread of its own and wait for it here.
+
+    The library learns in Rust without giving Python a chance to see Ctrl-C (minutes on a large
+    corpus, then a traceback); a wait for a thread is interrupted at once. An interrupted learning
+    runs on, unseen, until it ends or the process exits (a daemon thread).
+    """
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:  # handed to the waiting thread, raised there
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name="learn-subwords", daemon=True)
+    thread.start()
+    while thread.is_alive():  # in short waits: a signal handled on another thread is seen between them
+        thread.join(0.2)
+    if failure:
+        raise failure[0]
 
 
 def _import_tokenizers() -> Any:

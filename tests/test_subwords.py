@@ -1,5 +1,7 @@
 """Subword vocabularies (byte-level BPE from Hugging Face tokenizers), stored in checkpoints as JSON."""
 
+import time
+
 import pytest
 
 from numpy_transformer.checkpoint import load_for_inference
@@ -150,3 +152,58 @@ def test_the_corpus_script_keeps_real_one_line_translations(tmp_path):
     kept = [pair for pair in pairs if script.keep(*pair)]
     assert kept == [("Open %s", "Ouvrir %s"), ("Save the file", "Enregistrer le fichier")]
     assert script.catalog_pairs(tmp_path / "missing.mo") == []
+
+
+LEARNING_INTERRUPTED = """
+import os, signal, sys, time
+from numpy_transformer import data
+from numpy_transformer.cli import main
+
+learn = data.BPETokenizer.train.__func__
+
+
+def train(cls, texts, vocab_size):
+    def slowly():  # a large corpus: the library is still learning when Ctrl-C comes
+        os.kill(os.getpid(), signal.SIGINT)
+        for text in texts:
+            time.sleep(1)
+            yield text
+
+    return learn(cls, slowly(), vocab_size)
+
+
+data.BPETokenizer.train = classmethod(train)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("saved", [False, True])
+def test_ctrl_c_while_the_subwords_are_learned_ends_in_one_line_and_writes_nothing(tmp_path, saved):
+    import subprocess
+    import sys
+
+    path, out = _corpus(tmp_path), tmp_path / "run"
+    if saved:  # --overwrite replaces a run only once the new one is ready
+        out.mkdir()
+        (out / "model.npz").write_bytes(b"the user's saved run")
+        (out / "log.jsonl").write_text('{"step": 1}\n')
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", LEARNING_INTERRUPTED, "train", "--data", str(path), "--steps", "2"]
+        + ["--no-progress", "--out", str(out)]
+        + (["--overwrite"] if saved else []),
+        capture_output=True,
+        text=True,
+        timeout=100,  # learning slowly would take more than 120 s: the interruption must not wait for it
+    )
+    assert result.returncode == 130, result.stderr
+    assert time.monotonic() - start < 60
+    assert result.stderr.strip().splitlines() == [
+        "interrupted before training started (reading the corpus, learning its subwords): "
+        + (f"the run saved in {out} is unchanged" if saved else "nothing was written")
+    ]
+    if saved:
+        assert sorted(p.name for p in out.iterdir()) == ["log.jsonl", "model.npz"]
+        assert (out / "model.npz").read_bytes() == b"the user's saved run"
+    else:
+        assert not out.exists()
