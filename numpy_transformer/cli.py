@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
+BROKEN_PIPE = 141  # the exit code when the reader of standard output has gone: 128 + SIGPIPE, as cat's
 
 
 def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
@@ -151,6 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
     p.add_argument(
         "sentences", nargs="*", help="sentences to translate (default: one per line from standard input)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=TRANSLATE_BATCH,
+        help=f"sentences translated together (default: {TRANSLATE_BATCH}); standard input is translated "
+        "as its lines come, at most this many at a time",
     )
     _add_decode_options(p)
     _add_backend(p)
@@ -333,29 +342,57 @@ def _translate(args: argparse.Namespace) -> int:
     from .data import encode_sentences
     from .evaluation import translate_ids
 
-    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
     if args.sentences:
         empty = [number for number, sentence in enumerate(args.sentences, start=1) if not sentence.strip()]
         if empty:
             raise ValueError(f"sentence {empty[0]} of the arguments is empty: give text to translate")
-        sentences = args.sentences
-    else:  # one per line; blank lines (and a byte-order mark) are not sentences
-        sentences = [line.strip().lstrip("\ufeff") for line in sys.stdin if line.strip().lstrip("\ufeff")]
-    if not sentences:
-        raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
-    for number, sentence in enumerate(sentences, start=1):
-        model.src_pos.check_length(
-            len(tokenizer.tokenize(sentence)), f"sentence {number} ({sentence[:40]!r})"
+    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
+
+    def check_lengths(batch: list[tuple[str, str]]) -> None:
+        for where, sentence in batch:
+            model.src_pos.check_length(len(tokenizer.tokenize(sentence)), f"{where} ({sentence[:40]!r})")
+
+    size = args.batch_size
+    if args.sentences:
+        numbered = [(f"sentence {number}", text) for number, text in enumerate(args.sentences, start=1)]
+        check_lengths(numbered)  # every argument before any work
+        batches: Iterable[list[tuple[str, str]]] = (
+            numbered[start : start + size] for start in range(0, len(numbered), size)
         )
+    else:
+        batches = _standard_input_batches(size)
     options = _decode_options(args)
-    for start in range(
-        0, len(sentences), TRANSLATE_BATCH
-    ):  # in batches: memory stays bounded on a long input
-        batch = sentences[start : start + TRANSLATE_BATCH]
-        src_ids = encode_sentences(batch, tokenizer, src_vocab)
-        for sentence, ids in zip(batch, translate_ids(model, src_ids, args.max_len, **dict(options))):
-            print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}", flush=True)
+    translated = 0
+    for batch in batches:  # batch by batch: memory stays bounded, and each is printed as soon as it is done
+        if not args.sentences:
+            check_lengths(batch)
+        src_ids = encode_sentences([sentence for _, sentence in batch], tokenizer, src_vocab)
+        for (_, sentence), ids in zip(batch, translate_ids(model, src_ids, args.max_len, **dict(options))):
+            print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
+        sys.stdout.flush()
+        translated += len(batch)
+    if not translated:
+        raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
     return 0
+
+
+def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
+    """(where, sentence) of each line of standard input, in batches of at most ``size`` handed on as
+    the lines come (line_batches): a pipe that stays open, a ``tail -f`` or a user typing gets each
+    translation without waiting for the end of the input. Blank lines are not sentences."""
+    from .data import line_batches, text_lines
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # no standard input at all (closed)
+        return
+    stream = getattr(stream, "raw", stream)  # unbuffered: a read returns what has come
+    first = 1
+    for lines in line_batches(stream, size):
+        numbered = text_lines(lines, "standard input", start=first)
+        batch = [(f"standard input:{n}", text.strip()) for n, text in numbered if text.strip()]
+        first += len(lines)
+        if batch:
+            yield batch
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -430,9 +467,25 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null (the Python documentation's recipe for a closed pipe): what
+    is still buffered has nowhere to go, and Python's exit must not fail on it with a traceback."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): nothing to silence
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
-    the process in to the CPU settings (tune_cpu), as a program of its own may."""
+    the process in to the CPU settings (tune_cpu), as a program of its own may.
+
+    Exit codes: 0 done; 2 refused (one line naming what is wrong); 130 interrupted (Ctrl-C); 141 the
+    reader of standard output went away (``| head``), as 128 + SIGPIPE says for cat and its kin.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if argv is None:
@@ -455,7 +508,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = say_warning
             if getattr(args, "backend", None):
                 set_backend(args.backend)
-            return handlers[args.command](args)
+            code = handlers[args.command](args)
+        sys.stdout.flush()  # a reader that has gone shows here, not as a traceback when Python exits
+        return code
+    except BrokenPipeError:  # `translate ... | head -n 1`: the reader has all it wanted
+        _silence_stdout()
+        return BROKEN_PIPE
     except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2

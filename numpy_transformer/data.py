@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import select
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -517,6 +518,56 @@ def text_lines(lines: Iterable[bytes], name: str, start: int = 1) -> Iterator[tu
                 "convert UTF-16 with iconv -f UTF-16 -t UTF-8)"
             )
         yield number, text
+
+
+def line_batches(stream: Any, size: int, chunk: int = 1 << 16) -> Iterator[list[bytes]]:
+    """The lines of a binary ``stream`` (standard input's raw file), in lists of at most ``size``.
+
+    A list is handed on when it is full, or as soon as no more input is waiting (a user typing, a
+    ``tail -f``): nothing waits for the end of the input, and what is held stays within one list
+    and one ``chunk``. ``stream.read(chunk)`` must return what is available without waiting for
+    all of it, as an unbuffered file does. The last line may lack its b"\\n".
+    """
+    try:
+        descriptor: int | None = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream: everything is waiting already
+        descriptor = None
+
+    def waiting() -> bool:
+        if descriptor is None:
+            return True
+        try:
+            return bool(select.select([descriptor], [], [], 0)[0])
+        except (OSError, ValueError):  # a descriptor select cannot watch: read on, as a file
+            return True
+
+    lines: list[bytes] = []
+    rest = bytearray()  # the line being read, grown in place: a 100 MB line is not copied per chunk
+    while True:
+        if lines and not waiting():  # the input pauses: hand on what has come
+            yield lines
+            lines = []
+        data = stream.read(chunk)
+        if data is None:  # a non-blocking descriptor with nothing yet
+            select.select([descriptor], [], [])
+            continue
+        if not data:
+            break
+        end = data.rfind(b"\n")
+        if end < 0:
+            rest += data
+            continue
+        complete = (bytes(rest) + data[:end]).split(b"\n")
+        rest = bytearray(data[end + 1 :])
+        for line in complete:
+            lines.append(line + b"\n")
+            if len(lines) == size:
+                yield lines
+                lines = []
+    if rest:
+        lines.append(bytes(rest))
+    if lines:
+        yield lines
 
 
 def read_tsv(path: str | Path) -> list[tuple[str, str]]:
