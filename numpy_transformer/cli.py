@@ -396,13 +396,17 @@ def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from .checkpoint import load_checkpoint, restore_model_and_task
+    from .checkpoint import load_checkpoint, model_from_checkpoint, restore_model_and_task, saved_task
     from .data import read_tsv
     from .evaluation import evaluate
 
     arrays, meta = load_checkpoint(args.checkpoint)
-    model, task = restore_model_and_task(args.checkpoint, arrays, meta)
-    pairs = read_tsv(args.data) if args.data else task.test
+    if args.data:  # the model's own tokenizer and vocabularies: the training corpus is not needed
+        pairs = read_tsv(args.data)
+        model, task = model_from_checkpoint(args.checkpoint, arrays, meta), saved_task(args.checkpoint, meta)
+    else:  # the test split of the task it was trained on, rebuilt
+        model, task = restore_model_and_task(args.checkpoint, arrays, meta)
+        pairs = task.test
     pairs = pairs[: args.limit] if args.limit else pairs
     metrics = evaluate(model, task, pairs, **_decode_options(args))
     if args.json:

@@ -81,7 +81,10 @@ class BPETokenizer:
     def __init__(self, serialized: str) -> None:
         tokenizers = _import_tokenizers()
         self.serialized = serialized
-        self._tokenizer = tokenizers.Tokenizer.from_str(serialized)
+        try:
+            self._tokenizer = tokenizers.Tokenizer.from_str(serialized)
+        except Exception as error:  # the library raises a bare Exception for text it cannot read
+            raise ValueError(f"not a subword model the tokenizers library can read ({error})") from None
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
@@ -275,9 +278,12 @@ class TranslationTask:
         vocab_size: int = BPE_VOCAB_SIZE,
         shared_vocab: bool = False,
         serialized_tokenizer: str | None = None,
+        vocabularies: tuple[Vocab, Vocab] | None = None,
     ) -> None:
         """``tokenizer`` "bpe" learns one subword model from both sides of ``vocab_texts`` (or takes
-        ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary."""
+        ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary.
+        ``vocabularies`` (source, target), saved ones, are taken as they are instead of being built
+        from ``vocab_texts``."""
         if tokenizer not in TOKENIZER_NAMES:
             raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {tokenizer!r}")
         if tokenizer == BPETokenizer.name:
@@ -289,6 +295,11 @@ class TranslationTask:
         else:
             self.tokenizer = TOKENIZERS[tokenizer]()
         self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
+        self._bucket: tuple[tuple, list] | None = None
+        self._mean_target_tokens: float | None = None
+        if vocabularies is not None:
+            self.src_vocab, self.tgt_vocab = vocabularies
+            return
         src_tokens, tgt_tokens = set(), set()
         for source, target in vocab_texts:
             src_tokens.update(self.tokenizer.tokenize(source))
@@ -297,8 +308,6 @@ class TranslationTask:
             self.src_vocab = self.tgt_vocab = Vocab(src_tokens | tgt_tokens)
         else:
             self.src_vocab, self.tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
-        self._bucket: tuple[tuple, list] | None = None
-        self._mean_target_tokens: float | None = None
 
     def length_pairs(self, seed: int) -> list[tuple[str, str]]:
         """Training pairs whose longest sizes the positional tables: a sample of 2,000 for generated

@@ -1,12 +1,19 @@
 """Subword vocabularies (byte-level BPE from Hugging Face tokenizers), stored in checkpoints as JSON."""
 
+import json
 import time
 
 import pytest
 
-from numpy_transformer.checkpoint import load_for_inference
+from numpy_transformer.checkpoint import (
+    load_checkpoint,
+    load_for_inference,
+    restore_model_and_task,
+    save_checkpoint,
+)
 from numpy_transformer.cli import main
-from numpy_transformer.data import BPETokenizer, FileTask
+from numpy_transformer.data import BPETokenizer, FileTask, read_tsv
+from numpy_transformer.evaluation import evaluate
 from numpy_transformer.training import Trainer
 
 pytest.importorskip("tokenizers", reason="tokenizers is part of the [train] and [dev] extras")
@@ -98,6 +105,43 @@ def test_a_corpus_trains_on_subwords_and_the_checkpoint_needs_nothing_else(tmp_p
     capsys.readouterr()
     assert main(["translate", "--checkpoint", str(out), "open file 3 %s"]) == 0
     assert capsys.readouterr().out.startswith("open file 3 %s\t")
+
+
+TINY_RUN = ["--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "2"]
+QUIET = ["--vocab-size", "300", "--no-progress", "--show", "0"]
+
+
+def test_evaluate_on_a_file_needs_the_checkpoint_only_not_the_training_corpus(tmp_path, capsys):
+    path, out = _corpus(tmp_path), tmp_path / "run"
+    assert main(["train", "--data", str(path), *TINY_RUN, *QUIET, "--out", str(out)]) == 0
+    other = tmp_path / "other.tsv"
+    other.write_text("open file 7 %s\touvrir le fichier 7 %s\nopen file 70 %s\touvrir le fichier 70 %s\n")
+    model, task = restore_model_and_task(out, *load_checkpoint(out))  # the task rebuilt from the corpus
+    expected = evaluate(model, task, read_tsv(other))
+    capsys.readouterr()
+    for change in ("changed", "removed"):
+        if change == "changed":
+            path.write_text("autre\tother\n" * 5)
+        else:
+            path.unlink()
+        assert main(["evaluate", "--checkpoint", str(out), "--data", str(other), "--json"]) == 0, change
+        assert json.loads(capsys.readouterr().out) == expected  # the same scores, to the last bit
+
+
+def test_a_saved_subword_model_the_library_cannot_read_is_named(tmp_path, capsys):
+    path, out = _corpus(tmp_path), tmp_path / "run"
+    assert main(["train", "--data", str(path), *TINY_RUN, *QUIET, "--out", str(out)]) == 0
+    arrays, meta = load_checkpoint(out)
+    meta["task"]["tokenizer_json"] = "{not json"
+    broken = save_checkpoint(tmp_path / "broken.npz", arrays, meta)
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(broken), "open file"]) == 2
+    assert main(["evaluate", "--checkpoint", str(broken), "--data", str(path)]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2 and all(
+        f"checkpoint {broken}: its tokenizer or vocabularies are unusable (not a subword model" in e
+        for e in errors
+    )
 
 
 def test_a_saved_tokenizer_is_used_as_saved(tmp_path):
