@@ -3,7 +3,8 @@
     python examples/train_from_tsv.py [FILE.tsv]
 
 Without an argument it writes a small demonstration file first (the adjective moves after the noun). Sentence
-pair downloads such as Tatoeba's have this format; extra columns are ignored.
+pair downloads such as Tatoeba's have this format, often with more columns (ids, attribution): a line of more
+than two columns is refused by file and line, so keep the first two first (``cut -f 1,2 in.tsv > pairs.tsv``).
 """
 
 import sys

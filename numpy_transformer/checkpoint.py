@@ -2,8 +2,9 @@
 
 A checkpoint is one ``.npz`` of plain arrays plus a JSON document, written atomically; from it
 come the model (model_from_checkpoint), the task it was trained on (task_recipe and
-task_from_recipe: a generated task by name, a corpus by its path and content hash), the model
-with its tokenizer for translating (load_for_inference), and averages of several (average_checkpoints).
+task_from_recipe: a generated task by name, a corpus by its path and content hash), its tokenizer
+and vocabularies alone for scoring other pairs (saved_task), the model with its tokenizer for
+translating (load_for_inference), and averages of several (average_checkpoints).
 
 Layout: ``param/<name>`` model weights, ``optim/<key>`` optimiser moments, and ``meta``, a UTF-8
 JSON document stored as a uint8 array (model config, step, random-generator states, tokenizer,
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy
 
-from .data import MAX_LENGTH, TOKENIZERS, BPETokenizer, TranslationTask, Vocab, make_task
+from .data import MAX_LENGTH, BPETokenizer, TranslationTask, Vocab, make_task
 from .model import Transformer, build_transformer
 
 if TYPE_CHECKING:
@@ -339,20 +340,36 @@ def check_one_run(files: Sequence[Path], metas: Sequence[dict[str, Any]], allow_
         first_of_step.setdefault(meta["step"], path)
 
 
+def saved_task(path: str | Path, meta: dict) -> TranslationTask:
+    """A task of the checkpoint's own tokenizer and vocabularies and no pairs: what scoring or
+    translating other text needs (``evaluate --data``, ``translate``). The corpus the run trained on
+    is not read: it may be gone or changed since."""
+    try:
+        recipe = meta["task"]
+        name = recipe["tokenizer"]
+        src_vocab = Vocab.from_list(meta["src_vocab"])
+        tgt_vocab = (
+            src_vocab if meta["tgt_vocab"] == meta["src_vocab"] else Vocab.from_list(meta["tgt_vocab"])
+        )
+        serialized = recipe["tokenizer_json"] if name == BPETokenizer.name else None
+        return TranslationTask(
+            name,
+            [],
+            [],
+            [],
+            int(recipe.get("seed", 0)),
+            serialized_tokenizer=serialized,
+            vocabularies=(src_vocab, tgt_vocab),
+        )
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise CheckpointError(
+            f"checkpoint {resolve_path(path)}: its tokenizer or vocabularies are unusable ({error})"
+        ) from error
+
+
 def load_for_inference(path: str | Path) -> tuple[Transformer, Any, Vocab, Vocab]:
     """(model in eval mode, tokenizer, source vocab, target vocab) without rebuilding the task."""
     arrays, meta = load_checkpoint(path)
     model = model_from_checkpoint(path, arrays, meta)
-    try:
-        recipe = meta["task"]
-        tokenizer = (
-            BPETokenizer(recipe["tokenizer_json"])
-            if recipe["tokenizer"] == BPETokenizer.name
-            else TOKENIZERS[recipe["tokenizer"]]()
-        )
-        src_vocab, tgt_vocab = Vocab.from_list(meta["src_vocab"]), Vocab.from_list(meta["tgt_vocab"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise CheckpointError(
-            f"checkpoint {resolve_path(path)}: its tokenizer or vocabularies are unusable ({error})"
-        ) from error
-    return model.eval(), tokenizer, src_vocab, tgt_vocab
+    task = saved_task(path, meta)
+    return model.eval(), task.tokenizer, task.src_vocab, task.tgt_vocab

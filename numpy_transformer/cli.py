@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -34,6 +35,7 @@ T = TypeVar("T")
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
+BROKEN_PIPE = 141  # the exit code when the reader of standard output has gone: 128 + SIGPIPE, as cat's
 
 
 def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
@@ -159,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "sentences", nargs="*", help="sentences to translate (default: one per line from standard input)"
     )
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=TRANSLATE_BATCH,
+        help=f"sentences translated together (default: {TRANSLATE_BATCH}); standard input is translated "
+        "as its lines come, at most this many at a time",
+    )
     _add_decode_options(p)
     _add_backend(p)
     p = commands.add_parser("evaluate", help="loss, token accuracy, exact match, BLEU and chrF on a test set")
@@ -231,7 +240,11 @@ def _train(args: argparse.Namespace) -> int:
 
     comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
     if comm is None:
-        return _train_run(args, None)
+        try:
+            return _train_run(args, None)
+        except _InterruptedBeforeTraining as interrupted:
+            print(interrupted, file=sys.stderr)
+            return 130
     try:
         return _train_run(args, comm)
     except _Agreed as agreed:
@@ -247,25 +260,31 @@ def _train(args: argparse.Namespace) -> int:
 def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
     """train, alone or as one rank of several; under MPI each stage ends with the ranks agreeing
     (_on_every_rank), so that a refusal or failure on any rank stops every rank, said once."""
-    from .rundir import RunLock, check_run_directory, clear_run
+    from .rundir import RunLock, check_run_directory
 
     root = comm is None or comm.rank == 0
     say = print if root else (lambda *a, **k: None)
-    with ExitStack() as locked:
+    created: list[Path] = []  # --out, if this run made it
+    try:
+        with ExitStack() as locked:
 
-        def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
-            settings = _settings(args)  # every refusal of a setting comes before any work
-            out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
-            if root:  # rank 0 alone writes the run directory
-                locked.enter_context(RunLock(out))
-                if args.overwrite:
-                    clear_run(out)
-            return settings, out
+            def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
+                settings = _settings(args)  # every refusal of a setting comes before any work
+                out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
+                if root:  # rank 0 alone writes the run directory
+                    if not out.exists():
+                        created.append(out)
+                    locked.enter_context(RunLock(out))
+                return settings, out
 
-        settings, out = _on_every_rank(comm, args.out, claim_out)
-        trainer, started = _on_every_rank(comm, out, lambda: _trainer(args, settings, out, comm))
-        say(started)
-        return _on_every_rank(comm, out, lambda: _fit(args, trainer, out, say))
+            settings, out = _on_every_rank(comm, args.out, claim_out)
+            trainer, started = _on_every_rank(comm, out, lambda: _trainer(args, settings, out, comm))
+            say(started)
+            return _on_every_rank(comm, out, lambda: _fit(args, trainer, out, say))
+    finally:
+        for directory in created:  # stopped before anything was written: no empty directory stays
+            with suppress(OSError):
+                directory.rmdir()
 
 
 def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[], T]) -> T:
@@ -294,6 +313,8 @@ def _failure(error: BaseException, out: Path, rank: int = 0) -> tuple[int, str]:
     from .training import TrainingDiverged
 
     where = f"rank {rank}: " if rank else ""
+    if isinstance(error, _InterruptedBeforeTraining):
+        return 130, f"{where}{error}"
     if isinstance(error, KeyboardInterrupt):  # the second Ctrl-C: saves are atomic, so the last one is whole
         kept = (
             f"{out / 'model.npz'} holds the last checkpoint"
@@ -329,20 +350,34 @@ def _trainer(
     args: argparse.Namespace, settings: dict[str, dict[str, Any]], out: Path, comm: Communicator | None
 ) -> tuple[Trainer, str]:
     """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
-    what it trains."""
+    what it trains. With --overwrite the old run is cleared only now, once the new one is ready: a
+    refusal or a Ctrl-C before this point keeps it."""
+    from .rundir import clear_run
     from .training import Trainer
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
+    model = ModelConfig(**settings["model"])
+    try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
+        if args.resume:
+            may_change = {name: settings["train"].get(name) for name in ("steps", "threads")}
+            trainer = Trainer.resume(out, comm=comm, **may_change)
+        else:
+            trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
+    except KeyboardInterrupt as interrupt:
+        kept = (
+            f"the run saved in {out} is unchanged" if args.resume or args.overwrite else "nothing was written"
+        )
+        raise _InterruptedBeforeTraining(
+            f"interrupted before training started (reading the corpus, learning its subwords): {kept}"
+        ) from interrupt
     if args.resume:
-        may_change = {name: settings["train"].get(name) for name in ("steps", "threads")}
-        trainer = Trainer.resume(out, comm=comm, **may_change)
         resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
         return (
             trainer,
             f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}",
         )
-    model = ModelConfig(**settings["model"])
-    trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
+    if args.overwrite and (comm is None or comm.rank == 0):
+        clear_run(out)
     config, task = trainer.config, trainer.task
     n_params = sum(p.data.size for p in trainer.model.parameters())
     chosen = " (chosen from the corpus's size; --steps to choose)" if "steps" not in settings["train"] else ""
@@ -351,6 +386,10 @@ def _trainer(
         f"for {config.steps} steps{chosen}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; "
         f"saving to {out}"
     )
+
+
+class _InterruptedBeforeTraining(Exception):
+    """Ctrl-C while the run was being built: nothing of it was written (exit status 130)."""
 
 
 def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..., None]) -> int:
@@ -413,39 +452,71 @@ def _translate(args: argparse.Namespace) -> int:
     from .data import encode_sentences
     from .evaluation import translate_ids
 
-    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
     if args.sentences:
         empty = [number for number, sentence in enumerate(args.sentences, start=1) if not sentence.strip()]
         if empty:
             raise ValueError(f"sentence {empty[0]} of the arguments is empty: give text to translate")
-        sentences = args.sentences
-    else:  # one per line; blank lines (and a byte-order mark) are not sentences
-        sentences = [line.strip().lstrip("\ufeff") for line in sys.stdin if line.strip().lstrip("\ufeff")]
-    if not sentences:
-        raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
-    for number, sentence in enumerate(sentences, start=1):
-        model.src_pos.check_length(
-            len(tokenizer.tokenize(sentence)), f"sentence {number} ({sentence[:40]!r})"
+    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
+
+    def check_lengths(batch: list[tuple[str, str]]) -> None:
+        for where, sentence in batch:
+            model.src_pos.check_length(len(tokenizer.tokenize(sentence)), f"{where} ({sentence[:40]!r})")
+
+    size = args.batch_size
+    if args.sentences:
+        numbered = [(f"sentence {number}", text) for number, text in enumerate(args.sentences, start=1)]
+        check_lengths(numbered)  # every argument before any work
+        batches: Iterable[list[tuple[str, str]]] = (
+            numbered[start : start + size] for start in range(0, len(numbered), size)
         )
+    else:
+        batches = _standard_input_batches(size)
     options = _decode_options(args)
-    for start in range(
-        0, len(sentences), TRANSLATE_BATCH
-    ):  # in batches: memory stays bounded on a long input
-        batch = sentences[start : start + TRANSLATE_BATCH]
-        src_ids = encode_sentences(batch, tokenizer, src_vocab)
-        for sentence, ids in zip(batch, translate_ids(model, src_ids, args.max_len, **dict(options))):
-            print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}", flush=True)
+    translated = 0
+    for batch in batches:  # batch by batch: memory stays bounded, and each is printed as soon as it is done
+        if not args.sentences:
+            check_lengths(batch)
+        src_ids = encode_sentences([sentence for _, sentence in batch], tokenizer, src_vocab)
+        for (_, sentence), ids in zip(batch, translate_ids(model, src_ids, args.max_len, **dict(options))):
+            print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
+        sys.stdout.flush()
+        translated += len(batch)
+    if not translated:
+        raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
     return 0
 
 
+def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
+    """(where, sentence) of each line of standard input, in batches of at most ``size`` handed on as
+    the lines come (line_batches): a pipe that stays open, a ``tail -f`` or a user typing gets each
+    translation without waiting for the end of the input. Blank lines are not sentences."""
+    from .data import line_batches, text_lines
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # no standard input at all (closed)
+        return
+    stream = getattr(stream, "raw", stream)  # unbuffered: a read returns what has come
+    first = 1
+    for lines in line_batches(stream, size):
+        numbered = text_lines(lines, "standard input", start=first)
+        batch = [(f"standard input:{n}", text.strip()) for n, text in numbered if text.strip()]
+        first += len(lines)
+        if batch:
+            yield batch
+
+
 def _evaluate(args: argparse.Namespace) -> int:
-    from .checkpoint import load_checkpoint, restore_model_and_task
+    from .checkpoint import load_checkpoint, model_from_checkpoint, restore_model_and_task, saved_task
     from .data import read_tsv
     from .evaluation import evaluate
 
     arrays, meta = load_checkpoint(args.checkpoint)
-    model, task = restore_model_and_task(args.checkpoint, arrays, meta)
-    pairs = read_tsv(args.data) if args.data else task.test
+    if args.data:  # the model's own tokenizer and vocabularies: the training corpus is not needed
+        pairs = read_tsv(args.data)
+        model, task = model_from_checkpoint(args.checkpoint, arrays, meta), saved_task(args.checkpoint, meta)
+    else:  # the test split of the task it was trained on, rebuilt
+        model, task = restore_model_and_task(args.checkpoint, arrays, meta)
+        pairs = task.test
     pairs = pairs[: args.limit] if args.limit else pairs
     metrics = evaluate(model, task, pairs, **_decode_options(args))
     if args.json:
@@ -507,9 +578,25 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null (the Python documentation's recipe for a closed pipe): what
+    is still buffered has nowhere to go, and Python's exit must not fail on it with a traceback."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): nothing to silence
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
-    the process in to the CPU settings (tune_cpu), as a program of its own may."""
+    the process in to the CPU settings (tune_cpu), as a program of its own may.
+
+    Exit codes: 0 done; 2 refused (one line naming what is wrong); 130 interrupted (Ctrl-C); 141 the
+    reader of standard output went away (``| head``), as 128 + SIGPIPE says for cat and its kin.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if argv is None:
@@ -533,7 +620,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = say_warning
             if getattr(args, "backend", None):
                 set_backend(args.backend)
-            return handlers[args.command](args)
+            code = handlers[args.command](args)
+        sys.stdout.flush()  # a reader that has gone shows here, not as a traceback when Python exits
+        return code
+    except BrokenPipeError:  # `translate ... | head -n 1`: the reader has all it wanted
+        _silence_stdout()
+        return BROKEN_PIPE
     except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .data import BPE_VOCAB_SIZE, MAX_LENGTH
+from .data import BPE_VOCAB_RANGE, BPE_VOCAB_SIZE, MAX_LENGTH
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
 TASK_TOKENIZERS = {"copy": "char", "reverse": "char", "numbers-en-fr": "word"}  # what a --task is written in
@@ -44,21 +44,23 @@ def setting(
     flag: str | None = None,
     choices: tuple[str, ...] | None = None,
     minimum: float | None = None,
+    maximum: float | None = None,
     above: float | None = None,
     below: float | None = None,
     on_resume: bool = False,
 ) -> Any:
     """A dataclass field with what the command line and the checks need to know of it.
 
-    ``minimum`` is an inclusive bound, ``above`` and ``below`` exclusive ones; ``flag`` overrides
-    ``--field-name``; a bool field whose flag is ``--post-norm`` style (``negated``) stores False;
-    ``on_resume`` True lets ``--resume`` change the value (the others must stay as saved).
+    ``minimum`` and ``maximum`` are inclusive bounds, ``above`` and ``below`` exclusive ones; ``flag``
+    overrides ``--field-name``; a bool field whose flag is ``--post-norm`` style (``negated``) stores
+    False; ``on_resume`` True lets ``--resume`` change the value (the others must stay as saved).
     """
     meta = {
         "help": help,
         "flag": flag,
         "choices": choices,
         "minimum": minimum,
+        "maximum": maximum,
         "above": above,
         "below": below,
     }
@@ -81,13 +83,15 @@ def expected(cls: type, item: Any) -> str:
     """What a field accepts, in words: "a positive integer", "a number in [0, 1)", "one of a, b"."""
     kind, _ = _value_type(cls, item.name)
     meta = item.metadata
-    low, above, below = meta.get("minimum"), meta.get("above"), meta.get("below")
+    low, high, above, below = meta.get("minimum"), meta.get("maximum"), meta.get("above"), meta.get("below")
     if meta.get("choices"):
         return "one of " + ", ".join(meta["choices"])
     if kind is bool:
         return "true or false"
     if kind is str:
         return "a string"
+    if kind is int and low is not None and high is not None:
+        return f"an integer in [{low}, {high}]"
     if kind is int:
         return (
             "a positive integer" if low == 1 else f"an integer >= {low}" if low is not None else "an integer"
@@ -121,6 +125,7 @@ def check_value(cls: type, item: Any, value: Any, where: str = "") -> Any:
         (isinstance(value, float) and not math.isfinite(value))
         or (meta.get("choices") and value not in meta["choices"])
         or (meta.get("minimum") is not None and value < meta["minimum"])
+        or (meta.get("maximum") is not None and value > meta["maximum"])
         or (meta.get("above") is not None and value <= meta["above"])
         or (meta.get("below") is not None and value >= meta["below"])
     ):
@@ -233,7 +238,8 @@ class TrainConfig(_Checked):
     vocab_size: int | None = setting(
         None,
         f"subword units learned by --tokenizer bpe, source and target together (default {BPE_VOCAB_SIZE})",
-        minimum=256,
+        minimum=BPE_VOCAB_RANGE[0],
+        maximum=BPE_VOCAB_RANGE[1],
     )
     shared_vocab: bool = setting(False, "one vocabulary for source and target (--data)")
     max_length: int | None = setting(
@@ -277,8 +283,8 @@ class TrainConfig(_Checked):
     )
     patience: int | None = setting(
         None,
-        f"stop when dev BLEU has not improved for N evaluations (0: never; default {DATA_PATIENCE} with --data, "
-        "else 0)",
+        f"stop when dev BLEU has not improved for N evaluations (0: never; default {DATA_PATIENCE} with "
+        "--data, else 0)",
         minimum=0,
     )
     seed: int = setting(0, "seed of the initial weights, the batches and dropout")
@@ -415,9 +421,9 @@ def resume_conflicts(given: dict[str, dict[str, Any]], saved: dict[str, Any]) ->
                     else:
                         difference = f"{flag} {value!r} differs from the saved run's {kept!r}"
                     raise ValueError(
-                        f"{difference}: --resume continues "
-                        f"the run as it was saved (only {' and '.join(resumable_flags())} may change); start a "
-                        "new run (another --out, or --overwrite) to change it"
+                        f"{difference}: --resume continues the run as it was saved (only "
+                        f"{' and '.join(resumable_flags())} may change); start a new run (another --out, or "
+                        "--overwrite) to change it"
                     )
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 import re
+import select
+import threading
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,11 +81,20 @@ class BPETokenizer:
     def __init__(self, serialized: str) -> None:
         tokenizers = _import_tokenizers()
         self.serialized = serialized
-        self._tokenizer = tokenizers.Tokenizer.from_str(serialized)
+        try:
+            self._tokenizer = tokenizers.Tokenizer.from_str(serialized)
+        except Exception as error:  # the library raises a bare Exception for text it cannot read
+            raise ValueError(f"not a subword model the tokenizers library can read ({error})") from None
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int) -> BPETokenizer:
-        """Learn merges from ``texts`` until the vocabulary (256 bytes and the merges) has ``vocab_size`` units."""
+        """Learn merges from ``texts`` until the vocabulary (256 bytes and the merges) has
+        ``vocab_size`` units, an integer in BPE_VOCAB_RANGE."""
+        low, high = BPE_VOCAB_RANGE
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+            raise TypeError(f"vocab_size must be an integer in [{low}, {high}], got {vocab_size!r}")
+        if not low <= vocab_size <= high:
+            raise ValueError(f"vocab_size must be an integer in [{low}, {high}], got {vocab_size}")
         tokenizers = _import_tokenizers()
         tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
         tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -93,7 +104,7 @@ class BPETokenizer:
             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
             show_progress=False,
         )
-        tokenizer.train_from_iterator(texts, trainer)
+        _wait_interruptibly(lambda: tokenizer.train_from_iterator(texts, trainer))
         return cls(tokenizer.to_str())
 
     def tokenize(self, text: str) -> list[str]:
@@ -101,6 +112,29 @@ class BPETokenizer:
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         return self._tokenizer.decoder.decode(list(tokens))
+
+
+def _wait_interruptibly(work: Callable[[], object]) -> None:
+    """Run ``work`` on a thread of its own and wait for it here.
+
+    The library learns in Rust without giving Python a chance to see Ctrl-C (minutes on a large
+    corpus, then a traceback); a wait for a thread is interrupted at once. An interrupted learning
+    runs on, unseen, until it ends or the process exits (a daemon thread).
+    """
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:  # handed to the waiting thread, raised there
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name="learn-subwords", daemon=True)
+    thread.start()
+    while thread.is_alive():  # in short waits: a signal handled on another thread is seen between them
+        thread.join(0.2)
+    if failure:
+        raise failure[0]
 
 
 def _import_tokenizers() -> Any:
@@ -116,6 +150,10 @@ def _import_tokenizers() -> Any:
 TOKENIZERS = {"char": CharTokenizer, "word": WordTokenizer}  # the tokenizers that learn nothing
 TOKENIZER_NAMES = (*TOKENIZERS, BPETokenizer.name)
 BPE_VOCAB_SIZE = 8000  # subword units learned from a corpus, source and target together
+# The sizes BPETokenizer.train accepts: at least the 256 bytes (no merge), at most a million. Hugging Face's
+# trainer allocates about 66 bytes per unit before it starts (10**9 asks for 66 GB and aborts the process,
+# 2**64 overflows its integer), and the largest vocabularies in use hold about 256,000 units.
+BPE_VOCAB_RANGE = (256, 1_000_000)
 
 
 class Vocab:
@@ -182,7 +220,8 @@ def _token_chunks(pairs: list, tokens: list[int], parts: int) -> list[list]:
 
 
 def host_rng(*keys: int) -> numpy.random.Generator:
-    """A host (NumPy) generator seeded by a tuple of keys: data sampling never touches the model's generator."""
+    """A host (NumPy) generator seeded by a tuple of keys: data sampling never touches the model's
+    generator."""
     return numpy.random.default_rng(list(keys))
 
 
@@ -239,9 +278,12 @@ class TranslationTask:
         vocab_size: int = BPE_VOCAB_SIZE,
         shared_vocab: bool = False,
         serialized_tokenizer: str | None = None,
+        vocabularies: tuple[Vocab, Vocab] | None = None,
     ) -> None:
         """``tokenizer`` "bpe" learns one subword model from both sides of ``vocab_texts`` (or takes
-        ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary."""
+        ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary.
+        ``vocabularies`` (source, target), saved ones, are taken as they are instead of being built
+        from ``vocab_texts``."""
         if tokenizer not in TOKENIZER_NAMES:
             raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {tokenizer!r}")
         if tokenizer == BPETokenizer.name:
@@ -253,6 +295,11 @@ class TranslationTask:
         else:
             self.tokenizer = TOKENIZERS[tokenizer]()
         self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
+        self._bucket: tuple[tuple, list] | None = None
+        self._mean_target_tokens: float | None = None
+        if vocabularies is not None:
+            self.src_vocab, self.tgt_vocab = vocabularies
+            return
         src_tokens, tgt_tokens = set(), set()
         for source, target in vocab_texts:
             src_tokens.update(self.tokenizer.tokenize(source))
@@ -261,8 +308,6 @@ class TranslationTask:
             self.src_vocab = self.tgt_vocab = Vocab(src_tokens | tgt_tokens)
         else:
             self.src_vocab, self.tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
-        self._bucket: tuple[tuple, list] | None = None
-        self._mean_target_tokens: float | None = None
 
     def length_pairs(self, seed: int) -> list[tuple[str, str]]:
         """Training pairs whose longest sizes the positional tables: a sample of 2,000 for generated
@@ -310,7 +355,8 @@ class TranslationTask:
         return self.batch(self._bucket[1][position])
 
     def pairs_per_batch(self, batch_tokens: int) -> int:
-        """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed sample."""
+        """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed
+        sample."""
         if self._mean_target_tokens is None:
             sample = self.sample_train(host_rng(self.seed, 5), 500)
             self._mean_target_tokens = sum(len(self.tokenizer.tokenize(t)) + 1 for _, t in sample) / len(
@@ -328,7 +374,8 @@ class TranslationTask:
 
 
 class SymbolTask(TranslationTask):
-    """``copy`` or ``reverse`` random strings of ``n_symbols`` digits-like symbols, lengths in [1, max_len]."""
+    """``copy`` or ``reverse`` random strings of ``n_symbols`` digits-like symbols, lengths in
+    [1, max_len]."""
 
     def __init__(
         self,
@@ -442,32 +489,135 @@ class NumbersTask(TranslationTask):
         return pairs[:n]
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def text_lines(lines: Iterable[bytes], name: str, start: int = 1) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of UTF-8 ``lines``, as a binary file yields them; ``name``
+    (a file, "standard input") and the number name a line that is not UTF-8 text in a ValueError.
+
+    Lines end at b"\\n" only, so the numbers are the file's own, whatever the text holds (U+2028,
+    U+0085, \\x0c and a lone \\r are characters of the line, where str.splitlines would end it);
+    a CRLF line loses its \\r and line 1 its byte-order mark (``start`` numbers the first line
+    given: a stream read in parts). A NUL byte is valid UTF-8 but
+    never text: it is refused as what it nearly always is, UTF-16 or a binary file.
+    """
+    for number, line in enumerate(lines, start=start):
+        line = line[:-1] if line.endswith(b"\n") else line
+        line = line[:-1] if line.endswith(b"\r") else line
+        if number == 1:
+            if line.startswith(UTF16_BOMS):
+                raise ValueError(
+                    f"{name}:1: not UTF-8 text: it starts with a UTF-16 byte-order mark (convert it: "
+                    "iconv -f UTF-16 -t UTF-8)"
+                )
+            line = line.removeprefix(UTF8_BOM)
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{name}:{number}: not UTF-8 text: the line's byte {error.start + 1}, "
+                f"{line[error.start]:#04x}, is not UTF-8 (a Latin-1 or Windows-1252 file? convert it: "
+                "iconv -f LATIN1 -t UTF-8)"
+            ) from None
+        if "\0" in text:
+            raise ValueError(
+                f"{name}:{number}: not UTF-8 text: the line holds a NUL byte (a UTF-16 or binary file? "
+                "convert UTF-16 with iconv -f UTF-16 -t UTF-8)"
+            )
+        yield number, text
+
+
+def line_batches(stream: Any, size: int, chunk: int = 1 << 16) -> Iterator[list[bytes]]:
+    """The lines of a binary ``stream`` (standard input's raw file), in lists of at most ``size``.
+
+    A list is handed on when it is full, or as soon as no more input is waiting (a user typing, a
+    ``tail -f``): nothing waits for the end of the input, and what is held stays within one list
+    and one ``chunk``. ``stream.read(chunk)`` must return what is available without waiting for
+    all of it, as an unbuffered file does. The last line may lack its b"\\n".
+    """
+    try:
+        descriptor: int | None = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream: everything is waiting already
+        descriptor = None
+
+    def waiting() -> bool:
+        if descriptor is None:
+            return True
+        try:
+            return bool(select.select([descriptor], [], [], 0)[0])
+        except (OSError, ValueError):  # a descriptor select cannot watch: read on, as a file
+            return True
+
+    lines: list[bytes] = []
+    rest = bytearray()  # the line being read, grown in place: a 100 MB line is not copied per chunk
+    while True:
+        if lines and not waiting():  # the input pauses: hand on what has come
+            yield lines
+            lines = []
+        data = stream.read(chunk)
+        if data is None:  # a non-blocking descriptor with nothing yet
+            select.select([descriptor], [], [])
+            continue
+        if not data:
+            break
+        end = data.rfind(b"\n")
+        if end < 0:
+            rest += data
+            continue
+        complete = (bytes(rest) + data[:end]).split(b"\n")
+        rest = bytearray(data[end + 1 :])
+        for line in complete:
+            lines.append(line + b"\n")
+            if len(lines) == size:
+                yield lines
+                lines = []
+    if rest:
+        lines.append(bytes(rest))
+    if lines:
+        yield lines
+
+
 def read_tsv(path: str | Path) -> list[tuple[str, str]]:
-    """Pairs from a ``source<TAB>target`` file (extra columns, as in sentence-pair downloads, ignored)."""
+    """Pairs from a UTF-8 ``source<TAB>target`` file, one pair a line; blank lines are skipped.
+
+    A line is refused by file:line when it is not UTF-8 text, lacks the tab, has more than two
+    columns (a third column is never dropped unseen: cut it first, ``cut -f 1,2``) or an empty side.
+    """
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"--data {path} is a directory: give the TSV file of sentence pairs")
     if not path.is_file():
         raise ValueError(f"--data {path}: no such file")
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is not part of the text
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"--data {path}: cannot be read as UTF-8 text ({error})") from error
     pairs = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        columns = line.split("\t")
-        if len(columns) < 2:
-            raise ValueError(
-                f"{path}:{number}: no tab in the line, expected 'source<TAB>target': {line[:60]!r}"
-            )
-        source, target = columns[0].strip(), columns[1].strip()
-        if not source or not target:
-            raise ValueError(f"{path}:{number}: empty source or target")
-        pairs.append((source, target))
+    try:
+        with open(path, "rb") as file:
+            for number, line in text_lines(file, str(path)):
+                if not line.strip() and "\t" not in line:
+                    continue
+                columns = line.split("\t")
+                if len(columns) < 2:
+                    raise ValueError(
+                        f"{path}:{number}: no tab in the line, expected 'source<TAB>target': {line[:60]!r}"
+                    )
+                if len(columns) > 2:
+                    raise ValueError(
+                        f"{path}:{number}: {len(columns)} tab-separated columns, expected 2 "
+                        f"('source<TAB>target'; keep the first two with cut -f 1,2): {line[:60]!r}"
+                    )
+                source, target = columns[0].strip(), columns[1].strip()
+                if not source or not target:
+                    side = "source" if not source else "target"
+                    raise ValueError(
+                        f"{path}:{number}: empty {side}, expected 'source<TAB>target': {line[:60]!r}"
+                    )
+                pairs.append((source, target))
+    except OSError as error:
+        raise ValueError(f"--data {path}: cannot be read ({error.strerror or error})") from error
     if not pairs:
-        raise ValueError(f"--data {path}: the file holds no sentence pairs")
+        what = "is empty" if path.stat().st_size == 0 else "holds only blank lines"
+        raise ValueError(f"--data {path}: the file {what}, it holds no sentence pairs")
     return pairs
 
 
@@ -519,7 +669,8 @@ class FileTask(TranslationTask):
 def _short_pairs(
     pairs: list[tuple[str, str]], tokenizer: Any, max_length: int, path: str | Path
 ) -> list[tuple[str, str]]:
-    """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in a warning."""
+    """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in
+    a warning."""
     if tokenizer is None:  # TranslationTask names the unknown tokenizer
         return pairs
     kept = [pair for pair in pairs if max(len(tokenizer.tokenize(side)) for side in pair) <= max_length]

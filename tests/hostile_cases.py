@@ -28,15 +28,19 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import numpy_transformer as nt
+from numpy_transformer import data
 from numpy_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
+from numpy_transformer.data import BPETokenizer
 from numpy_transformer.decoding import beam_search, greedy_decode
 from numpy_transformer.optim import Adam, clip_grad_norm
 
@@ -306,6 +310,89 @@ def full_disk(run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[
     return wrapped
 
 
+def command(*argv: str, stdin: bytes | None = None) -> subprocess.Popen:
+    """The command in a process of its own (standard input and output are real pipes), this
+    checkout's package first on its path; ``{ws}`` in ``argv`` is replaced by the caller."""
+    env = {**os.environ, "PYTHONPATH": str(Path(nt.__file__).resolve().parents[1])}
+    return subprocess.Popen(
+        [sys.executable, "-m", "numpy_transformer", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+
+def piped(text: bytes, *argv: str) -> Callable[[Path], tuple[int, str]]:
+    """Run the command with ``text`` on its standard input: (exit code, standard error)."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        process = command(*[arg.replace("{ws}", str(ws)) for arg in argv])
+        try:
+            _, err = process.communicate(text)
+        finally:
+            process.kill()
+            process.wait()
+        return process.returncode, err.decode(errors="replace")
+
+    return run
+
+
+def line_by_line(ws: Path) -> tuple[int, str]:
+    """translate answers each line while its input stays open: one line written, its translation read
+    back before the next is written (a hang is caught by the case's time limit)."""
+    process = command("translate", "--checkpoint", str(ws / "run"))
+    try:
+        for sentence in (b"abc", b"cab"):
+            process.stdin.write(sentence + b"\n")
+            process.stdin.flush()
+            if not process.stdout.readline().startswith(sentence + b"\t"):
+                return 1, "no translation of the line came back"
+        process.stdin.close()
+        return process.wait(), process.stderr.read().decode(errors="replace")
+    finally:
+        process.kill()
+        process.wait()
+
+
+def reader_gone(ws: Path) -> tuple[int, str]:
+    """translate into a reader that stops after one line: exit code 141, nothing on standard error."""
+    process = command("translate", "--checkpoint", str(ws / "run"), *["abc"] * 5000)  # more than a pipe holds
+    try:
+        first = process.stdout.readline()
+        process.stdout.close()
+        code, err = process.wait(), process.stderr.read().decode(errors="replace")
+    finally:
+        process.kill()
+        process.wait()
+    if code == 141 and not err and first.startswith(b"abc\t"):
+        return 0, ""
+    return code or 1, err or f"exit code {code}"
+
+
+def interrupted_while_learning_subwords(ws: Path) -> tuple[int, str]:
+    """Ctrl-C while the library learns the subwords: exit code 130, one line, nothing left in --out."""
+    learn, answered = BPETokenizer.train.__func__, threading.Event()
+
+    def train(cls: type, texts: Any, vocab_size: int) -> BPETokenizer:
+        def then_ctrl_c() -> Any:
+            os.kill(os.getpid(), signal.SIGINT)
+            answered.wait(TIME_LIMIT)  # a large corpus: still learning when Ctrl-C comes
+            yield from texts
+
+        return learn(cls, then_ctrl_c(), vocab_size)
+
+    data.BPETokenizer.train = classmethod(train)
+    try:
+        code, err = cli("train", "--data", "{ws}/corpus.tsv", *TINY, "--out", "{ws}/c23-ctrl-c")(ws)
+    finally:
+        data.BPETokenizer.train = classmethod(learn)
+        answered.set()  # the learning left behind ends now instead of slowing the cases after it
+    if (ws / "c23-ctrl-c").exists():
+        return 0, "a directory was left in --out"
+    return code if code == 130 else 0, err
+
+
 CASES = [
     # -- the run directory: nothing saved is lost ---------------------------------------------------------
     Case(
@@ -407,7 +494,7 @@ CASES = [
             cli("train", "--data", "{ws}/bin.tsv", *TINY, "--out", "{ws}/c3"),
         ),
         True,
-        ("cannot be read as UTF-8",),
+        ("bin.tsv:1", "not UTF-8"),
     ),
     Case(
         "corpus",
@@ -430,7 +517,7 @@ CASES = [
         "--data an empty target",
         then(write("half.tsv", "a\t \n"), cli("train", "--data", "{ws}/half.tsv", *TINY, "--out", "{ws}/c6")),
         True,
-        ("half.tsv:1", "empty source or target"),
+        ("half.tsv:1", "empty target"),
     ),
     Case(
         "corpus",
@@ -868,6 +955,92 @@ CASES = [
         api(lambda ws: load_checkpoint(ws / "junk" / "model.npz"), (CheckpointError,)),
         True,
         ("junk",),
+    ),
+    # issue 23: corpora, encodings, standard input
+    Case(
+        "corpus",
+        "--data in Latin-1 is named as not UTF-8, by line",
+        then(
+            write("latin1.tsv", "a\tb\ncafé\tcoffee\n".encode("latin-1")),
+            cli("train", "--data", "{ws}/latin1.tsv", *TINY, "--out", "{ws}/c23a"),
+        ),
+        True,
+        ("latin1.tsv:2", "not UTF-8"),
+    ),
+    Case(
+        "corpus",
+        "--data in UTF-16 without a byte-order mark",
+        then(
+            write("utf16.tsv", corpus().encode("utf-16-le")),
+            cli("train", "--data", "{ws}/utf16.tsv", *TINY, "--out", "{ws}/c23b"),
+        ),
+        True,
+        ("utf16.tsv:1", "not UTF-8", "NUL"),
+    ),
+    Case(
+        "translate",
+        "standard input that is not UTF-8",
+        piped("abc\ncafé\n".encode("latin-1"), "translate", "--checkpoint", "{ws}/run"),
+        True,
+        ("standard input:2", "not UTF-8"),
+    ),
+    Case(
+        "corpus",
+        "line numbers past U+2028, U+0085, \\x0c and a lone \\r in the text",
+        then(
+            write("seps.tsv", "a\u2028b\tc\x85d\r\ne\x0cf\tg\rh\nno tab\n"),
+            cli("train", "--data", "{ws}/seps.tsv", *TINY, "--out", "{ws}/c23c"),
+        ),
+        True,
+        ("seps.tsv:3", "no tab"),
+    ),
+    Case(
+        "corpus",
+        "--data with a third column",
+        then(
+            write("three.tsv", corpus(extra="w\tv\tCC-BY\n")),
+            cli("train", "--data", "{ws}/three.tsv", *TINY, "--out", "{ws}/c23d"),
+        ),
+        True,
+        ("three.tsv:61", "3 tab-separated columns"),
+    ),
+    Case(
+        "corpus",
+        "--data with an empty source",
+        then(
+            write("nosource.tsv", corpus(extra=" \tv\n")),
+            cli("train", "--data", "{ws}/nosource.tsv", *TINY, "--out", "{ws}/c23e"),
+        ),
+        True,
+        ("nosource.tsv:61", "empty source"),
+    ),
+    Case(
+        "flags",
+        "train --vocab-size 1000000000",
+        cli("train", "--data", "{ws}/corpus.tsv", *TINY, "--vocab-size", "1000000000", "--out", "{ws}/c23f"),
+        True,
+        ("--vocab-size", "1000000000", "[256, 1000000]"),
+    ),
+    Case(
+        "run dir",
+        "Ctrl-C while the subwords are learned",
+        interrupted_while_learning_subwords,
+        True,
+        ("interrupted before training started", "nothing was written"),
+    ),
+    Case("translate", "standard input answered line by line while it stays open", line_by_line, False),
+    Case("translate", "a reader that stops after one line (| head -n 1)", reader_gone, False),
+    Case(
+        "corpus",
+        "evaluate --data after the training corpus is gone",
+        then(
+            write("gone.tsv", corpus()),
+            cli("train", "--data", "{ws}/gone.tsv", *TINY, "--out", "{ws}/c23g"),
+            lambda ws: (ws / "gone.tsv").unlink(),
+            write("other.tsv", "w1 x1\tv1 y1\nw2 x2\tv2 y2\n"),
+            cli("evaluate", "--checkpoint", "{ws}/c23g", "--data", "{ws}/other.tsv"),
+        ),
+        False,
     ),
     # issue 23: average, run identity, decoding options, full disk
     Case(

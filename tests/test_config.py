@@ -91,7 +91,7 @@ def test_the_saved_config_reads_back_as_the_same_run_and_flags_beside_it_win(tmp
 def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(tmp_path, capsys, document, named):
     path = tmp_path / "bad.toml"
     path.write_text(document)
-    with pytest.raises((ValueError, TypeError), match="bad.toml") as refused:
+    with pytest.raises((ValueError, TypeError), match=r"bad\.toml") as refused:
         read_config_file(path)
     assert named in str(refused.value)
     assert _train(*RUN, "--config", str(path), "--out", str(tmp_path / "run")) == 2
@@ -128,9 +128,33 @@ def test_settings_that_cannot_apply_to_the_task_are_refused_not_dropped(tmp_path
 def test_settings_are_checked_whoever_makes_them():
     with pytest.raises(ValueError, match="batch-size must be a positive integer, got 0"):
         TrainConfig(batch_size=0)
-    with pytest.raises(ValueError, match="dropout must be a number in \\[0, 1\\), got 1.0"):
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got 1\.0"):
         ModelConfig(dropout=1.0)
     with pytest.raises(ValueError, match="unknown setting 'layers'"):
         ModelConfig.from_mapping({"layers": 2})
     with pytest.raises(ValueError, match="not both"):
         TrainConfig(task="copy", data="x.tsv")
+
+
+@pytest.mark.parametrize("value", ["100", "255", "1000001", "1000000000", "18446744073709551616"])
+def test_a_vocab_size_outside_what_the_bpe_library_accepts_is_refused_at_the_flag(tmp_path, capsys, value):
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("".join(f"a{i}\tb{i}\n" for i in range(30)))
+    with pytest.raises(SystemExit) as stopped:  # argparse: before the corpus is read
+        main(["train", "--data", str(corpus), "--vocab-size", value, "--out", str(tmp_path / "run")])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument --vocab-size: expected an integer in [256, 1000000], got {value}" in error
+    assert len(error.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_the_vocab_size_range_holds_in_config_files_and_python(tmp_path):
+    config = tmp_path / "big.toml"
+    config.write_text("[train]\nvocab_size = 4294967296\n")
+    with pytest.raises(
+        ValueError, match=r"\[train\] vocab-size must be an integer in \[256, 1000000\], got 4294967296"
+    ):
+        read_config_file(config)
+    with pytest.raises(ValueError, match=r"vocab-size must be an integer in \[256, 1000000\], got 255"):
+        TrainConfig(data="x.tsv", vocab_size=255)
+    assert TrainConfig(data="x.tsv", vocab_size=1_000_000).vocab_size == 1_000_000

@@ -1,5 +1,7 @@
 """Tokenisers, vocabularies, batching, generated tasks and TSV files."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from numpy_transformer.data import (
     make_batch,
     number_words,
     read_tsv,
+    text_lines,
 )
 
 
@@ -75,7 +78,7 @@ def test_composed_number_words_equal_num2words():
         200000,
         280000,
         999999,
-        *list(np.random.default_rng(0).integers(0, 1_000_000, 400)),
+        *np.random.default_rng(0).integers(0, 1_000_000, 400),
     ]
     for n in map(int, numbers):
         assert english(n) == number_words(n, "en"), n
@@ -105,7 +108,7 @@ def test_symbol_tasks():
 
 def test_tsv_file_task(tmp_path):
     path = tmp_path / "pairs.tsv"
-    lines = [f"hello {i}\tbonjour {i}\tCC-BY attribution" for i in range(40)]
+    lines = [f"hello {i}\tbonjour {i}" for i in range(40)]
     path.write_text("\n".join(lines) + "\n")
     task = FileTask(path)
     assert len(task.dev) == 2 and len(task.test) == 2 and len(task.train_pairs) == 36
@@ -128,3 +131,58 @@ def test_tsv_errors(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(ValueError, match="UTF-8"):
         read_tsv(binary)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            "a\tb\ncafé au lait\tcoffee\n".encode("latin-1"),
+            "bad.tsv:2: not UTF-8 text: the line's byte 4, 0xe9",
+        ),
+        ("a\tb\nc\td\n".encode("utf-16-le"), "bad.tsv:1: not UTF-8 text: the line holds a NUL byte"),
+        ("a\tb\n".encode("utf-16"), "bad.tsv:1: not UTF-8 text: it starts with a UTF-16 byte-order mark"),
+        (b"a\tb\nc\td\n\x00\x01\x02\x89PNG\n", "bad.tsv:3: not UTF-8 text"),
+    ],
+)
+def test_a_corpus_that_is_not_utf8_is_named_with_its_line(tmp_path, content, message):
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(content)
+    with pytest.raises(ValueError, match=re.escape(f"{bad.parent}/{message}")):
+        read_tsv(bad)
+
+
+def test_line_numbers_are_the_files_whatever_line_separators_the_text_holds(tmp_path):
+    path = tmp_path / "odd.tsv"
+    path.write_bytes("a\tb\r\nc\u2028d\x0ce\x85\tf\rg\nx\x1cy\tz\nno tab here\n".encode())
+    with pytest.raises(ValueError, match=re.escape(f"{path}:4: no tab in the line")):
+        read_tsv(path)
+    path.write_bytes("a\tb\r\nc\u2028d\x0ce\x85\tf\rg\nx\x1cy\tz\n".encode())
+    assert read_tsv(path) == [("a", "b"), ("c\u2028d\x0ce", "f\rg"), ("x\x1cy", "z")]
+
+
+def test_text_lines_decodes_each_line_and_numbers_it():
+    lines = [b"\xef\xbb\xbfone\r\n", "deux\u2028trois\n".encode(), b"four"]
+    assert list(text_lines(lines, "standard input")) == [(1, "one"), (2, "deux\u2028trois"), (3, "four")]
+    assert list(text_lines([b"\xef\xbb\xbfx\n"], "in", start=5)) == [(5, "\ufeffx")]  # only line 1 has a mark
+    with pytest.raises(ValueError, match=re.escape("standard input:7: not UTF-8 text")):
+        list(text_lines([b"ok\n", b"caf\xe9\n"], "standard input", start=6))
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("a\tb\nc\td\tCC-BY attribution\n", "x.tsv:2: 3 tab-separated columns, expected 2"),
+        ("a\tb\t\n", "x.tsv:1: 3 tab-separated columns, expected 2"),
+        ("a\tb\n\n\t\n", "x.tsv:3: empty source"),
+        ("a\tb\nc\t  \n", "x.tsv:2: empty target"),
+        (" \tb\n", "x.tsv:1: empty source"),
+        ("", "x.tsv: the file is empty"),
+        ("\n  \n\n", "x.tsv: the file holds only blank lines"),
+    ],
+)
+def test_extra_columns_empty_sides_and_empty_files_are_refused_by_line(tmp_path, content, message):
+    path = tmp_path / "x.tsv"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path}/{message}")):
+        read_tsv(path)

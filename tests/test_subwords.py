@@ -1,10 +1,19 @@
 """Subword vocabularies (byte-level BPE from Hugging Face tokenizers), stored in checkpoints as JSON."""
 
+import json
+import time
+
 import pytest
 
-from numpy_transformer.checkpoint import load_for_inference
+from numpy_transformer.checkpoint import (
+    load_checkpoint,
+    load_for_inference,
+    restore_model_and_task,
+    save_checkpoint,
+)
 from numpy_transformer.cli import main
-from numpy_transformer.data import BPETokenizer, FileTask
+from numpy_transformer.data import BPETokenizer, FileTask, read_tsv
+from numpy_transformer.evaluation import evaluate
 from numpy_transformer.training import Trainer
 
 pytest.importorskip("tokenizers", reason="tokenizers is part of the [train] and [dev] extras")
@@ -37,6 +46,16 @@ def test_the_learned_model_travels_as_the_librarys_json(bpe):
     assert len(bpe.tokenize("Couleur de la sélection")) < len(
         "Couleur de la sélection"
     )  # merges were learned
+
+
+@pytest.mark.parametrize("vocab_size", [255, 1_000_001, 2**64])
+def test_a_vocab_size_the_library_cannot_take_is_refused_before_it_is_called(vocab_size):
+    with pytest.raises(
+        ValueError, match=rf"vocab_size must be an integer in \[256, 1000000\], got {vocab_size}"
+    ):
+        BPETokenizer.train(TEXTS, vocab_size)
+    with pytest.raises(TypeError, match="vocab_size must be an integer"):
+        BPETokenizer.train(TEXTS, 300.0)
 
 
 def _corpus(tmp_path):
@@ -86,6 +105,43 @@ def test_a_corpus_trains_on_subwords_and_the_checkpoint_needs_nothing_else(tmp_p
     capsys.readouterr()
     assert main(["translate", "--checkpoint", str(out), "open file 3 %s"]) == 0
     assert capsys.readouterr().out.startswith("open file 3 %s\t")
+
+
+TINY_RUN = ["--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "2"]
+QUIET = ["--vocab-size", "300", "--no-progress", "--show", "0"]
+
+
+def test_evaluate_on_a_file_needs_the_checkpoint_only_not_the_training_corpus(tmp_path, capsys):
+    path, out = _corpus(tmp_path), tmp_path / "run"
+    assert main(["train", "--data", str(path), *TINY_RUN, *QUIET, "--out", str(out)]) == 0
+    other = tmp_path / "other.tsv"
+    other.write_text("open file 7 %s\touvrir le fichier 7 %s\nopen file 70 %s\touvrir le fichier 70 %s\n")
+    model, task = restore_model_and_task(out, *load_checkpoint(out))  # the task rebuilt from the corpus
+    expected = evaluate(model, task, read_tsv(other))
+    capsys.readouterr()
+    for change in ("changed", "removed"):
+        if change == "changed":
+            path.write_text("autre\tother\n" * 5)
+        else:
+            path.unlink()
+        assert main(["evaluate", "--checkpoint", str(out), "--data", str(other), "--json"]) == 0, change
+        assert json.loads(capsys.readouterr().out) == expected  # the same scores, to the last bit
+
+
+def test_a_saved_subword_model_the_library_cannot_read_is_named(tmp_path, capsys):
+    path, out = _corpus(tmp_path), tmp_path / "run"
+    assert main(["train", "--data", str(path), *TINY_RUN, *QUIET, "--out", str(out)]) == 0
+    arrays, meta = load_checkpoint(out)
+    meta["task"]["tokenizer_json"] = "{not json"
+    broken = save_checkpoint(tmp_path / "broken.npz", arrays, meta)
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(broken), "open file"]) == 2
+    assert main(["evaluate", "--checkpoint", str(broken), "--data", str(path)]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2 and all(
+        f"checkpoint {broken}: its tokenizer or vocabularies are unusable (not a subword model" in e
+        for e in errors
+    )
 
 
 def test_a_saved_tokenizer_is_used_as_saved(tmp_path):
@@ -140,3 +196,58 @@ def test_the_corpus_script_keeps_real_one_line_translations(tmp_path):
     kept = [pair for pair in pairs if script.keep(*pair)]
     assert kept == [("Open %s", "Ouvrir %s"), ("Save the file", "Enregistrer le fichier")]
     assert script.catalog_pairs(tmp_path / "missing.mo") == []
+
+
+LEARNING_INTERRUPTED = """
+import os, signal, sys, time
+from numpy_transformer import data
+from numpy_transformer.cli import main
+
+learn = data.BPETokenizer.train.__func__
+
+
+def train(cls, texts, vocab_size):
+    def slowly():  # a large corpus: the library is still learning when Ctrl-C comes
+        os.kill(os.getpid(), signal.SIGINT)
+        for text in texts:
+            time.sleep(1)
+            yield text
+
+    return learn(cls, slowly(), vocab_size)
+
+
+data.BPETokenizer.train = classmethod(train)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("saved", [False, True])
+def test_ctrl_c_while_the_subwords_are_learned_ends_in_one_line_and_writes_nothing(tmp_path, saved):
+    import subprocess
+    import sys
+
+    path, out = _corpus(tmp_path), tmp_path / "run"
+    if saved:  # --overwrite replaces a run only once the new one is ready
+        out.mkdir()
+        (out / "model.npz").write_bytes(b"the user's saved run")
+        (out / "log.jsonl").write_text('{"step": 1}\n')
+    start = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", LEARNING_INTERRUPTED, "train", "--data", str(path), "--steps", "2"]
+        + ["--no-progress", "--out", str(out)]
+        + (["--overwrite"] if saved else []),
+        capture_output=True,
+        text=True,
+        timeout=100,  # learning slowly would take more than 120 s: the interruption must not wait for it
+    )
+    assert result.returncode == 130, result.stderr
+    assert time.monotonic() - start < 60
+    assert result.stderr.strip().splitlines() == [
+        "interrupted before training started (reading the corpus, learning its subwords): "
+        + (f"the run saved in {out} is unchanged" if saved else "nothing was written")
+    ]
+    if saved:
+        assert sorted(p.name for p in out.iterdir()) == ["log.jsonl", "model.npz"]
+        assert (out / "model.npz").read_bytes() == b"the user's saved run"
+    else:
+        assert not out.exists()

@@ -102,11 +102,11 @@ def test_checkpoint_errors(tmp_path):
     data = path.read_bytes()
     truncated = tmp_path / "truncated.npz"
     truncated.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="truncated.npz: corrupt or truncated"):
+    with pytest.raises(CheckpointError, match=r"truncated\.npz: corrupt or truncated"):
         load_checkpoint(truncated)
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"not a zip file at all")
-    with pytest.raises(CheckpointError, match="garbage.npz"):
+    with pytest.raises(CheckpointError, match=r"garbage\.npz"):
         load_checkpoint(garbage)
     with pytest.raises(CheckpointError, match="no such file"):
         load_checkpoint(tmp_path / "absent.npz")
@@ -115,7 +115,7 @@ def test_checkpoint_errors(tmp_path):
     mismatched = save_checkpoint(
         tmp_path / "mismatched.npz", arrays, {k: v for k, v in meta.items() if k != "format"}
     )
-    with pytest.raises(CheckpointError, match="mismatched.npz.*do not fit.*expected"):
+    with pytest.raises(CheckpointError, match=r"mismatched\.npz.*do not fit.*expected"):
         Trainer.resume(mismatched)
 
 
@@ -141,7 +141,7 @@ def test_nan_stops_training_and_keeps_last_good_checkpoint(tmp_path):
     trainer.config = replace(trainer.config, steps=4)
     params = dict(trainer.model.named_parameters())
     params["decoder.layers.0.feed_forward_block.linear_1.weight"].data[0, 0] = np.nan
-    with pytest.raises(TrainingDiverged, match="step 3: the gradient of .* is NaN or infinite"):
+    with pytest.raises(TrainingDiverged, match=r"step 3: the gradient of .* is NaN or infinite"):
         trainer.fit(tmp_path, progress=False)
     after = _params(tmp_path / "model.npz")
     for name in good:
@@ -300,6 +300,14 @@ def test_cli_train_translate_evaluate_on_tsv(tmp_path):
     assert set(metrics) == {"loss", "token_accuracy", "exact_match", "bleu", "chrf", "n"}
     for strategy in ("sample", "beam"):
         assert cli("translate", "--checkpoint", str(out), "--strategy", strategy, "one two").returncode == 0
+    other = tmp_path / "other.tsv"
+    other.write_text("one two\ttwo one\nseven zebra\tzebra seven\n")
+    data.unlink()  # evaluate --data needs the checkpoint and that file only
+    result = cli("evaluate", "--checkpoint", str(out), "--data", str(other), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["n"] == 2
+    result = cli("evaluate", "--checkpoint", str(out))  # the test split is the training corpus's
+    assert result.returncode == 2 and f"the run trained on {data}, which no longer exists" in result.stderr
 
 
 def test_the_command_restarts_once_with_the_openblas_setting(monkeypatch):
