@@ -147,7 +147,10 @@ def _import_tokenizers() -> Any:
     return tokenizers
 
 
-TOKENIZERS = {"char": CharTokenizer, "word": WordTokenizer}  # the tokenizers that learn nothing
+TOKENIZERS: dict[str, type[CharTokenizer] | type[WordTokenizer]] = {
+    "char": CharTokenizer,
+    "word": WordTokenizer,
+}  # the tokenizers that learn nothing
 TOKENIZER_NAMES = (*TOKENIZERS, BPETokenizer.name)
 BPE_VOCAB_SIZE = 8000  # subword units learned from a corpus, source and target together
 # The sizes BPETokenizer.train accepts: at least the 256 bytes (no merge), at most a million. Hugging Face's
@@ -286,6 +289,7 @@ class TranslationTask:
         from ``vocab_texts``."""
         if tokenizer not in TOKENIZER_NAMES:
             raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {tokenizer!r}")
+        self.tokenizer: BPETokenizer | CharTokenizer | WordTokenizer
         if tokenizer == BPETokenizer.name:
             self.tokenizer = (
                 BPETokenizer(serialized_tokenizer)
@@ -474,15 +478,17 @@ class NumbersTask(TranslationTask):
         self._english, self._french = _NumberWords("en"), _NumberWords("fr")
         dev = [self._pair(int(n)) for n in held_out[:n_dev]]
         test = [self._pair(int(n)) for n in held_out[n_dev:]]
-        vocab_numbers = order[n_dev + n_test : n_dev + n_test + 20000]
-        vocab_numbers = list(vocab_numbers) + [n for n in range(1000) if self._is_train[n]]
+        vocab_numbers = [
+            *order[n_dev + n_test : n_dev + n_test + 20000],
+            *(n for n in range(1000) if self._is_train[n]),
+        ]
         super().__init__(tokenizer, dev, test, [self._pair(int(n)) for n in vocab_numbers], seed)
 
     def _pair(self, number: int) -> tuple[str, str]:
         return self._english(number), self._french(number)
 
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
-        pairs = []
+        pairs: list[tuple[str, str]] = []
         while len(pairs) < n:
             candidates = rng.integers(0, self.limit, 2 * n)
             pairs.extend(self._pair(int(c)) for c in candidates[self._is_train[candidates]])
@@ -558,6 +564,7 @@ def line_batches(stream: Any, size: int, chunk: int = 1 << 16) -> Iterator[list[
             lines = []
         data = stream.read(chunk)
         if data is None:  # a non-blocking descriptor with nothing yet
+            assert descriptor is not None  # only a file descriptor can be non-blocking
             select.select([descriptor], [], [])
             continue
         if not data:
