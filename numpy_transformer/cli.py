@@ -21,6 +21,7 @@ from .config import (
     add_arguments,
     given_settings,
     read_config_file,
+    resumable_fields,
     resumable_flags,
     resume_conflicts,
 )
@@ -359,7 +360,7 @@ def _trainer(
     model = ModelConfig(**settings["model"])
     try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
         if args.resume:
-            may_change = {name: settings["train"].get(name) for name in ("steps", "threads")}
+            may_change = {name: settings["train"].get(name) for name in resumable_fields()}
             trainer = Trainer.resume(out, comm=comm, **may_change)
         else:
             trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
@@ -370,21 +371,22 @@ def _trainer(
         raise _InterruptedBeforeTraining(
             f"interrupted before training started (reading the corpus, learning its subwords): {kept}"
         ) from interrupt
+    length = (
+        f"{trainer.steps} steps"
+        if trainer.budget is None
+        else f"{trainer.config.time_budget:g} minutes in all, steps planned from the measured speed"
+        + ("" if "time_budget" in settings["train"] else " (--steps N to fix them)")
+    )
     if args.resume:
         resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
-        return (
-            trainer,
-            f"resuming {out / 'model.npz'} at step {trainer.step} of {trainer.config.steps}{ranks}",
-        )
+        return trainer, f"resuming {out / 'model.npz'} at step {trainer.step} for {length}{ranks}"
     if args.overwrite and (comm is None or comm.rank == 0):
         clear_run(out)
     config, task = trainer.config, trainer.task
     n_params = sum(p.data.size for p in trainer.model.parameters())
-    chosen = " (chosen from the corpus's size; --steps to choose)" if "steps" not in settings["train"] else ""
     return trainer, (
         f"training {model.attention} model ({n_params:,} parameters) on {config.data or config.task}{ranks} "
-        f"for {config.steps} steps{chosen}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; "
-        f"saving to {out}"
+        f"for {length}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; saving to {out}"
     )
 
 

@@ -30,6 +30,7 @@ TASK_TOKENIZERS = {"copy": "char", "reverse": "char", "numbers-en-fr": "word"}  
 DEFAULT_TASK = "numbers-en-fr"
 TASK_STEPS = 3000  # a generated task's default length
 DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
+DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
 CONFIG_NAME = "config.toml"
 
 
@@ -250,9 +251,15 @@ class TrainConfig(_Checked):
     # -- optimisation
     steps: int | None = setting(
         None,
-        f"optimizer steps in all (default: {TASK_STEPS} for a --task; about 10 passes over a --data corpus, "
-        "1000 to 4000)",
+        f"optimizer steps in all (default: {TASK_STEPS} for a --task; a --data run trains for --time-budget)",
         minimum=1,
+        on_resume=True,
+    )
+    time_budget: float | None = setting(
+        None,
+        f"minutes the run may take in all, reading the corpus and evaluations included, instead of --steps "
+        f"(default {DATA_TIME_BUDGET:g} with --data): the steps are planned from the measured speed",
+        above=0.0,
         on_resume=True,
     )
     batch_size: int = setting(64, "sentence pairs per batch", minimum=1)
@@ -307,8 +314,12 @@ class TrainConfig(_Checked):
 
     def resolve(self) -> TrainConfig:
         """The configuration with every setting the run chooses filled in; refuses settings that
-        cannot apply to the chosen task instead of dropping them. The number of steps of a corpus
-        depends on its size: Trainer.create chooses it (auto_steps)."""
+        cannot apply to the chosen task instead of dropping them. Without --steps, a --data run
+        has a time budget, and the Trainer plans its steps to fit it (training.TimeBudget)."""
+        if self.steps is not None and self.time_budget is not None:
+            raise ValueError(
+                f"give --steps or --time-budget, not both (steps {self.steps}, time-budget {self.time_budget:g})"
+            )
         if self.data is None:
             task = self.task or DEFAULT_TASK
             not_applicable = [
@@ -331,7 +342,7 @@ class TrainConfig(_Checked):
                 self,
                 task=task,
                 tokenizer=tokenizer,
-                steps=self.steps or TASK_STEPS,
+                steps=self.steps or (None if self.time_budget else TASK_STEPS),
                 patience=0 if self.patience is None else self.patience,
             )
         tokenizer = self.tokenizer or "bpe"
@@ -342,6 +353,9 @@ class TrainConfig(_Checked):
             tokenizer=tokenizer,
             vocab_size=(self.vocab_size or BPE_VOCAB_SIZE) if tokenizer == "bpe" else None,
             max_length=self.max_length or MAX_LENGTH,
+            time_budget=DATA_TIME_BUDGET
+            if self.steps is None and self.time_budget is None
+            else self.time_budget,
             patience=DATA_PATIENCE if self.patience is None else self.patience,
         )
 
@@ -430,3 +444,8 @@ def resume_conflicts(given: dict[str, dict[str, Any]], saved: dict[str, Any]) ->
 def resumable_flags() -> list[str]:
     """The flags whose settings ``--resume`` may change."""
     return [flag_of(item) for cls in SECTIONS.values() for item in fields(cls) if item.metadata["on_resume"]]
+
+
+def resumable_fields() -> list[str]:
+    """The TrainConfig fields ``--resume`` may change (Trainer.resume takes them by name)."""
+    return [item.name for item in fields(TrainConfig) if item.metadata["on_resume"]]

@@ -35,7 +35,7 @@ from .checkpoint import (
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml
-from .data import PAD_ID, FileTask, TranslationTask, make_task
+from .data import PAD_ID, TranslationTask, make_task
 from .distributed import AnotherRankFailed, Communicator, weights_checksum
 from .evaluation import evaluate, format_metrics
 from .model import Transformer, build_transformer, parameter_count
@@ -58,31 +58,54 @@ class TrainingDiverged(RuntimeError):
 
 
 STOP_MESSAGES = {"interrupted": "interrupted", "another rank": "stopped with another rank"}
-AUTO_EPOCHS = 10  # passes over a corpus that auto_steps aims for
-AUTO_STEPS = (1000, 4000)  # its fewest and most steps (README: what a default run costs)
+PLAN_AFTER = 20  # steps timed before a time-budgeted run plans its length
 
 
-def auto_steps(task: TranslationTask, config: TrainConfig) -> int:
-    """Steps for about AUTO_EPOCHS passes over a corpus's training pairs, within AUTO_STEPS."""
-    if not isinstance(task, FileTask):
-        raise ValueError(
-            f"auto_steps counts the pairs of a --data corpus; a generated task has no end ({task.name})"
-        )
-    per_batch = (
-        config.batch_size if config.batch_tokens is None else task.pairs_per_batch(config.batch_tokens)
-    )
-    passes = AUTO_EPOCHS * len(task.train_pairs) / (per_batch * config.accumulate)
-    return min(max(round(passes), AUTO_STEPS[0]), AUTO_STEPS[1])
+class TimeBudget:
+    """Plans a run's number of steps to fit ``minutes`` of wall-clock time in all.
+
+    The clock counts what was ``spent`` before training (reading the corpus, learning its
+    subwords; an earlier session of the run) and everything since ``start``: steps, evaluations,
+    saves. ``plan`` is asked again and again as the run goes: it takes the mean time of the steps
+    since it was last asked and of the evaluations so far, and returns the step at which the run
+    should end so that the steps left, their evaluations and the final one fill the time left.
+    """
+
+    def __init__(self, minutes: float, spent: float = 0.0) -> None:
+        self.seconds, self.spent_before = 60.0 * minutes, spent
+        self.started = time.perf_counter()
+        self.step_seconds: list[float] = []  # the steps' own times since the last plan
+        self.evaluation_seconds: list[float] = []  # every evaluation's (with its checkpoint saves)
+        self.per_step = 0.0  # the pace the last plan assumed
+        self.plans = 0
+
+    def start(self) -> None:
+        self.spent_before, self.started = self.spent(), time.perf_counter()
+
+    def spent(self) -> float:
+        return self.spent_before + time.perf_counter() - self.started
+
+    def plan(self, step: int, eval_every: int) -> int:
+        """The last step: where steps of the measured time, one evaluation every ``eval_every`` of
+        them and a final one use up the time left (``step`` itself when it has run out)."""
+        self.plans += 1
+        if self.step_seconds:  # their median: one slow step (a pause, the first one) is not the pace
+            self.per_step = sorted(self.step_seconds)[len(self.step_seconds) // 2]
+            self.step_seconds = []
+        per_evaluation = sum(self.evaluation_seconds) / max(len(self.evaluation_seconds), 1)
+        left = self.seconds - self.spent() - per_evaluation  # the final evaluation comes in any case
+        steps_left = left / max(self.per_step + per_evaluation / eval_every, 1e-9)
+        return step + max(int(steps_left), 0)
 
 
-def make_schedule(config: TrainConfig, d_model: int) -> Any:
-    """The learning rate of each optimiser step (1 for the first update), as the config names it."""
+def make_schedule(config: TrainConfig, d_model: int, steps: int) -> Any:
+    """The learning rate of each optimiser step (1 for the first update) of a run of ``steps``, as
+    the config names it."""
     if config.schedule == "noam":
         return NoamSchedule(d_model, config.warmup, config.factor)
     if config.schedule == "constant":
         return ConstantSchedule(config.lr)
-    assert config.steps is not None  # resolved by Trainer.create
-    return WarmupCosineSchedule(config.lr, config.warmup, config.steps, config.min_lr)
+    return WarmupCosineSchedule(config.lr, config.warmup, steps, config.min_lr)
 
 
 class Trainer:
@@ -113,8 +136,11 @@ class Trainer:
                 f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks "
                 "already add their batches' gradients; use a larger --batch-size or more ranks"
             )
-        if config.steps is None:
-            raise ValueError("config.steps must be set: Trainer.create chooses it for a corpus (auto_steps)")
+        if (config.steps is None) == (config.time_budget is None):
+            raise ValueError(
+                f"exactly one of config.steps and config.time_budget must be set, got {config.steps} and "
+                f"{config.time_budget}: TrainConfig.resolve chooses"
+            )
         if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
             raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
         tune_cpu()  # the process-wide allocator setting a training loop wants (see tuning.tune_cpu)
@@ -124,7 +150,10 @@ class Trainer:
             if config.optimizer == "adamw"
             else Adam(model, lr=config.lr, threads=self.cores)
         )
-        self.schedule = make_schedule(config, model.config["d_model"])
+        # the run's last step: config.steps, or planned to fit the time budget (first after PLAN_AFTER steps)
+        self.budget = TimeBudget(config.time_budget) if config.time_budget is not None else None
+        self._planned = step + PLAN_AFTER
+        self.schedule = make_schedule(config, model.config["d_model"], self.steps)
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
         self.evals_since_best = 0  # evaluations since it, for config.patience
         self.kept: list[str] = []  # the evaluation checkpoints (step-*.npz) this run wrote and keeps
@@ -145,6 +174,7 @@ class Trainer:
         cls, config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None = None, comm: Any = None
     ) -> Trainer:
         """A new run: the task built and the model sized from it, every unset setting chosen."""
+        started = time.perf_counter()
         sizes_given = model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
         config = config.resolve()
         corpus: dict[str, Any] = (
@@ -154,8 +184,6 @@ class Trainer:
             else {}
         )
         task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
-        if config.steps is None:
-            config = replace(config, steps=auto_steps(task, config))
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         sizes = {
             **asdict(sizes_given),
@@ -169,15 +197,24 @@ class Trainer:
             config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)
         )
         check_memory(sizes, longest_batch, src_len, tgt_len, config.threads or 1)
-        return cls(build_transformer(**sizes, seed=config.seed), task, config, comm=comm)
+        trainer = cls(build_transformer(**sizes, seed=config.seed), task, config, comm=comm)
+        if trainer.budget is not None:  # reading the corpus and learning its subwords count
+            trainer.budget.spent_before = time.perf_counter() - started
+        return trainer
 
     @classmethod
     def resume(
-        cls, path: str | Path, steps: int | None = None, comm: Any = None, threads: int | None = None
+        cls,
+        path: str | Path,
+        steps: int | None = None,
+        comm: Any = None,
+        threads: int | None = None,
+        time_budget: float | None = None,
     ) -> Trainer:
         """Restore model, optimiser, step and the run's state; the task is rebuilt from its recipe.
 
-        ``steps`` may lengthen the run and ``threads`` change its row shards; everything else is as
+        ``steps`` (or ``time_budget``, in minutes in all, the time the run has spent so far
+        included) may lengthen the run and ``threads`` change its row shards; everything else is as
         saved. A run saved by K ranks resumes on K ranks only (its batches' slices and dropout masks
         depend on K).
         """
@@ -189,11 +226,18 @@ class Trainer:
                 f"{ranks}: resume it with mpiexec -n {saved_ranks}"
                 + ("" if saved_ranks > 1 else " or without mpiexec")
             )
-        changes: dict[str, Any] = {"steps": steps, "threads": threads}
+        started = time.perf_counter()
         config = TrainConfig(**meta["train"]).resolve()
-        config = replace(config, **{name: value for name, value in changes.items() if value is not None})
+        if steps is not None or time_budget is not None:  # the one given replaces the run's length
+            config = replace(config, steps=steps, time_budget=time_budget).resolve()
+        if threads is not None:
+            config = replace(config, threads=threads)
         model, task = restore_model_and_task(path, arrays, meta)
         trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
+        if trainer.budget is not None:
+            trainer.budget.spent_before = float(meta.get("time_spent_s", 0.0)) + time.perf_counter() - started
+            if time_budget is None:  # the saved run's plan, until the next one
+                trainer.plan_steps(int(meta.get("steps_planned", trainer.steps)))
         trainer.best_bleu = float(meta.get("best_bleu", -1.0))
         trainer.evals_since_best = int(meta.get("evals_since_best", 0))
         trainer.kept = [str(name) for name in meta.get("kept", [])]
@@ -335,7 +379,7 @@ class Trainer:
         """
         config, root = self.config, self.comm is None or self.comm.rank == 0
         run = RunFiles(Path(out_dir)) if out_dir is not None and root else None
-        bar = _progress(config.steps, self.step, progress and root)
+        bar = _progress(self.steps, self.step, progress and root)
         records: list[dict[str, Any]] = []
         self.stop = self.requested = self.failure = None
         throughput = _Throughput()
@@ -344,9 +388,16 @@ class Trainer:
                 with self._holding():
                     run.write_config(config_toml(self.model_config, config))
                     files.enter_context(run)
-            while self.stop is None and self.step < config.steps:  # type: ignore[operator]
+            if self.budget is not None:
+                self.budget.start()
+            while self.stop is None and self.step < self.steps:
+                began = time.perf_counter()
                 stats = self.train_step()
-                last = self.step == config.steps
+                if self.budget is not None:
+                    self.budget.step_seconds.append(time.perf_counter() - began)
+                    if self.step % config.log_every == 0 or self.step == self.steps:
+                        self._plan(bar)
+                last = self.step == self.steps
                 logged = self.step % config.log_every == 0 or last
                 if logged and self.comm is not None:  # on every rank at once: a drift stops all of them
                     self.comm.check_same(weights_checksum(self.model.parameters()), "weights")
@@ -363,7 +414,10 @@ class Trainer:
                         else:
                             throughput.count(stats["tokens"])
                         if root and (self.step % config.eval_every == 0 or last):
+                            began = time.perf_counter()
                             records.append(self._evaluate_and_keep(run, bar))
+                            if self.budget is not None:
+                                self.budget.evaluation_seconds.append(time.perf_counter() - began)
                 if self.comm is None and self.requested:  # alone, a request needs no agreement
                     self.stop = self.requested
             if run and self.stop and run.saved_step != self.step and self.failure is None:
@@ -376,6 +430,33 @@ class Trainer:
         if self.comm is not None and self.comm.allreduce_values([float(self.failure is not None)])[0] > 0:
             self._raise_failure()
         return records
+
+    @property
+    def steps(self) -> int:
+        """The run's last step: config.steps, or the plan that fits its time budget."""
+        return self.config.steps if self.config.steps is not None else self._planned
+
+    def plan_steps(self, steps: int) -> None:
+        """End a time-budgeted run at ``steps`` (not before the current step); the schedule stretches
+        to it."""
+        self._planned = max(steps, self.step)
+        self.schedule = make_schedule(self.config, self.model.config["d_model"], self.steps)
+
+    def _plan(self, bar: Any) -> None:
+        """Plan the run's end from the time left (under MPI rank 0's clock decides for every rank)."""
+        assert self.budget is not None
+        first = self.budget.plans == 0
+        steps = self.budget.plan(self.step, self.config.eval_every)
+        if self.comm is not None:
+            steps = round(self.comm.allreduce_values([float(steps) if self.comm.rank == 0 else 0.0])[0])
+        self.plan_steps(steps)
+        bar.total = self.steps
+        bar.refresh()
+        if first and (self.comm is None or self.comm.rank == 0):
+            bar.write(
+                f"{self.budget.per_step * 1e3:.0f} ms a step: planned {self.steps} steps to fit the "
+                f"{self.config.time_budget:g}-minute budget (the plan is corrected as the run goes)"
+            )
 
     def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
         """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
@@ -456,6 +537,8 @@ class Trainer:
             "best_bleu": self.best_bleu,
             "evals_since_best": self.evals_since_best,
             "kept": self.kept,
+            "steps_planned": self.steps,
+            "time_spent_s": self.budget.spent() if self.budget is not None else None,
             "src_vocab": task.src_vocab.itos,
             "tgt_vocab": task.tgt_vocab.itos,
         }
@@ -515,6 +598,9 @@ class _Throughput:
 
 
 class _NoBar:
+    total: int | None = None
+
+    def refresh(self) -> None: ...
     def update(self, n: int) -> None: ...
     def set_postfix(self, **kwargs: Any) -> None: ...
     def write(self, text: str) -> None:

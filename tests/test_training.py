@@ -387,56 +387,6 @@ def test_batches_of_about_n_target_tokens():
     assert again.src.tolist() == sizes[7].src.tolist()  # a pure function of the step
 
 
-def test_a_corpus_chooses_its_steps_and_says_so(tmp_path, capsys):
-    from numpy_transformer.training import AUTO_EPOCHS, AUTO_STEPS
-
-    path = tmp_path / "c.tsv"
-    path.write_text("".join(f"w{i} x\tv{i} y\n" for i in range(20000)))
-    config = TrainConfig(task=None, data=str(path), tokenizer="word", steps=None, batch_size=100)
-    trainer = Trainer.create(config, TINY_MODEL)
-    assert (
-        trainer.config.steps
-        == min(round(AUTO_EPOCHS * len(trainer.task.train_pairs) / 100), AUTO_STEPS[1])
-        == 1800
-    )
-    small = tmp_path / "s.tsv"
-    small.write_text("".join(f"w{i} x\tv{i} y\n" for i in range(100)))
-    assert (
-        main(
-            [
-                "train",
-                "--data",
-                str(small),
-                "--tokenizer",
-                "word",
-                "--d-model",
-                "16",
-                "--heads",
-                "2",
-                "--layers",
-                "1",
-                "--d-ff",
-                "16",
-                "--eval-every",
-                "1000",
-                "--no-progress",
-                "--show",
-                "0",
-                "--steps",
-                "1",
-                "--out",
-                str(tmp_path / "given"),
-            ]
-        )
-        == 0
-    )
-    assert "for 1 steps;" in capsys.readouterr().out
-    trainer = Trainer.create(
-        TrainConfig(task=None, data=str(small), tokenizer="word", steps=None), TINY_MODEL
-    )
-    assert trainer.config.steps == AUTO_STEPS[0]  # a tiny corpus still gets the fewest
-
-
 def test_patience_stops_when_dev_bleu_stops_improving(tmp_path):
     config = TrainConfig(task="copy", steps=40, batch_size=4, eval_every=1, eval_size=2, lr=1e-9, patience=2)
     trainer = Trainer.create(config, TINY_MODEL)
