@@ -127,9 +127,19 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
 
 def _add_decode_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--strategy", choices=["greedy", "sample", "beam"], default="greedy")
+    p.add_argument(
+        "--strategy",
+        choices=["greedy", "sample", "beam"],
+        default=None,
+        help="default: beam for a subword (bpe) model, as the paper evaluates; greedy for the others",
+    )
     p.add_argument("--beam-width", type=_positive_int, default=4)
-    p.add_argument("--length-penalty", type=_non_negative_float, default=1.0)
+    p.add_argument(
+        "--length-penalty",
+        type=_non_negative_float,
+        default=0.6,
+        help="beam search's length penalty alpha (default 0.6, the paper's; 0: none)",
+    )
     p.add_argument(
         "--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)"
     )
@@ -426,13 +436,15 @@ def _show_translations(trainer: Trainer, count: int) -> None:
         print(f"  {source}  ->  {hypothesis}   [{mark}]")
 
 
-def _decode_options(args: argparse.Namespace) -> dict:
+def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
+    """The decoding the flags ask for; without --strategy, beam search for a subword model."""
     from . import decoding
 
+    strategy = args.strategy or ("beam" if tokenizer.name == "bpe" else "greedy")
     common = {"no_repeat_ngram": args.no_repeat_ngram}
-    if args.strategy == "greedy":
+    if strategy == "greedy":
         return {"strategy": decoding.greedy_decode, **common}
-    if args.strategy == "beam":
+    if strategy == "beam":
         return {
             "strategy": decoding.beam_search,
             "beam_width": args.beam_width,
@@ -473,7 +485,7 @@ def _translate(args: argparse.Namespace) -> int:
         )
     else:
         batches = _standard_input_batches(size)
-    options = _decode_options(args)
+    options = _decode_options(args, tokenizer)
     translated = 0
     for batch in batches:  # batch by batch: memory stays bounded, and each is printed as soon as it is done
         if not args.sentences:
@@ -520,7 +532,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         model, task = restore_model_and_task(args.checkpoint, arrays, meta)
         pairs = task.test
     pairs = pairs[: args.limit] if args.limit else pairs
-    metrics = evaluate(model, task, pairs, **_decode_options(args))
+    options = _decode_options(args, task.tokenizer)
+    metrics = evaluate(model, task, pairs, **options)
+    metrics["decoding"] = _describe(options)
     if args.json:
         print(json.dumps(metrics))
     else:
@@ -531,6 +545,15 @@ def _evaluate(args: argparse.Namespace) -> int:
             )
         )
     return 0
+
+
+def _describe(options: dict[str, Any]) -> str:
+    """The decoding in words, as evaluate reports it beside its scores."""
+    name = options["strategy"].__name__.removesuffix("_decode").removesuffix("_search")
+    settings = ", ".join(
+        f"{key.replace('_', ' ')} {value}" for key, value in options.items() if key != "strategy"
+    )
+    return f"{name} ({settings})"
 
 
 def _average(args: argparse.Namespace) -> int:

@@ -284,6 +284,9 @@ class TrainConfig(_Checked):
     # -- the run
     eval_every: int = setting(500, "steps between dev evaluations (and checkpoints)", minimum=1)
     eval_size: int = setting(200, "dev pairs per evaluation", minimum=1)
+    eval_examples: int = setting(
+        2, "dev translations shown beside their references at each evaluation", minimum=0
+    )
     log_every: int = setting(50, "steps between log records", minimum=1)
     keep_checkpoints: int = setting(
         0, "also keep the last N evaluation checkpoints (step-*.npz) for `average`", minimum=0

@@ -35,14 +35,17 @@ def evaluate(
     pairs: Sequence[tuple[str, str]],
     label_smoothing: float = 0.0,
     batch_size: int = 100,
+    examples: int = 0,
     **decode_options: Any,
-) -> dict[str, float]:
-    """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of the translations.
+) -> dict[str, Any]:
+    """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of the translations, with
+    sacrebleu's signatures of the two scores (what a reader needs to compare them with others').
 
     The translations are greedy unless ``decode_options`` say otherwise, as translate_ids takes
     them (``strategy=beam_search, beam_width=4, length_penalty=0.6``, ``no_repeat_ngram``...).
+    ``examples`` > 0 adds the first ones as (source, reference, translation) under "examples".
     """
-    import sacrebleu
+    from sacrebleu.metrics import BLEU, CHRF
 
     strategy = decode_options.pop("strategy", greedy_decode)
     loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
@@ -58,20 +61,27 @@ def evaluate(
             for ids in to_numpy(translated):
                 hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
     references = [target for _, target in pairs]
-    bleu_tokenize = (
-        "char" if task.tokenizer.name == "char" else "13a"
-    )  # a char task has no spaces to split words on
-    return {
+    bleu = BLEU(tokenize="char" if task.tokenizer.name == "char" else "13a")  # a char task has no spaces
+    chrf = CHRF()
+    metrics: dict[str, Any] = {
         "loss": loss_sum / max(counted, 1),
         "token_accuracy": correct / max(counted, 1),
         "exact_match": sum(h == r for h, r in zip(hypotheses, references)) / max(len(pairs), 1),
-        "bleu": sacrebleu.corpus_bleu(hypotheses, [references], tokenize=bleu_tokenize).score,
-        "chrf": sacrebleu.corpus_chrf(hypotheses, [references]).score,
+        "bleu": bleu.corpus_score(hypotheses, [references]).score,
+        "chrf": chrf.corpus_score(hypotheses, [references]).score,
         "n": len(pairs),
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
     }
+    if examples:
+        metrics["examples"] = [
+            {"source": source, "reference": reference, "translation": translation}
+            for (source, reference), translation in zip(pairs[:examples], hypotheses)
+        ]
+    return metrics
 
 
-def format_metrics(title: str, metrics: dict[str, float]) -> str:
+def format_metrics(title: str, metrics: dict[str, Any]) -> str:
     return (
         f"{title}: loss {metrics['loss']:.4f}  token acc {metrics['token_accuracy']:.4f}  "
         f"exact {metrics['exact_match']:.4f}  BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "

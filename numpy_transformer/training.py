@@ -461,10 +461,19 @@ class Trainer:
     def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
         """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
         metrics = evaluate(
-            self.model, self.task, self.task.dev[: self.config.eval_size], self.config.label_smoothing
+            self.model,
+            self.task,
+            self.task.dev[: self.config.eval_size],
+            self.config.label_smoothing,
+            examples=self.config.eval_examples,
         )
         record = {"step": self.step, "split": "dev", **metrics}
         bar.write(format_metrics(f"step {self.step} dev", metrics))
+        for example in metrics.get("examples", []):
+            bar.write(
+                f"  source     {example['source']}\n  reference  {example['reference']}\n"
+                f"  model      {example['translation']}"
+            )
         improved = metrics["bleu"] > self.best_bleu
         self.best_bleu = max(self.best_bleu, metrics["bleu"])
         self.evals_since_best = 0 if improved else self.evals_since_best + 1
@@ -511,7 +520,7 @@ class Trainer:
 
     # -- evaluation and checkpoints -------------------------------------------------------------
 
-    def evaluate(self, pairs: Sequence[tuple[str, str]], batch_size: int = 100) -> dict[str, float]:
+    def evaluate(self, pairs: Sequence[tuple[str, str]], batch_size: int = 100) -> dict[str, Any]:
         return evaluate(self.model, self.task, pairs, self.config.label_smoothing, batch_size)
 
     def save(self, out: str | Path) -> Path:

@@ -297,7 +297,15 @@ def test_cli_train_translate_evaluate_on_tsv(tmp_path):
     assert result.returncode == 0 and "warning" in result.stderr and "zebra" in result.stderr
     result = cli("evaluate", "--checkpoint", str(out), "--json")
     metrics = json.loads(result.stdout)
-    assert set(metrics) == {"loss", "token_accuracy", "exact_match", "bleu", "chrf", "n"}
+    assert set(metrics) == {"loss", "token_accuracy", "exact_match", "bleu", "chrf", "n"} | {
+        "bleu_signature",
+        "chrf_signature",
+        "decoding",
+    }
+    assert metrics["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert metrics["decoding"] == "beam (beam width 4, length penalty 0.6, no repeat ngram 0)"  # subwords
+    result = cli("evaluate", "--checkpoint", str(out), "--json", "--strategy", "greedy")
+    assert json.loads(result.stdout)["decoding"] == "greedy (no repeat ngram 0)"
     for strategy in ("sample", "beam"):
         assert cli("translate", "--checkpoint", str(out), "--strategy", strategy, "one two").returncode == 0
     other = tmp_path / "other.tsv"
@@ -394,3 +402,18 @@ def test_patience_stops_when_dev_bleu_stops_improving(tmp_path):
     dev = [r for r in records if r.get("split") == "dev"]
     assert len(dev) == 3 and trainer.step == 3  # the first evaluation sets the best; two more without a gain
     assert (tmp_path / "best.npz").exists() and load_checkpoint(tmp_path)[1]["evals_since_best"] == 2
+
+
+def test_each_evaluation_shows_dev_translations_and_logs_its_scores_signatures(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16"]
+    argv += ["--steps", "4", "--eval-every", "2", "--eval-size", "4", "--eval-examples", "3"]
+    assert main([*argv, "--no-progress", "--show", "0", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("  reference  ") for line in printed) == 2 * 3  # 3 at each of 2 evaluations
+    dev = [
+        r for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if r.get("split") == "dev"
+    ]
+    assert [len(r["examples"]) for r in dev] == [3, 3]
+    assert all(r["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:char|") for r in dev)
+    assert all(r["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|") for r in dev)
