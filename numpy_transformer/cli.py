@@ -179,6 +179,20 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"sentences translated together (default: {TRANSLATE_BATCH}); standard input is translated "
         "as its lines come, at most this many at a time",
     )
+    p.add_argument(
+        "--n-best",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="the N best translations of each sentence by beam search, best first, each with its score "
+        "(log-probability / length ** length-penalty)",
+    )
+    p.add_argument(
+        "--score",
+        action="store_true",
+        help="score given translations instead: each input is 'source<TAB>reference', and the output adds "
+        "log P(reference | source) in nats",
+    )
     _add_decode_options(p)
     _add_backend(p)
     p = commands.add_parser("evaluate", help="loss, token accuracy, exact match, BLEU and chrF on a test set")
@@ -437,10 +451,13 @@ def _show_translations(trainer: Trainer, count: int) -> None:
 
 
 def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
-    """The decoding the flags ask for; without --strategy, beam search for a subword model."""
+    """The decoding the flags ask for; without --strategy, beam search for a subword model (and for
+    --n-best)."""
     from . import decoding
 
-    strategy = args.strategy or ("beam" if tokenizer.name == "bpe" else "greedy")
+    strategy = args.strategy or (
+        "beam" if tokenizer.name == "bpe" or getattr(args, "n_best", 1) > 1 else "greedy"
+    )
     common = {"no_repeat_ngram": args.no_repeat_ngram}
     if strategy == "greedy":
         return {"strategy": decoding.greedy_decode, **common}
@@ -464,8 +481,15 @@ def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
 def _translate(args: argparse.Namespace) -> int:
     from .checkpoint import load_for_inference
     from .data import encode_sentences
-    from .evaluation import translate_ids
+    from .evaluation import score_ids, translate_ids, translate_n_best
 
+    if args.n_best > 1 and (args.strategy not in (None, "beam") or args.score):
+        used = "--score" if args.score else f"--strategy {args.strategy}"
+        raise ValueError(f"--n-best {args.n_best} needs beam search, not {used}")
+    if args.n_best > args.beam_width:
+        raise ValueError(
+            f"--n-best {args.n_best} exceeds --beam-width {args.beam_width}: a beam keeps that many"
+        )
     if args.sentences:
         empty = [number for number, sentence in enumerate(args.sentences, start=1) if not sentence.strip()]
         if empty:
@@ -488,16 +512,45 @@ def _translate(args: argparse.Namespace) -> int:
     options = _decode_options(args, tokenizer)
     translated = 0
     for batch in batches:  # batch by batch: memory stays bounded, and each is printed as soon as it is done
-        if not args.sentences:
+        references = []
+        if args.score:  # each line: source, tab, the translation to score
+            pairs = [(where, _source_and_reference(where, text)) for where, text in batch]
+            batch = [(where, source) for where, (source, _) in pairs]
+            references = [reference for _, (_, reference) in pairs]
+        if not args.sentences or args.score:
             check_lengths(batch)
-        src_ids = encode_sentences([sentence for _, sentence in batch], tokenizer, src_vocab)
-        for (_, sentence), ids in zip(batch, translate_ids(model, src_ids, args.max_len, **dict(options))):
-            print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
+        sentences = [sentence for _, sentence in batch]
+        src_ids = encode_sentences(sentences, tokenizer, src_vocab)
+        if args.score:
+            scores = score_ids(model, src_ids, encode_sentences(references, tokenizer, tgt_vocab))
+            for sentence, reference, score in zip(sentences, references, scores):
+                print(f"{sentence}\t{reference}\t{score:.4f}")
+        elif args.n_best > 1:
+            beam = {key: value for key, value in options.items() if key != "strategy"}
+            for sentence, best in zip(
+                sentences, translate_n_best(model, src_ids, args.n_best, args.max_len, **beam)
+            ):
+                for ids, score in best:
+                    print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}\t{score:.4f}")
+        else:
+            for sentence, ids in zip(sentences, translate_ids(model, src_ids, args.max_len, **dict(options))):
+                print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
         sys.stdout.flush()
         translated += len(batch)
     if not translated:
         raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
     return 0
+
+
+def _source_and_reference(where: str, text: str) -> tuple[str, str]:
+    """A --score input line split at its tab into the source and the translation to score."""
+    parts = [part.strip() for part in text.split("\t")]
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(
+            f"{where}: --score reads 'source<TAB>translation', got {len(parts)} tab-separated part(s) "
+            f"in {text[:60]!r}"
+        )
+    return parts[0], parts[1]
 
 
 def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:

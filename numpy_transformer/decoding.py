@@ -657,6 +657,7 @@ def beam_search_steps(
     early_stopping: bool = True,
     no_repeat_ngram: int = 0,
     never: tuple[int, ...] = (),
+    n_best: int = 1,
 ) -> tuple[Array, Array]:
     """Beam search over any next-token model given as ``step(last tokens (B*W,)) -> logits (B*W, V)``.
     The ``never`` ids are never emitted, nor with ``no_repeat_ngram`` a repeated n-gram.
@@ -664,7 +665,8 @@ def beam_search_steps(
     Beams of one batch item are consecutive rows. A beam that emitted <eos> is finished: it only
     continues with <eos> at no cost. Candidates are ranked by summed log-probability; the final
     choice divides it by length ** length_penalty. With ``early_stopping`` an item stops once its
-    best beam has finished. Returns (ids (B, L), normalised scores (B,)).
+    ``n_best`` best beams have finished. Returns the ``n_best`` best of each item, best first:
+    (ids (B, n_best, L), normalised scores (B, n_best)).
     """
     xp = get_array_module()
     width = beam_width
@@ -696,18 +698,18 @@ def beam_search_steps(
         lengths = lengths[source_rows] + (~was_finished)
         finished = was_finished | (last == eos_id)
         normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
-        top_finished = xp.take_along_axis(
-            finished.reshape(batch, width), normalised.argmax(axis=-1)[:, None], axis=-1
-        )
+        # stable: of equal scores the lower beam first, so n_best 1 is the argmax
+        top = xp.argsort(-normalised, axis=-1, kind="stable")[:, :n_best]
+        top_finished = xp.take_along_axis(finished.reshape(batch, width), top, axis=-1)
         if bool(finished.all() | (early_stopping & top_finished.all())):  # one transfer from the device
             break
     normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
-    choice = normalised.argmax(axis=-1)
-    chosen_rows = xp.arange(batch) * width + choice
-    return history[chosen_rows], xp.take_along_axis(normalised, choice[:, None], axis=-1)[:, 0]
+    top = xp.argsort(-normalised, axis=-1, kind="stable")[:, :n_best]  # (B, n_best)
+    chosen_rows = (xp.arange(batch)[:, None] * width + top).reshape(-1)
+    ids = history[chosen_rows].reshape(batch, n_best, -1)
+    return ids, xp.take_along_axis(normalised, top, axis=-1)
 
 
-@_decoding_call
 def beam_search(
     model: Transformer,
     src: Array,
@@ -725,6 +727,44 @@ def beam_search(
 ) -> Array:
     """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L).
     ``bos_id`` and ``pad_id`` are never emitted."""
+    ids, _ = beam_search_n_best(
+        model,
+        src,
+        src_mask,
+        max_len,
+        bos_id,
+        eos_id,
+        use_cache,
+        absorbed,
+        beam_width,
+        length_penalty,
+        early_stopping,
+        no_repeat_ngram,
+        pad_id,
+        n_best=1,
+    )
+    return ids[:, 0]
+
+
+@_decoding_call
+def beam_search_n_best(
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    absorbed: bool = False,
+    beam_width: int = 4,
+    length_penalty: float = 1.0,
+    early_stopping: bool = True,
+    no_repeat_ngram: int = 0,
+    pad_id: int | None = PAD_ID,
+    n_best: int = 1,
+) -> tuple[Array, Array]:
+    """The ``n_best`` (at most ``beam_width``) best translations of each source, best first, and their
+    scores, the log-probability divided by length ** length_penalty: ids (B, n_best, L), (B, n_best)."""
     check_no_repeat_ngram(no_repeat_ngram)
     never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
     if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
@@ -733,8 +773,10 @@ def beam_search(
         raise ValueError(
             f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens"
         )
+    if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_width:
+        raise ValueError(f"n_best must be an integer in [1, beam_width={beam_width}], got {n_best!r}")
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
-    ids, _ = beam_search_steps(
+    return beam_search_steps(
         stepper.step,
         stepper.reorder,
         src.shape[0],
@@ -746,5 +788,5 @@ def beam_search(
         early_stopping,
         no_repeat_ngram,
         never,
+        n_best,
     )
-    return ids

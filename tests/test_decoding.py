@@ -7,9 +7,11 @@ import pytest
 
 import numpy_transformer as nt
 from numpy_transformer import decoding
+from numpy_transformer.data import BOS_ID, EOS_ID
 from numpy_transformer.decoding import (
     DecoderCache,
     beam_search,
+    beam_search_n_best,
     beam_search_steps,
     filter_logits,
     greedy_decode,
@@ -120,9 +122,9 @@ def test_beam_search_finds_a_sequence_greedy_misses():
         return table[last]
 
     ids, _ = beam_search_steps(step, lambda rows: None, 1, 2, 3, 0, 1, length_penalty=0.0)
-    assert ids[0].tolist()[:2] == [3, 1]
+    assert ids[0, 0].tolist()[:2] == [3, 1]
     greedy, _ = beam_search_steps(step, lambda rows: None, 1, 1, 3, 0, 1, length_penalty=0.0)
-    assert greedy[0].tolist()[0] == 2
+    assert greedy[0, 0].tolist()[0] == 2
 
 
 def test_sampling_is_seeded_and_filters_work():
@@ -364,3 +366,37 @@ def test_the_padding_id_is_named_or_none():
             ValueError, match=f"pad_id must be None or a token id in \\[0, 13\\), got {bad!r}"
         ):
             greedy_decode(model, src, mask, 4, BOS, EOS, pad_id=bad)
+
+
+def test_n_best_lists_the_beams_best_first_and_its_first_is_beam_search():
+    model = model_for("mha")
+    src, mask = padded_source()
+    ids, scores = beam_search_n_best(model, src, mask, 12, BOS_ID, EOS_ID, beam_width=4, n_best=3)
+    assert ids.shape[:2] == (src.shape[0], 3) and scores.shape == (src.shape[0], 3)
+    assert (np.diff(scores, axis=1) <= 0).all()  # best first
+    single = beam_search(model, src, mask, 12, BOS_ID, EOS_ID, beam_width=4)
+    assert ids[:, 0, : single.shape[1]].tolist() == single.tolist()
+    for row in range(src.shape[0]):  # the three hypotheses of a source differ
+        texts = {tuple(t[: list(t).index(EOS_ID)] if EOS_ID in t else t) for t in ids[row].tolist()}
+        assert len(texts) == 3
+    with pytest.raises(ValueError, match=r"n_best must be an integer in \[1, beam_width=4\], got 5"):
+        beam_search_n_best(model, src, mask, 12, BOS_ID, EOS_ID, beam_width=4, n_best=5)
+
+
+def test_a_reference_scores_its_log_probability_token_by_token():
+    """score_ids against the sum computed by hand, one decoder step at a time through the cache."""
+    from numpy_transformer.decoding import _start
+    from numpy_transformer.evaluation import score_ids
+
+    model = model_for("mla")
+    sources, references = [[5, 6, 7], [8, 9]], [[4, 10, 6], [7]]
+    scores = score_ids(model, sources, references)
+    for source, reference, score in zip(sources, references, scores):
+        src = np.array([source])
+        stepper = _start(model.eval(), src, None, 8, use_cache=True, absorbed=False)
+        total, last = 0.0, BOS_ID
+        for token in [*reference, EOS_ID]:
+            logits = stepper.step(np.array([last]))[0]
+            total += logits[token] - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+            last = token
+        assert score == pytest.approx(total, rel=1e-9, abs=1e-9)

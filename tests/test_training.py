@@ -417,3 +417,29 @@ def test_each_evaluation_shows_dev_translations_and_logs_its_scores_signatures(t
     assert [len(r["examples"]) for r in dev] == [3, 3]
     assert all(r["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:char|") for r in dev)
     assert all(r["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|") for r in dev)
+
+
+def test_translate_lists_n_best_with_scores_and_scores_given_translations(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16"]
+    assert (
+        main([*argv, "--steps", "2", "--eval-size", "2", "--no-progress", "--show", "0", "--out", str(out)])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(out), "--n-best", "3", "abc", "ba"]) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [source for source, _, _ in lines] == ["abc"] * 3 + ["ba"] * 3
+    for start in (0, 3):
+        scores = [float(score) for _, _, score in lines[start : start + 3]]
+        assert scores == sorted(scores, reverse=True)
+    assert main(["translate", "--checkpoint", str(out), "--score", "abc\tabc", "abc\tcba"]) == 0
+    scored = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [row[:2] for row in scored] == [["abc", "abc"], ["abc", "cba"]]
+    assert all(float(row[2]) < 0 for row in scored)  # log-probabilities
+    assert main(["translate", "--checkpoint", str(out), "--score", "abc"]) == 2
+    assert "--score reads 'source<TAB>translation', got 1 tab-separated part(s)" in capsys.readouterr().err
+    assert main(["translate", "--checkpoint", str(out), "--n-best", "2", "--strategy", "greedy", "abc"]) == 2
+    assert "--n-best 2 needs beam search, not --strategy greedy" in capsys.readouterr().err
+    assert main(["translate", "--checkpoint", str(out), "--n-best", "5", "abc"]) == 2
+    assert "--n-best 5 exceeds --beam-width 4" in capsys.readouterr().err
