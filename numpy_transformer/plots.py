@@ -113,7 +113,8 @@ def read_log(log_path: Path) -> list[dict[str, Any]]:
 
 
 def plot_curves(log_path: str | Path, out: str | Path) -> Path:
-    """Training loss, dev loss, dev BLEU and learning rate against the step, from a log.jsonl."""
+    """Training loss, dev loss, dev BLEU, chrF and exact match, and the learning rate against the
+    step, from a log.jsonl."""
     plt = _pyplot()
     log_path = Path(log_path)
     log_path = log_path / "log.jsonl" if log_path.is_dir() else log_path
@@ -129,13 +130,15 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     if dev:
         loss_axis.plot([r["step"] for r in dev], [r["loss"] for r in dev], "o-", label="dev")
         bleu_axis.plot([r["step"] for r in dev], [r["bleu"] for r in dev], "o-", label="BLEU")
+        if all("chrf" in r for r in dev):  # logs written before chrF was logged have none
+            bleu_axis.plot([r["step"] for r in dev], [r["chrf"] for r in dev], "^-", label="chrF")
         bleu_axis.plot(
             [r["step"] for r in dev], [100 * r["exact_match"] for r in dev], "s--", label="exact match %"
         )
         bleu_axis.legend()
     loss_axis.set(xlabel="step", ylabel="label-smoothed cross-entropy", title="loss")
     loss_axis.legend()
-    bleu_axis.set(xlabel="step", title="dev BLEU / exact match", ylim=(0, 101))
+    bleu_axis.set(xlabel="step", title="dev BLEU / chrF / exact match", ylim=(0, 101))
     lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train])
     lr_axis.set(xlabel="step", title="learning rate")
     figure.tight_layout()
