@@ -220,3 +220,67 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
     except ValueError as error:
         raise PretrainedError(f"{path}: the weights do not fit config.json ({error})") from error
     return model
+
+
+class MarianTokenizer:
+    """Marian's subwords: ``source.spm`` splits the source, ``target.spm`` the target (SentencePiece
+    models, through the ``sentencepiece`` library), and ``vocab.json`` maps each piece to the
+    model's id (a piece it lacks is ``<unk>``), as transformers' MarianTokenizer does. A leading
+    language code (``>>fra<<``) is one token. No punctuation normalisation is applied (transformers
+    applies Moses' only where sacremoses is installed).
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        try:
+            import sentencepiece
+        except ImportError as error:
+            raise PretrainedError(
+                "Marian's tokenizer needs the sentencepiece library: pip install 'numpy_transformer[pretrained]'"
+            ) from error
+        for name in ("source.spm", "target.spm", "vocab.json"):
+            if not (directory / name).is_file():
+                raise PretrainedError(f"{directory / name}: no such file (a Marian model directory holds it)")
+        try:
+            vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise PretrainedError(f"{directory / 'vocab.json'}: not valid JSON ({error})") from error
+        if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+            raise PretrainedError(f"{directory / 'vocab.json'}: expected an object of piece -> integer id")
+        for special in ("</s>", "<unk>", "<pad>"):
+            if special not in vocab:
+                raise PretrainedError(f"{directory / 'vocab.json'}: has no {special!r} entry")
+        self.vocab: dict[str, int] = vocab
+        self.pieces = {index: piece for piece, index in vocab.items()}
+        self.eos_id: int = vocab["</s>"]
+        self.unk_id: int = vocab["<unk>"]
+        self.pad_id: int = vocab["<pad>"]
+        self.source, self.target = (
+            sentencepiece.SentencePieceProcessor(model_file=str(directory / name))
+            for name in ("source.spm", "target.spm")
+        )
+
+    def _encode(self, text: str, model: Any) -> list[int]:
+        code: list[str] = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            code, text = [text[: end + 2]], text[end + 2 :]
+        pieces = code + model.encode(text, out_type=str)
+        return [self.vocab.get(piece, self.unk_id) for piece in pieces] + [self.eos_id]
+
+    def encode_source(self, text: str) -> list[int]:
+        """The source sentence's ids, ``</s>`` last."""
+        return self._encode(text, self.source)
+
+    def encode_target(self, text: str) -> list[int]:
+        """The target sentence's ids (what fine-tuning predicts), ``</s>`` last."""
+        return self._encode(text, self.target)
+
+    def decode(self, ids: list[int]) -> str:
+        """The target text of ``ids``, without ``</s>``, ``<pad>`` and ``<unk>`` (transformers'
+        ``decode(ids, skip_special_tokens=True)``)."""
+        pieces = [
+            self.pieces[i]
+            for i in ids
+            if i not in (self.eos_id, self.pad_id, self.unk_id) and i in self.pieces
+        ]
+        return str(self.target.decode_pieces(pieces)).replace("\u2581", " ").strip()
