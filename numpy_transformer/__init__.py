@@ -22,6 +22,7 @@ from .layers import (
 )
 from .model import Transformer, build_transformer, causal_mask, make_src_mask, make_tgt_mask
 from .module import Module, ModuleList, Parameter
+from .pretrained import load_pretrained
 from .tuning import tune_cpu
 
 __version__ = "0.1.0"
@@ -54,6 +55,7 @@ __all__ = [
     "gradcheck",
     "gradcheck_function",
     "gradcheck_module",
+    "load_pretrained",
     "make_src_mask",
     "make_tgt_mask",
     "set_backend",

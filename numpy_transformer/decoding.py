@@ -67,9 +67,9 @@ def check_decode_arguments(
 # the key/value cache
 
 
-def product(x: Array, weight_in_out: Array) -> Array:
-    """x @ W for a weight kept as an (in, out) view: the linear layer without bias, by the kernels in use."""
-    return ops.linear_forward(x, weight_in_out.T)[0]
+def product(x: Array, weight_in_out: Array, bias: Array | None = None) -> Array:
+    """x @ W (+ b) for a weight kept as an (in, out) view: the linear layer, by the kernels in use."""
+    return ops.linear_forward(x, weight_in_out.T, bias)[0]
 
 
 class _SelfCache:
@@ -117,6 +117,7 @@ class _LayerCache:
             ffn.linear_2.weight.data,
             ffn.linear_2.bias.data,
         )
+        self.activation = getattr(ops, f"{ffn.activation}_forward")
         sublayers = (self.self_attention, self.cross_attention, self.feed_forward)
         self.residuals = [
             (
@@ -150,7 +151,7 @@ class _LayerCache:
 
     def feed_forward(self, y: Array) -> Array:
         w1, b1, w2, b2 = self.ffn_weights
-        hidden, _ = ops.relu_forward(ops.linear_forward(y, w1, b1)[0])
+        hidden, _ = self.activation(ops.linear_forward(y, w1, b1)[0])
         return ops.linear_forward(hidden, w2, b2)[0]
 
     def attend(
@@ -161,10 +162,12 @@ class _LayerCache:
         mask: Array | None,
         w_out: Array,
         scale: float | None = None,
+        b_out: Array | None = None,
     ) -> Array:
-        """Heads q (N, H, 1, W) over keys, values (N, G, t, W), then the output product w_out (H*W, D) -> (N, D)."""
+        """Heads q (N, H, 1, W) over keys, values (N, G, t, W), then the output product w_out (H*W, D)
+        (and its bias b_out (D,), if any) -> (N, D)."""
         context, _ = ops.attention_forward(q, keys, values, mask, scale=scale)
-        return product(context.reshape(q.shape[0], -1), w_out)
+        return product(context.reshape(q.shape[0], -1), w_out, b_out)
 
     def reorder(self, rows: Array) -> None:
         for cache in self.self_caches:
@@ -185,10 +188,16 @@ class _MHALayerCache(_LayerCache):
         rows, d = encoder_output.shape[0], encoder_output.shape[-1]
         self.w_qkv, self.w_o = block.stacked_qkv.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
         self.cross_w_q, self.cross_w_o = cross.stacked_qkv[:d].T, cross.w_o.weight.data.T
+        # the biases (3D,) and (D,) of Marian's projections, or None
+        self.b_qkv, self.b_o = block.stacked_qkv_bias, _bias(block.w_o)
+        cross_b_qkv = cross.stacked_qkv_bias
+        self.cross_b_q, self.cross_b_o = None if cross_b_qkv is None else cross_b_qkv[:d], _bias(cross.w_o)
         self.self_caches = [
             _SelfCache(rows, n_heads, capacity, d // n_heads, encoder_output.dtype) for _ in "kv"
         ]
-        keys_values = product(encoder_output, cross.stacked_qkv[d:].T)
+        keys_values = product(
+            encoder_output, cross.stacked_qkv[d:].T, None if cross_b_qkv is None else cross_b_qkv[d:]
+        )
         self.cross = [
             split_heads(part, n_heads).copy() for part in (keys_values[..., :d], keys_values[..., d:])
         ]
@@ -198,15 +207,21 @@ class _MHALayerCache(_LayerCache):
 
     def self_attention(self, y: Array) -> Array:
         """The new position (N, D) attends over itself and every cached one -> (N, D)."""
-        q, k, v = product(y, self.w_qkv).reshape(y.shape[0], 3, self.n_heads, 1, -1).swapaxes(0, 1)
+        qkv = product(y, self.w_qkv, self.b_qkv)
+        q, k, v = qkv.reshape(y.shape[0], 3, self.n_heads, 1, -1).swapaxes(0, 1)
         keys, values = self.self_caches
-        return self.attend(q, keys.append(k), values.append(v), None, self.w_o)
+        return self.attend(q, keys.append(k), values.append(v), None, self.w_o, b_out=self.b_o)
 
     def cross_attention(self, y: Array) -> Array:
         """The new position (N, D) attends over the encoder output -> (N, D)."""
-        q = product(y, self.cross_w_q).reshape(y.shape[0], self.n_heads, 1, -1)
+        q = product(y, self.cross_w_q, self.cross_b_q).reshape(y.shape[0], self.n_heads, 1, -1)
         keys, values = self.cross
-        return self.attend(q, keys, values, self.src_mask, self.cross_w_o)
+        return self.attend(q, keys, values, self.src_mask, self.cross_w_o, b_out=self.cross_b_o)
+
+
+def _bias(weight: Any) -> Array | None:
+    """A projection's bias array, or None where it has none."""
+    return None if weight.bias is None else weight.bias.data
 
 
 class _MLALayerCache(_LayerCache):
@@ -332,7 +347,7 @@ class DecoderCache:
         self.position = 0
         self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
         final, proj = model.decoder.norm, model.projection_layer.proj
-        self.final_norm = (final.gamma.data, final.beta.data, final.eps)
+        self.final_norm = None if final is None else (final.gamma.data, final.beta.data, final.eps)
         assert proj.bias is not None  # the projection always has its bias
         self.projection = (proj.weight.data, proj.bias.data)
 
@@ -370,7 +385,8 @@ class DecoderCache:
         for layer in self.layers:
             x = layer.step(x)
         self.position += 1
-        x, _ = ops.layer_norm_forward(x, *self.final_norm)
+        if self.final_norm is not None:
+            x, _ = ops.layer_norm_forward(x, *self.final_norm)
         return ops.linear_forward(x, *self.projection)[0]
 
 

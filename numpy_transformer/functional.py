@@ -96,14 +96,30 @@ def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
     return dtable
 
 
-def sinusoidal_table(max_len: int, d_model: int, dtype: Any) -> Array:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same): shape (max_len, D)."""
+POSITION_LAYOUTS = ("interleaved", "split")
+
+
+def sinusoidal_table(max_len: int, d_model: int, dtype: Any, layout: str = "interleaved") -> Array:
+    """The fixed sinusoids, shape (max_len, D), with w_i = 1 / 10000^(2i/D), i = 0 .. D/2 - 1:
+
+    layout "interleaved" (the paper): PE[pos, 2i] = sin(pos w_i), PE[pos, 2i+1] = cos(pos w_i).
+    layout "split" (Marian, OPUS-MT): PE[pos, i] = sin(pos w_i) for i < ceil(D/2), the cosines
+    after them, PE[pos, ceil(D/2) + i] = cos(pos w_i): the same numbers, the columns reordered.
+    """
+    if layout not in POSITION_LAYOUTS:
+        raise ValueError(f"layout must be one of {POSITION_LAYOUTS}, got {layout!r}")
     xp = get_array_module()
     position = xp.arange(max_len, dtype=xp.float64)[:, None]
     div_term = xp.exp(xp.arange(0, d_model, 2, dtype=xp.float64) * (-math.log(10000.0) / d_model))
     table = xp.zeros((max_len, d_model), dtype=xp.float64)
-    table[:, 0::2] = xp.sin(position * div_term)
-    table[:, 1::2] = xp.cos(position * div_term)[:, : d_model // 2]
+    sines, cosines = xp.sin(position * div_term), xp.cos(position * div_term)[:, : d_model // 2]
+    if layout == "interleaved":
+        table[:, 0::2] = sines
+        table[:, 1::2] = cosines
+    else:
+        half = sines.shape[1]
+        table[:, :half] = sines
+        table[:, half:] = cosines
     return table.astype(dtype)
 
 
@@ -156,6 +172,56 @@ def relu_forward(x: Array) -> tuple[Array, Array]:
 def relu_backward(dout: Array, cache: Array) -> Array:
     """dx = dy where x > 0, else 0."""
     return dout * cache
+
+
+class SiLUCache(NamedTuple):
+    x: Array
+    sigmoid: Array  # s = 1 / (1 + exp(-x))
+
+
+def silu_forward(x: Array) -> tuple[Array, SiLUCache]:
+    """SiLU, also called swish (Marian's "swish"): y = x * s, s = sigmoid(x) = 1 / (1 + exp(-x)).
+
+    x: any shape -> y: same shape.
+    """
+    xp = get_array_module()
+    sigmoid = 1.0 / (1.0 + xp.exp(-x))
+    return x * sigmoid, SiLUCache(x, sigmoid)
+
+
+def silu_backward(dout: Array, cache: SiLUCache) -> Array:
+    """dx = dy * (s + x s (1 - s)): the product rule, with ds/dx = s (1 - s)."""
+    x, sigmoid = cache
+    return dout * (sigmoid + x * sigmoid * (1.0 - sigmoid))
+
+
+GELU_TANH_C = math.sqrt(2.0 / math.pi)
+
+
+class GELUCache(NamedTuple):
+    x: Array
+    tanh: Array  # t = tanh(u), u = c (x + 0.044715 x^3)
+
+
+def gelu_tanh_forward(x: Array) -> tuple[Array, GELUCache]:
+    """GELU in its tanh form (PyTorch's ``GELU(approximate="tanh")``, Hugging Face's "gelu_new"):
+
+    y = x/2 * (1 + tanh(u)),  u = c (x + 0.044715 x^3),  c = sqrt(2 / pi).
+    x: any shape -> y: same shape.
+    """
+    xp = get_array_module()
+    tanh = xp.tanh(GELU_TANH_C * (x + 0.044715 * x**3))
+    return 0.5 * x * (1.0 + tanh), GELUCache(x, tanh)
+
+
+def gelu_tanh_backward(dout: Array, cache: GELUCache) -> Array:
+    """dx = dy * (1/2 (1 + t) + x/2 (1 - t^2) c (1 + 3 * 0.044715 x^2)), t = tanh(u)."""
+    x, tanh = cache
+    du = GELU_TANH_C * (1.0 + 3 * 0.044715 * x**2)
+    return dout * (0.5 * (1.0 + tanh) + 0.5 * x * (1.0 - tanh**2) * du)
+
+
+ACTIVATIONS = ("relu", "silu", "gelu_tanh")  # the feed-forward block's choices: f"{name}_forward"/_backward
 
 
 def softmax_forward(x: Array) -> tuple[Array, Array]:
@@ -357,37 +423,46 @@ def multi_head_attention_forward(
     dropout_p: float = 0.0,
     rng: Any = None,
     training: bool = False,
+    b_qkv: Array | None = None,
+    b_o: Array | None = None,
 ) -> tuple[Array, MultiHeadAttentionCache]:
     """Cross-attention: queries from x_q, keys and values from x_kv (the decoder over the encoder output).
 
-    Q = x_q W_q^T, K = x_kv W_k^T, V = x_kv W_v^T, y = MultiHead(Q, K, V) W_o^T.
-    x_q: (B, T, D), x_kv: (B, S, D), w_qkv: (3D, D) = [W_q; W_k; W_v] stacked, w_o: (D, D)
-    -> y: (B, T, D)
+    Q = x_q W_q^T + b_q, K = x_kv W_k^T + b_k, V = x_kv W_v^T + b_v, y = MultiHead(Q, K, V) W_o^T + b_o,
+    the biases only when given (the design notes' projections have none; Marian's have them).
+    x_q: (B, T, D), x_kv: (B, S, D), w_qkv: (3D, D) = [W_q; W_k; W_v] stacked, w_o: (D, D),
+    b_qkv: (3D,) = [b_q; b_k; b_v] or None, b_o: (D,) or None -> y: (B, T, D)
     """
     width = w_o.shape[0]
     w_q, w_k, w_v = w_qkv[:width], w_qkv[width : 2 * width], w_qkv[2 * width :]
-    q, q_cache = linear_forward(x_q, w_q)
-    k, k_cache = linear_forward(x_kv, w_k)
-    v, v_cache = linear_forward(x_kv, w_v)
+    b_q, b_k, b_v = (
+        (None, None, None) if b_qkv is None else (b_qkv[:width], b_qkv[width : 2 * width], b_qkv[2 * width :])
+    )
+    q, q_cache = linear_forward(x_q, w_q, b_q)
+    k, k_cache = linear_forward(x_kv, w_k, b_k)
+    v, v_cache = linear_forward(x_kv, w_v, b_v)
     heads, heads_cache = multi_head_forward(q, k, v, mask, n_heads, dropout_p, rng, training)
-    out, output_cache = linear_forward(heads, w_o)
+    out, output_cache = linear_forward(heads, w_o, b_o)
     return out, MultiHeadAttentionCache(q_cache, k_cache, v_cache, heads_cache, output_cache)
 
 
 def multi_head_attention_backward(
     dout: Array, cache: MultiHeadAttentionCache
-) -> tuple[Array, Array, Array, Array]:
-    """Returns dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D), dw_o (D, D).
+) -> tuple[Array, Array, Array, Array, Array | None, Array | None]:
+    """Returns dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D), dw_o (D, D), db_qkv (3D,), db_o (D,).
 
     x_kv feeds both K and V, so its gradient is the sum of the two: dx_kv = dK W_k + dV W_v.
+    A bias's gradient is its projection's output gradient summed over every position:
+    db_qkv = [sum dQ; sum dK; sum dV], db_o = sum dy (both None when the forward had no biases).
     """
     xp = get_array_module()
-    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dheads, dw_o, db_o = linear_backward(dout, cache.output)
     dq, dk, dv = multi_head_backward(dheads, cache.heads)
-    dx_q, dw_q, _ = linear_backward(dq, cache.q)
-    dx_k, dw_k, _ = linear_backward(dk, cache.k)
-    dx_v, dw_v, _ = linear_backward(dv, cache.v)
-    return dx_q, dx_k + dx_v, xp.concatenate([dw_q, dw_k, dw_v]), dw_o
+    dx_q, dw_q, db_q = linear_backward(dq, cache.q)
+    dx_k, dw_k, db_k = linear_backward(dk, cache.k)
+    dx_v, dw_v, db_v = linear_backward(dv, cache.v)
+    db_qkv = None if db_q is None else xp.concatenate([db_q, db_k, db_v])
+    return dx_q, dx_k + dx_v, xp.concatenate([dw_q, dw_k, dw_v]), dw_o, db_qkv, db_o
 
 
 def multi_head_self_attention_forward(
@@ -399,17 +474,20 @@ def multi_head_self_attention_forward(
     dropout_p: float = 0.0,
     rng: Any = None,
     training: bool = False,
+    b_qkv: Array | None = None,
+    b_o: Array | None = None,
 ) -> tuple[Array, MultiHeadAttentionCache]:
     """Self-attention: cross-attention of x with itself (Q, K and V all from x). x: (B, T, D) -> (B, T, D)."""
-    return multi_head_attention_forward(x, x, w_qkv, w_o, mask, n_heads, dropout_p, rng, training)
+    return multi_head_attention_forward(x, x, w_qkv, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
 
 
 def multi_head_self_attention_backward(
     dout: Array, cache: MultiHeadAttentionCache
-) -> tuple[Array, Array, Array]:
-    """Returns dx (B, T, D), dw_qkv, dw_o. x fed the queries and the keys and values: dx adds both paths."""
-    dx_q, dx_kv, dw_qkv, dw_o = multi_head_attention_backward(dout, cache)
-    return dx_q + dx_kv, dw_qkv, dw_o
+) -> tuple[Array, Array, Array, Array | None, Array | None]:
+    """Returns dx (B, T, D), dw_qkv, dw_o, db_qkv, db_o. x fed the queries and the keys and values:
+    dx adds both paths."""
+    dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o = multi_head_attention_backward(dout, cache)
+    return dx_q + dx_kv, dw_qkv, dw_o, db_qkv, db_o
 
 
 class LatentAttentionCache(NamedTuple):

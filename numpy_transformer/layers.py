@@ -13,6 +13,7 @@ import math
 from typing import Any, NamedTuple
 
 from .backend import get_array_module, to_numpy
+from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .kernels import ops
 from .module import Module, ModuleList, Parameter
 
@@ -98,18 +99,22 @@ class Linear(Module):
 
 
 class Weight(Module):
-    """One bias-free projection matrix ``weight`` (out_features, in_features), Xavier-initialised.
+    """One projection matrix ``weight`` (out_features, in_features), Xavier-initialised, and its
+    ``bias`` (out_features,), zero-initialised, where the block has biases (Marian's do; the design
+    notes' are bias-free, and then ``bias`` is None).
 
     The attention blocks' projections are multiplied inside the attention functions, so they are
     not layers with a forward of their own: each only holds its matrix, under the design notes'
     name (their ``nn.Linear`` ``w_q`` keeps it as ``w_q.weight``, as do checkpoints and the
-    PyTorch model). ``weight`` may be a view of a block's stacked buffer (see _AttentionBase._stacked).
+    PyTorch model). ``weight`` and ``bias`` may be views of a block's stacked buffers (see
+    _AttentionBase._stacked).
     """
 
-    def __init__(self, weight: Parameter, rng: Any) -> None:
+    def __init__(self, weight: Parameter, rng: Any, bias: Parameter | None = None) -> None:
         super().__init__(weight.data.dtype, rng)
         self.weight = weight
         xavier_uniform_(self.weight, self.rng)
+        self.bias = bias
 
 
 class Embedding(Module):
@@ -174,15 +179,26 @@ class InputEmbeddings(Module):
 
 
 class PositionalEncoding(Module):
-    """Adds the fixed sinusoidal table (seq_len, d_model) to x (B, T, d_model), then dropout."""
+    """Adds the fixed sinusoidal table (seq_len, d_model) to x (B, T, d_model), then dropout; the
+    table's ``layout`` is the paper's "interleaved" sines and cosines or Marian's "split" halves."""
 
     def __init__(
-        self, d_model: int, seq_len: int, dropout: float, *, dtype: Any = "float32", rng: Any = None
+        self,
+        d_model: int,
+        seq_len: int,
+        dropout: float,
+        layout: str = "interleaved",
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
     ) -> None:
         super().__init__(dtype, rng)
+        if layout not in POSITION_LAYOUTS:
+            raise ValueError(f"layout must be one of {POSITION_LAYOUTS}, got {layout!r}")
         self.d_model = d_model
         self.seq_len = seq_len
-        self.pe = ops.sinusoidal_table(seq_len, d_model, self.dtype)
+        self.layout = layout
+        self.pe = ops.sinusoidal_table(seq_len, d_model, self.dtype, layout)
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
     def check_length(self, length: int, argument: str) -> None:
@@ -222,27 +238,38 @@ class LayerNormalization(Module):
 
 
 class FeedForwardBlock(Module):
-    """linear_2(dropout(relu(linear_1(x)))): d_model -> d_ff -> d_model."""
+    """linear_2(dropout(f(linear_1(x)))): d_model -> d_ff -> d_model, f the ``activation``: "relu"
+    (the paper), "silu" (Marian's swish) or "gelu_tanh"."""
 
     def __init__(
-        self, d_model: int, d_ff: int, dropout: float, *, dtype: Any = "float32", rng: Any = None
+        self,
+        d_model: int,
+        d_ff: int,
+        dropout: float,
+        activation: str = "relu",
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
     ) -> None:
         super().__init__(dtype, rng)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        self.activation = activation
         self.linear_1 = Linear(d_model, d_ff, dtype=dtype, rng=self.rng)
         self.linear_2 = Linear(d_ff, d_model, dtype=dtype, rng=self.rng)
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
     def forward(self, x: Array) -> Array:
         hidden = self.linear_1.forward(x)
-        hidden, relu_cache = ops.relu_forward(hidden)
-        self._save(relu_cache)
+        hidden, activation_cache = getattr(ops, f"{self.activation}_forward")(hidden)
+        self._save(activation_cache)
         hidden = self.dropout.forward(hidden)
         return self.linear_2.forward(hidden)
 
     def backward(self, dout: Array) -> Array:
         dhidden = self.linear_2.backward(dout)
         dhidden = self.dropout.backward(dhidden)
-        dhidden = ops.relu_backward(dhidden, self._take())
+        dhidden = getattr(ops, f"{self.activation}_backward")(dhidden, self._take())
         return self.linear_1.backward(dhidden)
 
 
@@ -263,21 +290,32 @@ class _AttentionBase(Module):
         self.d_k = d_model // h
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
-    def _stacked(self, buffer_rows: list[tuple[str, int]], in_features: int) -> Parameter:
-        """One (rows, in) buffer whose row blocks are the Weights named in ``buffer_rows``, in order.
+    def _stacked(
+        self, buffer_rows: list[tuple[str, int]], in_features: int, bias: bool = False
+    ) -> tuple[Parameter, Parameter | None]:
+        """One (rows, in) buffer whose row blocks are the Weights named in ``buffer_rows``, in order,
+        and with ``bias`` one (rows,) buffer of their biases (else None).
 
         The attention functions take the stacked matrix ([W_q; W_k; W_v], ...), so a kernel can
         multiply by all of it at once; each Weight is a view of its rows, under its own name.
         """
         total = sum(rows for _, rows in buffer_rows)
         buffer = self._new_parameter((total, in_features))
+        bias_buffer = self._new_parameter((total,)) if bias else None
         start = 0
         for name, rows in buffer_rows:
             rows_of = slice(start, start + rows)
             view = Parameter(buffer.data[rows_of], buffer.grad[rows_of], owner=buffer, index=rows_of)
-            setattr(self, name, Weight(view, self.rng))
+            bias_view = (
+                None
+                if bias_buffer is None
+                else Parameter(
+                    bias_buffer.data[rows_of], bias_buffer.grad[rows_of], owner=bias_buffer, index=rows_of
+                )
+            )
+            setattr(self, name, Weight(view, self.rng, bias_view))
             start += rows
-        return buffer
+        return buffer, bias_buffer
 
     @property
     def attention_probs(self) -> Array:
@@ -300,19 +338,37 @@ class _AttentionCache(NamedTuple):
 
 
 class MultiHeadAttentionBlock(_AttentionBase):
-    """Multi-head attention with bias-free projections ``w_q``, ``w_k``, ``w_v`` and ``w_o``.
+    """Multi-head attention with projections ``w_q``, ``w_k``, ``w_v`` and ``w_o``, bias-free as in
+    the design notes, or with biases (``bias=True``: ``w_q.bias``..., as Marian has them).
 
-    W_q, W_k and W_v are stored stacked as one (3D, D) matrix, ``[W_q; W_k; W_v]``, so that
-    self-attention can make Q, K and V with one product (the design notes' (q, k, v) always have k = v).
+    W_q, W_k and W_v are stored stacked as one (3D, D) matrix, ``[W_q; W_k; W_v]`` (their biases as
+    one (3D,) vector), so that self-attention can make Q, K and V with one product (the design
+    notes' (q, k, v) always have k = v).
     """
 
     def __init__(
-        self, d_model: int, h: int, dropout: float, *, dtype: Any = "float32", rng: Any = None
+        self,
+        d_model: int,
+        h: int,
+        dropout: float,
+        bias: bool = False,
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
     ) -> None:
         super().__init__(d_model, h, dropout, dtype, rng)
         rows = [("w_q", d_model), ("w_k", d_model), ("w_v", d_model)]
-        self._w_qkv = self._stacked(rows, d_model)
-        self.w_o = Weight(self._new_parameter((d_model, d_model)), self.rng)
+        self._w_qkv, self._b_qkv = self._stacked(rows, d_model, bias)
+        self.w_o = Weight(
+            self._new_parameter((d_model, d_model)),
+            self.rng,
+            self._new_parameter((d_model,)) if bias else None,
+        )
+
+    @property
+    def stacked_qkv_bias(self) -> Array | None:
+        """[b_q; b_k; b_v], (3D,), or None for bias-free projections."""
+        return None if self._b_qkv is None else self._b_qkv.data
 
     @property
     def stacked_qkv(self) -> Array:
@@ -329,6 +385,8 @@ class MultiHeadAttentionBlock(_AttentionBase):
             self.dropout.p,
             self.rng,
             self.training,
+            self.stacked_qkv_bias,
+            None if self.w_o.bias is None else self.w_o.bias.data,
         )
         if x_kv is None:
             out, cache = ops.multi_head_self_attention_forward(x_q, *weights)
@@ -341,11 +399,14 @@ class MultiHeadAttentionBlock(_AttentionBase):
         """dx after self-attention; (dx_q, dx_kv) after cross-attention."""
         is_self_attention, cache = self._take()
         if is_self_attention:
-            dx, dw_qkv, dw_o = ops.multi_head_self_attention_backward(dout, cache)
+            dx, dw_qkv, dw_o, db_qkv, db_o = ops.multi_head_self_attention_backward(dout, cache)
         else:
-            dx_q, dx_kv, dw_qkv, dw_o = ops.multi_head_attention_backward(dout, cache)
+            dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o = ops.multi_head_attention_backward(dout, cache)
         self._w_qkv.accumulate(dw_qkv)
         self.w_o.weight.accumulate(dw_o)
+        if self._b_qkv is not None and self.w_o.bias is not None:
+            self._b_qkv.accumulate(db_qkv)
+            self.w_o.bias.accumulate(db_o)
         return dx if is_self_attention else (dx_q, dx_kv)
 
 
@@ -366,9 +427,9 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
             )
         super().__init__(d_model, h, dropout, dtype, rng)
         self.latent_dim = d_model // 4
-        self._w_q_compress = self._stacked([("w_q", d_model), ("w_kv_compress", self.latent_dim)], d_model)
+        self._w_q_compress, _ = self._stacked([("w_q", d_model), ("w_kv_compress", self.latent_dim)], d_model)
         decompress = [("w_k_decompress", d_model), ("w_v_decompress", d_model)]
-        self._w_kv_decompress = self._stacked(decompress, self.latent_dim)
+        self._w_kv_decompress, _ = self._stacked(decompress, self.latent_dim)
         self.w_o = Weight(self._new_parameter((d_model, d_model)), self.rng)
 
     @property
@@ -589,47 +650,60 @@ def _residuals(
 
 
 class Encoder(Module):
-    """N encoder blocks, then a final layer normalisation."""
+    """N encoder blocks, then a final layer normalisation (``final_norm=False``: none, as Marian's
+    post-norm encoder, whose blocks end in a norm already)."""
 
     def __init__(
-        self, features: int, layers: ModuleList[EncoderBlock], *, dtype: Any = "float32", rng: Any = None
+        self,
+        features: int,
+        layers: ModuleList[EncoderBlock],
+        final_norm: bool = True,
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
     ) -> None:
         super().__init__(dtype, rng)
         self.layers = layers
-        self.norm = LayerNormalization(features, dtype=dtype, rng=self.rng)
+        self.norm = LayerNormalization(features, dtype=dtype, rng=self.rng) if final_norm else None
 
     def forward(self, x: Array, mask: Array | None) -> Array:
         for layer in self.layers:
             x = layer.forward(x, mask)
-        return self.norm.forward(x)
+        return x if self.norm is None else self.norm.forward(x)
 
     def backward(self, dout: Array) -> Array:
-        dout = self.norm.backward(dout)
+        dout = dout if self.norm is None else self.norm.backward(dout)
         for layer in reversed(list(self.layers)):
             dout = layer.backward(dout)
         return dout
 
 
 class Decoder(Module):
-    """N decoder blocks, then a final layer normalisation."""
+    """N decoder blocks, then a final layer normalisation (``final_norm=False``: none, as Marian's)."""
 
     def __init__(
-        self, features: int, layers: ModuleList[DecoderBlock], *, dtype: Any = "float32", rng: Any = None
+        self,
+        features: int,
+        layers: ModuleList[DecoderBlock],
+        final_norm: bool = True,
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
     ) -> None:
         super().__init__(dtype, rng)
         self.layers = layers
-        self.norm = LayerNormalization(features, dtype=dtype, rng=self.rng)
+        self.norm = LayerNormalization(features, dtype=dtype, rng=self.rng) if final_norm else None
 
     def forward(
         self, x: Array, encoder_output: Array, src_mask: Array | None, tgt_mask: Array | None
     ) -> Array:
         for layer in self.layers:
             x = layer.forward(x, encoder_output, src_mask, tgt_mask)
-        return self.norm.forward(x)
+        return x if self.norm is None else self.norm.forward(x)
 
     def backward(self, dout: Array) -> tuple[Array, Array]:
         """Returns (dx, d_encoder_output): every layer's cross-attention adds to the latter."""
-        dout = self.norm.backward(dout)
+        dout = dout if self.norm is None else self.norm.backward(dout)
         d_encoder_output = None
         for layer in reversed(list(self.layers)):
             dout, d_layer_encoder_output = layer.backward(dout)

@@ -6,6 +6,7 @@ import numbers
 from typing import Any
 
 from .backend import get_array_module, make_rng, require_array
+from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .layers import (
     Decoder,
     DecoderBlock,
@@ -158,12 +159,13 @@ def parameter_count(config: dict[str, Any]) -> int:
     if config.get("attention", "mha") == "mla":  # [W_q; W_c] (D + L, D), [W_kd; W_vd] (2D, L), W_o, L = D / 4
         latent = d // 4
         attention = (d + latent) * d + 2 * d * latent + d * d
-    else:  # W_q, W_k, W_v, W_o
-        attention = 4 * d * d
+    else:  # W_q, W_k, W_v, W_o, and their biases where they have them
+        attention = 4 * d * d + (4 * d if config.get("attention_bias") else 0)
     feed_forward = 2 * d * d_ff + d_ff + d
     norm = 2 * d
-    encoder = n * (attention + feed_forward + 2 * norm) + norm
-    decoder = n * (2 * attention + feed_forward + 3 * norm) + norm
+    final_norm = norm if config.get("final_norm", True) else 0
+    encoder = n * (attention + feed_forward + 2 * norm) + final_norm
+    decoder = n * (2 * attention + feed_forward + 3 * norm) + final_norm
     if not config.get("tie_embeddings"):  # source and target embeddings, the projection
         tables = (src_vocab + 2 * tgt_vocab) * d
     elif config.get("shared_vocab"):  # one matrix for all three
@@ -189,6 +191,10 @@ def build_transformer(
     seed: int | None = 0,
     tie_embeddings: bool = False,
     shared_vocab: bool = False,
+    activation: str = "relu",
+    attention_bias: bool = False,
+    positions: str = "interleaved",
+    final_norm: bool = True,
 ) -> Transformer:
     """Build the full model; every parameter with more than one dimension is Xavier-uniform.
 
@@ -200,6 +206,12 @@ def build_transformer(
     pre-softmax projection, and with the source embedding too when ``shared_vocab`` says source
     and target use one vocabulary (the paper, section 3.4). The shared matrix's gradient is the
     sum of its uses' gradients, each accumulating into the one parameter.
+
+    The options a pretrained Marian (OPUS-MT) model needs, each off by default: ``activation``
+    "silu" (Marian's swish) or "gelu_tanh" in the feed-forward blocks instead of "relu";
+    ``attention_bias`` biases on W_q, W_k, W_v and W_o (MHA only); ``positions`` "split" for the
+    sinusoids as sines then cosines instead of the paper's "interleaved"; ``final_norm=False`` for
+    no layer normalisation after the last encoder and decoder blocks (post-norm blocks end in one).
     """
     sizes = {
         "src_vocab_size": src_vocab_size,
@@ -221,6 +233,8 @@ def build_transformer(
         ("norm_first", norm_first),
         ("tie_embeddings", tie_embeddings),
         ("shared_vocab", shared_vocab),
+        ("attention_bias", attention_bias),
+        ("final_norm", final_norm),
     ):
         if isinstance(flag, str) or flag not in (True, False):  # NumPy's booleans compare equal too
             raise TypeError(f"{name} must be True or False, got {flag!r}")
@@ -237,6 +251,12 @@ def build_transformer(
         raise ValueError(f"attention must be one of {sorted(ATTENTION_KINDS)}, got {attention!r}")
     if d_model % h != 0:
         raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if positions not in POSITION_LAYOUTS:
+        raise ValueError(f"positions must be one of {POSITION_LAYOUTS}, got {positions!r}")
+    if attention_bias and attention != "mha":
+        raise ValueError(f"attention_bias=True needs attention='mha', got attention={attention!r}")
     if attention == "mla" and d_model % 4 != 0:
         raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
     if not 0.0 <= dropout < 1.0:
@@ -244,17 +264,21 @@ def build_transformer(
 
     rng = make_rng(seed)
     common = {"dtype": dtype, "rng": rng}
-    attention_block = ATTENTION_KINDS[attention]
+
+    def attention_block(d_model: int, h: int, dropout: float, **common: Any) -> Any:
+        if attention == "mha":
+            return MultiHeadAttentionBlock(d_model, h, dropout, bool(attention_bias), **common)
+        return MultiHeadLatentAttentionBlock(d_model, h, dropout, **common)
 
     src_embed = InputEmbeddings(d_model, src_vocab_size, **common)
     tgt_embed = InputEmbeddings(d_model, tgt_vocab_size, **common)
-    src_pos = PositionalEncoding(d_model, src_seq_len, dropout, **common)
-    tgt_pos = PositionalEncoding(d_model, tgt_seq_len, dropout, **common)
+    src_pos = PositionalEncoding(d_model, src_seq_len, dropout, positions, **common)
+    tgt_pos = PositionalEncoding(d_model, tgt_seq_len, dropout, positions, **common)
     encoder_blocks = [
         EncoderBlock(
             d_model,
             attention_block(d_model, h, dropout, **common),
-            FeedForwardBlock(d_model, d_ff, dropout, **common),
+            FeedForwardBlock(d_model, d_ff, dropout, activation, **common),
             dropout,
             norm_first,
             **common,
@@ -266,15 +290,15 @@ def build_transformer(
             d_model,
             attention_block(d_model, h, dropout, **common),
             attention_block(d_model, h, dropout, **common),
-            FeedForwardBlock(d_model, d_ff, dropout, **common),
+            FeedForwardBlock(d_model, d_ff, dropout, activation, **common),
             dropout,
             norm_first,
             **common,
         )
         for _ in range(N)
     ]
-    encoder = Encoder(d_model, ModuleList(encoder_blocks), **common)
-    decoder = Decoder(d_model, ModuleList(decoder_blocks), **common)
+    encoder = Encoder(d_model, ModuleList(encoder_blocks), bool(final_norm), **common)
+    decoder = Decoder(d_model, ModuleList(decoder_blocks), bool(final_norm), **common)
     projection_layer = ProjectionLayer(d_model, tgt_vocab_size, **common)
     if tie_embeddings:
         tgt_embed.embedding.weight = projection_layer.proj.weight
@@ -295,6 +319,10 @@ def build_transformer(
         "dtype": get_array_module().dtype(encoder.dtype).name,
         "tie_embeddings": bool(tie_embeddings),
         "shared_vocab": bool(shared_vocab),
+        "activation": activation,
+        "attention_bias": bool(attention_bias),
+        "positions": positions,
+        "final_norm": bool(final_norm),
     }
     model = Transformer(encoder, decoder, src_embed, tgt_embed, src_pos, tgt_pos, projection_layer, config)
     model.flatten_parameters()

@@ -181,7 +181,7 @@ def test_attention(batch, heads, t, s, k, masked, p, seed):
 
 @SETTINGS
 @given(
-    kind=st.sampled_from(["mha", "mla"]),
+    kind=st.sampled_from(["mha", "mha-bias", "mla"]),
     batch=st.integers(1, 3),
     t=st.integers(1, 30),
     s=st.integers(1, 30),
@@ -191,22 +191,30 @@ def test_attention(batch, heads, t, s, k, masked, p, seed):
 )
 @example(kind="mha", batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
 @example(kind="mha", batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
+@example(kind="mha-bias", batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
+@example(kind="mha-bias", batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
 @example(kind="mla", batch=1, t=1, s=2, d_heads=(8, 2), p=0.2, seed=0)
 @example(kind="mla", batch=3, t=30, s=30, d_heads=(64, 8), p=0.2, seed=1)
 def test_attention_blocks_self_and_cross(kind, batch, t, s, d_heads, p, seed):
-    """MHA's weights [W_q; W_k; W_v] and W_o, or MLA's [W_q; W_c], [W_kd; W_vd] and W_o."""
+    """MHA's weights [W_q; W_k; W_v] and W_o (with "mha-bias" their biases too, as Marian's), or
+    MLA's [W_q; W_c], [W_kd; W_vd] and W_o."""
     d, heads = d_heads
     rng = np.random.default_rng(seed)
     x, encoder_output = rand(rng, batch, t, d), rand(rng, batch, s, d)
-    if kind == "mha":
+    if kind in ("mha", "mha-bias"):
         name, weights = "multi_head", (rand(rng, 3 * d, d) * 0.3, rand(rng, d, d) * 0.3)
     else:
         name = "multi_head_latent"
         weights = (rand(rng, d + d // 4, d) * 0.3, rand(rng, 2 * d, d // 4) * 0.3, rand(rng, d, d) * 0.3)
     self_mask, cross_mask = _mask(rng, batch, t, t), _mask(rng, batch, t, s)
+    biases = (rand(rng, 3 * d), rand(rng, d)) if kind == "mha-bias" else ()
     dropout = lambda: (p, np.random.default_rng(seed), p > 0)  # noqa: E731  (a fresh generator per call)
-    compare(f"{name}_self_attention", lambda: (x, *weights, self_mask, heads, *dropout()), seed)
-    compare(f"{name}_attention", lambda: (x, encoder_output, *weights, cross_mask, heads, *dropout()), seed)
+    compare(f"{name}_self_attention", lambda: (x, *weights, self_mask, heads, *dropout(), *biases), seed)
+    compare(
+        f"{name}_attention",
+        lambda: (x, encoder_output, *weights, cross_mask, heads, *dropout(), *biases),
+        seed,
+    )
 
 
 @SETTINGS

@@ -250,17 +250,22 @@ def _fused_forward(
     dropout_p: float,
     rng: Any,
     training: bool,
+    b_in: Array | None = None,
+    b_o: Array | None = None,
 ) -> tuple[Array, FusedAttentionCache]:
     """The four attention blocks in one: w_in's first D rows make Q from x_q, its other rows make
     [K | V] (MHA) or the latent (MLA, then decompressed by w_decompress) from x_kv. With
-    x_kv None (self-attention) a single product of x_q by all of w_in makes both."""
+    x_kv None (self-attention) a single product of x_q by all of w_in makes both. b_in and b_o,
+    when given, are the biases of w_in's rows and of w_o."""
     width = w_o.shape[0]
     if x_kv is None:
-        both, inputs_cache = linear_forward(x_q, w_in)
+        both, inputs_cache = linear_forward(x_q, w_in, b_in)
         q, kv_source, kv_inputs_cache = both[..., :width], both[..., width:], None
     else:
-        q, inputs_cache = linear_forward(x_q, w_in[:width])
-        kv_source, kv_inputs_cache = linear_forward(x_kv, w_in[width:])
+        q, inputs_cache = linear_forward(x_q, w_in[:width], None if b_in is None else b_in[:width])
+        kv_source, kv_inputs_cache = linear_forward(
+            x_kv, w_in[width:], None if b_in is None else b_in[width:]
+        )
     kv, decompress_cache = (
         (kv_source, None) if w_decompress is None else linear_forward(kv_source, w_decompress)
     )
@@ -273,7 +278,7 @@ def _fused_forward(
         rng,
         training,
     )
-    out, output_cache = linear_forward(merge_heads(heads), w_o)
+    out, output_cache = linear_forward(merge_heads(heads), w_o, b_o)
     heads_cache = MultiHeadCache(attention_cache, n_heads)
     return out, FusedAttentionCache(
         inputs_cache, kv_inputs_cache, decompress_cache, heads_cache, output_cache
@@ -282,11 +287,12 @@ def _fused_forward(
 
 def _fused_backward(
     dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array | None, Array, Array | None, Array]:
-    """dx_q, dx_kv (None in self-attention), dw_in, dw_decompress (None for MHA), dw_o."""
+) -> tuple[Array, Array | None, Array, Array | None, Array, Array | None, Array | None]:
+    """dx_q, dx_kv (None in self-attention), dw_in, dw_decompress (None for MHA), dw_o, db_in and
+    db_o (None without biases)."""
     xp = get_array_module()
     n_heads = cache.heads.n_heads
-    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dheads, dw_o, db_o = linear_backward(dout, cache.output)
     dq, dk, dv = attention_backward(split_heads(dheads, n_heads), cache.heads.attention)
     dq = merge_heads(dq)
     dkv = xp.concatenate([merge_heads(dk), merge_heads(dv)], axis=-1)  # one product serves keys and values
@@ -294,11 +300,12 @@ def _fused_backward(
     if cache.decompress is not None:
         dkv, dw_decompress, _ = linear_backward(dkv, cache.decompress)
     if cache.kv_inputs is None:
-        dx, dw_in, _ = linear_backward(xp.concatenate([dq, dkv], axis=-1), cache.inputs)
-        return dx, None, dw_in, dw_decompress, dw_o
-    dx_q, dw_q, _ = linear_backward(dq, cache.inputs)
-    dx_kv, dw_kv, _ = linear_backward(dkv, cache.kv_inputs)
-    return dx_q, dx_kv, xp.concatenate([dw_q, dw_kv]), dw_decompress, dw_o
+        dx, dw_in, db_in = linear_backward(xp.concatenate([dq, dkv], axis=-1), cache.inputs)
+        return dx, None, dw_in, dw_decompress, dw_o, db_in, db_o
+    dx_q, dw_q, db_q = linear_backward(dq, cache.inputs)
+    dx_kv, dw_kv, db_kv = linear_backward(dkv, cache.kv_inputs)
+    db_in = None if db_q is None else xp.concatenate([db_q, db_kv])
+    return dx_q, dx_kv, xp.concatenate([dw_q, dw_kv]), dw_decompress, dw_o, db_in, db_o
 
 
 def multi_head_attention_forward(
@@ -311,15 +318,17 @@ def multi_head_attention_forward(
     dropout_p: float = 0.0,
     rng: Any = None,
     training: bool = False,
+    b_qkv: Array | None = None,
+    b_o: Array | None = None,
 ) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(x_q, x_kv, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training)
+    return _fused_forward(x_q, x_kv, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
 
 
 def multi_head_attention_backward(
     dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array]:
-    dx_q, dx_kv, dw_qkv, _, dw_o = _fused_backward(dout, cache)
-    return dx_q, dx_kv, dw_qkv, dw_o
+) -> tuple[Array, Array, Array, Array, Array | None, Array | None]:
+    dx_q, dx_kv, dw_qkv, _, dw_o, db_qkv, db_o = _fused_backward(dout, cache)
+    return dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o
 
 
 def multi_head_self_attention_forward(
@@ -331,13 +340,17 @@ def multi_head_self_attention_forward(
     dropout_p: float = 0.0,
     rng: Any = None,
     training: bool = False,
+    b_qkv: Array | None = None,
+    b_o: Array | None = None,
 ) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(x, None, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training)
+    return _fused_forward(x, None, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
 
 
-def multi_head_self_attention_backward(dout: Array, cache: FusedAttentionCache) -> tuple[Array, Array, Array]:
-    dx, _, dw_qkv, _, dw_o = _fused_backward(dout, cache)
-    return dx, dw_qkv, dw_o
+def multi_head_self_attention_backward(
+    dout: Array, cache: FusedAttentionCache
+) -> tuple[Array, Array, Array, Array | None, Array | None]:
+    dx, _, dw_qkv, _, dw_o, db_qkv, db_o = _fused_backward(dout, cache)
+    return dx, dw_qkv, dw_o, db_qkv, db_o
 
 
 def multi_head_latent_attention_forward(
@@ -360,7 +373,8 @@ def multi_head_latent_attention_forward(
 def multi_head_latent_attention_backward(
     dout: Array, cache: FusedAttentionCache
 ) -> tuple[Array, Array, Array, Array, Array]:
-    return _fused_backward(dout, cache)
+    dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o, _, _ = _fused_backward(dout, cache)
+    return dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o
 
 
 def multi_head_latent_self_attention_forward(
@@ -382,7 +396,7 @@ def multi_head_latent_self_attention_forward(
 def multi_head_latent_self_attention_backward(
     dout: Array, cache: FusedAttentionCache
 ) -> tuple[Array, Array, Array, Array]:
-    dx, _, dw_q_compress, dw_kv_decompress, dw_o = _fused_backward(dout, cache)
+    dx, _, dw_q_compress, dw_kv_decompress, dw_o, _, _ = _fused_backward(dout, cache)
     return dx, dw_q_compress, dw_kv_decompress, dw_o
 
 
