@@ -626,7 +626,7 @@ def _learn(args: argparse.Namespace) -> int:
     except learn.LearnerCodeError as theirs:
         print(f"numpy-transformer learn {args.action}: {theirs}", file=sys.stderr)
         return 1
-    from .kernels import set_kernels, set_learner_functions
+    from .kernels import get_kernels, set_kernels, set_learner_functions
 
     yours = [v.name for v in verdicts if v.status in ("done", "wrong")]
     wrong = [v.name for v in verdicts if v.status == "wrong"]
@@ -635,9 +635,14 @@ def _learn(args: argparse.Namespace) -> int:
         if yours
         else "training on the textbook alone: the file defines no backward of its own that runs"
     )
+    previous = get_kernels()
     set_learner_functions(learn.guarded(table, args.file))
     set_kernels("learner")
-    return _train(args)
+    try:
+        return _train(args)
+    finally:
+        set_kernels(previous)
+        set_learner_functions({})
 
 
 def _silence_stdout() -> None:
