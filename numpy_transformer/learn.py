@@ -984,6 +984,37 @@ def _diagnose(
     return None, None
 
 
+def _check_output(out: Any, case: Case, name: str) -> None:
+    """The learner's forward returned a number (a loss) or a floating array as its output."""
+    if case.dloss is not None:
+        try:
+            float(out)
+        except (TypeError, ValueError):
+            raise _Raised(f"{name} must return the loss as a number, got {type(out).__name__}") from None
+        return
+    dtype = getattr(out, "dtype", None)
+    if dtype is None or not numpy.issubdtype(numpy.dtype(str(dtype)), numpy.floating):
+        raise _Raised(f"{name} must return a floating array as its output, got {type(out).__name__}")
+
+
+def _check_untouched(
+    name: str, given: Any, upstream: Any, inputs: dict[str, Any], originals: dict[str, Any]
+) -> None:
+    """A backward that writes into dout or into the forward's arrays breaks the model around it."""
+    if hasattr(upstream, "shape") and not bool((to_numpy(given) == to_numpy(upstream)).all()):
+        raise _Raised(
+            f"{name} changed dout in place: the model hands the same dout to other layers too "
+            "(the residual path), so a backward must not write into it"
+        )
+    for variable, value in inputs.items():
+        original = originals[variable]
+        if hasattr(value, "shape") and not bool((to_numpy(value) == to_numpy(original)).all()):
+            raise _Raised(
+                f"{name} changed the forward's {variable} in place (the cache holds it): a backward must "
+                "leave what it received as it was"
+            )
+
+
 def _run_case(
     exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int
 ) -> list[GradientVerdict]:
@@ -992,8 +1023,11 @@ def _run_case(
     forward = _own(module, exercise.forward) or getattr(functional, exercise.forward)
     inputs = _copy(case.inputs)
     out, cache = _forward_call(forward, case, inputs, path)
-    upstream = case.dloss if case.dloss is not None else random_upstream(numpy.shape(out), seed)
-    returned = _call(backward, path, upstream, cache)
+    _check_output(out, case, getattr(forward, "__name__", exercise.forward))
+    upstream: Any = case.dloss if case.dloss is not None else random_upstream(out.shape, seed)
+    given = upstream.copy() if hasattr(upstream, "copy") else upstream
+    returned = _call(backward, path, given, cache)
+    _check_untouched(exercise.backward, given, upstream, inputs, case.inputs)
     grads = returned if isinstance(returned, tuple) else (returned,)
     names = exercise.grads
     if len(grads) != len(names):

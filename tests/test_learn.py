@@ -269,3 +269,57 @@ def test_learn_train_runs_the_learners_functions_and_restores_the_kernels(tmp_pa
                  "--show", "0", "--threads", "1", "--out", str(tmp_path / "run")]) == 0  # fmt: skip
     assert calls  # the model ran the learner's relu_backward
     assert kernels.get_kernels() == before and not kernels._learner
+
+
+def test_a_backward_writing_into_dout_or_its_cache_is_named(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        HEADER
+        + """
+def relu_backward(dout, cache):
+    dout *= cache
+    return dout
+
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    g = dout * gamma
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    gamma *= 0.0
+    width = dout.shape[-1]
+    return dx, (dout * xhat).reshape(-1, width).sum(0), dout.reshape(-1, width).sum(0)
+
+def softmax_forward(x):
+    return [1.0], None
+
+def softmax_backward(dout, cache):
+    return dout
+"""
+    )
+    verdicts = {
+        v.name: v for v in learn.check(path, ["relu_backward", "layer_norm_backward", "softmax_backward"])
+    }
+    assert verdicts["relu_backward"].status == "error"
+    assert "relu_backward changed dout in place" in verdicts["relu_backward"].message
+    assert "changed the forward's gamma in place" in verdicts["layer_norm_backward"].message
+    assert (
+        "softmax_forward must return a floating array as its output, got list"
+        in verdicts["softmax_backward"].message
+    )
+
+
+def test_the_learner_kernel_set_takes_textbook_names_only():
+    from numpy_transformer import kernels
+
+    with pytest.raises(ValueError, match="'my_helper' is not a textbook function's name"):
+        kernels.set_learner_functions({"my_helper": print})
+    with pytest.raises(TypeError, match="'relu_backward' must be callable"):
+        kernels.set_learner_functions({"relu_backward": 3})
+    mine = lambda dout, cache: dout * cache  # noqa: E731
+    kernels.set_learner_functions({"relu_backward": mine})
+    try:
+        with kernels.using_kernels("learner"):
+            assert kernels.ops.relu_backward is mine
+            assert kernels.ops.relu_forward is functional.relu_forward  # the rest is the textbook
+        assert kernels.ops.relu_backward is not mine
+    finally:
+        kernels.set_learner_functions({})
