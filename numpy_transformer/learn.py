@@ -336,8 +336,11 @@ looks like where it is a known one). The exit status is 0 only when every functi
 When the ladder is done, train a small translator on your own backward passes (a few minutes):
 
 ```bash
-numpy-transformer learn train {WORKBOOK} --task copy --steps 600
+numpy-transformer learn train {WORKBOOK}
 ```
+
+Without options it trains the copy task (400 steps of a one-layer model, under a minute); it takes
+every option of `numpy-transformer train` (`--task numbers-en-fr`, `--steps`, `--d-model`, ...).
 
 Your functions replace the textbook's wherever you have written them; those still to do are the
 textbook's. A wrong backward shows: the model does not learn.

@@ -323,3 +323,26 @@ def test_the_learner_kernel_set_takes_textbook_names_only():
         assert kernels.ops.relu_backward is not mine
     finally:
         kernels.set_learner_functions({})
+
+
+def test_learn_train_defaults_to_a_small_copy_task_and_flags_win(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("def relu_backward(dout, cache):\n    return dout * cache\n")
+    quick = [
+        "--steps",
+        "2",
+        "--eval-every",
+        "2",
+        "--eval-size",
+        "4",
+        "--show",
+        "0",
+        "--no-progress",
+        "--threads",
+        "1",
+    ]
+    assert main(["learn", "train", str(path), *quick, "--out", str(tmp_path / "a")]) == 0
+    config = (tmp_path / "a" / "config.toml").read_text()
+    assert 'task = "copy"' in config and "d_model = 32" in config and "steps = 2" in config
+    assert main(["learn", "train", str(path), *quick, "--d-model", "16", "--out", str(tmp_path / "b")]) == 0
+    assert "d_model = 16" in (tmp_path / "b" / "config.toml").read_text()
