@@ -35,6 +35,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_OUT = "runs/numbers-en-fr"
+LEARN_OUT = "runs/learn"
+# learn train without --task, --data or --config: the copy task on a small model, under a minute on 2 cores
+LEARN_DEFAULTS = {
+    "train.task": "copy",
+    "train.steps": 400,
+    "train.lr": 3e-3,
+    "train.warmup": 50,
+    "model.d_model": 32,
+    "model.N": 1,
+    "model.h": 2,
+    "model.d_ff": 64,
+    "model.dropout": 0.0,
+}
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
 BROKEN_PIPE = 141  # the exit code when the reader of standard output has gone: 128 + SIGPIPE, as cat's
 
@@ -99,7 +112,10 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
-    p = commands.add_parser("train", help="train a translation model")
+    _add_train_arguments(commands.add_parser("train", help="train a translation model"), DEFAULT_OUT)
+
+
+def _add_train_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
     _add_backend(p)
     p.add_argument(
         "--config",
@@ -110,7 +126,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     add_arguments(p.add_argument_group("model"), ModelConfig, "model")
     add_arguments(p.add_argument_group("training"), TrainConfig, "train")
     run = p.add_argument_group("the run directory")
-    run.add_argument("--out", default=DEFAULT_OUT, help=f"run directory (default: {DEFAULT_OUT})")
+    run.add_argument("--out", default=default_out, help=f"run directory (default: {default_out})")
     run.add_argument(
         "--resume",
         action="store_true",
@@ -225,7 +241,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="also average checkpoints saved before runs recorded a run id (you vouch they are of one run)",
     )
     _add_plot(commands)
+    _add_learn(commands)
     return parser
+
+
+def _add_learn(commands: argparse._SubParsersAction) -> None:
+    learn = commands.add_parser(
+        "learn", help="learn backprop by writing it: a workbook of every backward pass"
+    )
+    actions = learn.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("start", help="write a workbook (my_backprop.py and README.md) into DIR")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing workbook, your work included"
+    )
+    p = actions.add_parser("check", help="grade the backward passes FILE defines (every one, or those NAMEd)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("names", metavar="NAME", nargs="*", help="textbook names, e.g. layer_norm_backward")
+    p = actions.add_parser(
+        "train",
+        help="train a model on FILE's functions wherever it defines them (options as train's; without "
+        "--task, --data or --config: the copy task, 400 steps of a one-layer model of width 32)",
+    )
+    p.add_argument("file", metavar="FILE")
+    _add_train_arguments(p, LEARN_OUT)
 
 
 def _add_plot(commands: argparse._SubParsersAction) -> None:
@@ -656,6 +695,52 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _learn(args: argparse.Namespace) -> int:
+    """learn start / check / train: refusals are one line and exit 2, the learner's own code failing
+    to import is one line (theirs, with their file:line) and exit 1."""
+    from . import learn
+
+    try:
+        if args.action == "start":
+            written = learn.start(args.directory, overwrite=args.overwrite)
+            print(
+                f"wrote {written[0]} and {written[1]}; start with: numpy-transformer learn check {written[0]}"
+            )
+            return 0
+        if args.action == "check":
+            report, code = learn.run_check(args.file, args.names)
+            print(report)
+            return code
+        table, verdicts = learn.learner_functions(args.file)
+    except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
+        print(f"numpy-transformer learn {args.action}: error: {refused}", file=sys.stderr)
+        return 2
+    except learn.LearnerCodeError as theirs:
+        print(f"numpy-transformer learn {args.action}: {theirs}", file=sys.stderr)
+        return 1
+    from .kernels import get_kernels, set_kernels, set_learner_functions
+
+    yours = [v.name for v in verdicts if v.status in ("done", "wrong")]
+    wrong = [v.name for v in verdicts if v.status == "wrong"]
+    print(
+        f"training on your {', '.join(yours)}" + (f" ({', '.join(wrong)} wrong)" if wrong else "")
+        if yours
+        else "training on the textbook alone: the file defines no backward of its own that runs"
+    )
+    if not args.config and not {"train.task", "train.data"} & set(vars(args)):
+        for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen
+            if not hasattr(args, dest):
+                setattr(args, dest, value)
+    previous = get_kernels()
+    set_learner_functions(learn.guarded(table, args.file))
+    set_kernels("learner")
+    try:
+        return _train(args)
+    finally:
+        set_kernels(previous)
+        set_learner_functions({})
+
+
 def _silence_stdout() -> None:
     """Point standard output at /dev/null (the Python documentation's recipe for a closed pipe): what
     is still buffered has nowhere to go, and Python's exit must not fail on it with a traceback."""
@@ -686,6 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "evaluate": _evaluate,
         "average": _average,
         "plot": _plot,
+        "learn": _learn,
     }
 
     def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location

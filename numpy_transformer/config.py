@@ -134,7 +134,7 @@ def check_value(cls: type, item: Any, value: Any, where: str = "") -> Any:
     return value
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type, section: str) -> None:
+def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, section: str) -> None:
     """One flag per field of ``cls``; a flag not given leaves no attribute (given_settings reads them)."""
     for item in fields(cls):
         kind, _ = _value_type(cls, item.name)

@@ -9,6 +9,10 @@ every function a backend does not tune is the textbook's.
 
     set_kernels("reference")   # the whole model, Adam included, runs on the textbook
     set_kernels("fast")        # the backend's kernels where it has them (the default)
+    set_kernels("learner")     # the textbook, with a learner's own functions where they wrote them
+
+The third set is filled by ``set_learner_functions`` (``numpy-transformer learn train`` gives it the
+functions of a learner's workbook, :mod:`numpy_transformer.learn`); empty, it is the textbook.
 
 The environment variable ``NUMPY_TRANSFORMER_KERNELS=reference`` chooses the textbook for a whole
 run without changing its code.
@@ -26,10 +30,11 @@ from typing import Any
 from .. import functional
 from ..backend import backend_name, on_backend_change
 
-KERNEL_SETS = ("fast", "reference")
+KERNEL_SETS = ("fast", "reference", "learner")
 ENV_VAR = "NUMPY_TRANSFORMER_KERNELS"
 BACKEND_KERNELS = {"numpy": "cpu", "cupy": "cuda"}  # array backend -> its kernel module in this package
 _selected: str | None = None  # None until chosen: then the environment variable, or "fast"
+_learner: dict[str, Callable] = {}  # the "learner" set's functions in place of the textbook's
 
 
 def textbook_functions() -> dict[str, Callable]:
@@ -66,6 +71,8 @@ class _Ops:
         module = backend_kernels() if get_kernels() == "fast" else None
         if module is not None:
             table.update(kernel_functions(module))
+        if get_kernels() == "learner":
+            table.update(_learner)
         self.__dict__.update(table)
         if name not in table:
             raise AttributeError(f"no textbook function or kernel named {name!r}")
@@ -76,8 +83,26 @@ ops = _Ops()
 on_backend_change(ops.__dict__.clear)
 
 
+def set_learner_functions(functions: dict[str, Callable]) -> None:
+    """The functions the ``"learner"`` kernel set runs in place of the textbook's of the same name.
+
+    Each name must be a textbook function's (a ValueError names any other); the set takes effect
+    with ``set_kernels("learner")``.
+    """
+    textbook = textbook_functions()
+    for name, function in functions.items():
+        if name not in textbook:
+            raise ValueError(f"learner function {name!r} is not a textbook function's name")
+        if not callable(function):
+            raise TypeError(f"learner function {name!r} must be callable, got {type(function).__name__}")
+    _learner.clear()
+    _learner.update(functions)
+    ops.__dict__.clear()
+
+
 def set_kernels(name: str) -> None:
-    """Run the model on ``"fast"`` kernels (the backend's, where it has them) or the ``"reference"`` textbook."""
+    """Run the model on ``"fast"`` kernels (the backend's, where it has them), the ``"reference"``
+    textbook, or the ``"learner"`` set (the textbook with set_learner_functions' functions)."""
     global _selected
     if name not in KERNEL_SETS:
         raise ValueError(f"kernels must be one of {KERNEL_SETS}, got {name!r}")

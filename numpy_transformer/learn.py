@@ -1,0 +1,1269 @@
+"""Learn backprop by writing it: a workbook of every backward pass, graded on the spot.
+
+``start(directory)`` writes ``my_backprop.py`` (one exercise per backward of the textbook, its
+forward imported from :mod:`numpy_transformer.functional`, its body ``raise NotImplementedError``)
+and a ``README.md`` giving the order to work in. ``check(path, names)`` loads the learner's file,
+matches the functions it defines to the textbook's by name and grades each on several drawn cases
+(masked attention rows, repeated token ids, padding targets, dropout on and off, length 1):
+float64 central differences of the learner's forward (see :mod:`numpy_transformer.gradcheck`),
+and the textbook's backward for whether the result is exact and, when it is wrong, which known
+mistake it looks like. ``learner_functions(path)`` gives the functions that ``learn train`` runs
+the model on (the "learner" kernel set of :mod:`numpy_transformer.kernels`).
+
+The learner's file is their code: it is run (that is the point), and whatever it raises is
+caught and shown as theirs, with their file and line, never as a traceback of this package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy
+
+from . import functional
+from .backend import get_array_module, to_numpy
+from .gradcheck import gradcheck, random_upstream
+from .rundir import write_text_atomically
+
+Array = Any
+WORKBOOK = "my_backprop.py"
+GUIDE = "README.md"
+
+# ------------------------------------------------------------------------------------------------
+# the recognisable mistakes: one sentence each, named so that the tests can ask for them
+
+SENTENCES = {
+    "rows_sum": "the sum over rows is missing: a weight is used at every position, so its gradient "
+    "adds up every position's",
+    "transposed": "it is transposed: a gradient has the shape of what it is the gradient of",
+    "sign": "the sign is flipped",
+    "factor": "it is off by a constant factor of {factor:.6g}",
+    "zero": "it is zero everywhere",
+    "ln_mean": "the mean term of layer norm is missing: x also reaches the output through mu, "
+    "which subtracts mean(g) from every entry",
+    "ln_var": "the variance term of layer norm is missing: x also reaches the output through sigma, "
+    "which subtracts xhat * mean(g * xhat)",
+    "ln_both": "both the mean and the variance terms of layer norm are missing: x also reaches "
+    "the output through mu and sigma",
+    "softmax_row_sum": "softmax backward without its row sum: dx = y * (dy - sum(dy * y)), not y * dy",
+    "scale_forgotten": "the 1/sqrt(d) scale is forgotten: the scores were multiplied by it, so dq and dk are too",
+    "scale_twice": "the 1/sqrt(d) scale is applied twice",
+    "repeated_ids": "repeated ids are overwritten instead of added: every position holding a token "
+    "adds its gradient to that token's row (add.at, not assignment)",
+    "mask_leak": "masked positions leak gradient: a masked score is a constant, so its gradient is 0",
+    "padding_leak": "padding leaks gradient: positions whose target is padding take no part in the loss",
+    "dropout_scale": "the dropout mask is not rescaled: the forward divided by 1 - p, so the backward does too",
+    "dropout_mask": "the dropout mask is not applied: entries the forward dropped get no gradient",
+    "dropout_dv": "dv uses P where the forward used dropout(P): v was multiplied by the dropped probabilities",
+    "token_count": "the loss is not divided by its token count: it is the mean over the non-padding tokens",
+    "token_count_pad": "the loss is divided by every position's count, padding included: only the "
+    "non-padding tokens are counted",
+    "upstream": "the upstream gradient (dloss) is not multiplied in",
+    "label_smoothing": "label smoothing is left out: the target distribution is (1 - eps) one_hot + eps / V",
+    "embedding_scale": "the sqrt(D) scale of the embedding is forgotten: the forward multiplied the rows by it",
+    "paths": "a tensor feeding several paths (queries, keys, values, the latent) gets only some of "
+    "their gradients: the gradients of every path must be added",
+}
+
+
+def sentence(key: str, **values: Any) -> str:
+    """The sentence of a recognised mistake, its numbers filled in."""
+    return SENTENCES[key].format(**values)
+
+
+# ------------------------------------------------------------------------------------------------
+# the exercises, easy to hard
+
+
+@dataclass(frozen=True)
+class Exercise:
+    backward: str  # the textbook's name of the backward the learner writes
+    forward: str
+    grads: tuple[str, ...]  # what the backward returns, in order
+    signature: str  # of the backward, as the workbook writes it
+    doc: str  # the workbook's docstring: receives, returns, every shape, a hint
+
+    @property
+    def title(self) -> str:
+        return self.backward.removesuffix("_backward").replace("_", " ")
+
+
+EXERCISES: tuple[Exercise, ...] = (
+    Exercise(
+        "positional_encoding_backward",
+        "positional_encoding_forward",
+        ("dx",),
+        "(dout, cache)",
+        """Gradient of y = x + PE[start : start + T] (the table is a constant).
+
+        dout: (B, T, D) the gradient reaching y; cache: None.
+        Returns dx: (B, T, D).
+        Hint: what does adding a constant do to a gradient?""",
+    ),
+    Exercise(
+        "relu_backward",
+        "relu_forward",
+        ("dx",),
+        "(dout, cache)",
+        """Gradient of y = max(x, 0).
+
+        dout: any shape; cache: the boolean mask x > 0 of the same shape.
+        Returns dx: the shape of dout.
+        Hint: the slope is 1 where x > 0 and 0 elsewhere.""",
+    ),
+    Exercise(
+        "dropout_backward",
+        "dropout_forward",
+        ("dx",),
+        "(dout, cache)",
+        """Gradient of inverted dropout y = x * m / (1 - p).
+
+        dout: any shape; cache: None (evaluation or p = 0: y = x) or a DropoutCache(keep, keep_prob),
+        keep the boolean mask m of dout's shape, keep_prob = 1 - p.
+        Returns dx: the shape of dout.
+        Hint: y is x times a constant per entry.""",
+    ),
+    Exercise(
+        "linear_backward",
+        "linear_forward",
+        ("dx", "dweight", "dbias"),
+        "(dout, cache)",
+        """Gradient of y = x W^T + b, W stored (out, in).
+
+        dout: (..., out); cache: LinearCache(x (..., in), weight (out, in), has_bias).
+        Returns (dx (..., in), dweight (out, in), dbias (out,) or None when has_bias is false).
+        Hint: view x and dout as N rows (reshape(-1, width)); W and b are used by every row.""",
+    ),
+    Exercise(
+        "embedding_backward",
+        "embedding_forward",
+        ("dtable",),
+        "(dout, cache)",
+        """Gradient of y = E[ids] * sqrt(D) with respect to the table E.
+
+        dout: (B, T, D); cache: EmbeddingCache(ids (B, T) integers, table_shape (V, D), scale sqrt(D)).
+        Returns dtable: (V, D), zero for tokens that do not occur.
+        Hint: a token may occur several times; xp = get_array_module() has add.at.""",
+    ),
+    Exercise(
+        "softmax_backward",
+        "softmax_forward",
+        ("dx",),
+        "(dout, cache)",
+        """Gradient of y = softmax(x) along the last axis.
+
+        dout: (..., n); cache: y itself, (..., n).
+        Returns dx: (..., n).
+        Hint: the Jacobian of one row is diag(y) - y y^T; apply it to dout without building it.""",
+    ),
+    Exercise(
+        "cross_entropy_backward",
+        "cross_entropy_forward",
+        ("dlogits",),
+        "(dloss, cache)",
+        """Gradient of the mean label-smoothed cross-entropy over the non-padding tokens.
+
+        dloss: a float, the gradient reaching the loss; cache: CrossEntropyCache(probs (N, V) =
+        softmax of the logits, targets (N,) with padding replaced by 0, valid (N,) true where the
+        target is not padding, n_valid, label_smoothing eps, shape of the logits (..., V)).
+        Returns dlogits: the shape of the logits.
+        Hint: softmax and the loss together give probs - q, q = (1 - eps) one_hot + eps / V.""",
+    ),
+    Exercise(
+        "layer_norm_backward",
+        "layer_norm_forward",
+        ("dx", "dgamma", "dbeta"),
+        "(dout, cache)",
+        """Gradient of y = gamma * xhat + beta, xhat = (x - mean(x)) / sqrt(var(x) + eps) per row.
+
+        dout: (..., D); cache: LayerNormCache(xhat (..., D), rstd = 1 / sigma (..., 1), gamma (D,)).
+        Returns (dx (..., D), dgamma (D,), dbeta (D,)).
+        Hint: x reaches y three ways, directly, through the mean and through the variance.""",
+    ),
+    Exercise(
+        "attention_backward",
+        "attention_forward",
+        ("dq", "dk", "dv"),
+        "(dout, cache)",
+        """Gradient of scaled dot-product attention y = dropout(P) v, P = softmax(q k^T * scale).
+
+        dout: (B, H, T, K); cache: AttentionCache(q (B, H, T, K), k, v (B, H, S, K), mask
+        (broadcastable to (B, H, T, S), false where a query may not see a key) or None, probs P
+        (B, H, T, S), dropped = dropout(P), dropout (a DropoutCache or None), scale).
+        Returns (dq (B, H, T, K), dk (B, H, S, K), dv (B, H, S, K)).
+        Hint: run the forward backwards; a masked score is a constant, and a query row may be
+        masked entirely.""",
+    ),
+    Exercise(
+        "multi_head_attention_backward",
+        "multi_head_attention_forward",
+        ("dx_q", "dx_kv", "dw_qkv", "dw_o"),
+        "(dout, cache)",
+        """Gradient of cross-attention y = MultiHead(x_q W_q^T, x_kv W_k^T, x_kv W_v^T) W_o^T.
+
+        dout: (B, T, D); cache: MultiHeadAttentionCache(q, k, v, output: LinearCache each,
+        heads: MultiHeadCache(attention: AttentionCache, n_heads)).
+        Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D) = [dW_q; dW_k; dW_v], dw_o (D, D)).
+        Hint: your linear_backward and attention_backward do the work; split_heads and merge_heads
+        rearrange; x_kv feeds both K and V.""",
+    ),
+    Exercise(
+        "multi_head_self_attention_backward",
+        "multi_head_self_attention_forward",
+        ("dx", "dw_qkv", "dw_o"),
+        "(dout, cache)",
+        """Gradient of self-attention: cross-attention of x with itself.
+
+        dout: (B, T, D); cache: a MultiHeadAttentionCache as above.
+        Returns (dx (B, T, D), dw_qkv (3D, D), dw_o (D, D)).
+        Hint: x feeds the queries, the keys and the values.""",
+    ),
+    Exercise(
+        "multi_head_latent_attention_backward",
+        "multi_head_latent_attention_forward",
+        ("dx_q", "dx_kv", "dw_q_compress", "dw_kv_decompress", "dw_o"),
+        "(dout, cache)",
+        """Gradient of Multi-Head Latent Attention: Q = x_q W_q^T, C = x_kv W_c^T (B, S, L),
+        K = C W_kd^T, V = C W_vd^T, y = MultiHead(Q, K, V) W_o^T.
+
+        dout: (B, T, D); cache: LatentAttentionCache(q, latent, k, v, output: LinearCache each,
+        heads: MultiHeadCache).
+        Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_q_compress (D + L, D) = [dW_q; dW_c],
+        dw_kv_decompress (2D, L) = [dW_kd; dW_vd], dw_o (D, D)).
+        Hint: the latent C feeds both the keys and the values.""",
+    ),
+    Exercise(
+        "multi_head_latent_self_attention_backward",
+        "multi_head_latent_self_attention_forward",
+        ("dx", "dw_q_compress", "dw_kv_decompress", "dw_o"),
+        "(dout, cache)",
+        """Gradient of latent self-attention: the queries and the latent both from x.
+
+        dout: (B, T, D); cache: a LatentAttentionCache as above.
+        Returns (dx (B, T, D), dw_q_compress, dw_kv_decompress, dw_o).
+        Hint: x feeds two paths.""",
+    ),
+)
+BY_NAME = {exercise.backward: exercise for exercise in EXERCISES}
+
+
+# ------------------------------------------------------------------------------------------------
+# learn start
+
+
+def workbook_text() -> str:
+    """The source of a fresh ``my_backprop.py``: every exercise a stub raising NotImplementedError."""
+    imports = sorted({exercise.forward for exercise in EXERCISES} | {"merge_heads", "split_heads"})
+    lines = [
+        '"""My backward passes: one exercise for each backward of the Transformer, easiest first.',
+        "",
+        "Each backward receives dout, the gradient of the loss with respect to its forward's output,",
+        "and the cache that forward saved, and returns the gradients of the forward's differentiable",
+        "arguments in the order the forward takes them. The forwards are the textbook's, imported",
+        "below: read them in numpy_transformer/functional.py. Replace each `raise NotImplementedError`",
+        "with your code, then check it:",
+        "",
+        f"    numpy-transformer learn check {WORKBOOK} relu_backward",
+        f"    numpy-transformer learn check {WORKBOOK}              # the whole ladder",
+        f"    numpy-transformer learn train {WORKBOOK}              # a translator on your backward passes",
+        "",
+        "Array operations go through xp = get_array_module() (NumPy here, CuPy on a GPU). Your later",
+        "exercises may call your earlier ones (multi-head attention calls your linear_backward and",
+        "attention_backward). You may also write a forward of your own under the textbook's name:",
+        "it is checked with your backward.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import math",
+        "",
+        "from numpy_transformer.backend import get_array_module",
+        "from numpy_transformer.functional import (",
+        *[f"    {name}," for name in imports],
+        ")",
+        "",
+    ]
+    for exercise in EXERCISES:
+        lines += [
+            "",
+            f"# {exercise.title}: the forward is {exercise.forward} (imported above)",
+            f"def {exercise.backward}{exercise.signature}:",
+            '    """' + exercise.doc.replace("\n        ", "\n    "),
+            '    """',
+            "    raise NotImplementedError",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def guide_text() -> str:
+    """The workbook's README.md: the order to work in and how to check."""
+    ladder = "\n".join(
+        f"{number}. `{exercise.backward}` ({exercise.title}): returns {', '.join(exercise.grads)}"
+        for number, exercise in enumerate(EXERCISES, 1)
+    )
+    return f"""# Learn backprop by writing it
+
+`{WORKBOOK}` holds one exercise for each backward pass of the Transformer: its forward is the
+textbook's (`numpy_transformer/functional.py`), its docstring says what the backward receives,
+what it returns, every shape, and gives a hint; its body raises `NotImplementedError` until you
+write it. Work in this order, easy to hard:
+
+{ladder}
+
+Check one function as soon as you have written it, or the whole ladder (done / to do / wrong):
+
+```bash
+numpy-transformer learn check {WORKBOOK} layer_norm_backward
+numpy-transformer learn check {WORKBOOK}
+```
+
+Each function is run on several drawn cases, the traps included (fully and partly masked
+attention rows, repeated token ids, padding targets, dropout on and off, non-square shapes,
+batch and length 1), and each gradient it returns is compared with float64 central differences
+of the forward: ✔ exact (equal to the textbook's to rounding), ≈ close (the largest absolute and
+relative error), ✖ wrong (the worst entry, yours and the expected value, and the mistake it
+looks like where it is a known one). The exit status is 0 only when every function checked passes.
+
+When the ladder is done, train a small translator on your own backward passes (a few minutes):
+
+```bash
+numpy-transformer learn train {WORKBOOK}
+```
+
+Without options it trains the copy task (400 steps of a one-layer model, under a minute); it takes
+every option of `numpy-transformer train` (`--task numbers-en-fr`, `--steps`, `--d-model`, ...).
+
+Your functions replace the textbook's wherever you have written them; those still to do are the
+textbook's. A wrong backward shows: the model does not learn.
+"""
+
+
+def start(directory: str | Path, overwrite: bool = False) -> list[Path]:
+    """Write a fresh workbook (``my_backprop.py`` and ``README.md``) into ``directory``.
+
+    Refuses (FileExistsError) where either file exists, unless ``overwrite``: the learner's work
+    is never lost by accident. Each file is written atomically. Returns the paths written.
+    """
+    if not isinstance(directory, (str, Path)):
+        raise TypeError(f"directory must be a path, got {type(directory).__name__}")
+    folder = Path(directory).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} exists and is not a directory")
+    paths = [folder / WORKBOOK, folder / GUIDE]
+    present = [path for path in paths if path.exists()]
+    if present and not overwrite:
+        raise FileExistsError(
+            f"{present[0]} exists: a workbook is never overwritten (--overwrite replaces it, your work included)"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, text in zip(paths, (workbook_text(), guide_text())):
+        write_text_atomically(path, text)
+    return paths
+
+
+# ------------------------------------------------------------------------------------------------
+# loading the learner's file
+
+
+class LearnerCodeError(Exception):
+    """The learner's own code raised: the message is theirs, with their file and line."""
+
+
+def _their_frames(error: BaseException, path: Path) -> str:
+    """'file:line in function' of the innermost frame of the learner's file in error's traceback."""
+    frames = traceback.extract_tb(error.__traceback__)
+    theirs = [frame for frame in frames if Path(frame.filename).resolve() == path]
+    frame = theirs[-1] if theirs else (frames[-1] if frames else None)
+    if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve() == path:
+        return f"{path.name}:{error.lineno}"
+    return "" if frame is None else f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
+
+
+def describe_error(error: BaseException, path: Path) -> str:
+    """One line: the exception as the learner would read it, and where in their file it was raised."""
+    where = _their_frames(error, path)
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return f"{text} ({where})" if where else text
+
+
+def load_learner(path: str | Path) -> ModuleType:
+    """Import the learner's file from its path (their code runs). The textbook's own file is the
+    textbook module itself. Raises FileNotFoundError, or LearnerCodeError when importing it raised."""
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a path to a Python file, got {type(path).__name__}")
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    if file.suffix != ".py":
+        raise ValueError(f"{path}: expected a Python file (.py)")
+    if file == Path(functional.__file__).resolve():
+        return functional
+    name = f"numpy_transformer_learner_{abs(hash(str(file)))}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
+        sys.modules.pop(name, None)
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}") from None
+    return module
+
+
+def _own(module: ModuleType, name: str) -> Callable | None:
+    """The function ``name`` as the learner's file defines it (None if absent or imported)."""
+    value = getattr(module, name, None)
+    if not callable(value):
+        return None
+    if module is functional:
+        return value
+    textbook = getattr(functional, name, None)
+    if value is textbook:
+        return None
+    return value
+
+
+# ------------------------------------------------------------------------------------------------
+# the drawn cases
+
+
+@dataclass
+class Case:
+    label: str
+    inputs: dict[str, Any]  # the forward's keyword arguments; float64 arrays named in grads are checked
+    grads: tuple[str, ...]  # what the backward returns, "" where None is expected
+    seed: int | None = None  # dropout on: a fresh generator of this seed is the forward's rng at each call
+    dloss: float | None = None  # a loss: the scalar upstream gradient
+    factors: dict[str, list[tuple[float, str]]] = field(
+        default_factory=dict
+    )  # grad -> (c, key): yours = c x right
+    regions: dict[str, list[tuple[Array, str]]] = field(default_factory=dict)  # grad -> (where wrong, key)
+    candidates: Callable[[Any, Any], dict[str, list[tuple[Array, str]]]] | None = None  # (cache, dout) -> ...
+
+
+def _normal(rng: numpy.random.Generator, *shape: int) -> Array:
+    return get_array_module().asarray(rng.standard_normal(shape))
+
+
+def _away_from_zero(rng: numpy.random.Generator, *shape: int) -> Array:
+    """Normal entries at least 0.1 from 0, so that a central difference never straddles a kink."""
+    x = rng.standard_normal(shape)
+    return get_array_module().asarray(numpy.where(numpy.abs(x) < 0.1, numpy.sign(x + 1e-12) * 0.5, x))
+
+
+def _cases_positional_encoding(rng: numpy.random.Generator) -> list[Case]:
+    table = functional.sinusoidal_table(16, 6, numpy.float64)
+    return [
+        Case("x (2, 3, 6), start 0", {"x": _normal(rng, 2, 3, 6), "table": table}, ("x",)),
+        Case("x (1, 1, 6), start 5", {"x": _normal(rng, 1, 1, 6), "table": table, "start": 5}, ("x",)),
+    ]
+
+
+def _cases_relu(rng: numpy.random.Generator) -> list[Case]:
+    return [
+        Case("x (3, 4)", {"x": _away_from_zero(rng, 3, 4)}, ("x",)),
+        Case("x (2, 1, 5)", {"x": _away_from_zero(rng, 2, 1, 5)}, ("x",)),
+    ]
+
+
+def _dropout_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    return {} if cache is None else {"x": [(dout, "dropout_mask"), (dout / cache.keep_prob, "dropout_mask")]}
+
+
+def _cases_dropout(rng: numpy.random.Generator) -> list[Case]:
+    factors = {"x": [(1 - 0.25, "dropout_scale")]}
+    return [
+        Case(
+            "x (3, 5), p 0.25, training",
+            {"x": _normal(rng, 3, 5), "p": 0.25, "training": True},
+            ("x",),
+            seed=11,
+            factors=factors,
+            candidates=_dropout_candidates,
+        ),
+        Case(
+            "x (2, 1, 4), p 0.5, training",
+            {"x": _normal(rng, 2, 1, 4), "p": 0.5, "training": True},
+            ("x",),
+            seed=12,
+            factors={"x": [(0.5, "dropout_scale")]},
+            candidates=_dropout_candidates,
+        ),
+        Case(
+            "x (3, 4), p 0.25, evaluation",
+            {"x": _normal(rng, 3, 4), "p": 0.25, "training": False},
+            ("x",),
+            seed=13,
+        ),
+        Case(
+            "x (1, 1), p 0, training", {"x": _normal(rng, 1, 1), "p": 0.0, "training": True}, ("x",), seed=14
+        ),
+    ]
+
+
+def _cases_linear(rng: numpy.random.Generator) -> list[Case]:
+    return [
+        Case(
+            "x (2, 3, 4), weight (5, 4), bias",
+            {"x": _normal(rng, 2, 3, 4), "weight": _normal(rng, 5, 4), "bias": _normal(rng, 5)},
+            ("x", "weight", "bias"),
+        ),
+        Case(
+            "x (4, 3), weight (2, 3), no bias",
+            {"x": _normal(rng, 4, 3), "weight": _normal(rng, 2, 3)},
+            ("x", "weight", ""),
+        ),
+        Case(
+            "x (1, 1, 3), weight (6, 3), bias",
+            {"x": _normal(rng, 1, 1, 3), "weight": _normal(rng, 6, 3), "bias": _normal(rng, 6)},
+            ("x", "weight", "bias"),
+        ),
+    ]
+
+
+def _repeated_rows(ids: Any, vocab: int, width: int) -> Array:
+    counts = numpy.bincount(numpy.asarray(to_numpy(ids)).reshape(-1), minlength=vocab)
+    return numpy.repeat((counts > 1)[:, None], width, axis=1)
+
+
+def _cases_embedding(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+    cases = []
+    for label, ids, vocab, width in (
+        ("ids (2, 4) with repeats, table (5, 6)", [[1, 3, 1, 0], [3, 3, 2, 4]], 5, 6),
+        ("ids (1, 1), table (3, 4)", [[2]], 3, 4),
+        ("ids (2, 3) all one token, table (4, 2)", [[1, 1, 1], [1, 1, 1]], 4, 2),
+    ):
+        token_ids = xp.asarray(ids)
+        cases.append(
+            Case(
+                label,
+                {"ids": token_ids, "table": _normal(rng, vocab, width)},
+                ("table",),
+                factors={"table": [(1 / math.sqrt(width), "embedding_scale")]},
+                regions={"table": [(_repeated_rows(token_ids, vocab, width), "repeated_ids")]},
+            )
+        )
+    return cases
+
+
+def _softmax_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    return {"x": [(cache * dout, "softmax_row_sum")]}
+
+
+def _cases_softmax(rng: numpy.random.Generator) -> list[Case]:
+    return [
+        Case("x (3, 5)", {"x": _normal(rng, 3, 5)}, ("x",), candidates=_softmax_candidates),
+        Case("x (2, 1, 4)", {"x": _normal(rng, 2, 1, 4)}, ("x",), candidates=_softmax_candidates),
+        Case("x (4, 1), one column", {"x": _normal(rng, 4, 1)}, ("x",), candidates=_softmax_candidates),
+    ]
+
+
+def _cross_entropy_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    xp = get_array_module()
+    probs, targets, valid, n_valid, _, shape = cache
+    one_hot = xp.zeros_like(probs)
+    one_hot[xp.arange(probs.shape[0]), targets] = 1.0
+    return {
+        "logits": [
+            (((probs - one_hot) * (valid[:, None] * (dout / n_valid))).reshape(shape), "label_smoothing")
+        ]
+    }
+
+
+def _cases_cross_entropy(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+    cases = []
+    for label, targets, vocab, pad, smoothing, dloss in (
+        ("logits (2, 3, 5), padding targets, smoothing 0.1", [[2, 4, 0], [1, 0, 0]], 5, 0, 0.1, 1.3),
+        ("logits (4, 3), no padding, no smoothing", [0, 2, 1, 1], 3, None, 0.0, 0.7),
+        ("logits (1, 1, 4), one token, smoothing 0.2", [[3]], 4, 0, 0.2, 2.0),
+    ):
+        target_ids = xp.asarray(targets)
+        flat = numpy.asarray(targets).reshape(-1)
+        n_valid = int((flat != pad).sum()) if pad is not None else flat.size
+        factors = [(float(n_valid), "token_count"), (1 / dloss, "upstream")]
+        if n_valid != flat.size:
+            factors.append((n_valid / flat.size, "token_count_pad"))
+        padded = numpy.repeat((flat == pad)[:, None], vocab, axis=1).reshape((*numpy.shape(targets), vocab))
+        cases.append(
+            Case(
+                label,
+                {
+                    "logits": _normal(rng, *numpy.shape(targets), vocab),
+                    "targets": target_ids,
+                    "pad_id": pad,
+                    "label_smoothing": smoothing,
+                },
+                ("logits",),
+                dloss=dloss,
+                factors={"logits": factors},
+                regions={"logits": [(padded, "padding_leak")]},
+                candidates=_cross_entropy_candidates if smoothing else None,
+            )
+        )
+    return cases
+
+
+def _layer_norm_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    xhat, rstd, gamma = cache
+    g = dout * gamma
+    mean_g = g.mean(axis=-1, keepdims=True)
+    mean_g_xhat = (g * xhat).mean(axis=-1, keepdims=True)
+    return {
+        "x": [
+            (rstd * (g - xhat * mean_g_xhat), "ln_mean"),
+            (rstd * (g - mean_g), "ln_var"),
+            (rstd * g, "ln_both"),
+        ]
+    }
+
+
+def _cases_layer_norm(rng: numpy.random.Generator) -> list[Case]:
+    def case(label: str, shape: tuple[int, ...]) -> Case:
+        width = shape[-1]
+        return Case(
+            label,
+            {"x": _normal(rng, *shape), "gamma": 1 + 0.5 * _normal(rng, width), "beta": _normal(rng, width)},
+            ("x", "gamma", "beta"),
+            candidates=_layer_norm_candidates,
+        )
+
+    return [case("x (2, 3, 6)", (2, 3, 6)), case("x (5, 3)", (5, 3)), case("x (1, 1, 4)", (1, 1, 4))]
+
+
+def _attention_variants(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    """The textbook's attention backward with one known mistake at a time: (dq, dk, dv) for each."""
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    found: dict[str, list[tuple[Array, str]]] = {"q": [], "k": [], "v": []}
+
+    def add(key: str, dprobs: Any, zero_masked: bool = True, row_sum: bool = True, dv: Any = None) -> None:
+        dscores = functional.softmax_backward(dprobs, probs) if row_sum else probs * dprobs
+        if mask is not None and zero_masked:
+            dscores = xp.where(mask, dscores, 0.0)
+        found["q"].append(((dscores @ k) * scale, key))
+        found["k"].append(((dscores.swapaxes(-1, -2) @ q) * scale, key))
+        found["v"].append((dropped.swapaxes(-1, -2) @ dout if dv is None else dv, key))
+
+    ddropped = dout @ v.swapaxes(-1, -2)
+    dprobs = functional.dropout_backward(ddropped, dropout_cache)
+    if mask is not None:
+        add("mask_leak", dprobs, zero_masked=False)
+    add("softmax_row_sum", dprobs, row_sum=False)
+    if dropout_cache is not None:
+        add("dropout_scale", ddropped * dropout_cache.keep)
+        add("dropout_mask", ddropped)
+        found["v"].append((probs.swapaxes(-1, -2) @ dout, "dropout_dv"))
+    return found
+
+
+def _cases_attention(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+
+    def case(label: str, b: int, h: int, t: int, s: int, width: int, mask: Any, **extra: Any) -> Case:
+        scale_factors = [(math.sqrt(width), "scale_forgotten"), (1 / math.sqrt(width), "scale_twice")]
+        seed = extra.pop("seed", None)
+        return Case(
+            label,
+            {
+                "q": _normal(rng, b, h, t, width),
+                "k": _normal(rng, b, h, s, width),
+                "v": _normal(rng, b, h, s, width),
+                "mask": mask,
+                **extra,
+            },
+            ("q", "k", "v"),
+            seed=seed,
+            factors={"q": scale_factors, "k": scale_factors},
+            candidates=_attention_variants,
+        )
+
+    partly = numpy.ones((2, 1, 3, 5), dtype=bool)
+    partly[0, 0, 0, 3:] = False
+    partly[1, 0, 2, 1:] = False
+    partly[1, 0, 1, :] = False  # a query that may see no key at all
+    causal = numpy.tril(numpy.ones((4, 4), dtype=bool))[None, None]
+    return [
+        case(
+            "q (2, 2, 3, 4), k, v (2, 2, 5, 4), rows partly and fully masked",
+            2,
+            2,
+            3,
+            5,
+            4,
+            xp.asarray(partly),
+        ),
+        case(
+            "q, k, v (1, 2, 4, 3), causal mask, dropout 0.25",
+            1,
+            2,
+            4,
+            4,
+            3,
+            xp.asarray(causal),
+            dropout_p=0.25,
+            training=True,
+            seed=21,
+        ),
+        case("q (1, 1, 1, 2), k, v (1, 1, 1, 2), no mask", 1, 1, 1, 1, 2, None),
+        case(
+            "q (2, 1, 2, 4), k, v (2, 1, 3, 4), no mask, dropout 0.5",
+            2,
+            1,
+            2,
+            3,
+            4,
+            None,
+            dropout_p=0.5,
+            training=True,
+            seed=22,
+        ),
+    ]
+
+
+def _path_candidates(kind: str) -> Callable[[Any, Any], dict[str, list[tuple[Array, str]]]]:
+    """Candidates where a tensor feeding several paths gets only some of them."""
+
+    def candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+        dheads, _, _ = functional.linear_backward(dout, cache.output)
+        dq, dk, dv = functional.multi_head_backward(dheads, cache.heads)
+        dx_q = functional.linear_backward(dq, cache.q)[0]
+        if kind.startswith("latent"):
+            dlatent_k = functional.linear_backward(dk, cache.k)[0]
+            dlatent_v = functional.linear_backward(dv, cache.v)[0]
+            dx_k = functional.linear_backward(dlatent_k, cache.latent)[0]
+            dx_v = functional.linear_backward(dlatent_v, cache.latent)[0]
+        else:
+            dx_k = functional.linear_backward(dk, cache.k)[0]
+            dx_v = functional.linear_backward(dv, cache.v)[0]
+        if kind.endswith("self"):
+            partial = [dx_q, dx_k, dx_v, dx_q + dx_k, dx_q + dx_v, dx_k + dx_v]
+            return {"x": [(grad, "paths") for grad in partial]}
+        return {"x_kv": [(dx_k, "paths"), (dx_v, "paths")]}
+
+    return candidates
+
+
+def _cases_multi_head(rng: numpy.random.Generator, latent: bool, self_attention: bool) -> list[Case]:
+    xp = get_array_module()
+    cases = []
+    kind = ("latent" if latent else "mha") + ("-self" if self_attention else "")
+    masked = numpy.ones((2, 1, 3, 4), dtype=bool)
+    masked[0, 0, 1, :] = False
+    masked[1, 0, :, 3] = False
+    for label, b, t, s, width, heads, mask, extra in (
+        ("B 2, T 3, S 4, D 8, 2 heads, a row fully masked", 2, 3, 4, 8, 2, masked, {}),
+        (
+            "B 1, T 1, S 1, D 4, 1 head, dropout 0.25",
+            1,
+            1,
+            1,
+            4,
+            1,
+            None,
+            {"dropout_p": 0.25, "training": True},
+        ),
+        (
+            "B 2, T 3, S 3, D 8, 4 heads, causal, dropout 0.5",
+            2,
+            3,
+            3,
+            8,
+            4,
+            numpy.tril(numpy.ones((3, 3), dtype=bool))[None, None],
+            {"dropout_p": 0.5, "training": True},
+        ),
+    ):
+        if self_attention and s != t:
+            s = t
+            mask = None if mask is None else mask[..., :t]
+        small = width // 4
+        weights = (
+            {
+                "w_q_compress": 0.5 * _normal(rng, width + small, width),
+                "w_kv_decompress": 0.5 * _normal(rng, 2 * width, small),
+            }
+            if latent
+            else {"w_qkv": 0.5 * _normal(rng, 3 * width, width)}
+        )
+        inputs = (
+            {"x": _normal(rng, b, t, width)}
+            if self_attention
+            else {"x_q": _normal(rng, b, t, width), "x_kv": _normal(rng, b, s, width)}
+        )
+        inputs |= {
+            **weights,
+            "w_o": 0.5 * _normal(rng, width, width),
+            "n_heads": heads,
+            "mask": None if mask is None else xp.asarray(mask),
+            **extra,
+        }
+        names = (("x",) if self_attention else ("x_q", "x_kv")) + tuple(weights) + ("w_o",)
+        cases.append(
+            Case(
+                label.replace("S 4", "S 3") if self_attention else label,
+                inputs,
+                names,
+                seed=31 if extra else None,
+                candidates=_path_candidates(kind),
+            )
+        )
+    return cases
+
+
+CASES: dict[str, Callable[[numpy.random.Generator], list[Case]]] = {
+    "positional_encoding_backward": _cases_positional_encoding,
+    "relu_backward": _cases_relu,
+    "dropout_backward": _cases_dropout,
+    "linear_backward": _cases_linear,
+    "embedding_backward": _cases_embedding,
+    "softmax_backward": _cases_softmax,
+    "cross_entropy_backward": _cases_cross_entropy,
+    "layer_norm_backward": _cases_layer_norm,
+    "attention_backward": _cases_attention,
+    "multi_head_attention_backward": lambda rng: _cases_multi_head(rng, False, False),
+    "multi_head_self_attention_backward": lambda rng: _cases_multi_head(rng, False, True),
+    "multi_head_latent_attention_backward": lambda rng: _cases_multi_head(rng, True, False),
+    "multi_head_latent_self_attention_backward": lambda rng: _cases_multi_head(rng, True, True),
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# learn check
+
+EXACT = 1e-12  # |yours - textbook's| over the largest gradient: equal to rounding
+
+
+class _ToDo(Exception):
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where  # the function of the learner's file that raised NotImplementedError
+
+
+class _Raised(Exception):
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+@dataclass
+class GradientVerdict:
+    """How one returned gradient fared over every case: ``exact``, ``close`` or ``wrong``."""
+
+    name: str
+    status: str
+    max_abs_error: float = 0.0
+    relative_error: float = 0.0
+    case: str = ""
+    detail: str = ""  # wrong: where and both values
+    mistake: str | None = None  # wrong: the key of SENTENCES it looks like
+    factor: float | None = None
+
+    def explanation(self) -> str | None:
+        return None if self.mistake is None else sentence(self.mistake, factor=self.factor or 0.0)
+
+
+@dataclass
+class FunctionVerdict:
+    """One exercise: ``done``, ``wrong``, ``error`` (their code raised), ``to do``, or ``textbook``
+    (not defined in the file: the textbook's is used)."""
+
+    name: str
+    status: str
+    gradients: list[GradientVerdict] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "done"
+
+
+def _call(function: Callable, path: Path, *args: Any, **kwargs: Any) -> Any:
+    """Run the learner's function; NotImplementedError is "to do", any other exception theirs."""
+    try:
+        return function(*args, **kwargs)
+    except NotImplementedError as error:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve() == path]
+        raise _ToDo(frames[-1].name if frames else getattr(function, "__name__", "")) from None
+    except Exception as error:
+        raise _Raised(describe_error(error, path)) from None
+
+
+def _forward_call(forward: Callable, case: Case, inputs: dict[str, Any], path: Path) -> tuple[Any, Any]:
+    from .backend import make_rng
+
+    extra = {"rng": make_rng(case.seed)} if case.seed is not None else {}
+    result = _call(forward, path, **inputs, **extra)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise _Raised(
+            f"{getattr(forward, '__name__', 'the forward')} must return (out, cache), got {type(result).__name__}"
+        )
+    return result
+
+
+def _copy(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: value.copy() if hasattr(value, "copy") and hasattr(value, "shape") else value
+        for name, value in inputs.items()
+    }
+
+
+def _close(a: Any, b: Any) -> bool:
+    scale = max(1.0, float(numpy.abs(b).max(initial=0.0)))
+    return a.shape == b.shape and bool(numpy.allclose(a, b, rtol=1e-7, atol=1e-9 * scale))
+
+
+def _as_array(value: Any) -> numpy.ndarray | None:
+    if value is None:
+        return None
+    try:
+        array = numpy.asarray(to_numpy(value), dtype=numpy.float64)
+    except (TypeError, ValueError):
+        return None
+    return None if array.dtype == object else array
+
+
+def _diagnose(
+    yours: numpy.ndarray, right: numpy.ndarray, case: Case, name: str, candidates: list[tuple[Array, str]]
+) -> tuple[str | None, float | None]:
+    """The key of the known mistake ``yours`` looks like (and the factor, for "factor"), or None."""
+    if yours.shape != right.shape:
+        lead = yours.ndim - right.ndim
+        if (
+            lead > 0
+            and yours.shape[lead:] == right.shape
+            and _close(yours.reshape(-1, *right.shape).sum(0), right)
+        ):
+            return "rows_sum", None
+        if (
+            yours.size == right.size
+            and lead == 0
+            and right.ndim
+            and yours.ndim == 2
+            and _close(yours.T, right)
+        ):
+            return "transposed", None
+        return None, None
+    for candidate, key in candidates:
+        candidate = numpy.asarray(to_numpy(candidate), dtype=numpy.float64)
+        if candidate.shape == right.shape and not _close(candidate, right) and _close(yours, candidate):
+            return key, None
+    wrong = ~numpy.isclose(
+        yours, right, rtol=1e-7, atol=1e-9 * max(1.0, float(numpy.abs(right).max(initial=0.0)))
+    )
+    for where, key in case.regions.get(name, []):
+        if wrong.any() and not (wrong & ~numpy.asarray(where)).any():
+            return key, None
+    if not numpy.any(yours) and numpy.any(right):
+        return "zero", None
+    norm = float((right * right).sum())
+    if norm > 0:
+        factor = float((yours * right).sum()) / norm
+        if abs(factor - 1) > 1e-6 and _close(yours, factor * right):
+            if abs(factor + 1) <= 1e-6:
+                return "sign", None
+            for value, key in case.factors.get(name, []):
+                if abs(factor - value) <= 1e-6 * abs(value):
+                    return key, None
+            return "factor", factor
+    return None, None
+
+
+def _check_output(out: Any, case: Case, name: str) -> None:
+    """The learner's forward returned a number (a loss) or a floating array as its output."""
+    if case.dloss is not None:
+        try:
+            float(out)
+        except (TypeError, ValueError):
+            raise _Raised(f"{name} must return the loss as a number, got {type(out).__name__}") from None
+        return
+    dtype = getattr(out, "dtype", None)
+    if dtype is None or not numpy.issubdtype(numpy.dtype(str(dtype)), numpy.floating):
+        raise _Raised(f"{name} must return a floating array as its output, got {type(out).__name__}")
+
+
+def _check_untouched(
+    name: str, given: Any, upstream: Any, inputs: dict[str, Any], originals: dict[str, Any]
+) -> None:
+    """A backward that writes into dout or into the forward's arrays breaks the model around it."""
+    if hasattr(upstream, "shape") and not bool((to_numpy(given) == to_numpy(upstream)).all()):
+        raise _Raised(
+            f"{name} changed dout in place: the model hands the same dout to other layers too "
+            "(the residual path), so a backward must not write into it"
+        )
+    for variable, value in inputs.items():
+        original = originals[variable]
+        if hasattr(value, "shape") and not bool((to_numpy(value) == to_numpy(original)).all()):
+            raise _Raised(
+                f"{name} changed the forward's {variable} in place (the cache holds it): a backward must "
+                "leave what it received as it was"
+            )
+
+
+def _run_case(
+    exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int
+) -> list[GradientVerdict]:
+    """One case of one exercise: each returned gradient's verdict (raises _ToDo or _Raised)."""
+    backward = getattr(module, exercise.backward)
+    forward = _own(module, exercise.forward) or getattr(functional, exercise.forward)
+    inputs = _copy(case.inputs)
+    out, cache = _forward_call(forward, case, inputs, path)
+    _check_output(out, case, getattr(forward, "__name__", exercise.forward))
+    upstream: Any = case.dloss if case.dloss is not None else random_upstream(out.shape, seed)
+    given = upstream.copy() if hasattr(upstream, "copy") else upstream
+    returned = _call(backward, path, given, cache)
+    _check_untouched(exercise.backward, given, upstream, inputs, case.inputs)
+    grads = returned if isinstance(returned, tuple) else (returned,)
+    names = exercise.grads
+    if len(grads) != len(names):
+        raise _Raised(
+            f"{exercise.backward} returned {len(grads)} value{'s' if len(grads) != 1 else ''}, "
+            f"expected {len(names)}: ({', '.join(names)})"
+        )
+    # the textbook on the same inputs: whether yours is exact, and which mistake it looks like
+    reference = _copy(case.inputs)
+    _, textbook_cache = _forward_call(getattr(functional, exercise.forward), case, reference, path)
+    expected = getattr(functional, exercise.backward)(upstream, textbook_cache)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    candidates = case.candidates(textbook_cache, upstream) if case.candidates else {}
+
+    verdicts: dict[str, GradientVerdict] = {}
+    checked: dict[str, numpy.ndarray] = {}
+    for label, variable, grad, right in zip(names, case.grads, grads, expected):
+        if variable == "":
+            if grad is not None:
+                verdicts[label] = GradientVerdict(
+                    label,
+                    "wrong",
+                    case=case.label,
+                    detail="expected None (the layer has no bias), got a value",
+                )
+            continue
+        right = to_numpy(right)
+        yours = _as_array(grad)
+        if yours is None:
+            verdicts[label] = GradientVerdict(
+                label,
+                "wrong",
+                case=case.label,
+                detail=f"returned {type(grad).__name__}, expected an array of shape {tuple(right.shape)}",
+            )
+        elif yours.shape != right.shape:
+            mistake, _ = _diagnose(yours, right, case, variable, [])
+            verdicts[label] = GradientVerdict(
+                label,
+                "wrong",
+                case=case.label,
+                mistake=mistake,
+                detail=f"shape {tuple(yours.shape)}, expected {tuple(right.shape)}",
+            )
+        else:
+            checked[variable] = yours
+
+    if checked:
+
+        def loss() -> float:
+            value, _ = _forward_call(forward, case, inputs, path)
+            return (
+                float(value) * upstream
+                if case.dloss is not None
+                else float((to_numpy(value) * to_numpy(upstream)).sum())
+            )
+
+        xp = get_array_module()
+        result = gradcheck(
+            loss,
+            {v: inputs[v] for v in checked},
+            {v: xp.asarray(g) for v, g in checked.items()},
+            raise_on_failure=False,
+        )
+        scale = max(
+            [1.0] + [float(numpy.abs(to_numpy(r)).max(initial=0.0)) for r in expected if r is not None]
+        )
+        for report in result.reports:
+            variable = report.name
+            label = names[case.grads.index(variable)]
+            yours = checked[variable]
+            right = to_numpy(expected[case.grads.index(variable)])
+            if not report.passed:
+                mistake, factor = _diagnose(
+                    yours,
+                    right,
+                    case,
+                    variable,
+                    [(to_numpy(c), key) for c, key in candidates.get(variable, [])],
+                )
+                index = report.worst_index
+                verdicts[label] = GradientVerdict(
+                    label,
+                    "wrong",
+                    report.max_abs_error,
+                    report.relative_error,
+                    case.label,
+                    f"at {index if index else '()'} yours {report.analytic:.6g}, expected {report.numeric:.6g}",
+                    mistake,
+                    factor,
+                )
+            else:
+                exact = float(numpy.abs(yours - right).max(initial=0.0)) <= EXACT * scale
+                verdicts[label] = GradientVerdict(
+                    label,
+                    "exact" if exact else "close",
+                    report.max_abs_error,
+                    report.relative_error,
+                    case.label,
+                )
+    return [verdicts[label] for label in names if label in verdicts]
+
+
+def check_function(module: ModuleType, name: str, path: Path, seed: int = 0) -> FunctionVerdict:
+    """Grade the learner's ``name`` (a key of BY_NAME) on every drawn case of it."""
+    exercise = BY_NAME[name]
+    if _own(module, name) is None:
+        return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
+    merged: dict[str, GradientVerdict] = {}
+    rng = numpy.random.default_rng(seed)
+    try:
+        for number, case in enumerate(CASES[name](rng)):
+            for verdict in _run_case(exercise, module, case, path, seed + number):
+                kept = merged.get(verdict.name)
+                rank = {"exact": 0, "close": 1, "wrong": 2}
+                if kept is None or rank[verdict.status] > rank[kept.status]:
+                    merged[verdict.name] = verdict
+                elif kept.status == verdict.status == "close":
+                    kept.max_abs_error = max(kept.max_abs_error, verdict.max_abs_error)
+                    kept.relative_error = max(kept.relative_error, verdict.relative_error)
+    except _ToDo as todo:
+        waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
+        return FunctionVerdict(name, "to do", message=f"raises NotImplementedError{waits}")
+    except _Raised as raised:
+        return FunctionVerdict(name, "error", message=raised.line)
+    gradients = [merged[label] for label in exercise.grads if label in merged]
+    status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
+    return FunctionVerdict(name, status, gradients)
+
+
+def check(
+    path: str | Path, names: Sequence[str] | None = None, seed: int = 0, module: ModuleType | None = None
+) -> list[FunctionVerdict]:
+    """Grade the learner's file: the exercises ``names`` (every exercise when None), in ladder order.
+
+    Raises ValueError for a name that is no exercise, FileNotFoundError, or LearnerCodeError when
+    the file cannot be imported.
+    """
+    for name in names or ():
+        if name not in BY_NAME:
+            raise ValueError(
+                f"{name!r} is not an exercise; expected one of: {', '.join(e.backward for e in EXERCISES)}"
+            )
+    module = module if module is not None else load_learner(path)
+    file = Path(module.__file__ or path).resolve()
+    wanted = [e.backward for e in EXERCISES if names is None or not names or e.backward in names]
+    verdicts = [check_function(module, name, file, seed) for name in wanted]
+    failing = {v.name for v in verdicts if v.status in ("wrong", "error")}
+    for verdict in verdicts:  # a wrong function that calls another wrong one: say which to fix first
+        function = _own(module, verdict.name)
+        code = getattr(function, "__code__", None)
+        if verdict.status in ("wrong", "error") and code is not None:
+            called = [n for n in code.co_names if n in failing and n != verdict.name]
+            if called:
+                verdict.message = f"it calls your {called[0]}, which is wrong: fix that first"
+    return verdicts
+
+
+MARKS = {"done": "✔", "wrong": "✖", "error": "✖", "to do": "·", "textbook": "-"}
+
+
+def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -> str:
+    """The report: a line per function, and under it (``details``, or when wrong) one per gradient."""
+    width = max((len(v.name) for v in verdicts), default=0)
+    lines = []
+    for verdict in verdicts:
+        status = (
+            "from the textbook (not defined in the file)" if verdict.status == "textbook" else verdict.status
+        )
+        head = f"{MARKS[verdict.status]} {verdict.name:<{width}}  {status}"
+        if verdict.status in ("to do", "error") and verdict.message:
+            head += f": {verdict.message}"
+        lines.append(head)
+        if verdict.status == "wrong" or (details and verdict.status == "done"):
+            pad = max(len(g.name) for g in verdict.gradients)
+            for grad in verdict.gradients:
+                if grad.status == "exact":
+                    lines.append(f"    {grad.name:<{pad}}  ✔ exact")
+                elif grad.status == "close":
+                    lines.append(
+                        f"    {grad.name:<{pad}}  ≈ close (largest abs error {grad.max_abs_error:.1e}, "
+                        f"rel {grad.relative_error:.1e})"
+                    )
+                else:
+                    lines.append(f"    {grad.name:<{pad}}  ✖ wrong, case {grad.case}: {grad.detail}")
+                    explanation = grad.explanation()
+                    if explanation:
+                        lines.append(f"    {'':<{pad}}    {explanation}")
+            if verdict.status == "wrong" and verdict.message:
+                lines.append(f"    {verdict.message}")
+    counts = {
+        status: sum(v.status == status for v in verdicts) for status in ("done", "wrong", "error", "to do")
+    }
+    summary = ", ".join(f"{count} {status}" for status, count in counts.items() if count)
+    lines.append(summary or "nothing of yours to check: every function is the textbook's")
+    return "\n".join(lines)
+
+
+def run_check(path: str | Path, names: Sequence[str] | None = None) -> tuple[str, int]:
+    """``learn check``: the report and the exit status (0 when every function checked passes)."""
+    verdicts = check(path, names)
+    checked = [v for v in verdicts if names or v.status != "textbook"]
+    return format_verdicts(verdicts, details=bool(names)), 0 if checked and all(
+        v.passed for v in checked
+    ) else 1
+
+
+def learner_functions(path: str | Path) -> tuple[dict[str, Callable], list[FunctionVerdict]]:
+    """The functions of the learner's file that the "learner" kernel set runs: every exercise they
+    wrote (done or wrong: a wrong backward is theirs to see fail), with their forward where they
+    wrote one. Exercises still to do, or whose code raised, stay the textbook's."""
+    module = load_learner(path)
+    verdicts = check(path, module=module)
+    table: dict[str, Callable] = {}
+    for verdict in verdicts:
+        if verdict.status in ("done", "wrong"):
+            exercise = BY_NAME[verdict.name]
+            table[exercise.backward] = getattr(module, exercise.backward)
+            own_forward = _own(module, exercise.forward)
+            if own_forward is not None:
+                table[exercise.forward] = own_forward
+    return table, verdicts
+
+
+def guarded(functions: dict[str, Callable], path: str | Path) -> dict[str, Callable]:
+    """The learner's functions, each raising a RuntimeError that says what their code raised (with
+    their file:line) instead of a traceback of the model around it."""
+    file = Path(path).expanduser().resolve()
+
+    def guard(name: str, function: Callable) -> Callable:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except Exception as error:
+                raise RuntimeError(f"your {name} raised {describe_error(error, file)}") from None
+
+        run.__name__ = name
+        return run
+
+    return {name: guard(name, function) for name, function in functions.items()}

@@ -1,0 +1,113 @@
+"""Gradient checks for your own pytest suite, one line each.
+
+    from numpy_transformer.testing import assert_gradients, assert_module_gradients, shapes
+
+    assert_gradients(gelu_forward, gelu_backward, {"x": x})        # a forward/backward pair
+    assert_module_gradients(my_layer, {"x": x}, lambda dx: {"x": dx})   # a Module's parameters (and inputs)
+
+Both compare the analytic gradients with float64 central differences
+(:mod:`numpy_transformer.gradcheck`): floating inputs are checked in float64 whatever their dtype,
+and a failure raises :class:`~numpy_transformer.gradcheck.GradcheckError` (an AssertionError, so
+pytest shows it as a failed assertion) naming each gradient, its worst entry, the analytic and
+numeric values there and the errors. ``shapes()`` is a Hypothesis strategy of small array shapes
+for property tests over many of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy
+
+from .backend import get_array_module
+from .gradcheck import GradcheckError, GradcheckResult, gradcheck_function, gradcheck_module
+
+__all__ = ["GradcheckError", "assert_gradients", "assert_module_gradients", "shapes"]
+
+
+def _in_float64(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Floating arrays as float64 copies of themselves; anything else (ids, masks, numbers) as given."""
+    xp = get_array_module()
+    converted = {}
+    for name, value in inputs.items():
+        dtype = getattr(value, "dtype", None)
+        floating = dtype is not None and numpy.issubdtype(numpy.dtype(str(dtype)), numpy.floating)
+        converted[name] = xp.asarray(value, dtype=xp.float64).copy() if floating else value
+    return converted
+
+
+def assert_gradients(
+    forward: Callable[..., tuple[Any, Any]],
+    backward: Callable[[Any, Any], Any],
+    inputs: Mapping[str, Any],
+    wrt: list[str] | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> GradcheckResult:
+    """Check ``backward`` against central differences of ``forward`` and return the per-gradient report.
+
+    ``forward(**inputs) -> (out, cache)``; ``backward(dout, cache)`` returns the gradients of the
+    inputs named by ``wrt`` in that order (one may be returned bare). ``wrt`` defaults to every
+    floating array of ``inputs``, in their order. ``options`` go to :func:`gradcheck` (``atol``,
+    ``rtol``, ``eps``, ``max_entries``). Raises GradcheckError on a wrong gradient, a TypeError or
+    ValueError naming the argument for inputs it cannot check.
+    """
+    if not callable(forward) or not callable(backward):
+        raise TypeError(
+            f"forward and backward must be callable, got {type(forward).__name__}, {type(backward).__name__}"
+        )
+    if not isinstance(inputs, Mapping):
+        raise TypeError(
+            f"inputs must map each forward argument's name to its value, got {type(inputs).__name__}"
+        )
+    values = _in_float64(inputs)
+    if wrt is None:
+        wrt = [name for name, value in values.items() if getattr(value, "dtype", None) == numpy.float64]
+    missing = [name for name in wrt if name and name not in values]
+    if missing:
+        raise ValueError(f"wrt names {missing[0]!r}, which is not one of the inputs {list(values)}")
+    if not [name for name in wrt if name]:
+        raise ValueError(f"wrt: nothing to check, expected the names of floating inputs, got {wrt!r}")
+    name = getattr(backward, "__name__", "backward")
+    try:
+        return gradcheck_function(forward, backward, values, wrt, seed=seed, **options)
+    except GradcheckError as error:
+        raise GradcheckError(f"{name}: {error}") from None
+
+
+def assert_module_gradients(
+    module: Any,
+    inputs: Mapping[str, Any],
+    input_grads: Callable[[Any], Mapping[str, Any]] | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> GradcheckResult:
+    """Check every parameter of a Module (and the inputs ``input_grads`` maps from its backward's
+    return value) against central differences of its forward, with dropout off (``eval()``).
+
+    The module's parameters must be float64 (build it with ``dtype="float64"``); floating inputs
+    are converted. Raises GradcheckError naming each wrong gradient.
+    """
+    for parameter_name, parameter in module.named_parameters():
+        if parameter.data.dtype != numpy.float64:
+            raise TypeError(
+                f"module parameter {parameter_name!r} is {parameter.data.dtype}: build the module with "
+                "dtype='float64' to check it"
+            )
+    module.eval()
+    try:
+        return gradcheck_module(module, _in_float64(inputs), input_grads, seed=seed, **options)
+    except GradcheckError as error:
+        raise GradcheckError(f"{type(module).__name__}: {error}") from None
+
+
+def shapes(min_dims: int = 1, max_dims: int = 3, min_side: int = 1, max_side: int = 5) -> Any:
+    """A Hypothesis strategy of array shapes (Hypothesis is a test dependency: pip install hypothesis)."""
+    try:
+        from hypothesis.extra.numpy import array_shapes
+    except ImportError as error:
+        raise ImportError(
+            "numpy_transformer.testing.shapes needs Hypothesis: pip install hypothesis"
+        ) from error
+    return array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)

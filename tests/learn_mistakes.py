@@ -1,0 +1,473 @@
+"""Plausible wrong backward passes, each as a learner would write it, with the mistake `learn check`
+should name (a key of numpy_transformer.learn.SENTENCES, or None where no sentence is promised)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+HEADER = """
+import math
+
+from numpy_transformer.backend import get_array_module
+from numpy_transformer.functional import merge_heads, split_heads
+"""
+
+
+class Mistake(NamedTuple):
+    function: str
+    expected: str | None  # the SENTENCES key the report must give, or None
+    source: str
+
+
+MISTAKES = [
+    Mistake(
+        "linear_backward",
+        "rows_sum",
+        """
+def linear_backward(dout, cache):
+    x, weight, has_bias = cache
+    dx = dout @ weight
+    dweight = dout[..., :, None] * x[..., None, :]
+    dbias = dout.reshape(-1, dout.shape[-1]).sum(axis=0) if has_bias else None
+    return dx, dweight, dbias
+""",
+    ),
+    Mistake(
+        "linear_backward",
+        "rows_sum",
+        """
+def linear_backward(dout, cache):
+    x, weight, has_bias = cache
+    rows, xr = dout.reshape(-1, dout.shape[-1]), x.reshape(-1, x.shape[-1])
+    return dout @ weight, rows.T @ xr, (dout if has_bias else None)
+""",
+    ),
+    Mistake(
+        "linear_backward",
+        "transposed",
+        """
+def linear_backward(dout, cache):
+    x, weight, has_bias = cache
+    rows, xr = dout.reshape(-1, dout.shape[-1]), x.reshape(-1, x.shape[-1])
+    return dout @ weight, xr.T @ rows, (rows.sum(axis=0) if has_bias else None)
+""",
+    ),
+    Mistake(
+        "linear_backward",
+        "sign",
+        """
+def linear_backward(dout, cache):
+    x, weight, has_bias = cache
+    rows, xr = dout.reshape(-1, dout.shape[-1]), x.reshape(-1, x.shape[-1])
+    return -(dout @ weight), rows.T @ xr, (rows.sum(axis=0) if has_bias else None)
+""",
+    ),
+    Mistake(
+        "relu_backward",
+        None,
+        """
+def relu_backward(dout, cache):
+    return dout
+""",
+    ),
+    Mistake(
+        "relu_backward",
+        "sign",
+        """
+def relu_backward(dout, cache):
+    return -dout * cache
+""",
+    ),
+    Mistake(
+        "dropout_backward",
+        "dropout_scale",
+        """
+def dropout_backward(dout, cache):
+    if cache is None:
+        return dout
+    return dout * cache.keep
+""",
+    ),
+    Mistake(
+        "dropout_backward",
+        "dropout_mask",
+        """
+def dropout_backward(dout, cache):
+    if cache is None:
+        return dout
+    return dout / cache.keep_prob
+""",
+    ),
+    Mistake(
+        "dropout_backward",
+        "factor",
+        """
+def dropout_backward(dout, cache):
+    if cache is None:
+        return dout
+    return dout * cache.keep * cache.keep_prob
+""",
+    ),
+    Mistake(
+        "softmax_backward",
+        "softmax_row_sum",
+        """
+def softmax_backward(dout, cache):
+    return cache * dout
+""",
+    ),
+    Mistake(
+        "softmax_backward",
+        None,
+        """
+def softmax_backward(dout, cache):
+    y = cache
+    return y * (dout - (dout * y).sum(axis=0, keepdims=True))
+""",
+    ),
+    Mistake(
+        "layer_norm_backward",
+        "ln_mean",
+        """
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    g = dout * gamma
+    dx = rstd * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    width = dout.shape[-1]
+    return dx, (dout * xhat).reshape(-1, width).sum(0), dout.reshape(-1, width).sum(0)
+""",
+    ),
+    Mistake(
+        "layer_norm_backward",
+        "ln_var",
+        """
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    g = dout * gamma
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True))
+    width = dout.shape[-1]
+    return dx, (dout * xhat).reshape(-1, width).sum(0), dout.reshape(-1, width).sum(0)
+""",
+    ),
+    Mistake(
+        "layer_norm_backward",
+        "ln_both",
+        """
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    width = dout.shape[-1]
+    return rstd * dout * gamma, (dout * xhat).reshape(-1, width).sum(0), dout.reshape(-1, width).sum(0)
+""",
+    ),
+    Mistake(
+        "layer_norm_backward",
+        "rows_sum",
+        """
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    g = dout * gamma
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    return dx, dout * xhat, dout.sum(axis=0)
+""",
+    ),
+    Mistake(
+        "layer_norm_backward",
+        None,
+        """
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    g = dout * gamma
+    dx = g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True)
+    width = dout.shape[-1]
+    return dx, (dout * xhat).reshape(-1, width).sum(0), dout.reshape(-1, width).sum(0)
+""",
+    ),
+    Mistake(
+        "embedding_backward",
+        "repeated_ids",
+        """
+def embedding_backward(dout, cache):
+    xp = get_array_module()
+    ids, table_shape, scale = cache
+    dtable = xp.zeros(table_shape)
+    dtable[ids.reshape(-1)] = dout.reshape(-1, table_shape[1]) * scale
+    return dtable
+""",
+    ),
+    Mistake(
+        "embedding_backward",
+        "repeated_ids",
+        """
+def embedding_backward(dout, cache):
+    xp = get_array_module()
+    ids, table_shape, scale = cache
+    dtable = xp.zeros(table_shape)
+    dtable[ids.reshape(-1)] += dout.reshape(-1, table_shape[1]) * scale
+    return dtable
+""",
+    ),
+    Mistake(
+        "embedding_backward",
+        "embedding_scale",
+        """
+def embedding_backward(dout, cache):
+    xp = get_array_module()
+    ids, table_shape, scale = cache
+    dtable = xp.zeros(table_shape)
+    xp.add.at(dtable, ids.reshape(-1), dout.reshape(-1, table_shape[1]))
+    return dtable
+""",
+    ),
+    Mistake(
+        "positional_encoding_backward",
+        "zero",
+        """
+def positional_encoding_backward(dout, cache):
+    return 0 * dout
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "scale_forgotten",
+        """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    return dscores @ k, dscores.swapaxes(-1, -2) @ q, dv
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "scale_twice",
+        """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True)) * scale
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q * scale, dv
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "mask_leak",
+        """
+def attention_backward(dout, cache):
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q * scale, dv
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "softmax_row_sum",
+        """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = probs * dprobs
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q * scale, dv
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "dropout_scale",
+        """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q * scale, dv
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "dropout_dv",
+        """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = probs.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q * scale, dv
+""",
+    ),
+    Mistake(
+        "cross_entropy_backward",
+        "token_count",
+        """
+def cross_entropy_backward(dloss, cache):
+    xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache
+    q = xp.full_like(probs, eps / shape[-1])
+    q[xp.arange(len(targets)), targets] += 1.0 - eps
+    return ((probs - q) * valid[:, None] * dloss).reshape(shape)
+""",
+    ),
+    Mistake(
+        "cross_entropy_backward",
+        "token_count_pad",
+        """
+def cross_entropy_backward(dloss, cache):
+    xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache
+    q = xp.full_like(probs, eps / shape[-1])
+    q[xp.arange(len(targets)), targets] += 1.0 - eps
+    return ((probs - q) * valid[:, None] * dloss / len(targets)).reshape(shape)
+""",
+    ),
+    Mistake(
+        "cross_entropy_backward",
+        "padding_leak",
+        """
+def cross_entropy_backward(dloss, cache):
+    xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache
+    q = xp.full_like(probs, eps / shape[-1])
+    q[xp.arange(len(targets)), targets] += 1.0 - eps
+    return ((probs - q) * dloss / n_valid).reshape(shape)
+""",
+    ),
+    Mistake(
+        "cross_entropy_backward",
+        "label_smoothing",
+        """
+def cross_entropy_backward(dloss, cache):
+    xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache
+    q = xp.zeros_like(probs)
+    q[xp.arange(len(targets)), targets] = 1.0
+    return ((probs - q) * valid[:, None] * dloss / n_valid).reshape(shape)
+""",
+    ),
+    Mistake(
+        "cross_entropy_backward",
+        "sign",
+        """
+def cross_entropy_backward(dloss, cache):
+    xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache
+    q = xp.full_like(probs, eps / shape[-1])
+    q[xp.arange(len(targets)), targets] += 1.0 - eps
+    return ((q - probs) * valid[:, None] * dloss / n_valid).reshape(shape)
+""",
+    ),
+    Mistake(
+        "cross_entropy_backward",
+        "upstream",
+        """
+def cross_entropy_backward(dloss, cache):
+    xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache
+    q = xp.full_like(probs, eps / shape[-1])
+    q[xp.arange(len(targets)), targets] += 1.0 - eps
+    return ((probs - q) * valid[:, None] / n_valid).reshape(shape)
+""",
+    ),
+    Mistake(
+        "multi_head_attention_backward",
+        "paths",
+        """
+from numpy_transformer.functional import attention_backward, linear_backward
+
+def multi_head_attention_backward(dout, cache):
+    xp = get_array_module()
+    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    h = cache.heads.n_heads
+    dq, dk, dv = attention_backward(split_heads(dheads, h), cache.heads.attention)
+    dx_q, dw_q, _ = linear_backward(merge_heads(dq), cache.q)
+    dx_k, dw_k, _ = linear_backward(merge_heads(dk), cache.k)
+    dx_v, dw_v, _ = linear_backward(merge_heads(dv), cache.v)
+    return dx_q, dx_k, xp.concatenate([dw_q, dw_k, dw_v]), dw_o
+""",
+    ),
+    Mistake(
+        "multi_head_attention_backward",
+        None,
+        """
+from numpy_transformer.functional import attention_backward, linear_backward
+
+def multi_head_attention_backward(dout, cache):
+    xp = get_array_module()
+    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    h = cache.heads.n_heads
+    dq, dk, dv = attention_backward(split_heads(dheads, h), cache.heads.attention)
+    dx_q, dw_q, _ = linear_backward(merge_heads(dq), cache.q)
+    dx_k, dw_k, _ = linear_backward(merge_heads(dk), cache.k)
+    dx_v, dw_v, _ = linear_backward(merge_heads(dv), cache.v)
+    return dx_q, dx_k + dx_v, xp.concatenate([dw_k, dw_q, dw_v]), dw_o
+""",
+    ),
+    Mistake(
+        "multi_head_self_attention_backward",
+        "paths",
+        """
+from numpy_transformer.functional import multi_head_attention_backward
+
+def multi_head_self_attention_backward(dout, cache):
+    dx_q, dx_kv, dw_qkv, dw_o = multi_head_attention_backward(dout, cache)
+    return dx_q, dw_qkv, dw_o
+""",
+    ),
+    Mistake(
+        "multi_head_latent_attention_backward",
+        "paths",
+        """
+from numpy_transformer.functional import linear_backward, multi_head_backward
+
+def multi_head_latent_attention_backward(dout, cache):
+    xp = get_array_module()
+    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dq, dk, dv = multi_head_backward(dheads, cache.heads)
+    dlatent_k, dw_kd, _ = linear_backward(dk, cache.k)
+    dlatent_v, dw_vd, _ = linear_backward(dv, cache.v)
+    dx_kv, dw_c, _ = linear_backward(dlatent_k, cache.latent)
+    dx_q, dw_q, _ = linear_backward(dq, cache.q)
+    return dx_q, dx_kv, xp.concatenate([dw_q, dw_c]), xp.concatenate([dw_kd, dw_vd]), dw_o
+""",
+    ),
+    Mistake(
+        "multi_head_latent_self_attention_backward",
+        "paths",
+        """
+from numpy_transformer.functional import multi_head_latent_attention_backward
+
+def multi_head_latent_self_attention_backward(dout, cache):
+    dx_q, dx_kv, dw_qc, dw_kvd, dw_o = multi_head_latent_attention_backward(dout, cache)
+    return dx_kv, dw_qc, dw_kvd, dw_o
+""",
+    ),
+]
