@@ -205,25 +205,27 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise(
         "multi_head_attention_backward",
         "multi_head_attention_forward",
-        ("dx_q", "dx_kv", "dw_qkv", "dw_o"),
+        ("dx_q", "dx_kv", "dw_qkv", "dw_o", "db_qkv", "db_o"),
         "(dout, cache)",
-        """Gradient of cross-attention y = MultiHead(x_q W_q^T, x_kv W_k^T, x_kv W_v^T) W_o^T.
+        """Gradient of cross-attention y = MultiHead(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v)
+        W_o^T + b_o (the biases are optional: b_qkv = [b_q; b_k; b_v] (3D,), b_o (D,)).
 
         dout: (B, T, D); cache: MultiHeadAttentionCache(q, k, v, output: LinearCache each,
         heads: MultiHeadCache(attention: AttentionCache, n_heads)).
-        Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D) = [dW_q; dW_k; dW_v], dw_o (D, D)).
-        Hint: your linear_backward and attention_backward do the work; split_heads and merge_heads
-        rearrange; x_kv feeds both K and V.""",
+        Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D) = [dW_q; dW_k; dW_v], dw_o (D, D),
+        db_qkv (3D,), db_o (D,)); the two bias gradients are None when the forward had no biases.
+        Hint: your linear_backward and attention_backward do the work (linear_backward gives each
+        bias's gradient, or None); split_heads and merge_heads rearrange; x_kv feeds both K and V.""",
     ),
     Exercise(
         "multi_head_self_attention_backward",
         "multi_head_self_attention_forward",
-        ("dx", "dw_qkv", "dw_o"),
+        ("dx", "dw_qkv", "dw_o", "db_qkv", "db_o"),
         "(dout, cache)",
         """Gradient of self-attention: cross-attention of x with itself.
 
         dout: (B, T, D); cache: a MultiHeadAttentionCache as above.
-        Returns (dx (B, T, D), dw_qkv (3D, D), dw_o (D, D)).
+        Returns (dx (B, T, D), dw_qkv (3D, D), dw_o (D, D), db_qkv (3D,) or None, db_o (D,) or None).
         Hint: x feeds the queries, the keys and the values.""",
     ),
     Exercise(
@@ -813,6 +815,11 @@ def _cases_multi_head(rng: numpy.random.Generator, latent: bool, self_attention:
             **extra,
         }
         names = (("x",) if self_attention else ("x_q", "x_kv")) + tuple(weights) + ("w_o",)
+        if not latent:  # the projections' optional biases: on in the first case, None in the others
+            biased = not cases
+            if biased:
+                inputs |= {"b_qkv": _normal(rng, 3 * width), "b_o": _normal(rng, width)}
+            names += ("b_qkv", "b_o") if biased else ("", "")
         cases.append(
             Case(
                 label.replace("S 4", "S 3") if self_attention else label,

@@ -405,13 +405,14 @@ from numpy_transformer.functional import attention_backward, linear_backward
 
 def multi_head_attention_backward(dout, cache):
     xp = get_array_module()
-    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dheads, dw_o, db_o = linear_backward(dout, cache.output)
     h = cache.heads.n_heads
     dq, dk, dv = attention_backward(split_heads(dheads, h), cache.heads.attention)
-    dx_q, dw_q, _ = linear_backward(merge_heads(dq), cache.q)
-    dx_k, dw_k, _ = linear_backward(merge_heads(dk), cache.k)
-    dx_v, dw_v, _ = linear_backward(merge_heads(dv), cache.v)
-    return dx_q, dx_k, xp.concatenate([dw_q, dw_k, dw_v]), dw_o
+    dx_q, dw_q, db_q = linear_backward(merge_heads(dq), cache.q)
+    dx_k, dw_k, db_k = linear_backward(merge_heads(dk), cache.k)
+    dx_v, dw_v, db_v = linear_backward(merge_heads(dv), cache.v)
+    db_qkv = None if db_q is None else xp.concatenate([db_q, db_k, db_v])
+    return dx_q, dx_k, xp.concatenate([dw_q, dw_k, dw_v]), dw_o, db_qkv, db_o
 """,
     ),
     Mistake(
@@ -422,13 +423,14 @@ from numpy_transformer.functional import attention_backward, linear_backward
 
 def multi_head_attention_backward(dout, cache):
     xp = get_array_module()
-    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dheads, dw_o, db_o = linear_backward(dout, cache.output)
     h = cache.heads.n_heads
     dq, dk, dv = attention_backward(split_heads(dheads, h), cache.heads.attention)
-    dx_q, dw_q, _ = linear_backward(merge_heads(dq), cache.q)
-    dx_k, dw_k, _ = linear_backward(merge_heads(dk), cache.k)
-    dx_v, dw_v, _ = linear_backward(merge_heads(dv), cache.v)
-    return dx_q, dx_k + dx_v, xp.concatenate([dw_k, dw_q, dw_v]), dw_o
+    dx_q, dw_q, db_q = linear_backward(merge_heads(dq), cache.q)
+    dx_k, dw_k, db_k = linear_backward(merge_heads(dk), cache.k)
+    dx_v, dw_v, db_v = linear_backward(merge_heads(dv), cache.v)
+    db_qkv = None if db_q is None else xp.concatenate([db_q, db_k, db_v])
+    return dx_q, dx_k + dx_v, xp.concatenate([dw_k, dw_q, dw_v]), dw_o, db_qkv, db_o
 """,
     ),
     Mistake(
@@ -438,8 +440,8 @@ def multi_head_attention_backward(dout, cache):
 from numpy_transformer.functional import multi_head_attention_backward
 
 def multi_head_self_attention_backward(dout, cache):
-    dx_q, dx_kv, dw_qkv, dw_o = multi_head_attention_backward(dout, cache)
-    return dx_q, dw_qkv, dw_o
+    dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o = multi_head_attention_backward(dout, cache)
+    return dx_q, dw_qkv, dw_o, db_qkv, db_o
 """,
     ),
     Mistake(
