@@ -762,7 +762,7 @@ def _path_candidates(kind: str) -> Callable[[Any, Any], dict[str, list[tuple[Arr
 
 def _cases_multi_head(rng: numpy.random.Generator, latent: bool, self_attention: bool) -> list[Case]:
     xp = get_array_module()
-    cases = []
+    cases: list[Case] = []
     kind = ("latent" if latent else "mha") + ("-self" if self_attention else "")
     masked = numpy.ones((2, 1, 3, 4), dtype=bool)
     masked[0, 0, 1, :] = False
