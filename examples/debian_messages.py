@@ -1,4 +1,5 @@
-"""Build a real English->French corpus, offline, from the message catalogs installed on this machine.
+"""Build a real English->French (or German, Spanish...) corpus, offline, from the message catalogs
+installed on this machine.
 
 Every program translated with gettext ships its messages as compiled catalogs
 (``/usr/share/locale/fr/LC_MESSAGES/*.mo``): the English original of each message beside the
@@ -7,6 +8,7 @@ These are real translations, not generated ones: menu entries, error messages, o
 with placeholders such as ``%s`` and ``%(name)s``.
 
     python examples/debian_messages.py --out data/messages-en-fr.tsv
+    python examples/debian_messages.py --lang de --out data/messages-en-de.tsv
     numpy-transformer train --data data/messages-en-fr.tsv --out runs/messages
 
 Kept: single-line messages of 1 to 25 words whose translation differs from the original; each
@@ -24,7 +26,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-CATALOG_DIRS = ("/usr/share/locale/fr/LC_MESSAGES", "/usr/share/locale-langpack/fr/LC_MESSAGES")
+LOCALE_DIRS = ("/usr/share/locale", "/usr/share/locale-langpack")
 MAX_WORDS = 25
 
 
@@ -56,15 +58,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", default="data/messages-en-fr.tsv", help="the TSV file to write")
+    parser.add_argument(
+        "--lang", default="fr", help="the target language's locale name (fr, de, es, pt_BR...)"
+    )
+    parser.add_argument(
+        "--out", default=None, help="the TSV file to write (default data/messages-en-LANG.tsv)"
+    )
     args = parser.parse_args()
+    folders = [Path(root) / args.lang / "LC_MESSAGES" for root in LOCALE_DIRS]
     catalogs = sorted(
-        {path.resolve() for folder in CATALOG_DIRS for path in Path(folder).glob("*.mo")},
+        {path.resolve() for folder in folders for path in folder.glob("*.mo")},
         key=lambda path: path.name,
     )
     if not catalogs:
         print(
-            f"no French message catalogs in {', '.join(CATALOG_DIRS)}: install a package's French locale",
+            f"no message catalogs for --lang {args.lang!r} in {', '.join(map(str, folders))}: install a "
+            "package's locale of that language",
             file=sys.stderr,
         )
         return 1
@@ -74,7 +83,7 @@ def main() -> int:
             source, target = " ".join(source.split()), " ".join(target.split())
             if keep(source, target):
                 pairs.setdefault(source, target)
-    out = Path(args.out)
+    out = Path(args.out or f"data/messages-en-{args.lang}.tsv")
     out.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(f"{source}\t{target}\n" for source, target in pairs.items())
     out.write_text(text, encoding="utf-8")
