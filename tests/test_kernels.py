@@ -406,7 +406,9 @@ def test_set_kernels_chooses_and_refuses_unknown_names():
         assert get_kernels() == "reference"
         assert ops.layer_norm_forward is F.layer_norm_forward
     assert ops.layer_norm_forward is cpu.layer_norm_forward
-    with pytest.raises(ValueError, match=r"kernels must be one of \('fast', 'reference'\), got 'turbo'"):
+    with pytest.raises(
+        ValueError, match=r"kernels must be one of \('fast', 'reference', 'learner'\), got 'turbo'"
+    ):
         set_kernels("turbo")
     assert get_kernels() == "fast"
     assert nt.set_kernels is set_kernels and nt.get_kernels is get_kernels
@@ -430,7 +432,9 @@ def test_a_bad_environment_variable_is_named():
     code = "import numpy_transformer as nt; nt.get_kernels()"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode != 0
-    assert "NUMPY_TRANSFORMER_KERNELS must be one of ('fast', 'reference'), got 'turbo'" in out.stderr
+    assert (
+        "NUMPY_TRANSFORMER_KERNELS must be one of ('fast', 'reference', 'learner'), got 'turbo'" in out.stderr
+    )
 
 
 def test_every_kernel_keeps_the_textbook_signature():
