@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -35,6 +36,7 @@ Array = Any
 
 # what MPI launchers tell their processes: the number of ranks (MPICH/Hydra, Intel MPI and srun
 # with PMI; Open MPI; PMIx launchers)
+ABORT_GRACE_S = 0.5  # time for the launcher to forward a rank's last words before Abort
 LAUNCHER_SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE")
 LAUNCHER_RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")  # and this process's rank
 
@@ -124,6 +126,7 @@ class Communicator:
         step with the others any more, which may be waiting in a collective call it will never make."""
         sys.stdout.flush()
         sys.stderr.flush()
+        time.sleep(ABORT_GRACE_S)  # the launcher forwards what was said before Abort ends every process
         self.comm.Abort(code)
         raise SystemExit(code)  # not reached: Abort ends this process too
 
