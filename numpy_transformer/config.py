@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .data import BPE_VOCAB_RANGE, BPE_VOCAB_SIZE, MAX_LENGTH
+from .functional import ACTIVATIONS, POSITION_LAYOUTS
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
 TASK_TOKENIZERS = {"copy": "char", "reverse": "char", "numbers-en-fr": "word"}  # what a --task is written in
@@ -216,6 +217,27 @@ class ModelConfig(_Checked):
     )
     dtype: str = setting(
         "float32", "floating-point type of weights and activations", choices=("float32", "float64")
+    )
+    # the options a pretrained Marian (OPUS-MT) translator needs; an imported run sets them
+    activation: str = setting(
+        "relu", "the feed-forward blocks' activation (silu: Marian's swish)", choices=ACTIVATIONS
+    )
+    attention_bias: bool = setting(False, "biases on the attention projections W_q, W_k, W_v, W_o (mha)")
+    positions: str = setting(
+        "interleaved",
+        "the sinusoids' layout: the paper's interleaved sines and cosines, or Marian's sines then cosines (split)",
+        choices=POSITION_LAYOUTS,
+    )
+    final_norm: bool = setting(
+        True,
+        "no layer normalisation after the last encoder and decoder blocks (Marian's post-norm models end without one)",
+        flag="--no-final-norm",
+    )
+    padding_idx: int | None = setting(
+        None,
+        "a token id whose embedding lookups pass no gradient, as PyTorch's nn.Embedding(padding_idx=...) "
+        "(an imported Marian model's <pad>)",
+        minimum=0,
     )
 
     @classmethod

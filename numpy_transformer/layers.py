@@ -152,12 +152,25 @@ def check_token_ids(arrays: list[tuple[Array, int, str]]) -> None:
 
 
 class InputEmbeddings(Module):
-    """Token ids (B, T) -> embeddings (B, T, d_model), scaled by sqrt(d_model)."""
+    """Token ids (B, T) -> embeddings (B, T, d_model), scaled by sqrt(d_model).
 
-    def __init__(self, d_model: int, vocab_size: int, *, dtype: Any = "float32", rng: Any = None) -> None:
+    ``padding_idx``: the row of that id learns nothing from its lookups, as in PyTorch's
+    ``nn.Embedding(padding_idx=...)`` (a tied projection still trains it).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        vocab_size: int,
+        padding_idx: int | None = None,
+        *,
+        dtype: Any = "float32",
+        rng: Any = None,
+    ) -> None:
         super().__init__(dtype, rng)
         self.d_model = d_model
         self.vocab_size = vocab_size
+        self.padding_idx = padding_idx
         self.embedding = Embedding(d_model, vocab_size, dtype=dtype, rng=self.rng)
 
     def check_ids(self, ids: Array, argument: str = "ids") -> None:
@@ -175,7 +188,10 @@ class InputEmbeddings(Module):
 
     def backward(self, dout: Array) -> None:
         """Accumulates the table's gradient; token ids have no gradient, so nothing is returned."""
-        self.embedding.weight.accumulate(ops.embedding_backward(dout, self._take()))
+        grad = ops.embedding_backward(dout, self._take())
+        if self.padding_idx is not None:
+            grad[self.padding_idx] = 0
+        self.embedding.weight.accumulate(grad)
 
 
 class PositionalEncoding(Module):

@@ -195,6 +195,7 @@ def build_transformer(
     attention_bias: bool = False,
     positions: str = "interleaved",
     final_norm: bool = True,
+    padding_idx: int | None = None,
 ) -> Transformer:
     """Build the full model; every parameter with more than one dimension is Xavier-uniform.
 
@@ -211,7 +212,9 @@ def build_transformer(
     "silu" (Marian's swish) or "gelu_tanh" in the feed-forward blocks instead of "relu";
     ``attention_bias`` biases on W_q, W_k, W_v and W_o (MHA only); ``positions`` "split" for the
     sinusoids as sines then cosines instead of the paper's "interleaved"; ``final_norm=False`` for
-    no layer normalisation after the last encoder and decoder blocks (post-norm blocks end in one).
+    no layer normalisation after the last encoder and decoder blocks (post-norm blocks end in one);
+    ``padding_idx`` an id whose embedding lookups pass no gradient (PyTorch's ``padding_idx``, which
+    transformers' Marian models give their ``<pad>``, also their decoder's start token).
     """
     sizes = {
         "src_vocab_size": src_vocab_size,
@@ -261,6 +264,15 @@ def build_transformer(
         raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+    if padding_idx is not None and (
+        isinstance(padding_idx, bool)
+        or not isinstance(padding_idx, numbers.Integral)
+        or not 0 <= padding_idx < min(src_vocab_size, tgt_vocab_size)
+    ):
+        raise ValueError(
+            f"padding_idx must be None or a token id of both vocabularies, in [0, "
+            f"{min(src_vocab_size, tgt_vocab_size)}), got {padding_idx!r}"
+        )
 
     rng = make_rng(seed)
     common = {"dtype": dtype, "rng": rng}
@@ -270,8 +282,9 @@ def build_transformer(
             return MultiHeadAttentionBlock(d_model, h, dropout, bool(attention_bias), **common)
         return MultiHeadLatentAttentionBlock(d_model, h, dropout, **common)
 
-    src_embed = InputEmbeddings(d_model, src_vocab_size, **common)
-    tgt_embed = InputEmbeddings(d_model, tgt_vocab_size, **common)
+    padding_idx = None if padding_idx is None else int(padding_idx)
+    src_embed = InputEmbeddings(d_model, src_vocab_size, padding_idx, **common)
+    tgt_embed = InputEmbeddings(d_model, tgt_vocab_size, padding_idx, **common)
     src_pos = PositionalEncoding(d_model, src_seq_len, dropout, positions, **common)
     tgt_pos = PositionalEncoding(d_model, tgt_seq_len, dropout, positions, **common)
     encoder_blocks = [
@@ -323,6 +336,7 @@ def build_transformer(
         "attention_bias": bool(attention_bias),
         "positions": positions,
         "final_norm": bool(final_norm),
+        "padding_idx": padding_idx,
     }
     model = Transformer(encoder, decoder, src_embed, tgt_embed, src_pos, tgt_pos, projection_layer, config)
     model.flatten_parameters()

@@ -204,6 +204,7 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
         attention_bias=True,
         positions="split",
         final_norm=False,
+        padding_idx=int(config["pad_token_id"]),  # as transformers' nn.Embedding(padding_idx=pad_token_id)
     )
     path = directory / WEIGHTS
     for side in ("encoder", "decoder"):  # a saved positional table must be the one the model computes

@@ -158,3 +158,38 @@ def test_the_vocab_size_range_holds_in_config_files_and_python(tmp_path):
     with pytest.raises(ValueError, match=r"vocab-size must be an integer in \[256, 1000000\], got 255"):
         TrainConfig(data="x.tsv", vocab_size=255)
     assert TrainConfig(data="x.tsv", vocab_size=1_000_000).vocab_size == 1_000_000
+
+
+def test_the_marian_options_are_settings_of_a_run(tmp_path, capsys):
+    """activation, attention_bias, positions, final_norm and padding_idx: flags, config.toml, --resume."""
+    out = tmp_path / "run"
+    marian = ["--activation", "silu", "--attention-bias", "--positions", "split", "--no-final-norm"]
+    assert _train(*RUN, *marian, "--padding-idx", "0", "--post-norm", "--out", str(out)) == 0
+    model = load_checkpoint(out)[1]["model"]
+    assert (model["activation"], model["attention_bias"], model["positions"]) == ("silu", True, "split")
+    assert model["final_norm"] is False and model["padding_idx"] == 0
+    saved = read_config_file(out / "config.toml")["model"]
+    assert saved["activation"] == "silu" and saved["final_norm"] is False and saved["padding_idx"] == 0
+    again = tmp_path / "again"
+    assert _train("--config", str(out / "config.toml"), "--out", str(again)) == 0
+    for name, value in _weights(out)[0].items():
+        np.testing.assert_array_equal(value, _weights(again)[0][name], err_msg=name)
+    capsys.readouterr()
+    assert _train("--resume", "--out", str(out), "--activation", "relu") == 2
+    assert "--activation 'relu' differs from the saved run's 'silu'" in capsys.readouterr().err
+    assert _train("--resume", "--out", str(out), "--attention-bias", "--steps", "4") == 0
+
+
+def test_the_default_model_is_the_one_built_without_the_marian_options():
+    from numpy_transformer.model import build_transformer
+    from numpy_transformer.training import Trainer
+
+    assert ModelConfig().final_norm is True and ModelConfig().padding_idx is None
+    trainer = Trainer.create(TrainConfig(task="copy", steps=1), ModelConfig(d_model=16, N=1, h=2, d_ff=16))
+    config = trainer.model.config
+    sizes = ("src_vocab_size", "tgt_vocab_size", "src_seq_len", "tgt_seq_len", "d_model", "N", "h", "d_ff")
+    fresh = build_transformer(**{key: config[key] for key in sizes}, seed=0).state_dict()  # as before them
+    built = trainer.model.state_dict()
+    assert built.keys() == fresh.keys()
+    for name, value in fresh.items():
+        np.testing.assert_array_equal(built[name], value, err_msg=name)

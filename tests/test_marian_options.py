@@ -238,8 +238,28 @@ def test_defaults_are_unchanged():
             ValueError,
             r"attention_bias=True needs attention='mha'",
         ),
+        ({"padding_idx": 11}, ValueError, r"padding_idx must be None or a token id of both vocabularies"),
+        ({"padding_idx": True}, ValueError, r"padding_idx must be None or a token id .* got True"),
     ],
 )
 def test_bad_options_are_named(kwargs, error, message):
     with pytest.raises(error, match=message):
         nt.build_transformer(11, 13, 7, 6, d_model=8, N=2, h=2, d_ff=12, **kwargs)
+
+
+def test_padding_idx_gives_its_row_no_gradient_from_the_lookups(textbook):
+    """As nn.Embedding(padding_idx=...): the row of that id keeps what a tied projection gives it."""
+    src, tgt, labels = model_batch()
+    tgt[:, 0] = 1  # the padding id starts every target, as Marian's decoder starts from <pad>
+    grads = {}
+    for padding_idx in (None, 1):
+        model = marian_model(padding_idx=padding_idx, tie_embeddings=False)
+        logits = model.forward(src, tgt, nt.make_src_mask(src, 0), nt.causal_mask(tgt.shape[1]))
+        _, cache = F.cross_entropy_forward(logits, labels, pad_id=0)
+        model.zero_grad()
+        model.backward(F.cross_entropy_backward(1.0, cache))
+        grads[padding_idx] = {name: p.grad.copy() for name, p in model.named_parameters()}
+    for name in ("src_embed.embedding.weight", "tgt_embed.embedding.weight"):
+        assert np.abs(grads[None][name][1]).max() > 0 and not grads[1][name][1].any()
+        np.testing.assert_array_equal(np.delete(grads[1][name], 1, 0), np.delete(grads[None][name], 1, 0))
+    assert grads[1]["projection_layer.proj.weight"][1].any()
