@@ -19,12 +19,22 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy
 
-from .data import MAX_LENGTH, BPETokenizer, TranslationTask, Vocab, make_task
+from .data import (
+    DEFAULT_IDS,
+    MAX_LENGTH,
+    BPETokenizer,
+    SentencePieceTokenizer,
+    SpecialIds,
+    TranslationTask,
+    Vocab,
+    make_task,
+)
 from .model import Transformer, build_transformer
 
 if TYPE_CHECKING:
@@ -151,7 +161,7 @@ def split_prefix(arrays: dict[str, numpy.ndarray], prefix: str) -> dict[str, num
 
 def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
     """How to rebuild the task: a generated task by name, a corpus by its absolute path and content hash."""
-    recipe = {
+    recipe: dict[str, Any] = {
         "task": config.task if config.data is None else None,
         "data": None,
         "seed": config.seed,
@@ -168,7 +178,32 @@ def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
         )
     if isinstance(task.tokenizer, BPETokenizer):  # the learned subwords themselves, as the library's JSON
         recipe["tokenizer_json"] = task.tokenizer.serialized
+    if isinstance(task.tokenizer, SentencePieceTokenizer):  # a pretrained model's two SentencePiece models
+        recipe["sentencepiece"] = task.tokenizer.serialized
+    if task.ids != DEFAULT_IDS:  # a pretrained model's vocabulary: where its special tokens are
+        recipe["special_ids"] = asdict(task.ids)
     return recipe
+
+
+def _serialized_tokenizer(recipe: dict[str, Any]) -> Any:
+    """The saved tokenizer's own state: learned subwords, a pretrained model's SentencePiece models, or
+    None (char and word tokenizers learn nothing)."""
+    return recipe.get("tokenizer_json", recipe.get("sentencepiece"))
+
+
+def saved_vocabularies(path: str | Path, meta: dict[str, Any]) -> tuple[Vocab, Vocab]:
+    """The checkpoint's source and target vocabularies (one object when they are the same list)."""
+    try:
+        ids = SpecialIds(**meta["task"].get("special_ids", {}))
+        src_vocab = Vocab.from_list(meta["src_vocab"], ids)
+        tgt_vocab = (
+            src_vocab if meta["tgt_vocab"] == meta["src_vocab"] else Vocab.from_list(meta["tgt_vocab"], ids)
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise CheckpointError(
+            f"checkpoint {resolve_path(path)}: its vocabularies are unusable ({error})"
+        ) from error
+    return src_vocab, tgt_vocab
 
 
 def file_sha256(path: Path) -> str:
@@ -220,12 +255,20 @@ def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transfo
     return model
 
 
-def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
+def task_from_recipe(
+    recipe: dict[str, Any], vocabularies: tuple[Vocab, Vocab] | None = None
+) -> TranslationTask:
     """Rebuild the task a checkpoint was trained on (generated tasks regenerate; files are re-read).
 
     A corpus must be the very file the run trained on: a file changed since, or another file at
-    that path, is refused by name rather than scored or trained on.
+    that path, is refused by name rather than scored or trained on. A pretrained model's tokenizer
+    needs its ``vocabularies`` (saved_vocabularies).
     """
+    if recipe.get("task") is None and recipe.get("data") is None:
+        raise ValueError(
+            "the checkpoint holds an imported model, which was trained on no corpus this package knows: "
+            "give a corpus of your own (evaluate --data FILE.tsv, train --from RUN --data FILE.tsv)"
+        )
     expected = recipe.get("data_sha256")
     if recipe["data"] is not None and expected is not None:
         path = Path(recipe["data"])
@@ -236,8 +279,10 @@ def task_from_recipe(recipe: dict[str, Any]) -> TranslationTask:
                 f"the run trained on {path}, but that file has changed since (its sha256 differs)"
             )
     vocabulary: dict[str, Any] = {key: recipe[key] for key in ("vocab_size", "shared_vocab") if key in recipe}
-    if "tokenizer_json" in recipe:
-        vocabulary["serialized_tokenizer"] = recipe["tokenizer_json"]
+    if _serialized_tokenizer(recipe) is not None:
+        vocabulary["serialized_tokenizer"] = _serialized_tokenizer(recipe)
+    if vocabularies is not None:
+        vocabulary["vocabularies"] = vocabularies
     return make_task(
         recipe["task"],
         recipe["data"],
@@ -252,7 +297,10 @@ def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[
     """Rebuild the model and the task, with the saved vocabularies (dropout needs no saved state:
     see step_rng)."""
     model = model_from_checkpoint(path, arrays, meta)
-    task = task_from_recipe(meta["task"])
+    pretrained = (
+        meta["task"].get("tokenizer") == SentencePieceTokenizer.name
+    )  # its vocabularies are the model's
+    task = task_from_recipe(meta["task"], saved_vocabularies(path, meta) if pretrained else None)
     if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
         task.src_vocab, task.tgt_vocab = (
             Vocab.from_list(meta["src_vocab"]),
@@ -286,7 +334,7 @@ def average_checkpoints(
                     f"checkpoint {path} has another {field} than {files[0]}: only checkpoints of one "
                     "model can be averaged"
                 )
-        if meta["task"].get("tokenizer_json") != metas[0]["task"].get("tokenizer_json"):
+        if _serialized_tokenizer(meta["task"]) != _serialized_tokenizer(metas[0]["task"]):
             raise ValueError(f"checkpoint {path} has another tokenizer than {files[0]}")
     check_one_run(files, metas, allow_no_run_id)
     total: dict[str, numpy.ndarray] = {}
@@ -346,20 +394,14 @@ def saved_task(path: str | Path, meta: dict) -> TranslationTask:
     is not read: it may be gone or changed since."""
     try:
         recipe = meta["task"]
-        name = recipe["tokenizer"]
-        src_vocab = Vocab.from_list(meta["src_vocab"])
-        tgt_vocab = (
-            src_vocab if meta["tgt_vocab"] == meta["src_vocab"] else Vocab.from_list(meta["tgt_vocab"])
-        )
-        serialized = recipe["tokenizer_json"] if name == BPETokenizer.name else None
         return TranslationTask(
-            name,
+            recipe["tokenizer"],
             [],
             [],
             [],
             int(recipe.get("seed", 0)),
-            serialized_tokenizer=serialized,
-            vocabularies=(src_vocab, tgt_vocab),
+            serialized_tokenizer=_serialized_tokenizer(recipe),
+            vocabularies=saved_vocabularies(path, meta),
         )
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         raise CheckpointError(

@@ -483,7 +483,8 @@ def _show_translations(trainer: Trainer, count: int) -> None:
     if not pairs:
         return
     print(f"translations of {len(pairs)} unseen test sources:")
-    for (source, reference), ids in zip(pairs, translate_ids(trainer.model, task.encode_pairs(pairs)[0])):
+    outputs = translate_ids(trainer.model, task.encode_pairs(pairs)[0], ids=task.ids)
+    for (source, reference), ids in zip(pairs, outputs):
         hypothesis = task.tokenizer.detokenize(task.tgt_vocab.decode(ids))
         mark = "ok" if hypothesis == reference else f"expected: {reference}"
         print(f"  {source}  ->  {hypothesis}   [{mark}]")
@@ -537,7 +538,9 @@ def _translate(args: argparse.Namespace) -> int:
 
     def check_lengths(batch: list[tuple[str, str]]) -> None:
         for where, sentence in batch:
-            model.src_pos.check_length(len(tokenizer.tokenize(sentence)), f"{where} ({sentence[:40]!r})")
+            model.src_pos.check_length(
+                len(tokenizer.tokenize_source(sentence)), f"{where} ({sentence[:40]!r})"
+            )
 
     size = args.batch_size
     if args.sentences:
@@ -561,18 +564,20 @@ def _translate(args: argparse.Namespace) -> int:
         sentences = [sentence for _, sentence in batch]
         src_ids = encode_sentences(sentences, tokenizer, src_vocab)
         if args.score:
-            scores = score_ids(model, src_ids, encode_sentences(references, tokenizer, tgt_vocab))
+            references_ids = encode_sentences(references, tokenizer, tgt_vocab, target=True)
+            scores = score_ids(model, src_ids, references_ids, tgt_vocab.ids)
             for sentence, reference, score in zip(sentences, references, scores):
                 print(f"{sentence}\t{reference}\t{score:.4f}")
         elif args.n_best > 1:
             beam = {key: value for key, value in options.items() if key != "strategy"}
             for sentence, best in zip(
-                sentences, translate_n_best(model, src_ids, args.n_best, args.max_len, **beam)
+                sentences, translate_n_best(model, src_ids, args.n_best, args.max_len, tgt_vocab.ids, **beam)
             ):
                 for ids, score in best:
                     print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}\t{score:.4f}")
         else:
-            for sentence, ids in zip(sentences, translate_ids(model, src_ids, args.max_len, **dict(options))):
+            outputs = translate_ids(model, src_ids, args.max_len, tgt_vocab.ids, **dict(options))
+            for sentence, ids in zip(sentences, outputs):
                 print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
         sys.stdout.flush()
         translated += len(batch)

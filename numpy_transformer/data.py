@@ -2,7 +2,8 @@
 
 Tasks are generated on the fly (``copy``, ``reverse``, ``numbers-en-fr``) or read from a
 ``source<TAB>target`` file. The batch for training step k is a pure function of (seed, k), so a
-resumed run sees exactly the batches an uninterrupted one would.
+resumed run sees exactly the batches an uninterrupted one would. A vocabulary's special ids
+(``SpecialIds``) are the package's own, or those of a pretrained Marian model's vocabulary.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ import re
 import select
 import threading
 import warnings
+from base64 import b64decode, b64encode
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy
 
 from .backend import get_array_module
-from .model import make_src_mask, make_tgt_mask
+from .model import causal_mask, make_src_mask, make_tgt_mask
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -29,7 +31,38 @@ MAX_LENGTH = 256  # tokens on a side of a corpus pair; longer pairs (a stray 10 
 GLUE = "##"  # marks a word-level token written without a space before it
 
 
-class CharTokenizer:
+@dataclass(frozen=True)
+class SpecialIds:
+    """The ids a vocabulary gives its special tokens: the padding, the decoder's start token, the end
+    of a sentence and the unknown token. This package's vocabularies put <pad>, <bos>, <eos>, <unk>
+    at 0-3; a Marian model's put </s> at 0, <unk> at 1, <pad> last, and start the decoder from <pad>."""
+
+    pad: int = PAD_ID
+    bos: int = BOS_ID
+    eos: int = EOS_ID
+    unk: int = UNK_ID
+
+
+DEFAULT_IDS = SpecialIds()
+
+
+class Tokenizer:
+    """Text -> tokens -> text. Source and target are split alike unless a tokenizer has a model of
+    its own for each side (Marian's): ``tokenize_source`` splits a source, ``tokenize`` a target."""
+
+    name = "tokenizer"
+
+    def tokenize(self, text: str) -> list[str]:
+        raise NotImplementedError
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        raise NotImplementedError
+
+    def tokenize_source(self, text: str) -> list[str]:
+        return self.tokenize(text)
+
+
+class CharTokenizer(Tokenizer):
     """One token per character; lossless."""
 
     name = "char"
@@ -41,7 +74,7 @@ class CharTokenizer:
         return "".join(tokens)
 
 
-class WordTokenizer:
+class WordTokenizer(Tokenizer):
     """Words and punctuation marks are tokens; a token glued to the previous one (no space
     between them) carries the prefix ``##``, so "quarante-deux" -> quarante ##- ##deux and
     detokenising gives the text back exactly (up to runs of white space)."""
@@ -67,7 +100,7 @@ class WordTokenizer:
         return text
 
 
-class BPETokenizer:
+class BPETokenizer(Tokenizer):
     """Subword units: byte-level byte-pair encoding learned from the training texts by Hugging Face
     ``tokenizers`` (pip install tokenizers, part of the [train] extra).
 
@@ -147,11 +180,67 @@ def _import_tokenizers() -> Any:
     return tokenizers
 
 
+class SentencePieceTokenizer(Tokenizer):
+    """Marian's subwords (OPUS-MT models): a SentencePiece model for each side, ``source.spm`` and
+    ``target.spm``, through the ``sentencepiece`` library, splitting text as transformers'
+    MarianTokenizer does. A source ends with ``</s>``, as Marian's encoder reads it; a leading
+    language code (``>>fra<<``) is one token. No punctuation normalisation is applied (transformers
+    applies Moses' only where sacremoses is installed).
+
+    The two models' bytes are kept (``serialized``, base64 text), so a checkpoint holds them.
+    """
+
+    name = "marian"
+    END = "</s>"
+    SPECIAL_PIECES = (END, "<unk>", "<pad>")  # never text: left out when detokenizing
+
+    def __init__(self, source: bytes, target: bytes) -> None:
+        try:
+            import sentencepiece
+        except ImportError as error:
+            raise RuntimeError(
+                "Marian's tokenizer needs the sentencepiece library: pip install 'numpy_transformer[pretrained]'"
+            ) from error
+        self.models = {"source": source, "target": target}
+        processors = []
+        for side, model in self.models.items():
+            try:
+                processors.append(sentencepiece.SentencePieceProcessor(model_proto=model))
+            except RuntimeError as error:  # the library's error for bytes that are no model
+                raise ValueError(f"the {side} side is not a SentencePiece model ({error})") from None
+        self.source, self.target = processors
+
+    @property
+    def serialized(self) -> dict[str, str]:
+        return {side: b64encode(model).decode("ascii") for side, model in self.models.items()}
+
+    @classmethod
+    def from_serialized(cls, serialized: dict[str, str]) -> SentencePieceTokenizer:
+        return cls(b64decode(serialized["source"]), b64decode(serialized["target"]))
+
+    @staticmethod
+    def _split(text: str, model: Any) -> list[str]:
+        code: list[str] = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            code, text = [text[: end + 2]], text[end + 2 :]
+        return code + model.encode(text, out_type=str)
+
+    def tokenize_source(self, text: str) -> list[str]:
+        return [*self._split(text, self.source), self.END]
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._split(text, self.target)
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        pieces = [token for token in tokens if token not in self.SPECIAL_PIECES]
+        return str(self.target.decode_pieces(pieces)).replace("\u2581", " ").strip()
+
+
 TOKENIZERS: dict[str, type[CharTokenizer] | type[WordTokenizer]] = {
     "char": CharTokenizer,
     "word": WordTokenizer,
 }  # the tokenizers that learn nothing
-TOKENIZER_NAMES = (*TOKENIZERS, BPETokenizer.name)
+TOKENIZER_NAMES = (*TOKENIZERS, BPETokenizer.name, SentencePieceTokenizer.name)
 BPE_VOCAB_SIZE = 8000  # subword units learned from a corpus, source and target together
 # The sizes BPETokenizer.train accepts: at least the 256 bytes (no merge), at most a million. Hugging Face's
 # trainer allocates about 66 bytes per unit before it starts (10**9 asks for 66 GB and aborts the process,
@@ -160,19 +249,27 @@ BPE_VOCAB_RANGE = (256, 1_000_000)
 
 
 class Vocab:
-    """Token <-> id, with <pad>=0, <bos>=1, <eos>=2, <unk>=3 first."""
+    """Token <-> id, with <pad>=0, <bos>=1, <eos>=2, <unk>=3 first, or a saved list's own special
+    ``ids`` (a pretrained model's)."""
+
+    ids = DEFAULT_IDS
 
     def __init__(self, tokens: Iterable[str]) -> None:
         self.itos = list(SPECIALS) + sorted(set(tokens) - set(SPECIALS))
         self.stoi = {token: index for index, token in enumerate(self.itos)}
 
     @classmethod
-    def from_list(cls, itos: Sequence[str]) -> Vocab:
-        if tuple(itos[:4]) != SPECIALS:
+    def from_list(cls, itos: Sequence[str], ids: SpecialIds = DEFAULT_IDS) -> Vocab:
+        """The vocabulary of a saved list; its special tokens at ``ids`` (the defaults: 0-3, named as SPECIALS)."""
+        if ids == DEFAULT_IDS and tuple(itos[:4]) != SPECIALS:
             raise ValueError(f"a vocabulary must start with {SPECIALS}, got {tuple(itos[:4])}")
+        outside = {name: value for name, value in asdict(ids).items() if not 0 <= value < len(itos)}
+        if outside:
+            raise ValueError(f"special ids {outside} lie outside the vocabulary of {len(itos)} tokens")
         vocab = cls([])
         vocab.itos = list(itos)
         vocab.stoi = {token: index for index, token in enumerate(vocab.itos)}
+        vocab.ids = ids
         return vocab
 
     def __len__(self) -> int:
@@ -181,16 +278,16 @@ class Vocab:
     def encode(self, tokens: Sequence[str]) -> tuple[list[int], list[str]]:
         """Ids for the tokens, and the list of tokens that were unknown (mapped to <unk>)."""
         unknown = [t for t in tokens if t not in self.stoi]
-        return [self.stoi.get(t, UNK_ID) for t in tokens], unknown
+        return [self.stoi.get(t, self.ids.unk) for t in tokens], unknown
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         """Tokens up to the first <eos>, without <bos>/<pad>."""
         tokens = []
         for index in ids:
             index = int(index)
-            if index == EOS_ID:
+            if index == self.ids.eos:
                 break
-            if index not in (PAD_ID, BOS_ID):
+            if index not in (self.ids.pad, self.ids.bos):
                 tokens.append(self.itos[index])
         return tokens
 
@@ -228,25 +325,37 @@ def host_rng(*keys: int) -> numpy.random.Generator:
     return numpy.random.default_rng(list(keys))
 
 
-def host_pad(sequences: Sequence[Sequence[int]]) -> numpy.ndarray:
+def host_pad(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> numpy.ndarray:
     """Right-pad integer sequences with <pad> to the longest: a (B, max length) int64 host array."""
-    out = numpy.full((len(sequences), max(len(s) for s in sequences)), PAD_ID, dtype=numpy.int64)
+    out = numpy.full((len(sequences), max(len(s) for s in sequences)), pad_id, dtype=numpy.int64)
     for row, sequence in enumerate(sequences):
         out[row, : len(sequence)] = sequence
     return out
 
 
-def pad(sequences: Sequence[Sequence[int]]) -> Any:
+def pad(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> Any:
     """host_pad's array on the backend's device, in one copy."""
-    return get_array_module().asarray(host_pad(sequences))
+    return get_array_module().asarray(host_pad(sequences, pad_id))
 
 
-def make_batch(src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]) -> Batch:
+def target_mask(tgt_in: Any, ids: SpecialIds = DEFAULT_IDS) -> Any:
+    """The decoder's mask: padding and the future hidden (make_tgt_mask). A decoder that starts from
+    <pad> (Marian's) would have its start token hidden so: there the causal mask alone, as
+    transformers has it, which hides the padding too from every real position (padding only follows
+    a target's tokens)."""
+    if ids.bos == ids.pad:
+        return causal_mask(tgt_in.shape[1])
+    return make_tgt_mask(tgt_in, ids.pad)
+
+
+def make_batch(
+    src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], ids: SpecialIds = DEFAULT_IDS
+) -> Batch:
     """The padded batch; the three id arrays reach the device side by side in one copy."""
     host = [
-        host_pad(src_ids),
-        host_pad([[BOS_ID, *t] for t in tgt_ids]),
-        host_pad([[*t, EOS_ID] for t in tgt_ids]),
+        host_pad(src_ids, ids.pad),
+        host_pad([[ids.bos, *t] for t in tgt_ids], ids.pad),
+        host_pad([[*t, ids.eos] for t in tgt_ids], ids.pad),
     ]
     device = get_array_module().asarray(numpy.concatenate(host, axis=1))
     src_len, tgt_len = host[0].shape[1], host[1].shape[1]
@@ -255,8 +364,8 @@ def make_batch(src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]
         device[:, src_len : src_len + tgt_len],
         device[:, src_len + tgt_len :],
     )
-    n_tokens = int((host[2] != PAD_ID).sum())
-    return Batch(src, tgt_in, tgt_out, make_src_mask(src, PAD_ID), make_tgt_mask(tgt_in, PAD_ID), n_tokens)
+    n_tokens = int((host[2] != ids.pad).sum())
+    return Batch(src, tgt_in, tgt_out, make_src_mask(src, ids.pad), target_mask(tgt_in, ids), n_tokens)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,29 +382,33 @@ class TranslationTask:
 
     def __init__(
         self,
-        tokenizer: str,
+        tokenizer: str | Tokenizer,
         dev: list[tuple[str, str]],
         test: list[tuple[str, str]],
         vocab_texts: Sequence[tuple[str, str]],
         seed: int = 0,
         vocab_size: int = BPE_VOCAB_SIZE,
         shared_vocab: bool = False,
-        serialized_tokenizer: str | None = None,
+        serialized_tokenizer: Any = None,
         vocabularies: tuple[Vocab, Vocab] | None = None,
     ) -> None:
         """``tokenizer`` "bpe" learns one subword model from both sides of ``vocab_texts`` (or takes
         ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary.
         ``vocabularies`` (source, target), saved ones, are taken as they are instead of being built
-        from ``vocab_texts``."""
-        if tokenizer not in TOKENIZER_NAMES:
+        from ``vocab_texts``. "marian" is a pretrained model's (``serialized_tokenizer`` and
+        ``vocabularies`` its own); a Tokenizer object is taken as it is."""
+        if isinstance(tokenizer, Tokenizer):
+            self.tokenizer: Tokenizer = tokenizer
+        elif tokenizer not in TOKENIZER_NAMES:
             raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {tokenizer!r}")
-        self.tokenizer: BPETokenizer | CharTokenizer | WordTokenizer
-        if tokenizer == BPETokenizer.name:
+        elif tokenizer == BPETokenizer.name:
             self.tokenizer = (
                 BPETokenizer(serialized_tokenizer)
                 if serialized_tokenizer is not None
                 else BPETokenizer.train((text for pair in vocab_texts for text in pair), vocab_size)
             )
+        elif tokenizer == SentencePieceTokenizer.name:
+            self.tokenizer = _pretrained_tokenizer(serialized_tokenizer, vocabularies)
         else:
             self.tokenizer = TOKENIZERS[tokenizer]()
         self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
@@ -321,13 +434,18 @@ class TranslationTask:
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         raise NotImplementedError
 
+    @property
+    def ids(self) -> SpecialIds:
+        """The special ids of the target vocabulary, which the source's padding shares."""
+        return self.tgt_vocab.ids
+
     def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]]]:
-        src = [self.src_vocab.encode(self.tokenizer.tokenize(s))[0] for s, _ in pairs]
+        src = [self.src_vocab.encode(self.tokenizer.tokenize_source(s))[0] for s, _ in pairs]
         tgt = [self.tgt_vocab.encode(self.tokenizer.tokenize(t))[0] for _, t in pairs]
         return src, tgt
 
     def batch(self, pairs: Sequence[tuple[str, str]]) -> Batch:
-        return make_batch(*self.encode_pairs(pairs))
+        return make_batch(*self.encode_pairs(pairs), self.ids)
 
     def train_batch(
         self, step: int, batch_size: int, bucket_steps: int = 0, batch_tokens: int | None = None
@@ -372,7 +490,7 @@ class TranslationTask:
         """Longest source and target (with <bos>/<eos>) in tokens."""
         src_len = tgt_len = 1
         for source, target in pairs:
-            src_len = max(src_len, len(self.tokenizer.tokenize(source)))
+            src_len = max(src_len, len(self.tokenizer.tokenize_source(source)))
             tgt_len = max(tgt_len, len(self.tokenizer.tokenize(target)) + 1)
         return src_len, tgt_len
 
@@ -643,11 +761,19 @@ class FileTask(TranslationTask):
         max_length: int = MAX_LENGTH,
         **vocabulary: Any,
     ) -> None:
-        """``vocabulary``: TranslationTask's vocab_size, shared_vocab and serialized_tokenizer."""
+        """``vocabulary``: TranslationTask's vocab_size, shared_vocab, serialized_tokenizer and
+        vocabularies."""
         pairs = list(dict.fromkeys(read_tsv(path)))  # a repeated pair would land in training and test alike
-        # bpe counts a pair's words: its subwords are learned afterwards, from the pairs kept
-        counter = TOKENIZERS.get("word" if tokenizer == BPETokenizer.name else tokenizer)
-        pairs = _short_pairs(pairs, counter() if counter else None, max_length, path)
+        splitter: str | Tokenizer = tokenizer
+        if tokenizer == SentencePieceTokenizer.name:  # a pretrained model's pieces: what its tables must hold
+            splitter = _pretrained_tokenizer(
+                vocabulary.pop("serialized_tokenizer", None), vocabulary.get("vocabularies")
+            )
+            counter: Tokenizer | None = splitter
+        else:  # bpe counts a pair's words: its subwords are learned afterwards, from the pairs kept
+            kind = TOKENIZERS.get("word" if tokenizer == BPETokenizer.name else tokenizer)
+            counter = kind() if kind else None
+        pairs = _short_pairs(pairs, counter, max_length, path)
         if len(pairs) < 3:
             raise ValueError(
                 f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test"
@@ -658,7 +784,7 @@ class FileTask(TranslationTask):
         shuffled = [pairs[i] for i in order]
         self.train_pairs = shuffled[n_dev + n_test :]
         super().__init__(
-            tokenizer,
+            splitter,
             shuffled[:n_dev],
             shuffled[n_dev : n_dev + n_test],
             self.train_pairs,
@@ -673,14 +799,29 @@ class FileTask(TranslationTask):
         return self.train_pairs
 
 
+def _pretrained_tokenizer(serialized: Any, vocabularies: Any) -> SentencePieceTokenizer:
+    """A pretrained model's tokenizer, from its saved models; its vocabularies must come with it (one
+    built from a corpus would not be the model's)."""
+    if serialized is None or vocabularies is None:
+        raise ValueError(
+            "--tokenizer marian is a pretrained Marian model's own: import the model (numpy-transformer "
+            "import DIR --out RUN), then fine-tune it with train --from RUN --data FILE.tsv"
+        )
+    return SentencePieceTokenizer.from_serialized(serialized)
+
+
 def _short_pairs(
-    pairs: list[tuple[str, str]], tokenizer: Any, max_length: int, path: str | Path
+    pairs: list[tuple[str, str]], tokenizer: Tokenizer | None, max_length: int, path: str | Path
 ) -> list[tuple[str, str]]:
     """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in
     a warning."""
     if tokenizer is None:  # TranslationTask names the unknown tokenizer
         return pairs
-    kept = [pair for pair in pairs if max(len(tokenizer.tokenize(side)) for side in pair) <= max_length]
+    kept = [
+        (source, target)
+        for source, target in pairs
+        if max(len(tokenizer.tokenize_source(source)), len(tokenizer.tokenize(target))) <= max_length
+    ]
     if len(kept) < len(pairs):
         warnings.warn(
             f"--data {path}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
@@ -711,11 +852,15 @@ def make_task(
     )
 
 
-def encode_sentences(sentences: Sequence[str], tokenizer: Any, vocab: Vocab) -> list[list[int]]:
-    """Ids for user sentences; unknown tokens become <unk> with a warning naming them."""
+def encode_sentences(
+    sentences: Sequence[str], tokenizer: Tokenizer, vocab: Vocab, target: bool = False
+) -> list[list[int]]:
+    """Ids for user sentences, sources (or ``target`` sentences, split as targets are); unknown
+    tokens become <unk> with a warning naming them."""
+    split = tokenizer.tokenize if target else tokenizer.tokenize_source
     encoded = []
     for sentence in sentences:
-        ids, unknown = vocab.encode(tokenizer.tokenize(sentence))
+        ids, unknown = vocab.encode(split(sentence))
         if unknown:
             warnings.warn(
                 f"{sentence!r}: tokens outside the vocabulary mapped to <unk>: {sorted(set(unknown))}",

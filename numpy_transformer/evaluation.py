@@ -6,26 +6,32 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backend import get_array_module, to_numpy
-from .data import BOS_ID, EOS_ID, PAD_ID, TranslationTask, make_batch, pad
+from .data import DEFAULT_IDS, PAD_ID, SpecialIds, TranslationTask, make_batch, pad
 from .decoding import greedy_decode
 from .kernels import ops
 from .model import Transformer, make_src_mask
 
 
-def masked_token_accuracy(logits: Any, targets: Any) -> tuple[int, int]:
+def masked_token_accuracy(logits: Any, targets: Any, pad_id: int = PAD_ID) -> tuple[int, int]:
     """(correct, counted) argmax predictions over non-pad targets."""
-    valid = targets != PAD_ID
+    valid = targets != pad_id
     return int(((logits.argmax(axis=-1) == targets) & valid).sum()), int(valid.sum())
 
 
 def translate_ids(
-    model: Transformer, src_ids: Sequence[Sequence[int]], max_len: int | None = None, **decode_options: Any
+    model: Transformer,
+    src_ids: Sequence[Sequence[int]],
+    max_len: int | None = None,
+    ids: SpecialIds = DEFAULT_IDS,
+    **decode_options: Any,
 ) -> list[list[int]]:
-    """Greedy (or any strategy's) translation of id sequences, batched."""
-    src = pad(src_ids)
+    """Greedy (or any strategy's) translation of id sequences, batched; ``ids``: the vocabulary's."""
+    src = pad(src_ids, ids.pad)
     max_len = max_len or model.tgt_pos.seq_len
     strategy = decode_options.pop("strategy", greedy_decode)
-    out = strategy(model, src, make_src_mask(src, PAD_ID), max_len, BOS_ID, EOS_ID, **decode_options)
+    out = strategy(
+        model, src, make_src_mask(src, ids.pad), max_len, ids.bos, ids.eos, pad_id=ids.pad, **decode_options
+    )
     return [list(map(int, row)) for row in to_numpy(out)]
 
 
@@ -34,36 +40,48 @@ def translate_n_best(
     src_ids: Sequence[Sequence[int]],
     n_best: int,
     max_len: int | None = None,
+    ids: SpecialIds = DEFAULT_IDS,
     **beam_options: Any,
 ) -> list[list[tuple[list[int], float]]]:
     """The ``n_best`` translations of each source by beam search, best first, with their scores
     (log-probability / length ** length_penalty); ``beam_options`` as beam_search takes them."""
     from .decoding import beam_search_n_best
 
-    src = pad(src_ids)
+    src = pad(src_ids, ids.pad)
     max_len = max_len or model.tgt_pos.seq_len
-    ids, scores = beam_search_n_best(
-        model, src, make_src_mask(src, PAD_ID), max_len, BOS_ID, EOS_ID, n_best=n_best, **beam_options
+    best, scores = beam_search_n_best(
+        model,
+        src,
+        make_src_mask(src, ids.pad),
+        max_len,
+        ids.bos,
+        ids.eos,
+        pad_id=ids.pad,
+        n_best=n_best,
+        **beam_options,
     )
     return [
         [(list(map(int, row)), float(score)) for row, score in zip(rows, row_scores)]
-        for rows, row_scores in zip(to_numpy(ids), to_numpy(scores))
+        for rows, row_scores in zip(to_numpy(best), to_numpy(scores))
     ]
 
 
 def score_ids(
-    model: Transformer, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]
+    model: Transformer,
+    src_ids: Sequence[Sequence[int]],
+    tgt_ids: Sequence[Sequence[int]],
+    ids: SpecialIds = DEFAULT_IDS,
 ) -> list[float]:
     """log P(target | source) of each pair, in nats: the sum, over the target's tokens and the <eos>
     that closes it, of log softmax(logits) at that token, the model fed the reference (dropout off)."""
     xp = get_array_module()
-    batch = make_batch(src_ids, tgt_ids)
+    batch = make_batch(src_ids, tgt_ids, ids)
     with model.evaluating():
         logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
     shifted = logits - logits.max(axis=-1, keepdims=True)
     log_probs = shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
     picked = xp.take_along_axis(log_probs, batch.tgt_out[..., None], axis=-1)[..., 0]  # (B, T)
-    return [float(total) for total in to_numpy(xp.where(batch.tgt_out != PAD_ID, picked, 0.0).sum(axis=-1))]
+    return [float(total) for total in to_numpy(xp.where(batch.tgt_out != ids.pad, picked, 0.0).sum(axis=-1))]
 
 
 def evaluate(
@@ -85,16 +103,19 @@ def evaluate(
     from sacrebleu.metrics import BLEU, CHRF
 
     strategy = decode_options.pop("strategy", greedy_decode)
+    ids = task.ids
     loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
     with model.evaluating():
         for start in range(0, len(pairs), batch_size):
             batch = task.batch(pairs[start : start + batch_size])
             logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-            loss, _ = ops.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
-            right, seen = masked_token_accuracy(logits, batch.tgt_out)
+            loss, _ = ops.cross_entropy_forward(logits, batch.tgt_out, ids.pad, label_smoothing)
+            right, seen = masked_token_accuracy(logits, batch.tgt_out, ids.pad)
             loss_sum, correct, counted = loss_sum + loss * seen, correct + right, counted + seen
             max_len = min(model.tgt_pos.seq_len, int(batch.tgt_out.shape[1]) * 2 + 4)
-            translated = strategy(model, batch.src, batch.src_mask, max_len, BOS_ID, EOS_ID, **decode_options)
+            translated = strategy(
+                model, batch.src, batch.src_mask, max_len, ids.bos, ids.eos, pad_id=ids.pad, **decode_options
+            )
             for ids in to_numpy(translated):
                 hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
     references = [target for _, target in pairs]

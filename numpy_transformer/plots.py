@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from .backend import to_numpy
-from .data import BOS, EOS, PAD_ID, Batch, TranslationTask, pad
+from .data import DEFAULT_IDS, PAD_ID, Batch, SpecialIds, TranslationTask, pad, target_mask
 from .decoding import greedy_decode
 from .kernels import ops
-from .model import Transformer, build_transformer, make_src_mask, make_tgt_mask
+from .model import Transformer, build_transformer, make_src_mask
 
 
 def _pyplot() -> Any:
@@ -28,19 +28,20 @@ def _pyplot() -> Any:
 
 
 def attention_maps(
-    model: Transformer, src_ids: Sequence[int], max_len: int | None = None
+    model: Transformer, src_ids: Sequence[int], max_len: int | None = None, ids: SpecialIds = DEFAULT_IDS
 ) -> tuple[list[int], dict]:
     """Translate one source greedily, then re-run it with the translation as the decoder input.
 
     Returns (target ids with <bos> first, {"encoder self-attention": [(H, S, S) per layer],
     "decoder self-attention": [(H, T, T)], "cross-attention": [(H, T, S)]}).
     """
-    xp_src = pad([list(src_ids)])
-    src_mask = make_src_mask(xp_src, PAD_ID)
-    generated = greedy_decode(model, xp_src, src_mask, max_len or model.tgt_pos.seq_len - 1, 1, 2)
-    target = [1] + [int(t) for t in to_numpy(generated)[0]]
-    tgt = pad([target])
-    model.eval().forward(xp_src, tgt, src_mask, make_tgt_mask(tgt, PAD_ID))
+    xp_src = pad([list(src_ids)], ids.pad)
+    src_mask = make_src_mask(xp_src, ids.pad)
+    length = max_len or model.tgt_pos.seq_len - 1
+    generated = greedy_decode(model, xp_src, src_mask, length, ids.bos, ids.eos, pad_id=ids.pad)
+    target = [ids.bos] + [int(t) for t in to_numpy(generated)[0]]
+    tgt = pad([target], ids.pad)
+    model.eval().forward(xp_src, tgt, src_mask, target_mask(tgt, ids))
     maps = {
         "encoder self-attention": [
             to_numpy(l.self_attention_block.attention_probs[0]) for l in model.encoder.layers
@@ -60,10 +61,10 @@ def plot_attention(
 ) -> list[Path]:
     """Three PNGs, ``<out stem>-encoder.png``, ``-decoder.png``, ``-cross.png``: a layer x head grid each."""
     plt = _pyplot()
-    src_tokens = tokenizer.tokenize(sentence)
+    src_tokens = tokenizer.tokenize_source(sentence)
     src_ids, _ = src_vocab.encode(src_tokens)
-    target, maps = attention_maps(model, src_ids)
-    tgt_tokens = [BOS] + [tgt_vocab.itos[i] for i in target[1:]]
+    target, maps = attention_maps(model, src_ids, ids=tgt_vocab.ids)
+    tgt_tokens = [tgt_vocab.itos[i] for i in target]
     axes_tokens = {
         "encoder self-attention": (src_tokens, src_tokens),
         "decoder self-attention": (tgt_tokens, tgt_tokens),
@@ -82,9 +83,7 @@ def plot_attention(
                 axis.set_title(f"layer {layer} head {head}", fontsize=8)
                 axis.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
                 axis.set_yticks(range(len(queries)), queries, fontsize=6)
-        figure.suptitle(
-            f"{title}: {sentence!r} -> {tokenizer.detokenize([t for t in tgt_tokens[1:] if t != EOS])!r}"
-        )
+        figure.suptitle(f"{title}: {sentence!r} -> {tokenizer.detokenize(tgt_vocab.decode(target[1:]))!r}")
         figure.tight_layout()
         path = out.with_name(f"{out.stem}-{suffix}.png")
         figure.savefig(path, dpi=90)
@@ -148,11 +147,13 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     return out
 
 
-def gradient_norms(model: Transformer, batch: Batch, label_smoothing: float = 0.1) -> dict[str, float]:
+def gradient_norms(
+    model: Transformer, batch: Batch, label_smoothing: float = 0.1, pad_id: int = PAD_ID
+) -> dict[str, float]:
     """Gradient norm of each stage, in forward order: embeddings, each encoder/decoder layer, norms, projection."""
     model.eval().zero_grad()
     logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-    _, cache = ops.cross_entropy_forward(logits, batch.tgt_out, PAD_ID, label_smoothing)
+    _, cache = ops.cross_entropy_forward(logits, batch.tgt_out, pad_id, label_smoothing)
     model.backward(ops.cross_entropy_backward(1.0, cache))
     groups: dict[str, float] = {}
     for name, parameter in model.named_parameters():
@@ -182,7 +183,7 @@ def plot_gradient_flow(config: dict, task: TranslationTask, out: str | Path, see
     figure, axis = plt.subplots(figsize=(12, 4.5))
     for offset, norm_first in ((-0.2, True), (0.2, False)):
         model = build_transformer(**{**config, "norm_first": norm_first}, seed=seed)
-        norms = gradient_norms(model, batch)
+        norms = gradient_norms(model, batch, pad_id=task.ids.pad)
         positions = [i + offset for i in range(len(norms))]
         axis.bar(
             positions,

@@ -35,7 +35,7 @@ from .checkpoint import (
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml
-from .data import PAD_ID, TranslationTask, make_task
+from .data import TranslationTask, make_task
 from .distributed import AnotherRankFailed, Communicator, weights_checksum
 from .evaluation import evaluate, format_metrics
 from .model import Transformer, build_transformer, parameter_count
@@ -304,7 +304,7 @@ class Trainer:
         size = batch.src.shape[0]
         src_mask, tgt_mask = mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size)
         return self._parallel[shards].loss_and_backward(
-            src, tgt_in, src_mask, tgt_mask, labels, PAD_ID, config.label_smoothing, weight
+            src, tgt_in, src_mask, tgt_mask, labels, self.task.ids.pad, config.label_smoothing, weight
         )
 
     def _distributed_loss_and_backward(self, batch: Any) -> float:
@@ -314,7 +314,8 @@ class Trainer:
         comm = self.comm
         assert comm is not None and self.model.flat is not None
         rows = comm.rows(batch.src.shape[0])
-        total, mine = int((batch.tgt_out != PAD_ID).sum()), int((batch.tgt_out[rows] != PAD_ID).sum())
+        pad = self.task.ids.pad
+        total, mine = int((batch.tgt_out != pad).sum()), int((batch.tgt_out[rows] != pad).sum())
         loss = 0.0
         with blas_threads(self.cores or 1):
             # a rank whose rows hold no target token adds nothing, nor does one that failed
