@@ -157,6 +157,14 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
         help="beam search's length penalty alpha (default 0.6, the paper's; 0: none)",
     )
     p.add_argument(
+        "--beam-style",
+        choices=["default", "transformers"],
+        default="default",
+        help="default: a finished translation keeps its place in the beam; transformers: as Hugging Face "
+        "transformers' generate(num_beams=...) searches, finished ones set aside (--length-penalty 1 is "
+        "generate()'s default)",
+    )
+    p.add_argument(
         "--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)"
     )
     p.add_argument(
@@ -506,6 +514,7 @@ def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
             "strategy": decoding.beam_search,
             "beam_width": args.beam_width,
             "length_penalty": args.length_penalty,
+            **({"style": args.beam_style} if args.beam_style != "default" else {}),
             **common,
         }
     return {

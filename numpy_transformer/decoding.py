@@ -726,6 +726,97 @@ def beam_search_steps(
     return ids, xp.take_along_axis(normalised, top, axis=-1)
 
 
+# beam_search's styles: this package's, where a finished beam keeps its place, or transformers' generate()
+BEAM_STYLES = ("default", "transformers")
+HF_NEG = -1.0e9  # transformers' score for an empty slot or a continuation it sets aside
+
+
+def pooled_beam_search_steps(
+    step: Callable[[Array], Array],
+    reorder: Callable[[Array], None],
+    batch: int,
+    beam_width: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str = False,
+    no_repeat_ngram: int = 0,
+    never: tuple[int, ...] = (),
+    n_best: int = 1,
+) -> tuple[Array, Array]:
+    """Beam search as transformers' ``generate(num_beams=W, length_penalty=..., max_length=max_len + 1,
+    early_stopping=...)`` does it, over the same ``step``/``reorder`` model as beam_search_steps.
+
+    Each step ranks the 2W best continuations of an item's W running beams. Those among the first W
+    that end (in <eos>, or by reaching ``max_len`` tokens) enter a pool of at most W finished
+    hypotheses, scored log P / length ** length_penalty (length: the tokens generated, <eos>
+    included); the W best that do not end run on. An item is done when its pool is full and its
+    best running beam, scored at its current length (at ``max_len`` with early_stopping "never" and
+    a positive penalty), cannot beat the pool's worst; with early_stopping True, when its pool is
+    full. Returns the pool's ``n_best`` best: (ids (B, n_best, L), scores (B, n_best)).
+    """
+    xp = get_array_module()
+    width, candidates = beam_width, 2 * beam_width
+    rows = batch * width
+    first = xp.arange(batch)[:, None]
+    running = xp.full((batch, width), HF_NEG)
+    running[:, 0] = 0.0  # all beams start identical: one copy alive at first
+    history = xp.zeros((rows, 0), dtype=xp.int64)
+    pool = xp.full((batch, width, max_len), eos_id, dtype=xp.int64)
+    pool_scores = xp.full((batch, width), HF_NEG)
+    pool_finished = xp.zeros((batch, width), dtype=bool)
+    pool_lengths = xp.zeros((batch, width), dtype=xp.int64)
+    improvable = xp.ones(batch, dtype=bool)
+    last = xp.full(rows, bos_id, dtype=xp.int64)
+    for t in range(max_len):
+        logits = step(last)
+        log_probs = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = log_probs - xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
+        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id)
+        vocab = log_probs.shape[-1]
+        totals = (running.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
+        best = xp.argsort(-totals, axis=-1, kind="stable")[:, :candidates]  # (B, 2W), best first
+        scores = xp.take_along_axis(totals, best, axis=-1)
+        sources = (best // vocab + first * width).reshape(-1)  # (B * 2W,) rows of history
+        tokens = (best % vocab).reshape(-1)
+        extended = xp.concatenate([history[sources], tokens[:, None]], axis=1).reshape(
+            batch, candidates, t + 1
+        )
+        ends = (tokens == eos_id).reshape(batch, candidates) | (t + 1 >= max_len)
+        # the W best that run on (an ending one set aside, as transformers does)
+        keep = xp.argsort(-(scores + ends * HF_NEG), axis=-1, kind="stable")[:, :width]
+        running = xp.take_along_axis(scores + ends * HF_NEG, keep, axis=-1)
+        kept_rows = xp.take_along_axis(sources.reshape(batch, candidates), keep, axis=-1).reshape(-1)
+        last = xp.take_along_axis(tokens.reshape(batch, candidates), keep, axis=-1).reshape(-1)
+        reorder(kept_rows)
+        history = xp.concatenate([history[kept_rows], last[:, None]], axis=1)
+        # the ones among the first W that ended, into the pool if they beat what it holds
+        entered = ends & (xp.arange(candidates) < width)
+        normalised = scores / (t + 1) ** length_penalty
+        normalised = normalised + (~entered | ~improvable[:, None]) * HF_NEG
+        if early_stopping is True:
+            normalised = normalised + pool_finished.all(axis=-1, keepdims=True) * HF_NEG
+        padded = xp.full((batch, candidates, max_len), eos_id, dtype=xp.int64)
+        padded[:, :, : t + 1] = extended
+        merged_scores = xp.concatenate([pool_scores, normalised], axis=1)
+        chosen = xp.argsort(-merged_scores, axis=-1, kind="stable")[:, :width]
+        pool = xp.concatenate([pool, padded], axis=1)[first, chosen]
+        pool_scores = xp.take_along_axis(merged_scores, chosen, axis=-1)
+        pool_finished = xp.take_along_axis(xp.concatenate([pool_finished, entered], axis=1), chosen, axis=-1)
+        lengths = xp.concatenate([pool_lengths, xp.full((batch, candidates), t + 1)], axis=1)
+        pool_lengths = xp.take_along_axis(lengths, chosen, axis=-1)
+        # can a running beam still beat the pool's worst? (transformers' heuristic, per item)
+        length = max_len if early_stopping == "never" and length_penalty > 0 else t + 1
+        best_possible = running[:, 0] / length**length_penalty
+        worst = xp.where(pool_finished.all(axis=-1), pool_scores.min(axis=-1), HF_NEG)
+        improvable &= best_possible > worst
+        done = ~improvable.any() | (early_stopping is True and pool_finished.all()) | bool(ends.all())
+        if bool(done):  # one transfer from the device
+            break
+    return pool[:, :n_best, : max(int(pool_lengths[:, :n_best].max()), 1)], pool_scores[:, :n_best]
+
+
 def beam_search(
     model: Transformer,
     src: Array,
@@ -737,12 +828,14 @@ def beam_search(
     absorbed: bool = False,
     beam_width: int = 4,
     length_penalty: float = 1.0,
-    early_stopping: bool = True,
+    early_stopping: bool | str | None = None,
     no_repeat_ngram: int = 0,
     pad_id: int | None = PAD_ID,
+    style: str = "default",
 ) -> Array:
     """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L).
-    ``bos_id`` and ``pad_id`` are never emitted."""
+    ``bos_id`` and ``pad_id`` are never emitted. ``style`` "transformers" searches as transformers'
+    generate() does (pooled_beam_search_steps)."""
     ids, _ = beam_search_n_best(
         model,
         src,
@@ -758,6 +851,7 @@ def beam_search(
         no_repeat_ngram,
         pad_id,
         n_best=1,
+        style=style,
     )
     return ids[:, 0]
 
@@ -774,13 +868,25 @@ def beam_search_n_best(
     absorbed: bool = False,
     beam_width: int = 4,
     length_penalty: float = 1.0,
-    early_stopping: bool = True,
+    early_stopping: bool | str | None = None,
     no_repeat_ngram: int = 0,
     pad_id: int | None = PAD_ID,
     n_best: int = 1,
+    style: str = "default",
 ) -> tuple[Array, Array]:
     """The ``n_best`` (at most ``beam_width``) best translations of each source, best first, and their
-    scores, the log-probability divided by length ** length_penalty: ids (B, n_best, L), (B, n_best)."""
+    scores, the log-probability divided by length ** length_penalty: ids (B, n_best, L), (B, n_best).
+
+    ``style`` "default": a finished beam keeps its place (beam_search_steps), ``early_stopping``
+    True or False (default True); "transformers": as transformers' generate() (pooled_beam_search_steps),
+    ``early_stopping`` True, False or "never" (default False, generate()'s).
+    """
+    if style not in BEAM_STYLES:
+        raise ValueError(f"style must be one of {BEAM_STYLES}, got {style!r}")
+    never_stop = style == "transformers" and early_stopping == "never"
+    if not (early_stopping is None or isinstance(early_stopping, bool) or never_stop):
+        allowed = "True, False or 'never'" if style == "transformers" else "True or False"
+        raise ValueError(f"early_stopping must be {allowed} for style {style!r}, got {early_stopping!r}")
     check_no_repeat_ngram(no_repeat_ngram)
     never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
     if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
@@ -792,7 +898,7 @@ def beam_search_n_best(
     if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_width:
         raise ValueError(f"n_best must be an integer in [1, beam_width={beam_width}], got {n_best!r}")
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
-    return beam_search_steps(
+    common = (
         stepper.step,
         stepper.reorder,
         src.shape[0],
@@ -801,8 +907,8 @@ def beam_search_n_best(
         bos_id,
         eos_id,
         length_penalty,
-        early_stopping,
-        no_repeat_ngram,
-        never,
-        n_best,
     )
+    if style == "transformers":
+        stop = False if early_stopping is None else early_stopping  # generate()'s default
+        return pooled_beam_search_steps(*common, stop, no_repeat_ngram, never, n_best)
+    return beam_search_steps(*common, early_stopping is not False, no_repeat_ngram, never, n_best)
