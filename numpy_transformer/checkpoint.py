@@ -185,7 +185,7 @@ def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
     return recipe
 
 
-def _serialized_tokenizer(recipe: dict[str, Any]) -> Any:
+def serialized_tokenizer(recipe: dict[str, Any]) -> Any:
     """The saved tokenizer's own state: learned subwords, a pretrained model's SentencePiece models, or
     None (char and word tokenizers learn nothing)."""
     return recipe.get("tokenizer_json", recipe.get("sentencepiece"))
@@ -256,17 +256,18 @@ def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transfo
 
 
 def task_from_recipe(
-    recipe: dict[str, Any], vocabularies: tuple[Vocab, Vocab] | None = None
+    recipe: dict[str, Any], vocabularies: tuple[Vocab, Vocab] | None = None, path: str | Path | None = None
 ) -> TranslationTask:
     """Rebuild the task a checkpoint was trained on (generated tasks regenerate; files are re-read).
 
     A corpus must be the very file the run trained on: a file changed since, or another file at
     that path, is refused by name rather than scored or trained on. A pretrained model's tokenizer
-    needs its ``vocabularies`` (saved_vocabularies).
+    needs its ``vocabularies`` (saved_vocabularies); ``path`` names the checkpoint in a refusal.
     """
     if recipe.get("task") is None and recipe.get("data") is None:
+        checkpoint = f"checkpoint {resolve_path(path)}" if path is not None else "the checkpoint"
         raise ValueError(
-            "the checkpoint holds an imported model, which was trained on no corpus this package knows: "
+            f"{checkpoint} holds an imported model, which was trained on no corpus this package knows: "
             "give a corpus of your own (evaluate --data FILE.tsv, train --from RUN --data FILE.tsv)"
         )
     expected = recipe.get("data_sha256")
@@ -279,8 +280,8 @@ def task_from_recipe(
                 f"the run trained on {path}, but that file has changed since (its sha256 differs)"
             )
     vocabulary: dict[str, Any] = {key: recipe[key] for key in ("vocab_size", "shared_vocab") if key in recipe}
-    if _serialized_tokenizer(recipe) is not None:
-        vocabulary["serialized_tokenizer"] = _serialized_tokenizer(recipe)
+    if serialized_tokenizer(recipe) is not None:
+        vocabulary["serialized_tokenizer"] = serialized_tokenizer(recipe)
     if vocabularies is not None:
         vocabulary["vocabularies"] = vocabularies
     return make_task(
@@ -300,7 +301,7 @@ def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[
     pretrained = (
         meta["task"].get("tokenizer") == SentencePieceTokenizer.name
     )  # its vocabularies are the model's
-    task = task_from_recipe(meta["task"], saved_vocabularies(path, meta) if pretrained else None)
+    task = task_from_recipe(meta["task"], saved_vocabularies(path, meta) if pretrained else None, path)
     if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
         task.src_vocab, task.tgt_vocab = (
             Vocab.from_list(meta["src_vocab"]),
@@ -334,7 +335,7 @@ def average_checkpoints(
                     f"checkpoint {path} has another {field} than {files[0]}: only checkpoints of one "
                     "model can be averaged"
                 )
-        if _serialized_tokenizer(meta["task"]) != _serialized_tokenizer(metas[0]["task"]):
+        if serialized_tokenizer(meta["task"]) != serialized_tokenizer(metas[0]["task"]):
             raise ValueError(f"checkpoint {path} has another tokenizer than {files[0]}")
     check_one_run(files, metas, allow_no_run_id)
     total: dict[str, numpy.ndarray] = {}
@@ -400,7 +401,7 @@ def saved_task(path: str | Path, meta: dict) -> TranslationTask:
             [],
             [],
             int(recipe.get("seed", 0)),
-            serialized_tokenizer=_serialized_tokenizer(recipe),
+            serialized_tokenizer=serialized_tokenizer(recipe),
             vocabularies=saved_vocabularies(path, meta),
         )
     except (KeyError, TypeError, ValueError, RuntimeError) as error:

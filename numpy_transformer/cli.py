@@ -1,4 +1,4 @@
-"""``numpy-transformer`` / ``python -m numpy_transformer``: train, translate, evaluate, plot."""
+"""``numpy-transformer`` / ``python -m numpy_transformer``: train, translate, evaluate, plot, import."""
 
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
         "--strategy",
         choices=["greedy", "sample", "beam"],
         default=None,
-        help="default: beam for a subword (bpe) model, as the paper evaluates; greedy for the others",
+        help="default: beam for a subword (bpe, marian) model, as the paper evaluates; greedy for the others",
     )
     p.add_argument("--beam-width", type=_positive_int, default=4)
     p.add_argument(
@@ -250,7 +250,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_plot(commands)
     _add_learn(commands)
+    _add_import(commands)
     return parser
+
+
+def _add_import(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "import",
+        help="a pretrained Marian (OPUS-MT) translator, downloaded in the Hugging Face format, as a run "
+        "directory that translate, evaluate --data, plot attention and train --from read",
+    )
+    p.add_argument(
+        "directory",
+        metavar="DIR",
+        help="the model's directory: config.json, model.safetensors, source.spm, target.spm, vocab.json",
+    )
+    p.add_argument("--out", required=True, metavar="RUN", help="the run directory to write")
+    p.add_argument("--overwrite", action="store_true", help="replace the run saved in --out")
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        default="float32",
+        help="the weights' type (default: float32)",
+    )
 
 
 def _add_learn(commands: argparse._SubParsersAction) -> None:
@@ -428,13 +450,12 @@ def _trainer(
     from .training import Trainer
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
-    model = ModelConfig(**settings["model"])
     try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
         if args.resume:
             may_change = {name: settings["train"].get(name) for name in resumable_fields()}
             trainer = Trainer.resume(out, comm=comm, **may_change)
         else:
-            trainer = Trainer.create(TrainConfig(**settings["train"]), model, comm=comm)
+            trainer = Trainer.create(TrainConfig(**settings["train"]), settings["model"], comm=comm)
     except KeyboardInterrupt as interrupt:
         kept = (
             f"the run saved in {out} is unchanged" if args.resume or args.overwrite else "nothing was written"
@@ -455,8 +476,11 @@ def _trainer(
         clear_run(out)
     config, task = trainer.config, trainer.task
     n_params = sum(p.data.size for p in trainer.model.parameters())
+    model = (
+        f"the model of {config.from_run}" if config.from_run else f"{trainer.model_config.attention} model"
+    )
     return trainer, (
-        f"training {model.attention} model ({n_params:,} parameters) on {config.data or config.task}{ranks} "
+        f"training {model} ({n_params:,} parameters) on {config.data or config.task}{ranks} "
         f"for {length}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; saving to {out}"
     )
 
@@ -503,9 +527,7 @@ def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
     --n-best)."""
     from . import decoding
 
-    strategy = args.strategy or (
-        "beam" if tokenizer.name == "bpe" or getattr(args, "n_best", 1) > 1 else "greedy"
-    )
+    strategy = args.strategy or ("beam" if tokenizer.subwords or getattr(args, "n_best", 1) > 1 else "greedy")
     common = {"no_repeat_ngram": args.no_repeat_ngram}
     if strategy == "greedy":
         return {"strategy": decoding.greedy_decode, **common}
@@ -709,6 +731,21 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import(args: argparse.Namespace) -> int:
+    from .model import parameter_count
+    from .pretrained import import_run
+
+    written, model = import_run(args.directory, args.out, args.overwrite, args.dtype)
+    run = written.parent
+    print(
+        f"imported {args.directory} ({parameter_count(model.config):,} parameters, vocabulary "
+        f"{model.config['tgt_vocab_size']:,}) into {written}\n"
+        f"translate:  numpy-transformer translate --checkpoint {run} 'A sentence.'\n"
+        f"fine-tune:  numpy-transformer train --from {run} --data FILE.tsv --out NEW_RUN"
+    )
+    return 0
+
+
 def _learn(args: argparse.Namespace) -> int:
     """learn start / check / train: refusals are one line and exit 2, the learner's own code failing
     to import is one line (theirs, with their file:line) and exit 1."""
@@ -786,6 +823,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "average": _average,
         "plot": _plot,
         "learn": _learn,
+        "import": _import,
     }
 
     def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location

@@ -253,10 +253,17 @@ class TrainConfig(_Checked):
     # -- data
     task: str | None = setting(None, f"generated task (default {DEFAULT_TASK} unless --data)", choices=TASKS)
     data: str | None = setting(None, "parallel text, one 'source<TAB>target' pair per line")
+    from_run: str | None = setting(
+        None,
+        "fine-tune: start from the model, tokenizer and vocabularies of this run (an imported translator's, "
+        "or any run's; its directory or a .npz) on --data, a new run with an optimiser of its own",
+        flag="--from",
+    )
     tokenizer: str | None = setting(
         None,
-        "default: bpe (subwords) for --data, char for copy/reverse, word for numbers-en-fr",
-        choices=("char", "word", "bpe"),
+        "default: bpe (subwords) for --data, char for copy/reverse, word for numbers-en-fr, the run's own "
+        "with --from (marian: an imported Marian model's)",
+        choices=("char", "word", "bpe", "marian"),
     )
     vocab_size: int | None = setting(
         None,
@@ -334,8 +341,12 @@ class TrainConfig(_Checked):
             raise ValueError(
                 f"give a generated task or --data, not both (task {self.task!r}, data {self.data!r})"
             )
-        if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
-            object.__setattr__(self, "data", str(Path(self.data).expanduser().resolve()))
+        for name in (
+            "data",
+            "from_run",
+        ):  # a run is resumed, evaluated and plotted from any working directory
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().resolve()))
 
     def resolve(self) -> TrainConfig:
         """The configuration with every setting the run chooses filled in; refuses settings that
@@ -344,6 +355,13 @@ class TrainConfig(_Checked):
         if self.steps is not None and self.time_budget is not None:
             raise ValueError(
                 f"give --steps or --time-budget, not both (steps {self.steps}, time-budget {self.time_budget:g})"
+            )
+        if self.from_run is not None and self.data is None:
+            raise ValueError(f"--from {self.from_run} fine-tunes on a corpus of yours: give --data FILE.tsv")
+        if self.tokenizer == "marian" and self.from_run is None:
+            raise ValueError(
+                "--tokenizer marian is an imported Marian model's own: fine-tune that model with "
+                "--from RUN (numpy-transformer import DIR --out RUN writes the run)"
             )
         if self.data is None:
             task = self.task or DEFAULT_TASK
@@ -370,13 +388,14 @@ class TrainConfig(_Checked):
                 steps=self.steps or (None if self.time_budget else TASK_STEPS),
                 patience=0 if self.patience is None else self.patience,
             )
-        tokenizer = self.tokenizer or "bpe"
-        if tokenizer != "bpe" and self.vocab_size is not None:
-            raise ValueError(f"--vocab-size applies to --tokenizer bpe only, not {tokenizer}")
+        # --from: the run's own tokenizer and vocabularies (Trainer.create fills them in)
+        chosen = self.tokenizer or (None if self.from_run else "bpe")
+        if chosen not in ("bpe", None) and self.vocab_size is not None:
+            raise ValueError(f"--vocab-size applies to --tokenizer bpe only, not {chosen}")
         return replace(
             self,
-            tokenizer=tokenizer,
-            vocab_size=(self.vocab_size or BPE_VOCAB_SIZE) if tokenizer == "bpe" else None,
+            tokenizer=chosen,
+            vocab_size=self.vocab_size or (BPE_VOCAB_SIZE if chosen == "bpe" and not self.from_run else None),
             max_length=self.max_length or MAX_LENGTH,
             time_budget=DATA_TIME_BUDGET
             if self.steps is None and self.time_budget is None
@@ -423,10 +442,13 @@ def read_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
     return sections
 
 
-def config_toml(model: ModelConfig, train: TrainConfig) -> str:
-    """The run's resolved configuration as a TOML document that ``--config`` reads back."""
+def config_toml(model: ModelConfig, train: TrainConfig | None = None) -> str:
+    """The run's resolved configuration as a TOML document that ``--config`` reads back (the model
+    alone for an imported one)."""
     lines = ["# The configuration this run resolved to: train --config FILE reads it back."]
     for section, config in (("model", model), ("train", train)):
+        if config is None:
+            continue
         lines.append(f"\n[{section}]")
         for name, value in asdict(config).items():
             if value is None:

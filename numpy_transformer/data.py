@@ -51,6 +51,7 @@ class Tokenizer:
     its own for each side (Marian's): ``tokenize_source`` splits a source, ``tokenize`` a target."""
 
     name = "tokenizer"
+    subwords = False  # decoded by beam search unless told otherwise, as the paper evaluates subword models
 
     def tokenize(self, text: str) -> list[str]:
         raise NotImplementedError
@@ -110,6 +111,7 @@ class BPETokenizer(Tokenizer):
     """
 
     name = "bpe"
+    subwords = True
 
     def __init__(self, serialized: str) -> None:
         tokenizers = _import_tokenizers()
@@ -191,10 +193,12 @@ class SentencePieceTokenizer(Tokenizer):
     """
 
     name = "marian"
+    subwords = True
     END = "</s>"
     SPECIAL_PIECES = (END, "<unk>", "<pad>")  # never text: left out when detokenizing
 
-    def __init__(self, source: bytes, target: bytes) -> None:
+    def __init__(self, source: bytes, target: bytes, names: tuple[str, str] = ("source", "target")) -> None:
+        """``names``: what a refusal calls the two models (their files, where they come from files)."""
         try:
             import sentencepiece
         except ImportError as error:
@@ -203,11 +207,11 @@ class SentencePieceTokenizer(Tokenizer):
             ) from error
         self.models = {"source": source, "target": target}
         processors = []
-        for side, model in self.models.items():
+        for name, model in zip(names, self.models.values()):
             try:
                 processors.append(sentencepiece.SentencePieceProcessor(model_proto=model))
             except RuntimeError as error:  # the library's error for bytes that are no model
-                raise ValueError(f"the {side} side is not a SentencePiece model ({error})") from None
+                raise ValueError(f"{name}: not a SentencePiece model ({error})") from None
         self.source, self.target = processors
 
     @property

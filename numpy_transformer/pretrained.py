@@ -15,14 +15,18 @@ pretrained translator").
 from __future__ import annotations
 
 import json
+import uuid
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import numpy
 
+from .data import SentencePieceTokenizer, SpecialIds, Vocab
 from .model import Transformer, build_transformer
 
-WEIGHTS = "model.safetensors"
+CONFIG, WEIGHTS, VOCAB = "config.json", "model.safetensors", "vocab.json"
+SENTENCEPIECE_FILES = ("source.spm", "target.spm")
 PICKLED = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
 ACTIVATION_NAMES = {
     "swish": "silu",
@@ -44,7 +48,7 @@ class PretrainedError(ValueError):
 
 def read_config(directory: str | Path) -> dict[str, Any]:
     """The directory's ``config.json``, checked to be a Marian model this package can build."""
-    path = Path(directory) / "config.json"
+    path = Path(directory) / CONFIG
     if not Path(directory).is_dir():
         raise PretrainedError(f"{directory}: not a directory (expected a Hugging Face model directory)")
     if not path.is_file():
@@ -99,9 +103,9 @@ def marian_special_ids(config: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def read_weights(directory: str | Path) -> dict[str, numpy.ndarray]:
-    """The tensors of ``model.safetensors`` as NumPy arrays; a directory with only a pickled
-    checkpoint is refused with the command that converts it."""
+def weights_path(directory: str | Path) -> Path:
+    """The directory's ``model.safetensors``; a directory with only a pickled checkpoint is refused
+    with the command that converts it."""
     path = Path(directory) / WEIGHTS
     if not path.is_file():
         pickled = [name for name in PICKLED if (Path(directory) / name).is_file()]
@@ -110,7 +114,15 @@ def read_weights(directory: str | Path) -> dict[str, numpy.ndarray]:
                 f"{Path(directory) / pickled[0]}: a pickled checkpoint, which is never loaded (unpickling can run "
                 f"any code); convert it once to {WEIGHTS} with: {CONVERT.format(dir=directory)}"
             )
-        raise PretrainedError(f"{path}: no such file")
+        raise PretrainedError(
+            f"{path}: no such file (a Hugging Face model directory holds its weights in it)"
+        )
+    return path
+
+
+def read_weights(directory: str | Path) -> dict[str, numpy.ndarray]:
+    """The tensors of ``model.safetensors`` as NumPy arrays (weights_path's refusals first)."""
+    path = weights_path(directory)
     try:
         from safetensors.numpy import load_file
     except ImportError as error:
@@ -125,50 +137,59 @@ def read_weights(directory: str | Path) -> dict[str, numpy.ndarray]:
         ) from error
 
 
-def _state_dict(weights: dict[str, numpy.ndarray], layers: int, path: Path) -> dict[str, numpy.ndarray]:
-    """numpy_transformer's parameter names -> Marian's tensors (tied embeddings: one matrix)."""
+def marian_names(layers: int) -> dict[str, tuple[str, ...]]:
+    """numpy_transformer's parameter names -> the names Marian's tensor may have, transformers' own
+    first (each also under a "model." prefix); tied embeddings: one matrix."""
 
-    def get(*names: str) -> numpy.ndarray:
+    def attention(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
+        return {
+            f"{ours}.{mine}.{part}": (f"{theirs}.{marian}_proj.{part}",)
+            for mine, marian in (("w_q", "q"), ("w_k", "k"), ("w_v", "v"), ("w_o", "out"))
+            for part in ("weight", "bias")
+        }
+
+    def norm(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
+        return {f"{ours}.gamma": (f"{theirs}.weight",), f"{ours}.beta": (f"{theirs}.bias",)}
+
+    def feed_forward(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
+        return {
+            f"{ours}.linear_{i}.{part}": (f"{theirs}.fc{i}.{part}",)
+            for i in (1, 2)
+            for part in ("weight", "bias")
+        }
+
+    names = {
+        "src_embed.embedding.weight": ("shared.weight", "encoder.embed_tokens.weight", "lm_head.weight"),
+        "projection_layer.proj.bias": ("final_logits_bias",),
+    }
+    for i in range(layers):
+        side = f"encoder.layers.{i}"
+        names |= attention(f"{side}.self_attention_block", f"{side}.self_attn")
+        names |= norm(f"{side}.residual_connections.0.norm", f"{side}.self_attn_layer_norm")
+        names |= feed_forward(f"{side}.feed_forward_block", side)
+        names |= norm(f"{side}.residual_connections.1.norm", f"{side}.final_layer_norm")
+        side = f"decoder.layers.{i}"
+        names |= attention(f"{side}.self_attention_block", f"{side}.self_attn")
+        names |= norm(f"{side}.residual_connections.0.norm", f"{side}.self_attn_layer_norm")
+        names |= attention(f"{side}.cross_attention_block", f"{side}.encoder_attn")
+        names |= norm(f"{side}.residual_connections.1.norm", f"{side}.encoder_attn_layer_norm")
+        names |= feed_forward(f"{side}.feed_forward_block", side)
+        names |= norm(f"{side}.residual_connections.2.norm", f"{side}.final_layer_norm")
+    return names
+
+
+def _state_dict(weights: dict[str, numpy.ndarray], layers: int, path: Path) -> dict[str, numpy.ndarray]:
+    """numpy_transformer's parameter names -> Marian's tensors (marian_names)."""
+
+    def get(names: tuple[str, ...]) -> numpy.ndarray:
         for name in names:
             for prefix in ("", "model."):
                 if prefix + name in weights:
                     return weights[prefix + name]
         raise PretrainedError(f"{path}: holds no tensor {names[0]!r}")
 
-    def attention(ours: str, theirs: str) -> dict[str, numpy.ndarray]:
-        return {
-            f"{ours}.{mine}.{part}": get(f"{theirs}.{marian}_proj.{hf}")
-            for mine, marian in (("w_q", "q"), ("w_k", "k"), ("w_v", "v"), ("w_o", "out"))
-            for part, hf in (("weight", "weight"), ("bias", "bias"))
-        }
-
-    def norm(ours: str, theirs: str) -> dict[str, numpy.ndarray]:
-        return {f"{ours}.gamma": get(f"{theirs}.weight"), f"{ours}.beta": get(f"{theirs}.bias")}
-
-    def feed_forward(ours: str, theirs: str) -> dict[str, numpy.ndarray]:
-        return {
-            f"{ours}.linear_{i}.{part}": get(f"{theirs}.fc{i}.{part}")
-            for i in (1, 2)
-            for part in ("weight", "bias")
-        }
-
-    state = {
-        "src_embed.embedding.weight": get("shared.weight", "encoder.embed_tokens.weight", "lm_head.weight"),
-        "projection_layer.proj.bias": get("final_logits_bias").reshape(-1),
-    }
-    for i in range(layers):
-        ours, theirs = f"encoder.layers.{i}", f"encoder.layers.{i}"
-        state |= attention(f"{ours}.self_attention_block", f"{theirs}.self_attn")
-        state |= norm(f"{ours}.residual_connections.0.norm", f"{theirs}.self_attn_layer_norm")
-        state |= feed_forward(f"{ours}.feed_forward_block", theirs)
-        state |= norm(f"{ours}.residual_connections.1.norm", f"{theirs}.final_layer_norm")
-        ours, theirs = f"decoder.layers.{i}", f"decoder.layers.{i}"
-        state |= attention(f"{ours}.self_attention_block", f"{theirs}.self_attn")
-        state |= norm(f"{ours}.residual_connections.0.norm", f"{theirs}.self_attn_layer_norm")
-        state |= attention(f"{ours}.cross_attention_block", f"{theirs}.encoder_attn")
-        state |= norm(f"{ours}.residual_connections.1.norm", f"{theirs}.encoder_attn_layer_norm")
-        state |= feed_forward(f"{ours}.feed_forward_block", theirs)
-        state |= norm(f"{ours}.residual_connections.2.norm", f"{theirs}.final_layer_norm")
+    state = {ours: get(theirs) for ours, theirs in marian_names(layers).items()}
+    state["projection_layer.proj.bias"] = state["projection_layer.proj.bias"].reshape(-1)
     return state
 
 
@@ -225,63 +246,150 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
 
 class MarianTokenizer:
     """Marian's subwords: ``source.spm`` splits the source, ``target.spm`` the target (SentencePiece
-    models, through the ``sentencepiece`` library), and ``vocab.json`` maps each piece to the
-    model's id (a piece it lacks is ``<unk>``), as transformers' MarianTokenizer does. A leading
-    language code (``>>fra<<``) is one token. No punctuation normalisation is applied (transformers
-    applies Moses' only where sacremoses is installed).
+    models, through the ``sentencepiece`` library: data.SentencePieceTokenizer), and ``vocab.json``
+    maps each piece to the model's id (a piece it lacks is ``<unk>``), as transformers'
+    MarianTokenizer does. A leading language code (``>>fra<<``) is one token. No punctuation
+    normalisation is applied (transformers applies Moses' only where sacremoses is installed).
     """
 
     def __init__(self, directory: str | Path) -> None:
         directory = Path(directory)
-        try:
-            import sentencepiece
-        except ImportError as error:
-            raise PretrainedError(
-                "Marian's tokenizer needs the sentencepiece library: pip install 'numpy_transformer[pretrained]'"
-            ) from error
-        for name in ("source.spm", "target.spm", "vocab.json"):
+        for name in (*SENTENCEPIECE_FILES, VOCAB):
             if not (directory / name).is_file():
                 raise PretrainedError(f"{directory / name}: no such file (a Marian model directory holds it)")
+        paths = [directory / name for name in SENTENCEPIECE_FILES]
         try:
-            vocab = json.loads((directory / "vocab.json").read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise PretrainedError(f"{directory / 'vocab.json'}: not valid JSON ({error})") from error
-        if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
-            raise PretrainedError(f"{directory / 'vocab.json'}: expected an object of piece -> integer id")
-        for special in ("</s>", "<unk>", "<pad>"):
-            if special not in vocab:
-                raise PretrainedError(f"{directory / 'vocab.json'}: has no {special!r} entry")
-        self.vocab: dict[str, int] = vocab
-        self.pieces = {index: piece for piece, index in vocab.items()}
-        self.eos_id: int = vocab["</s>"]
-        self.unk_id: int = vocab["<unk>"]
-        self.pad_id: int = vocab["<pad>"]
-        self.source, self.target = (
-            sentencepiece.SentencePieceProcessor(model_file=str(directory / name))
-            for name in ("source.spm", "target.spm")
-        )
-
-    def _encode(self, text: str, model: Any) -> list[int]:
-        code: list[str] = []
-        if text.startswith(">>") and (end := text.find("<<")) != -1:
-            code, text = [text[: end + 2]], text[end + 2 :]
-        pieces = code + model.encode(text, out_type=str)
-        return [self.vocab.get(piece, self.unk_id) for piece in pieces] + [self.eos_id]
+            source, target = (path.read_bytes() for path in paths)
+            self.splitter = SentencePieceTokenizer(source, target, (str(paths[0]), str(paths[1])))
+        except (ValueError, RuntimeError) as error:  # names the file; or the library is missing
+            raise PretrainedError(str(error)) from None
+        itos = read_vocabulary(directory)
+        self.vocab: dict[str, int] = {piece: index for index, piece in enumerate(itos)}
+        self.pieces = dict(enumerate(itos))
+        self.eos_id: int = self.vocab["</s>"]
+        self.unk_id: int = self.vocab["<unk>"]
+        self.pad_id: int = self.vocab["<pad>"]
+        # Marian's decoder starts from <pad> (config.json's decoder_start_token_id: marian_vocabulary)
+        ids = SpecialIds(pad=self.pad_id, bos=self.pad_id, eos=self.eos_id, unk=self.unk_id)
+        self.vocabulary = Vocab.from_list(itos, ids)
 
     def encode_source(self, text: str) -> list[int]:
         """The source sentence's ids, ``</s>`` last."""
-        return self._encode(text, self.source)
+        return self.vocabulary.encode(self.splitter.tokenize_source(text))[0]
 
     def encode_target(self, text: str) -> list[int]:
         """The target sentence's ids (what fine-tuning predicts), ``</s>`` last."""
-        return self._encode(text, self.target)
+        return [*self.vocabulary.encode(self.splitter.tokenize(text))[0], self.eos_id]
 
     def decode(self, ids: list[int]) -> str:
         """The target text of ``ids``, without ``</s>``, ``<pad>`` and ``<unk>`` (transformers'
         ``decode(ids, skip_special_tokens=True)``)."""
-        pieces = [
-            self.pieces[i]
-            for i in ids
-            if i not in (self.eos_id, self.pad_id, self.unk_id) and i in self.pieces
-        ]
-        return str(self.target.decode_pieces(pieces)).replace("\u2581", " ").strip()
+        return self.splitter.detokenize([self.pieces[i] for i in ids if i in self.pieces])
+
+
+def read_vocabulary(directory: str | Path) -> list[str]:
+    """``vocab.json``'s pieces in the order of their ids, which must be 0 .. N - 1, each once, with
+    the special pieces ``</s>``, ``<unk>`` and ``<pad>`` among them."""
+    path = Path(directory) / VOCAB
+    try:
+        vocab = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PretrainedError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(vocab, dict) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()
+    ):
+        raise PretrainedError(f"{path}: expected an object of piece -> integer id")
+    for special in SentencePieceTokenizer.SPECIAL_PIECES:
+        if special not in vocab:
+            raise PretrainedError(f"{path}: has no {special!r} entry")
+    itos = {index: piece for piece, index in vocab.items()}
+    missing = next((index for index in range(len(vocab)) if index not in itos), None)
+    if missing is not None:
+        raise PretrainedError(
+            f"{path}: its ids are not 0 .. {len(vocab) - 1}, each once (no piece has id {missing})"
+        )
+    return [itos[index] for index in range(len(vocab))]
+
+
+def read_tokenizer(directory: str | Path, config: dict[str, Any]) -> tuple[SentencePieceTokenizer, Vocab]:
+    """The model's tokenizer and its vocabulary (``vocab.json``) with the special ids, checked against
+    ``config.json``: the padding and end of sentence it names are vocab.json's <pad> and </s>, and
+    vocab.json has a piece for every row of the embedding (``vocab_size``)."""
+    path = Path(directory) / CONFIG
+    tokenizer = MarianTokenizer(directory)
+    ids = marian_special_ids(config)
+    for key, name, piece in (("pad_token_id", "pad_id", "<pad>"), ("eos_token_id", "eos_id", "</s>")):
+        if ids[name] != tokenizer.vocab[piece]:
+            raise PretrainedError(
+                f"{path}: {key} is {ids[name]}, but {VOCAB} gives {piece} the id {tokenizer.vocab[piece]}"
+            )
+    size = len(tokenizer.pieces)
+    if config.get("vocab_size") != size:
+        raise PretrainedError(
+            f"{path}: vocab_size is {config.get('vocab_size')!r}, but {VOCAB} holds {size} pieces"
+        )
+    if not 0 <= ids["bos_id"] < size:
+        raise PretrainedError(
+            f"{path}: decoder_start_token_id {ids['bos_id']} is not an id of the {size} pieces"
+        )
+    special = SpecialIds(pad=ids["pad_id"], bos=ids["bos_id"], eos=ids["eos_id"], unk=tokenizer.unk_id)
+    return tokenizer.splitter, Vocab.from_list(tokenizer.vocabulary.itos, special)
+
+
+def import_run(
+    directory: str | Path, out: str | Path, overwrite: bool = False, dtype: str = "float32"
+) -> tuple[Path, Transformer]:
+    """Write the Marian model in ``directory`` as an ordinary run directory ``out``: ``model.npz`` (its
+    weights, its two SentencePiece models, its vocabulary and special ids, a run id of its own) and
+    ``config.toml`` (its [model] settings). translate, evaluate --data, plot attention and
+    train --from read it. Returns (the checkpoint's path, the model).
+
+    Every file is checked before the weights are read, and ``out`` as ``train --out`` is: a run there
+    is replaced only with ``overwrite``, and only once the new one is written (atomically).
+    """
+    from .checkpoint import FILENAME, file_sha256, save_checkpoint, task_recipe
+    from .config import ModelConfig, TrainConfig, config_toml
+    from .data import TranslationTask
+    from .rundir import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
+
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"--dtype must be float32 or float64, got {dtype!r}")
+    directory = Path(directory)
+    config = read_config(directory)
+    weights = weights_path(directory)
+    splitter, vocab = read_tokenizer(directory, config)
+    target = Path(out).expanduser()
+    if target.resolve() == directory.resolve():
+        raise ValueError(f"--out {out} is the model directory itself: choose a run directory of its own")
+    target = check_run_directory(target, resume=False, overwrite=overwrite, command="import")
+    model = load_pretrained(directory, dtype)
+    task = TranslationTask(splitter, [], [], [], vocabularies=(vocab, vocab))
+    meta = {
+        "model": model.config,
+        "run_id": uuid.uuid4().hex,
+        "step": 0,
+        "train": {},  # no training run: train --from starts one
+        "optimizer": {},
+        "task": task_recipe(task, TrainConfig()),
+        "src_vocab": vocab.itos,
+        "tgt_vocab": vocab.itos,
+        "imported_from": {"directory": str(directory.resolve()), "weights_sha256": file_sha256(weights)},
+    }
+    arrays = {f"param/{name}": value for name, value in model.state_dict().items()}
+    created = not target.exists()
+    written = [target / FILENAME, target / CONFIG_NAME]
+    try:
+        with RunLock(target):
+            save_checkpoint(written[0], arrays, meta)
+            write_text_atomically(written[1], config_toml(ModelConfig.from_model(model.config)))
+            for old in run_files(target):  # --overwrite: the replaced run's other files, once ours are in
+                if old not in written:
+                    old.unlink()
+    except BaseException:
+        if created:  # nothing of the user's is there: leave no half-made run
+            for path in written:
+                path.unlink(missing_ok=True)
+            with suppress(OSError):
+                target.rmdir()
+        raise
+    return written[0], model

@@ -32,10 +32,13 @@ LOCK_NAME = ".lock"
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
-def check_run_directory(out: str | Path, resume: bool, overwrite: bool, check_lock: bool = True) -> Path:
+def check_run_directory(
+    out: str | Path, resume: bool, overwrite: bool, check_lock: bool = True, command: str = "train"
+) -> Path:
     """Raise a ValueError naming ``--out`` and what is wrong with it, before any work; return it as a Path.
 
-    ``check_lock`` False skips the lock (the MPI ranks besides rank 0, which takes it).
+    ``check_lock`` False skips the lock (the MPI ranks besides rank 0, which takes it); ``command``
+    "import" writes a run that no --resume continues.
     """
     path = Path(out).expanduser()
     resolved = path.resolve()
@@ -63,9 +66,10 @@ def check_run_directory(out: str | Path, resume: bool, overwrite: bool, check_lo
         )
     held = run_files(path)
     if held and not (resume or overwrite):
+        resume_it = "continue it with --resume, " if command == "train" else ""
         raise ValueError(
-            f"--out {out} already holds a training run ({', '.join(p.name for p in held[:3])}): continue it "
-            "with --resume, choose a new --out, or replace it with --overwrite"
+            f"--out {out} already holds a training run ({', '.join(p.name for p in held[:3])}): {resume_it}"
+            "choose a new --out, or replace it with --overwrite"
         )
     return path
 

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -27,14 +27,19 @@ from .backend import get_array_module, resolve_dtype, step_rng
 from .checkpoint import (
     FILENAME,
     CheckpointError,
+    check_meta,
     load_checkpoint,
+    load_meta,
+    model_from_checkpoint,
     resolve_path,
     restore_model_and_task,
     save_checkpoint,
+    saved_vocabularies,
+    serialized_tokenizer,
     split_prefix,
     task_recipe,
 )
-from .config import ModelConfig, TrainConfig, config_toml
+from .config import ModelConfig, TrainConfig, config_toml, flag_of
 from .data import TranslationTask, make_task
 from .distributed import AnotherRankFailed, Communicator, weights_checksum
 from .evaluation import evaluate, format_metrics
@@ -173,31 +178,47 @@ class Trainer:
     def create(
         cls, config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None = None, comm: Any = None
     ) -> Trainer:
-        """A new run: the task built and the model sized from it, every unset setting chosen."""
+        """A new run: the task built and the model sized from it, every unset setting chosen.
+
+        With ``config.from_run`` (a fine-tune) the model, its weights, tokenizer and vocabularies are
+        that run's, and ``model`` is a mapping of the model settings given, which must be the run's
+        (``dropout`` alone may change).
+        """
         started = time.perf_counter()
-        sizes_given = model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
-        config = config.resolve()
-        corpus: dict[str, Any] = (
-            {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
-            | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
-            if config.data
-            else {}
-        )
-        task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
-        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
-        sizes = {
-            **asdict(sizes_given),
-            "src_vocab_size": len(task.src_vocab),
-            "tgt_vocab_size": len(task.tgt_vocab),
-            "src_seq_len": 2 * src_len + 8,
-            "tgt_seq_len": 2 * tgt_len + 8,
-            "shared_vocab": task.src_vocab is task.tgt_vocab,
-        }
+        given, config = config, config.resolve()
+        if config.from_run is not None:
+            sizes, task, config = _fine_tune_start(given, config, model)
+            src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
+        else:
+            sizes_given = (
+                model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
+            )
+            corpus: dict[str, Any] = (
+                {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
+                | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
+                if config.data
+                else {}
+            )
+            task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
+            src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
+            sizes = {
+                **asdict(sizes_given),
+                "src_vocab_size": len(task.src_vocab),
+                "tgt_vocab_size": len(task.tgt_vocab),
+                "src_seq_len": 2 * src_len + 8,
+                "tgt_seq_len": 2 * tgt_len + 8,
+                "shared_vocab": task.src_vocab is task.tgt_vocab,
+            }
         longest_batch = (
             config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)
         )
         check_memory(sizes, longest_batch, src_len, tgt_len, config.threads or 1)
-        trainer = cls(build_transformer(**sizes, seed=config.seed), task, config, comm=comm)
+        if config.from_run is not None:  # its weights, read only now that the step is known to fit
+            arrays, meta = load_checkpoint(config.from_run)
+            network = model_from_checkpoint(config.from_run, arrays, {**meta, "model": sizes})
+        else:
+            network = build_transformer(**sizes, seed=config.seed)
+        trainer = cls(network, task, config, comm=comm)
         if trainer.budget is not None:  # reading the corpus and learning its subwords count
             trainer.budget.spent_before = time.perf_counter() - started
         return trainer
@@ -219,6 +240,11 @@ class Trainer:
         depend on K).
         """
         arrays, meta = load_checkpoint(path)
+        if "imported_from" in meta:
+            raise ValueError(
+                f"--resume: {resolve_path(path)} holds an imported model, not a training run: fine-tune it "
+                f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
+            )
         saved_ranks, ranks = int(meta.get("ranks", 1)), comm.size if comm else 1
         if saved_ranks != ranks:
             raise ValueError(
@@ -554,6 +580,67 @@ class Trainer:
         }
         out = Path(out)
         return save_checkpoint(out if out.suffix == ".npz" else out / FILENAME, arrays, meta)
+
+
+def _fine_tune_start(
+    given: TrainConfig, config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None
+) -> tuple[dict[str, Any], TranslationTask, TrainConfig]:
+    """(the model's configuration, the task, the run's settings) of a fine-tune from ``config.from_run``,
+    refusing by name a setting given (``given``: before resolve; ``model``: the model settings given)
+    that the run decides otherwise: the model (bar dropout), the tokenizer and vocabularies, a
+    --max-length beyond its positional tables. The corpus is split with the run's own tokenizer."""
+    path = config.from_run
+    assert path is not None
+    meta = load_meta(path)
+    check_meta(path, meta)
+    saved, recipe = ModelConfig.from_model(meta["model"]), meta["task"]
+    changes = asdict(model) if isinstance(model, ModelConfig) else dict(model or {})
+    for item in fields(ModelConfig):
+        if (
+            item.name in changes
+            and item.name != "dropout"
+            and changes[item.name] != getattr(saved, item.name)
+        ):
+            raise ValueError(
+                f"{flag_of(item)} {changes[item.name]!r} differs from the model of --from {path} "
+                f"({getattr(saved, item.name)!r}): a fine-tune keeps the model it starts from (only --dropout "
+                "may change)"
+            )
+    shared = bool(meta["model"].get("shared_vocab", False))
+    for flag, value, kept in (
+        ("--tokenizer", given.tokenizer, recipe.get("tokenizer")),
+        ("--vocab-size", given.vocab_size, recipe.get("vocab_size")),
+        ("--shared-vocab", given.shared_vocab or None, shared or None),
+    ):
+        if value is not None and value != kept:
+            raise ValueError(
+                f"{flag} {value!r} differs from the run of --from {path} ({kept!r}): a fine-tune keeps its "
+                "tokenizer and vocabularies"
+            )
+    limit = min(meta["model"]["src_seq_len"], meta["model"]["tgt_seq_len"] - 1)  # the target gains <eos>
+    if given.max_length is not None and given.max_length > limit:
+        raise ValueError(
+            f"--max-length {given.max_length} exceeds what the model of --from {path} holds: {limit} "
+            "tokens a side (its positional tables)"
+        )
+    max_length = min(config.max_length or limit, limit)
+    config = replace(
+        config,
+        tokenizer=recipe["tokenizer"],
+        vocab_size=recipe.get("vocab_size"),
+        shared_vocab=shared,
+        max_length=max_length,
+    )
+    task = make_task(
+        None,
+        config.data,
+        config.seed,
+        config.tokenizer,
+        max_length,
+        serialized_tokenizer=serialized_tokenizer(recipe),
+        vocabularies=saved_vocabularies(path, meta),
+    )
+    return {**meta["model"], "dropout": changes.get("dropout", saved.dropout)}, task, config
 
 
 def training_memory(
