@@ -297,17 +297,21 @@ def task_from_recipe(
 def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
     """Rebuild the model and the task, with the saved vocabularies (dropout needs no saved state:
     see step_rng)."""
-    model = model_from_checkpoint(path, arrays, meta)
+    return model_from_checkpoint(path, arrays, meta), trained_task(path, meta)
+
+
+def trained_task(path: str | Path, meta: dict) -> TranslationTask:
+    """The task the checkpoint's run trained on, rebuilt (task_from_recipe), with its saved vocabularies."""
     pretrained = (
         meta["task"].get("tokenizer") == SentencePieceTokenizer.name
-    )  # its vocabularies are the model's
+    )  # the vocabularies are the model's
     task = task_from_recipe(meta["task"], saved_vocabularies(path, meta) if pretrained else None, path)
     if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
         task.src_vocab, task.tgt_vocab = (
             Vocab.from_list(meta["src_vocab"]),
             Vocab.from_list(meta["tgt_vocab"]),
         )
-    return model, task
+    return task
 
 
 def average_checkpoints(

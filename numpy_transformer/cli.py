@@ -706,12 +706,12 @@ def _plot(args: argparse.Namespace) -> int:
     elif args.picture == "curves":
         written = [plots.plot_curves(args.run, args.out)]
     else:
-        from .checkpoint import load_checkpoint, task_from_recipe
+        from .checkpoint import load_meta, trained_task
         from .data import make_task
 
         if args.checkpoint:
-            _, meta = load_checkpoint(args.checkpoint)
-            config, task = meta["model"], task_from_recipe(meta["task"])
+            meta = load_meta(args.checkpoint)
+            config, task = meta["model"], trained_task(args.checkpoint, meta)
         else:
             task = make_task("copy")
             config = {

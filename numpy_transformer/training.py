@@ -591,8 +591,11 @@ def _fine_tune_start(
     --max-length beyond its positional tables. The corpus is split with the run's own tokenizer."""
     path = config.from_run
     assert path is not None
-    meta = load_meta(path)
-    check_meta(path, meta)
+    try:
+        meta = load_meta(path)
+        check_meta(path, meta)
+    except CheckpointError as error:
+        raise CheckpointError(f"--from {path}: {error}") from None
     saved, recipe = ModelConfig.from_model(meta["model"]), meta["task"]
     changes = asdict(model) if isinstance(model, ModelConfig) else dict(model or {})
     for item in fields(ModelConfig):
