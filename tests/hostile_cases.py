@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from marian_files import write_model
 
 import numpy_transformer as nt
 from numpy_transformer import data
@@ -391,6 +392,45 @@ def interrupted_while_learning_subwords(ws: Path) -> tuple[int, str]:
     if (ws / "c23-ctrl-c").exists():
         return 0, "a directory was left in --out"
     return code if code == 130 else 0, err
+
+
+def marian(name: str = "opus-mt", change: Callable[[Path], object] | None = None) -> Callable[[Path], Path]:
+    """A tiny Marian model directory in the Hugging Face format at ``ws/name`` (tests/marian_files.py),
+    then ``change`` done to it: what a user downloads, or a broken copy of it."""
+
+    def make(ws: Path) -> Path:
+        path = ws / name
+        if not path.exists():
+            write_model(path)
+            if change is not None:
+                change(path)
+        return path
+
+    return make
+
+
+def json_edit(name: str, **changes: object) -> Callable[[Path], None]:
+    def change(directory: Path) -> None:
+        path = directory / name
+        path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+    return change
+
+
+def pickled_only(directory: Path) -> None:
+    (directory / "model.safetensors").rename(directory / "pytorch_model.bin")
+
+
+def imported_translates(ws: Path) -> bool:
+    """The imported run translates, and holds the Marian settings in its config.toml."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["translate", "--checkpoint", str(ws / "imported"), "The café is open."])
+    toml = (ws / "imported" / "config.toml").read_text()
+    return code == 0 and out.getvalue().startswith("The café is open.\t") and 'activation = "silu"' in toml
+
+
+FINE_TUNE = ["--steps", "2", "--eval-every", "2", "--eval-size", "4", "--batch-size", "8", "--no-progress"]
 
 
 CASES = [
@@ -1104,6 +1144,238 @@ CASES = [
         True,
         ("run/model.npz", "No space left on device", "unchanged"),
         keeps="run/model.npz",
+    ),
+    # issue 25: import a pretrained Marian translator; fine-tune it with train --from
+    Case(
+        "import",
+        "import a directory that does not exist",
+        cli("import", "{ws}/no-such-model", "--out", "{ws}/imp1"),
+        True,
+        ("no-such-model", "not a directory"),
+    ),
+    Case(
+        "import",
+        "import a directory without config.json",
+        then(
+            marian("m-noconfig", lambda d: (d / "config.json").unlink()),
+            cli("import", "{ws}/m-noconfig", "--out", "{ws}/imp2"),
+        ),
+        True,
+        ("config.json", "no such file"),
+    ),
+    Case(
+        "import",
+        "import a directory without its weights",
+        then(
+            marian("m-noweights", lambda d: (d / "model.safetensors").unlink()),
+            cli("import", "{ws}/m-noweights", "--out", "{ws}/imp3"),
+        ),
+        True,
+        ("model.safetensors", "no such file"),
+    ),
+    Case(
+        "import",
+        "import a pickle-only checkpoint (pytorch_model.bin)",
+        then(marian("m-pickled", pickled_only), cli("import", "{ws}/m-pickled", "--out", "{ws}/imp4")),
+        True,
+        ("pytorch_model.bin", "never loaded", "save_pretrained", "safe_serialization=True"),
+    ),
+    Case(
+        "import",
+        "import a directory without target.spm",
+        then(
+            marian("m-nospm", lambda d: (d / "target.spm").unlink()),
+            cli("import", "{ws}/m-nospm", "--out", "{ws}/imp5"),
+        ),
+        True,
+        ("target.spm", "no such file"),
+    ),
+    Case(
+        "import",
+        "import a source.spm that is not a SentencePiece model",
+        then(
+            marian("m-badspm", lambda d: (d / "source.spm").write_bytes(b"not a model")),
+            cli("import", "{ws}/m-badspm", "--out", "{ws}/imp6"),
+        ),
+        True,
+        ("source.spm", "not a SentencePiece model"),
+    ),
+    Case(
+        "import",
+        "import a model that is not Marian's (model_type bart)",
+        then(
+            marian("m-bart", json_edit("config.json", model_type="bart")),
+            cli("import", "{ws}/m-bart", "--out", "{ws}/imp7"),
+        ),
+        True,
+        ("config.json", "model_type is 'bart'", "expected 'marian'"),
+    ),
+    Case(
+        "import",
+        "import a vocab.json that does not fit config.json",
+        then(
+            marian("m-vocab", json_edit("config.json", vocab_size=999, decoder_vocab_size=999)),
+            cli("import", "{ws}/m-vocab", "--out", "{ws}/imp8"),
+        ),
+        True,
+        ("config.json", "vocab_size is 999", "vocab.json holds"),
+    ),
+    Case(
+        "import",
+        "import weights that do not fit config.json",
+        then(
+            marian("m-shape", json_edit("config.json", encoder_ffn_dim=64, decoder_ffn_dim=64)),
+            cli("import", "{ws}/m-shape", "--out", "{ws}/imp9"),
+        ),
+        True,
+        ("model.safetensors", "do not fit config.json"),
+    ),
+    Case(
+        "import",
+        "import a truncated model.safetensors",
+        then(
+            marian(
+                "m-cut",
+                lambda d: (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:500]),
+            ),
+            cli("import", "{ws}/m-cut", "--out", "{ws}/imp10"),
+        ),
+        True,
+        ("model.safetensors", "corrupt or not a safetensors file"),
+    ),
+    Case(
+        "import",
+        "import over a saved run without --overwrite",
+        then(marian(), cli("import", "{ws}/opus-mt", "--out", "{ws}/run")),
+        True,
+        ("--out", "already holds a training run", "--overwrite"),
+        keeps="run/model.npz",
+    ),
+    Case(
+        "import",
+        "import --out an existing file",
+        then(marian(), cli("import", "{ws}/opus-mt", "--out", "{ws}/afile")),
+        True,
+        ("--out", "is not a directory"),
+        keeps="afile",
+    ),
+    Case(
+        "import",
+        "import --out the model directory itself",
+        then(marian(), cli("import", "{ws}/opus-mt", "--out", "{ws}/opus-mt")),
+        True,
+        ("--out", "the model directory itself"),
+        keeps="opus-mt/config.json",
+    ),
+    Case(
+        "import",
+        "import a Marian model, then translate with it",
+        then(marian(), cli("import", "{ws}/opus-mt", "--out", "{ws}/imported")),
+        False,
+        check=imported_translates,
+    ),
+    Case(
+        "import",
+        "import again with --overwrite",
+        then(marian(), cli("import", "{ws}/opus-mt", "--out", "{ws}/imported", "--overwrite")),
+        False,
+        check=imported_translates,
+    ),
+    Case(
+        "import",
+        "the Python API: import_run with a dtype it cannot use",
+        api(lambda ws: nt.pretrained.import_run(ws / "opus-mt", ws / "imp11", dtype="float16")),
+        True,
+        ("dtype", "float16"),
+    ),
+    Case(
+        "import",
+        "train --resume an imported model",
+        cli("train", "--resume", "--out", "{ws}/imported", "--no-progress"),
+        True,
+        ("--resume", "imported model", "train --from"),
+        keeps="imported/model.npz",
+    ),
+    Case(
+        "import",
+        "evaluate an imported model without --data",
+        cli("evaluate", "--checkpoint", "{ws}/imported"),
+        True,
+        ("imported/model.npz", "imported model", "--data"),
+    ),
+    Case(
+        "import",
+        "train --from without --data",
+        cli("train", "--from", "{ws}/imported", "--out", "{ws}/ft1"),
+        True,
+        ("--from", "--data"),
+    ),
+    Case(
+        "import",
+        "train --from with another model shape",
+        cli(
+            "train",
+            "--from",
+            "{ws}/imported",
+            "--data",
+            "{ws}/corpus.tsv",
+            "--d-model",
+            "32",
+            "--out",
+            "{ws}/ft2",
+        ),
+        True,
+        ("--d-model 32", "differs from the model of --from", "--dropout"),
+    ),
+    Case(
+        "import",
+        "train --from with another tokenizer",
+        cli(
+            "train",
+            "--from",
+            "{ws}/imported",
+            "--data",
+            "{ws}/corpus.tsv",
+            "--tokenizer",
+            "bpe",
+            "--out",
+            "{ws}/ft3",
+        ),
+        True,
+        ("--tokenizer 'bpe'", "differs from the run of --from"),
+    ),
+    Case(
+        "import",
+        "train --from a run that does not exist",
+        cli("train", "--from", "{ws}/no-such-run", "--data", "{ws}/corpus.tsv", "--out", "{ws}/ft4"),
+        True,
+        ("--from", "no-such-run", "no such file"),
+    ),
+    Case(
+        "import",
+        "train --tokenizer marian without --from",
+        cli("train", "--data", "{ws}/corpus.tsv", "--tokenizer", "marian", "--out", "{ws}/ft5"),
+        True,
+        ("--tokenizer marian", "--from"),
+    ),
+    Case(
+        "import",
+        "fine-tune the imported model on a corpus (train --from), then resume it",
+        then(
+            cli(
+                "train",
+                "--from",
+                "{ws}/imported",
+                "--data",
+                "{ws}/corpus.tsv",
+                *FINE_TUNE,
+                "--out",
+                "{ws}/ft",
+            ),
+            cli("train", "--resume", "--out", "{ws}/ft", "--steps", "3", "--no-progress", "--show", "0"),
+        ),
+        False,
+        check=lambda ws: load_checkpoint(ws / "ft")[1]["step"] == 3,
     ),
     # issue 23: MPI
     # under mpiexec -n 2 a refusal or failure on one rank stops every rank, said once; present where
