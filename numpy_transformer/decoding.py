@@ -811,7 +811,9 @@ def pooled_beam_search_steps(
         best_possible = running[:, 0] / length**length_penalty
         worst = xp.where(pool_finished.all(axis=-1), pool_scores.min(axis=-1), HF_NEG)
         improvable &= best_possible > worst
-        done = ~improvable.any() | (early_stopping is True and pool_finished.all()) | bool(ends.all())
+        done = ~improvable.any() | ends.all()
+        if early_stopping is True:
+            done |= pool_finished.all()
         if bool(done):  # one transfer from the device
             break
     return pool[:, :n_best, : max(int(pool_lengths[:, :n_best].max()), 1)], pool_scores[:, :n_best]

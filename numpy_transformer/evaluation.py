@@ -103,18 +103,25 @@ def evaluate(
     from sacrebleu.metrics import BLEU, CHRF
 
     strategy = decode_options.pop("strategy", greedy_decode)
-    ids = task.ids
+    special = task.ids
     loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
     with model.evaluating():
         for start in range(0, len(pairs), batch_size):
             batch = task.batch(pairs[start : start + batch_size])
             logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-            loss, _ = ops.cross_entropy_forward(logits, batch.tgt_out, ids.pad, label_smoothing)
-            right, seen = masked_token_accuracy(logits, batch.tgt_out, ids.pad)
+            loss, _ = ops.cross_entropy_forward(logits, batch.tgt_out, special.pad, label_smoothing)
+            right, seen = masked_token_accuracy(logits, batch.tgt_out, special.pad)
             loss_sum, correct, counted = loss_sum + loss * seen, correct + right, counted + seen
             max_len = min(model.tgt_pos.seq_len, int(batch.tgt_out.shape[1]) * 2 + 4)
             translated = strategy(
-                model, batch.src, batch.src_mask, max_len, ids.bos, ids.eos, pad_id=ids.pad, **decode_options
+                model,
+                batch.src,
+                batch.src_mask,
+                max_len,
+                special.bos,
+                special.eos,
+                pad_id=special.pad,
+                **decode_options,
             )
             for ids in to_numpy(translated):
                 hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))

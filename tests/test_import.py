@@ -321,3 +321,14 @@ def test_the_readme_commands_run(marian, tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib", reason="plot attention draws with matplotlib")
     assert main(["plot", "attention", "--checkpoint", "runs/my-en-de", "--out", "att.png", "Save it."]) == 0
     assert (tmp_path / "att-cross.png").exists()
+
+
+def test_evaluation_in_several_batches_scores_as_one(marian, tmp_path):
+    from numpy_transformer.checkpoint import load_meta, saved_task
+    from numpy_transformer.evaluation import evaluate
+
+    _, _, directory = marian
+    written, model = import_run(directory, tmp_path / "run")
+    task = saved_task(written, load_meta(written))
+    whole, parts = (evaluate(model.eval(), task, PAIRS, batch_size=size) for size in (100, 2))
+    assert parts["loss"] == pytest.approx(whole["loss"], rel=1e-6) and parts["chrf"] == whole["chrf"]
