@@ -302,10 +302,10 @@ def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[
 
 def trained_task(path: str | Path, meta: dict) -> TranslationTask:
     """The task the checkpoint's run trained on, rebuilt (task_from_recipe), with its saved vocabularies."""
-    pretrained = (
-        meta["task"].get("tokenizer") == SentencePieceTokenizer.name
-    )  # the vocabularies are the model's
-    task = task_from_recipe(meta["task"], saved_vocabularies(path, meta) if pretrained else None, path)
+    check_meta(path, meta)
+    # a pretrained model's tokenizer, or a run's fine-tuned further (train --from): its own vocabularies
+    own = meta["task"].get("tokenizer") == SentencePieceTokenizer.name or meta["train"].get("from_run")
+    task = task_from_recipe(meta["task"], saved_vocabularies(path, meta) if own else None, path)
     if task.src_vocab.itos != meta["src_vocab"] or task.tgt_vocab.itos != meta["tgt_vocab"]:
         task.src_vocab, task.tgt_vocab = (
             Vocab.from_list(meta["src_vocab"]),

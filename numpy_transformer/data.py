@@ -401,20 +401,11 @@ class TranslationTask:
         ``vocabularies`` (source, target), saved ones, are taken as they are instead of being built
         from ``vocab_texts``. "marian" is a pretrained model's (``serialized_tokenizer`` and
         ``vocabularies`` its own); a Tokenizer object is taken as it is."""
-        if isinstance(tokenizer, Tokenizer):
-            self.tokenizer: Tokenizer = tokenizer
-        elif tokenizer not in TOKENIZER_NAMES:
-            raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {tokenizer!r}")
-        elif tokenizer == BPETokenizer.name:
-            self.tokenizer = (
-                BPETokenizer(serialized_tokenizer)
-                if serialized_tokenizer is not None
-                else BPETokenizer.train((text for pair in vocab_texts for text in pair), vocab_size)
-            )
-        elif tokenizer == SentencePieceTokenizer.name:
-            self.tokenizer = _pretrained_tokenizer(serialized_tokenizer, vocabularies)
-        else:
-            self.tokenizer = TOKENIZERS[tokenizer]()
+        self.tokenizer = (
+            tokenizer
+            if isinstance(tokenizer, Tokenizer)
+            else make_tokenizer(tokenizer, serialized_tokenizer, vocabularies, vocab_texts, vocab_size)
+        )
         self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
         self._bucket: tuple[tuple, list] | None = None
         self._mean_target_tokens: float | None = None
@@ -769,10 +760,10 @@ class FileTask(TranslationTask):
         vocabularies."""
         pairs = list(dict.fromkeys(read_tsv(path)))  # a repeated pair would land in training and test alike
         splitter: str | Tokenizer = tokenizer
-        if tokenizer == SentencePieceTokenizer.name:  # a pretrained model's pieces: what its tables must hold
-            splitter = _pretrained_tokenizer(
-                vocabulary.pop("serialized_tokenizer", None), vocabulary.get("vocabularies")
-            )
+        given = vocabulary.get("vocabularies")
+        if given is not None or tokenizer == SentencePieceTokenizer.name:
+            # a model's own tokenizer and vocabularies (train --from): pairs count in its tokens, as its tables do
+            splitter = make_tokenizer(tokenizer, vocabulary.pop("serialized_tokenizer", None), given)
             counter: Tokenizer | None = splitter
         else:  # bpe counts a pair's words: its subwords are learned afterwards, from the pairs kept
             kind = TOKENIZERS.get("word" if tokenizer == BPETokenizer.name else tokenizer)
@@ -803,15 +794,30 @@ class FileTask(TranslationTask):
         return self.train_pairs
 
 
-def _pretrained_tokenizer(serialized: Any, vocabularies: Any) -> SentencePieceTokenizer:
-    """A pretrained model's tokenizer, from its saved models; its vocabularies must come with it (one
-    built from a corpus would not be the model's)."""
-    if serialized is None or vocabularies is None:
-        raise ValueError(
-            "--tokenizer marian is a pretrained Marian model's own: import the model (numpy-transformer "
-            "import DIR --out RUN), then fine-tune it with train --from RUN --data FILE.tsv"
-        )
-    return SentencePieceTokenizer.from_serialized(serialized)
+def make_tokenizer(
+    name: str,
+    serialized: Any = None,
+    vocabularies: tuple[Vocab, Vocab] | None = None,
+    vocab_texts: Sequence[tuple[str, str]] = (),
+    vocab_size: int = BPE_VOCAB_SIZE,
+) -> Tokenizer:
+    """The tokenizer ``name``: bpe from its ``serialized`` subwords or learned from ``vocab_texts``;
+    marian (a pretrained model's) from its serialized models, with its ``vocabularies`` (one built
+    from a corpus would not be the model's); char and word as they are."""
+    if name not in TOKENIZER_NAMES:
+        raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {name!r}")
+    if name == BPETokenizer.name:
+        if serialized is not None:
+            return BPETokenizer(serialized)
+        return BPETokenizer.train((text for pair in vocab_texts for text in pair), vocab_size)
+    if name == SentencePieceTokenizer.name:
+        if serialized is None or vocabularies is None:
+            raise ValueError(
+                "--tokenizer marian is a pretrained Marian model's own: import the model (numpy-transformer "
+                "import DIR --out RUN), then fine-tune it with train --from RUN --data FILE.tsv"
+            )
+        return SentencePieceTokenizer.from_serialized(serialized)
+    return TOKENIZERS[name]()
 
 
 def _short_pairs(

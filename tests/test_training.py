@@ -443,3 +443,26 @@ def test_translate_lists_n_best_with_scores_and_scores_given_translations(tmp_pa
     assert "--n-best 2 needs beam search, not --strategy greedy" in capsys.readouterr().err
     assert main(["translate", "--checkpoint", str(out), "--n-best", "5", "abc"]) == 2
     assert "--n-best 5 exceeds --beam-width 4" in capsys.readouterr().err
+
+
+def test_a_fine_tune_from_a_run_resumes_exactly_and_keeps_to_its_tables(tmp_path):
+    """train --from a copy run on a corpus: its model, tokenizer and vocabularies, pairs longer than its
+    positional tables left out (counted in its own tokens), and a resume that replays the run."""
+    base = tmp_path / "copy"
+    Trainer.create(TrainConfig(task="copy", steps=2, eval_every=2, eval_size=4), TINY_MODEL).fit(base, False)
+    corpus = tmp_path / "pairs.tsv"
+    rng = np.random.default_rng(0)
+    words = {"".join(rng.choice(list("abcdefghij"), int(rng.integers(3, 9)))) for _ in range(30)}
+    corpus.write_text("".join(f"{word}\t{word[::-1]}\n" for word in words) + "ab" * 20 + "\tba\n")
+    config = TrainConfig(
+        data=str(corpus), from_run=str(base), steps=4, eval_every=2, eval_size=4, batch_size=8
+    )
+    with pytest.warns(UserWarning, match=f"1 of {len(words) + 1} pairs have more than 28 tokens"):
+        whole = Trainer.create(config, {})
+    assert whole.model.config == load_checkpoint(base)[1]["model"] and whole.config.tokenizer == "char"
+    whole.fit(tmp_path / "whole", False)
+    with pytest.warns(UserWarning):
+        Trainer.create(replace(config, steps=2), {}).fit(tmp_path / "halves", False)
+    Trainer.resume(tmp_path / "halves", steps=4).fit(tmp_path / "halves", False)
+    for name, value in load_checkpoint(tmp_path / "whole")[0].items():
+        np.testing.assert_array_equal(load_checkpoint(tmp_path / "halves")[0][name], value, err_msg=name)
