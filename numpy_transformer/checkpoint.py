@@ -408,6 +408,8 @@ def saved_task(path: str | Path, meta: dict) -> TranslationTask:
             serialized_tokenizer=serialized_tokenizer(recipe),
             vocabularies=saved_vocabularies(path, meta),
         )
+    except CheckpointError:  # names the checkpoint already
+        raise
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         raise CheckpointError(
             f"checkpoint {resolve_path(path)}: its tokenizer or vocabularies are unusable ({error})"

@@ -341,10 +341,8 @@ class TrainConfig(_Checked):
             raise ValueError(
                 f"give a generated task or --data, not both (task {self.task!r}, data {self.data!r})"
             )
-        for name in (
-            "data",
-            "from_run",
-        ):  # a run is resumed, evaluated and plotted from any working directory
+        # a run is resumed, evaluated and plotted from any working directory
+        for name in ("data", "from_run"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().resolve()))
 
