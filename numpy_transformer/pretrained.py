@@ -269,7 +269,7 @@ class MarianTokenizer:
         self.eos_id: int = self.vocab["</s>"]
         self.unk_id: int = self.vocab["<unk>"]
         self.pad_id: int = self.vocab["<pad>"]
-        # Marian's decoder starts from <pad> (config.json's decoder_start_token_id: marian_vocabulary)
+        # Marian's decoder starts from <pad> (config.json's decoder_start_token_id: read_tokenizer checks it)
         ids = SpecialIds(pad=self.pad_id, bos=self.pad_id, eos=self.eos_id, unk=self.unk_id)
         self.vocabulary = Vocab.from_list(itos, ids)
 
