@@ -407,7 +407,8 @@ check(attention_with_dropout, F.attention_backward, inputs)
 
 # %% [markdown]
 # **Picture.** For the first head of batch 0 (causal mask), the probabilities $P$, the gradient that
-# reaches them, $\bar P$, and the gradient of the scores, $\bar S$. The upper triangle is masked.
+# reaches them, $\bar P$, and the gradient of the scores, $\bar S$. The upper triangle is masked
+# (gray where the value there is zero by construction).
 # $\bar P$ is not zero there (it is $\bar Y V^\top$, which knows nothing of the mask), yet $\bar S$
 # is, because the softmax backward multiplies by $P$. The first row of $\bar S$ is zero too: a query
 # that sees a single key has $P = 1$ there whatever the score, so its score gets no gradient. Every
@@ -418,23 +419,24 @@ out, cache = F.attention_forward(**inputs)
 dout = rng.standard_normal(out.shape)
 dprobs = dout @ inputs["v"].swapaxes(-1, -2)  # the gradient reaching P (no dropout here)
 dscores = F.softmax_backward(dprobs, cache.probs) * mask
+hidden = ~mask[0, 0]
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
-panels = [
-    (cache.probs[0, 0], "P = softmax(S)", "viridis"),
+panels = [  # masked entries in gray where they are zero by construction
+    (np.ma.masked_where(hidden, cache.probs[0, 0]), "P = softmax(S), masked in gray", "viridis"),
     (dprobs[0, 0], "gradient reaching P", "RdBu"),
-    (dscores[0, 0], "gradient of the scores S", "RdBu"),
+    (np.ma.masked_where(hidden, dscores[0, 0]), "gradient of the scores S", "RdBu"),
 ]
 for ax, (values, title, cmap) in zip(axes, panels):
     limit = np.abs(values).max()
     low = 0.0 if cmap == "viridis" else -limit
-    image = ax.imshow(values, cmap=cmap, vmin=low, vmax=limit)
+    image = ax.imshow(values, cmap=plt.get_cmap(cmap).with_extremes(bad="lightgray"), vmin=low, vmax=limit)
     ax.set_title(title)
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
     fig.colorbar(image, ax=ax, shrink=0.8)
 fig.tight_layout()
 plt.show()
-print("row sums of the score gradient:", np.round(dscores[0, 0].sum(axis=-1), 12))
+print("largest |row sum| of the score gradient:", np.abs(dscores.sum(axis=-1)).max())
 
 # %% [markdown]
 # ## Multi-head attention: cross and self
@@ -610,6 +612,7 @@ ax.bar(positions, smoothed, width=0.25, label="q, smoothed target (label 3)")
 ax.bar(positions + 0.25, F.cross_entropy_backward(1.0, cache)[0], width=0.25, label="gradient p - q")
 ax.axhline(0, color="black", linewidth=0.5)
 ax.set_xlabel("vocabulary entry")
+ax.set_title("One token of the loss: the gradient of its logits is p - q")
 ax.legend(fontsize="small")
 plt.show()
 
@@ -632,21 +635,8 @@ plt.show()
 
 # %%
 def whole_model_check(attention, norm_first):
-    model = nt.build_transformer(
-        9,
-        9,
-        6,
-        6,
-        d_model=8,
-        N=1,
-        h=2,
-        d_ff=16,
-        dropout=0.0,
-        attention=attention,
-        norm_first=norm_first,
-        dtype="float64",
-        seed=1,
-    )
+    tiny = {"d_model": 8, "N": 1, "h": 2, "d_ff": 16, "dropout": 0.0, "dtype": "float64", "seed": 1}
+    model = nt.build_transformer(9, 9, 6, 6, attention=attention, norm_first=norm_first, **tiny)
     src = np.array([[4, 5, 6, 7, 8], [5, 6, 7, 0, 0]])
     tgt_in = np.array([[BOS_ID, 8, 7, 6, 5], [BOS_ID, 7, 6, 5, 0]])
     tgt_out = np.array([[8, 7, 6, 5, 4], [7, 6, 5, EOS_ID, 0]])
