@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .data import BPE_VOCAB_RANGE, BPE_VOCAB_SIZE, MAX_LENGTH
+from .data import BPE_VOCAB_RANGE, MAX_LENGTH, subword_vocab_size
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
 TASK_TOKENIZERS = {"copy": "char", "reverse": "char", "numbers-en-fr": "word"}  # what a --task is written in
@@ -32,6 +32,33 @@ TASK_STEPS = 3000  # a generated task's default length
 DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
 DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
 CONFIG_NAME = "config.toml"
+
+
+MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")
+TASK_SIZES = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512, "dropout": 0.1}  # the generated tasks' model
+_SIZES = "chosen from the corpus with --data (sizes_for_corpus), else: "
+
+
+def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
+    """The model and subword vocabulary a corpus of ``train_pairs`` pairs gets for a budget of
+    ``minutes`` (None: a run of fixed steps, sized as for the default budget).
+
+    The width is what the budget can train: on two CPU cores a 15-minute run makes a few thousand
+    steps, which the 128-wide two-layer model turns into the most BLEU (benchmarks/README.md has
+    the measurements); only hours on a large corpus pay for a wider, deeper model. Dropout grows
+    with the passes the budget makes over the corpus (pairs per minute few: many passes, more to
+    overfit); the vocabulary with the corpus (data.subword_vocab_size).
+    """
+    minutes = DATA_TIME_BUDGET if minutes is None else minutes
+    if minutes >= 240 and train_pairs >= 1_000_000:
+        sizes = {"d_model": 512, "N": 6, "h": 8, "d_ff": 2048}  # the paper's base model
+    elif minutes >= 60 and train_pairs >= 100_000:
+        sizes = {"d_model": 256, "N": 3, "h": 4, "d_ff": 1024}
+    else:
+        sizes = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}
+    pairs_per_minute = train_pairs / minutes
+    dropout = 0.1 if pairs_per_minute >= 2000 else 0.2 if pairs_per_minute >= 500 else 0.3
+    return sizes | {"dropout": dropout, "vocab_size": subword_vocab_size(train_pairs)}
 
 
 class SettingTypeError(TypeError, ValueError):
@@ -196,11 +223,15 @@ class _Checked:
 class ModelConfig(_Checked):
     """The model's shape: build_transformer's arguments besides the vocabularies and table lengths."""
 
-    d_model: int = setting(128, "model width (d_model)", minimum=1)
-    N: int = setting(2, "encoder and decoder blocks (N)", flag="--layers", minimum=1)
-    h: int = setting(4, "attention heads", flag="--heads", minimum=1)
-    d_ff: int = setting(512, "feed-forward hidden width", minimum=1)
-    dropout: float = setting(0.1, "dropout probability", minimum=0.0, below=1.0)
+    d_model: int | None = setting(None, f"model width (default {_SIZES}d_model)", minimum=1)
+    N: int | None = setting(
+        None, f"encoder and decoder blocks (default {_SIZES}N)", flag="--layers", minimum=1
+    )
+    h: int | None = setting(None, f"attention heads (default {_SIZES}h)", flag="--heads", minimum=1)
+    d_ff: int | None = setting(None, f"feed-forward hidden width (default {_SIZES}d_ff)", minimum=1)
+    dropout: float | None = setting(
+        None, f"dropout probability (default {_SIZES}dropout)", minimum=0.0, below=1.0
+    )
     attention: str = setting(
         "mha", "multi-head (mha) or multi-head latent attention (mla)", choices=("mha", "mla")
     )
@@ -217,6 +248,17 @@ class ModelConfig(_Checked):
     dtype: str = setting(
         "float32", "floating-point type of weights and activations", choices=("float32", "float64")
     )
+
+    def resolve(self, train_pairs: int | None = None, minutes: float | None = None) -> ModelConfig:
+        """Every size not given filled in: for a corpus of ``train_pairs`` training pairs and a
+        budget of ``minutes``, by ``sizes_for_corpus``; for a generated task (None), TASK_SIZES."""
+        chosen: dict[str, Any] = TASK_SIZES if train_pairs is None else sizes_for_corpus(train_pairs, minutes)
+        sizes = {
+            name: chosen[name] if getattr(self, name) is None else getattr(self, name) for name in MODEL_SIZES
+        }
+        if self.h is None:  # with a width given alone, the most heads up to the chosen number that divide it
+            sizes["h"] = max(h for h in range(1, sizes["h"] + 1) if sizes["d_model"] % h == 0)
+        return replace(self, **sizes)
 
     @classmethod
     def from_model(cls, config: dict[str, Any]) -> ModelConfig:
@@ -238,7 +280,8 @@ class TrainConfig(_Checked):
     )
     vocab_size: int | None = setting(
         None,
-        f"subword units learned by --tokenizer bpe, source and target together (default {BPE_VOCAB_SIZE})",
+        "subword units learned by --tokenizer bpe, source and target together (default: chosen from the "
+        "corpus's size, data.subword_vocab_size)",
         minimum=BPE_VOCAB_RANGE[0],
         maximum=BPE_VOCAB_RANGE[1],
     )
@@ -354,7 +397,7 @@ class TrainConfig(_Checked):
         return replace(
             self,
             tokenizer=tokenizer,
-            vocab_size=(self.vocab_size or BPE_VOCAB_SIZE) if tokenizer == "bpe" else None,
+            vocab_size=self.vocab_size if tokenizer == "bpe" else None,  # None: the corpus chooses
             max_length=self.max_length or MAX_LENGTH,
             time_budget=DATA_TIME_BUDGET
             if self.steps is None and self.time_budget is None

@@ -152,7 +152,21 @@ TOKENIZERS: dict[str, type[CharTokenizer] | type[WordTokenizer]] = {
     "word": WordTokenizer,
 }  # the tokenizers that learn nothing
 TOKENIZER_NAMES = (*TOKENIZERS, BPETokenizer.name)
-BPE_VOCAB_SIZE = 8000  # subword units learned from a corpus, source and target together
+BPE_VOCAB_SIZE = 8000  # subword units a large corpus learns by default, source and target together
+
+
+def subword_vocab_size(train_pairs: int) -> int:
+    """The subword units a corpus of ``train_pairs`` pairs learns by default: small corpora do
+    better with fewer, more frequent units (each seen often enough to be learned), and a smaller
+    vocabulary makes every step cheaper (the output projection and softmax dominate a small
+    model's step)."""
+    if train_pairs < 5_000:
+        return 1000
+    if train_pairs < 20_000:
+        return 2000
+    return 4000 if train_pairs < 200_000 else BPE_VOCAB_SIZE
+
+
 # The sizes BPETokenizer.train accepts: at least the 256 bytes (no merge), at most a million. Hugging Face's
 # trainer allocates about 66 bytes per unit before it starts (10**9 asks for 66 GB and aborts the process,
 # 2**64 overflows its integer), and the largest vocabularies in use hold about 256,000 units.
@@ -278,23 +292,27 @@ class TranslationTask:
         test: list[tuple[str, str]],
         vocab_texts: Sequence[tuple[str, str]],
         seed: int = 0,
-        vocab_size: int = BPE_VOCAB_SIZE,
+        vocab_size: int | None = None,
         shared_vocab: bool = False,
         serialized_tokenizer: str | None = None,
         vocabularies: tuple[Vocab, Vocab] | None = None,
     ) -> None:
-        """``tokenizer`` "bpe" learns one subword model from both sides of ``vocab_texts`` (or takes
+        """``tokenizer`` "bpe" learns one subword model of ``vocab_size`` units (None: chosen from
+        the number of pairs, subword_vocab_size) from both sides of ``vocab_texts`` (or takes
         ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary.
         ``vocabularies`` (source, target), saved ones, are taken as they are instead of being built
         from ``vocab_texts``."""
         if tokenizer not in TOKENIZER_NAMES:
             raise ValueError(f"tokenizer must be one of {sorted(TOKENIZER_NAMES)}, got {tokenizer!r}")
         self.tokenizer: BPETokenizer | CharTokenizer | WordTokenizer
+        # the subword units asked for (a bpe task's; its vocabularies hold those the text uses)
+        self.vocab_size: int | None = None
         if tokenizer == BPETokenizer.name:
+            self.vocab_size = vocab_size or subword_vocab_size(len(vocab_texts))
             self.tokenizer = (
                 BPETokenizer(serialized_tokenizer)
                 if serialized_tokenizer is not None
-                else BPETokenizer.train((text for pair in vocab_texts for text in pair), vocab_size)
+                else BPETokenizer.train((text for pair in vocab_texts for text in pair), self.vocab_size)
             )
         else:
             self.tokenizer = TOKENIZERS[tokenizer]()

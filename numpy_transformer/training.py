@@ -35,7 +35,7 @@ from .checkpoint import (
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml
-from .data import PAD_ID, TranslationTask, make_task
+from .data import PAD_ID, FileTask, TranslationTask, make_task
 from .distributed import AnotherRankFailed, Communicator, weights_checksum
 from .evaluation import evaluate, format_metrics
 from .model import Transformer, build_transformer, parameter_count
@@ -184,9 +184,11 @@ class Trainer:
             else {}
         )
         task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
+        config = replace(config, vocab_size=task.vocab_size)  # the saved configuration says what was chosen
+        train_pairs = len(task.train_pairs) if isinstance(task, FileTask) else None
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         sizes = {
-            **asdict(sizes_given),
+            **asdict(sizes_given.resolve(train_pairs, config.time_budget)),
             "src_vocab_size": len(task.src_vocab),
             "tgt_vocab_size": len(task.tgt_vocab),
             "src_seq_len": 2 * src_len + 8,
