@@ -31,6 +31,8 @@ DEFAULT_TASK = "numbers-en-fr"
 TASK_STEPS = 3000  # a generated task's default length
 DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
 DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
+TASK_LR = 1e-3
+DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (benchmarks/README.md)
 CONFIG_NAME = "config.toml"
 
 
@@ -315,7 +317,11 @@ class TrainConfig(_Checked):
         1, "micro-batches per optimiser step: the gradient of one K-times larger batch", minimum=1
     )
     optimizer: str = setting("adam", "Adam, or AdamW with decoupled weight decay", choices=("adam", "adamw"))
-    lr: float = setting(1e-3, "peak learning rate (cosine, constant)", above=0.0)
+    lr: float | None = setting(
+        None,
+        f"peak learning rate (cosine, constant; default {DATA_LR:g} with --data, else {TASK_LR:g})",
+        above=0.0,
+    )
     schedule: str = setting("cosine", "learning-rate schedule", choices=("cosine", "noam", "constant"))
     warmup: int = setting(200, "warm-up steps", minimum=1)
     factor: float = setting(1.0, "scale of the noam schedule", above=0.0)
@@ -389,6 +395,7 @@ class TrainConfig(_Checked):
                 task=task,
                 tokenizer=tokenizer,
                 steps=self.steps or (None if self.time_budget else TASK_STEPS),
+                lr=self.lr or TASK_LR,
                 patience=0 if self.patience is None else self.patience,
             )
         tokenizer = self.tokenizer or "bpe"
@@ -399,6 +406,7 @@ class TrainConfig(_Checked):
             tokenizer=tokenizer,
             vocab_size=self.vocab_size if tokenizer == "bpe" else None,  # None: the corpus chooses
             max_length=self.max_length or MAX_LENGTH,
+            lr=self.lr or DATA_LR,
             time_budget=DATA_TIME_BUDGET
             if self.steps is None and self.time_budget is None
             else self.time_budget,

@@ -100,7 +100,9 @@ class TimeBudget:
 
 def make_schedule(config: TrainConfig, d_model: int, steps: int) -> Any:
     """The learning rate of each optimiser step (1 for the first update) of a run of ``steps``, as
-    the config names it."""
+    the config names it (a resolved one: TrainConfig.resolve chooses the peak)."""
+    if config.lr is None:
+        raise ValueError("config.lr is None: TrainConfig.resolve chooses the learning rate")
     if config.schedule == "noam":
         return NoamSchedule(d_model, config.warmup, config.factor)
     if config.schedule == "constant":
@@ -136,10 +138,10 @@ class Trainer:
                 f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks "
                 "already add their batches' gradients; use a larger --batch-size or more ranks"
             )
-        if (config.steps is None) == (config.time_budget is None):
+        if (config.steps is None) == (config.time_budget is None) or config.lr is None:
             raise ValueError(
-                f"exactly one of config.steps and config.time_budget must be set, got {config.steps} and "
-                f"{config.time_budget}: TrainConfig.resolve chooses"
+                f"exactly one of config.steps and config.time_budget must be set, and config.lr, got "
+                f"{config.steps}, {config.time_budget} and {config.lr}: TrainConfig.resolve chooses"
             )
         if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
             raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
