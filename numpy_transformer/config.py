@@ -31,6 +31,7 @@ DEFAULT_TASK = "numbers-en-fr"
 TASK_STEPS = 3000  # a generated task's default length
 DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
 DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
+AVERAGE_LAST = 5  # evaluation checkpoints averaged at the end of a run
 CONFIG_NAME = "config.toml"
 
 
@@ -289,7 +290,16 @@ class TrainConfig(_Checked):
     )
     log_every: int = setting(50, "steps between log records", minimum=1)
     keep_checkpoints: int = setting(
-        0, "also keep the last N evaluation checkpoints (step-*.npz) for `average`", minimum=0
+        0,
+        "keep the last N evaluation checkpoints (step-*.npz) after the run, for `average` (while it runs, "
+        "it keeps --average-last of them)",
+        minimum=0,
+    )
+    average_last: int = setting(
+        AVERAGE_LAST,
+        "at the end, average the last N evaluation checkpoints of the run's second half and keep the "
+        "average as best.npz when its dev BLEU is higher than the best single one's (below 2: off)",
+        minimum=0,
     )
     patience: int | None = setting(
         None,

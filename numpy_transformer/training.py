@@ -27,7 +27,10 @@ from .backend import get_array_module, resolve_dtype, step_rng
 from .checkpoint import (
     FILENAME,
     CheckpointError,
+    average_checkpoints,
     load_checkpoint,
+    load_meta,
+    model_from_checkpoint,
     resolve_path,
     restore_model_and_task,
     save_checkpoint,
@@ -68,11 +71,12 @@ class TimeBudget:
     subwords; an earlier session of the run) and everything since ``start``: steps, evaluations,
     saves. ``plan`` is asked again and again as the run goes: it takes the mean time of the steps
     since it was last asked and of the evaluations so far, and returns the step at which the run
-    should end so that the steps left, their evaluations and the final one fill the time left.
+    should end so that the steps left, their evaluations and the ``final_evaluations`` (the last
+    one, and the average's when the run averages its checkpoints) fill the time left.
     """
 
-    def __init__(self, minutes: float, spent: float = 0.0) -> None:
-        self.seconds, self.spent_before = 60.0 * minutes, spent
+    def __init__(self, minutes: float, spent: float = 0.0, final_evaluations: int = 1) -> None:
+        self.seconds, self.spent_before, self.final_evaluations = 60.0 * minutes, spent, final_evaluations
         self.started = time.perf_counter()
         self.step_seconds: list[float] = []  # the steps' own times since the last plan
         self.evaluation_seconds: list[float] = []  # every evaluation's (with its checkpoint saves)
@@ -87,13 +91,13 @@ class TimeBudget:
 
     def plan(self, step: int, eval_every: int) -> int:
         """The last step: where steps of the measured time, one evaluation every ``eval_every`` of
-        them and a final one use up the time left (``step`` itself when it has run out)."""
+        them and the final ones use up the time left (``step`` itself when it has run out)."""
         self.plans += 1
         if self.step_seconds:  # their median: one slow step (a pause, the first one) is not the pace
             self.per_step = sorted(self.step_seconds)[len(self.step_seconds) // 2]
             self.step_seconds = []
         per_evaluation = sum(self.evaluation_seconds) / max(len(self.evaluation_seconds), 1)
-        left = self.seconds - self.spent() - per_evaluation  # the final evaluation comes in any case
+        left = self.seconds - self.spent() - self.final_evaluations * per_evaluation  # they come in any case
         steps_left = left / max(self.per_step + per_evaluation / eval_every, 1e-9)
         return step + max(int(steps_left), 0)
 
@@ -151,7 +155,11 @@ class Trainer:
             else Adam(model, lr=config.lr, threads=self.cores)
         )
         # the run's last step: config.steps, or planned to fit the time budget (first after PLAN_AFTER steps)
-        self.budget = TimeBudget(config.time_budget) if config.time_budget is not None else None
+        self.budget = (
+            TimeBudget(config.time_budget, final_evaluations=2 if self.averages else 1)
+            if config.time_budget is not None
+            else None
+        )
         self._planned = step + PLAN_AFTER
         self.schedule = make_schedule(config, model.config["d_model"], self.steps)
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
@@ -256,6 +264,16 @@ class Trainer:
     @property
     def model_config(self) -> ModelConfig:
         return ModelConfig.from_model(self.model.config)
+
+    @property
+    def averages(self) -> bool:
+        """Whether the run averages its last evaluation checkpoints at its end (config.average_last)."""
+        return self.config.average_last >= 2
+
+    @property
+    def checkpoints_kept(self) -> int:
+        """The evaluation checkpoints (step-*.npz) kept while the run goes: those it may average too."""
+        return max(self.config.keep_checkpoints, self.config.average_last if self.averages else 0)
 
     # -- one step ---------------------------------------------------------------------------
 
@@ -426,6 +444,11 @@ class Trainer:
                     if self.stop in STOP_MESSAGES:
                         saved = run.directory / FILENAME
                         bar.write(f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {saved}")
+            # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
+            evaluated = any(record.get("split") == "dev" for record in records)
+            if run and evaluated and self.stop in (None, "patience") and self.failure is None:
+                with self._holding():  # under MPI the others wait for rank 0 in the last all-reduce
+                    self._average_and_keep(run, bar, records)
         # the loop's last failure (rank 0's last evaluation or save) has no step left to carry it
         if self.comm is not None and self.comm.allreduce_values([float(self.failure is not None)])[0] > 0:
             self._raise_failure()
@@ -458,15 +481,19 @@ class Trainer:
                 f"{self.config.time_budget:g}-minute budget (the plan is corrected as the run goes)"
             )
 
-    def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
-        """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
-        metrics = evaluate(
-            self.model,
+    def _dev_metrics(self, model: Transformer, examples: int = 0) -> dict[str, Any]:
+        """The scores of ``model`` on the run's dev pairs: every evaluation of the run is this one."""
+        return evaluate(
+            model,
             self.task,
             self.task.dev[: self.config.eval_size],
             self.config.label_smoothing,
-            examples=self.config.eval_examples,
+            examples=examples,
         )
+
+    def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
+        """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
+        metrics = self._dev_metrics(self.model, self.config.eval_examples)
         record = {"step": self.step, "split": "dev", **metrics}
         bar.write(format_metrics(f"step {self.step} dev", metrics))
         for example in metrics.get("examples", []):
@@ -488,6 +515,59 @@ class Trainer:
             )
             self.requested = self.requested or "patience"  # under MPI: every rank stops after one step more
         return record
+
+    def _average_and_keep(self, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
+        """At the end of the run: score on dev the average of its last ``average_last`` evaluation
+        checkpoints of its second half (the first half's weights are too far from the last ones to
+        average with them); best.npz becomes the average when it scores a higher dev BLEU than what
+        best.npz holds (the best single checkpoint), and its metadata says which it holds (``best``).
+        Then only the last ``keep_checkpoints`` evaluation checkpoints stay on disk."""
+        step_of = {name: int(Path(name).stem.removeprefix("step-")) for name in self.kept}
+        chosen = [
+            name for name in self.kept if 2 * step_of[name] > self.step and (run.directory / name).is_file()
+        ][-self.config.average_last :]  # one removed by hand is left out, not the run's end failed
+        if self.averages and len(chosen) >= 2 and run.best_path.is_file():
+            arrays, meta = average_checkpoints([run.directory / name for name in chosen])
+            metrics = self._dev_metrics(model_from_checkpoint(run.directory / chosen[-1], arrays, meta))
+            steps, best_meta = [step_of[name] for name in chosen], load_meta(run.best_path)
+            earlier_average = best_meta.get("best", {}).get("kept") == "average"  # a resumed run's
+            held = (
+                "the earlier average"
+                if earlier_average
+                else f"the best single checkpoint (step {best_meta['step']})"
+            )
+            higher = metrics["bleu"] > self.best_bleu
+            choice = {
+                "kept": "average" if higher else "checkpoint",
+                "average": {"steps": steps, "bleu": metrics["bleu"]},
+                "checkpoint": {"step": best_meta["step"], "bleu": self.best_bleu},
+            }
+            bar.write(format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics))
+            if higher:
+                bar.write(
+                    f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} is above that of {held}, "
+                    f"{self.best_bleu:.2f}"
+                )
+                self.best_bleu = metrics["bleu"]
+                save_checkpoint(run.best_path, arrays, {**meta, "best_bleu": self.best_bleu, "best": choice})
+            else:
+                bar.write(
+                    f"best.npz keeps {held}, dev BLEU {self.best_bleu:.2f}: the average scores {metrics['bleu']:.2f}"
+                )
+                if not earlier_average:  # which says so already
+                    save_checkpoint(
+                        run.best_path, load_checkpoint(run.best_path)[0], {**best_meta, "best": choice}
+                    )
+            record = {
+                "step": self.step,
+                "split": "dev-average",
+                "steps": steps,
+                "kept": choice["kept"],
+                **metrics,
+            }
+            run.log(record)
+            records.append(record)
+        run.keep_last(self, self.config.keep_checkpoints)
 
     @contextmanager
     def _stop_on_signals(self) -> Iterator[None]:

@@ -307,6 +307,16 @@ def test_the_command_under_mpiexec_resumes_bit_identically_and_keeps_its_rank_co
         Trainer.resume(tmp_path / "resumed", steps=30)
 
 
+@pytest.mark.slow
+@needs_mpi
+def test_under_mpiexec_rank_0_averages_the_last_checkpoints_at_the_end(tmp_path):
+    run = cli_train(2, tmp_path / "run", 30)  # evaluations at 10, 20, 30: 20 and 30 are averaged
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("average of steps 20, 30 dev") == 1 and run.stdout.count("best.npz ") == 1
+    meta = load_checkpoint(tmp_path / "run" / "best.npz")[1]
+    assert meta["best"]["average"]["steps"] == [20, 30] and not list((tmp_path / "run").glob("step-*.npz"))
+
+
 # -- under mpiexec: a refusal or failure on any rank stops every rank, said once ----------------------
 
 PROMPTLY = 60  # seconds: each run below takes a few; ranks left waiting for each other would take for ever
@@ -354,9 +364,8 @@ def test_a_failed_save_on_rank_0_stops_every_rank_with_one_line(tmp_path, eval_e
     run = failing_train(0, "disk full", out, 20, "--eval-every", eval_every)
     assert run.returncode == 1, run.stderr
     [line] = run.stderr.strip().splitlines()
-    assert line == (
-        f"numpy-transformer train: error: [Errno 28] No space left on device: '{out / 'model.npz'}'"
-    )
+    first = out / f"step-{int(eval_every):07d}.npz"  # an evaluation's first save, kept for averaging
+    assert line == f"numpy-transformer train: error: [Errno 28] No space left on device: '{first}'"
     assert logged_steps(out) == steps_logged and not (out / "model.npz").exists()
 
 
