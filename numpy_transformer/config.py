@@ -98,6 +98,8 @@ def expected(cls: type, item: Any) -> str:
         return (
             "a positive integer" if low == 1 else f"an integer >= {low}" if low is not None else "an integer"
         )
+    if above is not None and high is not None:
+        return f"a number in ({above:g}, {high:g}]"
     if low is not None and below is not None:
         return f"a number in [{low:g}, {below:g})"
     if above == 0:
@@ -307,6 +309,22 @@ class TrainConfig(_Checked):
         "--data, else 0)",
         minimum=0,
     )
+    plateau_cut: float = setting(
+        1.0,
+        "multiply the learning rate by this when dev BLEU has not improved for --plateau-patience "
+        "evaluations, and again after as many more, never below --lr-floor (1: never)",
+        above=0.0,
+        maximum=1.0,
+    )
+    plateau_patience: int = setting(
+        2, "evaluations without a better dev BLEU before --plateau-cut cuts the learning rate", minimum=1
+    )
+    lr_floor: float = setting(
+        1e-5,
+        "the lowest learning rate --plateau-cut leads to (the schedule itself may go lower: its warm-up, "
+        "the cosine's end)",
+        minimum=0.0,
+    )
     seed: int = setting(0, "seed of the initial weights, the batches and dropout")
     threads: int = setting(
         0,
@@ -324,6 +342,12 @@ class TrainConfig(_Checked):
             )
         if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
             object.__setattr__(self, "data", str(Path(self.data).expanduser().resolve()))
+        if self.plateau_cut < 1.0 and self.patience and self.plateau_patience >= self.patience:
+            raise ValueError(
+                f"--plateau-patience {self.plateau_patience} is not below --patience {self.patience}: the "
+                "run would stop before it cuts its learning rate; give a smaller --plateau-patience or a "
+                "larger --patience (0: never stop)"
+            )
 
     def resolve(self) -> TrainConfig:
         """The configuration with every setting the run chooses filled in; refuses settings that

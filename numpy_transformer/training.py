@@ -163,7 +163,8 @@ class Trainer:
         self._planned = step + PLAN_AFTER
         self.schedule = make_schedule(config, model.config["d_model"], self.steps)
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
-        self.evals_since_best = 0  # evaluations since it, for config.patience
+        self.evals_since_best = 0  # evaluations since it, for config.patience and config.plateau_cut
+        self.lr_scale = 1.0  # the plateau cuts' multiplier of the schedule (config.plateau_cut)
         self.kept: list[str] = []  # the evaluation checkpoints (step-*.npz) this run wrote and keeps
         # who this run is, in every checkpoint it saves (kept by resume): average refuses another run's
         self.run_id = uuid.uuid4().hex
@@ -248,6 +249,7 @@ class Trainer:
                 trainer.plan_steps(int(meta.get("steps_planned", trainer.steps)))
         trainer.best_bleu = float(meta.get("best_bleu", -1.0))
         trainer.evals_since_best = int(meta.get("evals_since_best", 0))
+        trainer.lr_scale = float(meta.get("lr_scale", 1.0))
         trainer.kept = [str(name) for name in meta.get("kept", [])]
         if (
             isinstance(meta.get("run_id"), str) and meta["run_id"]
@@ -305,7 +307,7 @@ class Trainer:
             loss = self._distributed_loss_and_backward(batches[0])
         grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
         self._check_finite(loss, grad_norm)
-        lr = self.schedule(self.step + 1)
+        lr = self.learning_rate(self.step + 1)
         self.optimizer.step(lr)
         self.step += 1
         return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
@@ -342,8 +344,13 @@ class Trainer:
                 except Exception as error:  # held: raised once the others know, so that none waits for ever
                     self.failure = error
             comm.allreduce_sum(self.model.flat.gradients())
-        loss, stops, failures = comm.allreduce_values(
-            [loss * mine / max(total, 1), float(self.requested is not None), float(self.failure is not None)]
+        loss, stops, failures, self.lr_scale = comm.allreduce_values(  # rank 0's evaluations cut the rate
+            [
+                loss * mine / max(total, 1),
+                float(self.requested is not None),
+                float(self.failure is not None),
+                self.lr_scale if comm.rank == 0 else 0.0,
+            ]
         )
         if failures > 0:  # before the update: every rank stops here, at the same step
             self._raise_failure()
@@ -459,6 +466,12 @@ class Trainer:
         """The run's last step: config.steps, or the plan that fits its time budget."""
         return self.config.steps if self.config.steps is not None else self._planned
 
+    def learning_rate(self, step: int) -> float:
+        """The schedule's rate at optimiser step ``step`` times the plateau cuts' ``lr_scale``: the cuts
+        never take it below config.lr_floor, where the schedule itself may go (warm-up, the cosine's end)."""
+        scheduled = self.schedule(step)
+        return max(scheduled * self.lr_scale, min(scheduled, self.config.lr_floor))
+
     def plan_steps(self, steps: int) -> None:
         """End a time-budgeted run at ``steps`` (not before the current step); the schedule stretches
         to it."""
@@ -504,10 +517,13 @@ class Trainer:
         improved = metrics["bleu"] > self.best_bleu
         self.best_bleu = max(self.best_bleu, metrics["bleu"])
         self.evals_since_best = 0 if improved else self.evals_since_best + 1
+        stopping = self.config.patience and self.evals_since_best >= self.config.patience
+        if not stopping:
+            self._cut_on_plateau(bar)
         if run:
             run.log(record)
             run.save_evaluated(self, improved)
-        if self.config.patience and self.evals_since_best >= self.config.patience:
+        if stopping:
             where = f", in {run.best_path}" if run else ""
             bar.write(
                 f"stopping early: dev BLEU has not improved for {self.evals_since_best} evaluations "
@@ -515,6 +531,23 @@ class Trainer:
             )
             self.requested = self.requested or "patience"  # under MPI: every rank stops after one step more
         return record
+
+    def _cut_on_plateau(self, bar: Any) -> None:
+        """Multiply lr_scale by config.plateau_cut after every plateau_patience evaluations without a
+        better dev BLEU, unless the learning rate is at its floor already (under MPI the next step's
+        all-reduce gives every rank rank 0's lr_scale)."""
+        cut, evaluations = self.config.plateau_cut, self.evals_since_best
+        if cut == 1.0 or evaluations == 0 or evaluations % self.config.plateau_patience:
+            return
+        if self.schedule(self.step + 1) * self.lr_scale <= self.config.lr_floor:
+            return
+        self.lr_scale *= cut
+        lr = self.learning_rate(self.step + 1)
+        floor = " (its floor)" if lr == self.config.lr_floor else ""
+        bar.write(
+            f"dev BLEU has not improved for {evaluations} evaluations: the learning rate is cut to "
+            f"{self.lr_scale:g} times the schedule's, {lr:.2e} now{floor}"
+        )
 
     def _average_and_keep(self, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
         """At the end of the run: score on dev the average of its last ``average_last`` evaluation
@@ -625,6 +658,7 @@ class Trainer:
             "ranks": self.comm.size if self.comm else 1,
             "best_bleu": self.best_bleu,
             "evals_since_best": self.evals_since_best,
+            "lr_scale": self.lr_scale,
             "kept": self.kept,
             "steps_planned": self.steps,
             "time_spent_s": self.budget.spent() if self.budget is not None else None,
