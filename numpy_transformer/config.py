@@ -246,6 +246,13 @@ class TrainConfig(_Checked):
         maximum=BPE_VOCAB_RANGE[1],
     )
     shared_vocab: bool = setting(False, "one vocabulary for source and target (--data)")
+    bpe_dropout: float = setting(
+        0.0,
+        "BPE-dropout: each merge of a training sentence's subwords is skipped with this probability, so "
+        "that every step sees its sentences in other segmentations (dev, test and translate never)",
+        minimum=0.0,
+        below=1.0,
+    )
     max_length: int | None = setting(
         None,
         f"--data pairs with more tokens than this on a side are left out, and counted (default {MAX_LENGTH})",
@@ -342,6 +349,8 @@ class TrainConfig(_Checked):
             )
         if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
             object.__setattr__(self, "data", str(Path(self.data).expanduser().resolve()))
+        if self.bpe_dropout and self.tokenizer not in (None, "bpe"):
+            raise ValueError(f"--bpe-dropout applies to --tokenizer bpe only, not {self.tokenizer}")
         if self.plateau_cut < 1.0 and self.patience and self.plateau_patience >= self.patience:
             raise ValueError(
                 f"--plateau-patience {self.plateau_patience} is not below --patience {self.patience}: the "

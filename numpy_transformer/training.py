@@ -38,7 +38,7 @@ from .checkpoint import (
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml
-from .data import PAD_ID, TranslationTask, make_task
+from .data import PAD_ID, SubwordDropout, TranslationTask, make_task
 from .distributed import AnotherRankFailed, Communicator, weights_checksum
 from .evaluation import evaluate, format_metrics
 from .model import Transformer, build_transformer, parameter_count
@@ -166,6 +166,12 @@ class Trainer:
         self.evals_since_best = 0  # evaluations since it, for config.patience and config.plateau_cut
         self.lr_scale = 1.0  # the plateau cuts' multiplier of the schedule (config.plateau_cut)
         self.kept: list[str] = []  # the evaluation checkpoints (step-*.npz) this run wrote and keeps
+        # training batches' segmentations (config.bpe_dropout), never longer than the position tables
+        self.subword_dropout = (
+            SubwordDropout(task, config.bpe_dropout, (model.src_pos.seq_len, model.tgt_pos.seq_len - 1))
+            if config.bpe_dropout
+            else None
+        )
         # who this run is, in every checkpoint it saves (kept by resume): average refuses another run's
         self.run_id = uuid.uuid4().hex
         # why the loop ends: "steps", "patience", "interrupted" or "another rank"; under MPI a rank's
@@ -289,7 +295,11 @@ class Trainer:
         config, model = self.config, self.model
         batches = [
             self.task.train_batch(
-                self.step * config.accumulate + k, config.batch_size, config.bucket_steps, config.batch_tokens
+                self.step * config.accumulate + k,
+                config.batch_size,
+                config.bucket_steps,
+                config.batch_tokens,
+                self.subword_dropout,
             )
             for k in range(config.accumulate)
         ]
