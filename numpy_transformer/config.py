@@ -33,6 +33,7 @@ DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run s
 DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
 TASK_LR = 1e-3
 DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (benchmarks/README.md)
+AVERAGE_LAST = 5  # evaluation checkpoints averaged at the end of a run
 CONFIG_NAME = "config.toml"
 
 
@@ -126,6 +127,8 @@ def expected(cls: type, item: Any) -> str:
         return (
             "a positive integer" if low == 1 else f"an integer >= {low}" if low is not None else "an integer"
         )
+    if above is not None and high is not None:
+        return f"a number in ({above:g}, {high:g}]"
     if low is not None and below is not None:
         return f"a number in [{low:g}, {below:g})"
     if above == 0:
@@ -288,6 +291,13 @@ class TrainConfig(_Checked):
         maximum=BPE_VOCAB_RANGE[1],
     )
     shared_vocab: bool = setting(False, "one vocabulary for source and target (--data)")
+    bpe_dropout: float = setting(
+        0.0,
+        "BPE-dropout: each merge of a training sentence's subwords is skipped with this probability, so "
+        "that every step sees its sentences in other segmentations (dev, test and translate never)",
+        minimum=0.0,
+        below=1.0,
+    )
     max_length: int | None = setting(
         None,
         f"--data pairs with more tokens than this on a side are left out, and counted (default {MAX_LENGTH})",
@@ -338,13 +348,38 @@ class TrainConfig(_Checked):
     )
     log_every: int = setting(50, "steps between log records", minimum=1)
     keep_checkpoints: int = setting(
-        0, "also keep the last N evaluation checkpoints (step-*.npz) for `average`", minimum=0
+        0,
+        "keep the last N evaluation checkpoints (step-*.npz) after the run, for `average` (while it runs, "
+        "it keeps --average-last of them)",
+        minimum=0,
+    )
+    average_last: int = setting(
+        AVERAGE_LAST,
+        "at the end, average the last N evaluation checkpoints of the run's second half and keep the "
+        "average as best.npz when its dev BLEU is higher than the best single one's (below 2: off)",
+        minimum=0,
     )
     patience: int | None = setting(
         None,
         f"stop when dev BLEU has not improved for N evaluations (0: never; default {DATA_PATIENCE} with "
         "--data, else 0)",
         minimum=0,
+    )
+    plateau_cut: float = setting(
+        1.0,
+        "multiply the learning rate by this when dev BLEU has not improved for --plateau-patience "
+        "evaluations, and again after as many more, never below --lr-floor (1: never)",
+        above=0.0,
+        maximum=1.0,
+    )
+    plateau_patience: int = setting(
+        2, "evaluations without a better dev BLEU before --plateau-cut cuts the learning rate", minimum=1
+    )
+    lr_floor: float = setting(
+        1e-5,
+        "the lowest learning rate --plateau-cut leads to (the schedule itself may go lower: its warm-up, "
+        "the cosine's end)",
+        minimum=0.0,
     )
     seed: int = setting(0, "seed of the initial weights, the batches and dropout")
     threads: int = setting(
@@ -363,6 +398,14 @@ class TrainConfig(_Checked):
             )
         if self.data is not None:  # a run is resumed, evaluated and plotted from any working directory
             object.__setattr__(self, "data", str(Path(self.data).expanduser().resolve()))
+        if self.bpe_dropout and self.tokenizer not in (None, "bpe"):
+            raise ValueError(f"--bpe-dropout applies to --tokenizer bpe only, not {self.tokenizer}")
+        if self.plateau_cut < 1.0 and self.patience and self.plateau_patience >= self.patience:
+            raise ValueError(
+                f"--plateau-patience {self.plateau_patience} is not below --patience {self.patience}: the "
+                "run would stop before it cuts its learning rate; give a smaller --plateau-patience or a "
+                "larger --patience (0: never stop)"
+            )
 
     def resolve(self) -> TrainConfig:
         """The configuration with every setting the run chooses filled in; refuses settings that
