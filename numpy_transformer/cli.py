@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from .backend import set_backend
 from .checkpoint import CheckpointError
 from .config import (
+    MODEL_SIZES,
     ModelConfig,
     TrainConfig,
     add_arguments,
@@ -446,6 +447,7 @@ def _trainer(
     """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
     what it trains. With --overwrite the old run is cleared only now, once the new one is ready: a
     refusal or a Ctrl-C before this point keeps it."""
+    from .data import FileTask
     from .rundir import clear_run
     from .training import Trainer
 
@@ -474,14 +476,23 @@ def _trainer(
         return trainer, f"resuming {out / 'model.npz'} at step {trainer.step} for {length}{ranks}"
     if args.overwrite and (comm is None or comm.rank == 0):
         clear_run(out)
-    config, task = trainer.config, trainer.task
+    config, task, sizes = trainer.config, trainer.task, trainer.model_config
     n_params = sum(p.data.size for p in trainer.model.parameters())
-    model = (
-        f"the model of {config.from_run}" if config.from_run else f"{trainer.model_config.attention} model"
+    model = f"the model of {config.from_run}" if config.from_run else f"{sizes.attention} model"
+    units = f" of {config.vocab_size:,} subword units" if config.vocab_size else ""
+    chosen = [name for name in MODEL_SIZES if name not in settings["model"]]
+    if config.data and config.vocab_size and "vocab_size" not in settings["train"]:
+        chosen.append("vocab_size")
+    why = (  # a --from run's model and vocabularies are that run's: nothing is chosen
+        f"; {', '.join(chosen)} chosen for {len(task.train_pairs):,} training pairs"
+        + (f" and {config.time_budget:g} minutes" if config.time_budget else "")
+        if config.data and not config.from_run and chosen and isinstance(task, FileTask)
+        else ""
     )
     return trainer, (
-        f"training {model} ({n_params:,} parameters) on {config.data or config.task}{ranks} "
-        f"for {length}; vocabularies {len(task.src_vocab)}/{len(task.tgt_vocab)}; saving to {out}"
+        f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
+        f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
+        f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
     )
 
 

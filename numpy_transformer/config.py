@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .data import BPE_VOCAB_RANGE, BPE_VOCAB_SIZE, MAX_LENGTH
+from .data import BPE_VOCAB_RANGE, MAX_LENGTH, subword_vocab_size
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
@@ -32,7 +32,41 @@ DEFAULT_TASK = "numbers-en-fr"
 TASK_STEPS = 3000  # a generated task's default length
 DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
 DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
+TASK_LR = 1e-3
+DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (benchmarks/README.md)
+# train --from: fine-tuning a trained model moves it a little (OPUS-MT fine-tunes use 1e-5 to 1e-4)
+FROM_LR = 5e-5
+WARMUP = 200  # warm-up steps of a new model
+FROM_WARMUP = 10  # train --from: a pretrained model needs little, and a large one makes few steps in minutes
+AVERAGE_LAST = 5  # evaluation checkpoints averaged at the end of a run
 CONFIG_NAME = "config.toml"
+
+
+MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")
+TASK_SIZES = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512, "dropout": 0.1}  # the generated tasks' model
+_SIZES = "chosen from the corpus with --data (sizes_for_corpus), else: "
+
+
+def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
+    """The model and subword vocabulary a corpus of ``train_pairs`` pairs gets for a budget of
+    ``minutes`` (None: a run of fixed steps, sized as for the default budget).
+
+    The width is what the budget can train: on two CPU cores a 15-minute run makes a few thousand
+    steps, which the 128-wide two-layer model turns into the most BLEU (benchmarks/README.md has
+    the measurements); only hours on a large corpus pay for a wider, deeper model. Dropout grows
+    with the passes the budget makes over the corpus (pairs per minute few: many passes, more to
+    overfit); the vocabulary with the corpus (data.subword_vocab_size).
+    """
+    minutes = DATA_TIME_BUDGET if minutes is None else minutes
+    if minutes >= 240 and train_pairs >= 1_000_000:
+        sizes = {"d_model": 512, "N": 6, "h": 8, "d_ff": 2048}  # the paper's base model
+    elif minutes >= 60 and train_pairs >= 100_000:
+        sizes = {"d_model": 256, "N": 3, "h": 4, "d_ff": 1024}
+    else:
+        sizes = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}
+    pairs_per_minute = train_pairs / minutes
+    dropout = 0.1 if pairs_per_minute >= 2000 else 0.2 if pairs_per_minute >= 500 else 0.3
+    return sizes | {"dropout": dropout, "vocab_size": subword_vocab_size(train_pairs)}
 
 
 class SettingTypeError(TypeError, ValueError):
@@ -98,6 +132,8 @@ def expected(cls: type, item: Any) -> str:
         return (
             "a positive integer" if low == 1 else f"an integer >= {low}" if low is not None else "an integer"
         )
+    if above is not None and high is not None:
+        return f"a number in ({above:g}, {high:g}]"
     if low is not None and below is not None:
         return f"a number in [{low:g}, {below:g})"
     if above == 0:
@@ -197,11 +233,15 @@ class _Checked:
 class ModelConfig(_Checked):
     """The model's shape: build_transformer's arguments besides the vocabularies and table lengths."""
 
-    d_model: int = setting(128, "model width (d_model)", minimum=1)
-    N: int = setting(2, "encoder and decoder blocks (N)", flag="--layers", minimum=1)
-    h: int = setting(4, "attention heads", flag="--heads", minimum=1)
-    d_ff: int = setting(512, "feed-forward hidden width", minimum=1)
-    dropout: float = setting(0.1, "dropout probability", minimum=0.0, below=1.0)
+    d_model: int | None = setting(None, f"model width (default {_SIZES}d_model)", minimum=1)
+    N: int | None = setting(
+        None, f"encoder and decoder blocks (default {_SIZES}N)", flag="--layers", minimum=1
+    )
+    h: int | None = setting(None, f"attention heads (default {_SIZES}h)", flag="--heads", minimum=1)
+    d_ff: int | None = setting(None, f"feed-forward hidden width (default {_SIZES}d_ff)", minimum=1)
+    dropout: float | None = setting(
+        None, f"dropout probability (default {_SIZES}dropout)", minimum=0.0, below=1.0
+    )
     attention: str = setting(
         "mha", "multi-head (mha) or multi-head latent attention (mla)", choices=("mha", "mla")
     )
@@ -240,6 +280,17 @@ class ModelConfig(_Checked):
         minimum=0,
     )
 
+    def resolve(self, train_pairs: int | None = None, minutes: float | None = None) -> ModelConfig:
+        """Every size not given filled in: for a corpus of ``train_pairs`` training pairs and a
+        budget of ``minutes``, by ``sizes_for_corpus``; for a generated task (None), TASK_SIZES."""
+        chosen: dict[str, Any] = TASK_SIZES if train_pairs is None else sizes_for_corpus(train_pairs, minutes)
+        sizes = {
+            name: chosen[name] if getattr(self, name) is None else getattr(self, name) for name in MODEL_SIZES
+        }
+        if self.h is None:  # with a width given alone, the most heads up to the chosen number that divide it
+            sizes["h"] = max(h for h in range(1, sizes["h"] + 1) if sizes["d_model"] % h == 0)
+        return replace(self, **sizes)
+
     @classmethod
     def from_model(cls, config: dict[str, Any]) -> ModelConfig:
         """The fields of a built model's configuration (Transformer.config: it holds the sizes too)."""
@@ -267,11 +318,19 @@ class TrainConfig(_Checked):
     )
     vocab_size: int | None = setting(
         None,
-        f"subword units learned by --tokenizer bpe, source and target together (default {BPE_VOCAB_SIZE})",
+        "subword units learned by --tokenizer bpe, source and target together (default: chosen from the "
+        "corpus's size, data.subword_vocab_size)",
         minimum=BPE_VOCAB_RANGE[0],
         maximum=BPE_VOCAB_RANGE[1],
     )
     shared_vocab: bool = setting(False, "one vocabulary for source and target (--data)")
+    bpe_dropout: float = setting(
+        0.0,
+        "BPE-dropout: each merge of a training sentence's subwords is skipped with this probability, so "
+        "that every step sees its sentences in other segmentations (dev, test and translate never)",
+        minimum=0.0,
+        below=1.0,
+    )
     max_length: int | None = setting(
         None,
         f"--data pairs with more tokens than this on a side are left out, and counted (default {MAX_LENGTH})",
@@ -301,9 +360,16 @@ class TrainConfig(_Checked):
         1, "micro-batches per optimiser step: the gradient of one K-times larger batch", minimum=1
     )
     optimizer: str = setting("adam", "Adam, or AdamW with decoupled weight decay", choices=("adam", "adamw"))
-    lr: float = setting(1e-3, "peak learning rate (cosine, constant)", above=0.0)
+    lr: float | None = setting(
+        None,
+        f"peak learning rate (cosine, constant; default {DATA_LR:g} with --data, {FROM_LR:g} with --from, "
+        f"else {TASK_LR:g})",
+        above=0.0,
+    )
     schedule: str = setting("cosine", "learning-rate schedule", choices=("cosine", "noam", "constant"))
-    warmup: int = setting(200, "warm-up steps", minimum=1)
+    warmup: int | None = setting(
+        None, f"warm-up steps (default {WARMUP}; {FROM_WARMUP} with --from, a fine-tune)", minimum=1
+    )
     factor: float = setting(1.0, "scale of the noam schedule", above=0.0)
     min_lr: float = setting(0.0, "the cosine schedule's final learning rate", minimum=0.0)
     weight_decay: float = setting(0.0, "AdamW's decoupled weight decay", minimum=0.0)
@@ -318,13 +384,38 @@ class TrainConfig(_Checked):
     )
     log_every: int = setting(50, "steps between log records", minimum=1)
     keep_checkpoints: int = setting(
-        0, "also keep the last N evaluation checkpoints (step-*.npz) for `average`", minimum=0
+        0,
+        "keep the last N evaluation checkpoints (step-*.npz) after the run, for `average` (while it runs, "
+        "it keeps --average-last of them)",
+        minimum=0,
+    )
+    average_last: int = setting(
+        AVERAGE_LAST,
+        "at the end, average the last N evaluation checkpoints of the run's second half and keep the "
+        "average as best.npz when its dev BLEU is higher than the best single one's (below 2: off)",
+        minimum=0,
     )
     patience: int | None = setting(
         None,
         f"stop when dev BLEU has not improved for N evaluations (0: never; default {DATA_PATIENCE} with "
         "--data, else 0)",
         minimum=0,
+    )
+    plateau_cut: float = setting(
+        1.0,
+        "multiply the learning rate by this when dev BLEU has not improved for --plateau-patience "
+        "evaluations, and again after as many more, never below --lr-floor (1: never)",
+        above=0.0,
+        maximum=1.0,
+    )
+    plateau_patience: int = setting(
+        2, "evaluations without a better dev BLEU before --plateau-cut cuts the learning rate", minimum=1
+    )
+    lr_floor: float = setting(
+        1e-5,
+        "the lowest learning rate --plateau-cut leads to (the schedule itself may go lower: its warm-up, "
+        "the cosine's end)",
+        minimum=0.0,
     )
     seed: int = setting(0, "seed of the initial weights, the batches and dropout")
     threads: int = setting(
@@ -345,6 +436,19 @@ class TrainConfig(_Checked):
         for name in ("data", "from_run"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().resolve()))
+        # None: bpe or, with --from, the run's own (Trainer.create checks that one)
+        if self.bpe_dropout and self.tokenizer not in (None, "bpe"):
+            raise ValueError(
+                f"--bpe-dropout {self.bpe_dropout:g} applies to learned BPE subwords (--tokenizer bpe) only, not "
+                f"to --tokenizer {self.tokenizer}"
+                + (f" (the tokenizer of --from {self.from_run})" if self.from_run else "")
+            )
+        if self.plateau_cut < 1.0 and self.patience and self.plateau_patience >= self.patience:
+            raise ValueError(
+                f"--plateau-patience {self.plateau_patience} is not below --patience {self.patience}: the "
+                "run would stop before it cuts its learning rate; give a smaller --plateau-patience or a "
+                "larger --patience (0: never stop)"
+            )
 
     def resolve(self) -> TrainConfig:
         """The configuration with every setting the run chooses filled in; refuses settings that
@@ -384,6 +488,8 @@ class TrainConfig(_Checked):
                 task=task,
                 tokenizer=tokenizer,
                 steps=self.steps or (None if self.time_budget else TASK_STEPS),
+                lr=self.lr or TASK_LR,
+                warmup=self.warmup or WARMUP,
                 patience=0 if self.patience is None else self.patience,
             )
         # --from: the run's own tokenizer and vocabularies (Trainer.create fills them in)
@@ -393,8 +499,11 @@ class TrainConfig(_Checked):
         return replace(
             self,
             tokenizer=chosen,
-            vocab_size=self.vocab_size or (BPE_VOCAB_SIZE if chosen == "bpe" and not self.from_run else None),
+            # None: the corpus chooses (a --from run: the run's own)
+            vocab_size=self.vocab_size if chosen in ("bpe", None) else None,
             max_length=self.max_length or MAX_LENGTH,
+            lr=self.lr or (FROM_LR if self.from_run else DATA_LR),
+            warmup=self.warmup or (FROM_WARMUP if self.from_run else WARMUP),
             time_budget=DATA_TIME_BUDGET
             if self.steps is None and self.time_budget is None
             else self.time_budget,

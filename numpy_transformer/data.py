@@ -9,13 +9,16 @@ resumed run sees exactly the batches an uninterrupted one would. A vocabulary's 
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import select
+import sys
 import threading
 import warnings
 from base64 import b64decode, b64encode
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,8 @@ SPECIALS = (PAD, BOS, EOS, UNK)
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 MAX_LENGTH = 256  # tokens on a side of a corpus pair; longer pairs (a stray 10 MB line) are left out
 GLUE = "##"  # marks a word-level token written without a space before it
+NO_DROPOUT = itertools.repeat(1.0)  # draws that skip no merge (BPETokenizer.merge)
+NOT_LEARNED = sys.maxsize  # the rank of a pair of units that is never merged
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,64 @@ class BPETokenizer(Tokenizer):
     def detokenize(self, tokens: Sequence[str]) -> str:
         return self._tokenizer.decoder.decode(list(tokens))
 
+    def word_pieces(self, text: str) -> list[list[str]]:
+        """``tokenize``'s subwords of the text, a list per word (as the model cuts the text before
+        merging: words in byte-level characters, each the concatenation of its pieces)."""
+        encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        return [
+            [token for token, _ in word]
+            for _, word in itertools.groupby(
+                zip(encoding.tokens, encoding.word_ids), key=lambda pair: pair[1]
+            )
+        ]
+
+    def drop_out(self, pieces: list[str], dropout: float, draws: Iterator[float]) -> list[str]:
+        """The word of ``pieces`` (one of word_pieces') merged with BPE-dropout: ``merge``'s result
+        from the same draws, found at once when no merge of the word's deterministic ones is
+        skipped (most words, at a small ``dropout``). A draw per deterministic merge is taken first;
+        those a word with a skipped merge leaves unused are not used again."""
+        first = list(itertools.islice(draws, sum(map(len, pieces)) - len(pieces)))  # a draw per merge
+        if min(first, default=1.0) >= dropout:
+            return pieces
+        return self.merge("".join(pieces), dropout, itertools.chain(first, draws))
+
+    def merge(self, word: str, dropout: float = 0.0, draws: Iterator[float] = NO_DROPOUT) -> list[str]:
+        """The subwords of a word (one of word_pieces', joined): the pair learned first is merged
+        first, as the library merges (``tokenize`` is these for every word).
+
+        With ``dropout``, BPE-dropout (Provilkov et al., 2020, Algorithm 1): at every merge each pair
+        that could be merged is skipped with that probability, one of ``draws`` (uniform numbers in
+        [0, 1)) each, and the first pair not skipped is merged; the word ends when all are skipped.
+        The library's own dropout cannot be seeded, so a run could not be replayed or resumed.
+        """
+        ranks, symbols = self._merge_ranks, list(word)
+        # the rank of each neighbouring pair (NOT_LEARNED: none), kept up to date merge after merge
+        pair_ranks = [ranks.get(pair, NOT_LEARNED) for pair in itertools.pairwise(symbols)]
+        while pair_ranks and (first := min(pair_ranks)) != NOT_LEARNED:
+            if next(draws) >= dropout:
+                index = pair_ranks.index(first)  # the leftmost of equal pairs, as the library merges
+            else:  # the first was skipped: the others in their order, each skipped in turn
+                order = sorted((rank, index) for index, rank in enumerate(pair_ranks) if rank != NOT_LEARNED)
+                index = next((index for _, index in order[1:] if next(draws) >= dropout), -1)
+                if index < 0:
+                    break
+            symbols[index : index + 2] = [symbols[index] + symbols[index + 1]]
+            del pair_ranks[index]
+            if index > 0:
+                pair_ranks[index - 1] = ranks.get((symbols[index - 1], symbols[index]), NOT_LEARNED)
+            if index < len(pair_ranks):
+                pair_ranks[index] = ranks.get((symbols[index], symbols[index + 1]), NOT_LEARNED)
+        return symbols
+
+    @cached_property
+    def _merge_ranks(self) -> dict[tuple[str, str], int]:
+        """Each learned pair of units -> its rank, from the library's JSON (older versions write "a b")."""
+        ranks: dict[tuple[str, str], int] = {}
+        for rank, merge in enumerate(json.loads(self.serialized)["model"]["merges"]):
+            left, right = merge if isinstance(merge, list) else merge.split(" ", 1)
+            ranks.setdefault((left, right), rank)
+        return ranks
+
 
 def _wait_interruptibly(work: Callable[[], object]) -> None:
     """Run ``work`` on a thread of its own and wait for it here.
@@ -245,7 +308,21 @@ TOKENIZERS: dict[str, type[CharTokenizer] | type[WordTokenizer]] = {
     "word": WordTokenizer,
 }  # the tokenizers that learn nothing
 TOKENIZER_NAMES = (*TOKENIZERS, BPETokenizer.name, SentencePieceTokenizer.name)
-BPE_VOCAB_SIZE = 8000  # subword units learned from a corpus, source and target together
+BPE_VOCAB_SIZE = 8000  # subword units a large corpus learns by default, source and target together
+
+
+def subword_vocab_size(train_pairs: int) -> int:
+    """The subword units a corpus of ``train_pairs`` pairs learns by default: small corpora do
+    better with fewer, more frequent units (each seen often enough to be learned), and a smaller
+    vocabulary makes every step cheaper (the output projection and softmax dominate a small
+    model's step)."""
+    if train_pairs < 5_000:
+        return 1000
+    if train_pairs < 20_000:
+        return 2000
+    return 4000 if train_pairs < 200_000 else BPE_VOCAB_SIZE
+
+
 # The sizes BPETokenizer.train accepts: at least the 256 bytes (no merge), at most a million. Hugging Face's
 # trainer allocates about 66 bytes per unit before it starts (10**9 asks for 66 GB and aborts the process,
 # 2**64 overflows its integer), and the largest vocabularies in use hold about 256,000 units.
@@ -391,21 +468,30 @@ class TranslationTask:
         test: list[tuple[str, str]],
         vocab_texts: Sequence[tuple[str, str]],
         seed: int = 0,
-        vocab_size: int = BPE_VOCAB_SIZE,
+        vocab_size: int | None = None,
         shared_vocab: bool = False,
         serialized_tokenizer: Any = None,
         vocabularies: tuple[Vocab, Vocab] | None = None,
     ) -> None:
-        """``tokenizer`` "bpe" learns one subword model from both sides of ``vocab_texts`` (or takes
+        """``tokenizer`` "bpe" learns one subword model of ``vocab_size`` units (None: chosen from
+        the number of pairs, subword_vocab_size) from both sides of ``vocab_texts`` (or takes
         ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary.
         ``vocabularies`` (source, target), saved ones, are taken as they are instead of being built
         from ``vocab_texts``. "marian" is a pretrained model's (``serialized_tokenizer`` and
-        ``vocabularies`` its own); a Tokenizer object is taken as it is."""
-        self.tokenizer = (
-            tokenizer
-            if isinstance(tokenizer, Tokenizer)
-            else make_tokenizer(tokenizer, serialized_tokenizer, vocabularies, vocab_texts, vocab_size)
-        )
+        ``vocabularies`` its own); a Tokenizer object is taken as it is (a run's own, train --from:
+        ``vocab_size`` is then the units its subwords were learned as, if any)."""
+        # the subword units asked for (a bpe task's; its vocabularies hold those the text uses)
+        self.vocab_size: int | None = None
+        self.tokenizer: Tokenizer
+        if isinstance(tokenizer, Tokenizer):
+            self.tokenizer = tokenizer
+            self.vocab_size = vocab_size if isinstance(tokenizer, BPETokenizer) else None
+        else:
+            if tokenizer == BPETokenizer.name:
+                self.vocab_size = vocab_size or subword_vocab_size(len(vocab_texts))
+            self.tokenizer = make_tokenizer(
+                tokenizer, serialized_tokenizer, vocabularies, vocab_texts, self.vocab_size or BPE_VOCAB_SIZE
+            )
         self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
         self._bucket: tuple[tuple, list] | None = None
         self._mean_target_tokens: float | None = None
@@ -443,17 +529,23 @@ class TranslationTask:
         return make_batch(*self.encode_pairs(pairs), self.ids)
 
     def train_batch(
-        self, step: int, batch_size: int, bucket_steps: int = 0, batch_tokens: int | None = None
+        self,
+        step: int,
+        batch_size: int,
+        bucket_steps: int = 0,
+        batch_tokens: int | None = None,
+        dropout: SubwordDropout | None = None,
     ) -> Batch:
         """The batch for optimiser step ``step``: a pure function of (seed, step).
 
         With ``bucket_steps`` > 1, that many steps' examples are drawn together, sorted by
         length and cut into batches of similar length (less padding), in a shuffled order:
         ``batch_size`` pairs each, or, with ``batch_tokens``, about that many target tokens each
-        (as the paper batches: many short pairs or few long ones).
+        (as the paper batches: many short pairs or few long ones). ``dropout`` segments the
+        batch's sentences anew (BPE-dropout), seeded by (seed, step) too.
         """
         if bucket_steps <= 1 and batch_tokens is None:
-            return self.batch(self.sample_train(host_rng(self.seed, step), batch_size))
+            return self._encode_train(self.sample_train(host_rng(self.seed, step), batch_size), step, dropout)
         bucket_steps = max(bucket_steps, 1)
         group, position = divmod(step, bucket_steps)
         if self._bucket is None or self._bucket[0] != (group, batch_size, batch_tokens):
@@ -469,7 +561,14 @@ class TranslationTask:
                 (group, batch_size, batch_tokens),
                 [chunks[i] for i in rng.permutation(len(chunks))],
             )
-        return self.batch(self._bucket[1][position])
+        return self._encode_train(self._bucket[1][position], step, dropout)
+
+    def _encode_train(
+        self, pairs: Sequence[tuple[str, str]], step: int, dropout: SubwordDropout | None
+    ) -> Batch:
+        if dropout is None:
+            return self.batch(pairs)
+        return make_batch(*dropout.encode_pairs(pairs, host_rng(self.seed, step, 4)))
 
     def pairs_per_batch(self, batch_tokens: int) -> int:
         """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed
@@ -488,6 +587,52 @@ class TranslationTask:
             src_len = max(src_len, len(self.tokenizer.tokenize_source(source)))
             tgt_len = max(tgt_len, len(self.tokenizer.tokenize(target)) + 1)
         return src_len, tgt_len
+
+
+class SubwordDropout:
+    """BPE-dropout of training sentences (BPETokenizer.merge): each step's batch comes in other
+    segmentations of its sentences, the same text in other subwords, as regularisation. Only
+    training batches are segmented so; dev, test, translate and the saved tokenizer keep the
+    deterministic segmentation.
+
+    A word whose dropped-out segmentation holds a unit its side's vocabulary lacks (the
+    vocabularies hold the units of the deterministic segmentation of the training split), and a
+    sentence that would come out longer than ``max_lengths`` (source, target: what the model's
+    position tables hold), keep their deterministic segmentation.
+    """
+
+    def __init__(self, task: TranslationTask, probability: float, max_lengths: tuple[int, int]) -> None:
+        if not isinstance(task.tokenizer, BPETokenizer):
+            raise ValueError(f"BPE-dropout needs subwords (tokenizer bpe), not {task.tokenizer.name}")
+        if not 0.0 < probability < 1.0:
+            raise ValueError(f"the BPE-dropout probability must be in (0, 1), got {probability!r}")
+        self.tokenizer, self.probability, self.max_lengths = task.tokenizer, probability, max_lengths
+        self.vocabularies = (task.src_vocab, task.tgt_vocab)
+
+    def encode_pairs(
+        self, pairs: Sequence[tuple[str, str]], rng: numpy.random.Generator
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """The ids of the pairs' sources and targets, segmented with dropout drawn from ``rng``."""
+        draws = _uniforms(rng)
+        src = [self._encode(source, 0, draws) for source, _ in pairs]
+        tgt = [self._encode(target, 1, draws) for _, target in pairs]
+        return src, tgt
+
+    def _encode(self, text: str, side: int, draws: Iterator[float]) -> list[int]:
+        known, tokens, dropped = self.vocabularies[side].stoi, [], []
+        for pieces in self.tokenizer.word_pieces(text):
+            tokens += pieces
+            split = self.tokenizer.drop_out(pieces, self.probability, draws)
+            dropped += split if all(piece in known for piece in split) else pieces
+        chosen = dropped if len(dropped) <= self.max_lengths[side] else tokens
+        return [known.get(token, UNK_ID) for token in chosen]
+
+
+def _uniforms(rng: numpy.random.Generator, block: int = 4096) -> Iterator[float]:
+    """Uniform numbers in [0, 1) from ``rng``, drawn a block at a time: a call per number would cost
+    more than the merge it decides."""
+    while True:
+        yield from rng.random(block).tolist()
 
 
 class SymbolTask(TranslationTask):

@@ -2,8 +2,9 @@
 and the files a run writes there (RunFiles).
 
 A run directory holds ``model.npz`` (the last checkpoint), ``best.npz`` (the best by dev BLEU),
-``log.jsonl``, ``config.toml`` (the resolved configuration) and, with ``--keep-checkpoints``,
-``step-*.npz``. Training into one that already holds a run
+``log.jsonl``, ``config.toml`` (the resolved configuration) and ``step-*.npz``, the last evaluation
+checkpoints (``--average-last`` of them while the run goes, ``--keep-checkpoints`` after it).
+Training into one that already holds a run
 would overwrite its model at the first evaluation, and two processes training into one directory
 would overwrite each other's, so both are refused unless the user says what they mean
 (``--resume`` or ``--overwrite``), and a lock file names the process that writes there.
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 LOG_NAME = "log.jsonl"
 BEST_NAME = "best.npz"  # the checkpoint with the best dev BLEU so far, beside the last (model.npz)
-KEPT_PATTERN = "step-*.npz"  # the last --keep-checkpoints evaluation checkpoints, for averaging
+KEPT_PATTERN = "step-*.npz"  # the last evaluation checkpoints, for averaging
 CONFIG_NAME = "config.toml"  # the run's resolved configuration, which train --config reads back
 LOCK_NAME = ".lock"
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
@@ -232,6 +233,7 @@ class RunFiles:
         self.directory = directory
         self.best_path = directory / BEST_NAME
         self.saved_step: int | None = None  # the step of the last model.npz written
+        self.saved_best: float | None = None  # and the best dev BLEU it records
         self._log: IO[str] | None = None
 
     def __enter__(self) -> RunFiles:
@@ -257,12 +259,12 @@ class RunFiles:
 
     def save(self, trainer: Trainer) -> None:
         trainer.save(self.directory)
-        self.saved_step = trainer.step
+        self.saved_step, self.saved_best = trainer.step, trainer.best_bleu
 
     def save_evaluated(self, trainer: Trainer, improved: bool) -> None:
         """After an evaluation: the last checkpoint; best.npz when dev BLEU improved; and the last
-        ``keep_checkpoints`` evaluation checkpoints."""
-        keep = trainer.config.keep_checkpoints
+        evaluation checkpoints (``trainer.checkpoints_kept`` of them)."""
+        keep = trainer.checkpoints_kept
         if keep:
             name = f"step-{trainer.step:07d}.npz"
             previous, kept = trainer.kept, [*(kept for kept in trainer.kept if kept != name), name]
@@ -272,8 +274,20 @@ class RunFiles:
             except BaseException:
                 trainer.kept = previous
                 raise
-            for old in kept[:-keep]:  # only once the new one is on disk: a failed save loses none
-                (self.directory / old).unlink(missing_ok=True)
+            self._remove(kept[:-keep])  # only once the new one is on disk: a failed save loses none
         self.save(trainer)
         if improved:
             trainer.save(self.best_path)
+
+    def keep_last(self, trainer: Trainer, keep: int) -> None:
+        """At the end of a run: only the last ``keep`` evaluation checkpoints stay (those beyond were
+        kept for averaging), and model.npz records them and the run's best dev BLEU."""
+        dropped = trainer.kept[: len(trainer.kept) - keep]
+        if dropped or trainer.best_bleu != self.saved_best:
+            trainer.kept = trainer.kept[len(dropped) :]
+            self.save(trainer)
+            self._remove(dropped)
+
+    def _remove(self, names: Sequence[str]) -> None:
+        for name in names:
+            (self.directory / name).unlink(missing_ok=True)

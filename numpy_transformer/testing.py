@@ -49,9 +49,10 @@ def assert_gradients(
 
     ``forward(**inputs) -> (out, cache)``; ``backward(dout, cache)`` returns the gradients of the
     inputs named by ``wrt`` in that order (one may be returned bare). ``wrt`` defaults to every
-    floating array of ``inputs``, in their order. ``options`` go to :func:`gradcheck` (``atol``,
-    ``rtol``, ``eps``, ``max_entries``). Raises GradcheckError on a wrong gradient, a TypeError or
-    ValueError naming the argument for inputs it cannot check.
+    floating array of ``inputs``, in their order. ``options`` go to
+    :func:`~numpy_transformer.gradcheck.gradcheck` (``atol``, ``rtol``, ``eps``, ``max_entries``).
+    Raises GradcheckError on a wrong gradient, a TypeError or ValueError naming the argument for
+    inputs it cannot check.
     """
     if not callable(forward) or not callable(backward):
         raise TypeError(

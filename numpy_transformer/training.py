@@ -27,6 +27,7 @@ from .backend import get_array_module, resolve_dtype, step_rng
 from .checkpoint import (
     FILENAME,
     CheckpointError,
+    average_checkpoints,
     check_meta,
     load_checkpoint,
     load_meta,
@@ -40,7 +41,7 @@ from .checkpoint import (
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml, flag_of
-from .data import TranslationTask, make_task
+from .data import FileTask, SubwordDropout, TranslationTask, make_task
 from .distributed import AnotherRankFailed, Communicator, weights_checksum
 from .evaluation import evaluate, format_metrics
 from .model import Transformer, build_transformer, parameter_count
@@ -73,11 +74,12 @@ class TimeBudget:
     subwords; an earlier session of the run) and everything since ``start``: steps, evaluations,
     saves. ``plan`` is asked again and again as the run goes: it takes the mean time of the steps
     since it was last asked and of the evaluations so far, and returns the step at which the run
-    should end so that the steps left, their evaluations and the final one fill the time left.
+    should end so that the steps left, their evaluations and the ``final_evaluations`` (the last
+    one, and the average's when the run averages its checkpoints) fill the time left.
     """
 
-    def __init__(self, minutes: float, spent: float = 0.0) -> None:
-        self.seconds, self.spent_before = 60.0 * minutes, spent
+    def __init__(self, minutes: float, spent: float = 0.0, final_evaluations: int = 1) -> None:
+        self.seconds, self.spent_before, self.final_evaluations = 60.0 * minutes, spent, final_evaluations
         self.started = time.perf_counter()
         self.step_seconds: list[float] = []  # the steps' own times since the last plan
         self.evaluation_seconds: list[float] = []  # every evaluation's (with its checkpoint saves)
@@ -92,20 +94,22 @@ class TimeBudget:
 
     def plan(self, step: int, eval_every: int) -> int:
         """The last step: where steps of the measured time, one evaluation every ``eval_every`` of
-        them and a final one use up the time left (``step`` itself when it has run out)."""
+        them and the final ones use up the time left (``step`` itself when it has run out)."""
         self.plans += 1
         if self.step_seconds:  # their median: one slow step (a pause, the first one) is not the pace
             self.per_step = sorted(self.step_seconds)[len(self.step_seconds) // 2]
             self.step_seconds = []
         per_evaluation = sum(self.evaluation_seconds) / max(len(self.evaluation_seconds), 1)
-        left = self.seconds - self.spent() - per_evaluation  # the final evaluation comes in any case
+        left = self.seconds - self.spent() - self.final_evaluations * per_evaluation  # they come in any case
         steps_left = left / max(self.per_step + per_evaluation / eval_every, 1e-9)
         return step + max(int(steps_left), 0)
 
 
 def make_schedule(config: TrainConfig, d_model: int, steps: int) -> Any:
     """The learning rate of each optimiser step (1 for the first update) of a run of ``steps``, as
-    the config names it."""
+    the config names it (a resolved one: TrainConfig.resolve chooses the peak)."""
+    if config.lr is None or config.warmup is None:
+        raise ValueError("config.lr or config.warmup is None: TrainConfig.resolve chooses them")
     if config.schedule == "noam":
         return NoamSchedule(d_model, config.warmup, config.factor)
     if config.schedule == "constant":
@@ -141,10 +145,10 @@ class Trainer:
                 f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks "
                 "already add their batches' gradients; use a larger --batch-size or more ranks"
             )
-        if (config.steps is None) == (config.time_budget is None):
+        if (config.steps is None) == (config.time_budget is None) or config.lr is None:
             raise ValueError(
-                f"exactly one of config.steps and config.time_budget must be set, got {config.steps} and "
-                f"{config.time_budget}: TrainConfig.resolve chooses"
+                f"exactly one of config.steps and config.time_budget must be set, and config.lr, got "
+                f"{config.steps}, {config.time_budget} and {config.lr}: TrainConfig.resolve chooses"
             )
         if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
             raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
@@ -156,12 +160,23 @@ class Trainer:
             else Adam(model, lr=config.lr, threads=self.cores)
         )
         # the run's last step: config.steps, or planned to fit the time budget (first after PLAN_AFTER steps)
-        self.budget = TimeBudget(config.time_budget) if config.time_budget is not None else None
+        self.budget = (
+            TimeBudget(config.time_budget, final_evaluations=2 if self.averages else 1)
+            if config.time_budget is not None
+            else None
+        )
         self._planned = step + PLAN_AFTER
         self.schedule = make_schedule(config, model.config["d_model"], self.steps)
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
-        self.evals_since_best = 0  # evaluations since it, for config.patience
+        self.evals_since_best = 0  # evaluations since it, for config.patience and config.plateau_cut
+        self.lr_scale = 1.0  # the plateau cuts' multiplier of the schedule (config.plateau_cut)
         self.kept: list[str] = []  # the evaluation checkpoints (step-*.npz) this run wrote and keeps
+        # training batches' segmentations (config.bpe_dropout), never longer than the position tables
+        self.subword_dropout = (
+            SubwordDropout(task, config.bpe_dropout, (model.src_pos.seq_len, model.tgt_pos.seq_len - 1))
+            if config.bpe_dropout
+            else None
+        )
         # who this run is, in every checkpoint it saves (kept by resume): average refuses another run's
         self.run_id = uuid.uuid4().hex
         # why the loop ends: "steps", "patience", "interrupted" or "another rank"; under MPI a rank's
@@ -186,7 +201,7 @@ class Trainer:
         """
         started = time.perf_counter()
         given, config = config, config.resolve()
-        if config.from_run is not None:
+        if config.from_run is not None:  # the run's model, tokenizer and vocabularies: nothing is chosen
             sizes, task, config = _fine_tune_start(given, config, model)
             src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         else:
@@ -200,9 +215,12 @@ class Trainer:
                 else {}
             )
             task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
+            # the saved configuration says what was chosen
+            config = replace(config, vocab_size=task.vocab_size)
+            train_pairs = len(task.train_pairs) if isinstance(task, FileTask) else None
             src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
             sizes = {
-                **asdict(sizes_given),
+                **asdict(sizes_given.resolve(train_pairs, config.time_budget)),
                 "src_vocab_size": len(task.src_vocab),
                 "tgt_vocab_size": len(task.tgt_vocab),
                 "src_seq_len": 2 * src_len + 8,
@@ -266,6 +284,7 @@ class Trainer:
                 trainer.plan_steps(int(meta.get("steps_planned", trainer.steps)))
         trainer.best_bleu = float(meta.get("best_bleu", -1.0))
         trainer.evals_since_best = int(meta.get("evals_since_best", 0))
+        trainer.lr_scale = float(meta.get("lr_scale", 1.0))
         trainer.kept = [str(name) for name in meta.get("kept", [])]
         if (
             isinstance(meta.get("run_id"), str) and meta["run_id"]
@@ -283,6 +302,16 @@ class Trainer:
     def model_config(self) -> ModelConfig:
         return ModelConfig.from_model(self.model.config)
 
+    @property
+    def averages(self) -> bool:
+        """Whether the run averages its last evaluation checkpoints at its end (config.average_last)."""
+        return self.config.average_last >= 2
+
+    @property
+    def checkpoints_kept(self) -> int:
+        """The evaluation checkpoints (step-*.npz) kept while the run goes: those it may average too."""
+        return max(self.config.keep_checkpoints, self.config.average_last if self.averages else 0)
+
     # -- one step ---------------------------------------------------------------------------
 
     def train_step(self) -> dict[str, float]:
@@ -295,7 +324,11 @@ class Trainer:
         config, model = self.config, self.model
         batches = [
             self.task.train_batch(
-                self.step * config.accumulate + k, config.batch_size, config.bucket_steps, config.batch_tokens
+                self.step * config.accumulate + k,
+                config.batch_size,
+                config.bucket_steps,
+                config.batch_tokens,
+                self.subword_dropout,
             )
             for k in range(config.accumulate)
         ]
@@ -313,7 +346,7 @@ class Trainer:
             loss = self._distributed_loss_and_backward(batches[0])
         grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
         self._check_finite(loss, grad_norm)
-        lr = self.schedule(self.step + 1)
+        lr = self.learning_rate(self.step + 1)
         self.optimizer.step(lr)
         self.step += 1
         return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
@@ -351,8 +384,13 @@ class Trainer:
                 except Exception as error:  # held: raised once the others know, so that none waits for ever
                     self.failure = error
             comm.allreduce_sum(self.model.flat.gradients())
-        loss, stops, failures = comm.allreduce_values(
-            [loss * mine / max(total, 1), float(self.requested is not None), float(self.failure is not None)]
+        loss, stops, failures, self.lr_scale = comm.allreduce_values(  # rank 0's evaluations cut the rate
+            [
+                loss * mine / max(total, 1),
+                float(self.requested is not None),
+                float(self.failure is not None),
+                self.lr_scale if comm.rank == 0 else 0.0,
+            ]
         )
         if failures > 0:  # before the update: every rank stops here, at the same step
             self._raise_failure()
@@ -453,6 +491,11 @@ class Trainer:
                     if self.stop in STOP_MESSAGES:
                         saved = run.directory / FILENAME
                         bar.write(f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {saved}")
+            # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
+            evaluated = any(record.get("split") == "dev" for record in records)
+            if run and evaluated and self.stop in (None, "patience") and self.failure is None:
+                with self._holding():  # under MPI the others wait for rank 0 in the last all-reduce
+                    self._average_and_keep(run, bar, records)
         # the loop's last failure (rank 0's last evaluation or save) has no step left to carry it
         if self.comm is not None and self.comm.allreduce_values([float(self.failure is not None)])[0] > 0:
             self._raise_failure()
@@ -462,6 +505,12 @@ class Trainer:
     def steps(self) -> int:
         """The run's last step: config.steps, or the plan that fits its time budget."""
         return self.config.steps if self.config.steps is not None else self._planned
+
+    def learning_rate(self, step: int) -> float:
+        """The schedule's rate at optimiser step ``step`` times the plateau cuts' ``lr_scale``: the cuts
+        never take it below config.lr_floor, where the schedule itself may go (warm-up, the cosine's end)."""
+        scheduled = self.schedule(step)
+        return max(scheduled * self.lr_scale, min(scheduled, self.config.lr_floor))
 
     def plan_steps(self, steps: int) -> None:
         """End a time-budgeted run at ``steps`` (not before the current step); the schedule stretches
@@ -485,15 +534,19 @@ class Trainer:
                 f"{self.config.time_budget:g}-minute budget (the plan is corrected as the run goes)"
             )
 
-    def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
-        """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
-        metrics = evaluate(
-            self.model,
+    def _dev_metrics(self, model: Transformer, examples: int = 0) -> dict[str, Any]:
+        """The scores of ``model`` on the run's dev pairs: every evaluation of the run is this one."""
+        return evaluate(
+            model,
             self.task,
             self.task.dev[: self.config.eval_size],
             self.config.label_smoothing,
-            examples=self.config.eval_examples,
+            examples=examples,
         )
+
+    def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
+        """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
+        metrics = self._dev_metrics(self.model, self.config.eval_examples)
         record = {"step": self.step, "split": "dev", **metrics}
         bar.write(format_metrics(f"step {self.step} dev", metrics))
         for example in metrics.get("examples", []):
@@ -504,10 +557,13 @@ class Trainer:
         improved = metrics["bleu"] > self.best_bleu
         self.best_bleu = max(self.best_bleu, metrics["bleu"])
         self.evals_since_best = 0 if improved else self.evals_since_best + 1
+        stopping = self.config.patience and self.evals_since_best >= self.config.patience
+        if not stopping:
+            self._cut_on_plateau(bar)
         if run:
             run.log(record)
             run.save_evaluated(self, improved)
-        if self.config.patience and self.evals_since_best >= self.config.patience:
+        if stopping:
             where = f", in {run.best_path}" if run else ""
             bar.write(
                 f"stopping early: dev BLEU has not improved for {self.evals_since_best} evaluations "
@@ -515,6 +571,76 @@ class Trainer:
             )
             self.requested = self.requested or "patience"  # under MPI: every rank stops after one step more
         return record
+
+    def _cut_on_plateau(self, bar: Any) -> None:
+        """Multiply lr_scale by config.plateau_cut after every plateau_patience evaluations without a
+        better dev BLEU, unless the learning rate is at its floor already (under MPI the next step's
+        all-reduce gives every rank rank 0's lr_scale)."""
+        cut, evaluations = self.config.plateau_cut, self.evals_since_best
+        if cut == 1.0 or evaluations == 0 or evaluations % self.config.plateau_patience:
+            return
+        if self.schedule(self.step + 1) * self.lr_scale <= self.config.lr_floor:
+            return
+        self.lr_scale *= cut
+        lr = self.learning_rate(self.step + 1)
+        floor = " (its floor)" if lr == self.config.lr_floor else ""
+        bar.write(
+            f"dev BLEU has not improved for {evaluations} evaluations: the learning rate is cut to "
+            f"{self.lr_scale:g} times the schedule's, {lr:.2e} now{floor}"
+        )
+
+    def _average_and_keep(self, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
+        """At the end of the run: score on dev the average of its last ``average_last`` evaluation
+        checkpoints of its second half (the first half's weights are too far from the last ones to
+        average with them); best.npz becomes the average when it scores a higher dev BLEU than what
+        best.npz holds (the best single checkpoint), and its metadata says which it holds (``best``).
+        Then only the last ``keep_checkpoints`` evaluation checkpoints stay on disk."""
+        step_of = {name: int(Path(name).stem.removeprefix("step-")) for name in self.kept}
+        chosen = [
+            name for name in self.kept if 2 * step_of[name] > self.step and (run.directory / name).is_file()
+        ][-self.config.average_last :]  # one removed by hand is left out, not the run's end failed
+        if self.averages and len(chosen) >= 2 and run.best_path.is_file():
+            arrays, meta = average_checkpoints([run.directory / name for name in chosen])
+            metrics = self._dev_metrics(model_from_checkpoint(run.directory / chosen[-1], arrays, meta))
+            steps, best_meta = [step_of[name] for name in chosen], load_meta(run.best_path)
+            earlier_average = best_meta.get("best", {}).get("kept") == "average"  # a resumed run's
+            held = (
+                "the earlier average"
+                if earlier_average
+                else f"the best single checkpoint (step {best_meta['step']})"
+            )
+            higher = metrics["bleu"] > self.best_bleu
+            choice = {
+                "kept": "average" if higher else "checkpoint",
+                "average": {"steps": steps, "bleu": metrics["bleu"]},
+                "checkpoint": {"step": best_meta["step"], "bleu": self.best_bleu},
+            }
+            bar.write(format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics))
+            if higher:
+                bar.write(
+                    f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} is above that of {held}, "
+                    f"{self.best_bleu:.2f}"
+                )
+                self.best_bleu = metrics["bleu"]
+                save_checkpoint(run.best_path, arrays, {**meta, "best_bleu": self.best_bleu, "best": choice})
+            else:
+                bar.write(
+                    f"best.npz keeps {held}, dev BLEU {self.best_bleu:.2f}: the average scores {metrics['bleu']:.2f}"
+                )
+                if not earlier_average:  # which says so already
+                    save_checkpoint(
+                        run.best_path, load_checkpoint(run.best_path)[0], {**best_meta, "best": choice}
+                    )
+            record = {
+                "step": self.step,
+                "split": "dev-average",
+                "steps": steps,
+                "kept": choice["kept"],
+                **metrics,
+            }
+            run.log(record)
+            records.append(record)
+        run.keep_last(self, self.config.keep_checkpoints)
 
     @contextmanager
     def _stop_on_signals(self) -> Iterator[None]:
@@ -572,6 +698,7 @@ class Trainer:
             "ranks": self.comm.size if self.comm else 1,
             "best_bleu": self.best_bleu,
             "evals_since_best": self.evals_since_best,
+            "lr_scale": self.lr_scale,
             "kept": self.kept,
             "steps_planned": self.steps,
             "time_spent_s": self.budget.spent() if self.budget is not None else None,
@@ -598,6 +725,7 @@ def _fine_tune_start(
         raise CheckpointError(f"--from {path}: {error}") from None
     saved, recipe = ModelConfig.from_model(meta["model"]), meta["task"]
     changes = asdict(model) if isinstance(model, ModelConfig) else dict(model or {})
+    changes = {name: value for name, value in changes.items() if value is not None}  # None: not given
     for item in fields(ModelConfig):
         if (
             item.name in changes
@@ -626,6 +754,12 @@ def _fine_tune_start(
             f"--max-length {given.max_length} exceeds what the model of --from {path} holds: {limit} "
             "tokens a side (its positional tables)"
         )
+    if config.bpe_dropout and recipe["tokenizer"] != "bpe":
+        raise ValueError(
+            f"--bpe-dropout {config.bpe_dropout:g} applies to learned BPE subwords only: the run of --from "
+            f"{path} is tokenized by its {recipe['tokenizer']} tokenizer"
+            + (" (an imported Marian model's SentencePiece)" if recipe["tokenizer"] == "marian" else "")
+        )
     max_length = min(config.max_length or limit, limit)
     config = replace(
         config,
@@ -642,6 +776,7 @@ def _fine_tune_start(
         max_length,
         serialized_tokenizer=serialized_tokenizer(recipe),
         vocabularies=saved_vocabularies(path, meta),
+        vocab_size=config.vocab_size,
     )
     return {**meta["model"], "dropout": changes.get("dropout", saved.dropout)}, task, config
 

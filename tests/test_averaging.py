@@ -12,6 +12,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from numpy_transformer import training
 from numpy_transformer.checkpoint import SaveError, average_checkpoints, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
 from numpy_transformer.config import TrainConfig
@@ -271,3 +272,127 @@ def test_a_full_disk_while_averaging_keeps_the_previous_average(run, tmp_path, c
     with pytest.raises(SaveError) as raised:
         save_checkpoint(tmp_path / "api.npz", {}, {})
     assert raised.value.errno == errno.ENOSPC and isinstance(raised.value, OSError)
+
+
+# -- the run's own averaging at its end -------------------------------------------------------------
+
+
+def scripted_evaluations(monkeypatch, bleus):
+    """The run's dev evaluations score the given BLEUs in turn (the last: the average's, at the end);
+    returns the weights each evaluation saw, by step, and the models evaluated."""
+    seen, models = {}, []
+    scores = iter(bleus)
+
+    def evaluate(model, task, pairs, label_smoothing=0.0, batch_size=100, examples=0):
+        models.append(model)
+        seen[len(models)] = {name: value.copy() for name, value in model.state_dict().items()}
+        metrics = {"loss": 1.0, "token_accuracy": 0.5, "exact_match": 0.0, "chrf": 0.0, "n": len(pairs)}
+        return {**metrics, "bleu": float(next(scores))}
+
+    monkeypatch.setattr(training, "evaluate", evaluate)
+    return seen, models
+
+
+TINY_RUN = {"task": "copy", "steps": 12, "eval_every": 2, "eval_size": 2, "batch_size": 4}
+
+
+@pytest.mark.parametrize("average_bleu, kept", [(12.0, "average"), (3.0, "checkpoint")])
+def test_the_run_keeps_the_average_of_its_last_checkpoints_when_it_scores_higher(
+    tmp_path, monkeypatch, capsys, average_bleu, kept
+):
+    # evaluations at steps 2, 4, ..., 12: the best single one is step 4's; the second half's (8, 10, 12)
+    # are averaged (average_last 5)
+    seen, models = scripted_evaluations(monkeypatch, [5, 9, 7, 8, 6, 8, average_bleu])
+    trainer = Trainer.create(TrainConfig(**TINY_RUN), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16})
+    trainer.fit(tmp_path, progress=False)
+    assert len(models) == 7 and models[-1] is not trainer.model  # the average, a model of its own
+    best, meta = load_checkpoint(tmp_path / "best.npz")
+    at_step = {2 * number: seen[number] for number in range(1, 7)}
+    for name in at_step[12]:
+        expected = (
+            sum(at_step[step][name].astype(np.float64) for step in (8, 10, 12)) / 3
+            if kept == "average"
+            else at_step[4][name]
+        )
+        np.testing.assert_allclose(best[f"param/{name}"], expected, rtol=1e-6, atol=1e-7, err_msg=name)
+        if kept == "average":  # what was scored is what is kept
+            np.testing.assert_array_equal(best[f"param/{name}"], seen[7][name])
+    assert meta["best"] == {
+        "kept": kept,
+        "average": {"steps": [8, 10, 12], "bleu": average_bleu},
+        "checkpoint": {"step": 4, "bleu": 9.0},
+    }
+    assert meta["best_bleu"] == max(9.0, average_bleu) == load_checkpoint(tmp_path)[1]["best_bleu"]
+    last = json.loads((tmp_path / "log.jsonl").read_text().splitlines()[-1])
+    assert (last["split"], last["steps"], last["kept"], last["bleu"]) == (
+        "dev-average",
+        [8, 10, 12],
+        kept,
+        average_bleu,
+    )
+    said = capsys.readouterr().out
+    assert "average of steps 8, 10, 12 dev: " in said
+    if kept == "average":
+        assert (
+            "best.npz holds the average: its dev BLEU 12.00 is above that of the best single checkpoint (step 4), 9.00"
+            in said
+        )
+    else:
+        assert (
+            "best.npz keeps the best single checkpoint (step 4), dev BLEU 9.00: the average scores 3.00"
+            in said
+        )
+    # the checkpoints kept for the average are gone (keep_checkpoints 0), and model.npz says so
+    assert not list(tmp_path.glob("step-*.npz")) and load_checkpoint(tmp_path)[1]["kept"] == []
+
+
+@pytest.mark.parametrize(
+    "settings, evaluations, left",
+    [
+        ({"steps": 4}, 2, []),  # step 4's alone is of the second half: nothing to average
+        ({"average_last": 0}, 6, []),  # off
+        ({"average_last": 1}, 6, []),  # an average of one is that one: off too
+        ({"keep_checkpoints": 2}, 7, ["step-0000010.npz", "step-0000012.npz"]),
+        (
+            {"average_last": 2, "keep_checkpoints": 3},
+            7,
+            ["step-0000008.npz", "step-0000010.npz", "step-0000012.npz"],
+        ),
+    ],
+)
+def test_the_average_needs_two_checkpoints_and_the_run_keeps_keep_checkpoints_of_them(
+    tmp_path, monkeypatch, settings, evaluations, left
+):
+    _, models = scripted_evaluations(monkeypatch, [5, 9, 7, 8, 6, 8, 1])
+    trainer = Trainer.create(
+        TrainConfig(**{**TINY_RUN, **settings}), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
+    )
+    trainer.fit(tmp_path, progress=False)
+    assert len(models) == evaluations
+    assert (
+        sorted(path.name for path in tmp_path.glob("step-*.npz"))
+        == left
+        == load_checkpoint(tmp_path)[1]["kept"]
+    )
+    averaged = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert any(record.get("split") == "dev-average" for record in averaged) == (evaluations == 7)
+    if settings.get("average_last") == 2:
+        assert load_checkpoint(tmp_path / "best.npz")[1]["best"]["average"]["steps"] == [10, 12]
+    # a resumed run that ends without a new evaluation does not average again
+    Trainer.resume(tmp_path).fit(tmp_path, progress=False)
+    assert len(models) == evaluations
+
+
+def test_a_resumed_run_compares_its_new_average_with_the_earlier_one(tmp_path, monkeypatch, capsys):
+    scripted_evaluations(monkeypatch, [5, 9, 7, 8, 6, 8, 12, 7, 8, 10])
+    trainer = Trainer.create(TrainConfig(**TINY_RUN), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16})
+    trainer.fit(tmp_path, progress=False)
+    first = (tmp_path / "best.npz").read_bytes()
+    resumed = Trainer.resume(tmp_path, steps=16)
+    assert resumed.best_bleu == 12.0  # the average's, recorded in model.npz
+    resumed.fit(tmp_path, progress=False)
+    assert (
+        "best.npz keeps the earlier average, dev BLEU 12.00: the average scores 10.00"
+        in capsys.readouterr().out
+    )
+    assert (tmp_path / "best.npz").read_bytes() == first

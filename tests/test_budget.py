@@ -38,18 +38,19 @@ def corpus(tmp_path):
 
 
 def timed(trainer, clock, step_s, evaluation_s):
-    """Each step and each evaluation of ``trainer`` takes the given seconds on ``clock``."""
-    train_step, evaluate_and_keep = trainer.train_step, trainer._evaluate_and_keep
+    """Each step and each evaluation of ``trainer`` (the average's at the end too) takes the given
+    seconds on ``clock``."""
+    train_step, dev_metrics = trainer.train_step, trainer._dev_metrics
 
     def step():
         clock.now += step_s
         return train_step()
 
-    def evaluation(run, bar):
+    def evaluation(model, examples=0):
         clock.now += evaluation_s
-        return evaluate_and_keep(run, bar)
+        return dev_metrics(model, examples)
 
-    trainer.train_step, trainer._evaluate_and_keep = step, evaluation
+    trainer.train_step, trainer._dev_metrics = step, evaluation
 
 
 def test_the_plan_fills_the_time_left_with_steps_and_their_evaluations(clock):
@@ -81,12 +82,13 @@ def test_a_run_ends_within_its_budget_and_its_schedule_reaches_its_end(clock, co
     started = clock.now
     trainer.fit(tmp_path / "run", progress=False)
     spent = 2.0 + clock.now - started
-    # 30 s: 2 of setup, then about 280 s / (0.1 + 1/50) steps less the last evaluation's second
+    # 30 s: 2 of setup, then about 28 s / (0.1 + 1/50) steps less the last evaluation's second and
+    # the second of the average's, which the plan counts
     assert 30.0 * 0.97 <= spent <= 30.0 + 0.1, spent
     assert trainer.step == trainer.steps > 200
     assert trainer.schedule(trainer.step) == pytest.approx(config.min_lr, abs=1e-12)  # the cosine's end
-    meta_steps = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
-    assert meta_steps[-1]["step"] == trainer.step
+    records = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert records[-1]["step"] == trainer.step and records[-1]["split"] == "dev-average"
 
 
 def test_a_slower_stretch_shortens_the_plan(clock, corpus, tmp_path):

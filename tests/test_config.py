@@ -8,7 +8,20 @@ import pytest
 
 from numpy_transformer.checkpoint import load_checkpoint
 from numpy_transformer.cli import build_parser, main
-from numpy_transformer.config import ModelConfig, TrainConfig, flag_of, read_config_file
+from numpy_transformer.config import (
+    DATA_LR,
+    FROM_LR,
+    FROM_WARMUP,
+    TASK_LR,
+    TASK_SIZES,
+    WARMUP,
+    ModelConfig,
+    TrainConfig,
+    flag_of,
+    read_config_file,
+    sizes_for_corpus,
+)
+from numpy_transformer.data import subword_vocab_size
 
 RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "3"]
 QUIET = ["--no-progress", "--show", "0", "--eval-every", "3", "--eval-size", "4", "--batch-size", "8"]
@@ -193,3 +206,55 @@ def test_the_default_model_is_the_one_built_without_the_marian_options():
     assert built.keys() == fresh.keys()
     for name, value in fresh.items():
         np.testing.assert_array_equal(built[name], value, err_msg=name)
+
+
+# -- sizes chosen from the corpus and the budget
+
+
+def test_a_corpus_run_chooses_what_it_was_not_given_and_keeps_what_it_was():
+    big, small = ModelConfig().resolve(50_000, 15.0), ModelConfig().resolve(2_000, 15.0)
+    assert (big.d_model, big.N, big.h, big.d_ff, big.dropout) == (128, 2, 4, 512, 0.1)
+    assert small.dropout == 0.3  # a budget of many passes over few pairs: more to overfit
+    assert ModelConfig(dropout=0.0, d_model=64).resolve(2_000, 15.0).dropout == 0.0
+    assert ModelConfig().resolve(500_000, 120.0).d_model == 256  # hours on a large corpus pay for width
+    assert ModelConfig().resolve() == ModelConfig(**TASK_SIZES)  # a generated task's fixed model
+    # a width given alone gets the most heads up to the chosen 4 that divide it; given heads are kept
+    assert ModelConfig(d_model=30).resolve(50_000, 15.0).h == 3
+    assert ModelConfig(d_model=30, h=4).resolve(50_000, 15.0).h == 4  # build_transformer refuses it
+
+
+@pytest.mark.parametrize(("pairs", "units"), [(1_000, 1000), (10_000, 2000), (50_000, 4000), (300_000, 8000)])
+def test_the_subword_vocabulary_grows_with_the_corpus(pairs, units):
+    assert subword_vocab_size(pairs) == units == sizes_for_corpus(pairs, 15.0)["vocab_size"]
+
+
+def test_the_choices_are_said_at_the_start_and_saved(tmp_path, capsys):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text(
+        "".join(f"message {i} of {i % 7} files\tmessage {i} de {i % 7} fichiers\n" for i in range(300))
+    )
+    out = tmp_path / "run"
+    assert _train("--data", str(corpus), "--steps", "2", "--d-ff", "64", "--out", str(out)) == 0
+    said = capsys.readouterr().out
+    assert "d_model 128, 2 layers, 4 heads, d_ff 64, dropout 0.3" in said
+    assert "d_model, N, h, dropout, vocab_size chosen for 270 training pairs;" in said
+    saved = read_config_file(out / "config.toml")
+    assert saved["model"]["d_model"] == 128 and saved["model"]["dropout"] == 0.3
+    assert saved["train"]["vocab_size"] == 1000 and saved["model"]["d_ff"] == 64
+
+
+def test_a_fine_tune_has_a_learning_rate_and_warm_up_of_its_own(tmp_path):
+    """train --from: a pretrained model is moved a little, from its first steps (FROM_LR,
+    FROM_WARMUP), and never sized from the corpus (no vocab_size chosen); given values win."""
+    tuned = TrainConfig(data="x.tsv", from_run=str(tmp_path)).resolve()
+    assert (tuned.lr, tuned.warmup, tuned.vocab_size) == (FROM_LR, FROM_WARMUP, None)
+    assert (TrainConfig(data="x.tsv").resolve().lr, TrainConfig(data="x.tsv").resolve().warmup) == (
+        DATA_LR,
+        WARMUP,
+    )
+    assert (TrainConfig(task="copy").resolve().lr, TrainConfig(task="copy").resolve().warmup) == (
+        TASK_LR,
+        WARMUP,
+    )
+    given = TrainConfig(data="x.tsv", from_run=str(tmp_path), lr=1e-4, warmup=30).resolve()
+    assert (given.lr, given.warmup) == (1e-4, 30)

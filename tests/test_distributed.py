@@ -146,7 +146,8 @@ def test_the_all_reduce_sums_the_models_flat_gradient_in_place_and_the_loss_besi
     trainer.train_step()
     (gradients, before), (side, side_before) = comm.reduced
     assert gradients is trainer.model.flat.grad  # the model's own buffer: no copy in, no copy out
-    assert side.shape == (3,) and side_before[1:].tolist() == [0.0, 0.0]  # loss, stop and failure flags
+    # the loss, the stop and failure flags, and rank 0's learning-rate multiplier (plateau cuts)
+    assert side.shape == (4,) and side_before[1:].tolist() == [0.0, 0.0, 1.0]
     np.testing.assert_array_equal(gradients, 2 * before)
 
 
@@ -155,7 +156,7 @@ class FailedOtherRank(DoublingComm):
 
     def Allreduce(self, _in_place, buffer, op):  # mpi4py's name
         super().Allreduce(_in_place, buffer, op)
-        if buffer.shape == (3,):  # the weighted loss, the stop flags and the failure flags
+        if buffer.shape == (4,):  # the weighted loss, the stop flags, the failure flags, lr_scale
             buffer[2] += 1.0
 
 
@@ -307,6 +308,47 @@ def test_the_command_under_mpiexec_resumes_bit_identically_and_keeps_its_rank_co
         Trainer.resume(tmp_path / "resumed", steps=30)
 
 
+@pytest.mark.slow
+@needs_mpi
+def test_under_mpiexec_rank_0_averages_the_last_checkpoints_at_the_end(tmp_path):
+    run = cli_train(2, tmp_path / "run", 30)  # evaluations at 10, 20, 30: 20 and 30 are averaged
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("average of steps 20, 30 dev") == 1 and run.stdout.count("best.npz ") == 1
+    meta = load_checkpoint(tmp_path / "run" / "best.npz")[1]
+    assert meta["best"]["average"]["steps"] == [20, 30] and not list((tmp_path / "run").glob("step-*.npz"))
+
+
+PLATEAU_ON_TWO_RANKS = textwrap.dedent("""
+    import sys, numpy as np
+    from numpy_transformer import training
+    from numpy_transformer.distributed import Communicator, weights_checksum
+    from numpy_transformer.config import TrainConfig
+    from numpy_transformer.training import Trainer
+    scores = iter([5.0, 4.0, 3.0, 3.0, 3.0])  # rank 0 alone evaluates, at steps 2, 4, ..., 10
+    def evaluate(model, task, pairs, label_smoothing=0.0, batch_size=100, examples=0):
+        return {{"loss": 1.0, "token_accuracy": 0.5, "exact_match": 0.0, "chrf": 0.0, "n": 2,
+                 "bleu": next(scores)}}
+    training.evaluate = evaluate
+    comm = Communicator.from_environment()
+    config = {{**{config}, "eval_every": 2, "average_last": 0, "plateau_cut": 0.5, "plateau_patience": 1}}
+    trainer = Trainer.create(TrainConfig(**config, steps=10), {model}, comm=comm)
+    trainer.fit(None, progress=False)
+    np.save(sys.argv[1] + f"-{{comm.rank}}.npy", [trainer.lr_scale, weights_checksum(trainer.model.parameters())])
+""")
+
+
+@pytest.mark.slow
+@needs_mpi
+def test_under_mpiexec_every_rank_takes_rank_0s_plateau_cut(tmp_path):
+    script = PLATEAU_ON_TWO_RANKS.format(config=CONFIG, model=MODEL)
+    run = mpiexec(2, sys.executable, "-c", script, str(tmp_path / "rank"))
+    assert run.returncode == 0, run.stderr
+    # cuts after steps 4, 6 and 8 (none at 10, where the cosine is at its end), said by rank 0
+    assert run.stdout.count("the learning rate is cut") == 3
+    rank_0, rank_1 = np.load(tmp_path / "rank-0.npy"), np.load(tmp_path / "rank-1.npy")
+    assert rank_0[0] == 0.125 and rank_0.tolist() == rank_1.tolist()
+
+
 # -- under mpiexec: a refusal or failure on any rank stops every rank, said once ----------------------
 
 PROMPTLY = 60  # seconds: each run below takes a few; ranks left waiting for each other would take for ever
@@ -354,9 +396,8 @@ def test_a_failed_save_on_rank_0_stops_every_rank_with_one_line(tmp_path, eval_e
     run = failing_train(0, "disk full", out, 20, "--eval-every", eval_every)
     assert run.returncode == 1, run.stderr
     [line] = run.stderr.strip().splitlines()
-    assert line == (
-        f"numpy-transformer train: error: [Errno 28] No space left on device: '{out / 'model.npz'}'"
-    )
+    first = out / f"step-{int(eval_every):07d}.npz"  # an evaluation's first save, kept for averaging
+    assert line == f"numpy-transformer train: error: [Errno 28] No space left on device: '{first}'"
     assert logged_steps(out) == steps_logged and not (out / "model.npz").exists()
 
 

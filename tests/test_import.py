@@ -10,6 +10,7 @@ with the reason, only where transformers cannot be imported.
 """
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ import numpy_transformer as nt
 from numpy_transformer import functional as F
 from numpy_transformer.checkpoint import load_checkpoint, load_for_inference
 from numpy_transformer.cli import main
-from numpy_transformer.config import ModelConfig, TrainConfig, read_config_file
+from numpy_transformer.config import FROM_LR, FROM_WARMUP, ModelConfig, TrainConfig, read_config_file
 from numpy_transformer.decoding import beam_search_n_best
 from numpy_transformer.pretrained import _state_dict, import_run
 from numpy_transformer.training import Trainer
@@ -305,8 +306,6 @@ def test_the_readme_commands_run(marian, tmp_path, capsys, monkeypatch):
             "my.tsv",
             "--out",
             "runs/my-en-de",
-            "--lr",
-            "5e-5",
             *quick,
         ],
         ["evaluate", "--checkpoint", "runs/my-en-de"],
@@ -332,3 +331,42 @@ def test_evaluation_in_several_batches_scores_as_one(marian, tmp_path):
     task = saved_task(written, load_meta(written))
     whole, parts = (evaluate(model.eval(), task, PAIRS, batch_size=size) for size in (100, 2))
     assert parts["loss"] == pytest.approx(whole["loss"], rel=1e-6) and parts["chrf"] == whole["chrf"]
+
+
+def test_a_fine_tune_chooses_nothing_averages_and_stands_alone(marian, tmp_path, capsys):
+    """train --from an imported model: its model and vocabulary (no size chosen from the corpus), the
+    fine-tuning learning rate and warm-up by default, --bpe-dropout refused for Marian's
+    SentencePiece, the end-of-run average and the plateau cut as in any run, and checkpoints that
+    need nothing of the imported run."""
+    _, _, directory = marian
+    corpus = tmp_path / "my.tsv"
+    corpus.write_text(
+        "".join(f"{source} {i}\t{target} {i}\n" for i, (source, target) in enumerate(PAIRS * 5))
+    )
+    imported, out = tmp_path / "imported", tmp_path / "tuned"
+    import_run(directory, imported)
+    base = ["train", "--from", str(imported), "--data", str(corpus), "--no-progress", "--show", "0"]
+    base += ["--batch-size", "8", "--eval-size", "4"]
+    assert main([*base, "--bpe-dropout", "0.1", "--steps", "2", "--out", str(tmp_path / "no")]) == 2
+    error = capsys.readouterr().err
+    assert "--bpe-dropout 0.1 applies to learned BPE subwords only" in error and "marian" in error
+    assert not (tmp_path / "no" / "model.npz").exists()
+    tuned = ["--steps", "8", "--eval-every", "2", "--average-last", "3", "--patience", "0"]
+    assert main([*base, *tuned, "--plateau-cut", "0.5", "--plateau-patience", "1", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"training the model of {imported} (" in said and "chosen for" not in said
+    assert "the learning rate is cut to 0.5 times the schedule's" in said
+    assert "average of steps 6, 8 dev" in said  # those of the run's second half
+    saved = load_checkpoint(out)[1]
+    assert (saved["train"]["lr"], saved["train"]["warmup"]) == (FROM_LR, FROM_WARMUP)
+    assert saved["train"]["vocab_size"] is None and saved["task"]["tokenizer"] == "marian"
+    best = load_checkpoint(out / "best.npz")[1]
+    assert best["best"]["kept"] in ("average", "checkpoint") and "sentencepiece" in best["task"]
+    shutil.rmtree(imported)  # the fine-tuned run's checkpoints hold all they need
+    for checkpoint in (out, out / "best.npz"):
+        assert main(["translate", "--checkpoint", str(checkpoint), "Save the file."]) == 0, (
+            capsys.readouterr()
+        )
+    assert (
+        main(["train", "--resume", "--out", str(out), "--steps", "10", "--no-progress", "--show", "0"]) == 0
+    )

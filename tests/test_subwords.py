@@ -2,6 +2,7 @@
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -12,7 +13,16 @@ from numpy_transformer.checkpoint import (
     save_checkpoint,
 )
 from numpy_transformer.cli import main
-from numpy_transformer.data import BPETokenizer, FileTask, read_tsv
+from numpy_transformer.config import TrainConfig
+from numpy_transformer.data import (
+    UNK_ID,
+    BPETokenizer,
+    FileTask,
+    SubwordDropout,
+    _uniforms,
+    host_rng,
+    read_tsv,
+)
 from numpy_transformer.evaluation import evaluate
 from numpy_transformer.training import Trainer
 
@@ -254,3 +264,146 @@ def test_ctrl_c_while_the_subwords_are_learned_ends_in_one_line_and_writes_nothi
         assert (out / "model.npz").read_bytes() == b"the user's saved run"
     else:
         assert not out.exists()
+
+
+# -- BPE-dropout ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [*TEXTS, "aaaaaaa bbbb", "the quick brown fox", "never seen: Ωμέγα 𝔘𝔫𝔦", ""])
+def test_merging_without_dropout_is_the_librarys_segmentation(bpe, text):
+    words = bpe.word_pieces(text)
+    assert [piece for pieces in words for piece in bpe.merge("".join(pieces))] == bpe.tokenize(text)
+    assert [piece for pieces in words for piece in pieces] == bpe.tokenize(text)
+
+
+@pytest.mark.parametrize("dropout", [0.1, 0.5])
+def test_dropping_out_from_the_deterministic_pieces_is_merging_with_the_same_draws(bpe, dropout):
+    """drop_out's shortcut (when no merge of the deterministic ones is skipped) changes nothing."""
+    for text in TEXTS:
+        for pieces in bpe.word_pieces(text):
+            for seed in range(20):
+                fast, slow = _uniforms(host_rng(seed)), _uniforms(host_rng(seed))
+                assert bpe.drop_out(pieces, dropout, fast) == bpe.merge("".join(pieces), dropout, slow)
+
+
+SENTENCES = [
+    "the selected file cannot be opened",
+    "could not read the configuration",
+    "remove the selected messages",
+    "connection to the server failed",
+    "the password is incorrect",
+    "save the changes before closing",
+]
+
+
+@pytest.fixture(scope="module")
+def messages(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dropout") / "messages.tsv"
+    spelled = ["-".join(text) for text in SENTENCES]  # each letter a unit: dropped-out pieces are known
+    lines = [f"{text} ({i})\t{text.upper()} [{i}]\n" for i in range(40) for text in SENTENCES + spelled]
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def _trainer(corpus, **settings):
+    config = TrainConfig(data=str(corpus), vocab_size=400, steps=4, batch_size=8, **settings)
+    return Trainer.create(config, {"d_model": 16, "N": 1, "h": 2, "d_ff": 16})
+
+
+def _texts(task, batch):
+    """The batch's sources and targets, detokenised."""
+    decode = task.tokenizer.detokenize
+    return [decode(task.src_vocab.decode(row)) for row in batch.src.tolist()], [
+        decode(task.tgt_vocab.decode(row)) for row in batch.tgt_out.tolist()
+    ]
+
+
+def test_bpe_dropout_segments_each_training_batch_anew_into_the_same_text(messages):
+    trainer = _trainer(messages, bpe_dropout=0.3)
+    task, dropout = trainer.task, trainer.subword_dropout
+    segmentations: dict[str, set] = {}
+    changed = 0
+    for step in range(30):
+        plain, dropped = task.train_batch(step, 8, 20), task.train_batch(step, 8, 20, None, dropout)
+        assert _texts(task, dropped) == _texts(task, plain)  # the same pairs, in other subwords
+        assert (dropped.src != UNK_ID).all() and (dropped.tgt_out != UNK_ID).all()
+        changed += plain.src.shape != dropped.src.shape or (plain.src != dropped.src).any()
+        for text, row in zip(_texts(task, dropped)[0], dropped.src.tolist()):
+            segmentations.setdefault(text, set()).add(tuple(row))
+        again = task.train_batch(step, 8, 20, None, dropout)  # a pure function of (seed, step)
+        assert (
+            again.src.tolist() == dropped.src.tolist() and again.tgt_out.tolist() == dropped.tgt_out.tolist()
+        )
+    assert changed == 30 and max(map(len, segmentations.values())) >= 3
+    other_seed = _trainer(messages, bpe_dropout=0.3, seed=1)
+    assert other_seed.task.train_batch(0, 8, 20, None, other_seed.subword_dropout).src.tolist() != (
+        task.train_batch(0, 8, 20, None, dropout).src.tolist()
+    )
+    # the training split's longest sentence fits the position tables whatever the dropout
+    pair = [(SENTENCES[0], "x")]
+    assert SubwordDropout(task, 0.99, (5, 5)).encode_pairs(pair, host_rng(0)) == task.encode_pairs(pair)
+
+
+def test_bpe_dropout_off_is_todays_run_and_on_it_replays_on_resume(messages, tmp_path):
+    assert _trainer(messages).subword_dropout is None  # off: the batches are those of task.batch
+    straight = _trainer(messages, bpe_dropout=0.2)
+    straight.fit(tmp_path / "straight", progress=False)
+    first = _trainer(messages, bpe_dropout=0.2)
+    first.config = replace(first.config, steps=2)
+    first.fit(tmp_path / "resumed", progress=False)
+    resumed = Trainer.resume(tmp_path / "resumed", steps=4)
+    resumed.fit(tmp_path / "resumed", progress=False)
+    a, b = load_checkpoint(tmp_path / "straight")[0], load_checkpoint(tmp_path / "resumed")[0]
+    assert all((a[name] == b[name]).all() for name in a)
+
+
+def test_bpe_dropout_leaves_evaluation_translation_and_the_saved_tokenizer_alone(messages, tmp_path):
+    plain, dropped = _trainer(messages), _trainer(messages, bpe_dropout=0.5)
+    assert dropped.task.src_vocab.itos == plain.task.src_vocab.itos  # the same vocabularies
+    dev = plain.task.dev
+    assert dropped.task.batch(dev).src.tolist() == plain.task.batch(dev).src.tolist()
+    dropped.model.load_state_dict(plain.model.state_dict())
+    assert dropped.evaluate(dev) == plain.evaluate(dev)
+    saved = dropped.save(tmp_path / "run")
+    recipe = load_checkpoint(saved)[1]["task"]
+    assert recipe["tokenizer_json"] == plain.task.tokenizer.serialized
+    assert json.loads(recipe["tokenizer_json"])["model"]["dropout"] is None
+    _model, tokenizer, _, _ = load_for_inference(saved)
+    assert tokenizer.tokenize(SENTENCES[0]) == plain.task.tokenizer.tokenize(SENTENCES[0])
+
+
+def test_bpe_dropout_applies_to_subwords_only(messages, tmp_path, capsys):
+    assert main(["train", "--task", "copy", "--bpe-dropout", "0.1", "--out", str(tmp_path / "a")]) == 2
+    assert (
+        "--bpe-dropout 0.1 applies to learned BPE subwords (--tokenizer bpe) only, not to --tokenizer char"
+        in (capsys.readouterr().err)
+    )
+    argv = ["train", "--data", str(messages), "--tokenizer", "word", "--bpe-dropout", "0.1"]
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 2
+    assert "only, not to --tokenizer word" in capsys.readouterr().err
+    copy = ["train", "--task", "copy", "--steps", "1", "--d-model", "8", "--layers", "1", "--heads", "1"]
+    assert main([*copy, "--d-ff", "8", "--no-progress", "--out", str(tmp_path / "copy")]) == 0
+    argv = ["train", "--from", str(tmp_path / "copy"), "--data", str(messages), "--bpe-dropout", "0.1"]
+    assert main([*argv, "--out", str(tmp_path / "d")]) == 2  # a fine-tune's tokenizer is its run's
+    error = capsys.readouterr().err
+    assert "--bpe-dropout 0.1 applies to learned BPE subwords only: the run of --from" in error
+    assert "is tokenized by its char tokenizer" in error
+    with pytest.raises(SystemExit):
+        main(["train", "--data", str(messages), "--bpe-dropout", "1", "--out", str(tmp_path / "c")])
+    assert "argument --bpe-dropout: expected a number in [0, 1), got 1.0" in capsys.readouterr().err
+
+
+def test_a_dropped_out_piece_the_vocabulary_lacks_leaves_its_word_whole(tmp_path):
+    corpus = tmp_path / "words.tsv"  # words only: their pieces are not in the vocabularies
+    corpus.write_text(
+        "".join(f"{text} ({i})\t{text.upper()} [{i}]\n" for i in range(40) for text in SENTENCES)
+    )
+    trainer = _trainer(corpus, bpe_dropout=0.9)
+    task = trainer.task
+    assert (
+        "Ġse" not in task.src_vocab.stoi and "Ġse" in json.loads(task.tokenizer.serialized)["model"]["vocab"]
+    )
+    for step in range(10):
+        plain, dropped = task.train_batch(step, 8), task.train_batch(step, 8, dropout=trainer.subword_dropout)
+        assert (dropped.src != UNK_ID).all() and (dropped.tgt_out != UNK_ID).all()
+        assert _texts(task, dropped) == _texts(task, plain)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
+from numpy_transformer import training
 from numpy_transformer.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.cli import main
 from numpy_transformer.config import TrainConfig
@@ -402,6 +403,83 @@ def test_patience_stops_when_dev_bleu_stops_improving(tmp_path):
     dev = [r for r in records if r.get("split") == "dev"]
     assert len(dev) == 3 and trainer.step == 3  # the first evaluation sets the best; two more without a gain
     assert (tmp_path / "best.npz").exists() and load_checkpoint(tmp_path)[1]["evals_since_best"] == 2
+
+
+def scripted_bleus(monkeypatch, bleus):
+    """The run's dev evaluations score the given BLEUs in turn."""
+    scores = iter(bleus)
+
+    def evaluate(model, task, pairs, label_smoothing=0.0, batch_size=100, examples=0):
+        metrics = {"loss": 1.0, "token_accuracy": 0.5, "exact_match": 0.0, "chrf": 0.0, "n": len(pairs)}
+        return {**metrics, "bleu": float(next(scores))}
+
+    monkeypatch.setattr(training, "evaluate", evaluate)
+
+
+PLATEAU = {
+    "task": "copy",
+    "batch_size": 4,
+    "eval_every": 2,
+    "eval_size": 2,
+    "log_every": 1,
+    "schedule": "constant",
+    "average_last": 0,
+    "plateau_cut": 0.5,
+    "plateau_patience": 2,
+    "lr_floor": 2e-4,
+}
+# dev BLEU at steps 2, 4, ..., 20: cuts after steps 6 (two evaluations without a gain), 12 (two since
+# the gain at 8) and 16 (four since it), there to the floor; none at 20, where the rate is at it
+PLATEAU_BLEUS = [5, 4, 3, 6, 6, 6, 6, 6, 6, 6]
+PLATEAU_LRS = [1e-3] * 6 + [5e-4] * 6 + [2.5e-4] * 4 + [2e-4] * 4
+
+
+def test_the_learning_rate_is_cut_on_a_plateau_never_below_its_floor_and_resumed(
+    tmp_path, monkeypatch, capsys
+):
+    scripted_bleus(monkeypatch, PLATEAU_BLEUS)
+    straight = Trainer.create(TrainConfig(**PLATEAU, steps=20), TINY_MODEL)
+    records = straight.fit(tmp_path / "straight", progress=False)
+    assert [r["lr"] for r in records if "lr" in r] == pytest.approx(PLATEAU_LRS, rel=1e-12)
+    said = capsys.readouterr().out
+    assert (
+        "not improved for 2 evaluations: the learning rate is cut to 0.5 times the schedule's, 5.00e-04 now\n"
+        in said
+    )
+    assert (
+        "for 4 evaluations: the learning rate is cut to 0.125 times the schedule's, 2.00e-04 now (its floor)"
+        in said
+    )
+    assert said.count("is cut to") == 3 and straight.lr_scale == 0.125
+    # the multiplier is the run's state: 10 steps, then --resume to 20, is the same run
+    scripted_bleus(monkeypatch, PLATEAU_BLEUS)
+    Trainer.create(TrainConfig(**PLATEAU, steps=10), TINY_MODEL).fit(tmp_path / "resumed", progress=False)
+    assert load_checkpoint(tmp_path / "resumed")[1]["lr_scale"] == 0.5
+    resumed = Trainer.resume(tmp_path / "resumed", steps=20)
+    assert resumed.lr_scale == 0.5 and resumed.evals_since_best == 1
+    later = resumed.fit(tmp_path / "resumed", progress=False)
+    assert [r["lr"] for r in later if "lr" in r] == pytest.approx(PLATEAU_LRS[10:], rel=1e-12)
+    for name, value in load_checkpoint(tmp_path / "straight")[0].items():
+        np.testing.assert_array_equal(value, load_checkpoint(tmp_path / "resumed")[0][name], err_msg=name)
+
+
+def test_the_plateau_cut_is_a_multiplier_of_each_schedule_and_off_by_default():
+    trainer = Trainer.create(TrainConfig(task="copy", steps=100, warmup=10, lr_floor=1e-4), TINY_MODEL)
+    assert trainer.config.plateau_cut == 1.0
+    assert [trainer.learning_rate(step) for step in (1, 50, 100)] == [
+        trainer.schedule(step) for step in (1, 50, 100)
+    ]
+    trainer.lr_scale = 0.25
+    assert trainer.learning_rate(50) == trainer.schedule(50) * 0.25
+    assert trainer.learning_rate(1) == trainer.schedule(1)  # the warm-up below the floor: the schedule's
+    assert trainer.learning_rate(70) == 1e-4 < trainer.schedule(70)  # the cut stops at the floor
+    assert trainer.learning_rate(99) == trainer.schedule(99) < 1e-4  # the cosine's end goes below it
+    with pytest.raises(
+        ValueError, match=r"--plateau-patience 4 is not below --patience 4: the run would stop"
+    ):
+        TrainConfig(data="x.tsv", plateau_cut=0.5, plateau_patience=4).resolve()
+    with pytest.raises(ValueError, match=r"plateau-cut must be a number in \(0, 1\], got 1.5"):
+        TrainConfig(plateau_cut=1.5)
 
 
 def test_each_evaluation_shows_dev_translations_and_logs_its_scores_signatures(tmp_path, capsys):
