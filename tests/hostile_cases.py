@@ -1361,6 +1361,23 @@ CASES = [
     ),
     Case(
         "import",
+        "train --from an imported model with --bpe-dropout",
+        cli(
+            "train",
+            "--from",
+            "{ws}/imported",
+            "--data",
+            "{ws}/corpus.tsv",
+            "--bpe-dropout",
+            "0.1",
+            "--out",
+            "{ws}/ft6",
+        ),
+        True,
+        ("--bpe-dropout 0.1", "learned BPE subwords only", "marian"),
+    ),
+    Case(
+        "import",
         "fine-tune the imported model on a corpus (train --from), then resume it",
         then(
             cli(
