@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from .backend import set_backend
 from .checkpoint import CheckpointError
 from .config import (
+    DTYPES,
     MODEL_SIZES,
     ModelConfig,
     TrainConfig,
@@ -270,7 +271,7 @@ def _add_import(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace the run saved in --out")
     p.add_argument(
         "--dtype",
-        choices=["float32", "float64"],
+        choices=DTYPES,
         default="float32",
         help="the weights' type (default: float32)",
     )

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .data import BPE_VOCAB_RANGE, MAX_LENGTH, subword_vocab_size
+from .data import BPE_VOCAB_RANGE, MAX_LENGTH
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
@@ -43,8 +43,9 @@ CONFIG_NAME = "config.toml"
 
 
 MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")
+DTYPES = ("float32", "float64")  # the weights' and activations' floating-point types
 TASK_SIZES = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512, "dropout": 0.1}  # the generated tasks' model
-_SIZES = "chosen from the corpus with --data (sizes_for_corpus), else: "
+_SIZES = "chosen from the corpus with --data (sizes_for_corpus), else"
 
 
 def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
     steps, which the 128-wide two-layer model turns into the most BLEU (benchmarks/README.md has
     the measurements); only hours on a large corpus pay for a wider, deeper model. Dropout grows
     with the passes the budget makes over the corpus (pairs per minute few: many passes, more to
-    overfit); the vocabulary with the corpus (data.subword_vocab_size).
+    overfit). The subword vocabulary grows with the corpus: data.subword_vocab_size.
     """
     minutes = DATA_TIME_BUDGET if minutes is None else minutes
     if minutes >= 240 and train_pairs >= 1_000_000:
@@ -66,7 +67,7 @@ def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
         sizes = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}
     pairs_per_minute = train_pairs / minutes
     dropout = 0.1 if pairs_per_minute >= 2000 else 0.2 if pairs_per_minute >= 500 else 0.3
-    return sizes | {"dropout": dropout, "vocab_size": subword_vocab_size(train_pairs)}
+    return sizes | {"dropout": dropout}
 
 
 class SettingTypeError(TypeError, ValueError):
@@ -233,14 +234,20 @@ class _Checked:
 class ModelConfig(_Checked):
     """The model's shape: build_transformer's arguments besides the vocabularies and table lengths."""
 
-    d_model: int | None = setting(None, f"model width (default {_SIZES}d_model)", minimum=1)
-    N: int | None = setting(
-        None, f"encoder and decoder blocks (default {_SIZES}N)", flag="--layers", minimum=1
+    d_model: int | None = setting(
+        None, f"model width (default {_SIZES} {TASK_SIZES['d_model']:g})", minimum=1
     )
-    h: int | None = setting(None, f"attention heads (default {_SIZES}h)", flag="--heads", minimum=1)
-    d_ff: int | None = setting(None, f"feed-forward hidden width (default {_SIZES}d_ff)", minimum=1)
+    N: int | None = setting(
+        None, f"encoder and decoder blocks (default {_SIZES} {TASK_SIZES['N']:g})", flag="--layers", minimum=1
+    )
+    h: int | None = setting(
+        None, f"attention heads (default {_SIZES} {TASK_SIZES['h']:g})", flag="--heads", minimum=1
+    )
+    d_ff: int | None = setting(
+        None, f"feed-forward hidden width (default {_SIZES} {TASK_SIZES['d_ff']:g})", minimum=1
+    )
     dropout: float | None = setting(
-        None, f"dropout probability (default {_SIZES}dropout)", minimum=0.0, below=1.0
+        None, f"dropout probability (default {_SIZES} {TASK_SIZES['dropout']:g})", minimum=0.0, below=1.0
     )
     attention: str = setting(
         "mha", "multi-head (mha) or multi-head latent attention (mla)", choices=("mha", "mla")
@@ -255,9 +262,7 @@ class ModelConfig(_Checked):
         "one matrix for the target embedding and the pre-softmax projection (and the source embedding "
         "with --shared-vocab), as the paper does",
     )
-    dtype: str = setting(
-        "float32", "floating-point type of weights and activations", choices=("float32", "float64")
-    )
+    dtype: str = setting("float32", "floating-point type of weights and activations", choices=DTYPES)
     # the options a pretrained Marian (OPUS-MT) translator needs; an imported run sets them
     activation: str = setting(
         "relu", "the feed-forward blocks' activation (silu: Marian's swish)", choices=ACTIVATIONS
@@ -386,7 +391,7 @@ class TrainConfig(_Checked):
     keep_checkpoints: int = setting(
         0,
         "keep the last N evaluation checkpoints (step-*.npz) after the run, for `average` (while it runs, "
-        "it keeps --average-last of them)",
+        "it keeps the larger of this and --average-last)",
         minimum=0,
     )
     average_last: int = setting(
@@ -443,9 +448,10 @@ class TrainConfig(_Checked):
                 f"to --tokenizer {self.tokenizer}"
                 + (f" (the tokenizer of --from {self.from_run})" if self.from_run else "")
             )
-        if self.plateau_cut < 1.0 and self.patience and self.plateau_patience >= self.patience:
+        patience = DATA_PATIENCE if self.patience is None and self.data else self.patience
+        if self.plateau_cut < 1.0 and patience and self.plateau_patience >= patience:
             raise ValueError(
-                f"--plateau-patience {self.plateau_patience} is not below --patience {self.patience}: the "
+                f"--plateau-patience {self.plateau_patience} is not below --patience {patience}: the "
                 "run would stop before it cuts its learning rate; give a smaller --plateau-patience or a "
                 "larger --patience (0: never stop)"
             )
@@ -469,7 +475,11 @@ class TrainConfig(_Checked):
             task = self.task or DEFAULT_TASK
             not_applicable = [
                 name
-                for name, value in (("vocab-size", self.vocab_size), ("max-length", self.max_length))
+                for name, value in (
+                    ("vocab-size", self.vocab_size),
+                    ("max-length", self.max_length),
+                    ("bpe-dropout", self.bpe_dropout or None),
+                )
                 if value is not None
             ] + (["shared-vocab"] if self.shared_vocab else [])
             if not_applicable:
@@ -579,7 +589,7 @@ def resume_conflicts(given: dict[str, dict[str, Any]], saved: dict[str, Any]) ->
         for item in fields(config):
             if item.name in values and not item.metadata["on_resume"]:
                 value, kept = values[item.name], getattr(config, item.name)
-                if item.name == "data" and value is not None:
+                if item.name in ("data", "from_run") and value is not None:
                     value = str(Path(value).expanduser().resolve())
                 if value != kept:
                     flag = flag_of(item)

@@ -568,7 +568,7 @@ class TranslationTask:
     ) -> Batch:
         if dropout is None:
             return self.batch(pairs)
-        return make_batch(*dropout.encode_pairs(pairs, host_rng(self.seed, step, 4)))
+        return make_batch(*dropout.encode_pairs(pairs, host_rng(self.seed, step, 4)), self.ids)
 
     def pairs_per_batch(self, batch_tokens: int) -> int:
         """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed
@@ -625,7 +625,7 @@ class SubwordDropout:
             split = self.tokenizer.drop_out(pieces, self.probability, draws)
             dropped += split if all(piece in known for piece in split) else pieces
         chosen = dropped if len(dropped) <= self.max_lengths[side] else tokens
-        return [known.get(token, UNK_ID) for token in chosen]
+        return [known.get(token, self.vocabularies[side].ids.unk) for token in chosen]
 
 
 def _uniforms(rng: numpy.random.Generator, block: int = 4096) -> Iterator[float]:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy
 
+from .config import DTYPES
 from .data import SentencePieceTokenizer, SpecialIds, Vocab
 from .model import Transformer, build_transformer
 
@@ -199,8 +200,8 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
     Its ids are Marian's vocabulary's (see marian_special_ids); its configuration (``model.config``)
     is an ordinary one, so it saves, translates, evaluates and trains as any other model.
     """
-    if dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     directory = Path(directory)
     config = read_config(directory)
     weights = read_weights(directory)
@@ -352,8 +353,8 @@ def import_run(
     from .data import TranslationTask
     from .rundir import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
 
-    if dtype not in ("float32", "float64"):
-        raise ValueError(f"--dtype must be float32 or float64, got {dtype!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"--dtype must be {' or '.join(DTYPES)}, got {dtype!r}")
     directory = Path(directory)
     config = read_config(directory)
     weights = weights_path(directory)

@@ -282,7 +282,7 @@ class RunFiles:
     def keep_last(self, trainer: Trainer, keep: int) -> None:
         """At the end of a run: only the last ``keep`` evaluation checkpoints stay (those beyond were
         kept for averaging), and model.npz records them and the run's best dev BLEU."""
-        dropped = trainer.kept[: len(trainer.kept) - keep]
+        dropped = trainer.kept[: max(len(trainer.kept) - keep, 0)]
         if dropped or trainer.best_bleu != self.saved_best:
             trainer.kept = trainer.kept[len(dropped) :]
             self.save(trainer)

@@ -724,8 +724,16 @@ def _fine_tune_start(
     except CheckpointError as error:
         raise CheckpointError(f"--from {path}: {error}") from None
     saved, recipe = ModelConfig.from_model(meta["model"]), meta["task"]
-    changes = asdict(model) if isinstance(model, ModelConfig) else dict(model or {})
-    changes = {name: value for name, value in changes.items() if value is not None}  # None: not given
+    # given: a mapping's entries, or a ModelConfig's fields that differ from their defaults
+    changes = (
+        {
+            item.name: getattr(model, item.name)
+            for item in fields(ModelConfig)
+            if getattr(model, item.name) != item.default
+        }
+        if isinstance(model, ModelConfig)
+        else {name: value for name, value in dict(model or {}).items() if value is not None}
+    )
     for item in fields(ModelConfig):
         if (
             item.name in changes

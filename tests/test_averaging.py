@@ -353,6 +353,8 @@ def test_the_run_keeps_the_average_of_its_last_checkpoints_when_it_scores_higher
         ({"average_last": 0}, 6, []),  # off
         ({"average_last": 1}, 6, []),  # an average of one is that one: off too
         ({"keep_checkpoints": 2}, 7, ["step-0000010.npz", "step-0000012.npz"]),
+        # more asked to be kept than the run wrote: every one stays
+        ({"steps": 4, "keep_checkpoints": 5}, 2, ["step-0000002.npz", "step-0000004.npz"]),
         (
             {"average_last": 2, "keep_checkpoints": 3},
             7,

@@ -2,6 +2,7 @@
 --resume's checks all come from config.py's fields."""
 
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,9 +20,9 @@ from numpy_transformer.config import (
     TrainConfig,
     flag_of,
     read_config_file,
-    sizes_for_corpus,
 )
 from numpy_transformer.data import subword_vocab_size
+from numpy_transformer.training import Trainer
 
 RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "3"]
 QUIET = ["--no-progress", "--show", "0", "--eval-every", "3", "--eval-size", "4", "--batch-size", "8"]
@@ -225,7 +226,7 @@ def test_a_corpus_run_chooses_what_it_was_not_given_and_keeps_what_it_was():
 
 @pytest.mark.parametrize(("pairs", "units"), [(1_000, 1000), (10_000, 2000), (50_000, 4000), (300_000, 8000)])
 def test_the_subword_vocabulary_grows_with_the_corpus(pairs, units):
-    assert subword_vocab_size(pairs) == units == sizes_for_corpus(pairs, 15.0)["vocab_size"]
+    assert subword_vocab_size(pairs) == units
 
 
 def test_the_choices_are_said_at_the_start_and_saved(tmp_path, capsys):
@@ -258,3 +259,22 @@ def test_a_fine_tune_has_a_learning_rate_and_warm_up_of_its_own(tmp_path):
     )
     given = TrainConfig(data="x.tsv", from_run=str(tmp_path), lr=1e-4, warmup=30).resolve()
     assert (given.lr, given.warmup) == (1e-4, 30)
+
+
+def test_the_plateau_patience_is_checked_against_the_patience_a_corpus_run_gets(tmp_path):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("a b\tc d\n" * 5)
+    with pytest.raises(ValueError, match="--plateau-patience 4 is not below --patience 4"):
+        TrainConfig(data=str(corpus), plateau_cut=0.5, plateau_patience=4)
+
+
+def test_a_fine_tune_given_by_a_relative_path_resumes_and_takes_a_default_model_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("pairs.tsv").write_text("".join(f"open file {i}\touvrir fichier {i}\n" for i in range(40)))
+    small = ["--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--vocab-size", "300"]
+    assert _train("--data", "pairs.tsv", *small, "--steps", "2", "--out", "base") == 0
+    assert _train("--data", "pairs.tsv", "--from", "base", "--steps", "2", "--out", "tuned") == 0
+    assert _train("--data", "pairs.tsv", "--from", "base", "--steps", "4", "--out", "tuned", "--resume") == 0
+    assert load_checkpoint(Path("tuned"))[1]["step"] == 4
+    trainer = Trainer.create(TrainConfig(data="pairs.tsv", from_run="base", steps=1), ModelConfig())
+    assert trainer.model.config["d_model"] == 16
