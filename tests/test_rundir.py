@@ -108,9 +108,9 @@ def test_two_command_line_runs_into_one_directory(tmp_path):
         "train",
         *TINY,
         "--steps",
-        "200",
+        "1000",  # long enough that the first is still training when the second has started
         "--eval-every",
-        "200",
+        "1000",
         "--out",
         str(out),
     ]
