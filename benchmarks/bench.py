@@ -35,9 +35,9 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "24")
 import numpy as np
 
 import numpy_transformer as nt
-from numpy_transformer.decoding import DecoderCache, decoding_blas_threads, greedy_decode
 from numpy_transformer.optim import Adam
-from numpy_transformer.parallel import DataParallel, auto_threads
+from numpy_transformer.translator.decoding import DecoderCache, decoding_blas_threads, greedy_decode
+from numpy_transformer.translator.thread_parallel import DataParallel, auto_threads
 
 if hasattr(nt, "tune_cpu"):  # earlier revisions (see compare_revisions.py) tuned the allocator on import
     nt.tune_cpu()
@@ -207,7 +207,7 @@ class TorchRunner:
     def __init__(self, config: dict, batch: int, length: int) -> None:
         import torch
 
-        from numpy_transformer.interop import build_torch_transformer
+        from numpy_transformer.pytorch import build_torch_transformer
 
         self.torch = torch
         self.model = build_torch_transformer(config).train()

@@ -22,7 +22,7 @@ import numpy as np
 from bench import CONFIGS, PAD
 
 import numpy_transformer as nt
-from numpy_transformer.decoding import DecoderCache, greedy_decode
+from numpy_transformer.translator.decoding import DecoderCache, greedy_decode
 
 BOS, EOS = 1, 2
 

@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 def worker(name: str, attention: str, threads: int, repeats: int) -> None:
     import bench
 
-    from numpy_transformer.config import TrainConfig
-    from numpy_transformer.data import Batch
-    from numpy_transformer.distributed import Communicator
     from numpy_transformer.model import make_src_mask, make_tgt_mask
-    from numpy_transformer.training import Trainer
+    from numpy_transformer.translator.config import TrainConfig
+    from numpy_transformer.translator.data import Batch
+    from numpy_transformer.translator.distributed import Communicator
+    from numpy_transformer.translator.training import Trainer
 
     config = bench.model_config(name, attention)
     batch_size, length = bench.CONFIGS[name][6], bench.CONFIGS[name][7]

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from numpy_transformer.config import ModelConfig, TrainConfig
-from numpy_transformer.training import Trainer
+from numpy_transformer.translator.config import ModelConfig, TrainConfig
+from numpy_transformer.translator.training import Trainer
 
 SETTLE_S = 0.25  # the pause before each turn, as in bench.py
 

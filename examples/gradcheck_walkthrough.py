@@ -40,7 +40,9 @@ result = gradcheck_function(
 print("2. layer norm, every entry:\n" + str(result))
 
 # 3. a whole module: every parameter and the input ---------------------------------------------
-nt.set_kernels("reference")  # check the textbook; tests/test_kernels.py proves the fast kernels equal to it
+nt.set_kernels(
+    "reference"
+)  # check the textbook; tests/model/test_kernels.py proves the fast kernels equal to it
 d, common = 8, {"dtype": "float64", "rng": np.random.default_rng(1)}
 block = nt.EncoderBlock(
     d,

@@ -3,10 +3,10 @@
 python examples/numbers_en_fr.py
 """
 
-from numpy_transformer.config import TrainConfig
-from numpy_transformer.data import encode_sentences
-from numpy_transformer.evaluation import translate_ids
-from numpy_transformer.training import Trainer
+from numpy_transformer.translator.config import TrainConfig
+from numpy_transformer.translator.data import encode_sentences
+from numpy_transformer.translator.evaluation import translate_ids
+from numpy_transformer.translator.training import Trainer
 
 trainer = Trainer.create(
     TrainConfig(task="numbers-en-fr", steps=3000), {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}

@@ -10,8 +10,8 @@ than two columns is refused by file and line, so keep the first two first (``cut
 import sys
 from pathlib import Path
 
-from numpy_transformer.config import TrainConfig
-from numpy_transformer.training import Trainer
+from numpy_transformer.translator.config import TrainConfig
+from numpy_transformer.translator.training import Trainer
 
 if len(sys.argv) > 1:
     path = Path(sys.argv[1])

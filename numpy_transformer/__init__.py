@@ -1,5 +1,7 @@
 """numpy_transformer: the encoder-decoder Transformer in NumPy, every backward written by hand."""
 
+from typing import Any
+
 from .backend import get_array_module, set_backend
 from .gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
 from .kernels import get_kernels, set_kernels
@@ -20,12 +22,28 @@ from .layers import (
     ProjectionLayer,
     ResidualConnection,
 )
-from .model import Transformer, build_transformer, causal_mask, make_src_mask, make_tgt_mask
+from .machine import tune_cpu
+from .model import (
+    Transformer,
+    build_transformer,
+    causal_mask,
+    loss_and_backward,
+    make_src_mask,
+    make_tgt_mask,
+)
 from .module import Module, ModuleList, Parameter
-from .pretrained import load_pretrained
-from .tuning import tune_cpu
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """The toolkit's ``load_pretrained``, imported on first use so that the model loads alone."""
+    if name == "load_pretrained":
+        from .translator.pretrained import load_pretrained
+
+        return load_pretrained
+    raise AttributeError(f"module 'numpy_transformer' has no attribute {name!r}")
+
 
 __all__ = [
     "Decoder",
@@ -56,6 +74,7 @@ __all__ = [
     "gradcheck_function",
     "gradcheck_module",
     "load_pretrained",
+    "loss_and_backward",
     "make_src_mask",
     "make_tgt_mask",
     "set_backend",

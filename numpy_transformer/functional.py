@@ -19,9 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .backend import dropout_mask, get_array_module
+from .backend import Array, dropout_mask, get_array_module
 
-Array = Any
 # A masked attention score is set to this large finite negative: exp() of it underflows to 0,
 # yet a row whose every key is masked still gets a finite (uniform) softmax, never NaN.
 MASKED_SCORE = -1e9

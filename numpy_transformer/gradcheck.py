@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy
 
-from .backend import get_array_module, to_numpy
-
-Array = Any
+from .backend import Array, get_array_module, to_numpy
 
 
 class GradcheckError(AssertionError):

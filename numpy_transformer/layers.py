@@ -12,12 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .backend import get_array_module, to_numpy
+from .backend import Array, get_array_module, to_numpy
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .kernels import ops
 from .module import Module, ModuleList, Parameter
-
-Array = Any
 
 
 def xavier_uniform_(parameter: Parameter, rng: Any) -> None:

@@ -29,11 +29,10 @@ from typing import Any
 import numpy
 
 from . import functional
-from .backend import get_array_module, to_numpy
+from .backend import Array, get_array_module, to_numpy
+from .files import write_text_atomically
 from .gradcheck import gradcheck, random_upstream
-from .rundir import write_text_atomically
 
-Array = Any
 WORKBOOK = "my_backprop.py"
 GUIDE = "README.md"
 

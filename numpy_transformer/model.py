@@ -5,8 +5,9 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from .backend import get_array_module, make_rng, require_array
+from .backend import Array, get_array_module, make_rng, require_array
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
+from .kernels import ops
 from .layers import (
     Decoder,
     DecoderBlock,
@@ -23,7 +24,6 @@ from .layers import (
 )
 from .module import Module, ModuleList
 
-Array = Any
 ATTENTION_KINDS = {"mha": MultiHeadAttentionBlock, "mla": MultiHeadLatentAttentionBlock}
 
 
@@ -150,6 +150,32 @@ class Transformer(Module):
             if encoder_length is not None:
                 mask = decode_src_mask if encoder_output is not None else src_mask
                 check_attention_mask(mask, (batch, heads, length, encoder_length), "src_mask")
+
+
+def loss_and_backward(
+    model: Transformer,
+    src: Array,
+    tgt: Array,
+    src_mask: Array | None,
+    tgt_mask: Array | None,
+    labels: Array,
+    pad_id: int = 0,
+    label_smoothing: float = 0.0,
+    weight: float = 1.0,
+) -> float:
+    """One batch's forward, loss and backward: the step of training, in three lines.
+
+    ``logits = model(src, tgt)``; the label-smoothed cross-entropy of ``logits`` against ``labels``
+    (``(B, T_tgt)`` ids, ``pad_id`` not counted); then the backward from ``dL/dL = weight``, so every
+    parameter's ``.grad`` gains ``weight`` times its gradient of the mean loss (gradients
+    accumulate until ``zero_grad()``). Returns the loss (a float, unweighted). The Trainer calls it
+    for a whole batch, and each thread of data parallelism for its rows with ``weight`` = its share
+    of the batch's target tokens.
+    """
+    logits = model.forward(src, tgt, src_mask, tgt_mask)
+    loss, cache = ops.cross_entropy_forward(logits, labels, pad_id, label_smoothing)
+    model.backward(ops.cross_entropy_backward(weight, cache))
+    return loss
 
 
 def parameter_count(config: dict[str, Any]) -> int:

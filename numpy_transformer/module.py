@@ -6,9 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
-from .backend import get_array_module, make_rng, resolve_dtype, to_numpy
-
-Array = Any
+from .backend import Array, get_array_module, make_rng, resolve_dtype, to_numpy
 
 
 class Parameter:

@@ -9,11 +9,9 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .backend import get_array_module, to_numpy
+from .backend import Array, get_array_module, to_numpy
 from .kernels import adam_kernel
 from .module import Module, Parameter
-
-Array = Any
 
 
 def _named(parameters: Module | Iterable[tuple[str, Parameter]]) -> list[tuple[str, Parameter]]:

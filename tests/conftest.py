@@ -1,10 +1,16 @@
 """Shared fixtures: tolerances, padded batches, tiny models, and running a test on the textbook."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import numpy_transformer as nt
 from numpy_transformer.kernels import using_kernels
+
+# the helpers several tests share (the CuPy stand-in, the hostile cases, Marian files...) live in support/
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 GRADCHECK_TOLERANCE = 1e-6  # worst relative error of a float64 finite-difference check
 KERNEL_TOLERANCE = 1e-12  # worst relative error of a kernel against the textbook, float64

@@ -4,7 +4,7 @@ The model never calls :mod:`numpy_transformer.functional` directly; it calls the
 ``ops``, which are either the textbook's or, where the backend in use has a kernel module (NumPy:
 :mod:`numpy_transformer.kernels.cpu`) and ``set_kernels("fast")`` is in effect (the default),
 that module's function of the same name. A kernel has the same signature and contract as the
-textbook function it stands in for, and tests/test_kernels.py proves the two equal in float64;
+textbook function it stands in for, and tests/model/test_kernels.py proves the two equal in float64;
 every function a backend does not tune is the textbook's.
 
     set_kernels("reference")   # the whole model, Adam included, runs on the textbook

@@ -1,7 +1,7 @@
 """CPU kernels: the textbook's functions tuned for NumPy on a few cores.
 
 Each public function here has the name, signature and contract of the function of
-:mod:`numpy_transformer.functional` it stands in for, and tests/test_kernels.py proves it equal
+:mod:`numpy_transformer.functional` it stands in for, and tests/model/test_kernels.py proves it equal
 to that one in float64 on shapes on both sides of every threshold below. What they do
 differently, and why (the measurements are in benchmarks/README.md):
 
@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
-from ..backend import dropout_mask, get_array_module
+from ..backend import Array, dropout_mask, get_array_module
 from ..functional import (
     MASKED_SCORE,
     AttentionCache,
@@ -40,9 +40,7 @@ from ..functional import (
     split_heads,
     valid_targets,
 )
-from ..tuning import cpu_cores
-
-Array = Any
+from ..machine import cpu_cores
 
 # ----------------------------------------------------------------------------------------------
 # products and row sums

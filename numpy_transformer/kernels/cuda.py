@@ -18,10 +18,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..backend import get_array_module
+from ..backend import Array, get_array_module
 from ..functional import EmbeddingCache
-
-Array = Any
 
 
 def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:

@@ -1,0 +1,866 @@
+"""``numpy-transformer`` / ``python -m numpy_transformer``: train, translate, evaluate, plot, import."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+from ..backend import set_backend
+from ..machine import restart_with_openblas_timeout, tune_cpu
+from .checkpoint import FILENAME, CheckpointError
+from .config import (
+    DTYPES,
+    MODEL_SIZES,
+    ModelConfig,
+    TrainConfig,
+    add_arguments,
+    given_settings,
+    read_config_file,
+    resumable_fields,
+    resumable_flags,
+    resume_conflicts,
+)
+from .distributed import launched_rank
+
+if TYPE_CHECKING:
+    from .distributed import Communicator
+    from .training import Trainer
+
+T = TypeVar("T")
+
+DEFAULT_OUT = "runs/numbers-en-fr"
+LEARN_OUT = "runs/learn"
+# learn train without --task, --data or --config: the copy task on a small model, under a minute on 2 cores
+LEARN_DEFAULTS = {
+    "train.task": "copy",
+    "train.steps": 400,
+    "train.lr": 3e-3,
+    "train.warmup": 50,
+    "model.d_model": 32,
+    "model.N": 1,
+    "model.h": 2,
+    "model.d_ff": 64,
+    "model.dropout": 0.0,
+}
+TRANSLATE_BATCH = 256  # sentences decoded together by translate
+BROKEN_PIPE = 141  # the exit code when the reader of standard output has gone: 128 + SIGPIPE, as cat's
+
+
+def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_at_least(1, "a positive integer")
+_non_negative_int = _int_at_least(0, "an integer >= 0")
+
+
+def _float_in(description: str, accept: Callable[[float], bool]) -> Callable[[str], float]:
+    """An argparse type: a float for which ``accept`` holds, else one line naming the value."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {description}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_float = _float_in("a positive finite number", lambda value: 0 < value < float("inf"))
+_non_negative_float = _float_in("a finite number >= 0", lambda value: 0 <= value < float("inf"))
+_probability = _float_in("a number in (0, 1]", lambda value: 0 < value <= 1)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line, pointing to --help instead of printing the
+    usage, and that takes only whole option names (an abbreviation is refused, never guessed)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
+
+    def error(self, message: str) -> NoReturn:
+        # under mpiexec every rank parses the same arguments: rank 0 alone says what is wrong
+        said = f"{self.prog}: error: {message} (see {self.prog} --help)\n" if launched_rank() == 0 else None
+        self.exit(2, said)
+
+
+def _add_backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        choices=["numpy", "cupy"],
+        default=None,
+        help="array backend (default: $NUMPY_TRANSFORMER_BACKEND, else numpy); cupy runs on a CUDA GPU",
+    )
+
+
+def _add_train(commands: argparse._SubParsersAction) -> None:
+    _add_train_arguments(commands.add_parser("train", help="train a translation model"), DEFAULT_OUT)
+
+
+def _add_train_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
+    _add_backend(p)
+    p.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        help="settings from a TOML file of [model] and [train] tables (a run's config.toml is one); "
+        "flags given beside it win",
+    )
+    add_arguments(p.add_argument_group("model"), ModelConfig, "model")
+    add_arguments(p.add_argument_group("training"), TrainConfig, "train")
+    run = p.add_argument_group("the run directory")
+    run.add_argument("--out", default=default_out, help=f"run directory (default: {default_out})")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help=f"continue the run saved in --out as it was saved ({', '.join(resumable_flags())} may change)",
+    )
+    run.add_argument("--overwrite", action="store_true", help="replace the run saved in --out with a new one")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--show",
+        type=_non_negative_int,
+        default=5,
+        help="translations of unseen test sources to print at the end",
+    )
+
+
+def _add_decode_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--strategy",
+        choices=["greedy", "sample", "beam"],
+        default=None,
+        help="default: beam for a subword (bpe, marian) model, as the paper evaluates; greedy for the others",
+    )
+    p.add_argument("--beam-width", type=_positive_int, default=4)
+    p.add_argument(
+        "--length-penalty",
+        type=_non_negative_float,
+        default=0.6,
+        help="beam search's length penalty alpha (default 0.6, the paper's; 0: none)",
+    )
+    p.add_argument(
+        "--beam-style",
+        choices=["default", "transformers"],
+        default="default",
+        help="default: a finished translation keeps its place in the beam; transformers: as Hugging Face "
+        "transformers' generate(num_beams=...) searches, finished ones set aside (--length-penalty 1 is "
+        "generate()'s default)",
+    )
+    p.add_argument(
+        "--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)"
+    )
+    p.add_argument(
+        "--top-k",
+        type=_positive_int,
+        default=None,
+        help="sample from the k most likely tokens (sampling only)",
+    )
+    p.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass (sampling only)")
+    p.add_argument(
+        "--max-len", type=_positive_int, default=None, help="default: the model's target table length"
+    )
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="never repeat an n-gram of N tokens in one translation (0: off)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="numpy-transformer", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_train(commands)
+    p = commands.add_parser("translate", help="translate sentences with a trained model")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument(
+        "sentences", nargs="*", help="sentences to translate (default: one per line from standard input)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=TRANSLATE_BATCH,
+        help=f"sentences translated together (default: {TRANSLATE_BATCH}); standard input is translated "
+        "as its lines come, at most this many at a time",
+    )
+    p.add_argument(
+        "--n-best",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="the N best translations of each sentence by beam search, best first, each with its score "
+        "(log-probability / length ** length-penalty)",
+    )
+    p.add_argument(
+        "--score",
+        action="store_true",
+        help="score given translations instead: each input is 'source<TAB>reference', and the output adds "
+        "log P(reference | source) in nats",
+    )
+    _add_decode_options(p)
+    _add_backend(p)
+    p = commands.add_parser("evaluate", help="loss, token accuracy, exact match, BLEU and chrF on a test set")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument(
+        "--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split"
+    )
+    p.add_argument("--limit", type=_positive_int, default=None, help="evaluate on the first N pairs only")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_decode_options(p)
+    _add_backend(p)
+    p = commands.add_parser(
+        "average", help="average the weights of checkpoints of one model, as the paper does"
+    )
+    p.add_argument(
+        "checkpoints", nargs="+", metavar="RUN_OR_CHECKPOINT", help="run directories or .npz checkpoints"
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        help="the averaged checkpoint: a .npz file, or a directory that gets model.npz (new, or holding "
+        "only an earlier average; never a training run's directory, nor one of the checkpoints averaged)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the file --out names, if it exists (nothing else)"
+    )
+    p.add_argument(
+        "--allow-no-run-id",
+        action="store_true",
+        help="also average checkpoints saved before runs recorded a run id (you vouch they are of one run)",
+    )
+    _add_plot(commands)
+    _add_learn(commands)
+    _add_import(commands)
+    return parser
+
+
+def _add_import(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "import",
+        help="a pretrained Marian (OPUS-MT) translator, downloaded in the Hugging Face format, as a run "
+        "directory that translate, evaluate --data, plot attention and train --from read",
+    )
+    p.add_argument(
+        "directory",
+        metavar="DIR",
+        help="the model's directory: config.json, model.safetensors, source.spm, target.spm, vocab.json",
+    )
+    p.add_argument("--out", required=True, metavar="RUN", help="the run directory to write")
+    p.add_argument("--overwrite", action="store_true", help="replace the run saved in --out")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="float32",
+        help="the weights' type (default: float32)",
+    )
+
+
+def _add_learn(commands: argparse._SubParsersAction) -> None:
+    learn = commands.add_parser(
+        "learn", help="learn backprop by writing it: a workbook of every backward pass"
+    )
+    actions = learn.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("start", help="write a workbook (my_backprop.py and README.md) into DIR")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing workbook, your work included"
+    )
+    p = actions.add_parser("check", help="grade the backward passes FILE defines (every one, or those NAMEd)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("names", metavar="NAME", nargs="*", help="textbook names, e.g. layer_norm_backward")
+    p = actions.add_parser(
+        "train",
+        help="train a model on FILE's functions wherever it defines them (options as train's; without "
+        "--task, --data or --config: the copy task, 400 steps of a one-layer model of width 32)",
+    )
+    p.add_argument("file", metavar="FILE")
+    _add_train_arguments(p, LEARN_OUT)
+
+
+def _add_plot(commands: argparse._SubParsersAction) -> None:
+    plot = commands.add_parser(
+        "plot", help="pictures: attention maps, training curves, gradient flow (needs matplotlib)"
+    )
+    kinds = plot.add_subparsers(dest="picture", required=True)
+    p = kinds.add_parser("attention", help="layer x head attention heatmaps for one sentence")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument(
+        "--out", default="attention.png", help="writes <stem>-encoder.png, -decoder.png, -cross.png"
+    )
+    p.add_argument("sentence")
+    p = kinds.add_parser("curves", help="loss, dev BLEU and learning rate from a training log")
+    p.add_argument("--run", default=DEFAULT_OUT, help="run directory or its log.jsonl")
+    p.add_argument("--out", default="curves.png")
+    p = kinds.add_parser(
+        "gradients", help="per-layer gradient norms at initialisation, pre-norm vs post-norm"
+    )
+    p.add_argument(
+        "--checkpoint", help="take the model configuration and task from this run (default: copy task)"
+    )
+    p.add_argument("--layers", type=_positive_int, default=6, help="N when no checkpoint is given")
+    p.add_argument("--out", default="gradients.png")
+
+
+class _Agreed(Exception):
+    """Every rank of an MPI run stops with exit status ``code``; rank 0 has printed why."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .distributed import Communicator
+
+    comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
+    if comm is None:
+        try:
+            return _train_run(args, None)
+        except _InterruptedBeforeTraining as interrupted:
+            print(interrupted, file=sys.stderr)
+            return 130
+    try:
+        return _train_run(args, comm)
+    except _Agreed as agreed:
+        return agreed.code
+    except BaseException as error:  # out of step with the others (a second Ctrl-C), which may wait for
+        # this rank in a collective call for ever: say why here, then end every rank
+        code, line = _failure(error, Path(args.out).expanduser(), comm.rank)
+        if line:
+            print(line, file=sys.stderr)
+        comm.abort(code)
+
+
+def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
+    """train, alone or as one rank of several; under MPI each stage ends with the ranks agreeing
+    (_on_every_rank), so that a refusal or failure on any rank stops every rank, said once."""
+    from .run_directory import RunLock, check_run_directory
+
+    root = comm is None or comm.rank == 0
+    say = print if root else (lambda *a, **k: None)
+    created: list[Path] = []  # --out, if this run made it
+    try:
+        with ExitStack() as locked:
+
+            def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
+                settings = _settings(args)  # every refusal of a setting comes before any work
+                out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
+                if root:  # rank 0 alone writes the run directory
+                    if not out.exists():
+                        created.append(out)
+                    locked.enter_context(RunLock(out))
+                return settings, out
+
+            settings, out = _on_every_rank(comm, args.out, claim_out)
+            trainer, started = _on_every_rank(comm, out, lambda: _trainer(args, settings, out, comm))
+            say(started)
+            return _on_every_rank(comm, out, lambda: _fit(args, trainer, out, say))
+    finally:
+        for directory in created:  # stopped before anything was written: no empty directory stays
+            with suppress(OSError):
+                directory.rmdir()
+
+
+def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[], T]) -> T:
+    """``work()`` alone; under MPI on every rank, then one agreement: if it raised on any rank, rank 0
+    prints the first rank's reason and every rank stops with its exit status (raises _Agreed)."""
+    if comm is None:
+        return work()
+    try:
+        result, outcome = work(), None
+    except Exception as error:
+        from .distributed import AnotherRankFailed
+
+        outcome = (1, "") if isinstance(error, AnotherRankFailed) else _failure(error, Path(out), comm.rank)
+    failed = [outcome for outcome in comm.agree(outcome) if outcome is not None]
+    if not failed:
+        return result
+    code, line = next((outcome for outcome in failed if outcome[1]), failed[0])  # a rank's own reason
+    if comm.rank == 0 and line:
+        print(line, file=sys.stderr, flush=True)
+    raise _Agreed(code)
+
+
+def _failure(error: BaseException, out: Path, rank: int = 0) -> tuple[int, str]:
+    """The exit status of ``train`` stopped by ``error`` and the line that says why (naming the MPI
+    rank where it is not rank 0): 2 for a refusal, 1 for a failure, 130 for a second Ctrl-C."""
+    from .training import TrainingDiverged
+
+    where = f"rank {rank}: " if rank else ""
+    if isinstance(error, _InterruptedBeforeTraining):
+        return 130, f"{where}{error}"
+    if isinstance(error, KeyboardInterrupt):  # the second Ctrl-C: saves are atomic, so the last one is whole
+        kept = (
+            f"{out / FILENAME} holds the last checkpoint"
+            if (out / FILENAME).exists()
+            else "nothing was saved"
+        )
+        return 130, f"interrupted again: {where}stopped at once without saving this step; {kept}"
+    if isinstance(error, TrainingDiverged):
+        kept = (
+            f"the last good checkpoint in {out} is kept"
+            if (out / FILENAME).exists()
+            else f"no checkpoint was written to {out}"
+        )
+        return 1, f"numpy-transformer train: error: {where}training stopped: {error}; {kept}"
+    if isinstance(error, (ValueError, TypeError, RuntimeError, CheckpointError)):
+        return 2, f"numpy-transformer train: error: {where}{error}"
+    if isinstance(error, (OSError, MemoryError)):  # a full disk, an allocation refused
+        return 1, f"numpy-transformer train: error: {where}{error}"
+    if isinstance(error, SystemExit):
+        return (error.code if isinstance(error.code, int) else 1), ""
+    lines = traceback.format_exception(type(error), error, error.__traceback__)  # a bug: where it is
+    return 1, f"numpy-transformer train: error: {where}{''.join(lines).rstrip()}"
+
+
+def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """section -> field -> value of the settings given: a --config file's, then the flags' over them."""
+    given = given_settings(args)
+    from_file = read_config_file(args.config) if args.config else {}
+    return {section: {**from_file.get(section, {}), **given[section]} for section in given}
+
+
+def _trainer(
+    args: argparse.Namespace, settings: dict[str, dict[str, Any]], out: Path, comm: Communicator | None
+) -> tuple[Trainer, str]:
+    """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
+    what it trains. With --overwrite the old run is cleared only now, once the new one is ready: a
+    refusal or a Ctrl-C before this point keeps it."""
+    from .data import FileTask
+    from .run_directory import clear_run
+    from .training import Trainer
+
+    ranks = f" on {comm.size} MPI ranks" if comm else ""
+    try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
+        if args.resume:
+            may_change = {name: settings["train"].get(name) for name in resumable_fields()}
+            trainer = Trainer.resume(out, comm=comm, **may_change)
+        else:
+            trainer = Trainer.create(TrainConfig(**settings["train"]), settings["model"], comm=comm)
+    except KeyboardInterrupt as interrupt:
+        kept = (
+            f"the run saved in {out} is unchanged" if args.resume or args.overwrite else "nothing was written"
+        )
+        raise _InterruptedBeforeTraining(
+            f"interrupted before training started (reading the corpus, learning its subwords): {kept}"
+        ) from interrupt
+    length = (
+        f"{trainer.steps} steps"
+        if trainer.budget is None
+        else f"{trainer.config.time_budget:g} minutes in all, steps planned from the measured speed"
+        + ("" if "time_budget" in settings["train"] else " (--steps N to fix them)")
+    )
+    if args.resume:
+        resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
+        return trainer, f"resuming {out / 'model.npz'} at step {trainer.step} for {length}{ranks}"
+    if args.overwrite and (comm is None or comm.rank == 0):
+        clear_run(out)
+    config, task, sizes = trainer.config, trainer.task, trainer.model_config
+    n_params = sum(p.data.size for p in trainer.model.parameters())
+    model = f"the model of {config.from_run}" if config.from_run else f"{sizes.attention} model"
+    units = f" of {config.vocab_size:,} subword units" if config.vocab_size else ""
+    chosen = [name for name in MODEL_SIZES if name not in settings["model"]]
+    if config.data and config.vocab_size and "vocab_size" not in settings["train"]:
+        chosen.append("vocab_size")
+    why = (  # a --from run's model and vocabularies are that run's: nothing is chosen
+        f"; {', '.join(chosen)} chosen for {len(task.train_pairs):,} training pairs"
+        + (f" and {config.time_budget:g} minutes" if config.time_budget else "")
+        if config.data and not config.from_run and chosen and isinstance(task, FileTask)
+        else ""
+    )
+    return trainer, (
+        f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
+        f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
+        f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
+    )
+
+
+class _InterruptedBeforeTraining(Exception):
+    """Ctrl-C while the run was being built: nothing of it was written (exit status 130)."""
+
+
+def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..., None]) -> int:
+    """Train, then show translations of unseen test sources; ``say`` prints on rank 0 only."""
+    from .training import TrainingDiverged
+
+    try:
+        trainer.fit(out, progress=not args.no_progress)
+    except (KeyboardInterrupt, TrainingDiverged) as error:
+        if trainer.comm is not None:  # the ranks agree on it first (_on_every_rank), or end together (_train)
+            raise
+        code, line = _failure(error, out)
+        say(line, file=sys.stderr)
+        return code
+    if trainer.comm is None or trainer.comm.rank == 0:
+        _show_translations(trainer, args.show)
+    return 0
+
+
+def _show_translations(trainer: Trainer, count: int) -> None:
+    """Print the model's translations of the first ``count`` test pairs, never seen in training."""
+    from .evaluation import translate_ids
+
+    task = trainer.task
+    pairs = task.test[:count]
+    if not pairs:
+        return
+    print(f"translations of {len(pairs)} unseen test sources:")
+    outputs = translate_ids(trainer.model, task.encode_pairs(pairs)[0], ids=task.ids)
+    for (source, reference), ids in zip(pairs, outputs):
+        hypothesis = task.tokenizer.detokenize(task.tgt_vocab.decode(ids))
+        mark = "ok" if hypothesis == reference else f"expected: {reference}"
+        print(f"  {source}  ->  {hypothesis}   [{mark}]")
+
+
+def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
+    """The decoding the flags ask for; without --strategy, beam search for a subword model (and for
+    --n-best)."""
+    from . import decoding
+
+    strategy = args.strategy or ("beam" if tokenizer.subwords or getattr(args, "n_best", 1) > 1 else "greedy")
+    common = {"no_repeat_ngram": args.no_repeat_ngram}
+    if strategy == "greedy":
+        return {"strategy": decoding.greedy_decode, **common}
+    if strategy == "beam":
+        return {
+            "strategy": decoding.beam_search,
+            "beam_width": args.beam_width,
+            "length_penalty": args.length_penalty,
+            **({"style": args.beam_style} if args.beam_style != "default" else {}),
+            **common,
+        }
+    return {
+        "strategy": decoding.sample_decode,
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "seed": args.seed,
+        **common,
+    }
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from .checkpoint import load_for_inference
+    from .data import encode_sentences
+    from .evaluation import score_ids, translate_ids, translate_n_best
+
+    if args.n_best > 1 and (args.strategy not in (None, "beam") or args.score):
+        used = "--score" if args.score else f"--strategy {args.strategy}"
+        raise ValueError(f"--n-best {args.n_best} needs beam search, not {used}")
+    if args.n_best > args.beam_width:
+        raise ValueError(
+            f"--n-best {args.n_best} exceeds --beam-width {args.beam_width}: a beam keeps that many"
+        )
+    if args.sentences:
+        empty = [number for number, sentence in enumerate(args.sentences, start=1) if not sentence.strip()]
+        if empty:
+            raise ValueError(f"sentence {empty[0]} of the arguments is empty: give text to translate")
+    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
+
+    def check_lengths(batch: list[tuple[str, str]]) -> None:
+        for where, sentence in batch:
+            model.src_pos.check_length(
+                len(tokenizer.tokenize_source(sentence)), f"{where} ({sentence[:40]!r})"
+            )
+
+    size = args.batch_size
+    if args.sentences:
+        numbered = [(f"sentence {number}", text) for number, text in enumerate(args.sentences, start=1)]
+        check_lengths(numbered)  # every argument before any work
+        batches: Iterable[list[tuple[str, str]]] = (
+            numbered[start : start + size] for start in range(0, len(numbered), size)
+        )
+    else:
+        batches = _standard_input_batches(size)
+    options = _decode_options(args, tokenizer)
+    translated = 0
+    for batch in batches:  # batch by batch: memory stays bounded, and each is printed as soon as it is done
+        references = []
+        if args.score:  # each line: source, tab, the translation to score
+            pairs = [(where, _source_and_reference(where, text)) for where, text in batch]
+            batch = [(where, source) for where, (source, _) in pairs]
+            references = [reference for _, (_, reference) in pairs]
+        if not args.sentences or args.score:
+            check_lengths(batch)
+        sentences = [sentence for _, sentence in batch]
+        src_ids = encode_sentences(sentences, tokenizer, src_vocab)
+        if args.score:
+            references_ids = encode_sentences(references, tokenizer, tgt_vocab, target=True)
+            scores = score_ids(model, src_ids, references_ids, tgt_vocab.ids)
+            for sentence, reference, score in zip(sentences, references, scores):
+                print(f"{sentence}\t{reference}\t{score:.4f}")
+        elif args.n_best > 1:
+            beam = {key: value for key, value in options.items() if key != "strategy"}
+            for sentence, best in zip(
+                sentences, translate_n_best(model, src_ids, args.n_best, args.max_len, tgt_vocab.ids, **beam)
+            ):
+                for ids, score in best:
+                    print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}\t{score:.4f}")
+        else:
+            outputs = translate_ids(model, src_ids, args.max_len, tgt_vocab.ids, **dict(options))
+            for sentence, ids in zip(sentences, outputs):
+                print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
+        sys.stdout.flush()
+        translated += len(batch)
+    if not translated:
+        raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
+    return 0
+
+
+def _source_and_reference(where: str, text: str) -> tuple[str, str]:
+    """A --score input line split at its tab into the source and the translation to score."""
+    parts = [part.strip() for part in text.split("\t")]
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(
+            f"{where}: --score reads 'source<TAB>translation', got {len(parts)} tab-separated part(s) "
+            f"in {text[:60]!r}"
+        )
+    return parts[0], parts[1]
+
+
+def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
+    """(where, sentence) of each line of standard input, in batches of at most ``size`` handed on as
+    the lines come (line_batches): a pipe that stays open, a ``tail -f`` or a user typing gets each
+    translation without waiting for the end of the input. Blank lines are not sentences."""
+    from .data import line_batches, text_lines
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # no standard input at all (closed)
+        return
+    stream = getattr(stream, "raw", stream)  # unbuffered: a read returns what has come
+    first = 1
+    for lines in line_batches(stream, size):
+        numbered = text_lines(lines, "standard input", start=first)
+        batch = [(f"standard input:{n}", text.strip()) for n, text in numbered if text.strip()]
+        first += len(lines)
+        if batch:
+            yield batch
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from .checkpoint import load_checkpoint, model_from_checkpoint, restore_model_and_task, saved_task
+    from .data import read_tsv
+    from .evaluation import evaluate
+
+    arrays, meta = load_checkpoint(args.checkpoint)
+    if args.data:  # the model's own tokenizer and vocabularies: the training corpus is not needed
+        pairs = read_tsv(args.data)
+        model, task = model_from_checkpoint(args.checkpoint, arrays, meta), saved_task(args.checkpoint, meta)
+    else:  # the test split of the task it was trained on, rebuilt
+        model, task = restore_model_and_task(args.checkpoint, arrays, meta)
+        pairs = task.test
+    pairs = pairs[: args.limit] if args.limit else pairs
+    options = _decode_options(args, task.tokenizer)
+    metrics = evaluate(model, task, pairs, **options)
+    metrics["decoding"] = _describe(options)
+    if args.json:
+        print(json.dumps(metrics))
+    else:
+        print(
+            "\n".join(
+                f"{name:>15}: {value:.4f}" if isinstance(value, float) else f"{name:>15}: {value}"
+                for name, value in metrics.items()
+            )
+        )
+    return 0
+
+
+def _describe(options: dict[str, Any]) -> str:
+    """The decoding in words, as evaluate reports it beside its scores."""
+    name = options["strategy"].__name__.removesuffix("_decode").removesuffix("_search")
+    settings = ", ".join(
+        f"{key.replace('_', ' ')} {value}" for key, value in options.items() if key != "strategy"
+    )
+    return f"{name} ({settings})"
+
+
+def _average(args: argparse.Namespace) -> int:
+    from .checkpoint import average_checkpoints, save_checkpoint
+    from .run_directory import check_average_out
+
+    out = check_average_out(args.out, args.checkpoints, args.overwrite)
+    arrays, meta = average_checkpoints(args.checkpoints, allow_no_run_id=args.allow_no_run_id)
+    written = save_checkpoint(out, arrays, meta)  # atomic: replaces that one file and nothing else
+    print(f"averaged {len(args.checkpoints)} checkpoints into {written}")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from . import plots
+
+    if args.picture == "attention":
+        from .checkpoint import load_for_inference
+
+        model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
+        written = plots.plot_attention(model, tokenizer, src_vocab, tgt_vocab, args.sentence, args.out)
+    elif args.picture == "curves":
+        written = [plots.plot_curves(args.run, args.out)]
+    else:
+        from .checkpoint import load_meta, trained_task
+        from .data import make_task
+
+        if args.checkpoint:
+            meta = load_meta(args.checkpoint)
+            config, task = meta["model"], trained_task(args.checkpoint, meta)
+        else:
+            task = make_task("copy")
+            config = {
+                "src_vocab_size": len(task.src_vocab),
+                "tgt_vocab_size": len(task.tgt_vocab),
+                "src_seq_len": 16,
+                "tgt_seq_len": 16,
+                "d_model": 64,
+                "N": args.layers,
+                "h": 4,
+                "d_ff": 256,
+                "dropout": 0.0,
+            }
+        written = [plots.plot_gradient_flow(config, task, args.out)]
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from ..model import parameter_count
+    from .pretrained import import_run
+
+    written, model = import_run(args.directory, args.out, args.overwrite, args.dtype)
+    run = written.parent
+    print(
+        f"imported {args.directory} ({parameter_count(model.config):,} parameters, vocabulary "
+        f"{model.config['tgt_vocab_size']:,}) into {written}\n"
+        f"translate:  numpy-transformer translate --checkpoint {run} 'A sentence.'\n"
+        f"fine-tune:  numpy-transformer train --from {run} --data FILE.tsv --out NEW_RUN"
+    )
+    return 0
+
+
+def _learn(args: argparse.Namespace) -> int:
+    """learn start / check / train: refusals are one line and exit 2, the learner's own code failing
+    to import is one line (theirs, with their file:line) and exit 1."""
+    from .. import learn
+
+    try:
+        if args.action == "start":
+            written = learn.start(args.directory, overwrite=args.overwrite)
+            print(
+                f"wrote {written[0]} and {written[1]}; start with: numpy-transformer learn check {written[0]}"
+            )
+            return 0
+        if args.action == "check":
+            report, code = learn.run_check(args.file, args.names)
+            print(report)
+            return code
+        table, verdicts = learn.learner_functions(args.file)
+    except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
+        print(f"numpy-transformer learn {args.action}: error: {refused}", file=sys.stderr)
+        return 2
+    except learn.LearnerCodeError as theirs:
+        print(f"numpy-transformer learn {args.action}: {theirs}", file=sys.stderr)
+        return 1
+    from ..kernels import get_kernels, set_kernels, set_learner_functions
+
+    yours = [v.name for v in verdicts if v.status in ("done", "wrong")]
+    wrong = [v.name for v in verdicts if v.status == "wrong"]
+    print(
+        f"training on your {', '.join(yours)}" + (f" ({', '.join(wrong)} wrong)" if wrong else "")
+        if yours
+        else "training on the textbook alone: the file defines no backward of its own that runs"
+    )
+    if not args.config and not {"train.task", "train.data"} & set(vars(args)):
+        for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen
+            if not hasattr(args, dest):
+                setattr(args, dest, value)
+    previous = get_kernels()
+    set_learner_functions(learn.guarded(table, args.file))
+    set_kernels("learner")
+    try:
+        return _train(args)
+    finally:
+        set_kernels(previous)
+        set_learner_functions({})
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null (the Python documentation's recipe for a closed pipe): what
+    is still buffered has nowhere to go, and Python's exit must not fail on it with a traceback."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): nothing to silence
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
+    the process in to the CPU settings (tune_cpu), as a program of its own may.
+
+    Exit codes: 0 done; 2 refused (one line naming what is wrong); 130 interrupted (Ctrl-C); 141 the
+    reader of standard output went away (``| head``), as 128 + SIGPIPE says for cat and its kin.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if argv is None:
+        restart_with_openblas_timeout()
+        tune_cpu()
+    handlers = {
+        "train": _train,
+        "translate": _translate,
+        "evaluate": _evaluate,
+        "average": _average,
+        "plot": _plot,
+        "learn": _learn,
+        "import": _import,
+    }
+
+    def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location
+        if launched_rank() == 0:  # under mpiexec the ranks read the same data, and rank 0 speaks for them
+            print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", UserWarning)
+            warnings.showwarning = say_warning
+            if getattr(args, "backend", None):
+                set_backend(args.backend)
+            code = handlers[args.command](args)
+        sys.stdout.flush()  # a reader that has gone shows here, not as a traceback when Python exits
+        return code
+    except BrokenPipeError:  # `translate ... | head -n 1`: the reader has all it wanted
+        _silence_stdout()
+        return BROKEN_PIPE
+    except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
+        print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # the work failed, not its input (a full disk: SaveError names the file)
+        print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,614 @@
+"""A training run's configuration: every setting declared once, as a dataclass field.
+
+Each field carries its type, default, range and help. From them come the ``train`` command's
+flags (``add_arguments``), the checks every value passes whatever its source (a flag, a
+``--config`` file or Python), the file a run saves beside its checkpoint (``config.toml``, which
+``--config`` reads back), and what ``--resume`` may change (``on_resume``)::
+
+    model = ModelConfig(d_model=256, N=3)
+    train = TrainConfig(data="corpus.tsv", batch_size=32)
+
+A field whose default is None is chosen by the run (``TrainConfig.resolve``): the saved
+configuration holds the value that was chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import typing
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..functional import ACTIVATIONS, POSITION_LAYOUTS
+from .data import BPE_VOCAB_RANGE, MAX_LENGTH
+
+TASKS = ("copy", "reverse", "numbers-en-fr")
+TASK_TOKENIZERS = {"copy": "char", "reverse": "char", "numbers-en-fr": "word"}  # what a --task is written in
+DEFAULT_TASK = "numbers-en-fr"
+TASK_STEPS = 3000  # a generated task's default length
+DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
+DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
+TASK_LR = 1e-3
+DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (README.md's corpus figures)
+# train --from: fine-tuning a trained model moves it a little (OPUS-MT fine-tunes use 1e-5 to 1e-4)
+FROM_LR = 5e-5
+WARMUP = 200  # warm-up steps of a new model
+FROM_WARMUP = 10  # train --from: a pretrained model needs little, and a large one makes few steps in minutes
+AVERAGE_LAST = 5  # evaluation checkpoints averaged at the end of a run
+
+
+MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")
+DTYPES = ("float32", "float64")  # the weights' and activations' floating-point types
+TASK_SIZES = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512, "dropout": 0.1}  # the generated tasks' model
+_SIZES = "chosen from the corpus with --data (sizes_for_corpus), else"
+
+
+def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
+    """The model a corpus of ``train_pairs`` pairs gets for a budget of ``minutes`` (None: a run
+    of fixed steps, sized as for the default budget).
+
+    The width is what the budget can train: on two CPU cores a 15-minute run makes a few thousand
+    steps and is still short of them at its end (README.md's corpus figures), so it keeps the
+    128-wide two-layer model; hours on a large corpus get a wider, deeper one (a rule, not measured). Dropout grows
+    with the passes the budget makes over the corpus (pairs per minute few: many passes, more to
+    overfit). The subword vocabulary grows with the corpus: data.subword_vocab_size.
+    """
+    minutes = DATA_TIME_BUDGET if minutes is None else minutes
+    if minutes >= 240 and train_pairs >= 1_000_000:
+        sizes = {"d_model": 512, "N": 6, "h": 8, "d_ff": 2048}  # the paper's base model
+    elif minutes >= 60 and train_pairs >= 100_000:
+        sizes = {"d_model": 256, "N": 3, "h": 4, "d_ff": 1024}
+    else:
+        sizes = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}
+    pairs_per_minute = train_pairs / minutes
+    dropout = 0.1 if pairs_per_minute >= 2000 else 0.2 if pairs_per_minute >= 500 else 0.3
+    return sizes | {"dropout": dropout}
+
+
+class SettingTypeError(TypeError, ValueError):
+    """A setting of the wrong type: a TypeError, and a ValueError like every other bad setting."""
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    below: float | None = None,
+    on_resume: bool = False,
+) -> Any:
+    """A dataclass field with what the command line and the checks need to know of it.
+
+    ``minimum`` and ``maximum`` are inclusive bounds, ``above`` and ``below`` exclusive ones; ``flag``
+    overrides ``--field-name``; a bool field whose flag is ``--post-norm`` style (``negated``) stores
+    False; ``on_resume`` True lets ``--resume`` change the value (the others must stay as saved).
+    """
+    meta = {
+        "help": help,
+        "flag": flag,
+        "choices": choices,
+        "minimum": minimum,
+        "maximum": maximum,
+        "above": above,
+        "below": below,
+    }
+    return field(default=default, metadata={**meta, "on_resume": on_resume})
+
+
+def flag_of(item: Any) -> str:
+    """The command-line flag of a field: ``--batch-size`` for batch_size unless it names another."""
+    return item.metadata.get("flag") or "--" + item.name.replace("_", "-")
+
+
+def _value_type(cls: type, name: str) -> tuple[type, bool]:
+    """(the field's value type, whether None is allowed), from its annotation."""
+    hint = typing.get_type_hints(cls)[name]
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    return (args[0] if args else hint), type(None) in typing.get_args(hint)
+
+
+def expected(cls: type, item: Any) -> str:
+    """What a field accepts, in words: "a positive integer", "a number in [0, 1)", "one of a, b"."""
+    kind, _ = _value_type(cls, item.name)
+    meta = item.metadata
+    low, high, above, below = meta.get("minimum"), meta.get("maximum"), meta.get("above"), meta.get("below")
+    if meta.get("choices"):
+        return "one of " + ", ".join(meta["choices"])
+    if kind is bool:
+        return "true or false"
+    if kind is str:
+        return "a string"
+    if kind is int and low is not None and high is not None:
+        return f"an integer in [{low}, {high}]"
+    if kind is int:
+        return (
+            "a positive integer" if low == 1 else f"an integer >= {low}" if low is not None else "an integer"
+        )
+    if above is not None and high is not None:
+        return f"a number in ({above:g}, {high:g}]"
+    if low is not None and below is not None:
+        return f"a number in [{low:g}, {below:g})"
+    if above == 0:
+        return "a positive finite number"
+    return f"a finite number >= {low:g}" if low is not None else "a finite number"
+
+
+def check_value(cls: type, item: Any, value: Any, where: str = "") -> Any:
+    """``value`` for the field ``item`` of ``cls``, checked; a ValueError/TypeError names the setting
+    (``where`` says where it came from), the value and what was expected. Ints are accepted as floats."""
+    kind, optional = _value_type(cls, item.name)
+    name = f"{where}{item.name.replace('_', '-')}"
+    if value is None:
+        if optional:
+            return None
+        raise SettingTypeError(f"{name} must be {expected(cls, item)}, got None")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is int and hasattr(value, "__index__") and not isinstance(value, bool):
+        value = int(value)  # a NumPy integer
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise SettingTypeError(
+            f"{name} must be {expected(cls, item)}, got {value!r} ({type(value).__name__})"
+        )
+    meta = item.metadata
+    if (
+        (isinstance(value, float) and not math.isfinite(value))
+        or (meta.get("choices") and value not in meta["choices"])
+        or (meta.get("minimum") is not None and value < meta["minimum"])
+        or (meta.get("maximum") is not None and value > meta["maximum"])
+        or (meta.get("above") is not None and value <= meta["above"])
+        or (meta.get("below") is not None and value >= meta["below"])
+    ):
+        raise ValueError(f"{name} must be {expected(cls, item)}, got {value!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, section: str) -> None:
+    """One flag per field of ``cls``; a flag not given leaves no attribute (given_settings reads them)."""
+    for item in fields(cls):
+        kind, _ = _value_type(cls, item.name)
+        shown = "" if item.default is None or kind is bool else f" (default: {item.default})"
+        options: dict[str, Any] = {"dest": f"{section}.{item.name}", "default": argparse.SUPPRESS}
+        if kind is bool:
+            options["action"] = "store_false" if item.default else "store_true"
+        else:
+            options.update(type=_argument_type(cls, item, kind), metavar=item.name.upper())
+            if item.metadata.get("choices"):
+                options.update(metavar="{" + ",".join(item.metadata["choices"]) + "}")
+        parser.add_argument(flag_of(item), help=item.metadata["help"] + shown, **options)
+
+
+def _argument_type(cls: type, item: Any, kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected(cls, item)}, got {text!r}") from None
+        try:
+            return check_value(cls, item, value)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected {expected(cls, item)}, got {value}") from None
+
+    return parse
+
+
+def given_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """section -> field -> value, of the settings given on the command line (add_arguments' flags)."""
+    given: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    for dest, value in vars(args).items():
+        section, _, name = dest.partition(".")
+        if section in SECTIONS and name:
+            given[section][name] = value
+    return given
+
+
+class _Checked:
+    """Every field checked, whoever made the dataclass (a flag, a file, a checkpoint, Python)."""
+
+    def __post_init__(self) -> None:
+        for item in fields(self):  # type: ignore[arg-type]
+            object.__setattr__(self, item.name, check_value(type(self), item, getattr(self, item.name)))
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any], where: str = "") -> Any:
+        """The dataclass from a mapping of field names, refusing an unknown name by name."""
+        known = {item.name for item in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"{where}unknown setting {unknown[0]!r}; the settings are: {', '.join(sorted(known))}"
+            )
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Checked):
+    """The model's shape: build_transformer's arguments besides the vocabularies and table lengths."""
+
+    d_model: int | None = setting(
+        None, f"model width (default {_SIZES} {TASK_SIZES['d_model']:g})", minimum=1
+    )
+    N: int | None = setting(
+        None, f"encoder and decoder blocks (default {_SIZES} {TASK_SIZES['N']:g})", flag="--layers", minimum=1
+    )
+    h: int | None = setting(
+        None, f"attention heads (default {_SIZES} {TASK_SIZES['h']:g})", flag="--heads", minimum=1
+    )
+    d_ff: int | None = setting(
+        None, f"feed-forward hidden width (default {_SIZES} {TASK_SIZES['d_ff']:g})", minimum=1
+    )
+    dropout: float | None = setting(
+        None, f"dropout probability (default {_SIZES} {TASK_SIZES['dropout']:g})", minimum=0.0, below=1.0
+    )
+    attention: str = setting(
+        "mha", "multi-head (mha) or multi-head latent attention (mla)", choices=("mha", "mla")
+    )
+    norm_first: bool = setting(
+        True,
+        "the paper's post-norm instead of the default pre-norm (the design notes' choice)",
+        flag="--post-norm",
+    )
+    tie_embeddings: bool = setting(
+        False,
+        "one matrix for the target embedding and the pre-softmax projection (and the source embedding "
+        "with --shared-vocab), as the paper does",
+    )
+    dtype: str = setting("float32", "floating-point type of weights and activations", choices=DTYPES)
+    # the options a pretrained Marian (OPUS-MT) translator needs; an imported run sets them
+    activation: str = setting(
+        "relu", "the feed-forward blocks' activation (silu: Marian's swish)", choices=ACTIVATIONS
+    )
+    attention_bias: bool = setting(False, "biases on the attention projections W_q, W_k, W_v, W_o (mha)")
+    positions: str = setting(
+        "interleaved",
+        "the sinusoids' layout: the paper's interleaved sines and cosines, or Marian's sines then cosines (split)",
+        choices=POSITION_LAYOUTS,
+    )
+    final_norm: bool = setting(
+        True,
+        "no layer normalisation after the last encoder and decoder blocks (Marian's post-norm models end without one)",
+        flag="--no-final-norm",
+    )
+    padding_idx: int | None = setting(
+        None,
+        "a token id whose embedding lookups pass no gradient, as PyTorch's nn.Embedding(padding_idx=...) "
+        "(an imported Marian model's <pad>)",
+        minimum=0,
+    )
+
+    def resolve(self, train_pairs: int | None = None, minutes: float | None = None) -> ModelConfig:
+        """Every size not given filled in: for a corpus of ``train_pairs`` training pairs and a
+        budget of ``minutes``, by ``sizes_for_corpus``; for a generated task (None), TASK_SIZES."""
+        chosen: dict[str, Any] = TASK_SIZES if train_pairs is None else sizes_for_corpus(train_pairs, minutes)
+        sizes = {
+            name: chosen[name] if getattr(self, name) is None else getattr(self, name) for name in MODEL_SIZES
+        }
+        if self.h is None:  # with a width given alone, the most heads up to the chosen number that divide it
+            sizes["h"] = max(h for h in range(1, sizes["h"] + 1) if sizes["d_model"] % h == 0)
+        return replace(self, **sizes)
+
+    @classmethod
+    def from_model(cls, config: dict[str, Any]) -> ModelConfig:
+        """The fields of a built model's configuration (Transformer.config: it holds the sizes too)."""
+        return cls(**{item.name: config[item.name] for item in fields(cls) if item.name in config})
+
+
+@dataclass(frozen=True)
+class TrainConfig(_Checked):
+    """Everything that decides a run besides the model's shape: data, optimisation, the run itself."""
+
+    # -- data
+    task: str | None = setting(None, f"generated task (default {DEFAULT_TASK} unless --data)", choices=TASKS)
+    data: str | None = setting(None, "parallel text, one 'source<TAB>target' pair per line")
+    from_run: str | None = setting(
+        None,
+        "fine-tune: start from the model, tokenizer and vocabularies of this run (an imported translator's, "
+        "or any run's; its directory or a .npz) on --data, a new run with an optimiser of its own",
+        flag="--from",
+    )
+    tokenizer: str | None = setting(
+        None,
+        "default: bpe (subwords) for --data, char for copy/reverse, word for numbers-en-fr, the run's own "
+        "with --from (marian: an imported Marian model's)",
+        choices=("char", "word", "bpe", "marian"),
+    )
+    vocab_size: int | None = setting(
+        None,
+        "subword units learned by --tokenizer bpe, source and target together (default: chosen from the "
+        "corpus's size, data.subword_vocab_size)",
+        minimum=BPE_VOCAB_RANGE[0],
+        maximum=BPE_VOCAB_RANGE[1],
+    )
+    shared_vocab: bool = setting(False, "one vocabulary for source and target (--data)")
+    bpe_dropout: float = setting(
+        0.0,
+        "BPE-dropout: each merge of a training sentence's subwords is skipped with this probability, so "
+        "that every step sees its sentences in other segmentations (dev, test and translate never)",
+        minimum=0.0,
+        below=1.0,
+    )
+    max_length: int | None = setting(
+        None,
+        f"--data pairs with more tokens than this on a side are left out, and counted (default {MAX_LENGTH})",
+        minimum=1,
+    )
+    # -- optimisation
+    steps: int | None = setting(
+        None,
+        f"optimizer steps in all (default: {TASK_STEPS} for a --task; a --data run trains for --time-budget)",
+        minimum=1,
+        on_resume=True,
+    )
+    time_budget: float | None = setting(
+        None,
+        f"minutes the run may take in all, reading the corpus and evaluations included, instead of --steps "
+        f"(default {DATA_TIME_BUDGET:g} with --data): the steps are planned from the measured speed",
+        above=0.0,
+        on_resume=True,
+    )
+    batch_size: int = setting(64, "sentence pairs per batch", minimum=1)
+    batch_tokens: int | None = setting(
+        None,
+        "batches of about this many target tokens instead of --batch-size pairs (the paper's batching)",
+        minimum=1,
+    )
+    accumulate: int = setting(
+        1, "micro-batches per optimiser step: the gradient of one K-times larger batch", minimum=1
+    )
+    optimizer: str = setting("adam", "Adam, or AdamW with decoupled weight decay", choices=("adam", "adamw"))
+    lr: float | None = setting(
+        None,
+        f"peak learning rate (cosine, constant; default {DATA_LR:g} with --data, {FROM_LR:g} with --from, "
+        f"else {TASK_LR:g})",
+        above=0.0,
+    )
+    schedule: str = setting("cosine", "learning-rate schedule", choices=("cosine", "noam", "constant"))
+    warmup: int | None = setting(
+        None, f"warm-up steps (default {WARMUP}; {FROM_WARMUP} with --from, a fine-tune)", minimum=1
+    )
+    factor: float = setting(1.0, "scale of the noam schedule", above=0.0)
+    min_lr: float = setting(0.0, "the cosine schedule's final learning rate", minimum=0.0)
+    weight_decay: float = setting(0.0, "AdamW's decoupled weight decay", minimum=0.0)
+    clip: float = setting(1.0, "global gradient-norm clip (0: off)", minimum=0.0)
+    label_smoothing: float = setting(0.1, "label smoothing of the loss", minimum=0.0, below=1.0)
+    bucket_steps: int = setting(20, "batches drawn together and sorted by length, to pad less", minimum=1)
+    # -- the run
+    eval_every: int = setting(500, "steps between dev evaluations (and checkpoints)", minimum=1)
+    eval_size: int = setting(200, "dev pairs per evaluation", minimum=1)
+    eval_examples: int = setting(
+        2, "dev translations shown beside their references at each evaluation", minimum=0
+    )
+    log_every: int = setting(50, "steps between log records", minimum=1)
+    keep_checkpoints: int = setting(
+        0,
+        "keep the last N evaluation checkpoints (step-*.npz) after the run, for `average` (while it runs, "
+        "it keeps the larger of this and --average-last)",
+        minimum=0,
+    )
+    average_last: int = setting(
+        AVERAGE_LAST,
+        "at the end, average the last N evaluation checkpoints of the run's second half and keep the "
+        "average as best.npz when its dev BLEU is higher than the best single one's (below 2: off)",
+        minimum=0,
+    )
+    patience: int | None = setting(
+        None,
+        f"stop when dev BLEU has not improved for N evaluations (0: never; default {DATA_PATIENCE} with "
+        "--data, else 0)",
+        minimum=0,
+    )
+    plateau_cut: float = setting(
+        1.0,
+        "multiply the learning rate by this when dev BLEU has not improved for --plateau-patience "
+        "evaluations, and again after as many more, never below --lr-floor (1: never)",
+        above=0.0,
+        maximum=1.0,
+    )
+    plateau_patience: int = setting(
+        2, "evaluations without a better dev BLEU before --plateau-cut cuts the learning rate", minimum=1
+    )
+    lr_floor: float = setting(
+        1e-5,
+        "the lowest learning rate --plateau-cut leads to (the schedule itself may go lower: its warm-up, "
+        "the cosine's end)",
+        minimum=0.0,
+    )
+    seed: int = setting(0, "seed of the initial weights, the batches and dropout")
+    threads: int = setting(
+        0,
+        "batch shards trained at once on their own threads (0: one per core when the batch is large enough); "
+        "fix it for runs that must replay exactly on another machine",
+        minimum=0,
+        on_resume=True,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.task is not None and self.data is not None:
+            raise ValueError(
+                f"give a generated task or --data, not both (task {self.task!r}, data {self.data!r})"
+            )
+        # a run is resumed, evaluated and plotted from any working directory
+        for name in ("data", "from_run"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().resolve()))
+        # None: bpe or, with --from, the run's own (Trainer.create checks that one)
+        if self.bpe_dropout and self.tokenizer not in (None, "bpe"):
+            raise ValueError(
+                f"--bpe-dropout {self.bpe_dropout:g} applies to learned BPE subwords (--tokenizer bpe) only, not "
+                f"to --tokenizer {self.tokenizer}"
+                + (f" (the tokenizer of --from {self.from_run})" if self.from_run else "")
+            )
+        patience = DATA_PATIENCE if self.patience is None and self.data else self.patience
+        if self.plateau_cut < 1.0 and patience and self.plateau_patience >= patience:
+            raise ValueError(
+                f"--plateau-patience {self.plateau_patience} is not below --patience {patience}: the "
+                "run would stop before it cuts its learning rate; give a smaller --plateau-patience or a "
+                "larger --patience (0: never stop)"
+            )
+
+    def resolve(self) -> TrainConfig:
+        """The configuration with every setting the run chooses filled in; refuses settings that
+        cannot apply to the chosen task instead of dropping them. Without --steps, a --data run
+        has a time budget, and the Trainer plans its steps to fit it (training.TimeBudget)."""
+        if self.steps is not None and self.time_budget is not None:
+            raise ValueError(
+                f"give --steps or --time-budget, not both (steps {self.steps}, time-budget {self.time_budget:g})"
+            )
+        if self.from_run is not None and self.data is None:
+            raise ValueError(f"--from {self.from_run} fine-tunes on a corpus of yours: give --data FILE.tsv")
+        if self.tokenizer == "marian" and self.from_run is None:
+            raise ValueError(
+                "--tokenizer marian is an imported Marian model's own: fine-tune that model with "
+                "--from RUN (numpy-transformer import DIR --out RUN writes the run)"
+            )
+        if self.data is None:
+            task = self.task or DEFAULT_TASK
+            not_applicable = [
+                name
+                for name, value in (
+                    ("vocab-size", self.vocab_size),
+                    ("max-length", self.max_length),
+                    ("bpe-dropout", self.bpe_dropout or None),
+                )
+                if value is not None
+            ] + (["shared-vocab"] if self.shared_vocab else [])
+            if not_applicable:
+                raise ValueError(
+                    f"--{not_applicable[0]} applies to --data corpora only, not to the task {task}"
+                )
+            tokenizer = self.tokenizer or TASK_TOKENIZERS[task]
+            if task != "numbers-en-fr" and tokenizer != "char":
+                raise ValueError(
+                    f"the task {task} is written in characters: --tokenizer {tokenizer} does not apply"
+                )
+            if tokenizer == "bpe":
+                raise ValueError("--tokenizer bpe learns from a corpus: give --data FILE.tsv")
+            return replace(
+                self,
+                task=task,
+                tokenizer=tokenizer,
+                steps=self.steps or (None if self.time_budget else TASK_STEPS),
+                lr=self.lr or TASK_LR,
+                warmup=self.warmup or WARMUP,
+                patience=0 if self.patience is None else self.patience,
+            )
+        # --from: the run's own tokenizer and vocabularies (Trainer.create fills them in)
+        chosen = self.tokenizer or (None if self.from_run else "bpe")
+        if chosen not in ("bpe", None) and self.vocab_size is not None:
+            raise ValueError(f"--vocab-size applies to --tokenizer bpe only, not {chosen}")
+        return replace(
+            self,
+            tokenizer=chosen,
+            # None: the corpus chooses (a --from run: the run's own)
+            vocab_size=self.vocab_size if chosen in ("bpe", None) else None,
+            max_length=self.max_length or MAX_LENGTH,
+            lr=self.lr or (FROM_LR if self.from_run else DATA_LR),
+            warmup=self.warmup or (FROM_WARMUP if self.from_run else WARMUP),
+            time_budget=DATA_TIME_BUDGET
+            if self.steps is None and self.time_budget is None
+            else self.time_budget,
+            patience=DATA_PATIENCE if self.patience is None else self.patience,
+        )
+
+
+SECTIONS: dict[str, Any] = {"model": ModelConfig, "train": TrainConfig}
+
+
+def read_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
+    """``{"model": {...}, "train": {...}}`` from a TOML file of [model] and [train] tables (a run's
+    config.toml is one), each value checked; an unknown table or key is named with the file."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+
+    path = Path(path)
+    try:
+        with open(path, "rb") as file:
+            document = tomllib.load(file)
+    except OSError as error:
+        raise ValueError(f"--config {path}: cannot be read ({error.strerror or error})") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"--config {path}: not valid TOML ({error})") from None
+    sections: dict[str, dict[str, Any]] = {}
+    for section, values in document.items():
+        cls = SECTIONS.get(section)
+        if cls is None or not isinstance(values, dict):
+            raise ValueError(
+                f"--config {path}: unknown table [{section}]; the tables are [model] and [train]"
+            )
+        by_name = {item.name: item for item in fields(cls)}
+        for key, value in values.items():
+            if key not in by_name:
+                raise ValueError(
+                    f"--config {path}: unknown setting {key!r} in [{section}]; its settings are: "
+                    f"{', '.join(by_name)}"
+                )
+            check_value(cls, by_name[key], value, where=f"--config {path}: [{section}] ")
+        sections[section] = dict(values)
+    return sections
+
+
+def config_toml(model: ModelConfig, train: TrainConfig | None = None) -> str:
+    """The run's resolved configuration as a TOML document that ``--config`` reads back (the model
+    alone for an imported one)."""
+    lines = ["# The configuration this run resolved to: train --config FILE reads it back."]
+    for section, config in (("model", model), ("train", train)):
+        if config is None:
+            continue
+        lines.append(f"\n[{section}]")
+        for name, value in asdict(config).items():
+            if value is None:
+                lines.append(f"# {name}: not set")
+            elif isinstance(value, bool):
+                lines.append(f"{name} = {str(value).lower()}")
+            elif isinstance(value, str):  # a JSON string, control characters escaped, is a TOML basic string
+                text = json.dumps(value).replace("\x7f", "\\u007f")
+                lines.append(f"{name} = {text}")
+            else:
+                lines.append(f"{name} = {value!r}")
+    return "\n".join(lines) + "\n"
+
+
+def resume_conflicts(given: dict[str, dict[str, Any]], saved: dict[str, Any]) -> None:
+    """Refuse, naming the flag, a setting given to ``--resume`` whose value differs from the saved
+    run's and that ``on_resume`` does not let change. ``given``: section -> field -> value;
+    ``saved``: section -> the saved dataclass."""
+    for section, values in given.items():
+        config = saved[section]
+        for item in fields(config):
+            if item.name in values and not item.metadata["on_resume"]:
+                value, kept = values[item.name], getattr(config, item.name)
+                if item.name in ("data", "from_run") and value is not None:
+                    value = str(Path(value).expanduser().resolve())
+                if value != kept:
+                    flag = flag_of(item)
+                    if isinstance(kept, bool):  # shown as typed: the flag, or its absence
+                        typed, was = (flag if on != item.default else f"no {flag}" for on in (value, kept))
+                        difference = f"{typed} differs from the saved run, which has {was}"
+                    else:
+                        difference = f"{flag} {value!r} differs from the saved run's {kept!r}"
+                    raise ValueError(
+                        f"{difference}: --resume continues the run as it was saved (only "
+                        f"{' and '.join(resumable_flags())} may change); start a new run (another --out, or "
+                        "--overwrite) to change it"
+                    )
+
+
+def resumable_flags() -> list[str]:
+    """The flags whose settings ``--resume`` may change."""
+    return [flag_of(item) for cls in SECTIONS.values() for item in fields(cls) if item.metadata["on_resume"]]
+
+
+def resumable_fields() -> list[str]:
+    """The TrainConfig fields ``--resume`` may change (Trainer.resume takes them by name)."""
+    return [item.name for item in fields(TrainConfig) if item.metadata["on_resume"]]

@@ -1,0 +1,913 @@
+"""Autoregressive decoding: greedy, sampling and beam search, with or without a key/value cache.
+
+Every strategy encodes the source once, starts every sequence from ``<bos>`` and stops a
+sequence at ``<eos>`` or after ``max_len`` tokens. Results are (B, L) id arrays: the tokens after
+``<bos>``, the ``<eos>`` included, and ``eos_id`` filling the places after a sequence ended.
+
+Without a cache (``use_cache=False``) each step re-runs the decoder over the whole prefix, as
+the design notes do: O(T^2) work for T tokens. With the cache each new token costs O(T):
+
+* MHA keeps every earlier token's keys and values per layer: 2 * d_model numbers per token.
+* MLA keeps only the latent c = x W_c^T: d_model / 4 numbers per token, decompressed to keys
+  and values when attending.
+* Absorbed MLA (``absorbed=True``) never decompresses: W_k_decompress is folded into the query
+  side (q_h . (W_kd_h c) = (W_kd_h^T q_h) . c) and W_v_decompress into the output side
+  (sum_h (P_h c) W_vd_h^T W_o_h^T), so attention runs directly over the cached latent.
+
+Cross-attention keys and values (or the latent) are computed once per source batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from functools import wraps
+from typing import Any
+
+from ..backend import Array, get_array_module, make_rng
+from ..functional import split_heads
+from ..kernels import ops
+from ..layers import check_id_array
+from ..machine import blas_threads
+from ..model import Transformer, causal_mask
+from .data import PAD_ID
+
+# ----------------------------------------------------------------------------------------------
+# argument checks
+
+
+def check_decode_arguments(
+    model: Transformer, src: Array, src_mask: Array | None, max_len: int, bos_id: int, eos_id: int
+) -> None:
+    """Clear errors, naming the argument and value, before any decoding work (the ids, their lengths
+    and the mask as the model's encode checks them)."""
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be an integer >= 1, got {max_len!r}")
+    vocab = model.tgt_embed.vocab_size
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
+            raise ValueError(f"{name} must be a token id in [0, {vocab}), got {value!r}")
+    check_id_array(src, "src")
+    if 0 in src.shape:
+        raise ValueError(
+            f"src must hold at least one sequence of at least one token, got shape {tuple(src.shape)}"
+        )
+    model.check_inputs(src, src_mask, None, None)
+    if max_len > model.tgt_pos.seq_len:
+        raise ValueError(
+            f"max_len={max_len} exceeds the target positional table's seq_len={model.tgt_pos.seq_len}"
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# the key/value cache
+
+
+def product(x: Array, weight_in_out: Array, bias: Array | None = None) -> Array:
+    """x @ W (+ b) for a weight kept as an (in, out) view: the linear layer, by the kernels in use."""
+    return ops.linear_forward(x, weight_in_out.T, bias)[0]
+
+
+class _SelfCache:
+    """Growing per-layer storage (N, G, capacity, W) for the decoder's self-attention.
+
+    G = H heads of width K for MHA's keys or values; G = 1 for MLA's latent, which every head shares.
+    """
+
+    def __init__(self, rows: int, groups: int, capacity: int, width: int, dtype: Any) -> None:
+        self.store = get_array_module().zeros((rows, groups, capacity, width), dtype=dtype)
+        self.length = 0
+
+    def append(self, values: Array) -> Array:
+        """Store (N, G, 1, W) at the next position; return everything stored so far (N, G, t, W)."""
+        self.store[:, :, self.length : self.length + 1] = values
+        self.length += 1
+        return self.store[:, :, : self.length]
+
+    @property
+    def nbytes(self) -> int:
+        rows, groups, _, width = self.store.shape
+        return rows * groups * self.length * width * self.store.itemsize
+
+
+class _LayerCache:
+    """One decoder layer during cached decoding: what it keeps between steps, and its step.
+
+    A step feeds one token per row, so it works on (N, D) rows and (N, H, 1, K) heads: a head
+    split is a free reshape, never a transpose. The weights a step reads are fetched once, as
+    (in, out) views (``.T`` of the stored (out, in) arrays), and one product makes everything a
+    sublayer's input feeds: MHA's query, key and value, or MLA's query and latent. Subclasses
+    give the two attention sublayers; ``self_caches`` are the growing per-token stores and
+    ``cross`` the arrays made once from the encoder output.
+    """
+
+    self_caches: list[_SelfCache]
+    cross: list[Array]
+
+    def __init__(self, layer: Any, n_heads: int, src_mask: Array | None) -> None:
+        self.n_heads, self.src_mask = n_heads, src_mask
+        ffn = layer.feed_forward_block
+        self.ffn_weights = (
+            ffn.linear_1.weight.data,
+            ffn.linear_1.bias.data,
+            ffn.linear_2.weight.data,
+            ffn.linear_2.bias.data,
+        )
+        self.activation = getattr(ops, f"{ffn.activation}_forward")
+        sublayers = (self.self_attention, self.cross_attention, self.feed_forward)
+        self.residuals = [
+            (
+                sublayer,
+                residual.norm.gamma.data,
+                residual.norm.beta.data,
+                residual.norm_first,
+                residual.norm.eps,
+            )
+            for residual, sublayer in zip(layer.residual_connections, sublayers)
+        ]
+
+    def step(self, x: Array) -> Array:
+        """The layer's three residual sublayers on the new position: (N, D) -> (N, D)."""
+        for sublayer, gamma, beta, norm_first, eps in self.residuals:
+            if norm_first:  # x + sublayer(norm(x)); no dropout in decoding
+                x = x + sublayer(ops.layer_norm_forward(x, gamma, beta, eps)[0])
+            else:  # norm(x + sublayer(x))
+                x = ops.layer_norm_forward(x + sublayer(x), gamma, beta, eps)[0]
+        return x
+
+    def step_weights(self) -> list[Array]:
+        """Every weight matrix a step multiplies by, as an (in, out) view."""
+        return [self.ffn_weights[0].T, self.ffn_weights[2].T]
+
+    def self_attention(self, y: Array) -> Array:
+        raise NotImplementedError
+
+    def cross_attention(self, y: Array) -> Array:
+        raise NotImplementedError
+
+    def feed_forward(self, y: Array) -> Array:
+        w1, b1, w2, b2 = self.ffn_weights
+        hidden, _ = self.activation(ops.linear_forward(y, w1, b1)[0])
+        return ops.linear_forward(hidden, w2, b2)[0]
+
+    def attend(
+        self,
+        q: Array,
+        keys: Array,
+        values: Array,
+        mask: Array | None,
+        w_out: Array,
+        scale: float | None = None,
+        b_out: Array | None = None,
+    ) -> Array:
+        """Heads q (N, H, 1, W) over keys, values (N, G, t, W), then the output product w_out (H*W, D)
+        (and its bias b_out (D,), if any) -> (N, D)."""
+        context, _ = ops.attention_forward(q, keys, values, mask, scale=scale)
+        return product(context.reshape(q.shape[0], -1), w_out, b_out)
+
+    def reorder(self, rows: Array) -> None:
+        for cache in self.self_caches:
+            cache.store = cache.store[rows]
+        self.cross = [part[rows] for part in self.cross]
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask[rows]
+
+
+class _MHALayerCache(_LayerCache):
+    """Keeps every earlier token's keys and values per head; the source's keys and values once."""
+
+    def __init__(
+        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+    ) -> None:
+        super().__init__(layer, n_heads, src_mask)
+        block, cross = layer.self_attention_block, layer.cross_attention_block
+        rows, d = encoder_output.shape[0], encoder_output.shape[-1]
+        self.w_qkv, self.w_o = block.stacked_qkv.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
+        self.cross_w_q, self.cross_w_o = cross.stacked_qkv[:d].T, cross.w_o.weight.data.T
+        # the biases (3D,) and (D,) of Marian's projections, or None
+        self.b_qkv, self.b_o = block.stacked_qkv_bias, _bias(block.w_o)
+        cross_b_qkv = cross.stacked_qkv_bias
+        self.cross_b_q, self.cross_b_o = None if cross_b_qkv is None else cross_b_qkv[:d], _bias(cross.w_o)
+        self.self_caches = [
+            _SelfCache(rows, n_heads, capacity, d // n_heads, encoder_output.dtype) for _ in "kv"
+        ]
+        keys_values = product(
+            encoder_output, cross.stacked_qkv[d:].T, None if cross_b_qkv is None else cross_b_qkv[d:]
+        )
+        self.cross = [
+            split_heads(part, n_heads).copy() for part in (keys_values[..., :d], keys_values[..., d:])
+        ]
+
+    def step_weights(self) -> list[Array]:
+        return [self.w_qkv, self.w_o, self.cross_w_q, self.cross_w_o, *super().step_weights()]
+
+    def self_attention(self, y: Array) -> Array:
+        """The new position (N, D) attends over itself and every cached one -> (N, D)."""
+        qkv = product(y, self.w_qkv, self.b_qkv)
+        q, k, v = qkv.reshape(y.shape[0], 3, self.n_heads, 1, -1).swapaxes(0, 1)
+        keys, values = self.self_caches
+        return self.attend(q, keys.append(k), values.append(v), None, self.w_o, b_out=self.b_o)
+
+    def cross_attention(self, y: Array) -> Array:
+        """The new position (N, D) attends over the encoder output -> (N, D)."""
+        q = product(y, self.cross_w_q, self.cross_b_q).reshape(y.shape[0], self.n_heads, 1, -1)
+        keys, values = self.cross
+        return self.attend(q, keys, values, self.src_mask, self.cross_w_o, b_out=self.cross_b_o)
+
+
+def _bias(weight: Any) -> Array | None:
+    """A projection's bias array, or None where it has none."""
+    return None if weight.bias is None else weight.bias.data
+
+
+class _MLALayerCache(_LayerCache):
+    """Keeps one latent of width L = D / 4 per token, decompressed to keys and values when attending."""
+
+    def __init__(
+        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+    ) -> None:
+        super().__init__(layer, n_heads, src_mask)
+        block, cross = layer.self_attention_block, layer.cross_attention_block
+        rows, d = encoder_output.shape[0], encoder_output.shape[-1]
+        self.d_model, self.latent_dim = d, block.latent_dim
+        self.w_q_latent, self.w_o = block.stacked_q_compress.T, block.w_o.weight.data.T  # (D, D + L), (D, D)
+        self.w_decompress = block.stacked_kv_decompress.T  # (L, 2D)
+        self.cross_w_q, self.cross_w_o = cross.stacked_q_compress[:d].T, cross.w_o.weight.data.T
+        self.cross_w_decompress = cross.stacked_kv_decompress.T
+        self.self_caches = [_SelfCache(rows, 1, capacity, self.latent_dim, encoder_output.dtype)]
+        self.cross = [product(encoder_output, cross.stacked_q_compress[d:].T)[:, None]]  # (N, 1, S, L)
+
+    def step_weights(self) -> list[Array]:
+        return [
+            self.w_q_latent,
+            self.w_o,
+            self.w_decompress,
+            self.cross_w_q,
+            self.cross_w_o,
+            self.cross_w_decompress,
+            *super().step_weights(),
+        ]
+
+    def self_attention(self, y: Array) -> Array:
+        d = self.d_model
+        q_latent = product(y, self.w_q_latent)  # (N, D + L): the query and the new latent
+        latents = self.self_caches[0].append(q_latent[:, None, None, d:])
+        q = q_latent[:, :d].reshape(y.shape[0], self.n_heads, 1, -1)
+        keys, values = self._decompress(latents, self.w_decompress)
+        return self.attend(q, keys, values, None, self.w_o)
+
+    def cross_attention(self, y: Array) -> Array:
+        q = product(y, self.cross_w_q).reshape(y.shape[0], self.n_heads, 1, -1)
+        keys, values = self._decompress(self.cross[0], self.cross_w_decompress)
+        return self.attend(q, keys, values, self.src_mask, self.cross_w_o)
+
+    def _decompress(self, latents: Array, w_decompress: Array) -> tuple[Array, Array]:
+        """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
+        keys_values = product(latents[:, 0], w_decompress)
+        d = self.d_model
+        return split_heads(keys_values[..., :d], self.n_heads), split_heads(
+            keys_values[..., d:], self.n_heads
+        )
+
+
+class _AbsorbedMLALayerCache(_MLALayerCache):
+    """MLA attending directly over the cached latent, the decompressions folded into the projections.
+
+    Per attention block: W_in stacks the rows W_kd_h^T W_q_h of every head (H*L, D), so one product
+    gives every head's absorbed query q_h W_q_h^T W_kd_h (the self-attention's W_in also appends
+    W_compress (L, D): the new latent in the same product); W_ov (H*L, D) stacks W_vd_h^T W_o_h^T,
+    so the heads' latent contexts map straight to the output.
+    """
+
+    def __init__(
+        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+    ) -> None:
+        super().__init__(layer, n_heads, encoder_output, src_mask, capacity)
+        self.scale = 1 / math.sqrt(self.d_model // n_heads)  # the heads' width K, not the latent's
+        self.w_in, self.w_ov = self._absorb(layer.self_attention_block, with_latent=True)
+        self.cross_w_in, self.cross_w_ov = self._absorb(layer.cross_attention_block, with_latent=False)
+
+    def _absorb(self, block: Any, with_latent: bool) -> tuple[Array, Array]:
+        """(W_in^T (D, H*L [+ L]), W_ov (H*L, D)): both (in, out), the first a view of the (out, in) W_in."""
+        xp = get_array_module()
+        h, d, latent_dim = self.n_heads, self.d_model, self.latent_dim
+        w_q = block.stacked_q_compress[:d].reshape(h, d // h, d)
+        w_kd = block.stacked_kv_decompress[:d].reshape(h, d // h, latent_dim)
+        w_vd = block.stacked_kv_decompress[d:].reshape(h, d // h, latent_dim)
+        w_o = block.w_o.weight.data.reshape(d, h, d // h).transpose(1, 2, 0)
+        w_in = (w_kd.transpose(0, 2, 1) @ w_q).reshape(h * latent_dim, d)
+        if with_latent:
+            w_in = xp.concatenate([w_in, block.stacked_q_compress[d:]])
+        w_ov = (w_vd.transpose(0, 2, 1) @ w_o).reshape(h * latent_dim, d)
+        return w_in.T, w_ov
+
+    def step_weights(self) -> list[Array]:
+        return [self.w_in, self.w_ov, self.cross_w_in, self.cross_w_ov, *_LayerCache.step_weights(self)]
+
+    def self_attention(self, y: Array) -> Array:
+        width = self.n_heads * self.latent_dim
+        q_latent = product(y, self.w_in)  # (N, H*L + L): every head's absorbed query, then the new latent
+        latents = self.self_caches[0].append(q_latent[:, None, None, width:])
+        return self._attend_absorbed(q_latent[:, :width], latents, None, self.w_ov)
+
+    def cross_attention(self, y: Array) -> Array:
+        return self._attend_absorbed(
+            product(y, self.cross_w_in), self.cross[0], self.src_mask, self.cross_w_ov
+        )
+
+    def _attend_absorbed(self, q_latent: Array, latents: Array, mask: Array | None, w_ov: Array) -> Array:
+        """Absorbed queries (N, H*L) over latents (N, 1, t, L), then W_ov -> (N, D)."""
+        q = q_latent.reshape(q_latent.shape[0], self.n_heads, 1, -1)
+        return self.attend(q, latents, latents, mask, w_ov, scale=self.scale)
+
+
+class DecoderCache:
+    """Everything the decoder keeps between steps, for one batch of N rows: one cache per layer.
+
+    ``mode`` is "mha" (keys and values), "mla" (the latent) or "mla-absorbed" (the latent, with
+    the decompressions folded into the query and output projections).
+    """
+
+    def __init__(
+        self, model: Transformer, encoder_output: Array, src_mask: Array | None, capacity: int, absorbed: bool
+    ) -> None:
+        config = model.config
+        self.mode = "mha" if config["attention"] == "mha" else ("mla-absorbed" if absorbed else "mla")
+        layer_cache = {"mha": _MHALayerCache, "mla": _MLALayerCache, "mla-absorbed": _AbsorbedMLALayerCache}[
+            self.mode
+        ]
+        self.layers = [
+            layer_cache(layer, config["h"], encoder_output, src_mask, capacity)
+            for layer in model.decoder.layers
+        ]
+        self.position = 0
+        self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
+        final, proj = model.decoder.norm, model.projection_layer.proj
+        self.final_norm = None if final is None else (final.gamma.data, final.beta.data, final.eps)
+        assert proj.bias is not None  # the projection always has its bias
+        self.projection = (proj.weight.data, proj.bias.data)
+
+    @property
+    def self_attention_nbytes(self) -> int:
+        """Bytes held for earlier target tokens: layers x N x tokens x stored width x itemsize."""
+        return sum(cache.nbytes for layer in self.layers for cache in layer.self_caches)
+
+    @property
+    def cross_attention_nbytes(self) -> int:
+        return sum(int(part.nbytes) for layer in self.layers for part in layer.cross)
+
+    @property
+    def nbytes(self) -> int:
+        return self.self_attention_nbytes + self.cross_attention_nbytes
+
+    def step_weights(self) -> list[Array]:
+        """Every weight matrix a step multiplies by, as an (in, out) view: the layers' and the projection's."""
+        return [weight for layer in self.layers for weight in layer.step_weights()] + [self.projection[0].T]
+
+    @property
+    def step_weight_nbytes(self) -> int:
+        """Bytes of weights one step reads; at batch 1 streaming them bounds the step's time."""
+        return sum(int(weight.nbytes) for weight in self.step_weights())
+
+    def reorder(self, rows: Array) -> None:
+        """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams."""
+        for layer in self.layers:
+            layer.reorder(rows)
+
+    def step(self, tokens: Array) -> Array:
+        """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""
+        x, _ = ops.embedding_forward(tokens, self.embedding)  # (N, D)
+        x += self.positions[self.position]
+        for layer in self.layers:
+            x = layer.step(x)
+        self.position += 1
+        if self.final_norm is not None:
+            x, _ = ops.layer_norm_forward(x, *self.final_norm)
+        return ops.linear_forward(x, *self.projection)[0]
+
+
+class _UncachedDecoder:
+    """The design notes' way: keep the prefix and run it all through the decoder at every step."""
+
+    def __init__(self, model: Transformer, encoder_output: Array, src_mask: Array | None) -> None:
+        xp = get_array_module()
+        self.model, self.encoder_output, self.src_mask = model, encoder_output, src_mask
+        self.prefix = xp.zeros((encoder_output.shape[0], 0), dtype=xp.int64)
+
+    def step(self, tokens: Array) -> Array:
+        xp = get_array_module()
+        self.prefix = xp.concatenate([self.prefix, tokens[:, None].astype(xp.int64)], axis=1)
+        decoded = self.model.decode(
+            self.encoder_output, self.src_mask, self.prefix, causal_mask(self.prefix.shape[1])
+        )
+        return self.model.project(decoded[:, -1:])[:, 0]
+
+    def reorder(self, rows: Array) -> None:
+        self.prefix, self.encoder_output = self.prefix[rows], self.encoder_output[rows]
+        if self.src_mask is not None:
+            self.src_mask = self.src_mask[rows]
+
+
+def _start(
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    use_cache: bool,
+    absorbed: bool,
+    repeat: int = 1,
+) -> Any:
+    """Encode once and return a stepper (cached or not) for ``src`` rows each repeated ``repeat`` times."""
+    xp = get_array_module()
+    if absorbed and model.config["attention"] != "mla":
+        raise ValueError("absorbed=True needs a model built with attention='mla'")
+    if src_mask is not None and bool(src_mask.all()):
+        src_mask = None  # it hides nothing: attention skips the masking at every layer and step
+    encoder_output = model.encode(src, src_mask, checked=True)  # by check_decode_arguments
+    if repeat > 1:
+        encoder_output = xp.repeat(encoder_output, repeat, axis=0)
+        src_mask = xp.repeat(src_mask, repeat, axis=0) if src_mask is not None else None
+    if use_cache:
+        return DecoderCache(model, encoder_output, src_mask, max_len, absorbed)
+    return _UncachedDecoder(model, encoder_output, src_mask)
+
+
+# A decoding call whose batch rows times decoder weights (about what one step reads) stay below this
+# runs BLAS on one thread: there a second thread buys next to nothing, while waking OpenBLAS's idle
+# worker after a pause delays the call's first product (benchmarks/README.md has the figures).
+ONE_BLAS_THREAD_MAX = 1_000_000
+
+
+def decoder_weights(config: dict) -> int:
+    """The weights of the decoder layers' matrices and the output projection: about what one step
+    reads (a cached step skips cross-attention's key and value matrices; see DecoderCache.step_weights)."""
+    d = config["d_model"]
+    return config["N"] * (8 * d * d + 2 * d * config["d_ff"]) + config["tgt_vocab_size"] * d
+
+
+def decoding_blas_threads(model: Transformer, rows: int) -> AbstractContextManager:
+    """The BLAS threads for decoding ``rows`` sequences: one when the work is small, else unchanged."""
+    return blas_threads(1) if rows * decoder_weights(model.config) < ONE_BLAS_THREAD_MAX else nullcontext()
+
+
+def _decoding_call(function: Callable) -> Callable:
+    """Check the arguments every strategy shares, then decode with dropout off (the model's mode
+    is restored afterwards) and, for small work, BLAS on one thread."""
+
+    @wraps(function)
+    def wrapper(
+        model: Transformer,
+        src: Array,
+        src_mask: Array | None,
+        max_len: int,
+        bos_id: int,
+        eos_id: int,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        check_decode_arguments(model, src, src_mask, max_len, bos_id, eos_id)
+        with model.evaluating(), decoding_blas_threads(model, src.shape[0]):
+            return function(model, src, src_mask, max_len, bos_id, eos_id, *args, **kwargs)
+
+    return wrapper
+
+
+def block_repeated_ngrams(scores: Array, history: Array, n: int) -> Array:
+    """``scores`` (N, V) with -inf for every token that would repeat an n-gram of its row's ``history``
+    (N, L): a token t is blocked when the row's last n - 1 tokens followed by t occur in it already.
+
+    Fixed shapes, no transfer to the host: every window of n - 1 tokens is compared with the row's
+    suffix, and the token after each matching window is counted into an (N, V) table.
+    """
+    xp = get_array_module()
+    rows, length = history.shape
+    if n < 1 or length < n:  # no n-gram has been generated yet
+        return scores
+    if n == 1:
+        blocked_tokens, matches = history, xp.ones(history.shape, dtype=bool)
+    else:
+        windows = length - n + 1  # windows of n - 1 tokens that have a token after them
+        suffix = history[:, length - n + 1 :]  # (N, n - 1)
+        matches = xp.ones((rows, windows), dtype=bool)
+        for offset in range(n - 1):
+            matches &= history[:, offset : offset + windows] == suffix[:, offset : offset + 1]
+        blocked_tokens = history[:, n - 1 :]  # (N, windows): the token after each window
+    counts = xp.zeros(scores.shape, dtype=xp.int32)
+    row_index = xp.broadcast_to(xp.arange(rows)[:, None], blocked_tokens.shape)
+    xp.add.at(counts, (row_index, blocked_tokens), matches.astype(xp.int32))
+    return xp.where(counts > 0, -xp.inf, scores)
+
+
+def never_emitted(vocab: int, bos_id: int, eos_id: int, pad_id: int | None) -> tuple[int, ...]:
+    """The ids a translation never holds: <bos> and <pad> (``pad_id`` None: none), never <eos>."""
+    if pad_id is not None and (
+        isinstance(pad_id, bool) or not isinstance(pad_id, int) or not 0 <= pad_id < vocab
+    ):
+        raise ValueError(f"pad_id must be None or a token id in [0, {vocab}), got {pad_id!r}")
+    never = {bos_id} if pad_id is None else {bos_id, pad_id}
+    return tuple(sorted(never - {eos_id}))
+
+
+def block_disallowed(
+    scores: Array, history: Array | None, no_repeat_ngram: int, never: tuple[int, ...], eos_id: int
+) -> Array:
+    """``scores`` (N, V) with -inf for every token that may not come next: the ``never`` ids and,
+    with ``no_repeat_ngram``, a token that would repeat an n-gram of ``history`` (N, L). <eos> stays
+    allowed, so a sentence can always end: with n = 1 every other token can be used up."""
+    xp = get_array_module()
+    blocked = block_repeated_ngrams(scores, history, no_repeat_ngram) if history is not None else scores
+    if blocked is scores:
+        blocked = scores.copy()  # the caller keeps its scores as they were (return_logits)
+    blocked[:, list(never)] = -xp.inf
+    blocked[:, eos_id] = scores[:, eos_id]
+    return blocked
+
+
+def _generate(
+    stepper: Any,
+    batch: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    choose: Callable[[Array], Array],
+    no_repeat_ngram: int = 0,
+    never: tuple[int, ...] = (),
+) -> tuple[Array, Array]:
+    """The loop shared by greedy and sampling: (ids (B, L), logits (B, L, V)); the ``never`` ids and,
+    with ``no_repeat_ngram`` n, a token that would repeat an n-gram of the tokens generated so far
+    are never chosen (block_disallowed)."""
+    xp = get_array_module()
+    last = xp.full(batch, bos_id, dtype=xp.int64)
+    finished = xp.zeros(batch, dtype=bool)
+    tokens: list[Array] = []
+    all_logits: list[Array] = []
+    for _ in range(max_len):
+        logits = stepper.step(last)
+        all_logits.append(logits)
+        history = xp.stack(tokens, axis=1) if no_repeat_ngram and tokens else None
+        logits = block_disallowed(logits, history, no_repeat_ngram, never, eos_id)
+        last = xp.where(finished, eos_id, choose(logits))
+        tokens.append(last)
+        finished |= last == eos_id
+        if bool(finished.all()):
+            break
+    return xp.stack(tokens, axis=1), xp.stack(all_logits, axis=1)
+
+
+@_decoding_call
+def greedy_decode(
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    absorbed: bool = False,
+    return_logits: bool = False,
+    no_repeat_ngram: int = 0,
+    pad_id: int | None = PAD_ID,
+) -> Array | tuple[Array, Array]:
+    """Pick the most likely token at every step. src (B, S) -> ids (B, L), L <= max_len.
+
+    ``absorbed`` (MLA models) attends over the cached latent without decompressing it.
+    With ``return_logits`` also returns every step's logits (B, L, V); ``no_repeat_ngram`` n > 0
+    never repeats an n-gram (block_repeated_ngrams). ``bos_id`` and ``pad_id`` are never emitted.
+    """
+    check_no_repeat_ngram(no_repeat_ngram)
+    never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
+    stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
+    ids, logits = _generate(
+        stepper, src.shape[0], max_len, bos_id, eos_id, lambda z: z.argmax(axis=-1), no_repeat_ngram, never
+    )
+    return (ids, logits) if return_logits else ids
+
+
+def filter_logits(
+    logits: Array, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None
+) -> Array:
+    """Probabilities (N, V) after temperature, then top-k, then nucleus (top-p) filtering."""
+    xp = get_array_module()
+    scaled = logits / temperature
+    if top_k is not None and top_k < scaled.shape[-1]:
+        kth = -xp.partition(-scaled, top_k - 1, axis=-1)[:, top_k - 1 : top_k]
+        scaled = xp.where(scaled < kth, -xp.inf, scaled)
+    probs, _ = ops.softmax_forward(scaled)
+    if top_p is not None and top_p < 1.0:
+        order = xp.argsort(-probs, axis=-1)
+        sorted_probs = xp.take_along_axis(probs, order, axis=-1)
+        # keep the smallest prefix whose mass reaches top_p (the first token is always kept)
+        drop_sorted = (xp.cumsum(sorted_probs, axis=-1) - sorted_probs) >= top_p
+        # back to vocabulary order through the inverse permutation (put_along_axis is not in CuPy 13)
+        drop = xp.take_along_axis(drop_sorted, xp.argsort(order, axis=-1), axis=-1)
+        probs = xp.where(drop, 0.0, probs)
+        probs /= probs.sum(axis=-1, keepdims=True)
+    return probs
+
+
+def check_no_repeat_ngram(n: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"no_repeat_ngram must be an integer >= 0 (0: off), got {n!r}")
+
+
+def check_sampling_arguments(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    if not (isinstance(temperature, (int, float)) and temperature > 0):
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be an integer >= 1, got {top_k!r}")
+    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+@_decoding_call
+def sample_decode(
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    absorbed: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    return_logits: bool = False,
+    no_repeat_ngram: int = 0,
+    pad_id: int | None = PAD_ID,
+) -> Array | tuple[Array, Array]:
+    """Sample each token from the (filtered) softmax. The draws come from the model's generator,
+    or from a fresh one seeded with ``seed`` (same seed, same output)."""
+    check_sampling_arguments(temperature, top_k, top_p)
+    check_no_repeat_ngram(no_repeat_ngram)
+    never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
+    xp = get_array_module()
+    rng = model.rng if seed is None else make_rng(seed)
+
+    def choose(logits: Array) -> Array:
+        probs = filter_logits(logits, temperature, top_k, top_p)
+        uniform = rng.random((probs.shape[0], 1), dtype=probs.dtype)
+        # inverse CDF: the first index whose cumulative probability exceeds the uniform draw
+        index = (xp.cumsum(probs, axis=-1) <= uniform * probs.sum(axis=-1, keepdims=True)).sum(axis=-1)
+        return xp.minimum(index, probs.shape[-1] - 1)
+
+    stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
+    ids, logits = _generate(stepper, src.shape[0], max_len, bos_id, eos_id, choose, no_repeat_ngram, never)
+    return (ids, logits) if return_logits else ids
+
+
+def beam_search_steps(
+    step: Callable[[Array], Array],
+    reorder: Callable[[Array], None],
+    batch: int,
+    beam_width: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 1.0,
+    early_stopping: bool = True,
+    no_repeat_ngram: int = 0,
+    never: tuple[int, ...] = (),
+    n_best: int = 1,
+) -> tuple[Array, Array]:
+    """Beam search over any next-token model given as ``step(last tokens (B*W,)) -> logits (B*W, V)``.
+    The ``never`` ids are never emitted, nor with ``no_repeat_ngram`` a repeated n-gram.
+
+    Beams of one batch item are consecutive rows. A beam that emitted <eos> is finished: it only
+    continues with <eos> at no cost. Candidates are ranked by summed log-probability; the final
+    choice divides it by length ** length_penalty. With ``early_stopping`` an item stops once its
+    ``n_best`` best beams have finished. Returns the ``n_best`` best of each item, best first:
+    (ids (B, n_best, L), normalised scores (B, n_best)).
+    """
+    xp = get_array_module()
+    width = beam_width
+    rows = batch * width
+    scores = xp.zeros((batch, width))
+    scores[:, 1:] = -xp.inf  # all beams start identical: keep one copy alive at first
+    last = xp.full(rows, bos_id, dtype=xp.int64)
+    finished = xp.zeros(rows, dtype=bool)
+    lengths = xp.zeros(rows, dtype=xp.int64)
+    history = xp.zeros((rows, 0), dtype=xp.int64)
+    for _ in range(max_len):
+        logits = step(last)
+        log_probs = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = log_probs - xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
+        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id)
+        vocab = log_probs.shape[-1]
+        eos_only = xp.full(vocab, -xp.inf)
+        eos_only[eos_id] = 0.0
+        log_probs = xp.where(finished[:, None], eos_only, log_probs)
+        candidates = (scores.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
+        # stable descending order: ties keep the lower index, so width 1 equals greedy's argmax
+        best = xp.argsort(-candidates, axis=-1, kind="stable")[:, :width]
+        scores = xp.take_along_axis(candidates, best, axis=-1)
+        source_rows = (best // vocab + xp.arange(batch)[:, None] * width).reshape(rows)
+        last = (best % vocab).reshape(rows)
+        reorder(source_rows)
+        was_finished = finished[source_rows]
+        history = xp.concatenate([history[source_rows], last[:, None]], axis=1)
+        lengths = lengths[source_rows] + (~was_finished)
+        finished = was_finished | (last == eos_id)
+        normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
+        # stable: of equal scores the lower beam first, so n_best 1 is the argmax
+        top = xp.argsort(-normalised, axis=-1, kind="stable")[:, :n_best]
+        top_finished = xp.take_along_axis(finished.reshape(batch, width), top, axis=-1)
+        if bool(finished.all() | (early_stopping & top_finished.all())):  # one transfer from the device
+            break
+    normalised = scores / xp.maximum(lengths.reshape(batch, width), 1) ** length_penalty
+    top = xp.argsort(-normalised, axis=-1, kind="stable")[:, :n_best]  # (B, n_best)
+    chosen_rows = (xp.arange(batch)[:, None] * width + top).reshape(-1)
+    ids = history[chosen_rows].reshape(batch, n_best, -1)
+    return ids, xp.take_along_axis(normalised, top, axis=-1)
+
+
+# beam_search's styles: this package's, where a finished beam keeps its place, or transformers' generate()
+BEAM_STYLES = ("default", "transformers")
+HF_NEG = -1.0e9  # transformers' score for an empty slot or a continuation it sets aside
+
+
+def pooled_beam_search_steps(
+    step: Callable[[Array], Array],
+    reorder: Callable[[Array], None],
+    batch: int,
+    beam_width: int,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str = False,
+    no_repeat_ngram: int = 0,
+    never: tuple[int, ...] = (),
+    n_best: int = 1,
+) -> tuple[Array, Array]:
+    """Beam search as transformers' ``generate(num_beams=W, length_penalty=..., max_length=max_len + 1,
+    early_stopping=...)`` does it, over the same ``step``/``reorder`` model as beam_search_steps.
+
+    Each step ranks the 2W best continuations of an item's W running beams. Those among the first W
+    that end (in <eos>, or by reaching ``max_len`` tokens) enter a pool of at most W finished
+    hypotheses, scored log P / length ** length_penalty (length: the tokens generated, <eos>
+    included); the W best that do not end run on. An item is done when its pool is full and its
+    best running beam, scored at its current length (at ``max_len`` with early_stopping "never" and
+    a positive penalty), cannot beat the pool's worst; with early_stopping True, when its pool is
+    full. Returns the pool's ``n_best`` best: (ids (B, n_best, L), scores (B, n_best)).
+    """
+    xp = get_array_module()
+    width, candidates = beam_width, 2 * beam_width
+    rows = batch * width
+    first = xp.arange(batch)[:, None]
+    running = xp.full((batch, width), HF_NEG)
+    running[:, 0] = 0.0  # all beams start identical: one copy alive at first
+    history = xp.zeros((rows, 0), dtype=xp.int64)
+    pool = xp.full((batch, width, max_len), eos_id, dtype=xp.int64)
+    pool_scores = xp.full((batch, width), HF_NEG)
+    pool_finished = xp.zeros((batch, width), dtype=bool)
+    pool_lengths = xp.zeros((batch, width), dtype=xp.int64)
+    improvable = xp.ones(batch, dtype=bool)
+    last = xp.full(rows, bos_id, dtype=xp.int64)
+    for t in range(max_len):
+        logits = step(last)
+        log_probs = logits - logits.max(axis=-1, keepdims=True)
+        log_probs = log_probs - xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
+        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id)
+        vocab = log_probs.shape[-1]
+        totals = (running.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
+        best = xp.argsort(-totals, axis=-1, kind="stable")[:, :candidates]  # (B, 2W), best first
+        scores = xp.take_along_axis(totals, best, axis=-1)
+        sources = (best // vocab + first * width).reshape(-1)  # (B * 2W,) rows of history
+        tokens = (best % vocab).reshape(-1)
+        extended = xp.concatenate([history[sources], tokens[:, None]], axis=1).reshape(
+            batch, candidates, t + 1
+        )
+        ends = (tokens == eos_id).reshape(batch, candidates) | (t + 1 >= max_len)
+        # the W best that run on (an ending one set aside, as transformers does)
+        keep = xp.argsort(-(scores + ends * HF_NEG), axis=-1, kind="stable")[:, :width]
+        running = xp.take_along_axis(scores + ends * HF_NEG, keep, axis=-1)
+        kept_rows = xp.take_along_axis(sources.reshape(batch, candidates), keep, axis=-1).reshape(-1)
+        last = xp.take_along_axis(tokens.reshape(batch, candidates), keep, axis=-1).reshape(-1)
+        reorder(kept_rows)
+        history = xp.concatenate([history[kept_rows], last[:, None]], axis=1)
+        # the ones among the first W that ended, into the pool if they beat what it holds
+        entered = ends & (xp.arange(candidates) < width)
+        normalised = scores / (t + 1) ** length_penalty
+        normalised = normalised + (~entered | ~improvable[:, None]) * HF_NEG
+        if early_stopping is True:
+            normalised = normalised + pool_finished.all(axis=-1, keepdims=True) * HF_NEG
+        padded = xp.full((batch, candidates, max_len), eos_id, dtype=xp.int64)
+        padded[:, :, : t + 1] = extended
+        merged_scores = xp.concatenate([pool_scores, normalised], axis=1)
+        chosen = xp.argsort(-merged_scores, axis=-1, kind="stable")[:, :width]
+        pool = xp.concatenate([pool, padded], axis=1)[first, chosen]
+        pool_scores = xp.take_along_axis(merged_scores, chosen, axis=-1)
+        pool_finished = xp.take_along_axis(xp.concatenate([pool_finished, entered], axis=1), chosen, axis=-1)
+        lengths = xp.concatenate([pool_lengths, xp.full((batch, candidates), t + 1)], axis=1)
+        pool_lengths = xp.take_along_axis(lengths, chosen, axis=-1)
+        # can a running beam still beat the pool's worst? (transformers' heuristic, per item)
+        length = max_len if early_stopping == "never" and length_penalty > 0 else t + 1
+        best_possible = running[:, 0] / length**length_penalty
+        worst = xp.where(pool_finished.all(axis=-1), pool_scores.min(axis=-1), HF_NEG)
+        improvable &= best_possible > worst
+        done = ~improvable.any() | ends.all()
+        if early_stopping is True:
+            done |= pool_finished.all()
+        if bool(done):  # one transfer from the device
+            break
+    return pool[:, :n_best, : max(int(pool_lengths[:, :n_best].max()), 1)], pool_scores[:, :n_best]
+
+
+def beam_search(
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    absorbed: bool = False,
+    beam_width: int = 4,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str | None = None,
+    no_repeat_ngram: int = 0,
+    pad_id: int | None = PAD_ID,
+    style: str = "default",
+) -> Array:
+    """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L).
+    ``bos_id`` and ``pad_id`` are never emitted. ``style`` "transformers" searches as transformers'
+    generate() does (pooled_beam_search_steps)."""
+    ids, _ = beam_search_n_best(
+        model,
+        src,
+        src_mask,
+        max_len,
+        bos_id,
+        eos_id,
+        use_cache,
+        absorbed,
+        beam_width,
+        length_penalty,
+        early_stopping,
+        no_repeat_ngram,
+        pad_id,
+        n_best=1,
+        style=style,
+    )
+    return ids[:, 0]
+
+
+@_decoding_call
+def beam_search_n_best(
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    max_len: int,
+    bos_id: int,
+    eos_id: int,
+    use_cache: bool = True,
+    absorbed: bool = False,
+    beam_width: int = 4,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str | None = None,
+    no_repeat_ngram: int = 0,
+    pad_id: int | None = PAD_ID,
+    n_best: int = 1,
+    style: str = "default",
+) -> tuple[Array, Array]:
+    """The ``n_best`` (at most ``beam_width``) best translations of each source, best first, and their
+    scores, the log-probability divided by length ** length_penalty: ids (B, n_best, L), (B, n_best).
+
+    ``style`` "default": a finished beam keeps its place (beam_search_steps), ``early_stopping``
+    True or False (default True); "transformers": as transformers' generate() (pooled_beam_search_steps),
+    ``early_stopping`` True, False or "never" (default False, generate()'s).
+    """
+    if style not in BEAM_STYLES:
+        raise ValueError(f"style must be one of {BEAM_STYLES}, got {style!r}")
+    never_stop = style == "transformers" and early_stopping == "never"
+    if not (early_stopping is None or isinstance(early_stopping, bool) or never_stop):
+        allowed = "True, False or 'never'" if style == "transformers" else "True or False"
+        raise ValueError(f"early_stopping must be {allowed} for style {style!r}, got {early_stopping!r}")
+    check_no_repeat_ngram(no_repeat_ngram)
+    never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
+    if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
+        raise ValueError(f"beam_width must be an integer >= 1, got {beam_width!r}")
+    if beam_width > model.tgt_embed.vocab_size:
+        raise ValueError(
+            f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens"
+        )
+    if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_width:
+        raise ValueError(f"n_best must be an integer in [1, beam_width={beam_width}], got {n_best!r}")
+    stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
+    common = (
+        stepper.step,
+        stepper.reorder,
+        src.shape[0],
+        beam_width,
+        max_len,
+        bos_id,
+        eos_id,
+        length_penalty,
+    )
+    if style == "transformers":
+        stop = False if early_stopping is None else early_stopping  # generate()'s default
+        return pooled_beam_search_steps(*common, stop, no_repeat_ngram, never, n_best)
+    return beam_search_steps(*common, early_stopping is not False, no_repeat_ngram, never, n_best)

@@ -1,0 +1,154 @@
+"""Scoring a model: translating batches of ids, and loss, accuracy, exact match, BLEU and chrF on pairs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..backend import get_array_module, to_numpy
+from ..kernels import ops
+from ..model import Transformer, make_src_mask
+from .data import DEFAULT_IDS, PAD_ID, SpecialIds, TranslationTask, make_batch, pad
+from .decoding import greedy_decode
+
+
+def masked_token_accuracy(logits: Any, targets: Any, pad_id: int = PAD_ID) -> tuple[int, int]:
+    """(correct, counted) argmax predictions over non-pad targets."""
+    valid = targets != pad_id
+    return int(((logits.argmax(axis=-1) == targets) & valid).sum()), int(valid.sum())
+
+
+def translate_ids(
+    model: Transformer,
+    src_ids: Sequence[Sequence[int]],
+    max_len: int | None = None,
+    ids: SpecialIds = DEFAULT_IDS,
+    **decode_options: Any,
+) -> list[list[int]]:
+    """Greedy (or any strategy's) translation of id sequences, batched; ``ids``: the vocabulary's."""
+    src = pad(src_ids, ids.pad)
+    max_len = max_len or model.tgt_pos.seq_len
+    strategy = decode_options.pop("strategy", greedy_decode)
+    out = strategy(
+        model, src, make_src_mask(src, ids.pad), max_len, ids.bos, ids.eos, pad_id=ids.pad, **decode_options
+    )
+    return [list(map(int, row)) for row in to_numpy(out)]
+
+
+def translate_n_best(
+    model: Transformer,
+    src_ids: Sequence[Sequence[int]],
+    n_best: int,
+    max_len: int | None = None,
+    ids: SpecialIds = DEFAULT_IDS,
+    **beam_options: Any,
+) -> list[list[tuple[list[int], float]]]:
+    """The ``n_best`` translations of each source by beam search, best first, with their scores
+    (log-probability / length ** length_penalty); ``beam_options`` as beam_search takes them."""
+    from .decoding import beam_search_n_best
+
+    src = pad(src_ids, ids.pad)
+    max_len = max_len or model.tgt_pos.seq_len
+    best, scores = beam_search_n_best(
+        model,
+        src,
+        make_src_mask(src, ids.pad),
+        max_len,
+        ids.bos,
+        ids.eos,
+        pad_id=ids.pad,
+        n_best=n_best,
+        **beam_options,
+    )
+    return [
+        [(list(map(int, row)), float(score)) for row, score in zip(rows, row_scores)]
+        for rows, row_scores in zip(to_numpy(best), to_numpy(scores))
+    ]
+
+
+def score_ids(
+    model: Transformer,
+    src_ids: Sequence[Sequence[int]],
+    tgt_ids: Sequence[Sequence[int]],
+    ids: SpecialIds = DEFAULT_IDS,
+) -> list[float]:
+    """log P(target | source) of each pair, in nats: the sum, over the target's tokens and the <eos>
+    that closes it, of log softmax(logits) at that token, the model fed the reference (dropout off)."""
+    xp = get_array_module()
+    batch = make_batch(src_ids, tgt_ids, ids)
+    with model.evaluating():
+        logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = xp.take_along_axis(log_probs, batch.tgt_out[..., None], axis=-1)[..., 0]  # (B, T)
+    return [float(total) for total in to_numpy(xp.where(batch.tgt_out != ids.pad, picked, 0.0).sum(axis=-1))]
+
+
+def evaluate(
+    model: Transformer,
+    task: TranslationTask,
+    pairs: Sequence[tuple[str, str]],
+    label_smoothing: float = 0.0,
+    batch_size: int = 100,
+    examples: int = 0,
+    **decode_options: Any,
+) -> dict[str, Any]:
+    """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of the translations, with
+    sacrebleu's signatures of the two scores (what a reader needs to compare them with others').
+
+    The translations are greedy unless ``decode_options`` say otherwise, as translate_ids takes
+    them (``strategy=beam_search, beam_width=4, length_penalty=0.6``, ``no_repeat_ngram``...).
+    ``examples`` > 0 adds the first ones as (source, reference, translation) under "examples".
+    """
+    from sacrebleu.metrics import BLEU, CHRF
+
+    strategy = decode_options.pop("strategy", greedy_decode)
+    special = task.ids
+    loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
+    with model.evaluating():
+        for start in range(0, len(pairs), batch_size):
+            batch = task.batch(pairs[start : start + batch_size])
+            logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+            loss, _ = ops.cross_entropy_forward(logits, batch.tgt_out, special.pad, label_smoothing)
+            right, seen = masked_token_accuracy(logits, batch.tgt_out, special.pad)
+            loss_sum, correct, counted = loss_sum + loss * seen, correct + right, counted + seen
+            max_len = min(model.tgt_pos.seq_len, int(batch.tgt_out.shape[1]) * 2 + 4)
+            translated = strategy(
+                model,
+                batch.src,
+                batch.src_mask,
+                max_len,
+                special.bos,
+                special.eos,
+                pad_id=special.pad,
+                **decode_options,
+            )
+            for ids in to_numpy(translated):
+                hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
+    references = [target for _, target in pairs]
+    bleu = BLEU(tokenize="char" if task.tokenizer.name == "char" else "13a")  # a char task has no spaces
+    chrf = CHRF()
+    metrics: dict[str, Any] = {
+        "loss": loss_sum / max(counted, 1),
+        "token_accuracy": correct / max(counted, 1),
+        "exact_match": sum(h == r for h, r in zip(hypotheses, references)) / max(len(pairs), 1),
+        "bleu": bleu.corpus_score(hypotheses, [references]).score,
+        "chrf": chrf.corpus_score(hypotheses, [references]).score,
+        "n": len(pairs),
+        "bleu_signature": str(bleu.get_signature()),
+        "chrf_signature": str(chrf.get_signature()),
+    }
+    if examples:
+        metrics["examples"] = [
+            {"source": source, "reference": reference, "translation": translation}
+            for (source, reference), translation in zip(pairs[:examples], hypotheses)
+        ]
+    return metrics
+
+
+def format_metrics(title: str, metrics: dict[str, Any]) -> str:
+    return (
+        f"{title}: loss {metrics['loss']:.4f}  token acc {metrics['token_accuracy']:.4f}  "
+        f"exact {metrics['exact_match']:.4f}  BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "
+        f"(n={metrics['n']})"
+    )

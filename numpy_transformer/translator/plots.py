@@ -1,0 +1,205 @@
+"""Pictures: attention maps, training curves and gradient flow (matplotlib, an optional extra)."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..backend import to_numpy
+from ..kernels import ops
+from ..model import Transformer, build_transformer, make_src_mask
+from .data import DEFAULT_IDS, PAD_ID, Batch, SpecialIds, TranslationTask, pad, target_mask
+from .decoding import greedy_decode
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise RuntimeError("plots need matplotlib: pip install 'numpy_transformer[plot]'") from error
+    matplotlib.use("Agg")  # files only, no screen needed
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def attention_maps(
+    model: Transformer, src_ids: Sequence[int], max_len: int | None = None, ids: SpecialIds = DEFAULT_IDS
+) -> tuple[list[int], dict]:
+    """Translate one source greedily, then re-run it with the translation as the decoder input.
+
+    Returns (target ids with <bos> first, {"encoder self-attention": [(H, S, S) per layer],
+    "decoder self-attention": [(H, T, T)], "cross-attention": [(H, T, S)]}).
+    """
+    xp_src = pad([list(src_ids)], ids.pad)
+    src_mask = make_src_mask(xp_src, ids.pad)
+    length = max_len or model.tgt_pos.seq_len - 1
+    generated = greedy_decode(model, xp_src, src_mask, length, ids.bos, ids.eos, pad_id=ids.pad)
+    target = [ids.bos] + [int(t) for t in to_numpy(generated)[0]]
+    tgt = pad([target], ids.pad)
+    model.eval().forward(xp_src, tgt, src_mask, target_mask(tgt, ids))
+    maps = {
+        "encoder self-attention": [
+            to_numpy(l.self_attention_block.attention_probs[0]) for l in model.encoder.layers
+        ],
+        "decoder self-attention": [
+            to_numpy(l.self_attention_block.attention_probs[0]) for l in model.decoder.layers
+        ],
+        "cross-attention": [
+            to_numpy(l.cross_attention_block.attention_probs[0]) for l in model.decoder.layers
+        ],
+    }
+    return target, maps
+
+
+def plot_attention(
+    model: Transformer, tokenizer: Any, src_vocab: Any, tgt_vocab: Any, sentence: str, out: str | Path
+) -> list[Path]:
+    """Three PNGs, ``<out stem>-encoder.png``, ``-decoder.png``, ``-cross.png``: a layer x head grid each."""
+    plt = _pyplot()
+    src_tokens = tokenizer.tokenize_source(sentence)
+    src_ids, _ = src_vocab.encode(src_tokens)
+    target, maps = attention_maps(model, src_ids, ids=tgt_vocab.ids)
+    tgt_tokens = [tgt_vocab.itos[i] for i in target]
+    axes_tokens = {
+        "encoder self-attention": (src_tokens, src_tokens),
+        "decoder self-attention": (tgt_tokens, tgt_tokens),
+        "cross-attention": (tgt_tokens, src_tokens),
+    }
+    out = Path(out)
+    written = []
+    for (title, layers), suffix in zip(maps.items(), ("encoder", "decoder", "cross")):
+        rows, cols = len(layers), layers[0].shape[0]
+        figure, grid = plt.subplots(rows, cols, figsize=(2.6 * cols + 1, 2.6 * rows + 1), squeeze=False)
+        queries, keys = axes_tokens[title]
+        for layer, heads in enumerate(layers):
+            for head, weights in enumerate(heads):
+                axis = grid[layer][head]
+                axis.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0)
+                axis.set_title(f"layer {layer} head {head}", fontsize=8)
+                axis.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
+                axis.set_yticks(range(len(queries)), queries, fontsize=6)
+        figure.suptitle(f"{title}: {sentence!r} -> {tokenizer.detokenize(tgt_vocab.decode(target[1:]))!r}")
+        figure.tight_layout()
+        path = out.with_name(f"{out.stem}-{suffix}.png")
+        figure.savefig(path, dpi=90)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def read_log(log_path: Path) -> list[dict[str, Any]]:
+    """The records of a log.jsonl; a torn or foreign line (a crash mid-write) is skipped with a warning naming it."""
+    records = []
+    for number, line in enumerate(
+        log_path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1
+    ):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            warnings.warn(f"{log_path}:{number}: not a log record, skipped: {line[:60]!r}", stacklevel=2)
+            continue
+        records.append(record)
+    return records
+
+
+def plot_curves(log_path: str | Path, out: str | Path) -> Path:
+    """Training loss, dev loss, dev BLEU, chrF and exact match, and the learning rate against the
+    step, from a log.jsonl."""
+    plt = _pyplot()
+    log_path = Path(log_path)
+    log_path = log_path / "log.jsonl" if log_path.is_dir() else log_path
+    if not log_path.is_file():
+        raise ValueError(f"{log_path}: no such training log")
+    records = read_log(log_path)
+    train = [r for r in records if "split" not in r]
+    dev = [r for r in records if r.get("split") == "dev"]
+    if not train:
+        raise ValueError(f"{log_path}: holds no training records")
+    figure, (loss_axis, bleu_axis, lr_axis) = plt.subplots(1, 3, figsize=(15, 4))
+    loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
+    if dev:
+        loss_axis.plot([r["step"] for r in dev], [r["loss"] for r in dev], "o-", label="dev")
+        bleu_axis.plot([r["step"] for r in dev], [r["bleu"] for r in dev], "o-", label="BLEU")
+        if all("chrf" in r for r in dev):  # logs written before chrF was logged have none
+            bleu_axis.plot([r["step"] for r in dev], [r["chrf"] for r in dev], "^-", label="chrF")
+        bleu_axis.plot(
+            [r["step"] for r in dev], [100 * r["exact_match"] for r in dev], "s--", label="exact match %"
+        )
+        bleu_axis.legend()
+    loss_axis.set(xlabel="step", ylabel="label-smoothed cross-entropy", title="loss")
+    loss_axis.legend()
+    bleu_axis.set(xlabel="step", title="dev BLEU / chrF / exact match", ylim=(0, 101))
+    lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train])
+    lr_axis.set(xlabel="step", title="learning rate")
+    figure.tight_layout()
+    out = Path(out)
+    figure.savefig(out, dpi=90)
+    plt.close(figure)
+    return out
+
+
+def gradient_norms(
+    model: Transformer, batch: Batch, label_smoothing: float = 0.1, pad_id: int = PAD_ID
+) -> dict[str, float]:
+    """Gradient norm of each stage, in forward order: embeddings, each encoder/decoder layer, norms, projection."""
+    model.eval().zero_grad()
+    logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+    _, cache = ops.cross_entropy_forward(logits, batch.tgt_out, pad_id, label_smoothing)
+    model.backward(ops.cross_entropy_backward(1.0, cache))
+    groups: dict[str, float] = {}
+    for name, parameter in model.named_parameters():
+        parts = name.split(".")
+        group = (
+            ".".join(parts[:3])
+            if parts[1] == "layers"
+            else parts[0] + ("." + parts[1] if parts[1] == "norm" else "")
+        )
+        groups[group] = groups.get(group, 0.0) + float((parameter.grad * parameter.grad).sum())
+    order = [
+        "src_embed",
+        *[g for g in groups if g.startswith("encoder.layers")],
+        "encoder.norm",
+        "tgt_embed",
+        *[g for g in groups if g.startswith("decoder.layers")],
+        "decoder.norm",
+        "projection_layer",
+    ]
+    return {group: math.sqrt(groups[group]) for group in order if group in groups}
+
+
+def plot_gradient_flow(config: dict, task: TranslationTask, out: str | Path, seed: int = 0) -> Path:
+    """Per-stage gradient norms of the same fresh model with pre-norm and with post-norm, one batch."""
+    plt = _pyplot()
+    batch = task.train_batch(0, 32)
+    figure, axis = plt.subplots(figsize=(12, 4.5))
+    for offset, norm_first in ((-0.2, True), (0.2, False)):
+        model = build_transformer(**{**config, "norm_first": norm_first}, seed=seed)
+        norms = gradient_norms(model, batch, pad_id=task.ids.pad)
+        positions = [i + offset for i in range(len(norms))]
+        axis.bar(
+            positions,
+            list(norms.values()),
+            width=0.4,
+            label="pre-norm (design notes)" if norm_first else "post-norm (paper)",
+        )
+    axis.set_xticks(range(len(norms)), list(norms), rotation=60, ha="right", fontsize=8)
+    axis.set_yscale("log")
+    axis.set(
+        ylabel="gradient norm",
+        title=f"gradient flow at initialisation, N={config['N']}, d_model={config['d_model']}",
+    )
+    axis.legend()
+    figure.tight_layout()
+    out = Path(out)
+    figure.savefig(out, dpi=90)
+    plt.close(figure)
+    return out

@@ -1,0 +1,396 @@
+"""Pretrained Marian (OPUS-MT) translators, read from a local Hugging Face model directory.
+
+``load_pretrained(DIR)`` reads ``config.json`` and ``model.safetensors`` (through the ``safetensors``
+library's NumPy API: nothing is unpickled) and returns an ordinary :class:`Transformer` built with
+the options Marian's architecture needs (post-norm blocks without final norms, SiLU feed-forward,
+biased attention projections, sines-then-cosines positions, one embedding matrix for the source,
+the target and the projection, and ``final_logits_bias`` as the projection's bias). Its token ids
+are Marian's own (``vocab.json``): ``marian_special_ids`` gives the padding, the end of sentence
+and the decoder's start token (Marian starts decoding from the padding id).
+
+Nothing here reaches the network: the user downloads a model once (README, "Start from a
+pretrained translator").
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import numpy
+
+from ..model import Transformer, build_transformer
+from .config import DTYPES
+from .data import SentencePieceTokenizer, SpecialIds, Vocab
+
+CONFIG, WEIGHTS, VOCAB = "config.json", "model.safetensors", "vocab.json"
+SENTENCEPIECE_FILES = ("source.spm", "target.spm")
+PICKLED = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
+ACTIVATION_NAMES = {
+    "swish": "silu",
+    "silu": "silu",
+    "relu": "relu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+}
+CONVERT = (
+    'python -c "from transformers import MarianMTModel as M; '
+    "M.from_pretrained('{dir}').save_pretrained('{dir}', safe_serialization=True)\""
+)
+
+
+class PretrainedError(ValueError):
+    """A model directory that cannot be read as a Marian translator: the message names the file
+    and the problem, and what to do where there is something to do."""
+
+
+def read_config(directory: str | Path) -> dict[str, Any]:
+    """The directory's ``config.json``, checked to be a Marian model this package can build."""
+    path = Path(directory) / CONFIG
+    if not Path(directory).is_dir():
+        raise PretrainedError(f"{directory}: not a directory (expected a Hugging Face model directory)")
+    if not path.is_file():
+        raise PretrainedError(f"{path}: no such file (a Hugging Face model directory holds config.json)")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PretrainedError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(config, dict) or config.get("model_type") != "marian":
+        found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
+        raise PretrainedError(f"{path}: model_type is {found!r}, expected 'marian' (an OPUS-MT model)")
+    pairs = (
+        ("encoder_layers", "decoder_layers"),
+        ("encoder_attention_heads", "decoder_attention_heads"),
+        ("encoder_ffn_dim", "decoder_ffn_dim"),
+    )
+    for encoder_key, decoder_key in pairs:
+        if config.get(encoder_key) != config.get(decoder_key):
+            raise PretrainedError(
+                f"{path}: {encoder_key}={config.get(encoder_key)!r} and {decoder_key}={config.get(decoder_key)!r} "
+                "differ; this package builds encoders and decoders of one shape"
+            )
+    activation = config.get("activation_function", "swish")
+    if activation not in ACTIVATION_NAMES:
+        raise PretrainedError(
+            f"{path}: activation_function {activation!r} is not supported (expected one of "
+            f"{', '.join(sorted(ACTIVATION_NAMES))})"
+        )
+    if not config.get("scale_embedding", False):
+        raise PretrainedError(
+            f"{path}: scale_embedding is false, but this package always scales embeddings by sqrt(d_model)"
+        )
+    if config.get("normalize_before", False):
+        raise PretrainedError(f"{path}: normalize_before is true; Marian's blocks are post-norm")
+    vocab = config.get("vocab_size")
+    decoder_vocab = config.get("decoder_vocab_size") or vocab
+    if decoder_vocab != vocab or not config.get("share_encoder_decoder_embeddings", True):
+        raise PretrainedError(
+            f"{path}: separate source and target vocabularies (decoder_vocab_size {decoder_vocab}, "
+            f"vocab_size {vocab}) are not supported yet: only models with one shared vocabulary"
+        )
+    return config
+
+
+def marian_special_ids(config: dict[str, Any]) -> dict[str, int]:
+    """pad, eos and the decoder's start token (``decoder_start_token_id``, Marian's padding id)."""
+    pad = int(config["pad_token_id"])
+    return {
+        "pad_id": pad,
+        "eos_id": int(config["eos_token_id"]),
+        "bos_id": int(config.get("decoder_start_token_id", pad)),
+    }
+
+
+def weights_path(directory: str | Path) -> Path:
+    """The directory's ``model.safetensors``; a directory with only a pickled checkpoint is refused
+    with the command that converts it."""
+    path = Path(directory) / WEIGHTS
+    if not path.is_file():
+        pickled = [name for name in PICKLED if (Path(directory) / name).is_file()]
+        if pickled:
+            raise PretrainedError(
+                f"{Path(directory) / pickled[0]}: a pickled checkpoint, which is never loaded (unpickling can run "
+                f"any code); convert it once to {WEIGHTS} with: {CONVERT.format(dir=directory)}"
+            )
+        raise PretrainedError(
+            f"{path}: no such file (a Hugging Face model directory holds its weights in it)"
+        )
+    return path
+
+
+def read_weights(directory: str | Path) -> dict[str, numpy.ndarray]:
+    """The tensors of ``model.safetensors`` as NumPy arrays (weights_path's refusals first)."""
+    path = weights_path(directory)
+    try:
+        from safetensors.numpy import load_file
+    except ImportError as error:
+        raise PretrainedError(
+            "reading model.safetensors needs the safetensors library: pip install 'numpy_transformer[pretrained]'"
+        ) from error
+    try:
+        return load_file(str(path))
+    except Exception as error:  # the library's own error type for a corrupt file
+        raise PretrainedError(
+            f"{path}: corrupt or not a safetensors file ({type(error).__name__}: {error})"
+        ) from error
+
+
+def marian_names(layers: int) -> dict[str, tuple[str, ...]]:
+    """numpy_transformer's parameter names -> the names Marian's tensor may have, transformers' own
+    first (each also under a "model." prefix); tied embeddings: one matrix."""
+
+    def attention(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
+        return {
+            f"{ours}.{mine}.{part}": (f"{theirs}.{marian}_proj.{part}",)
+            for mine, marian in (("w_q", "q"), ("w_k", "k"), ("w_v", "v"), ("w_o", "out"))
+            for part in ("weight", "bias")
+        }
+
+    def norm(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
+        return {f"{ours}.gamma": (f"{theirs}.weight",), f"{ours}.beta": (f"{theirs}.bias",)}
+
+    def feed_forward(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
+        return {
+            f"{ours}.linear_{i}.{part}": (f"{theirs}.fc{i}.{part}",)
+            for i in (1, 2)
+            for part in ("weight", "bias")
+        }
+
+    names = {
+        "src_embed.embedding.weight": ("shared.weight", "encoder.embed_tokens.weight", "lm_head.weight"),
+        "projection_layer.proj.bias": ("final_logits_bias",),
+    }
+    for i in range(layers):
+        side = f"encoder.layers.{i}"
+        names |= attention(f"{side}.self_attention_block", f"{side}.self_attn")
+        names |= norm(f"{side}.residual_connections.0.norm", f"{side}.self_attn_layer_norm")
+        names |= feed_forward(f"{side}.feed_forward_block", side)
+        names |= norm(f"{side}.residual_connections.1.norm", f"{side}.final_layer_norm")
+        side = f"decoder.layers.{i}"
+        names |= attention(f"{side}.self_attention_block", f"{side}.self_attn")
+        names |= norm(f"{side}.residual_connections.0.norm", f"{side}.self_attn_layer_norm")
+        names |= attention(f"{side}.cross_attention_block", f"{side}.encoder_attn")
+        names |= norm(f"{side}.residual_connections.1.norm", f"{side}.encoder_attn_layer_norm")
+        names |= feed_forward(f"{side}.feed_forward_block", side)
+        names |= norm(f"{side}.residual_connections.2.norm", f"{side}.final_layer_norm")
+    return names
+
+
+def _state_dict(weights: dict[str, numpy.ndarray], layers: int, path: Path) -> dict[str, numpy.ndarray]:
+    """numpy_transformer's parameter names -> Marian's tensors (marian_names)."""
+
+    def get(names: tuple[str, ...]) -> numpy.ndarray:
+        for name in names:
+            for prefix in ("", "model."):
+                if prefix + name in weights:
+                    return weights[prefix + name]
+        raise PretrainedError(f"{path}: holds no tensor {names[0]!r}")
+
+    state = {ours: get(theirs) for ours, theirs in marian_names(layers).items()}
+    state["projection_layer.proj.bias"] = state["projection_layer.proj.bias"].reshape(-1)
+    return state
+
+
+def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transformer:
+    """The Marian model in ``directory`` (``config.json``, ``model.safetensors``) as a Transformer.
+
+    Its ids are Marian's vocabulary's (see marian_special_ids); its configuration (``model.config``)
+    is an ordinary one, so it saves, translates, evaluates and trains as any other model.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    directory = Path(directory)
+    config = read_config(directory)
+    weights = read_weights(directory)
+    layers, width = int(config["encoder_layers"]), int(config["d_model"])
+    vocab, length = int(config["vocab_size"]), int(config["max_position_embeddings"])
+    model = build_transformer(
+        vocab,
+        vocab,
+        length,
+        length,
+        d_model=width,
+        N=layers,
+        h=int(config["encoder_attention_heads"]),
+        dropout=float(config.get("dropout", 0.1)),
+        d_ff=int(config["encoder_ffn_dim"]),
+        norm_first=False,
+        dtype=dtype,
+        seed=0,
+        tie_embeddings=True,
+        shared_vocab=True,
+        activation=ACTIVATION_NAMES[config.get("activation_function", "swish")],
+        attention_bias=True,
+        positions="split",
+        final_norm=False,
+        padding_idx=int(config["pad_token_id"]),  # as transformers' nn.Embedding(padding_idx=pad_token_id)
+    )
+    path = directory / WEIGHTS
+    for side in ("encoder", "decoder"):  # a saved positional table must be the one the model computes
+        for name in (f"model.{side}.embed_positions.weight", f"{side}.embed_positions.weight"):
+            if name in weights:
+                table = getattr(model, "src_pos" if side == "encoder" else "tgt_pos").pe
+                saved = weights[name].astype(numpy.float64)
+                if saved.shape != table.shape or numpy.abs(saved - table).max() > 1e-6:
+                    raise PretrainedError(
+                        f"{path}: its {name} is not the sines-then-cosines table Marian computes"
+                    )
+    try:
+        model.load_state_dict(_state_dict(weights, layers, path))
+    except ValueError as error:
+        raise PretrainedError(f"{path}: the weights do not fit config.json ({error})") from error
+    return model
+
+
+class MarianTokenizer:
+    """Marian's subwords: ``source.spm`` splits the source, ``target.spm`` the target (SentencePiece
+    models, through the ``sentencepiece`` library: data.SentencePieceTokenizer), and ``vocab.json``
+    maps each piece to the model's id (a piece it lacks is ``<unk>``), as transformers'
+    MarianTokenizer does. A leading language code (``>>fra<<``) is one token. No punctuation
+    normalisation is applied (transformers applies Moses' only where sacremoses is installed).
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        for name in (*SENTENCEPIECE_FILES, VOCAB):
+            if not (directory / name).is_file():
+                raise PretrainedError(f"{directory / name}: no such file (a Marian model directory holds it)")
+        paths = [directory / name for name in SENTENCEPIECE_FILES]
+        try:
+            source, target = (path.read_bytes() for path in paths)
+            self.splitter = SentencePieceTokenizer(source, target, (str(paths[0]), str(paths[1])))
+        except (ValueError, RuntimeError) as error:  # names the file; or the library is missing
+            raise PretrainedError(str(error)) from None
+        itos = read_vocabulary(directory)
+        self.vocab: dict[str, int] = {piece: index for index, piece in enumerate(itos)}
+        self.pieces = dict(enumerate(itos))
+        self.eos_id: int = self.vocab["</s>"]
+        self.unk_id: int = self.vocab["<unk>"]
+        self.pad_id: int = self.vocab["<pad>"]
+        # Marian's decoder starts from <pad> (config.json's decoder_start_token_id: read_tokenizer checks it)
+        ids = SpecialIds(pad=self.pad_id, bos=self.pad_id, eos=self.eos_id, unk=self.unk_id)
+        self.vocabulary = Vocab.from_list(itos, ids)
+
+    def encode_source(self, text: str) -> list[int]:
+        """The source sentence's ids, ``</s>`` last."""
+        return self.vocabulary.encode(self.splitter.tokenize_source(text))[0]
+
+    def encode_target(self, text: str) -> list[int]:
+        """The target sentence's ids (what fine-tuning predicts), ``</s>`` last."""
+        return [*self.vocabulary.encode(self.splitter.tokenize(text))[0], self.eos_id]
+
+    def decode(self, ids: list[int]) -> str:
+        """The target text of ``ids``, without ``</s>``, ``<pad>`` and ``<unk>`` (transformers'
+        ``decode(ids, skip_special_tokens=True)``)."""
+        return self.splitter.detokenize([self.pieces[i] for i in ids if i in self.pieces])
+
+
+def read_vocabulary(directory: str | Path) -> list[str]:
+    """``vocab.json``'s pieces in the order of their ids, which must be 0 .. N - 1, each once, with
+    the special pieces ``</s>``, ``<unk>`` and ``<pad>`` among them."""
+    path = Path(directory) / VOCAB
+    try:
+        vocab = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PretrainedError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(vocab, dict) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()
+    ):
+        raise PretrainedError(f"{path}: expected an object of piece -> integer id")
+    for special in SentencePieceTokenizer.SPECIAL_PIECES:
+        if special not in vocab:
+            raise PretrainedError(f"{path}: has no {special!r} entry")
+    itos = {index: piece for piece, index in vocab.items()}
+    missing = next((index for index in range(len(vocab)) if index not in itos), None)
+    if missing is not None:
+        raise PretrainedError(
+            f"{path}: its ids are not 0 .. {len(vocab) - 1}, each once (no piece has id {missing})"
+        )
+    return [itos[index] for index in range(len(vocab))]
+
+
+def read_tokenizer(directory: str | Path, config: dict[str, Any]) -> tuple[SentencePieceTokenizer, Vocab]:
+    """The model's tokenizer and its vocabulary (``vocab.json``) with the special ids, checked against
+    ``config.json``: the padding and end of sentence it names are vocab.json's <pad> and </s>, and
+    vocab.json has a piece for every row of the embedding (``vocab_size``)."""
+    path = Path(directory) / CONFIG
+    tokenizer = MarianTokenizer(directory)
+    ids = marian_special_ids(config)
+    for key, name, piece in (("pad_token_id", "pad_id", "<pad>"), ("eos_token_id", "eos_id", "</s>")):
+        if ids[name] != tokenizer.vocab[piece]:
+            raise PretrainedError(
+                f"{path}: {key} is {ids[name]}, but {VOCAB} gives {piece} the id {tokenizer.vocab[piece]}"
+            )
+    size = len(tokenizer.pieces)
+    if config.get("vocab_size") != size:
+        raise PretrainedError(
+            f"{path}: vocab_size is {config.get('vocab_size')!r}, but {VOCAB} holds {size} pieces"
+        )
+    if not 0 <= ids["bos_id"] < size:
+        raise PretrainedError(
+            f"{path}: decoder_start_token_id {ids['bos_id']} is not an id of the {size} pieces"
+        )
+    special = SpecialIds(pad=ids["pad_id"], bos=ids["bos_id"], eos=ids["eos_id"], unk=tokenizer.unk_id)
+    return tokenizer.splitter, Vocab.from_list(tokenizer.vocabulary.itos, special)
+
+
+def import_run(
+    directory: str | Path, out: str | Path, overwrite: bool = False, dtype: str = "float32"
+) -> tuple[Path, Transformer]:
+    """Write the Marian model in ``directory`` as an ordinary run directory ``out``: ``model.npz`` (its
+    weights, its two SentencePiece models, its vocabulary and special ids, a run id of its own) and
+    ``config.toml`` (its [model] settings). translate, evaluate --data, plot attention and
+    train --from read it. Returns (the checkpoint's path, the model).
+
+    Every file is checked before the weights are read, and ``out`` as ``train --out`` is: a run there
+    is replaced only with ``overwrite``, and only once the new one is written (atomically).
+    """
+    from .checkpoint import FILENAME, file_sha256, save_checkpoint, task_recipe
+    from .config import ModelConfig, TrainConfig, config_toml
+    from .data import TranslationTask
+    from .run_directory import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
+
+    if dtype not in DTYPES:
+        raise ValueError(f"--dtype must be {' or '.join(DTYPES)}, got {dtype!r}")
+    directory = Path(directory)
+    config = read_config(directory)
+    weights = weights_path(directory)
+    splitter, vocab = read_tokenizer(directory, config)
+    target = Path(out).expanduser()
+    if target.resolve() == directory.resolve():
+        raise ValueError(f"--out {out} is the model directory itself: choose a run directory of its own")
+    target = check_run_directory(target, resume=False, overwrite=overwrite, command="import")
+    model = load_pretrained(directory, dtype)
+    task = TranslationTask(splitter, [], [], [], vocabularies=(vocab, vocab))
+    meta = {
+        "model": model.config,
+        "run_id": uuid.uuid4().hex,
+        "step": 0,
+        "train": {},  # no training run: train --from starts one
+        "optimizer": {},
+        "task": task_recipe(task, TrainConfig()),
+        "src_vocab": vocab.itos,
+        "tgt_vocab": vocab.itos,
+        "imported_from": {"directory": str(directory.resolve()), "weights_sha256": file_sha256(weights)},
+    }
+    arrays = {f"param/{name}": value for name, value in model.state_dict().items()}
+    created = not target.exists()
+    written = [target / FILENAME, target / CONFIG_NAME]
+    try:
+        with RunLock(target):
+            save_checkpoint(written[0], arrays, meta)
+            write_text_atomically(written[1], config_toml(ModelConfig.from_model(model.config)))
+            for old in run_files(target):  # --overwrite: the replaced run's other files, once ours are in
+                if old not in written:
+                    old.unlink()
+    except BaseException:
+        if created:  # nothing of the user's is there: leave no half-made run
+            for path in written:
+                path.unlink(missing_ok=True)
+            with suppress(OSError):
+                target.rmdir()
+        raise
+    return written[0], model

@@ -1,0 +1,161 @@
+"""--time-budget: a --data run plans its steps from the measured speed so that everything, from
+reading the corpus to the last evaluation, fits the minutes it was given, and its learning-rate
+schedule reaches its end there. The clock is a fake one, advanced by the steps and evaluations, so
+the plans are exact and the tests do not depend on the machine's speed."""
+
+import json
+
+import pytest
+
+from numpy_transformer.translator import training
+from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.config import TASK_STEPS, TrainConfig
+from numpy_transformer.translator.training import PLAN_AFTER, TimeBudget, Trainer
+
+TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(training, "time", fake)
+    return fake
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_text("".join(f"w{i % 50} x{i % 7}\tv{i % 50} y{i % 7}\n" for i in range(400)))
+    return path
+
+
+def timed(trainer, clock, step_s, evaluation_s):
+    """Each step and each evaluation of ``trainer`` (the average's at the end too) takes the given
+    seconds on ``clock``."""
+    train_step, dev_metrics = trainer.train_step, trainer._dev_metrics
+
+    def step():
+        clock.now += step_s
+        return train_step()
+
+    def evaluation(model, examples=0):
+        clock.now += evaluation_s
+        return dev_metrics(model, examples)
+
+    trainer.train_step, trainer._dev_metrics = step, evaluation
+
+
+def test_the_plan_fills_the_time_left_with_steps_and_their_evaluations(clock):
+    budget = TimeBudget(1.0, spent=6.0)  # 60 s in all, 6 of them spent reading the corpus
+    budget.step_seconds = [0.2, 0.1, 0.1, 5.0, 0.1]  # a pause is not the pace: the median, 0.1 s
+    clock.now += 4.0  # 10 s spent
+    # no evaluation measured yet: (60 - 10) / 0.1 steps
+    assert budget.plan(step=20, eval_every=100) == 20 + 500
+    budget.evaluation_seconds = [2.0, 4.0]  # 3 s each: (60 - 10 - 3) / (0.1 + 3 / 100) more steps
+    assert budget.plan(step=20, eval_every=100) == 20 + int(47 / 0.13)
+    clock.now += 100.0  # the time has run out: end here
+    assert budget.plan(step=400, eval_every=100) == 400
+
+
+def test_a_run_ends_within_its_budget_and_its_schedule_reaches_its_end(clock, corpus, tmp_path):
+    config = TrainConfig(
+        task=None,
+        data=str(corpus),
+        tokenizer="word",
+        time_budget=0.5,
+        eval_every=50,
+        eval_size=4,
+        log_every=10,
+    )
+    trainer = Trainer.create(config, TINY_MODEL)
+    assert trainer.config.steps is None and trainer.steps == PLAN_AFTER  # timed first, then planned
+    trainer.budget.spent_before = 2.0  # reading the corpus took 2 s
+    timed(trainer, clock, step_s=0.1, evaluation_s=1.0)
+    started = clock.now
+    trainer.fit(tmp_path / "run", progress=False)
+    spent = 2.0 + clock.now - started
+    # 30 s: 2 of setup, then about 28 s / (0.1 + 1/50) steps less the last evaluation's second and
+    # the second of the average's, which the plan counts
+    assert 30.0 * 0.97 <= spent <= 30.0 + 0.1, spent
+    assert trainer.step == trainer.steps > 200
+    assert trainer.schedule(trainer.step) == pytest.approx(config.min_lr, abs=1e-12)  # the cosine's end
+    records = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert records[-1]["step"] == trainer.step and records[-1]["split"] == "dev-average"
+
+
+def test_a_slower_stretch_shortens_the_plan(clock, corpus, tmp_path):
+    config = TrainConfig(task=None, data=str(corpus), tokenizer="word", time_budget=0.5, eval_every=1000)
+    trainer = Trainer.create(config, TINY_MODEL)
+    pace = {"step_s": 0.05}
+    train_step = trainer.train_step
+
+    def step():
+        clock.now += pace["step_s"]
+        if trainer.step == 100:  # the machine gets busy: steps take four times as long
+            pace["step_s"] = 0.2
+        return train_step()
+
+    trainer.train_step = step
+    started = clock.now
+    trainer.fit(None, progress=False)
+    assert 30.0 * 0.97 <= clock.now - started <= 30.0 + 0.2
+    assert trainer.step < 600  # the first plan, at 0.05 s a step, was about 600
+
+
+def test_the_resumed_run_counts_the_time_it_has_spent(clock, corpus, tmp_path):
+    config = TrainConfig(task=None, data=str(corpus), tokenizer="word", time_budget=0.5, eval_every=1000)
+    trainer = Trainer.create(config, TINY_MODEL)
+    timed(trainer, clock, step_s=0.1, evaluation_s=0.0)
+    trainer.budget.seconds = 10.0  # stop after about 100 steps of the 30 s
+    trainer.fit(tmp_path / "run", progress=False)
+    first = trainer.step
+    resumed = Trainer.resume(tmp_path / "run", time_budget=0.5)  # 30 s in all, about 10 of them spent
+    assert resumed.budget.spent_before == pytest.approx(first * 0.1, rel=0.05)
+    timed(resumed, clock, step_s=0.1, evaluation_s=0.0)
+    resumed.fit(tmp_path / "run", progress=False)
+    assert resumed.step == pytest.approx(300, abs=25)
+
+
+def test_steps_or_a_time_budget(corpus):
+    data = {"task": None, "data": str(corpus), "tokenizer": "word"}
+    assert TrainConfig(**data).resolve().time_budget == 15.0  # a --data run's default
+    assert TrainConfig(**data, steps=100).resolve().time_budget is None  # --steps wins over the default
+    assert TrainConfig(task="copy").resolve().steps == TASK_STEPS  # a generated task counts steps
+    budgeted = TrainConfig(task="copy", time_budget=2.0).resolve()
+    assert budgeted.steps is None and budgeted.time_budget == 2.0
+    with pytest.raises(
+        ValueError, match=r"give --steps or --time-budget, not both \(steps 100, time-budget 2\)"
+    ):
+        TrainConfig(**data, steps=100, time_budget=2.0).resolve()
+    with pytest.raises(ValueError, match="time-budget must be a positive finite number, got 0"):
+        TrainConfig(**data, time_budget=0)
+
+
+def test_the_command_says_what_it_plans(clock, corpus, tmp_path, capsys, monkeypatch):
+    real_fit = Trainer.fit
+
+    def fit(self, out_dir=None, progress=True):
+        timed(self, clock, step_s=0.05, evaluation_s=0.0)
+        self.budget.seconds = 5.0
+        return real_fit(self, out_dir, progress)
+
+    monkeypatch.setattr(Trainer, "fit", fit)
+    argv = ["train", "--data", str(corpus), "--tokenizer", "word", "--d-model", "16", "--heads", "2"]
+    argv += ["--layers", "1", "--d-ff", "16", "--no-progress", "--show", "0", "--out", str(tmp_path / "r")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "for 15 minutes in all, steps planned from the measured speed (--steps N to fix them)" in out
+    # at step 20 one of the 5 s is spent: 20 + 4 / 0.05 steps
+    assert "50 ms a step: planned 100 steps to fit the 15-minute budget" in out
+    assert (
+        main(["train", "--resume", "--steps", "3", "--time-budget", "1", "--out", str(tmp_path / "r")]) == 2
+    )
+    assert "give --steps or --time-budget, not both" in capsys.readouterr().err

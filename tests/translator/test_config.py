@@ -1,0 +1,280 @@
+"""One source of truth for a run's settings: the flags, --config files, the saved config.toml and
+--resume's checks all come from config.py's fields."""
+
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from numpy_transformer.translator.checkpoint import load_checkpoint
+from numpy_transformer.translator.cli import build_parser, main
+from numpy_transformer.translator.config import (
+    DATA_LR,
+    FROM_LR,
+    FROM_WARMUP,
+    TASK_LR,
+    TASK_SIZES,
+    WARMUP,
+    ModelConfig,
+    TrainConfig,
+    flag_of,
+    read_config_file,
+)
+from numpy_transformer.translator.data import subword_vocab_size
+from numpy_transformer.translator.training import Trainer
+
+RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "3"]
+QUIET = ["--no-progress", "--show", "0", "--eval-every", "3", "--eval-size", "4", "--batch-size", "8"]
+
+
+def _train(*args):
+    return main(["train", *args, *QUIET])
+
+
+def _weights(run):
+    arrays, meta = load_checkpoint(run)
+    return {k: v for k, v in arrays.items() if k.startswith("param/")}, meta
+
+
+@pytest.mark.parametrize(
+    "abbreviated", [["--thread", "2"], ["--tie"], ["--acc", "4"], ["--batch-tok", "50"], ["--label", "0.3"]]
+)
+def test_an_abbreviated_flag_is_refused_never_guessed_nor_dropped(tmp_path, capsys, abbreviated):
+    out = str(tmp_path / "run")
+    assert _train(*RUN, "--out", out) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        _train("--resume", "--out", out, *abbreviated)
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert f"unrecognized arguments: {' '.join(abbreviated)}" in error
+
+
+def test_every_setting_has_one_flag_and_the_parser_knows_them_all():
+    parser = build_parser()
+    train = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "train")[1]
+    flags = {option for action in train._actions for option in action.option_strings}
+    for cls in (ModelConfig, TrainConfig):
+        for item in fields(cls):
+            assert flag_of(item) in flags, item.name
+            assert item.metadata["help"], item.name
+
+
+def test_a_config_file_and_the_same_flags_give_the_same_run(tmp_path):
+    by_flags, by_file = tmp_path / "flags", tmp_path / "file"
+    assert _train(*RUN, "--lr", "0.002", "--post-norm", "--out", str(by_flags)) == 0
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[model]\nd_model = 16\nN = 1\nh = 2\nd_ff = 16\nnorm_first = false\n\n[train]\ntask = "copy"\n'
+        "steps = 3\nlr = 0.002\n"
+    )
+    assert _train("--config", str(config), "--out", str(by_file)) == 0
+    (weights_a, meta_a), (weights_b, meta_b) = _weights(by_flags), _weights(by_file)
+    assert meta_a["train"] == meta_b["train"] and meta_a["model"] == meta_b["model"]
+    assert meta_a["model"]["norm_first"] is False and meta_a["train"]["lr"] == 0.002
+    for name in weights_a:
+        np.testing.assert_array_equal(weights_a[name], weights_b[name], err_msg=name)
+
+
+def test_the_saved_config_reads_back_as_the_same_run_and_flags_beside_it_win(tmp_path):
+    first, again, changed = tmp_path / "first", tmp_path / "again", tmp_path / "changed"
+    assert _train(*RUN, "--out", str(first)) == 0
+    saved = first / "config.toml"
+    assert "[model]" in saved.read_text() and 'tokenizer = "char"' in saved.read_text()  # chosen, then saved
+    assert _train("--config", str(saved), "--out", str(again)) == 0
+    (weights_a, meta_a), (weights_b, meta_b) = _weights(first), _weights(again)
+    assert meta_a["train"] == meta_b["train"]
+    for name in weights_a:
+        np.testing.assert_array_equal(weights_a[name], weights_b[name], err_msg=name)
+    assert _train("--config", str(saved), "--seed", "7", "--out", str(changed)) == 0
+    assert _weights(changed)[1]["train"]["seed"] == 7
+
+
+@pytest.mark.parametrize(
+    "document, named",
+    [
+        ("[train]\nbatch_sise = 8\n", "unknown setting 'batch_sise' in [train]"),
+        ("[model]\nd_model = 'wide'\n", "[model] d-model must be a positive integer, got 'wide'"),
+        ("[train]\nlr = -1.0\n", "[train] lr must be a positive finite number, got -1.0"),
+        ("[train]\nshared_vocab = 1\n", "[train] shared-vocab must be true or false, got 1"),
+        ("[optimiser]\nlr = 0.1\n", "unknown table [optimiser]"),
+        ("[train\nlr = 0.1\n", "not valid TOML"),
+    ],
+)
+def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(tmp_path, capsys, document, named):
+    path = tmp_path / "bad.toml"
+    path.write_text(document)
+    with pytest.raises((ValueError, TypeError), match=r"bad\.toml") as refused:
+        read_config_file(path)
+    assert named in str(refused.value)
+    assert _train(*RUN, "--config", str(path), "--out", str(tmp_path / "run")) == 2
+    error = capsys.readouterr().err
+    assert named in error and not (tmp_path / "run").exists()
+
+
+def test_resume_refuses_a_config_file_that_changes_the_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert _train(*RUN, "--out", str(out)) == 0
+    other = tmp_path / "other.toml"
+    other.write_text("[train]\nwarmup = 7\n")
+    capsys.readouterr()
+    assert _train("--resume", "--out", str(out), "--config", str(other)) == 2
+    assert "--warmup 7 differs from the saved run's 200" in capsys.readouterr().err
+    assert _train("--resume", "--out", str(out), "--config", str(out / "config.toml"), "--steps", "4") == 0
+    assert load_checkpoint(out)[1]["step"] == 4
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--task", "copy", "--vocab-size", "500"], "--vocab-size applies to --data corpora only"),
+        (["--task", "copy", "--shared-vocab"], "--shared-vocab applies to --data corpora only"),
+        (["--task", "copy", "--tokenizer", "word"], "the task copy is written in characters"),
+        (["--tokenizer", "bpe"], "--tokenizer bpe learns from a corpus"),
+    ],
+)
+def test_settings_that_cannot_apply_to_the_task_are_refused_not_dropped(tmp_path, capsys, flags, named):
+    assert main(["train", *flags, "--out", str(tmp_path / "run")]) == 2
+    assert named in capsys.readouterr().err
+
+
+def test_settings_are_checked_whoever_makes_them():
+    with pytest.raises(ValueError, match="batch-size must be a positive integer, got 0"):
+        TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got 1\.0"):
+        ModelConfig(dropout=1.0)
+    with pytest.raises(ValueError, match="unknown setting 'layers'"):
+        ModelConfig.from_mapping({"layers": 2})
+    with pytest.raises(ValueError, match="not both"):
+        TrainConfig(task="copy", data="x.tsv")
+
+
+@pytest.mark.parametrize("value", ["100", "255", "1000001", "1000000000", "18446744073709551616"])
+def test_a_vocab_size_outside_what_the_bpe_library_accepts_is_refused_at_the_flag(tmp_path, capsys, value):
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("".join(f"a{i}\tb{i}\n" for i in range(30)))
+    with pytest.raises(SystemExit) as stopped:  # argparse: before the corpus is read
+        main(["train", "--data", str(corpus), "--vocab-size", value, "--out", str(tmp_path / "run")])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert f"argument --vocab-size: expected an integer in [256, 1000000], got {value}" in error
+    assert len(error.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_the_vocab_size_range_holds_in_config_files_and_python(tmp_path):
+    config = tmp_path / "big.toml"
+    config.write_text("[train]\nvocab_size = 4294967296\n")
+    with pytest.raises(
+        ValueError, match=r"\[train\] vocab-size must be an integer in \[256, 1000000\], got 4294967296"
+    ):
+        read_config_file(config)
+    with pytest.raises(ValueError, match=r"vocab-size must be an integer in \[256, 1000000\], got 255"):
+        TrainConfig(data="x.tsv", vocab_size=255)
+    assert TrainConfig(data="x.tsv", vocab_size=1_000_000).vocab_size == 1_000_000
+
+
+def test_the_marian_options_are_settings_of_a_run(tmp_path, capsys):
+    """activation, attention_bias, positions, final_norm and padding_idx: flags, config.toml, --resume."""
+    out = tmp_path / "run"
+    marian = ["--activation", "silu", "--attention-bias", "--positions", "split", "--no-final-norm"]
+    assert _train(*RUN, *marian, "--padding-idx", "0", "--post-norm", "--out", str(out)) == 0
+    model = load_checkpoint(out)[1]["model"]
+    assert (model["activation"], model["attention_bias"], model["positions"]) == ("silu", True, "split")
+    assert model["final_norm"] is False and model["padding_idx"] == 0
+    saved = read_config_file(out / "config.toml")["model"]
+    assert saved["activation"] == "silu" and saved["final_norm"] is False and saved["padding_idx"] == 0
+    again = tmp_path / "again"
+    assert _train("--config", str(out / "config.toml"), "--out", str(again)) == 0
+    for name, value in _weights(out)[0].items():
+        np.testing.assert_array_equal(value, _weights(again)[0][name], err_msg=name)
+    capsys.readouterr()
+    assert _train("--resume", "--out", str(out), "--activation", "relu") == 2
+    assert "--activation 'relu' differs from the saved run's 'silu'" in capsys.readouterr().err
+    assert _train("--resume", "--out", str(out), "--attention-bias", "--steps", "4") == 0
+
+
+def test_the_default_model_is_the_one_built_without_the_marian_options():
+    from numpy_transformer.model import build_transformer
+    from numpy_transformer.translator.training import Trainer
+
+    assert ModelConfig().final_norm is True and ModelConfig().padding_idx is None
+    trainer = Trainer.create(TrainConfig(task="copy", steps=1), ModelConfig(d_model=16, N=1, h=2, d_ff=16))
+    config = trainer.model.config
+    sizes = ("src_vocab_size", "tgt_vocab_size", "src_seq_len", "tgt_seq_len", "d_model", "N", "h", "d_ff")
+    fresh = build_transformer(**{key: config[key] for key in sizes}, seed=0).state_dict()  # as before them
+    built = trainer.model.state_dict()
+    assert built.keys() == fresh.keys()
+    for name, value in fresh.items():
+        np.testing.assert_array_equal(built[name], value, err_msg=name)
+
+
+# -- sizes chosen from the corpus and the budget
+
+
+def test_a_corpus_run_chooses_what_it_was_not_given_and_keeps_what_it_was():
+    big, small = ModelConfig().resolve(50_000, 15.0), ModelConfig().resolve(2_000, 15.0)
+    assert (big.d_model, big.N, big.h, big.d_ff, big.dropout) == (128, 2, 4, 512, 0.1)
+    assert small.dropout == 0.3  # a budget of many passes over few pairs: more to overfit
+    assert ModelConfig(dropout=0.0, d_model=64).resolve(2_000, 15.0).dropout == 0.0
+    assert ModelConfig().resolve(500_000, 120.0).d_model == 256  # hours on a large corpus pay for width
+    assert ModelConfig().resolve() == ModelConfig(**TASK_SIZES)  # a generated task's fixed model
+    # a width given alone gets the most heads up to the chosen 4 that divide it; given heads are kept
+    assert ModelConfig(d_model=30).resolve(50_000, 15.0).h == 3
+    assert ModelConfig(d_model=30, h=4).resolve(50_000, 15.0).h == 4  # build_transformer refuses it
+
+
+@pytest.mark.parametrize(("pairs", "units"), [(1_000, 1000), (10_000, 2000), (50_000, 4000), (300_000, 8000)])
+def test_the_subword_vocabulary_grows_with_the_corpus(pairs, units):
+    assert subword_vocab_size(pairs) == units
+
+
+def test_the_choices_are_said_at_the_start_and_saved(tmp_path, capsys):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text(
+        "".join(f"message {i} of {i % 7} files\tmessage {i} de {i % 7} fichiers\n" for i in range(300))
+    )
+    out = tmp_path / "run"
+    assert _train("--data", str(corpus), "--steps", "2", "--d-ff", "64", "--out", str(out)) == 0
+    said = capsys.readouterr().out
+    assert "d_model 128, 2 layers, 4 heads, d_ff 64, dropout 0.3" in said
+    assert "d_model, N, h, dropout, vocab_size chosen for 270 training pairs;" in said
+    saved = read_config_file(out / "config.toml")
+    assert saved["model"]["d_model"] == 128 and saved["model"]["dropout"] == 0.3
+    assert saved["train"]["vocab_size"] == 1000 and saved["model"]["d_ff"] == 64
+
+
+def test_a_fine_tune_has_a_learning_rate_and_warm_up_of_its_own(tmp_path):
+    """train --from: a pretrained model is moved a little, from its first steps (FROM_LR,
+    FROM_WARMUP), and never sized from the corpus (no vocab_size chosen); given values win."""
+    tuned = TrainConfig(data="x.tsv", from_run=str(tmp_path)).resolve()
+    assert (tuned.lr, tuned.warmup, tuned.vocab_size) == (FROM_LR, FROM_WARMUP, None)
+    assert (TrainConfig(data="x.tsv").resolve().lr, TrainConfig(data="x.tsv").resolve().warmup) == (
+        DATA_LR,
+        WARMUP,
+    )
+    assert (TrainConfig(task="copy").resolve().lr, TrainConfig(task="copy").resolve().warmup) == (
+        TASK_LR,
+        WARMUP,
+    )
+    given = TrainConfig(data="x.tsv", from_run=str(tmp_path), lr=1e-4, warmup=30).resolve()
+    assert (given.lr, given.warmup) == (1e-4, 30)
+
+
+def test_the_plateau_patience_is_checked_against_the_patience_a_corpus_run_gets(tmp_path):
+    corpus = tmp_path / "pairs.tsv"
+    corpus.write_text("a b\tc d\n" * 5)
+    with pytest.raises(ValueError, match="--plateau-patience 4 is not below --patience 4"):
+        TrainConfig(data=str(corpus), plateau_cut=0.5, plateau_patience=4)
+
+
+def test_a_fine_tune_given_by_a_relative_path_resumes_and_takes_a_default_model_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("pairs.tsv").write_text("".join(f"open file {i}\touvrir fichier {i}\n" for i in range(40)))
+    small = ["--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--vocab-size", "300"]
+    assert _train("--data", "pairs.tsv", *small, "--steps", "2", "--out", "base") == 0
+    assert _train("--data", "pairs.tsv", "--from", "base", "--steps", "2", "--out", "tuned") == 0
+    assert _train("--data", "pairs.tsv", "--from", "base", "--steps", "4", "--out", "tuned", "--resume") == 0
+    assert load_checkpoint(Path("tuned"))[1]["step"] == 4
+    trainer = Trainer.create(TrainConfig(data="pairs.tsv", from_run="base", steps=1), ModelConfig())
+    assert trainer.model.config["d_model"] == 16

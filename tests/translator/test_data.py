@@ -1,0 +1,188 @@
+"""Tokenisers, vocabularies, batching, generated tasks and TSV files."""
+
+import re
+
+import numpy as np
+import pytest
+
+from numpy_transformer.translator.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    CharTokenizer,
+    FileTask,
+    NumbersTask,
+    SymbolTask,
+    Vocab,
+    WordTokenizer,
+    _NumberWords,
+    encode_sentences,
+    make_batch,
+    number_words,
+    read_tsv,
+    text_lines,
+)
+
+
+@pytest.mark.parametrize("text", ["trois cent quarante-deux", "Hello, world! It's 3.5", "l'homme  qui"])
+def test_word_tokenizer_round_trips(text):
+    tokenizer = WordTokenizer()
+    assert tokenizer.detokenize(tokenizer.tokenize(text)) == " ".join(text.split())
+
+
+def test_word_tokenizer_marks_glued_tokens():
+    assert WordTokenizer().tokenize("quarante-deux mille") == ["quarante", "##-", "##deux", "mille"]
+    assert CharTokenizer().tokenize("ab c") == ["a", "b", " ", "c"]
+
+
+def test_vocab_specials_and_unknowns():
+    vocab = Vocab(["b", "a", "a"])
+    assert vocab.itos[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"] and vocab.itos[4:] == ["a", "b"]
+    ids, unknown = vocab.encode(["a", "z", "b"])
+    assert ids == [4, UNK_ID, 5] and unknown == ["z"]
+    assert vocab.decode([BOS_ID, 4, 5, EOS_ID, 4]) == ["a", "b"]
+    with pytest.warns(UserWarning, match="'z'"):
+        encode_sentences(["a z"], WordTokenizer(), vocab)
+
+
+def test_batch_pads_to_longest_and_shifts_target():
+    batch = make_batch([[5, 6, 7], [8]], [[9], [10, 11]])
+    assert batch.src.tolist() == [[5, 6, 7], [8, PAD_ID, PAD_ID]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 9, PAD_ID], [BOS_ID, 10, 11]]
+    assert batch.tgt_out.tolist() == [[9, EOS_ID, PAD_ID], [10, 11, EOS_ID]]
+    assert batch.src_mask.shape == (2, 1, 1, 3) and batch.tgt_mask.shape == (2, 1, 3, 3)
+    assert batch.tgt_mask[0, 0].tolist() == [[True, False, False], [True, True, False], [True, True, False]]
+    assert batch.n_tokens == 5
+
+
+def test_composed_number_words_equal_num2words():
+    english, french = _NumberWords("en"), _NumberWords("fr")
+    numbers = [
+        0,
+        1,
+        21,
+        80,
+        81,
+        100,
+        200,
+        1000,
+        1001,
+        2000,
+        21000,
+        71000,
+        80000,
+        81000,
+        100000,
+        180200,
+        200000,
+        280000,
+        999999,
+        *np.random.default_rng(0).integers(0, 1_000_000, 400),
+    ]
+    for n in map(int, numbers):
+        assert english(n) == number_words(n, "en"), n
+        assert french(n) == number_words(n, "fr"), n
+    assert english(342) == "three hundred forty-two" and french(342) == "trois cent quarante-deux"
+
+
+def test_numbers_task_test_set_is_unseen_and_batches_are_reproducible():
+    task = NumbersTask(limit=20000, n_dev=50, n_test=100)
+    test_words = {source for source, _ in task.test}
+    for step in range(20):
+        batch = task.train_batch(step, 32)
+        sources = [task.tokenizer.detokenize(task.src_vocab.decode(row)) for row in batch.src.tolist()]
+        assert not test_words & set(sources)
+    a, b = (
+        task.train_batch(7, 16, bucket_steps=5),
+        NumbersTask(limit=20000, n_dev=50, n_test=100).train_batch(7, 16, bucket_steps=5),
+    )
+    np.testing.assert_array_equal(a.src, b.src)
+
+
+def test_symbol_tasks():
+    copy, reverse = SymbolTask("copy"), SymbolTask("reverse")
+    assert all(s == t for s, t in copy.test) and all(s[::-1] == t for s, t in reverse.test)
+    assert len(copy.src_vocab) == 14 and all(1 <= len(s) <= 10 for s, _ in copy.test)
+
+
+def test_tsv_file_task(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    lines = [f"hello {i}\tbonjour {i}" for i in range(40)]
+    path.write_text("\n".join(lines) + "\n")
+    task = FileTask(path)
+    assert len(task.dev) == 2 and len(task.test) == 2 and len(task.train_pairs) == 36
+    assert not set(task.test) & set(task.train_pairs)
+    assert FileTask(path).test == task.test  # deterministic split
+
+
+def test_tsv_errors(tmp_path):
+    with pytest.raises(ValueError, match="no such file"):
+        read_tsv(tmp_path / "missing.tsv")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\nno tab here\n")
+    with pytest.raises(ValueError, match=r"bad.tsv:2: no tab"):
+        read_tsv(bad)
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("\n\n")
+    with pytest.raises(ValueError, match="holds no sentence pairs"):
+        read_tsv(empty)
+    binary = tmp_path / "binary.tsv"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(ValueError, match="UTF-8"):
+        read_tsv(binary)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            "a\tb\ncafé au lait\tcoffee\n".encode("latin-1"),
+            "bad.tsv:2: not UTF-8 text: the line's byte 4, 0xe9",
+        ),
+        ("a\tb\nc\td\n".encode("utf-16-le"), "bad.tsv:1: not UTF-8 text: the line holds a NUL byte"),
+        ("a\tb\n".encode("utf-16"), "bad.tsv:1: not UTF-8 text: it starts with a UTF-16 byte-order mark"),
+        (b"a\tb\nc\td\n\x00\x01\x02\x89PNG\n", "bad.tsv:3: not UTF-8 text"),
+    ],
+)
+def test_a_corpus_that_is_not_utf8_is_named_with_its_line(tmp_path, content, message):
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(content)
+    with pytest.raises(ValueError, match=re.escape(f"{bad.parent}/{message}")):
+        read_tsv(bad)
+
+
+def test_line_numbers_are_the_files_whatever_line_separators_the_text_holds(tmp_path):
+    path = tmp_path / "odd.tsv"
+    path.write_bytes("a\tb\r\nc\u2028d\x0ce\x85\tf\rg\nx\x1cy\tz\nno tab here\n".encode())
+    with pytest.raises(ValueError, match=re.escape(f"{path}:4: no tab in the line")):
+        read_tsv(path)
+    path.write_bytes("a\tb\r\nc\u2028d\x0ce\x85\tf\rg\nx\x1cy\tz\n".encode())
+    assert read_tsv(path) == [("a", "b"), ("c\u2028d\x0ce", "f\rg"), ("x\x1cy", "z")]
+
+
+def test_text_lines_decodes_each_line_and_numbers_it():
+    lines = [b"\xef\xbb\xbfone\r\n", "deux\u2028trois\n".encode(), b"four"]
+    assert list(text_lines(lines, "standard input")) == [(1, "one"), (2, "deux\u2028trois"), (3, "four")]
+    assert list(text_lines([b"\xef\xbb\xbfx\n"], "in", start=5)) == [(5, "\ufeffx")]  # only line 1 has a mark
+    with pytest.raises(ValueError, match=re.escape("standard input:7: not UTF-8 text")):
+        list(text_lines([b"ok\n", b"caf\xe9\n"], "standard input", start=6))
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("a\tb\nc\td\tCC-BY attribution\n", "x.tsv:2: 3 tab-separated columns, expected 2"),
+        ("a\tb\t\n", "x.tsv:1: 3 tab-separated columns, expected 2"),
+        ("a\tb\n\n\t\n", "x.tsv:3: empty source"),
+        ("a\tb\nc\t  \n", "x.tsv:2: empty target"),
+        (" \tb\n", "x.tsv:1: empty source"),
+        ("", "x.tsv: the file is empty"),
+        ("\n  \n\n", "x.tsv: the file holds only blank lines"),
+    ],
+)
+def test_extra_columns_empty_sides_and_empty_files_are_refused_by_line(tmp_path, content, message):
+    path = tmp_path / "x.tsv"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path}/{message}")):
+        read_tsv(path)

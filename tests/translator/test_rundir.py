@@ -1,0 +1,135 @@
+"""train --out: refused before any work when it would lose a saved run or cannot be written; locked while in use."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.run_directory import RunLock, check_run_directory
+
+TINY = [
+    "--task",
+    "copy",
+    "--d-model",
+    "16",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--d-ff",
+    "32",
+    "--batch-size",
+    "8",
+    "--steps",
+    "4",
+    "--eval-every",
+    "4",
+    "--eval-size",
+    "5",
+    "--log-every",
+    "2",
+    "--no-progress",
+    "--show",
+    "0",
+]
+
+
+def train(out, *extra):
+    return main(["train", *TINY, "--out", str(out), *extra])
+
+
+def test_a_saved_run_is_never_trained_over_without_being_asked(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out) == 0
+    saved = (out / "model.npz").read_bytes()
+    assert train(out) == 2
+    error = capsys.readouterr().err
+    assert (
+        f"--out {out} already holds a training run" in error
+        and "--resume" in error
+        and "--overwrite" in error
+    )
+    assert (out / "model.npz").read_bytes() == saved  # untouched
+    written = (out / "model.npz").stat().st_mtime_ns
+    assert train(out, "--overwrite") == 0
+    assert (out / "model.npz").stat().st_mtime_ns != written  # written anew (the same seed: the same bytes)
+    log_steps = [line for line in (out / "log.jsonl").read_text().splitlines() if '"split"' not in line]
+    assert len(log_steps) == 2  # the old run's log went with it: no interleaving
+    assert train(out, "--overwrite", "--resume") == 2
+    assert "give one of them" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda tmp: tmp / "model.npz", "not a file"),
+        (lambda tmp: (tmp / "afile").write_text("x") and tmp / "afile", "exists and is not a directory"),
+        (
+            lambda tmp: (tmp / "afile").write_text("x") and tmp / "afile" / "run",
+            "is not a writable directory",
+        ),
+        (lambda tmp: "/proc/self/run", "is under /proc"),
+        (lambda tmp: "/dev/null", "is under /dev"),
+    ],
+)
+def test_unusable_out_paths_are_refused_before_any_work(tmp_path, capsys, make, message):
+    out = make(tmp_path)
+    assert train(out) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and error.count("\n") == 0 and "Traceback" not in error
+    assert not (tmp_path / "model.npz").is_dir()  # nothing was created in its name
+
+
+def test_a_second_run_into_a_locked_directory_is_refused_by_name(tmp_path):
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out.mkdir()
+        (out / ".lock").write_text(f"{holder.pid}\n")
+        with pytest.raises(ValueError, match=f"in use by another training run \\(process {holder.pid}"):
+            RunLock(out).__enter__()
+    finally:
+        holder.kill()
+        holder.wait()
+    with RunLock(out):  # the owner is gone: its lock is taken over
+        assert (out / ".lock").read_text().strip() == str(os.getpid())
+    assert not (out / ".lock").exists()
+
+
+def test_two_command_line_runs_into_one_directory(tmp_path):
+    """The second of two concurrent runs stops at once, naming the first; the first finishes its run."""
+    out = tmp_path / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "numpy_transformer",
+        "train",
+        *TINY,
+        "--steps",
+        "1000",  # long enough that the first is still training when the second has started
+        "--eval-every",
+        "1000",
+        "--out",
+        str(out),
+    ]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            if (out / ".lock").exists():
+                break
+            __import__("time").sleep(0.05)
+        second = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2
+        assert f"in use by another training run (process {first.pid}" in second.stderr
+    finally:
+        assert first.wait(timeout=300) == 0, first.stderr.read()
+    assert (out / "model.npz").exists() and not (out / ".lock").exists()
+
+
+def test_check_run_directory_accepts_new_and_resumable_directories(tmp_path):
+    assert check_run_directory(tmp_path / "new" / "deeper", False, False) == tmp_path / "new" / "deeper"
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "model.npz").write_bytes(b"")
+    assert check_run_directory(tmp_path / "old", True, False) == tmp_path / "old"

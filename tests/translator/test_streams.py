@@ -1,0 +1,144 @@
+"""translate as a filter: standard input read as it comes and checked as UTF-8 line by line, and
+standard output that may close early (``| head``)."""
+
+import io
+import os
+import queue
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from numpy_transformer.translator.config import TrainConfig
+from numpy_transformer.translator.data import line_batches
+from numpy_transformer.translator.training import Trainer
+
+TIMEOUT = 120  # seconds any one exchange may take; a hang fails the test instead of stopping the suite
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    trainer = Trainer.create(
+        TrainConfig(task="copy", steps=2, batch_size=4), {"d_model": 16, "N": 1, "h": 2, "d_ff": 32}
+    )
+    trainer.train_step()
+    return trainer.save(tmp_path_factory.mktemp("run"))
+
+
+def translate(checkpoint, *args, **kwargs):
+    return subprocess.Popen(
+        [sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", str(checkpoint), *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kwargs,
+    )
+
+
+def lines_of(stream):
+    """A queue of the stream's lines, read on a thread: a test waits for one with a timeout."""
+    lines = queue.Queue()
+
+    def read():
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def test_each_line_on_standard_input_is_translated_before_the_next_is_written(checkpoint):
+    process = translate(checkpoint)
+    try:
+        replies = lines_of(process.stdout)
+        for sentence in (b"abc", b"cab", b"bbca"):
+            process.stdin.write(sentence + b"\n")
+            process.stdin.flush()  # and the input stays open, as a user's or tail -f's
+            reply = replies.get(timeout=TIMEOUT)
+            assert reply is not None and reply.startswith(sentence + b"\t"), process.stderr.read()
+        process.stdin.close()
+        assert replies.get(timeout=TIMEOUT) is None
+        assert process.wait(timeout=TIMEOUT) == 0
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        [],  # standard input
+        ["abc"] * 5000,  # arguments
+    ],
+)
+def test_a_reader_that_closes_early_ends_translate_quietly_with_141(checkpoint, given):
+    process = translate(checkpoint, *given)
+    try:
+        if not given:
+            threading.Thread(
+                target=lambda: (process.stdin.write(b"abc\n" * 5000), process.stdin.close()), daemon=True
+            ).start()
+        first = process.stdout.readline()  # more than a pipe holds follows: a write must fail
+        assert first.startswith(b"abc\t")
+        process.stdout.close()  # as head -n 1 does
+        assert process.wait(timeout=TIMEOUT) == 141
+        error = process.stderr.read().decode()
+        assert error == "", error
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_whole_pipeline_with_head(checkpoint):  # 5,000 translations: more than a pipe holds
+    command = (
+        f"yes abc | head -n 5000 | {sys.executable} -m numpy_transformer translate --checkpoint "
+        f"{checkpoint} | head -n 1; echo ${{PIPESTATUS[2]}}"
+    )
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.stdout.splitlines()[0].startswith("abc\t") and result.stdout.splitlines()[1] == "141"
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("abc\ncafé\n".encode("latin-1"), "standard input:2: not UTF-8 text: the line's byte 4, 0xe9"),
+        ("abc\ncab\n".encode("utf-16-le"), "standard input:1: not UTF-8 text: the line holds a NUL byte"),
+        ("abc\n".encode("utf-16"), "standard input:1: not UTF-8 text: it starts with a UTF-16 byte-order"),
+        (
+            "a\u2028b\x0cc\x85d\re\n\nabc\n".encode() + "café\n".encode("cp1252"),
+            "standard input:4: not UTF-8 text",
+        ),
+        ("abc\u2028c\r\n\n" + "a" * 5000 + "\n", "standard input:3 ('aaaa"),
+    ],
+)
+def test_standard_input_that_is_not_utf8_or_too_long_is_named_by_line(checkpoint, content, message):
+    process = translate(checkpoint)
+    content = content if isinstance(content, bytes) else content.encode()
+    _, error = process.communicate(content, timeout=TIMEOUT)
+    assert process.returncode == 2
+    lines = [line for line in error.decode().splitlines() if "warning:" not in line]
+    assert len(lines) == 1 and message in lines[0], error.decode()
+    assert "Traceback" not in error.decode()
+
+
+def test_line_batches_hand_on_full_batches_and_the_rest():
+    stream = io.BytesIO(b"".join(b"line %d\n" % i for i in range(10)) + b"last, without a newline")
+    batches = list(line_batches(stream, 4, chunk=7))  # lines cut across chunks too
+    assert [len(batch) for batch in batches] == [4, 4, 3]
+    assert b"".join(b"".join(batch) for batch in batches) == stream.getvalue()
+
+
+def test_line_batches_hand_on_what_has_come_when_the_input_pauses():
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb", buffering=0) as stream, os.fdopen(write_end, "wb", buffering=0) as writer:
+        batches = line_batches(stream, 256)
+        got = queue.Queue()
+        writer.write(b"one\ntwo\n")
+        threading.Thread(target=lambda: got.put(next(batches)), daemon=True).start()
+        assert got.get(timeout=TIMEOUT) == [b"one\n", b"two\n"]  # the pipe is still open
+        writer.write(b"three\n")
+        threading.Thread(target=lambda: got.put(next(batches)), daemon=True).start()
+        assert got.get(timeout=TIMEOUT) == [b"three\n"]

@@ -1,0 +1,127 @@
+"""The shape trace and the pictures."""
+
+import io
+import sys
+
+import numpy as np
+import pytest
+
+import numpy_transformer as nt
+from numpy_transformer import layers
+from numpy_transformer.trace import shape_trace
+from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.config import TrainConfig
+from numpy_transformer.translator.training import Trainer
+
+
+def test_shape_trace_follows_the_seed_diagram():
+    model = nt.build_transformer(2000, 1000, 8, 8, N=1)
+    src = np.ones((10, 8), dtype=int)
+    stream = io.StringIO()
+    with shape_trace(model, file=stream) as trace:
+        logits = model.forward(src, src, nt.make_src_mask(src, 0), nt.make_tgt_mask(src, 0))
+        model.backward(np.ones_like(logits))
+    text = stream.getvalue()
+    assert trace.lines == text.splitlines()
+    assert "src_embed.forward -> (10, 8, 512)" in text
+    assert "split into 8 heads (10, 8, 8, 64) -> scores (10, 8, 8, 8) -> concat (10, 8, 512)" in text
+    assert "decoder.layers.0.cross_attention_block.backward" in text
+    assert "projection_layer.forward -> (10, 8, 1000)" in text
+    # off again after the block: the classes carry their own methods
+    assert layers.MultiHeadAttentionBlock.forward.__module__ == "numpy_transformer.layers"
+    assert not hasattr(layers.MultiHeadAttentionBlock.forward, "__wrapped__")
+
+
+def test_shape_trace_shows_the_latent_for_mla():
+    model = nt.build_transformer(50, 50, 8, 8, d_model=32, N=1, h=4, d_ff=64, attention="mla")
+    src = np.ones((2, 5), dtype=int)
+    with shape_trace(model, file=None) as trace:
+        model.forward(src, src, None, None)
+    assert any("latent (2, 5, 8) -> keys, values" in line for line in trace.lines)
+
+
+def is_png(path):
+    data = path.read_bytes()
+    return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    pytest.importorskip(
+        "matplotlib", reason="pictures need matplotlib: pip install 'numpy_transformer[plot]'"
+    )
+    out = tmp_path_factory.mktemp("run")
+    trainer = Trainer.create(
+        TrainConfig(task="copy", steps=40, eval_every=20, eval_size=10, log_every=10),
+        {"d_model": 16, "N": 2, "h": 2, "d_ff": 32},
+    )
+    trainer.fit(out, progress=False)
+    return out
+
+
+def test_attention_maps_picture(trained_run, tmp_path):
+    assert (
+        main(
+            [
+                "plot",
+                "attention",
+                "--checkpoint",
+                str(trained_run),
+                "--out",
+                str(tmp_path / "attn.png"),
+                "abcde",
+            ]
+        )
+        == 0
+    )
+    for suffix in ("encoder", "decoder", "cross"):
+        assert is_png(tmp_path / f"attn-{suffix}.png")
+
+
+def test_training_curves_picture(trained_run, tmp_path):
+    assert main(["plot", "curves", "--run", str(trained_run), "--out", str(tmp_path / "curves.png")]) == 0
+    assert is_png(tmp_path / "curves.png")
+
+
+def test_gradient_flow_picture(trained_run, tmp_path):
+    assert main(["plot", "gradients", "--out", str(tmp_path / "default.png"), "--layers", "3"]) == 0
+    assert is_png(tmp_path / "default.png")
+    assert (
+        main(["plot", "gradients", "--checkpoint", str(trained_run), "--out", str(tmp_path / "run.png")]) == 0
+    )
+    assert is_png(tmp_path / "run.png")
+
+
+def test_gradient_norms_cover_every_stage():
+    from numpy_transformer.translator.data import SymbolTask
+    from numpy_transformer.translator.plots import gradient_norms
+
+    task = SymbolTask("copy")
+    model = nt.build_transformer(
+        len(task.src_vocab), len(task.tgt_vocab), 16, 16, d_model=16, N=2, h=2, d_ff=32
+    )
+    norms = gradient_norms(model, task.train_batch(0, 8))
+    assert list(norms) == [
+        "src_embed",
+        "encoder.layers.0",
+        "encoder.layers.1",
+        "encoder.norm",
+        "tgt_embed",
+        "decoder.layers.0",
+        "decoder.layers.1",
+        "decoder.norm",
+        "projection_layer",
+    ]
+    assert all(value > 0 for value in norms.values())
+
+
+def test_plots_without_matplotlib_say_how_to_install(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["plot", "gradients", "--out", str(tmp_path / "g.png")]) == 2
+    assert "pip install 'numpy_transformer[plot]'" in capsys.readouterr().err
+
+
+def test_curves_from_a_missing_log(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    assert main(["plot", "curves", "--run", str(tmp_path / "none"), "--out", str(tmp_path / "c.png")]) == 2
+    assert "no such training log" in capsys.readouterr().err
