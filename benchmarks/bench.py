@@ -158,7 +158,7 @@ class NumpyRunner:
     def decode(self, batch: int) -> None:
         src = self.src[:batch]
         # MLA decodes absorbed: attention runs over the cached latent, never decompressing it
-        absorbed = self.model.config["attention"] == "mla"
+        absorbed = self.model.config.attention == "mla"
         greedy_decode(self.model, src, nt.make_src_mask(src, PAD), DECODE_TOKENS, BOS, EOS, absorbed=absorbed)
 
 
@@ -188,7 +188,7 @@ class StreamingFloor:
 
     def decode(self, batch: int) -> None:
         model, src = self.runner.model, self.runner.src[:batch]
-        absorbed = model.config["attention"] == "mla"
+        absorbed = model.config.attention == "mla"
         with model.evaluating(), decoding_blas_threads(model, batch):
             cache = DecoderCache(model, model.encode(src, None), None, DECODE_TOKENS, absorbed)
             weights = cache.step_weights()

@@ -66,6 +66,7 @@ __all__ = [
     "ProjectionLayer",
     "ResidualConnection",
     "Transformer",
+    "TransformerConfig",
     "build_transformer",
     "causal_mask",
     "get_array_module",

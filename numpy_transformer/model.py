@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
-from .backend import Array, get_array_module, make_rng, require_array
+from .backend import Array, get_array_module, make_rng, require_array, resolve_dtype
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .kernels import ops
 from .layers import (
@@ -57,7 +59,7 @@ class Transformer(Module):
         src_pos: PositionalEncoding,
         tgt_pos: PositionalEncoding,
         projection_layer: ProjectionLayer,
-        config: dict | None = None,
+        config: TransformerConfig,
     ) -> None:
         super().__init__(encoder.dtype, encoder.rng)
         self.encoder = encoder
@@ -67,7 +69,7 @@ class Transformer(Module):
         self.src_pos = src_pos
         self.tgt_pos = tgt_pos
         self.projection_layer = projection_layer
-        self.config = dict(config or {})
+        self.config = config
 
     # -- the three stages of the design notes ------------------------------------------------------
 
@@ -124,7 +126,7 @@ class Transformer(Module):
         decode_src_mask: Array | None = None,
     ) -> None:
         """Validate ids, lengths and mask shapes before any work is done (the ids' bounds in one transfer)."""
-        heads = self.config.get("h", 1)
+        heads = self.config.h
         check_token_ids(
             [
                 (ids, embed.vocab_size, name)
@@ -178,27 +180,131 @@ def loss_and_backward(
     return loss
 
 
-def parameter_count(config: dict[str, Any]) -> int:
+def parameter_count(config: TransformerConfig | Mapping[str, Any]) -> int:
     """The number of weights build_transformer(**config) creates, counted from the sizes alone."""
-    d, d_ff, n = config["d_model"], config["d_ff"], config["N"]
-    src_vocab, tgt_vocab = config["src_vocab_size"], config["tgt_vocab_size"]
-    if config.get("attention", "mha") == "mla":  # [W_q; W_c] (D + L, D), [W_kd; W_vd] (2D, L), W_o, L = D / 4
+    config = TransformerConfig.of(config)
+    d, d_ff, n = config.d_model, config.d_ff, config.N
+    src_vocab, tgt_vocab = config.src_vocab_size, config.tgt_vocab_size
+    if config.attention == "mla":  # [W_q; W_c] (D + L, D), [W_kd; W_vd] (2D, L), W_o, L = D / 4
         latent = d // 4
         attention = (d + latent) * d + 2 * d * latent + d * d
     else:  # W_q, W_k, W_v, W_o, and their biases where they have them
-        attention = 4 * d * d + (4 * d if config.get("attention_bias") else 0)
+        attention = 4 * d * d + (4 * d if config.attention_bias else 0)
     feed_forward = 2 * d * d_ff + d_ff + d
     norm = 2 * d
-    final_norm = norm if config.get("final_norm", True) else 0
+    final_norm = norm if config.final_norm else 0
     encoder = n * (attention + feed_forward + 2 * norm) + final_norm
     decoder = n * (2 * attention + feed_forward + 3 * norm) + final_norm
-    if not config.get("tie_embeddings"):  # source and target embeddings, the projection
+    if not config.tie_embeddings:  # source and target embeddings, the projection
         tables = (src_vocab + 2 * tgt_vocab) * d
-    elif config.get("shared_vocab"):  # one matrix for all three
+    elif config.shared_vocab:  # one matrix for all three
         tables = tgt_vocab * d
     else:  # the source embedding, and one matrix for the target embedding and the projection
         tables = (src_vocab + tgt_vocab) * d
     return tables + encoder + decoder + tgt_vocab
+
+
+FIELDS_CHECKED_AS_FLAGS = ("norm_first", "tie_embeddings", "shared_vocab", "attention_bias", "final_norm")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The model's shape and architecture: everything :func:`build_transformer` takes but the seed.
+
+    Stored on the model (``model.config``) and written into every checkpoint (``asdict``); the
+    defaults are the paper's base model. Every value is checked when the configuration is made,
+    before anything is allocated; integers and flags are stored as plain ``int`` and ``bool``, the
+    dtype as its name.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    src_seq_len: int
+    tgt_seq_len: int
+    d_model: int = 512
+    N: int = 6
+    h: int = 8
+    dropout: float = 0.1
+    d_ff: int = 2048
+    attention: str = "mha"
+    norm_first: bool = True
+    dtype: str = "float32"
+    tie_embeddings: bool = False
+    shared_vocab: bool = False
+    activation: str = "relu"
+    attention_bias: bool = False
+    positions: str = "interleaved"
+    final_norm: bool = True
+    padding_idx: int | None = None
+
+    @classmethod
+    def of(cls, config: TransformerConfig | Mapping[str, Any]) -> TransformerConfig:
+        """``config`` itself, or the configuration a mapping of its fields describes (a checkpoint's
+        ``"model"``, build_transformer's keyword arguments; a ``seed`` among them is not part of it)."""
+        if isinstance(config, TransformerConfig):
+            return config
+        unknown = sorted(set(config) - {item.name for item in fields(cls)} - {"seed"})
+        if unknown:
+            raise TypeError(
+                f"unknown model setting(s) {', '.join(unknown)}: expected {[f.name for f in fields(cls)]}"
+            )
+        return cls(**{name: value for name, value in config.items() if name != "seed"})
+
+    def __post_init__(self) -> None:
+        sizes = (
+            "src_vocab_size",
+            "tgt_vocab_size",
+            "src_seq_len",
+            "tgt_seq_len",
+            "d_model",
+            "N",
+            "h",
+            "d_ff",
+        )
+        for name in sizes:
+            value = getattr(self, name)  # NumPy integers are integers too
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        for name in FIELDS_CHECKED_AS_FLAGS:
+            flag = getattr(self, name)
+            if isinstance(flag, str) or flag not in (True, False):  # NumPy's booleans compare equal too
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
+            object.__setattr__(self, name, bool(flag))
+        src_vocab, tgt_vocab, d_model, h = self.src_vocab_size, self.tgt_vocab_size, self.d_model, self.h
+        if self.shared_vocab and src_vocab != tgt_vocab:
+            raise ValueError(
+                f"shared_vocab needs src_vocab_size == tgt_vocab_size, got {src_vocab} and {tgt_vocab}"
+            )
+        dropout, attention, padding_idx = self.dropout, self.attention, self.padding_idx
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
+            raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
+        if attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention must be one of {sorted(ATTENTION_KINDS)}, got {attention!r}")
+        if d_model % h != 0:
+            raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.positions not in POSITION_LAYOUTS:
+            raise ValueError(f"positions must be one of {POSITION_LAYOUTS}, got {self.positions!r}")
+        if self.attention_bias and attention != "mha":
+            raise ValueError(f"attention_bias=True needs attention='mha', got attention={attention!r}")
+        if attention == "mla" and d_model % 4 != 0:
+            raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        if padding_idx is not None and (
+            isinstance(padding_idx, bool)
+            or not isinstance(padding_idx, numbers.Integral)
+            or not 0 <= padding_idx < min(src_vocab, tgt_vocab)
+        ):
+            raise ValueError(
+                f"padding_idx must be None or a token id of both vocabularies, in [0, "
+                f"{min(src_vocab, tgt_vocab)}), got {padding_idx!r}"
+            )
+        object.__setattr__(self, "dropout", float(dropout))
+        object.__setattr__(self, "padding_idx", None if padding_idx is None else int(padding_idx))
+        object.__setattr__(self, "dtype", get_array_module().dtype(resolve_dtype(self.dtype)).name)
 
 
 def build_transformer(
@@ -242,64 +348,53 @@ def build_transformer(
     ``padding_idx`` an id whose embedding lookups pass no gradient (PyTorch's ``padding_idx``, which
     transformers' Marian models give their ``<pad>``, also their decoder's start token).
     """
-    sizes = {
-        "src_vocab_size": src_vocab_size,
-        "tgt_vocab_size": tgt_vocab_size,
-        "src_seq_len": src_seq_len,
-        "tgt_seq_len": tgt_seq_len,
-        "d_model": d_model,
-        "N": N,
-        "h": h,
-        "d_ff": d_ff,
-    }
-    for name, value in sizes.items():  # NumPy integers are integers too
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    src_vocab_size, tgt_vocab_size, src_seq_len, tgt_seq_len, d_model, N, h, d_ff = (
-        int(v) for v in sizes.values()
-    )
-    for name, flag in (
-        ("norm_first", norm_first),
-        ("tie_embeddings", tie_embeddings),
-        ("shared_vocab", shared_vocab),
-        ("attention_bias", attention_bias),
-        ("final_norm", final_norm),
-    ):
-        if isinstance(flag, str) or flag not in (True, False):  # NumPy's booleans compare equal too
-            raise TypeError(f"{name} must be True or False, got {flag!r}")
-    if shared_vocab and src_vocab_size != tgt_vocab_size:
-        raise ValueError(
-            f"shared_vocab needs src_vocab_size == tgt_vocab_size, got {src_vocab_size} and {tgt_vocab_size}"
-        )
-    if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
-        raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"seed must be an integer or None, got {seed!r}")
-    norm_first, dropout = bool(norm_first), float(dropout)
-    if attention not in ATTENTION_KINDS:
-        raise ValueError(f"attention must be one of {sorted(ATTENTION_KINDS)}, got {attention!r}")
-    if d_model % h != 0:
-        raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    if positions not in POSITION_LAYOUTS:
-        raise ValueError(f"positions must be one of {POSITION_LAYOUTS}, got {positions!r}")
-    if attention_bias and attention != "mha":
-        raise ValueError(f"attention_bias=True needs attention='mha', got attention={attention!r}")
-    if attention == "mla" and d_model % 4 != 0:
-        raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
-    if padding_idx is not None and (
-        isinstance(padding_idx, bool)
-        or not isinstance(padding_idx, numbers.Integral)
-        or not 0 <= padding_idx < min(src_vocab_size, tgt_vocab_size)
-    ):
-        raise ValueError(
-            f"padding_idx must be None or a token id of both vocabularies, in [0, "
-            f"{min(src_vocab_size, tgt_vocab_size)}), got {padding_idx!r}"
-        )
+    config = TransformerConfig(
+        src_vocab_size,
+        tgt_vocab_size,
+        src_seq_len,
+        tgt_seq_len,
+        d_model,
+        N,
+        h,
+        dropout,
+        d_ff,
+        attention,
+        norm_first,
+        dtype,
+        tie_embeddings,
+        shared_vocab,
+        activation,
+        attention_bias,
+        positions,
+        final_norm,
+        padding_idx,
+    )
+    return build_from_config(config, seed)
 
+
+def build_from_config(config: TransformerConfig, seed: int | None = 0) -> Transformer:
+    """The model ``config`` describes, its weights drawn by a generator seeded with ``seed``."""
+    src_vocab_size, tgt_vocab_size, src_seq_len, tgt_seq_len = (
+        config.src_vocab_size,
+        config.tgt_vocab_size,
+        config.src_seq_len,
+        config.tgt_seq_len,
+    )
+    d_model, N, h, dropout, d_ff = config.d_model, config.N, config.h, config.dropout, config.d_ff
+    attention, norm_first, dtype, activation = (
+        config.attention,
+        config.norm_first,
+        config.dtype,
+        config.activation,
+    )
+    tie_embeddings, shared_vocab, attention_bias = (
+        config.tie_embeddings,
+        config.shared_vocab,
+        config.attention_bias,
+    )
+    positions, final_norm, padding_idx = config.positions, config.final_norm, config.padding_idx
     rng = make_rng(seed)
     common = {"dtype": dtype, "rng": rng}
 
@@ -308,7 +403,6 @@ def build_transformer(
             return MultiHeadAttentionBlock(d_model, h, dropout, bool(attention_bias), **common)
         return MultiHeadLatentAttentionBlock(d_model, h, dropout, **common)
 
-    padding_idx = None if padding_idx is None else int(padding_idx)
     src_embed = InputEmbeddings(d_model, src_vocab_size, padding_idx, **common)
     tgt_embed = InputEmbeddings(d_model, tgt_vocab_size, padding_idx, **common)
     src_pos = PositionalEncoding(d_model, src_seq_len, dropout, positions, **common)
@@ -343,27 +437,6 @@ def build_transformer(
         tgt_embed.embedding.weight = projection_layer.proj.weight
         if shared_vocab:
             src_embed.embedding.weight = projection_layer.proj.weight
-    config = {
-        "src_vocab_size": src_vocab_size,
-        "tgt_vocab_size": tgt_vocab_size,
-        "src_seq_len": src_seq_len,
-        "tgt_seq_len": tgt_seq_len,
-        "d_model": d_model,
-        "N": N,
-        "h": h,
-        "dropout": dropout,
-        "d_ff": d_ff,
-        "attention": attention,
-        "norm_first": bool(norm_first),
-        "dtype": get_array_module().dtype(encoder.dtype).name,
-        "tie_embeddings": bool(tie_embeddings),
-        "shared_vocab": bool(shared_vocab),
-        "activation": activation,
-        "attention_bias": bool(attention_bias),
-        "positions": positions,
-        "final_norm": bool(final_norm),
-        "padding_idx": padding_idx,
-    }
     model = Transformer(encoder, decoder, src_embed, tgt_embed, src_pos, tgt_pos, projection_layer, config)
     model.flatten_parameters()
     return model

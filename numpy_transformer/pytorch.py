@@ -8,9 +8,10 @@ PyTorch model mirrors numpy_transformer module for module, with the same paramet
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
-from .model import Transformer
+from .model import Transformer, TransformerConfig
 
 
 def _torch() -> Any:
@@ -35,14 +36,15 @@ def from_torch_state_dict(model: Transformer, state: dict[str, Any]) -> None:
     model.load_state_dict({name: tensor.detach().cpu().numpy() for name, tensor in state.items()})
 
 
-def build_torch_transformer(config: dict[str, Any]) -> Any:
+def build_torch_transformer(settings: TransformerConfig | Mapping[str, Any]) -> Any:
     """The same architecture as ``build_transformer(**config)``, written in plain PyTorch."""
+    config = TransformerConfig.of(settings)
     torch = _torch()
     nn: Any = torch.nn  # the classes below subclass nn.Module, known only at run time
     functional = torch.nn.functional
-    dtype = getattr(torch, config.get("dtype", "float32"))
-    d_model, heads, dropout = config["d_model"], config["h"], config["dropout"]
-    norm_first = config.get("norm_first", True)
+    dtype = getattr(torch, config.dtype)
+    d_model, heads, dropout = config.d_model, config.h, config.dropout
+    norm_first = config.norm_first
 
     class LayerNormalization(nn.Module):
         def __init__(self) -> None:
@@ -89,13 +91,13 @@ def build_torch_transformer(config: dict[str, Any]) -> Any:
                 attend(self.w_q(q), self.w_k_decompress(c), self.w_v_decompress(c), mask, self.dropout)
             )
 
-    Attention = MultiHeadLatentAttentionBlock if config["attention"] == "mla" else MultiHeadAttentionBlock
+    Attention = MultiHeadLatentAttentionBlock if config.attention == "mla" else MultiHeadAttentionBlock
 
     class FeedForwardBlock(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.linear_1 = nn.Linear(d_model, config["d_ff"])
-            self.linear_2 = nn.Linear(config["d_ff"], d_model)
+            self.linear_1 = nn.Linear(d_model, config.d_ff)
+            self.linear_2 = nn.Linear(config.d_ff, d_model)
             self.dropout = nn.Dropout(dropout)
 
         def forward(self, x: Any) -> Any:
@@ -139,7 +141,7 @@ def build_torch_transformer(config: dict[str, Any]) -> Any:
     class Stack(nn.Module):
         def __init__(self, block: Any) -> None:
             super().__init__()
-            self.layers = nn.ModuleList([block() for _ in range(config["N"])])
+            self.layers = nn.ModuleList([block() for _ in range(config.N)])
             self.norm = LayerNormalization()
 
     class InputEmbeddings(nn.Module):
@@ -169,7 +171,7 @@ def build_torch_transformer(config: dict[str, Any]) -> Any:
     class ProjectionLayer(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.proj = nn.Linear(d_model, config["tgt_vocab_size"])
+            self.proj = nn.Linear(d_model, config.tgt_vocab_size)
 
         def forward(self, x: Any) -> Any:
             return self.proj(x)
@@ -179,14 +181,14 @@ def build_torch_transformer(config: dict[str, Any]) -> Any:
             super().__init__()
             self.encoder = Stack(EncoderBlock)
             self.decoder = Stack(DecoderBlock)
-            self.src_embed = InputEmbeddings(config["src_vocab_size"])
-            self.tgt_embed = InputEmbeddings(config["tgt_vocab_size"])
-            self.src_pos = PositionalEncoding(config["src_seq_len"])
-            self.tgt_pos = PositionalEncoding(config["tgt_seq_len"])
+            self.src_embed = InputEmbeddings(config.src_vocab_size)
+            self.tgt_embed = InputEmbeddings(config.tgt_vocab_size)
+            self.src_pos = PositionalEncoding(config.src_seq_len)
+            self.tgt_pos = PositionalEncoding(config.tgt_seq_len)
             self.projection_layer = ProjectionLayer()
-            if config.get("tie_embeddings"):  # as build_transformer ties them
+            if config.tie_embeddings:  # as build_transformer ties them
                 self.tgt_embed.embedding.weight = self.projection_layer.proj.weight
-                if config.get("shared_vocab"):
+                if config.shared_vocab:
                     self.src_embed.embedding.weight = self.projection_layer.proj.weight
 
         def encode(self, src: Any, src_mask: Any) -> Any:

@@ -751,7 +751,7 @@ def _import(args: argparse.Namespace) -> int:
     run = written.parent
     print(
         f"imported {args.directory} ({parameter_count(model.config):,} parameters, vocabulary "
-        f"{model.config['tgt_vocab_size']:,}) into {written}\n"
+        f"{model.config.tgt_vocab_size:,}) into {written}\n"
         f"translate:  numpy-transformer translate --checkpoint {run} 'A sentence.'\n"
         f"fine-tune:  numpy-transformer train --from {run} --data FILE.tsv --out NEW_RUN"
     )

@@ -19,11 +19,13 @@ import json
 import math
 import sys
 import typing
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ..functional import ACTIVATIONS, POSITION_LAYOUTS
+from ..model import TransformerConfig
 from .data import BPE_VOCAB_RANGE, MAX_LENGTH
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
@@ -296,9 +298,11 @@ class ModelConfig(_Checked):
         return replace(self, **sizes)
 
     @classmethod
-    def from_model(cls, config: dict[str, Any]) -> ModelConfig:
-        """The fields of a built model's configuration (Transformer.config: it holds the sizes too)."""
-        return cls(**{item.name: config[item.name] for item in fields(cls) if item.name in config})
+    def from_model(cls, config: TransformerConfig | Mapping[str, Any]) -> ModelConfig:
+        """The fields of a built model's configuration (Transformer.config, or a checkpoint's
+        ``"model"``: it holds the sizes too)."""
+        values = asdict(config) if isinstance(config, TransformerConfig) else config
+        return cls(**{item.name: values[item.name] for item in fields(cls) if item.name in values})
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ..functional import split_heads
 from ..kernels import ops
 from ..layers import check_id_array
 from ..machine import blas_threads
-from ..model import Transformer, causal_mask
+from ..model import Transformer, TransformerConfig, causal_mask
 from .data import PAD_ID
 
 # ----------------------------------------------------------------------------------------------
@@ -333,13 +333,12 @@ class DecoderCache:
         self, model: Transformer, encoder_output: Array, src_mask: Array | None, capacity: int, absorbed: bool
     ) -> None:
         config = model.config
-        self.mode = "mha" if config["attention"] == "mha" else ("mla-absorbed" if absorbed else "mla")
+        self.mode = "mha" if config.attention == "mha" else ("mla-absorbed" if absorbed else "mla")
         layer_cache = {"mha": _MHALayerCache, "mla": _MLALayerCache, "mla-absorbed": _AbsorbedMLALayerCache}[
             self.mode
         ]
         self.layers = [
-            layer_cache(layer, config["h"], encoder_output, src_mask, capacity)
-            for layer in model.decoder.layers
+            layer_cache(layer, config.h, encoder_output, src_mask, capacity) for layer in model.decoder.layers
         ]
         self.position = 0
         self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
@@ -420,7 +419,7 @@ def _start(
 ) -> Any:
     """Encode once and return a stepper (cached or not) for ``src`` rows each repeated ``repeat`` times."""
     xp = get_array_module()
-    if absorbed and model.config["attention"] != "mla":
+    if absorbed and model.config.attention != "mla":
         raise ValueError("absorbed=True needs a model built with attention='mla'")
     if src_mask is not None and bool(src_mask.all()):
         src_mask = None  # it hides nothing: attention skips the masking at every layer and step
@@ -439,11 +438,11 @@ def _start(
 ONE_BLAS_THREAD_MAX = 1_000_000
 
 
-def decoder_weights(config: dict) -> int:
+def decoder_weights(config: TransformerConfig) -> int:
     """The weights of the decoder layers' matrices and the output projection: about what one step
     reads (a cached step skips cross-attention's key and value matrices; see DecoderCache.step_weights)."""
-    d = config["d_model"]
-    return config["N"] * (8 * d * d + 2 * d * config["d_ff"]) + config["tgt_vocab_size"] * d
+    d = config.d_model
+    return config.N * (8 * d * d + 2 * d * config.d_ff) + config.tgt_vocab_size * d
 
 
 def decoding_blas_threads(model: Transformer, rows: int) -> AbstractContextManager:

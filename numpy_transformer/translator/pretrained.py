@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import uuid
 from contextlib import suppress
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -366,7 +367,7 @@ def import_run(
     model = load_pretrained(directory, dtype)
     task = TranslationTask(splitter, [], [], [], vocabularies=(vocab, vocab))
     meta = {
-        "model": model.config,
+        "model": asdict(model.config),
         "run_id": uuid.uuid4().hex,
         "step": 0,
         "train": {},  # no training run: train --from starts one

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..backend import Array, backend_name, make_rng
 from ..machine import blas_threads, cpu_cores
-from ..model import Transformer, build_transformer, loss_and_backward
+from ..model import Transformer, build_from_config, loss_and_backward
 from ..module import Parameter
 
 # A shard must feed at least this many activation entries (rows x d_model) per layer for the
@@ -39,7 +39,7 @@ def auto_threads(model: Transformer, batch: int, length: int, cores: int | None 
     if backend_name() != "numpy" or cores < 2:
         return 1
     shards = min(cores, batch)
-    return shards if (batch // shards) * length * model.config["d_model"] >= MIN_SHARD_ACTIVATIONS else 1
+    return shards if (batch // shards) * length * model.config.d_model >= MIN_SHARD_ACTIVATIONS else 1
 
 
 class DataParallel:
@@ -142,7 +142,7 @@ def mask_rows(mask: Array | None, rows: slice, batch: int) -> Array | None:
 
 def _replica(model: Transformer) -> Transformer:
     """A model of the same shape whose every Parameter reads the model's weight arrays."""
-    replica = build_transformer(**{**model.config, "seed": None})
+    replica = build_from_config(model.config, seed=None)
     for source, copy in zip(model.modules(), replica.modules()):
         for name, value in vars(source).items():
             if isinstance(value, Parameter):

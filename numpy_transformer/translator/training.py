@@ -23,9 +23,9 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..backend import get_array_module, resolve_dtype, step_rng
+from ..backend import get_array_module, step_rng
 from ..machine import available_memory, blas_threads, cpu_cores, tune_cpu
-from ..model import Transformer, build_transformer, parameter_count
+from ..model import Transformer, TransformerConfig, build_transformer, parameter_count
 from ..optim import (
     Adam,
     AdamW,
@@ -166,7 +166,7 @@ class Trainer:
             else None
         )
         self._planned = step + PLAN_AFTER
-        self.schedule = make_schedule(config, model.config["d_model"], self.steps)
+        self.schedule = make_schedule(config, model.config.d_model, self.steps)
         self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
         self.evals_since_best = 0  # evaluations since it, for config.patience and config.plateau_cut
         self.lr_scale = 1.0  # the plateau cuts' multiplier of the schedule (config.plateau_cut)
@@ -516,7 +516,7 @@ class Trainer:
         """End a time-budgeted run at ``steps`` (not before the current step); the schedule stretches
         to it."""
         self._planned = max(steps, self.step)
-        self.schedule = make_schedule(self.config, self.model.config["d_model"], self.steps)
+        self.schedule = make_schedule(self.config, self.model.config.d_model, self.steps)
 
     def _plan(self, bar: Any) -> None:
         """Plan the run's end from the time left (under MPI rank 0's clock decides for every rank)."""
@@ -689,7 +689,7 @@ class Trainer:
         optimizer_state = self.optimizer.state_dict()
         arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})
         meta = {
-            "model": model.config,
+            "model": asdict(model.config),
             "run_id": self.run_id,
             "step": self.step,
             "train": asdict(self.config),
@@ -790,7 +790,11 @@ def _fine_tune_start(
 
 
 def training_memory(
-    config: dict[str, Any], batch_size: int, src_len: int, tgt_len: int, threads: int = 1
+    config: TransformerConfig | Mapping[str, Any],
+    batch_size: int,
+    src_len: int,
+    tgt_len: int,
+    threads: int = 1,
 ) -> int:
     """About the bytes one training step holds, estimated from the sizes before anything is built.
 
@@ -799,12 +803,13 @@ def training_memory(
     the projections, attention's probabilities (with dropout) over every key, the feed-forward
     hidden layer (with ReLU and dropout), and the logits with their softmax and gradient.
     """
-    d, d_ff, n, heads = config["d_model"], config["d_ff"], config["N"], config.get("h", 8)
-    itemsize = get_array_module().dtype(resolve_dtype(config.get("dtype", "float32"))).itemsize
+    config = TransformerConfig.of(config)
+    d, d_ff, n, heads = config.d_model, config.d_ff, config.N, config.h
+    itemsize = get_array_module().dtype(config.dtype).itemsize
     weights = parameter_count(config) * (4 + 2 * (threads - 1))
     encoder_token = n * (10 * d + 3 * d_ff + 3 * heads * src_len) + 2 * d
     decoder_token = (
-        n * (19 * d + 3 * d_ff + 3 * heads * (tgt_len + src_len)) + 2 * d + 3 * config["tgt_vocab_size"]
+        n * (19 * d + 3 * d_ff + 3 * heads * (tgt_len + src_len)) + 2 * d + 3 * config.tgt_vocab_size
     )
     return itemsize * (weights + batch_size * (src_len * encoder_token + tgt_len * decoder_token))
 

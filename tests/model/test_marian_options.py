@@ -175,7 +175,7 @@ def test_whole_model_with_the_marian_options_every_parameter(textbook, overrides
     model.backward(F.cross_entropy_backward(1.0, cache))
     params = dict(model.named_parameters())
     assert "encoder.layers.0.self_attention_block.w_q.bias" in params
-    assert ("encoder.norm.gamma" in params) == model.config["final_norm"]
+    assert ("encoder.norm.gamma" in params) == model.config.final_norm
     result = gradcheck(
         loss,
         {n: p.data for n, p in params.items()},
@@ -207,8 +207,8 @@ def test_cached_decoding_equals_uncached_with_the_options(kernels, overrides):
 
 def test_defaults_are_unchanged():
     model = nt.build_transformer(11, 13, 7, 6, d_model=8, N=2, h=2, d_ff=12, seed=0)
-    assert model.config["activation"] == "relu" and model.config["positions"] == "interleaved"
-    assert model.config["attention_bias"] is False and model.config["final_norm"] is True
+    assert model.config.activation == "relu" and model.config.positions == "interleaved"
+    assert model.config.attention_bias is False and model.config.final_norm is True
     names = [name for name, _ in model.named_parameters()]
     assert not any(name.endswith(("w_q.bias", "w_o.bias")) for name in names)
     assert "encoder.norm.gamma" in names and "decoder.norm.beta" in names

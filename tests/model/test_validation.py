@@ -144,9 +144,9 @@ def test_build_transformer_takes_numpy_integers():
         np.int64(10), 12, 6, 5, d_model=np.int64(8), N=1, h=np.int32(2), d_ff=16, norm_first=np.bool_(False)
     )
     assert (
-        model.config["d_model"] == 8
-        and type(model.config["d_model"]) is int
-        and model.config["norm_first"] is False
+        model.config.d_model == 8
+        and type(model.config.d_model) is int
+        and model.config.norm_first is False
     )
 
 
@@ -168,3 +168,21 @@ def test_load_state_dict_is_all_or_nothing(model, bad, message):
         other.load_state_dict(state)
     for name, value in other.state_dict().items():  # not one entry was copied
         np.testing.assert_array_equal(value, before[name], err_msg=name)
+
+
+def test_the_model_configuration_is_typed_and_frozen():
+    """model.config is a frozen TransformerConfig: one place for the defaults and the checks."""
+    import dataclasses
+
+    model = nt.build_transformer(10, 12, 6, 5, d_model=8, N=1, h=2, d_ff=16, dtype=np.float64)
+    config = model.config
+    assert isinstance(config, nt.TransformerConfig) and config.dtype == "float64" and config.h == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.d_model = 16
+    assert nt.TransformerConfig.of(dataclasses.asdict(config)) == config
+    rebuilt = nt.build_transformer(**dataclasses.asdict(config), seed=0)
+    assert rebuilt.config == config
+    with pytest.raises(TypeError, match="unknown model setting.*heads"):
+        nt.TransformerConfig.of({**dataclasses.asdict(config), "heads": 2})
+    with pytest.raises(ValueError, match="d_model must be divisible by h, got d_model=8, h=3"):
+        nt.TransformerConfig(10, 12, 6, 5, d_model=8, h=3)

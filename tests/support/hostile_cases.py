@@ -39,7 +39,7 @@ from marian_files import write_model
 
 import numpy_transformer as nt
 from numpy_transformer.optim import Adam, clip_grad_norm
-from numpy_transformer.translator import data
+from numpy_transformer.translator import config, data, pretrained
 from numpy_transformer.translator.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.data import BPETokenizer
@@ -985,7 +985,7 @@ CASES = [
     Case(
         "api",
         "a TrainConfig with threads=-1",
-        api(lambda ws: nt.config.TrainConfig(threads=-1)),
+        api(lambda ws: config.TrainConfig(threads=-1)),
         True,
         ("threads", "-1"),
     ),
@@ -1285,7 +1285,7 @@ CASES = [
     Case(
         "import",
         "the Python API: import_run with a dtype it cannot use",
-        api(lambda ws: nt.pretrained.import_run(ws / "opus-mt", ws / "imp11", dtype="float16")),
+        api(lambda ws: pretrained.import_run(ws / "opus-mt", ws / "imp11", dtype="float16")),
         True,
         ("dtype", "float16"),
     ),

@@ -14,7 +14,7 @@ import numpy_transformer as nt
 from numpy_transformer.gradcheck import gradcheck
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.data import read_tsv
+from numpy_transformer.translator.data import make_task, read_tsv
 from numpy_transformer.translator.decoding import greedy_decode
 from numpy_transformer.translator.plots import read_log
 from numpy_transformer.translator.run_directory import RunLock
@@ -325,7 +325,7 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_built(mo
 def test_the_memory_estimate_lets_the_default_run_through():
     from numpy_transformer.translator.training import training_memory
 
-    task = nt.data.make_task("numbers-en-fr")
+    task = make_task("numbers-en-fr")
     src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(0))
     config = {
         "src_vocab_size": len(task.src_vocab),
@@ -375,7 +375,7 @@ def test_an_over_long_corpus_line_is_left_out_and_counted(tmp_path, capsys):
     )
     with pytest.warns(UserWarning, match="1 of 41 pairs"):  # the task is rebuilt as it was trained
         trainer = Trainer.resume(out)
-    assert trainer.model.config["src_seq_len"] < 64 and trainer.config.max_length == 256
+    assert trainer.model.config.src_seq_len < 64 and trainer.config.max_length == 256
     assert main(["train", "--resume", "--max-length", "300", "--out", str(out)]) == 2
     assert "--max-length 300 differs from the saved run's 256" in capsys.readouterr().err
 

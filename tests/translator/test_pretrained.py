@@ -95,7 +95,7 @@ def oracle_logits(model, src, tgt):
 def test_logits_equal_marian(saved, dtype, tolerance):
     oracle, directory = saved[dtype]
     model = nt.load_pretrained(directory, dtype=dtype).eval()
-    assert model.config["activation"] == "silu" and model.config["positions"] == "split"
+    assert model.config.activation == "silu" and model.config.positions == "split"
     src, tgt, _ = batch()
     logits = model.forward(src, tgt, nt.make_src_mask(src, PAD), nt.causal_mask(tgt.shape[1]))
     expected = oracle_logits(oracle, src, tgt)

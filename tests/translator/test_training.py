@@ -5,7 +5,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
@@ -370,7 +370,7 @@ def test_accumulating_k_micro_batches_gives_the_gradient_of_the_k_times_larger_b
         keep([r for b in micro for r in b.tgt_out.tolist()], {PAD_ID, EOS_ID}),
     )
     assert joined.n_tokens == sum(b.n_tokens for b in micro) and joined.tgt_in[0, 0] == BOS_ID
-    model = nt.build_transformer(**trainer.model.config)
+    model = nt.build_transformer(**asdict(trainer.model.config))
     model.load_state_dict(trainer.model.state_dict())
     logits = model.forward(joined.src, joined.tgt_in, joined.src_mask, joined.tgt_mask)
     whole_loss, cache = ops.cross_entropy_forward(
@@ -537,7 +537,7 @@ def test_a_fine_tune_from_a_run_resumes_exactly_and_keeps_to_its_tables(tmp_path
     )
     with pytest.warns(UserWarning, match=f"1 of {len(words) + 1} pairs have more than 28 tokens"):
         whole = Trainer.create(config, {})
-    assert whole.model.config == load_checkpoint(base)[1]["model"] and whole.config.tokenizer == "char"
+    assert asdict(whole.model.config) == load_checkpoint(base)[1]["model"] and whole.config.tokenizer == "char"
     whole.fit(tmp_path / "whole", False)
     with pytest.warns(UserWarning):
         Trainer.create(replace(config, steps=2), {}).fit(tmp_path / "halves", False)
