@@ -255,7 +255,7 @@ class ModelConfig(_Checked):
     )
     norm_first: bool = setting(
         True,
-        "the paper's post-norm instead of the default pre-norm (the design notes' choice)",
+        "the paper's post-norm instead of the default pre-norm (the from-scratch design's choice)",
         flag="--post-norm",
     )
     tie_embeddings: bool = setting(
