@@ -25,7 +25,9 @@ _INLINE = re.compile(r"(?<![\\$])\$(?!\$)(.+?)(?<![\\$])\$", re.S)
 # The font stack MathML is drawn with: a system math font where there is one.
 STYLE = (
     "<style>math{font-family:'STIX Two Math','Latin Modern Math','Cambria Math',"
-    "'DejaVu Math TeX Gyre',math;font-size:1.05em}math[display=block]{margin:.6em 0}</style>"
+    "'DejaVu Math TeX Gyre',math;font-size:1.05em}"
+    # a display formula wider than the column scrolls sideways instead of being cut off
+    ".math-display{display:block;overflow-x:auto;overflow-y:hidden;margin:.6em 0;padding:.2em 0}</style>"
 )
 
 
@@ -42,7 +44,9 @@ def render_math(text: str) -> str:
     """Every ``$$...$$`` and ``$...$`` of an HTML fragment outside code, as MathML."""
     parts = _CODE.split(text)
     for i in range(0, len(parts), 2):  # even parts are outside <pre> and <code>
-        part = _DISPLAY.sub(lambda m: to_mathml(m.group(1), True), parts[i])
+        part = _DISPLAY.sub(
+            lambda m: f'<span class="math-display">{to_mathml(m.group(1), True)}</span>', parts[i]
+        )
         parts[i] = _INLINE.sub(lambda m: to_mathml(m.group(1), False), part)
     return "".join(parts)
 
