@@ -734,5 +734,6 @@ for source, output in zip(sources, outputs.tolist()):
 #   moment you write it, and `numpy-transformer learn train` trains a translator on your own code.
 # - Check your own layers in your own tests with `numpy_transformer.testing.assert_gradients`, as
 #   this page did.
-# - Read `numpy_transformer/layers.py` to see how the modules chain these pairs, and the README's
-#   section "How backprop flows through the Transformer" for the order of the whole backward pass.
+# - Read `numpy_transformer/layers.py` to see how the modules chain these pairs, and the guide
+#   *Learning backprop* (`docs/learn.md`), section "How backprop flows through the Transformer", for
+#   the order of the whole backward pass.
