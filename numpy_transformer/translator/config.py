@@ -35,7 +35,7 @@ TASK_STEPS = 3000  # a generated task's default length
 DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
 DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
 TASK_LR = 1e-3
-DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (docs/results.md's corpus figures)
+DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (docs/results.md)
 # train --from: fine-tuning a trained model moves it a little (OPUS-MT fine-tunes use 1e-5 to 1e-4)
 FROM_LR = 5e-5
 WARMUP = 200  # warm-up steps of a new model
