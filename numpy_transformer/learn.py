@@ -16,11 +16,17 @@ caught and shown as theirs, with their file and line, never as a traceback of th
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import inspect
 import math
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -46,13 +52,12 @@ SENTENCES = {
     "sign": "the sign is flipped",
     "factor": "it is off by a constant factor of {factor:.6g}",
     "zero": "it is zero everywhere",
-    "ln_mean": "the mean term of layer norm is missing: x also reaches the output through mu, "
-    "which subtracts mean(g) from every entry",
-    "ln_var": "the variance term of layer norm is missing: x also reaches the output through sigma, "
-    "which subtracts xhat * mean(g * xhat)",
+    "ln_mean": "the mean term of layer norm is missing: x also reaches the output through mu",
+    "ln_var": "the variance term of layer norm is missing: x also reaches the output through sigma",
     "ln_both": "both the mean and the variance terms of layer norm are missing: x also reaches "
     "the output through mu and sigma",
-    "softmax_row_sum": "softmax backward without its row sum: dx = y * (dy - sum(dy * y)), not y * dy",
+    "softmax_row_sum": "softmax backward without its row coupling: every output of a row depends on every "
+    "input of the row (the outputs sum to 1), so each dx entry has a term from the whole row",
     "scale_forgotten": "the 1/sqrt(d) scale is forgotten: the scores were multiplied by it, so dq and dk are too",
     "scale_twice": "the 1/sqrt(d) scale is applied twice",
     "repeated_ids": "repeated ids are overwritten instead of added: every position holding a token "
@@ -209,8 +214,8 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of cross-attention y = MultiHead(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v)
         W_o^T + b_o (the biases are optional: b_qkv = [b_q; b_k; b_v] (3D,), b_o (D,)).
 
-        dout: (B, T, D); cache: MultiHeadAttentionCache(q, k, v, output: LinearCache each,
-        heads: MultiHeadCache(attention: AttentionCache, n_heads)).
+        dout: (B, T, D); cache: MultiHeadAttentionCache(q, k, v, heads, output): q, k, v, output a
+        LinearCache each, heads a MultiHeadCache(attention, n_heads), attention an AttentionCache.
         Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D) = [dW_q; dW_k; dW_v], dw_o (D, D),
         db_qkv (3D,), db_o (D,)); the two bias gradients are None when the forward had no biases.
         Hint: your linear_backward and attention_backward do the work (linear_backward gives each
@@ -235,8 +240,8 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of Multi-Head Latent Attention: Q = x_q W_q^T, C = x_kv W_c^T (B, S, L),
         K = C W_kd^T, V = C W_vd^T, y = MultiHead(Q, K, V) W_o^T.
 
-        dout: (B, T, D); cache: LatentAttentionCache(q, latent, k, v, output: LinearCache each,
-        heads: MultiHeadCache).
+        dout: (B, T, D); cache: LatentAttentionCache(q, latent, k, v, heads, output): a LinearCache
+        each but heads, a MultiHeadCache(attention, n_heads).
         Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_q_compress (D + L, D) = [dW_q; dW_c],
         dw_kv_decompress (2D, L) = [dW_kd; dW_vd], dw_o (D, D)).
         Hint: the latent C feeds both the keys and the values.""",
@@ -260,6 +265,43 @@ BY_NAME = {exercise.backward: exercise for exercise in EXERCISES}
 # learn start
 
 
+def _cache_types(function: Callable) -> list[type]:
+    """The NamedTuple caches a forward returns, and those they hold, from its annotations."""
+    found: list[type] = []
+    names = [getattr(functional, n) for n in dir(functional) if n.endswith("Cache")]
+    source = inspect.getsource(function)
+    for kind in names:
+        if isinstance(kind, type) and kind.__name__ in source and kind not in found:
+            found.append(kind)
+    for kind in list(found):
+        for annotation in getattr(kind, "__annotations__", {}).values():
+            inner = getattr(functional, str(annotation).split(" ")[0], None)
+            if isinstance(inner, type) and inner.__name__.endswith("Cache") and inner not in found:
+                found.append(inner)
+    return found
+
+
+def forward_source(exercise: Exercise, shown: set[str] | None = None) -> str:
+    """The textbook's code of the exercise's forward, of the forwards it calls from the heads'
+    plumbing, and of the cache NamedTuples it keeps: read from functional.py itself, so that the
+    workbook shows what the learner inverts and the real field order, never the backward."""
+    shown = set() if shown is None else shown
+    forward = getattr(functional, exercise.forward)
+    parts = []
+    helpers = [functional.multi_head_forward] if "multi_head" in exercise.forward else []
+    for kind in _cache_types(forward) + _cache_types(functional.multi_head_forward) * bool(helpers):
+        if kind.__name__ not in shown:
+            shown.add(kind.__name__)
+            parts.append(inspect.getsource(kind))
+    for function in [*helpers, forward]:
+        if function.__name__ not in shown:
+            shown.add(function.__name__)
+            parts.append(inspect.getsource(function))
+    if not parts:
+        return f"{exercise.forward}: shown above"
+    return "\n".join(part.rstrip() + "\n" for part in parts).rstrip()
+
+
 def workbook_text() -> str:
     """The source of a fresh ``my_backprop.py``: every exercise a stub raising NotImplementedError."""
     imports = sorted({exercise.forward for exercise in EXERCISES} | {"merge_heads", "split_heads"})
@@ -269,11 +311,13 @@ def workbook_text() -> str:
         "Each backward receives dout, the gradient of the loss with respect to its forward's output,",
         "and the cache that forward saved, and returns the gradients of the forward's differentiable",
         "arguments in the order the forward takes them. The forwards are the textbook's, imported",
-        "below: read them in numpy_transformer/functional.py. Replace each `raise NotImplementedError`",
-        "with your code, then check it:",
+        "below; above each exercise is the code of its forward and of the cache it keeps (no need to",
+        "open functional.py: the backwards, the answers, are there). Replace each",
+        "`raise NotImplementedError` with your code, then check it:",
         "",
         f"    numpy-transformer learn check {WORKBOOK} relu_backward",
         f"    numpy-transformer learn check {WORKBOOK}              # the whole ladder",
+        f"    numpy-transformer learn hint {WORKBOOK} relu_backward # a hint, one step further each time",
         f"    numpy-transformer learn train {WORKBOOK}              # a translator on your backward passes",
         "",
         "Array operations go through xp = get_array_module() (NumPy here, CuPy on a GPU). Your later",
@@ -292,10 +336,14 @@ def workbook_text() -> str:
         ")",
         "",
     ]
+    shown: set[str] = set()
     for exercise in EXERCISES:
         lines += [
             "",
-            f"# {exercise.title}: the forward is {exercise.forward} (imported above)",
+            f"# {exercise.title}: the forward is {exercise.forward} (imported above), the textbook's code:",
+            "#",
+            *[f"#   {line}" if line else "#" for line in forward_source(exercise, shown).splitlines()],
+            "",
             f"def {exercise.backward}{exercise.signature}:",
             '    """' + exercise.doc.replace("\n        ", "\n    "),
             '    """',
@@ -414,6 +462,10 @@ def load_learner(path: str | Path) -> ModuleType:
         raise ValueError(f"{path}: cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    folder = str(file.parent)  # their file may import a module of its own folder, wherever they run from
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
     try:
         spec.loader.exec_module(module)
     except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
@@ -421,6 +473,10 @@ def load_learner(path: str | Path) -> ModuleType:
         if isinstance(error, KeyboardInterrupt):
             raise
         raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}") from None
+    finally:
+        if added:
+            with suppress(ValueError):
+                sys.path.remove(folder)
     return module
 
 
@@ -528,6 +584,16 @@ def _cases_linear(rng: numpy.random.Generator) -> list[Case]:
             ("x", "weight", ""),
         ),
         Case(
+            "x (2, 2, 3, 4), weight (3, 4), bias",
+            {"x": _normal(rng, 2, 2, 3, 4), "weight": _normal(rng, 3, 4), "bias": _normal(rng, 3)},
+            ("x", "weight", "bias"),
+        ),
+        Case(
+            "x (4, 3), weight (2, 3), bias",
+            {"x": _normal(rng, 4, 3), "weight": _normal(rng, 2, 3), "bias": _normal(rng, 2)},
+            ("x", "weight", "bias"),
+        ),
+        Case(
             "x (1, 1, 3), weight (6, 3), bias",
             {"x": _normal(rng, 1, 1, 3), "weight": _normal(rng, 6, 3), "bias": _normal(rng, 6)},
             ("x", "weight", "bias"),
@@ -546,6 +612,7 @@ def _cases_embedding(rng: numpy.random.Generator) -> list[Case]:
     for label, ids, vocab, width in (
         ("ids (2, 4) with repeats, table (5, 6)", [[1, 3, 1, 0], [3, 3, 2, 4]], 5, 6),
         ("ids (1, 1), table (3, 4)", [[2]], 3, 4),
+        ("ids (1, 5), one sentence with repeats, table (4, 3)", [[2, 0, 2, 2, 1]], 4, 3),
         ("ids (2, 3) all one token, table (4, 2)", [[1, 1, 1], [1, 1, 1]], 4, 2),
     ):
         token_ids = xp.asarray(ids)
@@ -643,7 +710,12 @@ def _cases_layer_norm(rng: numpy.random.Generator) -> list[Case]:
             candidates=_layer_norm_candidates,
         )
 
-    return [case("x (2, 3, 6)", (2, 3, 6)), case("x (5, 3)", (5, 3)), case("x (1, 1, 4)", (1, 1, 4))]
+    return [
+        case("x (2, 3, 6)", (2, 3, 6)),
+        case("x (5, 3)", (5, 3)),
+        case("x (1, 1, 4)", (1, 1, 4)),
+        case("x (2, 2, 2, 5)", (2, 2, 2, 5)),
+    ]
 
 
 def _attention_variants(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
@@ -898,14 +970,67 @@ class FunctionVerdict:
         return self.status == "done"
 
 
-def _call(function: Callable, path: Path, *args: Any, **kwargs: Any) -> Any:
-    """Run the learner's function; NotImplementedError is "to do", any other exception theirs."""
+class _TimedOut(BaseException):
+    """Raised inside the learner's code when its function has run past its time (a BaseException,
+    so that their own ``except Exception`` cannot swallow it)."""
+
+
+TIME_LIMIT = 60.0  # seconds for every case of one exercise (the textbook's take well under one)
+
+
+@contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise _TimedOut in whatever runs after ``seconds`` (on the main thread, where signals can
+    interrupt it; elsewhere, or with None, no limit)."""
+    if seconds is None:
+        yield
+        return
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _TimedOut()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return function(*args, **kwargs)
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _signature_problem(function: Callable, args: tuple, kwargs: dict[str, Any]) -> str | None:
+    """Why ``function`` cannot be called as the model calls it, or None."""
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError as error:
+        return str(error)
+    except ValueError:  # no signature to read (a builtin): let the call say
+        return None
+    return None
+
+
+def _call(function: Callable, path: Path, *args: Any, **kwargs: Any) -> Any:
+    """Run the learner's function; NotImplementedError is "to do", anything else it raises or
+    exits with is theirs (a NaN or overflow warning of NumPy included: it names their line)."""
+    name = getattr(function, "__name__", "the function")
+    problem = _signature_problem(function, args, kwargs)
+    if problem is not None:
+        given = ", ".join([*("dout" if i == 0 else "cache" for i in range(len(args))), *kwargs])
+        raise _Raised(f"{name} cannot be called as the model calls it, {name}({given}): {problem}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            return function(*args, **kwargs)
     except NotImplementedError as error:
         frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve() == path]
-        raise _ToDo(frames[-1].name if frames else getattr(function, "__name__", "")) from None
-    except Exception as error:
+        raise _ToDo(frames[-1].name if frames else name) from None
+    except (KeyboardInterrupt, _TimedOut):
+        raise
+    except BaseException as error:  # SystemExit, GeneratorExit, a BaseException of theirs: all theirs
         raise _Raised(describe_error(error, path)) from None
 
 
@@ -937,10 +1062,12 @@ def _as_array(value: Any) -> numpy.ndarray | None:
     if value is None:
         return None
     try:
-        array = numpy.asarray(to_numpy(value), dtype=numpy.float64)
-    except (TypeError, ValueError):
+        raw = numpy.asarray(to_numpy(value))
+        if raw.dtype == object or numpy.iscomplexobj(raw) or raw.dtype.kind not in "biuf":
+            return None
+        return raw.astype(numpy.float64)
+    except (TypeError, ValueError, OverflowError):
         return None
-    return None if array.dtype == object else array
 
 
 def _diagnose(
@@ -1020,6 +1147,73 @@ def _check_untouched(
             )
 
 
+def _returned_gradients(name: str, returned: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The gradients a backward returned, one per name, or _Raised saying what it returned instead."""
+    expected = f"({', '.join(names)})" if len(names) > 1 else f"{names[0]}, an array"
+    if returned is None:
+        raise _Raised(f"{name} returned None (is its `return` missing?), expected {expected}")
+    if inspect.isgenerator(returned) or isinstance(returned, Iterator):
+        raise _Raised(
+            f"{name} returned a {type(returned).__name__}, expected {expected}"
+            + (" as a tuple" if len(names) > 1 else "")
+        )
+    if len(names) == 1:
+        if isinstance(returned, (tuple, list)):
+            raise _Raised(
+                f"{name} returned a {type(returned).__name__} of {len(returned)}, expected {expected}"
+            )
+        return (returned,)
+    if isinstance(returned, list):
+        raise _Raised(f"{name} returned a list, expected the tuple {expected}: return a, b, c makes a tuple")
+    if not isinstance(returned, tuple):
+        raise _Raised(
+            f"{name} returned one {type(returned).__name__}, expected the {len(names)} values {expected}"
+        )
+    if len(returned) != len(names):
+        raise _Raised(f"{name} returned {len(returned)} values, expected {len(names)}: {expected}")
+    return returned
+
+
+def _compare_forward(
+    name: str, out: Any, cache: Any, textbook_out: Any, textbook_cache: Any, case: Case
+) -> None:
+    """A forward of the learner's own must compute the textbook's output, and keep a cache the
+    model around it can read (the textbook's kind: the layers read its fields)."""
+    if case.dloss is not None:
+        yours, right = numpy.asarray(float(out)), numpy.asarray(float(textbook_out))
+    else:
+        yours, right = to_numpy(out), to_numpy(textbook_out)
+    if yours.shape != right.shape:
+        raise _Raised(
+            f"your {name} differs from the textbook's on case {case.label}: output shape {yours.shape}, "
+            f"expected {right.shape}"
+        )
+    if not numpy.allclose(yours, right, rtol=1e-6, atol=1e-9, equal_nan=True):
+        difference = numpy.abs(yours.astype(numpy.float64) - right)
+        index = tuple(int(i) for i in numpy.unravel_index(int(numpy.nanargmax(difference)), difference.shape))
+        raise _Raised(
+            f"your {name} differs from the textbook's on case {case.label}: at {index} yours "
+            f"{float(yours[index]):.6g}, the textbook's {float(right[index]):.6g} (largest difference "
+            f"{float(numpy.nanmax(difference)):.3g})"
+        )
+    fields = getattr(textbook_cache, "_fields", None)
+    if fields is not None and getattr(cache, "_fields", None) != fields:
+        raise _Raised(
+            f"your {name} keeps a cache of type {type(cache).__name__}, the textbook's is a "
+            f"{type(textbook_cache).__name__}({', '.join(fields)}): the model around it reads that cache's "
+            "fields, so return one (import it from numpy_transformer.functional)"
+        )
+    if (
+        textbook_cache is not None
+        and hasattr(textbook_cache, "shape")
+        and getattr(cache, "shape", None) != textbook_cache.shape
+    ):
+        raise _Raised(
+            f"your {name} keeps a cache of type {type(cache).__name__}, the textbook's is an array of shape "
+            f"{tuple(textbook_cache.shape)}: keep its layout"
+        )
+
+
 def _run_case(
     exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int
 ) -> list[GradientVerdict]:
@@ -1033,16 +1227,15 @@ def _run_case(
     given = upstream.copy() if hasattr(upstream, "copy") else upstream
     returned = _call(backward, path, given, cache)
     _check_untouched(exercise.backward, given, upstream, inputs, case.inputs)
-    grads = returned if isinstance(returned, tuple) else (returned,)
     names = exercise.grads
-    if len(grads) != len(names):
-        raise _Raised(
-            f"{exercise.backward} returned {len(grads)} value{'s' if len(grads) != 1 else ''}, "
-            f"expected {len(names)}: ({', '.join(names)})"
-        )
+    grads = _returned_gradients(exercise.backward, returned, names)
     # the textbook on the same inputs: whether yours is exact, and which mistake it looks like
     reference = _copy(case.inputs)
-    _, textbook_cache = _forward_call(getattr(functional, exercise.forward), case, reference, path)
+    textbook_out, textbook_cache = _forward_call(getattr(functional, exercise.forward), case, reference, path)
+    if forward is not getattr(functional, exercise.forward):
+        _compare_forward(
+            getattr(forward, "__name__", exercise.forward), out, cache, textbook_out, textbook_cache, case
+        )
     expected = getattr(functional, exercise.backward)(upstream, textbook_cache)
     expected = expected if isinstance(expected, tuple) else (expected,)
     candidates = case.candidates(textbook_cache, upstream) if case.candidates else {}
@@ -1061,7 +1254,14 @@ def _run_case(
             continue
         right = to_numpy(right)
         yours = _as_array(grad)
-        if yours is None:
+        if isinstance(grad, complex) or (hasattr(grad, "dtype") and numpy.dtype(str(grad.dtype)).kind == "c"):
+            verdicts[label] = GradientVerdict(
+                label,
+                "wrong",
+                case=case.label,
+                detail=f"returned a complex {type(grad).__name__}: the gradient of a real function is real",
+            )
+        elif yours is None:
             verdicts[label] = GradientVerdict(
                 label,
                 "wrong",
@@ -1136,7 +1336,9 @@ def _run_case(
     return [verdicts[label] for label in names if label in verdicts]
 
 
-def check_function(module: ModuleType, name: str, path: Path, seed: int = 0) -> FunctionVerdict:
+def check_function(
+    module: ModuleType, name: str, path: Path, seed: int = 0, time_limit: float | None = TIME_LIMIT
+) -> FunctionVerdict:
     """Grade the learner's ``name`` (a key of BY_NAME) on every drawn case of it."""
     exercise = BY_NAME[name]
     if _own(module, name) is None:
@@ -1144,27 +1346,49 @@ def check_function(module: ModuleType, name: str, path: Path, seed: int = 0) -> 
     merged: dict[str, GradientVerdict] = {}
     rng = numpy.random.default_rng(seed)
     try:
-        for number, case in enumerate(CASES[name](rng)):
-            for verdict in _run_case(exercise, module, case, path, seed + number):
-                kept = merged.get(verdict.name)
-                rank = {"exact": 0, "close": 1, "wrong": 2}
-                if kept is None or rank[verdict.status] > rank[kept.status]:
-                    merged[verdict.name] = verdict
-                elif kept.status == verdict.status == "close":
-                    kept.max_abs_error = max(kept.max_abs_error, verdict.max_abs_error)
-                    kept.relative_error = max(kept.relative_error, verdict.relative_error)
+        with _time_limit(time_limit):
+            cases = list(enumerate(CASES[name](rng)))
+            for number, case in cases:
+                for verdict in _run_case(exercise, module, case, path, seed + number):
+                    kept = merged.get(verdict.name)
+                    rank = {"exact": 0, "close": 1, "wrong": 2}
+                    if kept is None or rank[verdict.status] > rank[kept.status]:
+                        merged[verdict.name] = verdict
+                    elif kept.status == verdict.status == "close":
+                        kept.max_abs_error = max(kept.max_abs_error, verdict.max_abs_error)
+                        kept.relative_error = max(kept.relative_error, verdict.relative_error)
     except _ToDo as todo:
         waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
         return FunctionVerdict(name, "to do", message=f"raises NotImplementedError{waits}")
     except _Raised as raised:
         return FunctionVerdict(name, "error", message=raised.line)
+    except _TimedOut:
+        return FunctionVerdict(
+            name,
+            "error",
+            message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
+        )
     gradients = [merged[label] for label in exercise.grads if label in merged]
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
     return FunctionVerdict(name, status, gradients)
 
 
+def unknown_exercise(name: str) -> str:
+    """The refusal of a name that is no exercise: the nearest names first (did you mean)."""
+    every = [e.backward for e in EXERCISES]
+    near = difflib.get_close_matches(name, every, n=3, cutoff=0.5)
+    if not near and not name.endswith("_backward"):
+        near = difflib.get_close_matches(f"{name}_backward", every, n=3, cutoff=0.5)
+    guess = f"; did you mean {' or '.join(near)}?" if near else ""
+    return f"{name!r} is not an exercise{guess} (the exercises: {', '.join(every)})"
+
+
 def check(
-    path: str | Path, names: Sequence[str] | None = None, seed: int = 0, module: ModuleType | None = None
+    path: str | Path,
+    names: Sequence[str] | None = None,
+    seed: int = 0,
+    module: ModuleType | None = None,
+    time_limit: float | None = TIME_LIMIT,
 ) -> list[FunctionVerdict]:
     """Grade the learner's file: the exercises ``names`` (every exercise when None), in ladder order.
 
@@ -1173,13 +1397,11 @@ def check(
     """
     for name in names or ():
         if name not in BY_NAME:
-            raise ValueError(
-                f"{name!r} is not an exercise; expected one of: {', '.join(e.backward for e in EXERCISES)}"
-            )
+            raise ValueError(unknown_exercise(name))
     module = module if module is not None else load_learner(path)
     file = Path(module.__file__ or path).resolve()
     wanted = [e.backward for e in EXERCISES if names is None or not names or e.backward in names]
-    verdicts = [check_function(module, name, file, seed) for name in wanted]
+    verdicts = [check_function(module, name, file, seed, time_limit) for name in wanted]
     failing = {v.name for v in verdicts if v.status in ("wrong", "error")}
     for verdict in verdicts:  # a wrong function that calls another wrong one: say which to fix first
         function = _own(module, verdict.name)
@@ -1257,19 +1479,180 @@ def learner_functions(path: str | Path) -> tuple[dict[str, Callable], list[Funct
     return table, verdicts
 
 
-def guarded(functions: dict[str, Callable], path: str | Path) -> dict[str, Callable]:
-    """The learner's functions, each raising a RuntimeError that says what their code raised (with
-    their file:line) instead of a traceback of the model around it."""
+def guarded(
+    functions: dict[str, Callable], path: str | Path, ran: set[str] | None = None
+) -> dict[str, Callable]:
+    """The learner's functions, each raising a RuntimeError that says what their code raised or
+    exited with (with their file:line) instead of a traceback of the model around it; the name of
+    each that runs is added to ``ran``."""
     file = Path(path).expanduser().resolve()
 
     def guard(name: str, function: Callable) -> Callable:
         def run(*args: Any, **kwargs: Any) -> Any:
+            if ran is not None:
+                ran.add(name)
             try:
                 return function(*args, **kwargs)
-            except Exception as error:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:  # SystemExit included: their code ending the run is theirs to see
                 raise RuntimeError(f"your {name} raised {describe_error(error, file)}") from None
 
         run.__name__ = name
         return run
 
     return {name: guard(name, function) for name, function in functions.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# learning aids: hints one step further each time, and cmp for the intermediates of a backward
+
+HINTS: dict[str, tuple[str, ...]] = {
+    "positional_encoding_backward": (
+        "The table is a constant: what does adding a constant do to a gradient?",
+        "y = x + c, so dy/dx is the identity: dx is dout, unchanged (no sum, no weight: there is none).",
+    ),
+    "relu_backward": (
+        "The slope of max(x, 0) is 1 where x > 0 and 0 elsewhere; the cache is where x > 0.",
+        "dx = dout where the cache is true, 0 elsewhere: dout * cache.",
+    ),
+    "dropout_backward": (
+        "With the mask fixed, y is x times a constant per entry: keep / keep_prob.",
+        "None as the cache means y = x. Otherwise dx = dout * keep / keep_prob.",
+    ),
+    "linear_backward": (
+        "Write y = x W^T + b for one row first; every row uses the same W and b, so their gradients add "
+        "over the rows.",
+        "Flatten x to (N, in) and dout to (N, out): dx = dout W, dW = dout_rows^T x_rows, db = the sum of "
+        "dout's rows. dx keeps x's shape (any rank: 2-D, 3-D, 4-D).",
+    ),
+    "embedding_backward": (
+        "y[b, t] = E[ids[b, t]] * scale: each output row came from one table row.",
+        "Start from zeros of the table's shape and add dout[b, t] * scale into row ids[b, t]; a token that "
+        "occurs twice gets both (xp.add.at, not assignment).",
+    ),
+    "softmax_backward": (
+        "Every output of a row depends on every input of that row (they sum to 1).",
+        "The Jacobian of one row is diag(y) - y y^T; apply it to dout without building it.",
+        "dx = y * (dout - sum(dout * y, over the row, keepdims)).",
+    ),
+    "cross_entropy_backward": (
+        "Softmax and cross-entropy together have a simple gradient with respect to the logits.",
+        "Per token: probs - q, q the smoothed target (1 - eps) one_hot + eps / V; padding rows get 0.",
+        "dlogits = (probs - q) * valid[:, None] * dloss / n_valid, reshaped to the logits' shape.",
+    ),
+    "layer_norm_backward": (
+        "dgamma and dbeta are the sums over rows of dout * xhat and dout. For dx, x reaches y three ways: "
+        "directly, through the mean and through the variance.",
+        "With g = dout * gamma (the gradient reaching xhat): the mean's path subtracts the row mean of g, "
+        "the variance's path subtracts xhat times the row mean of g * xhat.",
+        "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), the means over the last axis, keepdims.",
+    ),
+    "attention_backward": (
+        "Run the forward backwards: out = dropped @ v, dropped = dropout(P), P = softmax(S), S = q k^T * "
+        "scale, masked scores constants.",
+        "dv = dropped^T dout; ddropped = dout v^T; dP = your dropout_backward; dS = your softmax_backward, "
+        "0 where masked.",
+        "dq = dS k * scale, dk = dS^T q * scale (swapaxes(-1, -2) for the transposes).",
+    ),
+    "multi_head_attention_backward": (
+        "Reverse the forward: the output projection, the heads (split/merge are rearrangements), then the "
+        "three input projections.",
+        "x_kv feeds both K and V: dx_kv is the sum of the two linear_backwards' dx. Stack dW_q, dW_k, dW_v "
+        "(xp.concatenate) and the biases the same way when they are not None.",
+    ),
+    "multi_head_self_attention_backward": (
+        "It is cross-attention with x_q = x_kv = x.",
+        "Call your multi_head_attention_backward and add dx_q and dx_kv.",
+    ),
+    "multi_head_latent_attention_backward": (
+        "Reverse the forward: output, heads, then K and V from the latent C, then C and Q from the inputs.",
+        "C feeds both K and V: dC is the sum of their linear_backwards' dx; then C's own linear_backward.",
+    ),
+    "multi_head_latent_self_attention_backward": (
+        "It is latent cross-attention with x_q = x_kv = x.",
+        "Call your multi_head_latent_attention_backward and add dx_q and dx_kv.",
+    ),
+}
+
+
+def _hint_file(path: Path) -> Path:
+    return path.with_name(f".{path.name}.hints.json")
+
+
+def next_hint(path: str | Path, name: str) -> str:
+    """The next hint for ``name``, one step further than the last one given; the level is kept in
+    a small JSON file beside the learner's file (written atomically)."""
+    import json
+
+    if name not in HINTS:
+        raise ValueError(unknown_exercise(name))
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    state_file = _hint_file(file)
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        if not isinstance(state, dict):
+            state = {}
+    except (OSError, ValueError):
+        state = {}
+    hints = HINTS[name]
+    level = state.get(name, 0)
+    level = level if isinstance(level, int) and level >= 0 else 0
+    if level >= len(hints):
+        return f"{name}: no more hints ({len(hints)} of {len(hints)} given); the last one: {hints[-1]}"
+    state[name] = level + 1
+    write_text_atomically(state_file, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    more = "" if level + 1 == len(hints) else " (ask again for the next)"
+    return f"{name}, hint {level + 1} of {len(hints)}{more}: {hints[level]}"
+
+
+def cmp(name: str, yours: Any, reference: Any, quiet: bool = False) -> bool:
+    """Compare an intermediate of your backward with the textbook's (backprop-ninja's cmp): prints
+    'name  exact / approximately equal / wrong  largest difference' and returns whether it is close.
+
+    Call it inside your backward, e.g. ``cmp("dscores", dscores, textbook(cache, dout)["dscores"])``.
+    """
+    a, b = to_numpy(yours), to_numpy(reference)
+    a = numpy.asarray(a)
+    b = numpy.asarray(b)
+    if a.shape != b.shape:
+        if not quiet:
+            print(f"{name:<12} wrong shape: yours {a.shape}, expected {b.shape}")
+        return False
+    exact = bool(numpy.array_equal(a, b))
+    close = bool(numpy.allclose(a, b, rtol=1e-7, atol=1e-9 * max(1.0, float(numpy.abs(b).max(initial=0.0)))))
+    largest = float(numpy.abs(a - b).max(initial=0.0))
+    verdict = "exact" if exact else "approximately equal" if close else "wrong"
+    if not quiet:
+        print(f"{name:<12} {verdict:<20} largest difference {largest:.3g}")
+    return close
+
+
+def textbook(cache: Any, dout: Any) -> dict[str, Any]:
+    """The textbook's intermediates of the backward of ``cache``'s forward, by name, for ``cmp``.
+
+    Attention (an AttentionCache): dv, ddropped, dprobs, dscores, dq, dk. Layer norm: g (the gradient
+    reaching xhat), dx, dgamma, dbeta. Multi-head attention: dheads, dq, dk, dv (before the input
+    projections). Linear: dx, dweight, dbias. Others: the backward's result as "dx".
+    """
+    xp = get_array_module()
+    if isinstance(cache, functional.AttentionCache):
+        ddropped = dout @ cache.v.swapaxes(-1, -2)
+        dprobs = functional.dropout_backward(ddropped, cache.dropout)
+        dscores = functional.softmax_backward(dprobs, cache.probs)
+        if cache.mask is not None:
+            dscores = xp.where(cache.mask, dscores, 0.0)
+        dq, dk, dv = functional.attention_backward(dout, cache)
+        return {"dv": dv, "ddropped": ddropped, "dprobs": dprobs, "dscores": dscores, "dq": dq, "dk": dk}
+    if isinstance(cache, functional.LayerNormCache):
+        dx, dgamma, dbeta = functional.layer_norm_backward(dout, cache)
+        return {"g": dout * cache.gamma, "dx": dx, "dgamma": dgamma, "dbeta": dbeta}
+    if isinstance(cache, (functional.MultiHeadAttentionCache, functional.LatentAttentionCache)):
+        dheads = functional.linear_backward(dout, cache.output)[0]
+        dq, dk, dv = functional.multi_head_backward(dheads, cache.heads)
+        return {"dheads": dheads, "dq": dq, "dk": dk, "dv": dv}
+    if isinstance(cache, functional.LinearCache):
+        return dict(zip(("dx", "dweight", "dbias"), functional.linear_backward(dout, cache)))
+    raise TypeError(f"no intermediates known for a cache of type {type(cache).__name__}")
