@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy
 
-from . import functional
+from . import blocks, functional
 from .backend import Array, get_array_module, to_numpy
 from .files import write_text_atomically
 from .gradcheck import gradcheck, random_upstream
@@ -73,6 +73,14 @@ SENTENCES = {
     "upstream": "the upstream gradient (dloss) is not multiplied in",
     "label_smoothing": "label smoothing is left out: the target distribution is (1 - eps) one_hot + eps / V",
     "embedding_scale": "the sqrt(D) scale of the embedding is forgotten: the forward multiplied the rows by it",
+    "residual_dropped": "a residual's skip path is dropped: x reaches the output along the skip and "
+    "along the branch, so its gradient is the sum of both",
+    "norm_path": "the norm's backward is on the wrong path: in pre-norm the norm is on the branch only (the "
+    "skip's gradient passes it by); in post-norm it comes after the sum (both paths' gradients pass through it)",
+    "memory_one_layer": "the encoder output's gradient is kept from one decoder layer only: it feeds the "
+    "cross-attention of every decoder layer, so their gradients add",
+    "tied_not_added": "the tied matrix gets only one of its gradients: tgt_table is the target embedding and "
+    "the output projection, so its two gradients add",
     "paths": "a tensor feeding several paths (queries, keys, values, the latent) gets only some of "
     "their gradients: the gradients of every path must be added",
 }
@@ -94,6 +102,7 @@ class Exercise:
     grads: tuple[str, ...]  # what the backward returns, in order
     signature: str  # of the backward, as the workbook writes it
     doc: str  # the workbook's docstring: receives, returns, every shape, a hint
+    params: bool = False  # a block: the last of grads is a dict, dparams, with the keys of params
 
     @property
     def title(self) -> str:
@@ -257,8 +266,87 @@ EXERCISES: tuple[Exercise, ...] = (
         Returns (dx (B, T, D), dw_q_compress, dw_kv_decompress, dw_o).
         Hint: x feeds two paths.""",
     ),
+    Exercise(
+        "residual_backward",
+        "residual_forward",
+        ("dx", "dparams"),
+        "(dout, cache)",
+        """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+        Hint: x reaches y along two paths; your linear_backward and layer_norm_backward do the rest.""",
+        params=True,
+    ),
+    Exercise(
+        "feed_forward_backward",
+        "feed_forward_forward",
+        ("dx", "dparams"),
+        "(dout, cache)",
+        """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+        Hint: the forward in reverse, one of your backwards per step.""",
+        params=True,
+    ),
+    Exercise(
+        "encoder_block_backward",
+        "encoder_block_forward",
+        ("dx", "dparams"),
+        "(dout, cache)",
+        """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        Hint: your feed_forward_backward and multi_head_self_attention_backward; mind both residuals.""",
+        params=True,
+    ),
+    Exercise(
+        "decoder_block_backward",
+        "decoder_block_forward",
+        ("dx", "dmemory", "dparams"),
+        "(dout, cache)",
+        """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+        Hint: the memory feeds the cross-attention's keys and values: its gradient comes from there.""",
+        params=True,
+    ),
+    Exercise(
+        "encoder_decoder_backward",
+        "encoder_decoder_forward",
+        ("dparams",),
+        "(dloss, cache)",
+        """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+        Hint: the encoder's output feeds every decoder layer; tgt_table is used twice (tied).""",
+        params=True,
+    ),
 )
 BY_NAME = {exercise.backward: exercise for exercise in EXERCISES}
+BLOCKS = frozenset(e.backward for e in EXERCISES if e.params) | frozenset(
+    e.forward for e in EXERCISES if e.params
+)  # the exercises whose textbook is numpy_transformer.blocks (checked; learn train runs the layers)
+
+
+def textbook_function(name: str) -> Callable:
+    """The textbook's function ``name``: of functional.py, or of blocks.py for the blocks."""
+    return getattr(blocks if name in BLOCKS else functional, name)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -268,16 +356,17 @@ BY_NAME = {exercise.backward: exercise for exercise in EXERCISES}
 def _cache_types(function: Callable) -> list[type]:
     """The NamedTuple caches a forward returns, and those they hold, from its annotations."""
     found: list[type] = []
-    names = [getattr(functional, n) for n in dir(functional) if n.endswith("Cache")]
+    kinds = {n: getattr(home, n) for home in (functional, blocks) for n in dir(home) if n.endswith("Cache")}
     source = inspect.getsource(function)
-    for kind in names:
-        if isinstance(kind, type) and kind.__name__ in source and kind not in found:
+    for name, kind in kinds.items():
+        if isinstance(kind, type) and f"{name}(" in source and kind not in found:
             found.append(kind)
-    for kind in list(found):
+    for kind in found:  # grows while it is read: the caches the caches hold
         for annotation in getattr(kind, "__annotations__", {}).values():
-            inner = getattr(functional, str(annotation).split(" ")[0], None)
-            if isinstance(inner, type) and inner.__name__.endswith("Cache") and inner not in found:
-                found.append(inner)
+            for word in str(annotation).replace("[", " ").replace("]", " ").split():
+                inner = kinds.get(word)
+                if isinstance(inner, type) and inner not in found:
+                    found.append(inner)
     return found
 
 
@@ -286,7 +375,7 @@ def forward_source(exercise: Exercise, shown: set[str] | None = None) -> str:
     plumbing, and of the cache NamedTuples it keeps: read from functional.py itself, so that the
     workbook shows what the learner inverts and the real field order, never the backward."""
     shown = set() if shown is None else shown
-    forward = getattr(functional, exercise.forward)
+    forward = textbook_function(exercise.forward)
     parts = []
     helpers = [functional.multi_head_forward] if "multi_head" in exercise.forward else []
     for kind in _cache_types(forward) + _cache_types(functional.multi_head_forward) * bool(helpers):
@@ -304,7 +393,10 @@ def forward_source(exercise: Exercise, shown: set[str] | None = None) -> str:
 
 def workbook_text() -> str:
     """The source of a fresh ``my_backprop.py``: every exercise a stub raising NotImplementedError."""
-    imports = sorted({exercise.forward for exercise in EXERCISES} | {"merge_heads", "split_heads"})
+    imports = sorted(
+        {e.forward for e in EXERCISES if e.forward not in BLOCKS} | {"merge_heads", "split_heads"}
+    )
+    block_imports = sorted(e.forward for e in EXERCISES if e.forward in BLOCKS)
     lines = [
         '"""My backward passes: one exercise for each backward of the Transformer, easiest first.',
         "",
@@ -331,6 +423,9 @@ def workbook_text() -> str:
         "import math",
         "",
         "from numpy_transformer.backend import get_array_module",
+        "from numpy_transformer.blocks import (",
+        *[f"    {name}," for name in block_imports],
+        ")",
         "from numpy_transformer.functional import (",
         *[f"    {name}," for name in imports],
         ")",
@@ -482,13 +577,12 @@ def load_learner(path: str | Path) -> ModuleType:
 
 def _own(module: ModuleType, name: str) -> Callable | None:
     """The function ``name`` as the learner's file defines it (None if absent or imported)."""
-    value = getattr(module, name, None)
+    value = getattr(blocks if module is functional and name in BLOCKS else module, name, None)
     if not callable(value):
         return None
     if module is functional:
         return value
-    textbook = getattr(functional, name, None)
-    if value is textbook:
+    if value is getattr(functional, name, None) or value is getattr(blocks, name, None):
         return None
     return value
 
@@ -509,6 +603,7 @@ class Case:
     )  # grad -> (c, key): yours = c x right
     regions: dict[str, list[tuple[Array, str]]] = field(default_factory=dict)  # grad -> (where wrong, key)
     candidates: Callable[[Any, Any], dict[str, list[tuple[Array, str]]]] | None = None  # (cache, dout) -> ...
+    max_entries: int | None = None  # central differences of this many entries per tensor (all when None)
 
 
 def _normal(rng: numpy.random.Generator, *shape: int) -> Array:
@@ -903,6 +998,265 @@ def _cases_multi_head(rng: numpy.random.Generator, latent: bool, self_attention:
     return cases
 
 
+def _params(rng: numpy.random.Generator, **shapes: tuple[int, ...]) -> dict[str, Array]:
+    """Normal float64 parameters of the given shapes; a name ending in gamma is 1 + 0.5 * normal."""
+    xp = get_array_module()
+    return {
+        name: xp.asarray((1 if name.endswith("gamma") else 0) + 0.5 * rng.standard_normal(shape))
+        for name, shape in shapes.items()
+    }
+
+
+def _residual_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    norm_cache, sublayer, norm_first = cache
+    if norm_first:
+        dnormed = functional.linear_backward(dout, sublayer)[0]
+        branch = functional.layer_norm_backward(dnormed, norm_cache)[0]
+        return {
+            "x": [
+                (branch, "residual_dropped"),
+                (dout, "residual_dropped"),
+                (dout + dnormed, "norm_path"),
+                (functional.layer_norm_backward(dout + dnormed, norm_cache)[0], "norm_path"),
+            ]
+        }
+    dsum = functional.layer_norm_backward(dout, norm_cache)[0]
+    return {
+        "x": [
+            (functional.linear_backward(dsum, sublayer)[0], "residual_dropped"),
+            (dsum, "residual_dropped"),
+            (dout + functional.linear_backward(dsum, sublayer)[0], "norm_path"),
+            (dsum + functional.linear_backward(dout, sublayer)[0], "norm_path"),
+        ]
+    }
+
+
+def _cases_residual(rng: numpy.random.Generator) -> list[Case]:
+    def case(label: str, shape: tuple[int, ...], norm_first: bool) -> Case:
+        width = shape[-1]
+        params = _params(rng, gamma=(width,), beta=(width,), weight=(width, width), bias=(width,))
+        return Case(
+            label,
+            {"x": _normal(rng, *shape), "params": params, "norm_first": norm_first},
+            ("x", *[f"params.{key}" for key in params]),
+            candidates=_residual_candidates,
+        )
+
+    return [
+        case("x (2, 3, 4), pre-norm", (2, 3, 4), True),
+        case("x (2, 3, 4), post-norm", (2, 3, 4), False),
+        case("x (3, 5), post-norm", (3, 5), False),
+        case("x (1, 1, 4), pre-norm", (1, 1, 4), True),
+        case("x (2, 2, 2, 3), pre-norm", (2, 2, 2, 3), True),
+    ]
+
+
+def _cases_feed_forward(rng: numpy.random.Generator) -> list[Case]:
+    def case(label: str, shape: tuple[int, ...], hidden: int) -> Case:
+        width = shape[-1]
+        params = _params(rng, w1=(hidden, width), b1=(hidden,), w2=(width, hidden), b2=(width,))
+        return Case(label, {"x": _normal(rng, *shape), "params": params}, ("x", "params.w1", "params.b1",
+                    "params.w2", "params.b2"))  # fmt: skip
+
+    return [
+        case("x (2, 3, 4), d_ff 6", (2, 3, 4), 6),
+        case("x (5, 4), d_ff 3", (5, 4), 3),
+        case("x (1, 1, 4), d_ff 2", (1, 1, 4), 2),
+        case("x (2, 1, 2, 4), d_ff 5", (2, 1, 2, 4), 5),
+    ]
+
+
+def _block_params(rng: numpy.random.Generator, width: int, hidden: int, decoder: bool) -> dict[str, Array]:
+    d, h = width, hidden
+    shapes: dict[str, tuple[int, ...]] = {"ln1_gamma": (d,), "ln1_beta": (d,)}
+    if decoder:
+        shapes |= {"self_w_qkv": (3 * d, d), "self_w_o": (d, d), "ln2_gamma": (d,), "ln2_beta": (d,)}
+        shapes |= {"cross_w_qkv": (3 * d, d), "cross_w_o": (d, d), "ln3_gamma": (d,), "ln3_beta": (d,)}
+    else:
+        shapes |= {"w_qkv": (3 * d, d), "w_o": (d, d), "ln2_gamma": (d,), "ln2_beta": (d,)}
+    shapes |= {"w1": (h, d), "b1": (h,), "w2": (d, h), "b2": (d,)}
+    return _params(rng, **shapes)
+
+
+def _encoder_block_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    """dx with one residual's skip dropped at a time."""
+
+    def rest(dx: Any, skip: bool = True) -> Any:
+        dh = functional.multi_head_self_attention_backward(dx, cache.attention)[0]
+        dh = functional.layer_norm_backward(dh, cache.norm_1)[0]
+        return dx + dh if skip else dh
+
+    dh = blocks.feed_forward_backward(dout, cache.feed_forward)[0]
+    dh = functional.layer_norm_backward(dh, cache.norm_2)[0]
+    return {"x": [(rest(dh), "residual_dropped"), (rest(dout + dh, skip=False), "residual_dropped")]}
+
+
+def _decoder_block_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    def through(dx: Any, skips: tuple[bool, bool, bool]) -> Any:
+        dh = blocks.feed_forward_backward(dx, cache.feed_forward)[0]
+        dh = functional.layer_norm_backward(dh, cache.norm_3)[0]
+        dx = dx + dh if skips[2] else dh
+        dh = functional.multi_head_attention_backward(dx, cache.cross_attention)[0]
+        dh = functional.layer_norm_backward(dh, cache.norm_2)[0]
+        dx = dx + dh if skips[1] else dh
+        dh = functional.multi_head_self_attention_backward(dx, cache.self_attention)[0]
+        dh = functional.layer_norm_backward(dh, cache.norm_1)[0]
+        return dx + dh if skips[0] else dh
+
+    dropped = ((False, True, True), (True, False, True), (True, True, False))
+    return {"x": [(through(dout, skips), "residual_dropped") for skips in dropped]}
+
+
+def _cases_encoder_block(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+    padded = numpy.ones((2, 1, 1, 3), dtype=bool)
+    padded[1, ..., 2:] = False
+    cases = []
+    for label, b, s, width, heads, mask in (
+        ("x (2, 3, 8), 2 heads, a padded key", 2, 3, 8, 2, xp.asarray(padded)),
+        ("x (1, 1, 4), 1 head, no mask", 1, 1, 4, 1, None),
+    ):
+        params = _block_params(rng, width, 2 * width, decoder=False)
+        cases.append(
+            Case(
+                label,
+                {"x": _normal(rng, b, s, width), "params": params, "mask": mask, "n_heads": heads},
+                ("x", *[f"params.{key}" for key in params]),
+                candidates=_encoder_block_candidates,
+                max_entries=24,
+            )
+        )
+    return cases
+
+
+def _cases_decoder_block(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+    src = numpy.ones((2, 1, 1, 4), dtype=bool)
+    src[0, ..., 3:] = False
+    causal = numpy.tril(numpy.ones((3, 3), dtype=bool))[None, None]
+    cases = []
+    for label, b, t, s, width, heads, src_mask, tgt_mask in (
+        ("x (2, 3, 8), memory (2, 4, 8), 2 heads, causal, a padded source", 2, 3, 4, 8, 2, src, causal),
+        ("x (1, 1, 4), memory (1, 1, 4), 1 head, no masks", 1, 1, 1, 4, 1, None, None),
+    ):
+        params = _block_params(rng, width, 2 * width, decoder=True)
+        inputs = {
+            "x": _normal(rng, b, t, width),
+            "memory": _normal(rng, b, s, width),
+            "params": params,
+            "src_mask": None if src_mask is None else xp.asarray(src_mask),
+            "tgt_mask": None if tgt_mask is None else xp.asarray(tgt_mask),
+            "n_heads": heads,
+        }
+        cases.append(
+            Case(
+                label,
+                inputs,
+                ("x", "memory", *[f"params.{key}" for key in params]),
+                candidates=_decoder_block_candidates,
+                max_entries=24,
+            )
+        )
+    return cases
+
+
+def _whole_variant(cache: Any, dloss: float, memory: str = "all", tied: str = "both") -> dict[str, Array]:
+    """The textbook's encoder_decoder_backward with one block-level mistake: the memory's gradient
+    from the first or the last decoder layer only, or the tied table's from one use only."""
+    grads: dict[str, Any] = {}
+    dlogits = functional.cross_entropy_backward(dloss, cache.loss)
+    dy, dprojection, _ = functional.linear_backward(dlogits, cache.projection)
+    dy = functional.layer_norm_backward(dy, cache.decoder_norm)[0]
+    kept: list[Any] = []
+    for i in reversed(range(cache.n_layers)):
+        dy, dmemory_i, _ = blocks.decoder_block_backward(dy, cache.decoder[i])
+        kept.append(dmemory_i)
+    dmemory = {"all": sum(kept), "last": kept[0], "first": kept[-1]}[memory]
+    dembedding = functional.embedding_backward(dy, cache.tgt_embedding)
+    grads["tgt_table"] = {
+        "both": dprojection + dembedding,
+        "projection": dprojection,
+        "embedding": dembedding,
+    }[tied]
+    dx, grads["enc_norm_gamma"], grads["enc_norm_beta"] = functional.layer_norm_backward(
+        dmemory, cache.encoder_norm
+    )
+    for i in reversed(range(cache.n_layers)):
+        dx, block = blocks.encoder_block_backward(dx, cache.encoder[i])
+        grads.update({f"enc{i}_{key}": value for key, value in block.items()})
+    grads["src_table"] = functional.embedding_backward(dx, cache.src_embedding)
+    return grads
+
+
+def _whole_candidates(dloss: float) -> Callable[[Any, Any], dict[str, list[tuple[Array, str]]]]:
+    def candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+        found: dict[str, list[tuple[Array, str]]] = {}
+        for memory in ("first", "last"):
+            for key, value in _whole_variant(cache, dloss, memory=memory).items():
+                if key != "tgt_table":
+                    found.setdefault(f"params.{key}", []).append((value, "memory_one_layer"))
+        for tied in ("projection", "embedding"):
+            found.setdefault("params.tgt_table", []).append(
+                (_whole_variant(cache, dloss, tied=tied)["tgt_table"], "tied_not_added")
+            )
+        return found
+
+    return candidates
+
+
+def _cases_encoder_decoder(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+    cases = []
+    for label, src, tgt_in, tgt_out, vocab, width, layers, heads, smoothing, dloss in (
+        (
+            "src (2, 4) padded, tgt (2, 3), D 8, 2 layers, 2 heads, smoothing 0.1",
+            [[1, 2, 3, 0], [4, 5, 6, 2]],
+            [[1, 2, 3], [1, 4, 0]],
+            [[2, 3, 5], [4, 5, 0]],
+            (7, 6),
+            8,
+            2,
+            2,
+            0.1,
+            1.0,
+        ),
+        (
+            "src (1, 2), tgt (1, 2), D 4, 1 layer, 1 head",
+            [[3, 3]],
+            [[1, 2]],
+            [[2, 2]],
+            (4, 3),
+            4,
+            1,
+            1,
+            0.0,
+            0.5,
+        ),
+    ):
+        params = blocks.init_params(rng, vocab[0], vocab[1], width, 2 * width, layers)
+        inputs = {
+            "src": xp.asarray(src),
+            "tgt_in": xp.asarray(tgt_in),
+            "tgt_out": xp.asarray(tgt_out),
+            "params": params,
+            "n_layers": layers,
+            "n_heads": heads,
+            "pad_id": 0,
+            "label_smoothing": smoothing,
+        }
+        cases.append(
+            Case(
+                label,
+                inputs,
+                tuple(f"params.{key}" for key in params),
+                dloss=dloss,
+                candidates=_whole_candidates(dloss),
+                max_entries=12,
+            )
+        )
+    return cases
+
+
 CASES: dict[str, Callable[[numpy.random.Generator], list[Case]]] = {
     "positional_encoding_backward": _cases_positional_encoding,
     "relu_backward": _cases_relu,
@@ -917,6 +1271,11 @@ CASES: dict[str, Callable[[numpy.random.Generator], list[Case]]] = {
     "multi_head_self_attention_backward": lambda rng: _cases_multi_head(rng, False, True),
     "multi_head_latent_attention_backward": lambda rng: _cases_multi_head(rng, True, False),
     "multi_head_latent_self_attention_backward": lambda rng: _cases_multi_head(rng, True, True),
+    "residual_backward": _cases_residual,
+    "feed_forward_backward": _cases_feed_forward,
+    "encoder_block_backward": _cases_encoder_block,
+    "decoder_block_backward": _cases_decoder_block,
+    "encoder_decoder_backward": _cases_encoder_decoder,
 }
 
 
@@ -1048,9 +1407,19 @@ def _forward_call(forward: Callable, case: Case, inputs: dict[str, Any], path: P
 
 def _copy(inputs: dict[str, Any]) -> dict[str, Any]:
     return {
-        name: value.copy() if hasattr(value, "copy") and hasattr(value, "shape") else value
+        name: _copy(value)
+        if isinstance(value, dict)
+        else value.copy()
+        if hasattr(value, "copy") and hasattr(value, "shape")
+        else value
         for name, value in inputs.items()
     }
+
+
+def _close_enough(yours: Any, right: Any) -> bool:
+    """Within the tolerance of central differences of the textbook's gradient (gradcheck's rtol)."""
+    scale = max(1.0, float(numpy.abs(right).max(initial=0.0)))
+    return bool(numpy.allclose(yours, right, rtol=1e-3, atol=1e-5 * scale))
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -1138,8 +1507,10 @@ def _check_untouched(
             f"{name} changed dout in place: the model hands the same dout to other layers too "
             "(the residual path), so a backward must not write into it"
         )
-    for variable, value in inputs.items():
-        original = originals[variable]
+    flat = {f"params.{k}": v for k, v in inputs.get("params", {}).items()} | inputs
+    flat_originals = {f"params.{k}": v for k, v in originals.get("params", {}).items()} | originals
+    for variable, value in flat.items():
+        original = flat_originals[variable]
         if hasattr(value, "shape") and not bool((to_numpy(value) == to_numpy(original)).all()):
             raise _Raised(
                 f"{name} changed the forward's {variable} in place (the cache holds it): a backward must "
@@ -1172,6 +1543,30 @@ def _returned_gradients(name: str, returned: Any, names: tuple[str, ...]) -> tup
     if len(returned) != len(names):
         raise _Raised(f"{name} returned {len(returned)} values, expected {len(names)}: {expected}")
     return returned
+
+
+def _flatten_params(name: str, grads: tuple[Any, ...], keys: list[str]) -> tuple[Any, ...]:
+    """A block's gradients with its dparams dict spread out in the order of ``keys``."""
+    dparams = grads[-1]
+    if not isinstance(dparams, dict):
+        raise _Raised(
+            f"{name} must return dparams as a dict with the keys of params, got {type(dparams).__name__}"
+        )
+    missing = [key for key in keys if key not in dparams]
+    extra = [str(key) for key in dparams if key not in keys]
+    if missing or extra:
+        said = (f"lacks {', '.join(missing)}" if missing else "") + (
+            f"{'; ' if missing else ''}has keys params has not: {', '.join(extra)}" if extra else ""
+        )
+        raise _Raised(f"{name}'s dparams {said}")
+    return (*grads[:-1], *[dparams[key] for key in keys])
+
+
+def _variable(inputs: dict[str, Any], name: str) -> Any:
+    """inputs[name], or inputs["params"][key] for the name "params.key"."""
+    if name.startswith("params."):
+        return inputs["params"][name.removeprefix("params.")]
+    return inputs[name]
 
 
 def _compare_forward(
@@ -1218,8 +1613,9 @@ def _run_case(
     exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int
 ) -> list[GradientVerdict]:
     """One case of one exercise: each returned gradient's verdict (raises _ToDo or _Raised)."""
-    backward = getattr(module, exercise.backward)
-    forward = _own(module, exercise.forward) or getattr(functional, exercise.forward)
+    backward = _own(module, exercise.backward) or textbook_function(exercise.backward)
+    textbook_forward = textbook_function(exercise.forward)
+    forward = _own(module, exercise.forward) or textbook_forward
     inputs = _copy(case.inputs)
     out, cache = _forward_call(forward, case, inputs, path)
     _check_output(out, case, getattr(forward, "__name__", exercise.forward))
@@ -1231,13 +1627,18 @@ def _run_case(
     grads = _returned_gradients(exercise.backward, returned, names)
     # the textbook on the same inputs: whether yours is exact, and which mistake it looks like
     reference = _copy(case.inputs)
-    textbook_out, textbook_cache = _forward_call(getattr(functional, exercise.forward), case, reference, path)
-    if forward is not getattr(functional, exercise.forward):
+    textbook_out, textbook_cache = _forward_call(textbook_forward, case, reference, path)
+    if forward is not textbook_forward:
         _compare_forward(
             getattr(forward, "__name__", exercise.forward), out, cache, textbook_out, textbook_cache, case
         )
-    expected = getattr(functional, exercise.backward)(upstream, textbook_cache)
+    expected = textbook_function(exercise.backward)(upstream, textbook_cache)
     expected = expected if isinstance(expected, tuple) else (expected,)
+    if exercise.params:  # a block: dparams, a dict, graded key by key
+        keys = list(case.inputs["params"])
+        grads = _flatten_params(exercise.backward, grads, keys)
+        expected = (*expected[:-1], *[expected[-1][key] for key in keys])
+        names = (*names[:-1], *[f"dparams[{key}]" for key in keys])
     candidates = case.candidates(textbook_cache, upstream) if case.candidates else {}
 
     verdicts: dict[str, GradientVerdict] = {}
@@ -1293,8 +1694,9 @@ def _run_case(
         xp = get_array_module()
         result = gradcheck(
             loss,
-            {v: inputs[v] for v in checked},
+            {v: _variable(inputs, v) for v in checked},
             {v: xp.asarray(g) for v, g in checked.items()},
+            max_entries=case.max_entries,
             raise_on_failure=False,
         )
         scale = max(
@@ -1305,7 +1707,8 @@ def _run_case(
             label = names[case.grads.index(variable)]
             yours = checked[variable]
             right = to_numpy(expected[case.grads.index(variable)])
-            if not report.passed:
+            differs = not _close_enough(yours, right)  # entries the differences did not sample included
+            if not report.passed or differs:
                 mistake, factor = _diagnose(
                     yours,
                     right,
@@ -1313,14 +1716,20 @@ def _run_case(
                     variable,
                     [(to_numpy(c), key) for c, key in candidates.get(variable, [])],
                 )
-                index = report.worst_index
+                if report.passed:  # wrong where no central difference was taken: against the textbook's
+                    worst = numpy.unravel_index(int(numpy.abs(yours - right).argmax()), right.shape)
+                    where = tuple(int(i) for i in worst)
+                    detail = f"at {where} yours {yours[worst]:.6g}, expected {right[worst]:.6g}"
+                else:
+                    index = report.worst_index
+                    detail = f"at {index if index else '()'} yours {report.analytic:.6g}, expected {report.numeric:.6g}"
                 verdicts[label] = GradientVerdict(
                     label,
                     "wrong",
                     report.max_abs_error,
                     report.relative_error,
                     case.label,
-                    f"at {index if index else '()'} yours {report.analytic:.6g}, expected {report.numeric:.6g}",
+                    detail,
                     mistake,
                     factor,
                 )
@@ -1368,7 +1777,7 @@ def check_function(
             "error",
             message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
         )
-    gradients = [merged[label] for label in exercise.grads if label in merged]
+    gradients = list(merged.values())
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
     return FunctionVerdict(name, status, gradients)
 
@@ -1470,7 +1879,7 @@ def learner_functions(path: str | Path) -> tuple[dict[str, Callable], list[Funct
     verdicts = check(path, module=module)
     table: dict[str, Callable] = {}
     for verdict in verdicts:
-        if verdict.status in ("done", "wrong"):
+        if verdict.status in ("done", "wrong") and verdict.name not in BLOCKS:
             exercise = BY_NAME[verdict.name]
             table[exercise.backward] = getattr(module, exercise.backward)
             own_forward = _own(module, exercise.forward)
@@ -1572,6 +1981,36 @@ HINTS: dict[str, tuple[str, ...]] = {
     "multi_head_latent_self_attention_backward": (
         "It is latent cross-attention with x_q = x_kv = x.",
         "Call your multi_head_latent_attention_backward and add dx_q and dx_kv.",
+    ),
+    "residual_backward": (
+        "x reaches y along two paths, the skip and the branch: what happens to gradients where paths join?",
+        "They add. Pre-norm: the norm is on the branch only. Post-norm: the norm is after the sum, so "
+        "first go back through it.",
+        "pre: dx = dout + layer_norm_backward(linear_backward(dout)); post: ds = layer_norm_backward(dout), "
+        "dx = ds + linear_backward(ds); dparams from the two backwards.",
+    ),
+    "feed_forward_backward": (
+        "Three steps forward (linear, relu, linear): three steps back, in reverse order.",
+        "dh, dw2, db2 = linear_backward(dout, cache.second); dh = relu_backward(dh, cache.activation); "
+        "dx, dw1, db1 = linear_backward(dh, cache.first).",
+    ),
+    "encoder_block_backward": (
+        "Read the forward bottom-up: the feed-forward residual first, then the attention residual.",
+        "At each residual dx = the gradient that arrived + what comes back through the branch (its norm "
+        "included); the self-attention's x feeds q, k and v: your multi_head_self_attention_backward adds them.",
+    ),
+    "decoder_block_backward": (
+        "Three residuals, undone in reverse: feed-forward, cross-attention, self-attention.",
+        "The cross-attention's multi_head_attention_backward gives dx_q (towards x) and dx_kv: dx_kv is "
+        "dmemory. Each residual adds the gradient that arrived to the branch's.",
+    ),
+    "encoder_decoder_backward": (
+        "Go back from the loss: cross-entropy, the projection (linear_backward with tgt_table), the final "
+        "norm, the decoder blocks in reverse, the target embedding; then the encoder.",
+        "The memory is used by every decoder layer: add up their dmemory before going into the encoder's "
+        "final norm. tgt_table is used twice: add the projection's and the embedding's gradients.",
+        "Positional encoding passes gradients unchanged. Name each block's gradients with its prefix "
+        "(enc{i}_, dec{i}_) as params does.",
     ),
 }
 
