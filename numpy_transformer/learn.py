@@ -454,12 +454,16 @@ def guide_text() -> str:
         f"{number}. `{exercise.backward}` ({exercise.title}): returns {', '.join(exercise.grads)}"
         for number, exercise in enumerate(EXERCISES, 1)
     )
+    layers = sum(not e.params for e in EXERCISES)
     return f"""# Learn backprop by writing it
 
-`{WORKBOOK}` holds one exercise for each backward pass of the Transformer: its forward is the
-textbook's (`numpy_transformer/functional.py`), its docstring says what the backward receives,
-what it returns, every shape, and gives a hint; its body raises `NotImplementedError` until you
-write it. Work in this order, easy to hard:
+`{WORKBOOK}` holds one exercise for each backward pass of the Transformer, from one layer to the
+whole translator: above each is the textbook's code of its forward and of the cache it keeps (no
+need to open `numpy_transformer/functional.py` or `blocks.py`, where the answers are), its
+docstring says what the backward receives, what it returns, every shape, and gives a hint; its
+body raises `NotImplementedError` until you write it. Work in this order, easy to hard: the
+layers (1 to {layers}), then the blocks built from them ({layers + 1} to {len(EXERCISES)}), the last the
+whole encoder-decoder with its loss:
 
 {ladder}
 
@@ -468,31 +472,63 @@ Check one function as soon as you have written it, or the whole ladder (done / t
 ```bash
 numpy-transformer learn check {WORKBOOK} layer_norm_backward
 numpy-transformer learn check {WORKBOOK}
+numpy-transformer learn hint {WORKBOOK} layer_norm_backward   # one step further each time
 ```
 
 Each function is run on several drawn cases, the traps included (fully and partly masked
-attention rows, repeated token ids, padding targets, dropout on and off, non-square shapes,
-batch and length 1), and each gradient it returns is compared with float64 central differences
-of the forward: ✔ exact (equal to the textbook's to rounding), ≈ close (the largest absolute and
-relative error), ✖ wrong (the worst entry, yours and the expected value, and the mistake it
-looks like where it is a known one). The exit status is 0 only when every function checked passes.
+attention rows, repeated token ids, padding targets, dropout on and off, 2-D, 3-D and 4-D
+inputs, batch and length 1, pre- and post-norm), and each gradient it returns is compared with
+float64 central differences of the forward: ✔ exact (equal to the textbook's to rounding),
+≈ close (the largest absolute and relative error), ✖ wrong (the worst entry, yours and the
+expected value, and the mistake it looks like where it is a known one, without the formula:
+`learn hint` gives that when you ask). A function that raises, exits or runs past
+{TIME_LIMIT:g} seconds is reported as yours. The exit status is 0 only when every function checked passes.
 
-When the ladder is done, train a small translator on your own backward passes (a few minutes):
+Inside your own backward, `from numpy_transformer.learn import cmp, textbook` compares an
+intermediate with the textbook's: `cmp("dscores", dscores, textbook(cache, dout)["dscores"])`
+prints exact / approximately equal / wrong and the largest difference.
+
+When the layers are done, train a small translator on them:
 
 ```bash
 numpy-transformer learn train {WORKBOOK}
 ```
 
-Without options it trains the copy task (400 steps of a one-layer model, under a minute); it takes
-every option of `numpy-transformer train` (`--task numbers-en-fr`, `--steps`, `--d-model`, ...).
+Without options it trains the copy task (400 steps of a one-layer model of width 32: about a
+minute on two cores), then the textbook's own code on the same seed (as long again;
+`--no-compare` skips it), and prints both dev results side by side. It takes every option of
+`numpy-transformer train` (`--task numbers-en-fr`, `--steps`, `--attention mla`, ...) and saves
+into `runs/{Path(WORKBOOK).stem}-N` beside this file, a new N each run.
 
-Your functions replace the textbook's wherever you have written them; those still to do are the
-textbook's. A wrong backward shows: the model does not learn.
+The model runs your layer functions wherever you wrote them (your forward too, if you wrote one)
+and says which of them it ran: the latent-attention exercises only with `--attention mla`. Its
+blocks are the textbook's modules composing your layer functions: your block exercises
+({layers + 1} to {len(EXERCISES)}) are checked by `learn check`, not trained. A wrong backward shows: the
+model does not learn.
 """
 
 
-def start(directory: str | Path, overwrite: bool = False) -> list[Path]:
-    """Write a fresh workbook (``my_backprop.py`` and ``README.md``) into ``directory``.
+NOTEBOOK = "my_backprop.ipynb"
+
+
+def notebook_text() -> str:
+    """The workbook as a Jupyter notebook (JSON): one cell for the imports, one per exercise (jupytext's
+    percent format, read back as a notebook)."""
+    import jupytext  # type: ignore[import-untyped]
+
+    text = workbook_text()
+    marked = ["# %%"]
+    for line in text.split("\n"):
+        if line.startswith("# ") and ": the forward is " in line:
+            marked.append("# %%")
+        marked.append(line)
+    notebook = jupytext.reads("\n".join(marked), fmt="py:percent")
+    return str(jupytext.writes(notebook, fmt="ipynb"))
+
+
+def start(directory: str | Path, overwrite: bool = False, notebook: bool = False) -> list[Path]:
+    """Write a fresh workbook (``my_backprop.py``, or ``my_backprop.ipynb`` with ``notebook``, and
+    ``README.md``) into ``directory``.
 
     Refuses (FileExistsError) where either file exists, unless ``overwrite``: the learner's work
     is never lost by accident. Each file is written atomically. Returns the paths written.
@@ -502,14 +538,16 @@ def start(directory: str | Path, overwrite: bool = False) -> list[Path]:
     folder = Path(directory).expanduser()
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} exists and is not a directory")
-    paths = [folder / WORKBOOK, folder / GUIDE]
+    workbook = NOTEBOOK if notebook else WORKBOOK
+    paths = [folder / workbook, folder / GUIDE]
     present = [path for path in paths if path.exists()]
     if present and not overwrite:
         raise FileExistsError(
             f"{present[0]} exists: a workbook is never overwritten (--overwrite replaces it, your work included)"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    for path, text in zip(paths, (workbook_text(), guide_text())):
+    guide = guide_text().replace(WORKBOOK, workbook) if notebook else guide_text()
+    for path, text in zip(paths, (notebook_text() if notebook else workbook_text(), guide)):
         write_text_atomically(path, text)
     return paths
 
@@ -547,22 +585,36 @@ def load_learner(path: str | Path) -> ModuleType:
     file = Path(path).expanduser().resolve()
     if not file.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    if file.suffix != ".py":
-        raise ValueError(f"{path}: expected a Python file (.py)")
+    if file.suffix not in (".py", ".ipynb"):
+        raise ValueError(f"{path}: expected a Python file (.py) or a notebook (.ipynb)")
     if file == Path(functional.__file__).resolve():
         return functional
     name = f"numpy_transformer_learner_{abs(hash(str(file)))}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
+    if file.suffix == ".ipynb":
+        module = ModuleType(name)
+        module.__file__ = str(file)
+        code = compile(_notebook_source(file), str(file), "exec")
+
+        def run() -> None:
+            exec(code, module.__dict__)
+
+    else:
+        spec = importlib.util.spec_from_file_location(name, file)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"{path}: cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        loader = spec.loader
+
+        def run() -> None:
+            loader.exec_module(module)
+
     sys.modules[name] = module
     folder = str(file.parent)  # their file may import a module of its own folder, wherever they run from
     added = folder not in sys.path
     if added:
         sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        run()
     except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
         sys.modules.pop(name, None)
         if isinstance(error, KeyboardInterrupt):
@@ -573,6 +625,18 @@ def load_learner(path: str | Path) -> ModuleType:
             with suppress(ValueError):
                 sys.path.remove(folder)
     return module
+
+
+def _notebook_source(file: Path) -> str:
+    """A notebook's code cells as one script (magics commented out); a line number of it is the
+    line of the notebook read as that script."""
+    import jupytext
+
+    try:
+        notebook = jupytext.read(file)
+    except Exception as error:  # not JSON, not a notebook
+        raise LearnerCodeError(f"{file.name} could not be read as a notebook: {error}") from None
+    return str(jupytext.writes(notebook, fmt="py:percent"))
 
 
 def _own(module: ModuleType, name: str) -> Callable | None:

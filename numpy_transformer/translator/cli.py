@@ -287,7 +287,12 @@ def _add_learn(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing workbook, your work included"
     )
-    p = actions.add_parser("check", help="grade the backward passes FILE defines (every one, or those NAMEd)")
+    p.add_argument(
+        "--notebook", action="store_true", help="write the workbook as a Jupyter notebook, my_backprop.ipynb"
+    )
+    p = actions.add_parser(
+        "check", help="grade the backward passes FILE (.py or .ipynb) defines (every one, or those NAMEd)"
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("names", metavar="NAME", nargs="*", help="textbook names, e.g. layer_norm_backward")
     p = actions.add_parser("hint", help="the next hint for exercise NAME (one step further each time)")
@@ -784,7 +789,7 @@ def _learn(args: argparse.Namespace) -> int:
     say = print if speak else (lambda *a, **k: None)
     try:
         if args.action == "start":
-            written = learn.start(args.directory, overwrite=args.overwrite)
+            written = learn.start(args.directory, overwrite=args.overwrite, notebook=args.notebook)
             print(
                 f"wrote {written[0]} and {written[1]}; start with: numpy-transformer learn check {written[0]}"
             )

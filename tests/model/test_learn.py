@@ -636,3 +636,40 @@ def test_ctrl_c_in_their_code_ends_check_cleanly(tmp_path):
     done = cli("learn", "check", str(path))
     assert done.returncode == 130 and "Traceback" not in done.stderr
     assert "interrupted" in done.stderr
+
+
+def test_a_solved_workbook_passes_every_exercise_whole_model_included(tmp_path, kernels):
+    from learn_mistakes import solved_workbook
+
+    path = tmp_path / "my_backprop.py"
+    path.write_text(solved_workbook())
+    assert "\n    raise NotImplementedError\n" not in path.read_text()
+    verdicts = learn.check(path)
+    assert all(v.status == "done" for v in verdicts), learn.format_verdicts(verdicts)
+    assert [v.name for v in verdicts][-1] == "encoder_decoder_backward"
+
+
+def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(tmp_path):
+    import jupytext
+    import nbclient
+    import nbformat
+    from learn_mistakes import solved_workbook
+
+    done = cli("learn", "start", str(tmp_path), "--notebook")
+    assert done.returncode == 0, done.stderr
+    notebook = tmp_path / "my_backprop.ipynb"
+    cells = nbformat.read(notebook, as_version=4).cells
+    assert len(cells) == len(learn.EXERCISES) + 1
+    untouched = cli("learn", "check", str(notebook))
+    assert untouched.returncode == 1 and "Traceback" not in untouched.stderr
+    assert untouched.stdout.count("to do: raises NotImplementedError") == len(learn.EXERCISES)
+    assert "my_backprop.ipynb" in (tmp_path / "README.md").read_text()
+    solved = jupytext.reads(solved_workbook(), fmt="py:percent")
+    nbclient.NotebookClient(solved, timeout=120, kernel_name="python3").execute()  # it runs as a notebook
+    nbformat.write(solved, tmp_path / "solved.ipynb")
+    verdicts = learn.check(tmp_path / "solved.ipynb")
+    assert all(v.status == "done" for v in verdicts), learn.format_verdicts(verdicts)
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text(notebook.read_text().replace('"    raise NotImplementedError', '"    return 1 / 0', 1))
+    (relu,) = learn.check(broken, ["positional_encoding_backward"])
+    assert relu.status == "error" and "ZeroDivisionError" in relu.message and "broken.ipynb:" in relu.message

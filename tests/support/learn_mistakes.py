@@ -651,3 +651,21 @@ from numpy_transformer.blocks import decoder_block_backward as decoder_block_bac
         ),
     ),
 ]
+
+
+def solved_workbook() -> str:
+    """A fresh workbook with every stub replaced by the textbook's own backward (its source): the
+    file of a learner who got everything right, for the tests that it passes every exercise."""
+    import inspect
+    import re
+
+    from numpy_transformer import learn
+
+    text = learn.workbook_text()
+    for exercise in learn.EXERCISES:
+        source = inspect.getsource(learn.textbook_function(exercise.backward))
+        stub = re.compile(rf"def {exercise.backward}\(.*?\n    raise NotImplementedError\n", re.S)
+        text = stub.sub(lambda _: source, text, count=1)
+    return text + (
+        "\n\nfrom numpy_transformer.functional import multi_head_backward  # noqa: E402 (the textbook's helper)\n"
+    )
