@@ -665,7 +665,7 @@ def solved_workbook() -> str:
     for exercise in learn.EXERCISES:
         source = inspect.getsource(learn.textbook_function(exercise.backward))
         stub = re.compile(rf"def {exercise.backward}\(.*?\n    raise NotImplementedError\n", re.S)
-        text = stub.sub(lambda _: source, text, count=1)
+        text = stub.sub(lambda _, source=source: source, text, count=1)
     return text + (
         "\n\nfrom numpy_transformer.functional import multi_head_backward  # noqa: E402 (the textbook's helper)\n"
     )
