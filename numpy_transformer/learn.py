@@ -1974,7 +1974,13 @@ def guarded(
         run.__name__ = name
         return run
 
-    return {name: guard(name, function) for name, function in functions.items()}
+    wrapped = {name: guard(name, function) for name, function in functions.items()}
+    for name, function in functions.items():  # their functions calling each other: guarded and counted too
+        space = getattr(function, "__globals__", None)
+        theirs = getattr(function, "__module__", None) not in (functional.__name__, blocks.__name__)
+        if theirs and isinstance(space, dict) and space.get(name) is function:
+            space[name] = wrapped[name]
+    return wrapped
 
 
 # ------------------------------------------------------------------------------------------------

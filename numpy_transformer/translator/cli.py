@@ -813,13 +813,20 @@ def _learn(args: argparse.Namespace) -> int:
         return 130
     from ..kernels import get_kernels, set_kernels, set_learner_functions
 
-    yours = [v.name for v in verdicts if v.status in ("done", "wrong")]
+    yours = [v.name for v in verdicts if v.status in ("done", "wrong") and v.name not in learn.BLOCKS]
     wrong = [v.name for v in verdicts if v.status == "wrong"]
+    checked_only = [v.name for v in verdicts if v.status in ("done", "wrong") and v.name in learn.BLOCKS]
     say(
-        f"your functions: {', '.join(yours)}" + (f" ({', '.join(wrong)} wrong)" if wrong else "")
+        f"your functions: {', '.join(yours)}"
+        + (f" ({', '.join(w for w in wrong if w in yours)} wrong)" if set(wrong) & set(yours) else "")
         if yours
         else "training on the textbook alone: the file defines no backward of its own that runs"
     )
+    if checked_only:
+        say(
+            f"checked by learn check, not trained: your {', '.join(checked_only)} (the model's blocks are "
+            "the textbook's modules, running your layer functions)"
+        )
     raised = [v.name for v in verdicts if v.status == "error"]
     if raised:
         say(f"left to the textbook (your code raised in check): {', '.join(raised)}")

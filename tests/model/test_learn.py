@@ -617,6 +617,7 @@ def test_learn_train_says_latent_exercises_are_not_used_by_an_mha_model(tmp_path
     ran, unused = line.split(";")[:2]
     assert "not used by this model" in unused and "multi_head_latent_attention_backward" in unused
     assert "multi_head_latent_attention_backward" not in ran and "multi_head_attention_backward" in ran
+    assert "attention_backward" in ran.split() or "attention_backward," in ran  # called by their own MHA
 
 
 def test_only_rank_0_says_what_it_trains_on(tmp_path, monkeypatch, capsys):
