@@ -96,8 +96,13 @@ def test_the_catalogue_is_large_and_covers_every_named_pattern():
         "padding_leak",
         "dropout_scale",
         "token_count",
+        "residual_dropped",
+        "norm_path",
+        "memory_one_layer",
+        "tied_not_added",
     }
     assert promised <= {m.expected for m in MISTAKES}
+    assert {e.backward for e in learn.EXERCISES} <= {m.function for m in MISTAKES}  # every exercise
 
 
 def test_a_wrong_function_called_by_another_is_named_as_the_one_to_fix(tmp_path):
@@ -548,7 +553,19 @@ def test_the_workbook_shows_each_forward_and_the_real_cache_layouts(tmp_path):
     for exercise in learn.EXERCISES:
         assert f"#   def {exercise.forward}(" in source
         assert f"def {exercise.backward}(" not in source.split(f"def {exercise.backward}(")[0]
-    for kind, listed in re.findall(r"(\w+Cache)\(([^()]*)\)", "\n".join(e.doc for e in learn.EXERCISES)):
+    docs = "\n".join(e.doc for e in learn.EXERCISES)
+    mentions = []
+    for match in re.finditer(r"(\w+Cache)\(", docs):  # the fields inside its balanced parentheses
+        depth, end = 1, match.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(docs[end], 0)
+            end += 1
+        listed = docs[match.end() : end - 1]
+        while "(" in listed:  # "(a list of ...)", "(broadcastable to (B, H, T, S), ...)" and the like
+            listed = re.sub(r"\([^()]*\)", "", listed)
+        mentions.append((match.group(1), listed))
+    assert {kind for kind, _ in mentions} >= {"MultiHeadAttentionCache", "EncoderDecoderCache", "ResidualCache"}
+    for kind, listed in mentions:
         fields = [part.split()[0] for part in listed.replace(":", " ").split(",")]
         real = getattr(functional, kind, None) or getattr(blocks, kind)
         real = real._fields
