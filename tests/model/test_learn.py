@@ -564,7 +564,11 @@ def test_the_workbook_shows_each_forward_and_the_real_cache_layouts(tmp_path):
         while "(" in listed:  # "(a list of ...)", "(broadcastable to (B, H, T, S), ...)" and the like
             listed = re.sub(r"\([^()]*\)", "", listed)
         mentions.append((match.group(1), listed))
-    assert {kind for kind, _ in mentions} >= {"MultiHeadAttentionCache", "EncoderDecoderCache", "ResidualCache"}
+    assert {kind for kind, _ in mentions} >= {
+        "MultiHeadAttentionCache",
+        "EncoderDecoderCache",
+        "ResidualCache",
+    }
     for kind, listed in mentions:
         fields = [part.split()[0] for part in listed.replace(":", " ").split(",")]
         real = getattr(functional, kind, None) or getattr(blocks, kind)
