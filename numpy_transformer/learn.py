@@ -1903,6 +1903,7 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
         lines.append(head)
         if verdict.status == "wrong" or (details and verdict.status == "done"):
             pad = max(len(g.name) for g in verdict.gradients)
+            said: set[str] = set()  # a mistake explained once per function (a block has many gradients)
             for grad in verdict.gradients:
                 if grad.status == "exact":
                     lines.append(f"    {grad.name:<{pad}}  ✔ exact")
@@ -1914,7 +1915,10 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
                 else:
                     lines.append(f"    {grad.name:<{pad}}  ✖ wrong, case {grad.case}: {grad.detail}")
                     explanation = grad.explanation()
-                    if explanation:
+                    if explanation and explanation in said:
+                        lines.append(f"    {'':<{pad}}    (the same mistake as above)")
+                    elif explanation:
+                        said.add(explanation)
                         lines.append(f"    {'':<{pad}}    {explanation}")
             if verdict.status == "wrong" and verdict.message:
                 lines.append(f"    {verdict.message}")
