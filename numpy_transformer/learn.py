@@ -1964,12 +1964,27 @@ def guarded(
     each that runs is added to ``ran``."""
     file = Path(path).expanduser().resolve()
 
+    said: set[tuple[str, str]] = set()
+
     def guard(name: str, function: Callable) -> Callable:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is not threading.main_thread():  # warnings' filters are global
+                return function(*args, **kwargs)
+            with warnings.catch_warnings(record=True) as caught:  # NumPy's NaN warnings: say whose
+                warnings.simplefilter("always", RuntimeWarning)
+                result = function(*args, **kwargs)
+            for warning in caught:
+                where = f"{Path(warning.filename).name}:{warning.lineno}"
+                if (name, str(warning.message)) not in said:
+                    said.add((name, str(warning.message)))
+                    warnings.warn(f"your {name}: {warning.message} ({where})", UserWarning, stacklevel=2)
+            return result
+
         def run(*args: Any, **kwargs: Any) -> Any:
             if ran is not None:
                 ran.add(name)
             try:
-                return function(*args, **kwargs)
+                return call(*args, **kwargs)
             except KeyboardInterrupt:
                 raise
             except BaseException as error:  # SystemExit included: their code ending the run is theirs to see

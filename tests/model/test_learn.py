@@ -695,3 +695,16 @@ def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(t
     broken.write_text(notebook.read_text().replace('"    raise NotImplementedError', '"    return 1 / 0', 1))
     (relu,) = learn.check(broken, ["positional_encoding_backward"])
     assert relu.status == "error" and "ZeroDivisionError" in relu.message and "broken.ipynb:" in relu.message
+
+
+def test_a_nan_warning_during_learn_train_names_their_function(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "import numpy\n\ndef relu_backward(dout, cache):\n"
+        "    if dout.size > 500:\n        numpy.log(-numpy.ones(1))\n    return dout * cache\n"
+    )
+    done = cli("learn", "train", str(path), "--steps", "2", "--eval-every", "2", "--eval-size", "2",
+               "--show", "0", "--no-progress", "--threads", "1", "--no-compare", "--d-model", "16")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "warning: your relu_backward: invalid value encountered in log (mine.py:5)" in done.stderr
+    assert done.stderr.count("your relu_backward") == 1  # once, not at every step
