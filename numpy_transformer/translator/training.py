@@ -21,10 +21,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from ..backend import get_array_module, step_rng
-from ..machine import available_memory, blas_threads, cpu_cores, tune_cpu
+from ..backend import get_array_module
+from ..machine import available_memory, cpu_cores, tune_cpu
 from ..model import Transformer, TransformerConfig, build_transformer, parameter_count
 from ..optim import (
     Adam,
@@ -48,14 +48,14 @@ from .checkpoint import (
     save_checkpoint,
     saved_vocabularies,
     serialized_tokenizer,
-    split_prefix,
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml, flag_of
 from .data import FileTask, SubwordDropout, TranslationTask, make_task
-from .distributed import AnotherRankFailed, Communicator, weights_checksum
+from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
 from .run_directory import RunFiles
+from .run_state import RunState
 from .thread_parallel import DataParallel, auto_threads, mask_rows
 
 
@@ -136,15 +136,8 @@ class Trainer:
         comm: Communicator | None = None,
     ) -> None:
         self.model, self.task, self.config, self.step, self.comm = model, task, config, step, comm
-        if comm is not None and config.batch_size < comm.size:
-            raise ValueError(
-                f"batch-size {config.batch_size} is smaller than the {comm.size} ranks: each needs a row"
-            )
-        if comm is not None and config.accumulate > 1:  # each micro-batch would be reduced on top of the last
-            raise ValueError(
-                f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks "
-                "already add their batches' gradients; use a larger --batch-size or more ranks"
-            )
+        self.ranks = ranks_of(comm)  # the step's all-reduce and every agreement of the ranks (or none)
+        self.ranks.check(config.batch_size, config.accumulate)
         if (config.steps is None) == (config.time_budget is None) or config.lr is None:
             raise ValueError(
                 f"exactly one of config.steps and config.time_budget must be set, and config.lr, got "
@@ -153,7 +146,7 @@ class Trainer:
         if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
             raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
         tune_cpu()  # the process-wide allocator setting a training loop wants (see machine.tune_cpu)
-        self.cores = comm.cores_per_rank() if comm else None  # None: every core of the machine
+        self.cores = self.ranks.cores  # None: every core of the machine
         self.optimizer: Adam = (
             AdamW(model, lr=config.lr, threads=self.cores, weight_decay=config.weight_decay)
             if config.optimizer == "adamw"
@@ -183,8 +176,6 @@ class Trainer:
         # own request waits in ``requested`` until the step's all-reduce makes every rank agree
         self.stop: str | None = None
         self.requested: str | None = None
-        # under MPI, this rank's failure (rank 0's save, a rank's forward pass) until the ranks agree on it
-        self.failure: Exception | None = None
         self._parallel: dict[int, DataParallel] = {}
 
     # -- construction ---------------------------------------------------------------------------
@@ -277,26 +268,43 @@ class Trainer:
         if threads is not None:
             config = replace(config, threads=threads)
         model, task = restore_model_and_task(path, arrays, meta)
-        trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
-        if trainer.budget is not None:
-            trainer.budget.spent_before = float(meta.get("time_spent_s", 0.0)) + time.perf_counter() - started
-            if time_budget is None:  # the saved run's plan, until the next one
-                trainer.plan_steps(int(meta.get("steps_planned", trainer.steps)))
-        trainer.best_bleu = float(meta.get("best_bleu", -1.0))
-        trainer.evals_since_best = int(meta.get("evals_since_best", 0))
-        trainer.lr_scale = float(meta.get("lr_scale", 1.0))
-        trainer.kept = [str(name) for name in meta.get("kept", [])]
-        if (
-            isinstance(meta.get("run_id"), str) and meta["run_id"]
-        ):  # else saved before runs had an id: a new one
-            trainer.run_id = meta["run_id"]
+        state = RunState.from_checkpoint(arrays, meta)
+        trainer = cls(model, task, config, step=state.step, comm=comm)
+        trainer.restore(state, started, keep_plan=time_budget is None)
         try:
-            trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
+            trainer.optimizer.load_state_dict(state.optimizer)
         except (ValueError, KeyError) as error:
             raise CheckpointError(
                 f"checkpoint {resolve_path(path)}: optimizer state does not fit ({error})"
             ) from error
         return trainer
+
+    def restore(self, state: RunState, started: float, keep_plan: bool) -> None:
+        """Continue the run from its saved ``state`` (bar the optimiser's): ``started`` is when the resume
+        began (its time counts in a time budget), and ``keep_plan`` keeps the saved run's planned end
+        until the next plan."""
+        if self.budget is not None:
+            self.budget.spent_before = (state.time_spent_s or 0.0) + time.perf_counter() - started
+            if keep_plan:
+                self.plan_steps(self.steps if state.steps_planned is None else state.steps_planned)
+        self.best_bleu, self.evals_since_best = state.best_bleu, state.evals_since_best
+        self.lr_scale, self.kept = state.lr_scale, list(state.kept)
+        self.run_id = state.run_id or self.run_id  # None: saved before runs had an id, so a new one
+
+    def run_state(self) -> RunState:
+        """Where the run stands, as its checkpoints record it."""
+        return RunState(
+            run_id=self.run_id,
+            step=self.step,
+            optimizer=self.optimizer.state_dict(),
+            ranks=self.ranks.size,
+            best_bleu=self.best_bleu,
+            evals_since_best=self.evals_since_best,
+            lr_scale=self.lr_scale,
+            kept=tuple(self.kept),
+            steps_planned=self.steps,
+            time_spent_s=self.budget.spent() if self.budget is not None else None,
+        )
 
     @property
     def model_config(self) -> ModelConfig:
@@ -317,9 +325,9 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         """One optimiser step on the batch of the current step; returns loss, lr, grad norm, tokens.
 
-        With ``accumulate`` K the step's batch is K micro-batches, one after another; each one's
-        gradient is weighted by its share of the step's target tokens, so their sum is the gradient
-        of the mean loss over all of them, as one K-times larger batch would give.
+        With ``accumulate`` K the step's batch is K micro-batches (Ranks.loss_and_backward); under MPI
+        each rank takes its rows of the batch, and the ranks agree on the gradient, the loss, a stop
+        and the learning rate's plateau cuts before the update (MpiRanks).
         """
         config, model = self.config, self.model
         batches = [
@@ -335,15 +343,12 @@ class Trainer:
         tokens = sum(batch.n_tokens for batch in batches)
         model.train()
         self.optimizer.zero_grad()
-        if self.comm is None:
-            loss = 0.0
-            for k, batch in enumerate(batches):
-                model.set_rng(step_rng(config.seed, self.step, k))
-                share = batch.n_tokens / max(tokens, 1)
-                loss += share * self._loss_and_backward(batch, slice(None), share)
-        else:
-            model.set_rng(step_rng(config.seed, self.step, self.comm.rank))
-            loss = self._distributed_loss_and_backward(batches[0])
+        loss = self.ranks.loss_and_backward(
+            model, batches, self.task.ids.pad, config.seed, self.step, self._loss_and_backward
+        )
+        loss, stop, self.lr_scale = self.ranks.agree_on_step(loss, self.requested, self.lr_scale)
+        if stop:
+            self.stop = self.stop or self.requested or "another rank"
         grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
         self._check_finite(loss, grad_norm)
         lr = self.learning_rate(self.step + 1)
@@ -365,58 +370,6 @@ class Trainer:
         return self._parallel[shards].loss_and_backward(
             src, tgt_in, src_mask, tgt_mask, labels, self.task.ids.pad, config.label_smoothing, weight
         )
-
-    def _distributed_loss_and_backward(self, batch: Any) -> float:
-        """This rank's rows with the weight n_k / N, then the all-reduce of the model's flat gradient
-        (in place) and of the loss and stop flags: every rank leaves with the whole batch's gradient
-        and mean loss, and stops when any rank asked to."""
-        comm = self.comm
-        assert comm is not None and self.model.flat is not None
-        rows = comm.rows(batch.src.shape[0])
-        pad = self.task.ids.pad
-        total, mine = int((batch.tgt_out != pad).sum()), int((batch.tgt_out[rows] != pad).sum())
-        loss = 0.0
-        with blas_threads(self.cores or 1):
-            # a rank whose rows hold no target token adds nothing, nor does one that failed
-            if self.failure is None and (mine or not total):
-                try:
-                    loss = self._loss_and_backward(batch, rows, mine / max(total, 1))
-                except Exception as error:  # held: raised once the others know, so that none waits for ever
-                    self.failure = error
-            comm.allreduce_sum(self.model.flat.gradients())
-        loss, stops, failures, self.lr_scale = comm.allreduce_values(  # rank 0's evaluations cut the rate
-            [
-                loss * mine / max(total, 1),
-                float(self.requested is not None),
-                float(self.failure is not None),
-                self.lr_scale if comm.rank == 0 else 0.0,
-            ]
-        )
-        if failures > 0:  # before the update: every rank stops here, at the same step
-            self._raise_failure()
-        if stops > 0:
-            self.stop = self.stop or self.requested or "another rank"
-        return loss
-
-    @contextmanager
-    def _holding(self) -> Iterator[None]:
-        """Under MPI, an exception of the block (rank 0's log, evaluation or save) is held in
-        ``failure`` until the next all-reduce tells every rank; alone, it is raised at once."""
-        if self.comm is None:
-            yield
-            return
-        try:
-            yield
-        except Exception as error:
-            self.failure = self.failure or error
-
-    def _raise_failure(self) -> NoReturn:
-        """Every rank stops here together: a failed one raises its own exception, the others
-        AnotherRankFailed."""
-        failure, self.failure = self.failure, None
-        if failure is not None:
-            raise failure
-        raise AnotherRankFailed("stopped because another rank failed")
 
     def _check_finite(self, loss: float, grad_norm: float) -> None:
         """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
@@ -442,64 +395,80 @@ class Trainer:
         each log step. A failure of one rank raises there, and AnotherRankFailed on the others, at
         the next step's all-reduce, or at the end of the loop (one more collective call per run).
         """
-        config, root = self.config, self.comm is None or self.comm.rank == 0
-        run = RunFiles(Path(out_dir)) if out_dir is not None and root else None
-        bar = _progress(self.steps, self.step, progress and root)
+        ranks = self.ranks
+        run = RunFiles(Path(out_dir)) if out_dir is not None and ranks.is_root else None
+        bar = _progress(self.steps, self.step, progress and ranks.is_root)
         records: list[dict[str, Any]] = []
-        self.stop = self.requested = self.failure = None
+        self.stop = self.requested = ranks.failure = None
         throughput = _Throughput()
         with self._stop_on_signals(), closing(bar), ExitStack() as files:
             if run:
-                with self._holding():
-                    run.write_config(config_toml(self.model_config, config))
+                with ranks.holding():
+                    run.write_config(config_toml(self.model_config, self.config))
                     files.enter_context(run)
             if self.budget is not None:
                 self.budget.start()
             while self.stop is None and self.step < self.steps:
                 began = time.perf_counter()
                 stats = self.train_step()
-                if self.budget is not None:
-                    self.budget.step_seconds.append(time.perf_counter() - began)
-                    if self.step % config.log_every == 0 or self.step == self.steps:
-                        self._plan(bar)
-                last = self.step == self.steps
-                logged = self.step % config.log_every == 0 or last
-                if logged and self.comm is not None:  # on every rank at once: a drift stops all of them
-                    self.comm.check_same(weights_checksum(self.model.parameters()), "weights")
-                if self.failure is None:
-                    with self._holding():  # this rank's own work (rank 0's log, evaluation and saves)
-                        bar.update(1)
-                        if logged:
-                            record = {"step": self.step, **stats, **throughput.since_last(stats["tokens"])}
-                            del record["tokens"]
-                            bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
-                            records.append(record)
-                            if run:
-                                run.log(record)
-                        else:
-                            throughput.count(stats["tokens"])
-                        if root and (self.step % config.eval_every == 0 or last):
-                            began = time.perf_counter()
-                            records.append(self._evaluate_and_keep(run, bar))
-                            if self.budget is not None:
-                                self.budget.evaluation_seconds.append(time.perf_counter() - began)
-                if self.comm is None and self.requested:  # alone, a request needs no agreement
-                    self.stop = self.requested
-            if run and self.stop and run.saved_step != self.step and self.failure is None:
-                with self._holding():
-                    run.save(self)
-                    if self.stop in STOP_MESSAGES:
-                        saved = run.directory / FILENAME
-                        bar.write(f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {saved}")
-            # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
-            evaluated = any(record.get("split") == "dev" for record in records)
-            if run and evaluated and self.stop in (None, "patience") and self.failure is None:
-                with self._holding():  # under MPI the others wait for rank 0 in the last all-reduce
-                    self._average_and_keep(run, bar, records)
-        # the loop's last failure (rank 0's last evaluation or save) has no step left to carry it
-        if self.comm is not None and self.comm.allreduce_values([float(self.failure is not None)])[0] > 0:
-            self._raise_failure()
+                self._after_step(stats, time.perf_counter() - began, throughput, run, bar, records)
+                self.stop = self.stop or ranks.stop_at_once(self.requested)
+            if run and ranks.failure is None:
+                with ranks.holding():  # under MPI the others wait for rank 0 in the last all-reduce
+                    self._end(run, bar, records)
+        ranks.finish()  # the loop's last failure (rank 0's last evaluation or save) has no step left to carry it
         return records
+
+    def _after_step(
+        self,
+        stats: dict[str, float],
+        seconds: float,
+        throughput: _Throughput,
+        run: RunFiles | None,
+        bar: Any,
+        records: list[dict[str, Any]],
+    ) -> None:
+        """After a step that took ``seconds``: plan a time-budgeted run's end, compare the ranks'
+        weights, log, and (rank 0) evaluate and save."""
+        config = self.config
+        if self.budget is not None:
+            self.budget.step_seconds.append(seconds)
+            if self.step % config.log_every == 0 or self.step == self.steps:
+                self._plan(bar)
+        last = self.step == self.steps
+        logged = self.step % config.log_every == 0 or last
+        if logged:  # on every rank at once: a drift stops all of them
+            self.ranks.check_same_weights(self.model)
+        if self.ranks.failure is not None:
+            return
+        with self.ranks.holding():  # this rank's own work (rank 0's log, evaluation and saves)
+            bar.update(1)
+            if logged:
+                record = {"step": self.step, **stats, **throughput.since_last(stats["tokens"])}
+                del record["tokens"]
+                bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
+                records.append(record)
+                if run:
+                    run.log(record)
+            else:
+                throughput.count(stats["tokens"])
+            if self.ranks.is_root and (self.step % config.eval_every == 0 or last):
+                began = time.perf_counter()
+                records.append(self._evaluate_and_keep(run, bar))
+                if self.budget is not None:
+                    self.budget.evaluation_seconds.append(time.perf_counter() - began)
+
+    def _end(self, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
+        """Save the step a stopped run stopped at; average a finished run's last checkpoints."""
+        if self.stop and run.saved_step != self.step:
+            run.save(self.run_state(), self.save)
+            if self.stop in STOP_MESSAGES:
+                saved = run.directory / FILENAME
+                bar.write(f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {saved}")
+        # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
+        evaluated = any(record.get("split") == "dev" for record in records)
+        if evaluated and self.stop in (None, "patience"):
+            self._average_and_keep(run, bar, records)
 
     @property
     def steps(self) -> int:
@@ -523,12 +492,10 @@ class Trainer:
         assert self.budget is not None
         first = self.budget.plans == 0
         steps = self.budget.plan(self.step, self.config.eval_every)
-        if self.comm is not None:
-            steps = round(self.comm.allreduce_values([float(steps) if self.comm.rank == 0 else 0.0])[0])
-        self.plan_steps(steps)
+        self.plan_steps(self.ranks.agree_on_plan(steps))
         bar.total = self.steps
         bar.refresh()
-        if first and (self.comm is None or self.comm.rank == 0):
+        if first and self.ranks.is_root:
             bar.write(
                 f"{self.budget.per_step * 1e3:.0f} ms a step: planned {self.steps} steps to fit the "
                 f"{self.config.time_budget:g}-minute budget (the plan is corrected as the run goes)"
@@ -562,7 +529,8 @@ class Trainer:
             self._cut_on_plateau(bar)
         if run:
             run.log(record)
-            run.save_evaluated(self, improved)
+            state = run.save_evaluated(self.run_state(), self.save, improved, self.checkpoints_kept)
+            self.kept = list(state.kept)
         if stopping:
             where = f", in {run.best_path}" if run else ""
             bar.write(
@@ -640,7 +608,7 @@ class Trainer:
             }
             run.log(record)
             records.append(record)
-        run.keep_last(self, self.config.keep_checkpoints)
+        self.kept = list(run.keep_last(self.run_state(), self.save, self.config.keep_checkpoints).kept)
 
     @contextmanager
     def _stop_on_signals(self) -> Iterator[None]:
@@ -662,7 +630,7 @@ class Trainer:
         if self.requested == "interrupted":  # the second signal stops at once
             raise KeyboardInterrupt
         self.requested = "interrupted"
-        if self.comm is not None and self.comm.rank != 0:  # mpiexec signals every rank: rank 0 says it
+        if not self.ranks.is_root:  # mpiexec signals every rank: rank 0 says it
             return
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(
@@ -676,32 +644,23 @@ class Trainer:
     def evaluate(self, pairs: Sequence[tuple[str, str]], batch_size: int = 100) -> dict[str, Any]:
         return evaluate(self.model, self.task, pairs, self.config.label_smoothing, batch_size)
 
-    def save(self, out: str | Path) -> Path:
-        """Write the checkpoint atomically (a run directory's model.npz, or the .npz named); weights
-        that are NaN or infinite are never written (TrainingDiverged)."""
+    def save(self, out: str | Path, state: RunState | None = None) -> Path:
+        """Write the checkpoint atomically (a run directory's model.npz, or the .npz named) with the
+        run's state (``state``, or where it stands now); weights that are NaN or infinite are never
+        written (TrainingDiverged)."""
         model, task = self.model, self.task
         xp = get_array_module()
         assert model.flat is not None
         if not bool(xp.isfinite(model.flat.data).all()):  # one transfer; then the names, only if needed
             bad = next(name for name, p in model.named_parameters() if not bool(xp.isfinite(p.data).all()))
             raise TrainingDiverged(f"step {self.step}: the weights of {bad} are NaN or infinite; not saved")
-        arrays = {f"param/{name}": value for name, value in model.state_dict().items()}
-        optimizer_state = self.optimizer.state_dict()
-        arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})
+        state_arrays, state_meta = (state or self.run_state()).to_checkpoint()
+        arrays = {**{f"param/{name}": value for name, value in model.state_dict().items()}, **state_arrays}
         meta = {
             "model": asdict(model.config),
-            "run_id": self.run_id,
-            "step": self.step,
             "train": asdict(self.config),
-            "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
             "task": task_recipe(task, self.config),
-            "ranks": self.comm.size if self.comm else 1,
-            "best_bleu": self.best_bleu,
-            "evals_since_best": self.evals_since_best,
-            "lr_scale": self.lr_scale,
-            "kept": self.kept,
-            "steps_planned": self.steps,
-            "time_spent_s": self.budget.spent() if self.budget is not None else None,
+            **state_meta,
             "src_vocab": task.src_vocab.itos,
             "tgt_vocab": task.tgt_vocab.itos,
         }
