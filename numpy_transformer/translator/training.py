@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ from .checkpoint import (
     serialized_tokenizer,
     task_recipe,
 )
-from .config import ModelConfig, TrainConfig, config_toml, flag_of
+from .config import ModelConfig, TrainConfig, config_toml, fine_tune_settings
 from .data import FileTask, SubwordDropout, TranslationTask, make_task
 from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
@@ -671,10 +671,9 @@ class Trainer:
 def _fine_tune_start(
     given: TrainConfig, config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], TranslationTask, TrainConfig]:
-    """(the model's configuration, the task, the run's settings) of a fine-tune from ``config.from_run``,
-    refusing by name a setting given (``given``: before resolve; ``model``: the model settings given)
-    that the run decides otherwise: the model (bar dropout), the tokenizer and vocabularies, a
-    --max-length beyond its positional tables. The corpus is split with the run's own tokenizer."""
+    """(the model's configuration, the task, the run's settings) of a fine-tune from ``config.from_run``
+    (config.fine_tune_settings refuses the settings given that the run decides otherwise). The corpus
+    is split with the run's own tokenizer."""
     path = config.from_run
     assert path is not None
     try:
@@ -682,70 +681,19 @@ def _fine_tune_start(
         check_meta(path, meta)
     except CheckpointError as error:
         raise CheckpointError(f"--from {path}: {error}") from None
-    saved, recipe = ModelConfig.from_model(meta["model"]), meta["task"]
-    # given: a mapping's entries, or a ModelConfig's fields that differ from their defaults
-    changes = (
-        {
-            item.name: getattr(model, item.name)
-            for item in fields(ModelConfig)
-            if getattr(model, item.name) != item.default
-        }
-        if isinstance(model, ModelConfig)
-        else {name: value for name, value in dict(model or {}).items() if value is not None}
-    )
-    for item in fields(ModelConfig):
-        if (
-            item.name in changes
-            and item.name != "dropout"
-            and changes[item.name] != getattr(saved, item.name)
-        ):
-            raise ValueError(
-                f"{flag_of(item)} {changes[item.name]!r} differs from the model of --from {path} "
-                f"({getattr(saved, item.name)!r}): a fine-tune keeps the model it starts from (only --dropout "
-                "may change)"
-            )
-    shared = bool(meta["model"].get("shared_vocab", False))
-    for flag, value, kept in (
-        ("--tokenizer", given.tokenizer, recipe.get("tokenizer")),
-        ("--vocab-size", given.vocab_size, recipe.get("vocab_size")),
-        ("--shared-vocab", given.shared_vocab or None, shared or None),
-    ):
-        if value is not None and value != kept:
-            raise ValueError(
-                f"{flag} {value!r} differs from the run of --from {path} ({kept!r}): a fine-tune keeps its "
-                "tokenizer and vocabularies"
-            )
-    limit = min(meta["model"]["src_seq_len"], meta["model"]["tgt_seq_len"] - 1)  # the target gains <eos>
-    if given.max_length is not None and given.max_length > limit:
-        raise ValueError(
-            f"--max-length {given.max_length} exceeds what the model of --from {path} holds: {limit} "
-            "tokens a side (its positional tables)"
-        )
-    if config.bpe_dropout and recipe["tokenizer"] != "bpe":
-        raise ValueError(
-            f"--bpe-dropout {config.bpe_dropout:g} applies to learned BPE subwords only: the run of --from "
-            f"{path} is tokenized by its {recipe['tokenizer']} tokenizer"
-            + (" (an imported Marian model's SentencePiece)" if recipe["tokenizer"] == "marian" else "")
-        )
-    max_length = min(config.max_length or limit, limit)
-    config = replace(
-        config,
-        tokenizer=recipe["tokenizer"],
-        vocab_size=recipe.get("vocab_size"),
-        shared_vocab=shared,
-        max_length=max_length,
-    )
+    sizes, config = fine_tune_settings(given, config, model, meta)
+    assert config.max_length is not None  # the run's tables bound it
     task = make_task(
         None,
         config.data,
         config.seed,
         config.tokenizer,
-        max_length,
-        serialized_tokenizer=serialized_tokenizer(recipe),
+        config.max_length,
+        serialized_tokenizer=serialized_tokenizer(meta["task"]),
         vocabularies=saved_vocabularies(path, meta),
         vocab_size=config.vocab_size,
     )
-    return {**meta["model"], "dropout": changes.get("dropout", saved.dropout)}, task, config
+    return sizes, task, config
 
 
 def training_memory(
