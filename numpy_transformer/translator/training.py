@@ -25,7 +25,7 @@ from typing import Any
 
 from ..backend import get_array_module
 from ..machine import available_memory, cpu_cores, tune_cpu
-from ..model import Transformer, TransformerConfig, build_transformer, parameter_count
+from ..model import Transformer, TransformerConfig, build_transformer, loss_and_backward, parameter_count
 from ..optim import (
     Adam,
     AdamW,
@@ -138,13 +138,8 @@ class Trainer:
         self.model, self.task, self.config, self.step, self.comm = model, task, config, step, comm
         self.ranks = ranks_of(comm)  # the step's all-reduce and every agreement of the ranks (or none)
         self.ranks.check(config.batch_size, config.accumulate)
-        if (config.steps is None) == (config.time_budget is None) or config.lr is None:
-            raise ValueError(
-                f"exactly one of config.steps and config.time_budget must be set, and config.lr, got "
-                f"{config.steps}, {config.time_budget} and {config.lr}: TrainConfig.resolve chooses"
-            )
-        if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
-            raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
+        _check_settings(config)
+        assert config.lr is not None  # _check_settings refuses None
         tune_cpu()  # the process-wide allocator setting a training loop wants (see machine.tune_cpu)
         self.cores = self.ranks.cores  # None: every core of the machine
         self.optimizer: Adam = (
@@ -191,42 +186,7 @@ class Trainer:
         (``dropout`` alone may change).
         """
         started = time.perf_counter()
-        given, config = config, config.resolve()
-        if config.from_run is not None:  # the run's model, tokenizer and vocabularies: nothing is chosen
-            sizes, task, config = _fine_tune_start(given, config, model)
-            src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
-        else:
-            sizes_given = (
-                model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
-            )
-            corpus: dict[str, Any] = (
-                {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
-                | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
-                if config.data
-                else {}
-            )
-            task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
-            # the saved configuration says what was chosen
-            config = replace(config, vocab_size=task.vocab_size)
-            train_pairs = len(task.train_pairs) if isinstance(task, FileTask) else None
-            src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
-            sizes = {
-                **asdict(sizes_given.resolve(train_pairs, config.time_budget)),
-                "src_vocab_size": len(task.src_vocab),
-                "tgt_vocab_size": len(task.tgt_vocab),
-                "src_seq_len": 2 * src_len + 8,
-                "tgt_seq_len": 2 * tgt_len + 8,
-                "shared_vocab": task.src_vocab is task.tgt_vocab,
-            }
-        longest_batch = (
-            config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)
-        )
-        check_memory(sizes, longest_batch, src_len, tgt_len, config.threads or 1)
-        if config.from_run is not None:  # its weights, read only now that the step is known to fit
-            arrays, meta = load_checkpoint(config.from_run)
-            network = model_from_checkpoint(config.from_run, arrays, {**meta, "model": sizes})
-        else:
-            network = build_transformer(**sizes, seed=config.seed)
+        network, task, config = _new_run(config, model)
         trainer = cls(network, task, config, comm=comm)
         if trainer.budget is not None:  # reading the corpus and learning its subwords count
             trainer.budget.spent_before = time.perf_counter() - started
@@ -248,27 +208,9 @@ class Trainer:
         saved. A run saved by K ranks resumes on K ranks only (its batches' slices and dropout masks
         depend on K).
         """
-        arrays, meta = load_checkpoint(path)
-        if "imported_from" in meta:
-            raise ValueError(
-                f"--resume: {resolve_path(path)} holds an imported model, not a training run: fine-tune it "
-                f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
-            )
-        saved_ranks, ranks = int(meta.get("ranks", 1)), comm.size if comm else 1
-        if saved_ranks != ranks:
-            raise ValueError(
-                f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has "
-                f"{ranks}: resume it with mpiexec -n {saved_ranks}"
-                + ("" if saved_ranks > 1 else " or without mpiexec")
-            )
-        started = time.perf_counter()
-        config = TrainConfig(**meta["train"]).resolve()
-        if steps is not None or time_budget is not None:  # the one given replaces the run's length
-            config = replace(config, steps=steps, time_budget=time_budget).resolve()
-        if threads is not None:
-            config = replace(config, threads=threads)
-        model, task = restore_model_and_task(path, arrays, meta)
-        state = RunState.from_checkpoint(arrays, meta)
+        model, task, config, state, started = _saved_run(
+            path, comm.size if comm else 1, steps, time_budget, threads
+        )
         trainer = cls(model, task, config, step=state.step, comm=comm)
         trainer.restore(state, started, keep_plan=time_budget is None)
         try:
@@ -350,7 +292,7 @@ class Trainer:
         if stop:
             self.stop = self.stop or self.requested or "another rank"
         grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
-        self._check_finite(loss, grad_norm)
+        _check_finite(model, self.step, loss, grad_norm)
         lr = self.learning_rate(self.step + 1)
         self.optimizer.step(lr)
         self.step += 1
@@ -363,26 +305,14 @@ class Trainer:
         src, tgt_in, labels = batch.src[rows], batch.tgt_in[rows], batch.tgt_out[rows]
         length = max(src.shape[1], tgt_in.shape[1])
         shards = config.threads or auto_threads(model, src.shape[0], length, self.cores)
+        size = batch.src.shape[0]
+        masks = mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size)
+        arguments = (src, tgt_in, *masks, labels, self.task.ids.pad, config.label_smoothing, weight)
+        if shards == 1:  # the model's own step; DataParallel runs it on each of several row shards
+            return loss_and_backward(model, *arguments)
         if shards not in self._parallel:
             self._parallel[shards] = DataParallel(model, shards)
-        size = batch.src.shape[0]
-        src_mask, tgt_mask = mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size)
-        return self._parallel[shards].loss_and_backward(
-            src, tgt_in, src_mask, tgt_mask, labels, self.task.ids.pad, config.label_smoothing, weight
-        )
-
-    def _check_finite(self, loss: float, grad_norm: float) -> None:
-        """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
-        if math.isfinite(loss) and math.isfinite(grad_norm):
-            return
-        xp = get_array_module()
-        for name, parameter in self.model.named_parameters():
-            if not bool(xp.isfinite(parameter.grad).all()):
-                raise TrainingDiverged(
-                    f"step {self.step + 1}: the gradient of {name} is NaN or infinite (loss {loss})"
-                )
-        if not math.isfinite(loss):
-            raise TrainingDiverged(f"step {self.step + 1}: the loss is {loss}")
+        return self._parallel[shards].loss_and_backward(*arguments)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -401,7 +331,7 @@ class Trainer:
         records: list[dict[str, Any]] = []
         self.stop = self.requested = ranks.failure = None
         throughput = _Throughput()
-        with self._stop_on_signals(), closing(bar), ExitStack() as files:
+        with _signals_call(self._request_stop), closing(bar), ExitStack() as files:
             if run:
                 with ranks.holding():
                     run.write_config(config_toml(self.model_config, self.config))
@@ -411,64 +341,13 @@ class Trainer:
             while self.stop is None and self.step < self.steps:
                 began = time.perf_counter()
                 stats = self.train_step()
-                self._after_step(stats, time.perf_counter() - began, throughput, run, bar, records)
+                _after_step(self, stats, time.perf_counter() - began, throughput, run, bar, records)
                 self.stop = self.stop or ranks.stop_at_once(self.requested)
             if run and ranks.failure is None:
                 with ranks.holding():  # under MPI the others wait for rank 0 in the last all-reduce
-                    self._end(run, bar, records)
+                    _end(self, run, bar, records)
         ranks.finish()  # the loop's last failure (rank 0's last evaluation or save) has no step left to carry it
         return records
-
-    def _after_step(
-        self,
-        stats: dict[str, float],
-        seconds: float,
-        throughput: _Throughput,
-        run: RunFiles | None,
-        bar: Any,
-        records: list[dict[str, Any]],
-    ) -> None:
-        """After a step that took ``seconds``: plan a time-budgeted run's end, compare the ranks'
-        weights, log, and (rank 0) evaluate and save."""
-        config = self.config
-        if self.budget is not None:
-            self.budget.step_seconds.append(seconds)
-            if self.step % config.log_every == 0 or self.step == self.steps:
-                self._plan(bar)
-        last = self.step == self.steps
-        logged = self.step % config.log_every == 0 or last
-        if logged:  # on every rank at once: a drift stops all of them
-            self.ranks.check_same_weights(self.model)
-        if self.ranks.failure is not None:
-            return
-        with self.ranks.holding():  # this rank's own work (rank 0's log, evaluation and saves)
-            bar.update(1)
-            if logged:
-                record = {"step": self.step, **stats, **throughput.since_last(stats["tokens"])}
-                del record["tokens"]
-                bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
-                records.append(record)
-                if run:
-                    run.log(record)
-            else:
-                throughput.count(stats["tokens"])
-            if self.ranks.is_root and (self.step % config.eval_every == 0 or last):
-                began = time.perf_counter()
-                records.append(self._evaluate_and_keep(run, bar))
-                if self.budget is not None:
-                    self.budget.evaluation_seconds.append(time.perf_counter() - began)
-
-    def _end(self, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
-        """Save the step a stopped run stopped at; average a finished run's last checkpoints."""
-        if self.stop and run.saved_step != self.step:
-            run.save(self.run_state(), self.save)
-            if self.stop in STOP_MESSAGES:
-                saved = run.directory / FILENAME
-                bar.write(f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {saved}")
-        # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
-        evaluated = any(record.get("split") == "dev" for record in records)
-        if evaluated and self.stop in (None, "patience"):
-            self._average_and_keep(run, bar, records)
 
     @property
     def steps(self) -> int:
@@ -511,121 +390,6 @@ class Trainer:
             examples=examples,
         )
 
-    def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
-        """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
-        metrics = self._dev_metrics(self.model, self.config.eval_examples)
-        record = {"step": self.step, "split": "dev", **metrics}
-        bar.write(format_metrics(f"step {self.step} dev", metrics))
-        for example in metrics.get("examples", []):
-            bar.write(
-                f"  source     {example['source']}\n  reference  {example['reference']}\n"
-                f"  model      {example['translation']}"
-            )
-        improved = metrics["bleu"] > self.best_bleu
-        self.best_bleu = max(self.best_bleu, metrics["bleu"])
-        self.evals_since_best = 0 if improved else self.evals_since_best + 1
-        stopping = self.config.patience and self.evals_since_best >= self.config.patience
-        if not stopping:
-            self._cut_on_plateau(bar)
-        if run:
-            run.log(record)
-            state = run.save_evaluated(self.run_state(), self.save, improved, self.checkpoints_kept)
-            self.kept = list(state.kept)
-        if stopping:
-            where = f", in {run.best_path}" if run else ""
-            bar.write(
-                f"stopping early: dev BLEU has not improved for {self.evals_since_best} evaluations "
-                f"(best {self.best_bleu:.2f}{where})"
-            )
-            self.requested = self.requested or "patience"  # under MPI: every rank stops after one step more
-        return record
-
-    def _cut_on_plateau(self, bar: Any) -> None:
-        """Multiply lr_scale by config.plateau_cut after every plateau_patience evaluations without a
-        better dev BLEU, unless the learning rate is at its floor already (under MPI the next step's
-        all-reduce gives every rank rank 0's lr_scale)."""
-        cut, evaluations = self.config.plateau_cut, self.evals_since_best
-        if cut == 1.0 or evaluations == 0 or evaluations % self.config.plateau_patience:
-            return
-        if self.schedule(self.step + 1) * self.lr_scale <= self.config.lr_floor:
-            return
-        self.lr_scale *= cut
-        lr = self.learning_rate(self.step + 1)
-        floor = " (its floor)" if lr == self.config.lr_floor else ""
-        bar.write(
-            f"dev BLEU has not improved for {evaluations} evaluations: the learning rate is cut to "
-            f"{self.lr_scale:g} times the schedule's, {lr:.2e} now{floor}"
-        )
-
-    def _average_and_keep(self, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
-        """At the end of the run: score on dev the average of its last ``average_last`` evaluation
-        checkpoints of its second half (the first half's weights are too far from the last ones to
-        average with them); best.npz becomes the average when it scores a higher dev BLEU than what
-        best.npz holds (the best single checkpoint), and its metadata says which it holds (``best``).
-        Then only the last ``keep_checkpoints`` evaluation checkpoints stay on disk."""
-        step_of = {name: int(Path(name).stem.removeprefix("step-")) for name in self.kept}
-        chosen = [
-            name for name in self.kept if 2 * step_of[name] > self.step and (run.directory / name).is_file()
-        ][-self.config.average_last :]  # one removed by hand is left out, not the run's end failed
-        if self.averages and len(chosen) >= 2 and run.best_path.is_file():
-            arrays, meta = average_checkpoints([run.directory / name for name in chosen])
-            metrics = self._dev_metrics(model_from_checkpoint(run.directory / chosen[-1], arrays, meta))
-            steps, best_meta = [step_of[name] for name in chosen], load_meta(run.best_path)
-            earlier_average = best_meta.get("best", {}).get("kept") == "average"  # a resumed run's
-            held = (
-                "the earlier average"
-                if earlier_average
-                else f"the best single checkpoint (step {best_meta['step']})"
-            )
-            higher = metrics["bleu"] > self.best_bleu
-            choice = {
-                "kept": "average" if higher else "checkpoint",
-                "average": {"steps": steps, "bleu": metrics["bleu"]},
-                "checkpoint": {"step": best_meta["step"], "bleu": self.best_bleu},
-            }
-            bar.write(format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics))
-            if higher:
-                bar.write(
-                    f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} is above that of {held}, "
-                    f"{self.best_bleu:.2f}"
-                )
-                self.best_bleu = metrics["bleu"]
-                save_checkpoint(run.best_path, arrays, {**meta, "best_bleu": self.best_bleu, "best": choice})
-            else:
-                bar.write(
-                    f"best.npz keeps {held}, dev BLEU {self.best_bleu:.2f}: the average scores {metrics['bleu']:.2f}"
-                )
-                if not earlier_average:  # which says so already
-                    save_checkpoint(
-                        run.best_path, load_checkpoint(run.best_path)[0], {**best_meta, "best": choice}
-                    )
-            record = {
-                "step": self.step,
-                "split": "dev-average",
-                "steps": steps,
-                "kept": choice["kept"],
-                **metrics,
-            }
-            run.log(record)
-            records.append(record)
-        self.kept = list(run.keep_last(self.run_state(), self.save, self.config.keep_checkpoints).kept)
-
-    @contextmanager
-    def _stop_on_signals(self) -> Iterator[None]:
-        """Ctrl-C (SIGINT) and SIGTERM (kill, a batch system's time limit) ask the loop to stop and
-        save after the current step; a second one stops at once. Only the main thread has signals."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {
-            number: signal.signal(number, self._request_stop) for number in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
-            yield
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
-
     def _request_stop(self, signum: int, frame: Any) -> None:
         if self.requested == "interrupted":  # the second signal stops at once
             raise KeyboardInterrupt
@@ -648,24 +412,304 @@ class Trainer:
         """Write the checkpoint atomically (a run directory's model.npz, or the .npz named) with the
         run's state (``state``, or where it stands now); weights that are NaN or infinite are never
         written (TrainingDiverged)."""
-        model, task = self.model, self.task
-        xp = get_array_module()
-        assert model.flat is not None
-        if not bool(xp.isfinite(model.flat.data).all()):  # one transfer; then the names, only if needed
-            bad = next(name for name, p in model.named_parameters() if not bool(xp.isfinite(p.data).all()))
-            raise TrainingDiverged(f"step {self.step}: the weights of {bad} are NaN or infinite; not saved")
-        state_arrays, state_meta = (state or self.run_state()).to_checkpoint()
-        arrays = {**{f"param/{name}": value for name, value in model.state_dict().items()}, **state_arrays}
-        meta = {
-            "model": asdict(model.config),
-            "train": asdict(self.config),
-            "task": task_recipe(task, self.config),
-            **state_meta,
-            "src_vocab": task.src_vocab.itos,
-            "tgt_vocab": task.tgt_vocab.itos,
-        }
+        arrays, meta = _checkpoint(self.model, self.task, self.config, state or self.run_state())
         out = Path(out)
         return save_checkpoint(out if out.suffix == ".npz" else out / FILENAME, arrays, meta)
+
+
+def _check_settings(config: TrainConfig) -> None:
+    """Refuse a configuration that TrainConfig.resolve did not resolve, or more threads than cores."""
+    if (config.steps is None) == (config.time_budget is None) or config.lr is None:
+        raise ValueError(
+            f"exactly one of config.steps and config.time_budget must be set, and config.lr, got "
+            f"{config.steps}, {config.time_budget} and {config.lr}: TrainConfig.resolve chooses"
+        )
+    if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
+        raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
+
+
+def _checkpoint(
+    model: Transformer, task: TranslationTask, config: TrainConfig, state: RunState
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A checkpoint's arrays and metadata: the model, the run's settings, its task's recipe and
+    vocabularies, and its state; weights that are NaN or infinite are refused (TrainingDiverged)."""
+    xp = get_array_module()
+    assert model.flat is not None
+    if not bool(xp.isfinite(model.flat.data).all()):  # one transfer; then the names, only if needed
+        bad = next(name for name, p in model.named_parameters() if not bool(xp.isfinite(p.data).all()))
+        raise TrainingDiverged(f"step {state.step}: the weights of {bad} are NaN or infinite; not saved")
+    state_arrays, state_meta = state.to_checkpoint()
+    arrays = {**{f"param/{name}": value for name, value in model.state_dict().items()}, **state_arrays}
+    meta = {
+        "model": asdict(model.config),
+        "train": asdict(config),
+        "task": task_recipe(task, config),
+        **state_meta,
+        "src_vocab": task.src_vocab.itos,
+        "tgt_vocab": task.tgt_vocab.itos,
+    }
+    return arrays, meta
+
+
+def _new_run(
+    config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None
+) -> tuple[Transformer, TranslationTask, TrainConfig]:
+    """Trainer.create's model, task and resolved settings: refused before the weights are built when
+    a step would not fit in memory."""
+    given, config = config, config.resolve()
+    if config.from_run is not None:  # the run's model, tokenizer and vocabularies: nothing is chosen
+        sizes, task, config = _fine_tune_start(given, config, model)
+        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
+    else:
+        sizes_given = model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
+        corpus: dict[str, Any] = (
+            {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
+            | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
+            if config.data
+            else {}
+        )
+        task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
+        # the saved configuration says what was chosen
+        config = replace(config, vocab_size=task.vocab_size)
+        train_pairs = len(task.train_pairs) if isinstance(task, FileTask) else None
+        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
+        sizes = {
+            **asdict(sizes_given.resolve(train_pairs, config.time_budget)),
+            "src_vocab_size": len(task.src_vocab),
+            "tgt_vocab_size": len(task.tgt_vocab),
+            "src_seq_len": 2 * src_len + 8,
+            "tgt_seq_len": 2 * tgt_len + 8,
+            "shared_vocab": task.src_vocab is task.tgt_vocab,
+        }
+    longest_batch = config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)
+    check_memory(sizes, longest_batch, src_len, tgt_len, config.threads or 1)
+    if config.from_run is not None:  # its weights, read only now that the step is known to fit
+        arrays, meta = load_checkpoint(config.from_run)
+        network = model_from_checkpoint(config.from_run, arrays, {**meta, "model": sizes})
+    else:
+        network = build_transformer(**sizes, seed=config.seed)
+    return network, task, config
+
+
+def _saved_run(
+    path: str | Path, ranks: int, steps: int | None, time_budget: float | None, threads: int | None
+) -> tuple[Transformer, TranslationTask, TrainConfig, RunState, float]:
+    """Trainer.resume's model, task, settings and run state from the checkpoint ``path``, refused on
+    another number of ``ranks`` than saved it, and when its time counts from."""
+    arrays, meta = load_checkpoint(path)
+    if "imported_from" in meta:
+        raise ValueError(
+            f"--resume: {resolve_path(path)} holds an imported model, not a training run: fine-tune it "
+            f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
+        )
+    saved_ranks = int(meta.get("ranks", 1))
+    if saved_ranks != ranks:
+        raise ValueError(
+            f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has "
+            f"{ranks}: resume it with mpiexec -n {saved_ranks}"
+            + ("" if saved_ranks > 1 else " or without mpiexec")
+        )
+    started = time.perf_counter()
+    config = TrainConfig(**meta["train"]).resolve()
+    if steps is not None or time_budget is not None:  # the one given replaces the run's length
+        config = replace(config, steps=steps, time_budget=time_budget).resolve()
+    if threads is not None:
+        config = replace(config, threads=threads)
+    model, task = restore_model_and_task(path, arrays, meta)
+    state = RunState.from_checkpoint(arrays, meta)
+    return model, task, config, state, started
+
+
+# -- the loop's work between steps, and at its end ----------------------------------------------
+
+
+def _after_step(
+    trainer: Trainer,
+    stats: dict[str, float],
+    seconds: float,
+    throughput: _Throughput,
+    run: RunFiles | None,
+    bar: Any,
+    records: list[dict[str, Any]],
+) -> None:
+    """After a step that took ``seconds``: plan a time-budgeted run's end, compare the ranks'
+    weights, log, and (rank 0) evaluate and save."""
+    config = trainer.config
+    if trainer.budget is not None:
+        trainer.budget.step_seconds.append(seconds)
+        if trainer.step % config.log_every == 0 or trainer.step == trainer.steps:
+            trainer._plan(bar)
+    last = trainer.step == trainer.steps
+    logged = trainer.step % config.log_every == 0 or last
+    if logged:  # on every rank at once: a drift stops all of them
+        trainer.ranks.check_same_weights(trainer.model)
+    if trainer.ranks.failure is not None:
+        return
+    with trainer.ranks.holding():  # this rank's own work (rank 0's log, evaluation and saves)
+        bar.update(1)
+        if logged:
+            record = {"step": trainer.step, **stats, **throughput.since_last(stats["tokens"])}
+            del record["tokens"]
+            bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
+            records.append(record)
+            if run:
+                run.log(record)
+        else:
+            throughput.count(stats["tokens"])
+        if trainer.ranks.is_root and (trainer.step % config.eval_every == 0 or last):
+            began = time.perf_counter()
+            records.append(_evaluate_and_keep(trainer, run, bar))
+            if trainer.budget is not None:
+                trainer.budget.evaluation_seconds.append(time.perf_counter() - began)
+
+
+def _end(trainer: Trainer, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
+    """Save the step a stopped run stopped at; average a finished run's last checkpoints."""
+    if trainer.stop and run.saved_step != trainer.step:
+        run.save(trainer.run_state(), trainer.save)
+        if trainer.stop in STOP_MESSAGES:
+            saved = run.directory / FILENAME
+            bar.write(f"{STOP_MESSAGES[trainer.stop]}: saved step {trainer.step} to {saved}")
+    # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
+    evaluated = any(record.get("split") == "dev" for record in records)
+    if evaluated and trainer.stop in (None, "patience"):
+        _average_and_keep(trainer, run, bar, records)
+
+
+# -- the run's evaluations: dev scores, best.npz, patience, plateau cuts and the final average ------
+
+
+def _evaluate_and_keep(trainer: Trainer, run: RunFiles | None, bar: Any) -> dict[str, Any]:
+    """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
+    metrics = trainer._dev_metrics(trainer.model, trainer.config.eval_examples)
+    record = {"step": trainer.step, "split": "dev", **metrics}
+    bar.write(format_metrics(f"step {trainer.step} dev", metrics))
+    for example in metrics.get("examples", []):
+        bar.write(
+            f"  source     {example['source']}\n  reference  {example['reference']}\n"
+            f"  model      {example['translation']}"
+        )
+    improved = metrics["bleu"] > trainer.best_bleu
+    trainer.best_bleu = max(trainer.best_bleu, metrics["bleu"])
+    trainer.evals_since_best = 0 if improved else trainer.evals_since_best + 1
+    stopping = trainer.config.patience and trainer.evals_since_best >= trainer.config.patience
+    if not stopping:
+        _cut_on_plateau(trainer, bar)
+    if run:
+        run.log(record)
+        state = run.save_evaluated(trainer.run_state(), trainer.save, improved, trainer.checkpoints_kept)
+        trainer.kept = list(state.kept)
+    if stopping:
+        where = f", in {run.best_path}" if run else ""
+        bar.write(
+            f"stopping early: dev BLEU has not improved for {trainer.evals_since_best} evaluations "
+            f"(best {trainer.best_bleu:.2f}{where})"
+        )
+        trainer.requested = trainer.requested or "patience"  # under MPI: every rank stops after one step more
+    return record
+
+
+def _cut_on_plateau(trainer: Trainer, bar: Any) -> None:
+    """Multiply lr_scale by config.plateau_cut after every plateau_patience evaluations without a
+    better dev BLEU, unless the learning rate is at its floor already (under MPI the next step's
+    all-reduce gives every rank rank 0's lr_scale)."""
+    cut, evaluations = trainer.config.plateau_cut, trainer.evals_since_best
+    if cut == 1.0 or evaluations == 0 or evaluations % trainer.config.plateau_patience:
+        return
+    if trainer.schedule(trainer.step + 1) * trainer.lr_scale <= trainer.config.lr_floor:
+        return
+    trainer.lr_scale *= cut
+    lr = trainer.learning_rate(trainer.step + 1)
+    floor = " (its floor)" if lr == trainer.config.lr_floor else ""
+    bar.write(
+        f"dev BLEU has not improved for {evaluations} evaluations: the learning rate is cut to "
+        f"{trainer.lr_scale:g} times the schedule's, {lr:.2e} now{floor}"
+    )
+
+
+def _average_and_keep(trainer: Trainer, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
+    """At the end of the run: score on dev the average of its last ``average_last`` evaluation
+    checkpoints of its second half (the first half's weights are too far from the last ones to
+    average with them); best.npz becomes the average when it scores a higher dev BLEU than what
+    best.npz holds (the best single checkpoint), and its metadata says which it holds (``best``).
+    Then only the last ``keep_checkpoints`` evaluation checkpoints stay on disk."""
+    step_of = {name: int(Path(name).stem.removeprefix("step-")) for name in trainer.kept}
+    chosen = [
+        name for name in trainer.kept if 2 * step_of[name] > trainer.step and (run.directory / name).is_file()
+    ][-trainer.config.average_last :]  # one removed by hand is left out, not the run's end failed
+    if trainer.averages and len(chosen) >= 2 and run.best_path.is_file():
+        arrays, meta = average_checkpoints([run.directory / name for name in chosen])
+        metrics = trainer._dev_metrics(model_from_checkpoint(run.directory / chosen[-1], arrays, meta))
+        steps, best_meta = [step_of[name] for name in chosen], load_meta(run.best_path)
+        earlier_average = best_meta.get("best", {}).get("kept") == "average"  # a resumed run's
+        held = (
+            "the earlier average"
+            if earlier_average
+            else f"the best single checkpoint (step {best_meta['step']})"
+        )
+        higher = metrics["bleu"] > trainer.best_bleu
+        choice = {
+            "kept": "average" if higher else "checkpoint",
+            "average": {"steps": steps, "bleu": metrics["bleu"]},
+            "checkpoint": {"step": best_meta["step"], "bleu": trainer.best_bleu},
+        }
+        bar.write(format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics))
+        if higher:
+            bar.write(
+                f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} is above that of {held}, "
+                f"{trainer.best_bleu:.2f}"
+            )
+            trainer.best_bleu = metrics["bleu"]
+            save_checkpoint(run.best_path, arrays, {**meta, "best_bleu": trainer.best_bleu, "best": choice})
+        else:
+            bar.write(
+                f"best.npz keeps {held}, dev BLEU {trainer.best_bleu:.2f}: the average scores {metrics['bleu']:.2f}"
+            )
+            if not earlier_average:  # which says so already
+                save_checkpoint(
+                    run.best_path, load_checkpoint(run.best_path)[0], {**best_meta, "best": choice}
+                )
+        record = {
+            "step": trainer.step,
+            "split": "dev-average",
+            "steps": steps,
+            "kept": choice["kept"],
+            **metrics,
+        }
+        run.log(record)
+        records.append(record)
+    trainer.kept = list(
+        run.keep_last(trainer.run_state(), trainer.save, trainer.config.keep_checkpoints).kept
+    )
+
+
+def _check_finite(model: Transformer, step: int, loss: float, grad_norm: float) -> None:
+    """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        return
+    xp = get_array_module()
+    for name, parameter in model.named_parameters():
+        if not bool(xp.isfinite(parameter.grad).all()):
+            raise TrainingDiverged(
+                f"step {step + 1}: the gradient of {name} is NaN or infinite (loss {loss})"
+            )
+    if not math.isfinite(loss):
+        raise TrainingDiverged(f"step {step + 1}: the loss is {loss}")
+
+
+@contextmanager
+def _signals_call(handler: Any) -> Iterator[None]:
+    """Ctrl-C (SIGINT) and SIGTERM (kill, a batch system's time limit) ask the loop to stop and
+    save after the current step; a second one stops at once. Only the main thread has signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, saved in previous.items():
+            signal.signal(number, saved)
 
 
 def _fine_tune_start(
