@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ..backend import Array, backend_name, get_array_module, step_rng
 from ..machine import blas_threads, cpu_cores
@@ -61,9 +61,20 @@ def launched_rank() -> int:
     return 0
 
 
+T = TypeVar("T")
+
+
 class AnotherRankFailed(RuntimeError):
     """Raised on the ranks that did not fail when the ranks agree that another one did (that rank
     raises its own exception, which the command reports once)."""
+
+
+class RanksStopped(Exception):
+    """Every rank of an MPI run stops with exit status ``code``; rank 0 has said why."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 class Communicator:
@@ -232,6 +243,13 @@ class Ranks:
         """The loop's last agreement: its last failure (rank 0's last evaluation or save) has no step
         left to carry it."""
 
+    def run_together(self, work: Callable[[], T], failure: Callable[[Exception], tuple[int, str]]) -> T:
+        """``work()`` (a stage of a command: checking its settings, building the run, training): alone,
+        as it goes; under MPI on every rank, then one agreement: if it raised on any rank, rank 0
+        prints the first rank's reason (``failure``: the exit status and the line that says why) and
+        every rank raises RanksStopped with its exit status."""
+        return work()
+
     def raise_failure(self) -> NoReturn:
         """Every rank stops here together: a failed one raises its own exception, the others
         AnotherRankFailed."""
@@ -319,6 +337,19 @@ class MpiRanks(Ranks):
 
     def agree_on_plan(self, steps: int) -> int:
         return round(self.comm.allreduce_values([float(steps) if self.rank == 0 else 0.0])[0])
+
+    def run_together(self, work: Callable[[], T], failure: Callable[[Exception], tuple[int, str]]) -> T:
+        try:
+            result, outcome = work(), None
+        except Exception as error:
+            outcome = (1, "") if isinstance(error, AnotherRankFailed) else failure(error)
+        failed = [outcome for outcome in self.comm.agree(outcome) if outcome is not None]
+        if not failed:
+            return result
+        code, line = next((outcome for outcome in failed if outcome[1]), failed[0])  # a rank's own reason
+        if self.rank == 0 and line:
+            print(line, file=sys.stderr, flush=True)
+        raise RanksStopped(code)
 
     def finish(self) -> None:
         if self.comm.allreduce_values([float(self.failure is not None)])[0] > 0:
