@@ -144,9 +144,7 @@ def test_build_transformer_takes_numpy_integers():
         np.int64(10), 12, 6, 5, d_model=np.int64(8), N=1, h=np.int32(2), d_ff=16, norm_first=np.bool_(False)
     )
     assert (
-        model.config.d_model == 8
-        and type(model.config.d_model) is int
-        and model.config.norm_first is False
+        model.config.d_model == 8 and type(model.config.d_model) is int and model.config.norm_first is False
     )
 
 

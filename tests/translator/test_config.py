@@ -202,7 +202,9 @@ def test_the_default_model_is_the_one_built_without_the_marian_options():
     trainer = Trainer.create(TrainConfig(task="copy", steps=1), ModelConfig(d_model=16, N=1, h=2, d_ff=16))
     config = trainer.model.config
     sizes = ("src_vocab_size", "tgt_vocab_size", "src_seq_len", "tgt_seq_len", "d_model", "N", "h", "d_ff")
-    fresh = build_transformer(**{key: getattr(config, key) for key in sizes}, seed=0).state_dict()  # as before them
+    fresh = build_transformer(
+        **{key: getattr(config, key) for key in sizes}, seed=0
+    ).state_dict()  # as before them
     built = trainer.model.state_dict()
     assert built.keys() == fresh.keys()
     for name, value in fresh.items():

@@ -537,7 +537,9 @@ def test_a_fine_tune_from_a_run_resumes_exactly_and_keeps_to_its_tables(tmp_path
     )
     with pytest.warns(UserWarning, match=f"1 of {len(words) + 1} pairs have more than 28 tokens"):
         whole = Trainer.create(config, {})
-    assert asdict(whole.model.config) == load_checkpoint(base)[1]["model"] and whole.config.tokenizer == "char"
+    assert (
+        asdict(whole.model.config) == load_checkpoint(base)[1]["model"] and whole.config.tokenizer == "char"
+    )
     whole.fit(tmp_path / "whole", False)
     with pytest.warns(UserWarning):
         Trainer.create(replace(config, steps=2), {}).fit(tmp_path / "halves", False)
