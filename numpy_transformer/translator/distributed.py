@@ -15,6 +15,11 @@ the others at the next collective call they all make (``agree``, or a flag besid
 and every rank then stops, since a rank left alone in a collective call waits for ever. A rank that
 can no longer keep step with the others (a second Ctrl-C) ends them all (``abort``).
 
+The Trainer reaches all of this through one object, MpiRanks (its step's rows and all-reduces,
+the held failure, the weights' check, the time budget's plan, the loop's last agreement), and a
+run alone through Ranks, the same interface with nothing to agree on; the train command's stages
+agree through Ranks.run_together.
+
 Each step sends and receives about 4 bytes (float32) per parameter per rank; see the README for
 combining ranks with threads on one host, hostfiles and Slurm.
 """

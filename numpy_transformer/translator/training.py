@@ -4,9 +4,11 @@
     trainer.fit("runs/copy")               # log, evaluate and checkpoint into a run directory
     trainer = Trainer.resume("runs/copy")  # continues exactly where the checkpoint stopped
 
-Files on disk are the checkpoint module's and the run directory's; scores are the evaluation
-module's. Here: how one optimiser step is taken (alone, in threads, or as one MPI rank of
-several) and the loop around it.
+Files on disk are the checkpoint module's and the run directory's (RunFiles); what a checkpoint
+says of the run besides its model is a RunState (run_state); the ranks' share of each step and
+every agreement among them are distributed's (Ranks, MpiRanks); the fine-tune's settings are
+config's; scores are the evaluation module's. Here: how one optimiser step is taken (alone, in
+threads, or as one MPI rank of several) and the loop around it.
 """
 
 from __future__ import annotations
@@ -124,7 +126,8 @@ class Trainer:
     every rank trains its slice of each global batch and the gradients are summed across ranks;
     rank 0 alone logs, evaluates and saves. The ranks leave ``fit`` together: a rank's failure is
     held until the next all-reduce tells the others, then raised on that rank while the others
-    raise AnotherRankFailed.
+    raise AnotherRankFailed. ``ranks`` (MpiRanks, or Ranks for a run alone) does all of that: the
+    Trainer asks it the same things either way.
     """
 
     def __init__(
