@@ -757,8 +757,7 @@ def training_memory(
     the projections, attention's probabilities (with dropout) over every key, the feed-forward
     hidden layer (with ReLU and dropout), and the logits with their softmax and gradient.
     """
-    if not isinstance(config, TransformerConfig):  # sizes alone: the positional tables fit these pairs
-        config = TransformerConfig.of({"src_seq_len": src_len, "tgt_seq_len": tgt_len, **config})
+    config = TransformerConfig.of(config)
     d, d_ff, n, heads = config.d_model, config.d_ff, config.N, config.h
     itemsize = get_array_module().dtype(config.dtype).itemsize
     weights = parameter_count(config) * (4 + 2 * (threads - 1))
