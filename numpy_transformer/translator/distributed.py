@@ -10,15 +10,15 @@ cheap checksum compares them every few steps.
 Dropout masks come from a generator seeded by (seed, step, rank), so a K-rank run is repeatable
 and resumable from its checkpoint alone.
 
-The ranks go on or stop together: a rank that cannot go on (a refusal, a failed save) says so to
-the others at the next collective call they all make (``agree``, or a flag beside the step's loss),
-and every rank then stops, since a rank left alone in a collective call waits for ever. A rank that
-can no longer keep step with the others (a second Ctrl-C) ends them all (``abort``).
-
 The Trainer reaches all of this through one object, MpiRanks (its step's rows and all-reduces,
 the held failure, the weights' check, the time budget's plan, the loop's last agreement), and a
 run alone through Ranks, the same interface with nothing to agree on; the train command's stages
 agree through Ranks.run_together.
+
+The ranks go on or stop together: a rank that cannot go on (a refusal, a failed save) says so to
+the others at the next collective call they all make (``agree``, or a flag beside the step's loss),
+and every rank then stops, since a rank left alone in a collective call waits for ever. A rank that
+can no longer keep step with the others (a second Ctrl-C) ends them all (``abort``).
 
 Each step sends and receives about 4 bytes (float32) per parameter per rank; see the README for
 combining ranks with threads on one host, hostfiles and Slurm.
