@@ -10,7 +10,7 @@ timed in back-to-back pairs, as a training loop runs them; numpy_transformer spl
 row shards on threads where parallel.auto_threads says so, as its Trainer does); analytic
 matrix-multiply FLOPs and the fraction of the float32 matmul peak measured in the same run;
 greedy decoding of 32 tokens at batch 1 and 32 (numpy_transformer's cached decoding vs the
-design notes' uncached PyTorch loop); peak resident memory of a training step, each measured in a fresh
+from-scratch design's uncached PyTorch loop); peak resident memory of a training step, each measured in a fresh
 process; the same training step on the textbook (``set_kernels("reference")``), timed in the
 same alternation, so the table shows what the kernels buy. Without PyTorch the absolute numbers
 are still printed. Like the command line, it runs with tune_cpu's settings.
@@ -233,7 +233,7 @@ class TorchRunner:
         self.optimizer.step()
 
     def decode(self, batch: int) -> None:
-        """The design notes' greedy loop: re-run the decoder over the whole prefix at every step."""
+        """The from-scratch design's greedy loop: re-run the decoder over the whole prefix at every step."""
         torch = self.torch
         self.model.eval()
         with torch.no_grad():

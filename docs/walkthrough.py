@@ -617,6 +617,54 @@ ax.legend(fontsize="small")
 plt.show()
 
 # %% [markdown]
+# ## Blocks: where paths meet, gradients add
+#
+# Three facts carry the layers' backwards up to the whole model (`numpy_transformer/blocks.py`
+# writes each block as a functional pair over a plain parameter dict; the workbook asks for them).
+#
+# **Residual.** Pre-norm $y = x + f(\mathrm{norm}(x))$: $x$ reaches $y$ along the skip and along
+# the branch, so $\bar x = \bar y + \mathrm{norm}'^{\top}\!\left(f'^{\top} \bar y\right)$: the
+# gradient splits at the sum and adds where $x$ forked. Post-norm $y = \mathrm{norm}(x + f(x))$: the
+# norm comes after the sum, so first $\bar s = \mathrm{norm}'^{\top} \bar y$, then
+# $\bar x = \bar s + f'^{\top} \bar s$: both paths go through the norm.
+#
+# **Memory.** The encoder's output $m$ is the keys and values of every decoder layer's
+# cross-attention: $\bar m = \sum_{l} \bar m^{(l)}$, one term per decoder layer.
+#
+# **Tied embedding.** With the output projection $\text{logits} = h E^{\top}$ sharing $E$ with the
+# target embedding $E[\text{ids}] \sqrt{D}$, $\bar E$ is the sum of the two uses' gradients.
+
+# %%
+from numpy_transformer import blocks  # noqa: E402
+
+for norm_first in (True, False):
+    width = 4
+    params = {"gamma": 1 + 0.5 * rng.standard_normal(width), "beta": rng.standard_normal(width),
+              "weight": rng.standard_normal((width, width)), "bias": rng.standard_normal(width)}  # fmt: skip
+    print(f"residual, {'pre' if norm_first else 'post'}-norm:")
+    check(
+        lambda x, norm_first=norm_first, **p: blocks.residual_forward(x, p, norm_first),
+        lambda dout, cache: (lambda dx, dp: (dx, *dp.values()))(*blocks.residual_backward(dout, cache)),
+        {"x": rng.standard_normal((2, 3, width)), **params},
+    )
+
+src = np.array([[1, 2, 3, 0], [4, 5, 6, 2]])
+tgt_in, tgt_out = np.array([[1, 2, 3], [1, 4, 0]]), np.array([[2, 3, 5], [4, 5, 0]])
+params = blocks.init_params(rng, 7, 6, 8, 16, 2)
+loss, cache = blocks.encoder_decoder_forward(src, tgt_in, tgt_out, params, 2, 2, 0, 0.1)
+grads = blocks.encoder_decoder_backward(1.0, cache)
+result = nt.gradcheck(
+    lambda: blocks.encoder_decoder_forward(src, tgt_in, tgt_out, params, 2, 2, 0, 0.1)[0],
+    params,
+    grads,
+    max_entries=8,
+)
+print(f"whole encoder-decoder, 2 layers: {len(result.reports)} tensors, all passed: {result.passed}")
+dprojection = F.linear_backward(F.cross_entropy_backward(1.0, cache.loss), cache.projection)[1]
+print(f"tgt_table: |projection's part| {np.abs(dprojection).sum():.3f}, "
+      f"|embedding's part| {np.abs(grads['tgt_table'] - dprojection).sum():.3f}: both count")  # fmt: skip
+
+# %% [markdown]
 # ## A whole tiny Transformer
 #
 # The model chains all of the above: embeddings and positional encodings, encoder blocks
@@ -734,5 +782,6 @@ for source, output in zip(sources, outputs.tolist()):
 #   moment you write it, and `numpy-transformer learn train` trains a translator on your own code.
 # - Check your own layers in your own tests with `numpy_transformer.testing.assert_gradients`, as
 #   this page did.
-# - Read `numpy_transformer/layers.py` to see how the modules chain these pairs, and the README's
-#   section "How backprop flows through the Transformer" for the order of the whole backward pass.
+# - Read `numpy_transformer/layers.py` to see how the modules chain these pairs, and the guide
+#   *Learning backprop* (`docs/learn.md`), section "How backprop flows through the Transformer", for
+#   the order of the whole backward pass.

@@ -14,7 +14,7 @@ with placeholders such as ``%s`` and ``%(name)s``.
 Kept: single-line messages of 1 to 25 words whose translation differs from the original; each
 English message once (its first translation in catalog-name order), plural forms skipped. The
 catalogs differ between systems, so the script prints how many pairs it wrote from how many
-catalogs and the file's sha256, to compare with the figures in README.md (measured on Debian 12
+catalogs and the file's sha256, to compare with the figures in docs/results.md (measured on Debian 12
 "bookworm" with the packages of this project's development image).
 """
 

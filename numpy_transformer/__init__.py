@@ -25,6 +25,7 @@ from .layers import (
 from .machine import tune_cpu
 from .model import (
     Transformer,
+    TransformerConfig,
     build_transformer,
     causal_mask,
     loss_and_backward,

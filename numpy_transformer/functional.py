@@ -74,7 +74,7 @@ class EmbeddingCache(NamedTuple):
 
 
 def embedding_forward(ids: Array, table: Array) -> tuple[Array, EmbeddingCache]:
-    """y = E[ids] * sqrt(D): look up each token's row and scale it, as the design notes do.
+    """y = E[ids] * sqrt(D): look up each token's row and scale it, as the from-scratch design does.
 
     ids: (B, T) integers in [0, V), table: (V, D) -> y: (B, T, D)
     """
@@ -428,7 +428,7 @@ def multi_head_attention_forward(
     """Cross-attention: queries from x_q, keys and values from x_kv (the decoder over the encoder output).
 
     Q = x_q W_q^T + b_q, K = x_kv W_k^T + b_k, V = x_kv W_v^T + b_v, y = MultiHead(Q, K, V) W_o^T + b_o,
-    the biases only when given (the design notes' projections have none; Marian's have them).
+    the biases only when given (the from-scratch design's projections have none; Marian's have them).
     x_q: (B, T, D), x_kv: (B, S, D), w_qkv: (3D, D) = [W_q; W_k; W_v] stacked, w_o: (D, D),
     b_qkv: (3D,) = [b_q; b_k; b_v] or None, b_o: (D,) or None -> y: (B, T, D)
     """

@@ -1,4 +1,4 @@
-"""The Transformer's modules, named as in the seed documents.
+"""The Transformer's modules, named as in the PyTorch "Transformer from scratch" design this model follows.
 
 Each module owns its parameters and composes the functions of ``ops`` (the textbook's pairs of
 functional.py, or their tuned kernels): ``forward`` keeps the cache its backward needs, and
@@ -102,7 +102,7 @@ class Weight(Module):
     notes' are bias-free, and then ``bias`` is None).
 
     The attention blocks' projections are multiplied inside the attention functions, so they are
-    not layers with a forward of their own: each only holds its matrix, under the design notes'
+    not layers with a forward of their own: each only holds its matrix, under the from-scratch design's
     name (their ``nn.Linear`` ``w_q`` keeps it as ``w_q.weight``, as do checkpoints and the
     PyTorch model). ``weight`` and ``bias`` may be views of a block's stacked buffers (see
     _AttentionBase._stacked).
@@ -353,7 +353,7 @@ class _AttentionCache(NamedTuple):
 
 class MultiHeadAttentionBlock(_AttentionBase):
     """Multi-head attention with projections ``w_q``, ``w_k``, ``w_v`` and ``w_o``, bias-free as in
-    the design notes, or with biases (``bias=True``: ``w_q.bias``..., as Marian has them).
+    the from-scratch design, or with biases (``bias=True``: ``w_q.bias``..., as Marian has them).
 
     W_q, W_k and W_v are stored stacked as one (3D, D) matrix, ``[W_q; W_k; W_v]`` (their biases as
     one (3D,) vector), so that self-attention can make Q, K and V with one product (the design
@@ -496,7 +496,7 @@ AttentionBlock = MultiHeadAttentionBlock | MultiHeadLatentAttentionBlock
 
 
 class ResidualConnection(Module):
-    """Pre-norm ``x + dropout(sublayer(norm(x)))`` (design notes) or post-norm
+    """Pre-norm ``x + dropout(sublayer(norm(x)))`` (the from-scratch design) or post-norm
     ``norm(x + dropout(sublayer(x)))`` (paper).
 
     A block runs its sublayer between the two halves, so both halves and their backwards are

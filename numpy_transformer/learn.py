@@ -16,11 +16,17 @@ caught and shown as theirs, with their file and line, never as a traceback of th
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
+import inspect
 import math
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -28,7 +34,7 @@ from typing import Any
 
 import numpy
 
-from . import functional
+from . import blocks, functional
 from .backend import Array, get_array_module, to_numpy
 from .files import write_text_atomically
 from .gradcheck import gradcheck, random_upstream
@@ -46,13 +52,12 @@ SENTENCES = {
     "sign": "the sign is flipped",
     "factor": "it is off by a constant factor of {factor:.6g}",
     "zero": "it is zero everywhere",
-    "ln_mean": "the mean term of layer norm is missing: x also reaches the output through mu, "
-    "which subtracts mean(g) from every entry",
-    "ln_var": "the variance term of layer norm is missing: x also reaches the output through sigma, "
-    "which subtracts xhat * mean(g * xhat)",
+    "ln_mean": "the mean term of layer norm is missing: x also reaches the output through mu",
+    "ln_var": "the variance term of layer norm is missing: x also reaches the output through sigma",
     "ln_both": "both the mean and the variance terms of layer norm are missing: x also reaches "
     "the output through mu and sigma",
-    "softmax_row_sum": "softmax backward without its row sum: dx = y * (dy - sum(dy * y)), not y * dy",
+    "softmax_row_sum": "softmax backward without its row coupling: every output of a row depends on every "
+    "input of the row (the outputs sum to 1), so each dx entry has a term from the whole row",
     "scale_forgotten": "the 1/sqrt(d) scale is forgotten: the scores were multiplied by it, so dq and dk are too",
     "scale_twice": "the 1/sqrt(d) scale is applied twice",
     "repeated_ids": "repeated ids are overwritten instead of added: every position holding a token "
@@ -68,6 +73,14 @@ SENTENCES = {
     "upstream": "the upstream gradient (dloss) is not multiplied in",
     "label_smoothing": "label smoothing is left out: the target distribution is (1 - eps) one_hot + eps / V",
     "embedding_scale": "the sqrt(D) scale of the embedding is forgotten: the forward multiplied the rows by it",
+    "residual_dropped": "a residual's skip path is dropped: x reaches the output along the skip and "
+    "along the branch, so its gradient is the sum of both",
+    "norm_path": "the norm's backward is on the wrong path: in pre-norm the norm is on the branch only (the "
+    "skip's gradient passes it by); in post-norm it comes after the sum (both paths' gradients pass through it)",
+    "memory_one_layer": "the encoder output's gradient is kept from one decoder layer only: it feeds the "
+    "cross-attention of every decoder layer, so their gradients add",
+    "tied_not_added": "the tied matrix gets only one of its gradients: tgt_table is the target embedding and "
+    "the output projection, so its two gradients add",
     "paths": "a tensor feeding several paths (queries, keys, values, the latent) gets only some of "
     "their gradients: the gradients of every path must be added",
 }
@@ -89,6 +102,7 @@ class Exercise:
     grads: tuple[str, ...]  # what the backward returns, in order
     signature: str  # of the backward, as the workbook writes it
     doc: str  # the workbook's docstring: receives, returns, every shape, a hint
+    params: bool = False  # a block: the last of grads is a dict, dparams, with the keys of params
 
     @property
     def title(self) -> str:
@@ -209,8 +223,8 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of cross-attention y = MultiHead(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v)
         W_o^T + b_o (the biases are optional: b_qkv = [b_q; b_k; b_v] (3D,), b_o (D,)).
 
-        dout: (B, T, D); cache: MultiHeadAttentionCache(q, k, v, output: LinearCache each,
-        heads: MultiHeadCache(attention: AttentionCache, n_heads)).
+        dout: (B, T, D); cache: MultiHeadAttentionCache(q, k, v, heads, output): q, k, v, output a
+        LinearCache each, heads a MultiHeadCache(attention, n_heads), attention an AttentionCache.
         Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D) = [dW_q; dW_k; dW_v], dw_o (D, D),
         db_qkv (3D,), db_o (D,)); the two bias gradients are None when the forward had no biases.
         Hint: your linear_backward and attention_backward do the work (linear_backward gives each
@@ -235,8 +249,8 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of Multi-Head Latent Attention: Q = x_q W_q^T, C = x_kv W_c^T (B, S, L),
         K = C W_kd^T, V = C W_vd^T, y = MultiHead(Q, K, V) W_o^T.
 
-        dout: (B, T, D); cache: LatentAttentionCache(q, latent, k, v, output: LinearCache each,
-        heads: MultiHeadCache).
+        dout: (B, T, D); cache: LatentAttentionCache(q, latent, k, v, heads, output): a LinearCache
+        each but heads, a MultiHeadCache(attention, n_heads).
         Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_q_compress (D + L, D) = [dW_q; dW_c],
         dw_kv_decompress (2D, L) = [dW_kd; dW_vd], dw_o (D, D)).
         Hint: the latent C feeds both the keys and the values.""",
@@ -252,28 +266,150 @@ EXERCISES: tuple[Exercise, ...] = (
         Returns (dx (B, T, D), dw_q_compress, dw_kv_decompress, dw_o).
         Hint: x feeds two paths.""",
     ),
+    Exercise(
+        "residual_backward",
+        "residual_forward",
+        ("dx", "dparams"),
+        "(dout, cache)",
+        """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+        Hint: x reaches y along two paths; your linear_backward and layer_norm_backward do the rest.""",
+        params=True,
+    ),
+    Exercise(
+        "feed_forward_backward",
+        "feed_forward_forward",
+        ("dx", "dparams"),
+        "(dout, cache)",
+        """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+        Hint: the forward in reverse, one of your backwards per step.""",
+        params=True,
+    ),
+    Exercise(
+        "encoder_block_backward",
+        "encoder_block_forward",
+        ("dx", "dparams"),
+        "(dout, cache)",
+        """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        Hint: your feed_forward_backward and multi_head_self_attention_backward; mind both residuals.""",
+        params=True,
+    ),
+    Exercise(
+        "decoder_block_backward",
+        "decoder_block_forward",
+        ("dx", "dmemory", "dparams"),
+        "(dout, cache)",
+        """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+        Hint: the memory feeds the cross-attention's keys and values: its gradient comes from there.""",
+        params=True,
+    ),
+    Exercise(
+        "encoder_decoder_backward",
+        "encoder_decoder_forward",
+        ("dparams",),
+        "(dloss, cache)",
+        """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+        Hint: the encoder's output feeds every decoder layer; tgt_table is used twice (tied).""",
+        params=True,
+    ),
 )
 BY_NAME = {exercise.backward: exercise for exercise in EXERCISES}
+BLOCKS = frozenset(e.backward for e in EXERCISES if e.params) | frozenset(
+    e.forward for e in EXERCISES if e.params
+)  # the exercises whose textbook is numpy_transformer.blocks (checked; learn train runs the layers)
+
+
+def textbook_function(name: str) -> Callable:
+    """The textbook's function ``name``: of functional.py, or of blocks.py for the blocks."""
+    return getattr(blocks if name in BLOCKS else functional, name)
 
 
 # ------------------------------------------------------------------------------------------------
 # learn start
 
 
+def _cache_types(function: Callable) -> list[type]:
+    """The NamedTuple caches a forward returns, and those they hold, from its annotations."""
+    found: list[type] = []
+    kinds = {n: getattr(home, n) for home in (functional, blocks) for n in dir(home) if n.endswith("Cache")}
+    source = inspect.getsource(function)
+    for name, kind in kinds.items():
+        if isinstance(kind, type) and f"{name}(" in source and kind not in found:
+            found.append(kind)
+    for kind in found:  # grows while it is read: the caches the caches hold
+        for annotation in getattr(kind, "__annotations__", {}).values():
+            for word in str(annotation).replace("[", " ").replace("]", " ").split():
+                inner = kinds.get(word)
+                if isinstance(inner, type) and inner not in found:
+                    found.append(inner)
+    return found
+
+
+def forward_source(exercise: Exercise, shown: set[str] | None = None) -> str:
+    """The textbook's code of the exercise's forward, of the forwards it calls from the heads'
+    plumbing, and of the cache NamedTuples it keeps: read from functional.py itself, so that the
+    workbook shows what the learner inverts and the real field order, never the backward."""
+    shown = set() if shown is None else shown
+    forward = textbook_function(exercise.forward)
+    parts = []
+    helpers = [functional.multi_head_forward] if "multi_head" in exercise.forward else []
+    for kind in _cache_types(forward) + _cache_types(functional.multi_head_forward) * bool(helpers):
+        if kind.__name__ not in shown:
+            shown.add(kind.__name__)
+            parts.append(inspect.getsource(kind))
+    for function in [*helpers, forward]:
+        if function.__name__ not in shown:
+            shown.add(function.__name__)
+            parts.append(inspect.getsource(function))
+    if not parts:
+        return f"{exercise.forward}: shown above"
+    return "\n".join(part.rstrip() + "\n" for part in parts).rstrip()
+
+
 def workbook_text() -> str:
     """The source of a fresh ``my_backprop.py``: every exercise a stub raising NotImplementedError."""
-    imports = sorted({exercise.forward for exercise in EXERCISES} | {"merge_heads", "split_heads"})
+    imports = sorted(
+        {e.forward for e in EXERCISES if e.forward not in BLOCKS} | {"merge_heads", "split_heads"}
+    )
+    block_imports = sorted(e.forward for e in EXERCISES if e.forward in BLOCKS)
     lines = [
         '"""My backward passes: one exercise for each backward of the Transformer, easiest first.',
         "",
         "Each backward receives dout, the gradient of the loss with respect to its forward's output,",
         "and the cache that forward saved, and returns the gradients of the forward's differentiable",
         "arguments in the order the forward takes them. The forwards are the textbook's, imported",
-        "below: read them in numpy_transformer/functional.py. Replace each `raise NotImplementedError`",
-        "with your code, then check it:",
+        "below; above each exercise is the code of its forward and of the cache it keeps (no need to",
+        "open functional.py: the backwards, the answers, are there). Replace each",
+        "`raise NotImplementedError` with your code, then check it:",
         "",
         f"    numpy-transformer learn check {WORKBOOK} relu_backward",
         f"    numpy-transformer learn check {WORKBOOK}              # the whole ladder",
+        f"    numpy-transformer learn hint {WORKBOOK} relu_backward # a hint, one step further each time",
         f"    numpy-transformer learn train {WORKBOOK}              # a translator on your backward passes",
         "",
         "Array operations go through xp = get_array_module() (NumPy here, CuPy on a GPU). Your later",
@@ -287,15 +423,22 @@ def workbook_text() -> str:
         "import math",
         "",
         "from numpy_transformer.backend import get_array_module",
+        "from numpy_transformer.blocks import (",
+        *[f"    {name}," for name in block_imports],
+        ")",
         "from numpy_transformer.functional import (",
         *[f"    {name}," for name in imports],
         ")",
         "",
     ]
+    shown: set[str] = set()
     for exercise in EXERCISES:
         lines += [
             "",
-            f"# {exercise.title}: the forward is {exercise.forward} (imported above)",
+            f"# {exercise.title}: the forward is {exercise.forward} (imported above), the textbook's code:",
+            "#",
+            *[f"#   {line}" if line else "#" for line in forward_source(exercise, shown).splitlines()],
+            "",
             f"def {exercise.backward}{exercise.signature}:",
             '    """' + exercise.doc.replace("\n        ", "\n    "),
             '    """',
@@ -311,12 +454,16 @@ def guide_text() -> str:
         f"{number}. `{exercise.backward}` ({exercise.title}): returns {', '.join(exercise.grads)}"
         for number, exercise in enumerate(EXERCISES, 1)
     )
+    layers = sum(not e.params for e in EXERCISES)
     return f"""# Learn backprop by writing it
 
-`{WORKBOOK}` holds one exercise for each backward pass of the Transformer: its forward is the
-textbook's (`numpy_transformer/functional.py`), its docstring says what the backward receives,
-what it returns, every shape, and gives a hint; its body raises `NotImplementedError` until you
-write it. Work in this order, easy to hard:
+`{WORKBOOK}` holds one exercise for each backward pass of the Transformer, from one layer to the
+whole translator: above each is the textbook's code of its forward and of the cache it keeps (no
+need to open `numpy_transformer/functional.py` or `blocks.py`, where the answers are), its
+docstring says what the backward receives, what it returns, every shape, and gives a hint; its
+body raises `NotImplementedError` until you write it. Work in this order, easy to hard: the
+layers (1 to {layers}), then the blocks built from them ({layers + 1} to {len(EXERCISES)}), the last the
+whole encoder-decoder with its loss:
 
 {ladder}
 
@@ -325,31 +472,63 @@ Check one function as soon as you have written it, or the whole ladder (done / t
 ```bash
 numpy-transformer learn check {WORKBOOK} layer_norm_backward
 numpy-transformer learn check {WORKBOOK}
+numpy-transformer learn hint {WORKBOOK} layer_norm_backward   # one step further each time
 ```
 
 Each function is run on several drawn cases, the traps included (fully and partly masked
-attention rows, repeated token ids, padding targets, dropout on and off, non-square shapes,
-batch and length 1), and each gradient it returns is compared with float64 central differences
-of the forward: ✔ exact (equal to the textbook's to rounding), ≈ close (the largest absolute and
-relative error), ✖ wrong (the worst entry, yours and the expected value, and the mistake it
-looks like where it is a known one). The exit status is 0 only when every function checked passes.
+attention rows, repeated token ids, padding targets, dropout on and off, 2-D, 3-D and 4-D
+inputs, batch and length 1, pre- and post-norm), and each gradient it returns is compared with
+float64 central differences of the forward: ✔ exact (equal to the textbook's to rounding),
+≈ close (the largest absolute and relative error), ✖ wrong (the worst entry, yours and the
+expected value, and the mistake it looks like where it is a known one, without the formula:
+`learn hint` gives that when you ask). A function that raises, exits or runs past
+{TIME_LIMIT:g} seconds is reported as yours. The exit status is 0 only when every function checked passes.
 
-When the ladder is done, train a small translator on your own backward passes (a few minutes):
+Inside your own backward, `from numpy_transformer.learn import cmp, textbook` compares an
+intermediate with the textbook's: `cmp("dscores", dscores, textbook(cache, dout)["dscores"])`
+prints exact / approximately equal / wrong and the largest difference.
+
+When the layers are done, train a small translator on them:
 
 ```bash
 numpy-transformer learn train {WORKBOOK}
 ```
 
-Without options it trains the copy task (400 steps of a one-layer model, under a minute); it takes
-every option of `numpy-transformer train` (`--task numbers-en-fr`, `--steps`, `--d-model`, ...).
+Without options it trains the copy task (400 steps of a one-layer model of width 32: about a
+minute on two cores), then the textbook's own code on the same seed (as long again;
+`--no-compare` skips it), and prints both dev results side by side. It takes every option of
+`numpy-transformer train` (`--task numbers-en-fr`, `--steps`, `--attention mla`, ...) and saves
+into `runs/{Path(WORKBOOK).stem}-N` beside this file, a new N each run.
 
-Your functions replace the textbook's wherever you have written them; those still to do are the
-textbook's. A wrong backward shows: the model does not learn.
+The model runs your layer functions wherever you wrote them (your forward too, if you wrote one)
+and says which of them it ran: the latent-attention exercises only with `--attention mla`. Its
+blocks are the textbook's modules composing your layer functions: your block exercises
+({layers + 1} to {len(EXERCISES)}) are checked by `learn check`, not trained. A wrong backward shows: the
+model does not learn.
 """
 
 
-def start(directory: str | Path, overwrite: bool = False) -> list[Path]:
-    """Write a fresh workbook (``my_backprop.py`` and ``README.md``) into ``directory``.
+NOTEBOOK = "my_backprop.ipynb"
+
+
+def notebook_text() -> str:
+    """The workbook as a Jupyter notebook (JSON): one cell for the imports, one per exercise (jupytext's
+    percent format, read back as a notebook)."""
+    import jupytext  # type: ignore[import-untyped]
+
+    text = workbook_text()
+    marked = ["# %%"]
+    for line in text.split("\n"):
+        if line.startswith("# ") and ": the forward is " in line:
+            marked.append("# %%")
+        marked.append(line)
+    notebook = jupytext.reads("\n".join(marked), fmt="py:percent")
+    return str(jupytext.writes(notebook, fmt="ipynb"))
+
+
+def start(directory: str | Path, overwrite: bool = False, notebook: bool = False) -> list[Path]:
+    """Write a fresh workbook (``my_backprop.py``, or ``my_backprop.ipynb`` with ``notebook``, and
+    ``README.md``) into ``directory``.
 
     Refuses (FileExistsError) where either file exists, unless ``overwrite``: the learner's work
     is never lost by accident. Each file is written atomically. Returns the paths written.
@@ -359,14 +538,16 @@ def start(directory: str | Path, overwrite: bool = False) -> list[Path]:
     folder = Path(directory).expanduser()
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} exists and is not a directory")
-    paths = [folder / WORKBOOK, folder / GUIDE]
+    workbook = NOTEBOOK if notebook else WORKBOOK
+    paths = [folder / workbook, folder / GUIDE]
     present = [path for path in paths if path.exists()]
     if present and not overwrite:
         raise FileExistsError(
             f"{present[0]} exists: a workbook is never overwritten (--overwrite replaces it, your work included)"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    for path, text in zip(paths, (workbook_text(), guide_text())):
+    guide = guide_text().replace(WORKBOOK, workbook) if notebook else guide_text()
+    for path, text in zip(paths, (notebook_text() if notebook else workbook_text(), guide)):
         write_text_atomically(path, text)
     return paths
 
@@ -404,35 +585,68 @@ def load_learner(path: str | Path) -> ModuleType:
     file = Path(path).expanduser().resolve()
     if not file.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    if file.suffix != ".py":
-        raise ValueError(f"{path}: expected a Python file (.py)")
+    if file.suffix not in (".py", ".ipynb"):
+        raise ValueError(f"{path}: expected a Python file (.py) or a notebook (.ipynb)")
     if file == Path(functional.__file__).resolve():
         return functional
     name = f"numpy_transformer_learner_{abs(hash(str(file)))}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
+    if file.suffix == ".ipynb":
+        module = ModuleType(name)
+        module.__file__ = str(file)
+        code = compile(_notebook_source(file), str(file), "exec")
+
+        def run() -> None:
+            exec(code, module.__dict__)
+
+    else:
+        spec = importlib.util.spec_from_file_location(name, file)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"{path}: cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        loader = spec.loader
+
+        def run() -> None:
+            loader.exec_module(module)
+
     sys.modules[name] = module
+    folder = str(file.parent)  # their file may import a module of its own folder, wherever they run from
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        run()
     except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
         sys.modules.pop(name, None)
         if isinstance(error, KeyboardInterrupt):
             raise
         raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}") from None
+    finally:
+        if added:
+            with suppress(ValueError):
+                sys.path.remove(folder)
     return module
+
+
+def _notebook_source(file: Path) -> str:
+    """A notebook's code cells as one script (magics commented out); a line number of it is the
+    line of the notebook read as that script."""
+    import jupytext
+
+    try:
+        notebook = jupytext.read(file)
+    except Exception as error:  # not JSON, not a notebook
+        raise LearnerCodeError(f"{file.name} could not be read as a notebook: {error}") from None
+    return str(jupytext.writes(notebook, fmt="py:percent"))
 
 
 def _own(module: ModuleType, name: str) -> Callable | None:
     """The function ``name`` as the learner's file defines it (None if absent or imported)."""
-    value = getattr(module, name, None)
+    value = getattr(blocks if module is functional and name in BLOCKS else module, name, None)
     if not callable(value):
         return None
     if module is functional:
         return value
-    textbook = getattr(functional, name, None)
-    if value is textbook:
+    if value is getattr(functional, name, None) or value is getattr(blocks, name, None):
         return None
     return value
 
@@ -453,6 +667,7 @@ class Case:
     )  # grad -> (c, key): yours = c x right
     regions: dict[str, list[tuple[Array, str]]] = field(default_factory=dict)  # grad -> (where wrong, key)
     candidates: Callable[[Any, Any], dict[str, list[tuple[Array, str]]]] | None = None  # (cache, dout) -> ...
+    max_entries: int | None = None  # central differences of this many entries per tensor (all when None)
 
 
 def _normal(rng: numpy.random.Generator, *shape: int) -> Array:
@@ -528,6 +743,16 @@ def _cases_linear(rng: numpy.random.Generator) -> list[Case]:
             ("x", "weight", ""),
         ),
         Case(
+            "x (2, 2, 3, 4), weight (3, 4), bias",
+            {"x": _normal(rng, 2, 2, 3, 4), "weight": _normal(rng, 3, 4), "bias": _normal(rng, 3)},
+            ("x", "weight", "bias"),
+        ),
+        Case(
+            "x (4, 3), weight (2, 3), bias",
+            {"x": _normal(rng, 4, 3), "weight": _normal(rng, 2, 3), "bias": _normal(rng, 2)},
+            ("x", "weight", "bias"),
+        ),
+        Case(
             "x (1, 1, 3), weight (6, 3), bias",
             {"x": _normal(rng, 1, 1, 3), "weight": _normal(rng, 6, 3), "bias": _normal(rng, 6)},
             ("x", "weight", "bias"),
@@ -546,6 +771,7 @@ def _cases_embedding(rng: numpy.random.Generator) -> list[Case]:
     for label, ids, vocab, width in (
         ("ids (2, 4) with repeats, table (5, 6)", [[1, 3, 1, 0], [3, 3, 2, 4]], 5, 6),
         ("ids (1, 1), table (3, 4)", [[2]], 3, 4),
+        ("ids (1, 5), one sentence with repeats, table (4, 3)", [[2, 0, 2, 2, 1]], 4, 3),
         ("ids (2, 3) all one token, table (4, 2)", [[1, 1, 1], [1, 1, 1]], 4, 2),
     ):
         token_ids = xp.asarray(ids)
@@ -643,7 +869,12 @@ def _cases_layer_norm(rng: numpy.random.Generator) -> list[Case]:
             candidates=_layer_norm_candidates,
         )
 
-    return [case("x (2, 3, 6)", (2, 3, 6)), case("x (5, 3)", (5, 3)), case("x (1, 1, 4)", (1, 1, 4))]
+    return [
+        case("x (2, 3, 6)", (2, 3, 6)),
+        case("x (5, 3)", (5, 3)),
+        case("x (1, 1, 4)", (1, 1, 4)),
+        case("x (2, 2, 2, 5)", (2, 2, 2, 5)),
+    ]
 
 
 def _attention_variants(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
@@ -831,6 +1062,265 @@ def _cases_multi_head(rng: numpy.random.Generator, latent: bool, self_attention:
     return cases
 
 
+def _params(rng: numpy.random.Generator, **shapes: tuple[int, ...]) -> dict[str, Array]:
+    """Normal float64 parameters of the given shapes; a name ending in gamma is 1 + 0.5 * normal."""
+    xp = get_array_module()
+    return {
+        name: xp.asarray((1 if name.endswith("gamma") else 0) + 0.5 * rng.standard_normal(shape))
+        for name, shape in shapes.items()
+    }
+
+
+def _residual_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    norm_cache, sublayer, norm_first = cache
+    if norm_first:
+        dnormed = functional.linear_backward(dout, sublayer)[0]
+        branch = functional.layer_norm_backward(dnormed, norm_cache)[0]
+        return {
+            "x": [
+                (branch, "residual_dropped"),
+                (dout, "residual_dropped"),
+                (dout + dnormed, "norm_path"),
+                (functional.layer_norm_backward(dout + dnormed, norm_cache)[0], "norm_path"),
+            ]
+        }
+    dsum = functional.layer_norm_backward(dout, norm_cache)[0]
+    return {
+        "x": [
+            (functional.linear_backward(dsum, sublayer)[0], "residual_dropped"),
+            (dsum, "residual_dropped"),
+            (dout + functional.linear_backward(dsum, sublayer)[0], "norm_path"),
+            (dsum + functional.linear_backward(dout, sublayer)[0], "norm_path"),
+        ]
+    }
+
+
+def _cases_residual(rng: numpy.random.Generator) -> list[Case]:
+    def case(label: str, shape: tuple[int, ...], norm_first: bool) -> Case:
+        width = shape[-1]
+        params = _params(rng, gamma=(width,), beta=(width,), weight=(width, width), bias=(width,))
+        return Case(
+            label,
+            {"x": _normal(rng, *shape), "params": params, "norm_first": norm_first},
+            ("x", *[f"params.{key}" for key in params]),
+            candidates=_residual_candidates,
+        )
+
+    return [
+        case("x (2, 3, 4), pre-norm", (2, 3, 4), True),
+        case("x (2, 3, 4), post-norm", (2, 3, 4), False),
+        case("x (3, 5), post-norm", (3, 5), False),
+        case("x (1, 1, 4), pre-norm", (1, 1, 4), True),
+        case("x (2, 2, 2, 3), pre-norm", (2, 2, 2, 3), True),
+    ]
+
+
+def _cases_feed_forward(rng: numpy.random.Generator) -> list[Case]:
+    def case(label: str, shape: tuple[int, ...], hidden: int) -> Case:
+        width = shape[-1]
+        params = _params(rng, w1=(hidden, width), b1=(hidden,), w2=(width, hidden), b2=(width,))
+        return Case(label, {"x": _normal(rng, *shape), "params": params}, ("x", "params.w1", "params.b1",
+                    "params.w2", "params.b2"))  # fmt: skip
+
+    return [
+        case("x (2, 3, 4), d_ff 6", (2, 3, 4), 6),
+        case("x (5, 4), d_ff 3", (5, 4), 3),
+        case("x (1, 1, 4), d_ff 2", (1, 1, 4), 2),
+        case("x (2, 1, 2, 4), d_ff 5", (2, 1, 2, 4), 5),
+    ]
+
+
+def _block_params(rng: numpy.random.Generator, width: int, hidden: int, decoder: bool) -> dict[str, Array]:
+    d, h = width, hidden
+    shapes: dict[str, tuple[int, ...]] = {"ln1_gamma": (d,), "ln1_beta": (d,)}
+    if decoder:
+        shapes |= {"self_w_qkv": (3 * d, d), "self_w_o": (d, d), "ln2_gamma": (d,), "ln2_beta": (d,)}
+        shapes |= {"cross_w_qkv": (3 * d, d), "cross_w_o": (d, d), "ln3_gamma": (d,), "ln3_beta": (d,)}
+    else:
+        shapes |= {"w_qkv": (3 * d, d), "w_o": (d, d), "ln2_gamma": (d,), "ln2_beta": (d,)}
+    shapes |= {"w1": (h, d), "b1": (h,), "w2": (d, h), "b2": (d,)}
+    return _params(rng, **shapes)
+
+
+def _encoder_block_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    """dx with one residual's skip dropped at a time."""
+
+    def rest(dx: Any, skip: bool = True) -> Any:
+        dh = functional.multi_head_self_attention_backward(dx, cache.attention)[0]
+        dh = functional.layer_norm_backward(dh, cache.norm_1)[0]
+        return dx + dh if skip else dh
+
+    dh = blocks.feed_forward_backward(dout, cache.feed_forward)[0]
+    dh = functional.layer_norm_backward(dh, cache.norm_2)[0]
+    return {"x": [(rest(dh), "residual_dropped"), (rest(dout + dh, skip=False), "residual_dropped")]}
+
+
+def _decoder_block_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    def through(dx: Any, skips: tuple[bool, bool, bool]) -> Any:
+        dh = blocks.feed_forward_backward(dx, cache.feed_forward)[0]
+        dh = functional.layer_norm_backward(dh, cache.norm_3)[0]
+        dx = dx + dh if skips[2] else dh
+        dh = functional.multi_head_attention_backward(dx, cache.cross_attention)[0]
+        dh = functional.layer_norm_backward(dh, cache.norm_2)[0]
+        dx = dx + dh if skips[1] else dh
+        dh = functional.multi_head_self_attention_backward(dx, cache.self_attention)[0]
+        dh = functional.layer_norm_backward(dh, cache.norm_1)[0]
+        return dx + dh if skips[0] else dh
+
+    dropped = ((False, True, True), (True, False, True), (True, True, False))
+    return {"x": [(through(dout, skips), "residual_dropped") for skips in dropped]}
+
+
+def _cases_encoder_block(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+    padded = numpy.ones((2, 1, 1, 3), dtype=bool)
+    padded[1, ..., 2:] = False
+    cases = []
+    for label, b, s, width, heads, mask in (
+        ("x (2, 3, 8), 2 heads, a padded key", 2, 3, 8, 2, xp.asarray(padded)),
+        ("x (1, 1, 4), 1 head, no mask", 1, 1, 4, 1, None),
+    ):
+        params = _block_params(rng, width, 2 * width, decoder=False)
+        cases.append(
+            Case(
+                label,
+                {"x": _normal(rng, b, s, width), "params": params, "mask": mask, "n_heads": heads},
+                ("x", *[f"params.{key}" for key in params]),
+                candidates=_encoder_block_candidates,
+                max_entries=24,
+            )
+        )
+    return cases
+
+
+def _cases_decoder_block(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+    src = numpy.ones((2, 1, 1, 4), dtype=bool)
+    src[0, ..., 3:] = False
+    causal = numpy.tril(numpy.ones((3, 3), dtype=bool))[None, None]
+    cases = []
+    for label, b, t, s, width, heads, src_mask, tgt_mask in (
+        ("x (2, 3, 8), memory (2, 4, 8), 2 heads, causal, a padded source", 2, 3, 4, 8, 2, src, causal),
+        ("x (1, 1, 4), memory (1, 1, 4), 1 head, no masks", 1, 1, 1, 4, 1, None, None),
+    ):
+        params = _block_params(rng, width, 2 * width, decoder=True)
+        inputs = {
+            "x": _normal(rng, b, t, width),
+            "memory": _normal(rng, b, s, width),
+            "params": params,
+            "src_mask": None if src_mask is None else xp.asarray(src_mask),
+            "tgt_mask": None if tgt_mask is None else xp.asarray(tgt_mask),
+            "n_heads": heads,
+        }
+        cases.append(
+            Case(
+                label,
+                inputs,
+                ("x", "memory", *[f"params.{key}" for key in params]),
+                candidates=_decoder_block_candidates,
+                max_entries=24,
+            )
+        )
+    return cases
+
+
+def _whole_variant(cache: Any, dloss: float, memory: str = "all", tied: str = "both") -> dict[str, Array]:
+    """The textbook's encoder_decoder_backward with one block-level mistake: the memory's gradient
+    from the first or the last decoder layer only, or the tied table's from one use only."""
+    grads: dict[str, Any] = {}
+    dlogits = functional.cross_entropy_backward(dloss, cache.loss)
+    dy, dprojection, _ = functional.linear_backward(dlogits, cache.projection)
+    dy = functional.layer_norm_backward(dy, cache.decoder_norm)[0]
+    kept: list[Any] = []
+    for i in reversed(range(cache.n_layers)):
+        dy, dmemory_i, _ = blocks.decoder_block_backward(dy, cache.decoder[i])
+        kept.append(dmemory_i)
+    dmemory = {"all": sum(kept), "last": kept[0], "first": kept[-1]}[memory]
+    dembedding = functional.embedding_backward(dy, cache.tgt_embedding)
+    grads["tgt_table"] = {
+        "both": dprojection + dembedding,
+        "projection": dprojection,
+        "embedding": dembedding,
+    }[tied]
+    dx, grads["enc_norm_gamma"], grads["enc_norm_beta"] = functional.layer_norm_backward(
+        dmemory, cache.encoder_norm
+    )
+    for i in reversed(range(cache.n_layers)):
+        dx, block = blocks.encoder_block_backward(dx, cache.encoder[i])
+        grads.update({f"enc{i}_{key}": value for key, value in block.items()})
+    grads["src_table"] = functional.embedding_backward(dx, cache.src_embedding)
+    return grads
+
+
+def _whole_candidates(dloss: float) -> Callable[[Any, Any], dict[str, list[tuple[Array, str]]]]:
+    def candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+        found: dict[str, list[tuple[Array, str]]] = {}
+        for memory in ("first", "last"):
+            for key, value in _whole_variant(cache, dloss, memory=memory).items():
+                if key != "tgt_table":
+                    found.setdefault(f"params.{key}", []).append((value, "memory_one_layer"))
+        for tied in ("projection", "embedding"):
+            found.setdefault("params.tgt_table", []).append(
+                (_whole_variant(cache, dloss, tied=tied)["tgt_table"], "tied_not_added")
+            )
+        return found
+
+    return candidates
+
+
+def _cases_encoder_decoder(rng: numpy.random.Generator) -> list[Case]:
+    xp = get_array_module()
+    cases = []
+    for label, src, tgt_in, tgt_out, vocab, width, layers, heads, smoothing, dloss in (
+        (
+            "src (2, 4) padded, tgt (2, 3), D 8, 2 layers, 2 heads, smoothing 0.1",
+            [[1, 2, 3, 0], [4, 5, 6, 2]],
+            [[1, 2, 3], [1, 4, 0]],
+            [[2, 3, 5], [4, 5, 0]],
+            (7, 6),
+            8,
+            2,
+            2,
+            0.1,
+            1.0,
+        ),
+        (
+            "src (1, 2), tgt (1, 2), D 4, 1 layer, 1 head",
+            [[3, 3]],
+            [[1, 2]],
+            [[2, 2]],
+            (4, 3),
+            4,
+            1,
+            1,
+            0.0,
+            0.5,
+        ),
+    ):
+        params = blocks.init_params(rng, vocab[0], vocab[1], width, 2 * width, layers)
+        inputs = {
+            "src": xp.asarray(src),
+            "tgt_in": xp.asarray(tgt_in),
+            "tgt_out": xp.asarray(tgt_out),
+            "params": params,
+            "n_layers": layers,
+            "n_heads": heads,
+            "pad_id": 0,
+            "label_smoothing": smoothing,
+        }
+        cases.append(
+            Case(
+                label,
+                inputs,
+                tuple(f"params.{key}" for key in params),
+                dloss=dloss,
+                candidates=_whole_candidates(dloss),
+                max_entries=12,
+            )
+        )
+    return cases
+
+
 CASES: dict[str, Callable[[numpy.random.Generator], list[Case]]] = {
     "positional_encoding_backward": _cases_positional_encoding,
     "relu_backward": _cases_relu,
@@ -845,6 +1335,11 @@ CASES: dict[str, Callable[[numpy.random.Generator], list[Case]]] = {
     "multi_head_self_attention_backward": lambda rng: _cases_multi_head(rng, False, True),
     "multi_head_latent_attention_backward": lambda rng: _cases_multi_head(rng, True, False),
     "multi_head_latent_self_attention_backward": lambda rng: _cases_multi_head(rng, True, True),
+    "residual_backward": _cases_residual,
+    "feed_forward_backward": _cases_feed_forward,
+    "encoder_block_backward": _cases_encoder_block,
+    "decoder_block_backward": _cases_decoder_block,
+    "encoder_decoder_backward": _cases_encoder_decoder,
 }
 
 
@@ -898,14 +1393,67 @@ class FunctionVerdict:
         return self.status == "done"
 
 
-def _call(function: Callable, path: Path, *args: Any, **kwargs: Any) -> Any:
-    """Run the learner's function; NotImplementedError is "to do", any other exception theirs."""
+class _TimedOut(BaseException):
+    """Raised inside the learner's code when its function has run past its time (a BaseException,
+    so that their own ``except Exception`` cannot swallow it)."""
+
+
+TIME_LIMIT = 60.0  # seconds for every case of one exercise (the textbook's take well under one)
+
+
+@contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise _TimedOut in whatever runs after ``seconds`` (on the main thread, where signals can
+    interrupt it; elsewhere, or with None, no limit)."""
+    if seconds is None:
+        yield
+        return
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _TimedOut()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return function(*args, **kwargs)
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _signature_problem(function: Callable, args: tuple, kwargs: dict[str, Any]) -> str | None:
+    """Why ``function`` cannot be called as the model calls it, or None."""
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError as error:
+        return str(error)
+    except ValueError:  # no signature to read (a builtin): let the call say
+        return None
+    return None
+
+
+def _call(function: Callable, path: Path, *args: Any, **kwargs: Any) -> Any:
+    """Run the learner's function; NotImplementedError is "to do", anything else it raises or
+    exits with is theirs (a NaN or overflow warning of NumPy included: it names their line)."""
+    name = getattr(function, "__name__", "the function")
+    problem = _signature_problem(function, args, kwargs)
+    if problem is not None:
+        given = ", ".join([*("dout" if i == 0 else "cache" for i in range(len(args))), *kwargs])
+        raise _Raised(f"{name} cannot be called as the model calls it, {name}({given}): {problem}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            return function(*args, **kwargs)
     except NotImplementedError as error:
         frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve() == path]
-        raise _ToDo(frames[-1].name if frames else getattr(function, "__name__", "")) from None
-    except Exception as error:
+        raise _ToDo(frames[-1].name if frames else name) from None
+    except (KeyboardInterrupt, _TimedOut):
+        raise
+    except BaseException as error:  # SystemExit, GeneratorExit, a BaseException of theirs: all theirs
         raise _Raised(describe_error(error, path)) from None
 
 
@@ -923,9 +1471,19 @@ def _forward_call(forward: Callable, case: Case, inputs: dict[str, Any], path: P
 
 def _copy(inputs: dict[str, Any]) -> dict[str, Any]:
     return {
-        name: value.copy() if hasattr(value, "copy") and hasattr(value, "shape") else value
+        name: _copy(value)
+        if isinstance(value, dict)
+        else value.copy()
+        if hasattr(value, "copy") and hasattr(value, "shape")
+        else value
         for name, value in inputs.items()
     }
+
+
+def _close_enough(yours: Any, right: Any) -> bool:
+    """Within the tolerance of central differences of the textbook's gradient (gradcheck's rtol)."""
+    scale = max(1.0, float(numpy.abs(right).max(initial=0.0)))
+    return bool(numpy.allclose(yours, right, rtol=1e-3, atol=1e-5 * scale))
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -937,10 +1495,12 @@ def _as_array(value: Any) -> numpy.ndarray | None:
     if value is None:
         return None
     try:
-        array = numpy.asarray(to_numpy(value), dtype=numpy.float64)
-    except (TypeError, ValueError):
+        raw = numpy.asarray(to_numpy(value))
+        if raw.dtype == object or numpy.iscomplexobj(raw) or raw.dtype.kind not in "biuf":
+            return None
+        return raw.astype(numpy.float64)
+    except (TypeError, ValueError, OverflowError):
         return None
-    return None if array.dtype == object else array
 
 
 def _diagnose(
@@ -1011,8 +1571,10 @@ def _check_untouched(
             f"{name} changed dout in place: the model hands the same dout to other layers too "
             "(the residual path), so a backward must not write into it"
         )
-    for variable, value in inputs.items():
-        original = originals[variable]
+    flat = {f"params.{k}": v for k, v in inputs.get("params", {}).items()} | inputs
+    flat_originals = {f"params.{k}": v for k, v in originals.get("params", {}).items()} | originals
+    for variable, value in flat.items():
+        original = flat_originals[variable]
         if hasattr(value, "shape") and not bool((to_numpy(value) == to_numpy(original)).all()):
             raise _Raised(
                 f"{name} changed the forward's {variable} in place (the cache holds it): a backward must "
@@ -1020,12 +1582,104 @@ def _check_untouched(
             )
 
 
+def _returned_gradients(name: str, returned: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
+    """The gradients a backward returned, one per name, or _Raised saying what it returned instead."""
+    expected = f"({', '.join(names)})" if len(names) > 1 else f"{names[0]}, an array"
+    if returned is None:
+        raise _Raised(f"{name} returned None (is its `return` missing?), expected {expected}")
+    if inspect.isgenerator(returned) or isinstance(returned, Iterator):
+        raise _Raised(
+            f"{name} returned a {type(returned).__name__}, expected {expected}"
+            + (" as a tuple" if len(names) > 1 else "")
+        )
+    if len(names) == 1:
+        if isinstance(returned, (tuple, list)):
+            raise _Raised(
+                f"{name} returned a {type(returned).__name__} of {len(returned)}, expected {expected}"
+            )
+        return (returned,)
+    if isinstance(returned, list):
+        raise _Raised(f"{name} returned a list, expected the tuple {expected}: return a, b, c makes a tuple")
+    if not isinstance(returned, tuple):
+        raise _Raised(
+            f"{name} returned one {type(returned).__name__}, expected the {len(names)} values {expected}"
+        )
+    if len(returned) != len(names):
+        raise _Raised(f"{name} returned {len(returned)} values, expected {len(names)}: {expected}")
+    return returned
+
+
+def _flatten_params(name: str, grads: tuple[Any, ...], keys: list[str]) -> tuple[Any, ...]:
+    """A block's gradients with its dparams dict spread out in the order of ``keys``."""
+    dparams = grads[-1]
+    if not isinstance(dparams, dict):
+        raise _Raised(
+            f"{name} must return dparams as a dict with the keys of params, got {type(dparams).__name__}"
+        )
+    missing = [key for key in keys if key not in dparams]
+    extra = [str(key) for key in dparams if key not in keys]
+    if missing or extra:
+        said = (f"lacks {', '.join(missing)}" if missing else "") + (
+            f"{'; ' if missing else ''}has keys params has not: {', '.join(extra)}" if extra else ""
+        )
+        raise _Raised(f"{name}'s dparams {said}")
+    return (*grads[:-1], *[dparams[key] for key in keys])
+
+
+def _variable(inputs: dict[str, Any], name: str) -> Any:
+    """inputs[name], or inputs["params"][key] for the name "params.key"."""
+    if name.startswith("params."):
+        return inputs["params"][name.removeprefix("params.")]
+    return inputs[name]
+
+
+def _compare_forward(
+    name: str, out: Any, cache: Any, textbook_out: Any, textbook_cache: Any, case: Case
+) -> None:
+    """A forward of the learner's own must compute the textbook's output, and keep a cache the
+    model around it can read (the textbook's kind: the layers read its fields)."""
+    if case.dloss is not None:
+        yours, right = numpy.asarray(float(out)), numpy.asarray(float(textbook_out))
+    else:
+        yours, right = to_numpy(out), to_numpy(textbook_out)
+    if yours.shape != right.shape:
+        raise _Raised(
+            f"your {name} differs from the textbook's on case {case.label}: output shape {yours.shape}, "
+            f"expected {right.shape}"
+        )
+    if not numpy.allclose(yours, right, rtol=1e-6, atol=1e-9, equal_nan=True):
+        difference = numpy.abs(yours.astype(numpy.float64) - right)
+        index = tuple(int(i) for i in numpy.unravel_index(int(numpy.nanargmax(difference)), difference.shape))
+        raise _Raised(
+            f"your {name} differs from the textbook's on case {case.label}: at {index} yours "
+            f"{float(yours[index]):.6g}, the textbook's {float(right[index]):.6g} (largest difference "
+            f"{float(numpy.nanmax(difference)):.3g})"
+        )
+    fields = getattr(textbook_cache, "_fields", None)
+    if fields is not None and getattr(cache, "_fields", None) != fields:
+        raise _Raised(
+            f"your {name} keeps a cache of type {type(cache).__name__}, the textbook's is a "
+            f"{type(textbook_cache).__name__}({', '.join(fields)}): the model around it reads that cache's "
+            "fields, so return one (import it from numpy_transformer.functional)"
+        )
+    if (
+        textbook_cache is not None
+        and hasattr(textbook_cache, "shape")
+        and getattr(cache, "shape", None) != textbook_cache.shape
+    ):
+        raise _Raised(
+            f"your {name} keeps a cache of type {type(cache).__name__}, the textbook's is an array of shape "
+            f"{tuple(textbook_cache.shape)}: keep its layout"
+        )
+
+
 def _run_case(
     exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int
 ) -> list[GradientVerdict]:
     """One case of one exercise: each returned gradient's verdict (raises _ToDo or _Raised)."""
-    backward = getattr(module, exercise.backward)
-    forward = _own(module, exercise.forward) or getattr(functional, exercise.forward)
+    backward = _own(module, exercise.backward) or textbook_function(exercise.backward)
+    textbook_forward = textbook_function(exercise.forward)
+    forward = _own(module, exercise.forward) or textbook_forward
     inputs = _copy(case.inputs)
     out, cache = _forward_call(forward, case, inputs, path)
     _check_output(out, case, getattr(forward, "__name__", exercise.forward))
@@ -1033,18 +1687,22 @@ def _run_case(
     given = upstream.copy() if hasattr(upstream, "copy") else upstream
     returned = _call(backward, path, given, cache)
     _check_untouched(exercise.backward, given, upstream, inputs, case.inputs)
-    grads = returned if isinstance(returned, tuple) else (returned,)
     names = exercise.grads
-    if len(grads) != len(names):
-        raise _Raised(
-            f"{exercise.backward} returned {len(grads)} value{'s' if len(grads) != 1 else ''}, "
-            f"expected {len(names)}: ({', '.join(names)})"
-        )
+    grads = _returned_gradients(exercise.backward, returned, names)
     # the textbook on the same inputs: whether yours is exact, and which mistake it looks like
     reference = _copy(case.inputs)
-    _, textbook_cache = _forward_call(getattr(functional, exercise.forward), case, reference, path)
-    expected = getattr(functional, exercise.backward)(upstream, textbook_cache)
+    textbook_out, textbook_cache = _forward_call(textbook_forward, case, reference, path)
+    if forward is not textbook_forward:
+        _compare_forward(
+            getattr(forward, "__name__", exercise.forward), out, cache, textbook_out, textbook_cache, case
+        )
+    expected = textbook_function(exercise.backward)(upstream, textbook_cache)
     expected = expected if isinstance(expected, tuple) else (expected,)
+    if exercise.params:  # a block: dparams, a dict, graded key by key
+        keys = list(case.inputs["params"])
+        grads = _flatten_params(exercise.backward, grads, keys)
+        expected = (*expected[:-1], *[expected[-1][key] for key in keys])
+        names = (*names[:-1], *[f"dparams[{key}]" for key in keys])
     candidates = case.candidates(textbook_cache, upstream) if case.candidates else {}
 
     verdicts: dict[str, GradientVerdict] = {}
@@ -1061,7 +1719,14 @@ def _run_case(
             continue
         right = to_numpy(right)
         yours = _as_array(grad)
-        if yours is None:
+        if isinstance(grad, complex) or (hasattr(grad, "dtype") and numpy.dtype(str(grad.dtype)).kind == "c"):
+            verdicts[label] = GradientVerdict(
+                label,
+                "wrong",
+                case=case.label,
+                detail=f"returned a complex {type(grad).__name__}: the gradient of a real function is real",
+            )
+        elif yours is None:
             verdicts[label] = GradientVerdict(
                 label,
                 "wrong",
@@ -1093,8 +1758,9 @@ def _run_case(
         xp = get_array_module()
         result = gradcheck(
             loss,
-            {v: inputs[v] for v in checked},
+            {v: _variable(inputs, v) for v in checked},
             {v: xp.asarray(g) for v, g in checked.items()},
+            max_entries=case.max_entries,
             raise_on_failure=False,
         )
         scale = max(
@@ -1105,7 +1771,8 @@ def _run_case(
             label = names[case.grads.index(variable)]
             yours = checked[variable]
             right = to_numpy(expected[case.grads.index(variable)])
-            if not report.passed:
+            differs = not _close_enough(yours, right)  # entries the differences did not sample included
+            if not report.passed or differs:
                 mistake, factor = _diagnose(
                     yours,
                     right,
@@ -1113,14 +1780,20 @@ def _run_case(
                     variable,
                     [(to_numpy(c), key) for c, key in candidates.get(variable, [])],
                 )
-                index = report.worst_index
+                if report.passed:  # wrong where no central difference was taken: against the textbook's
+                    worst = numpy.unravel_index(int(numpy.abs(yours - right).argmax()), right.shape)
+                    where = tuple(int(i) for i in worst)
+                    detail = f"at {where} yours {yours[worst]:.6g}, expected {right[worst]:.6g}"
+                else:
+                    index = report.worst_index
+                    detail = f"at {index if index else '()'} yours {report.analytic:.6g}, expected {report.numeric:.6g}"
                 verdicts[label] = GradientVerdict(
                     label,
                     "wrong",
                     report.max_abs_error,
                     report.relative_error,
                     case.label,
-                    f"at {index if index else '()'} yours {report.analytic:.6g}, expected {report.numeric:.6g}",
+                    detail,
                     mistake,
                     factor,
                 )
@@ -1136,7 +1809,9 @@ def _run_case(
     return [verdicts[label] for label in names if label in verdicts]
 
 
-def check_function(module: ModuleType, name: str, path: Path, seed: int = 0) -> FunctionVerdict:
+def check_function(
+    module: ModuleType, name: str, path: Path, seed: int = 0, time_limit: float | None = TIME_LIMIT
+) -> FunctionVerdict:
     """Grade the learner's ``name`` (a key of BY_NAME) on every drawn case of it."""
     exercise = BY_NAME[name]
     if _own(module, name) is None:
@@ -1144,27 +1819,49 @@ def check_function(module: ModuleType, name: str, path: Path, seed: int = 0) -> 
     merged: dict[str, GradientVerdict] = {}
     rng = numpy.random.default_rng(seed)
     try:
-        for number, case in enumerate(CASES[name](rng)):
-            for verdict in _run_case(exercise, module, case, path, seed + number):
-                kept = merged.get(verdict.name)
-                rank = {"exact": 0, "close": 1, "wrong": 2}
-                if kept is None or rank[verdict.status] > rank[kept.status]:
-                    merged[verdict.name] = verdict
-                elif kept.status == verdict.status == "close":
-                    kept.max_abs_error = max(kept.max_abs_error, verdict.max_abs_error)
-                    kept.relative_error = max(kept.relative_error, verdict.relative_error)
+        with _time_limit(time_limit):
+            cases = list(enumerate(CASES[name](rng)))
+            for number, case in cases:
+                for verdict in _run_case(exercise, module, case, path, seed + number):
+                    kept = merged.get(verdict.name)
+                    rank = {"exact": 0, "close": 1, "wrong": 2}
+                    if kept is None or rank[verdict.status] > rank[kept.status]:
+                        merged[verdict.name] = verdict
+                    elif kept.status == verdict.status == "close":
+                        kept.max_abs_error = max(kept.max_abs_error, verdict.max_abs_error)
+                        kept.relative_error = max(kept.relative_error, verdict.relative_error)
     except _ToDo as todo:
         waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
         return FunctionVerdict(name, "to do", message=f"raises NotImplementedError{waits}")
     except _Raised as raised:
         return FunctionVerdict(name, "error", message=raised.line)
-    gradients = [merged[label] for label in exercise.grads if label in merged]
+    except _TimedOut:
+        return FunctionVerdict(
+            name,
+            "error",
+            message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
+        )
+    gradients = list(merged.values())
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
     return FunctionVerdict(name, status, gradients)
 
 
+def unknown_exercise(name: str) -> str:
+    """The refusal of a name that is no exercise: the nearest names first (did you mean)."""
+    every = [e.backward for e in EXERCISES]
+    near = difflib.get_close_matches(name, every, n=3, cutoff=0.5)
+    if not near and not name.endswith("_backward"):
+        near = difflib.get_close_matches(f"{name}_backward", every, n=3, cutoff=0.5)
+    guess = f"; did you mean {' or '.join(near)}?" if near else ""
+    return f"{name!r} is not an exercise{guess} (the exercises: {', '.join(every)})"
+
+
 def check(
-    path: str | Path, names: Sequence[str] | None = None, seed: int = 0, module: ModuleType | None = None
+    path: str | Path,
+    names: Sequence[str] | None = None,
+    seed: int = 0,
+    module: ModuleType | None = None,
+    time_limit: float | None = TIME_LIMIT,
 ) -> list[FunctionVerdict]:
     """Grade the learner's file: the exercises ``names`` (every exercise when None), in ladder order.
 
@@ -1173,13 +1870,11 @@ def check(
     """
     for name in names or ():
         if name not in BY_NAME:
-            raise ValueError(
-                f"{name!r} is not an exercise; expected one of: {', '.join(e.backward for e in EXERCISES)}"
-            )
+            raise ValueError(unknown_exercise(name))
     module = module if module is not None else load_learner(path)
     file = Path(module.__file__ or path).resolve()
     wanted = [e.backward for e in EXERCISES if names is None or not names or e.backward in names]
-    verdicts = [check_function(module, name, file, seed) for name in wanted]
+    verdicts = [check_function(module, name, file, seed, time_limit) for name in wanted]
     failing = {v.name for v in verdicts if v.status in ("wrong", "error")}
     for verdict in verdicts:  # a wrong function that calls another wrong one: say which to fix first
         function = _own(module, verdict.name)
@@ -1208,6 +1903,7 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
         lines.append(head)
         if verdict.status == "wrong" or (details and verdict.status == "done"):
             pad = max(len(g.name) for g in verdict.gradients)
+            said: set[str] = set()  # a mistake explained once per function (a block has many gradients)
             for grad in verdict.gradients:
                 if grad.status == "exact":
                     lines.append(f"    {grad.name:<{pad}}  ✔ exact")
@@ -1219,7 +1915,10 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
                 else:
                     lines.append(f"    {grad.name:<{pad}}  ✖ wrong, case {grad.case}: {grad.detail}")
                     explanation = grad.explanation()
-                    if explanation:
+                    if explanation and explanation in said:
+                        lines.append(f"    {'':<{pad}}    (the same mistake as above)")
+                    elif explanation:
+                        said.add(explanation)
                         lines.append(f"    {'':<{pad}}    {explanation}")
             if verdict.status == "wrong" and verdict.message:
                 lines.append(f"    {verdict.message}")
@@ -1248,7 +1947,7 @@ def learner_functions(path: str | Path) -> tuple[dict[str, Callable], list[Funct
     verdicts = check(path, module=module)
     table: dict[str, Callable] = {}
     for verdict in verdicts:
-        if verdict.status in ("done", "wrong"):
+        if verdict.status in ("done", "wrong") and verdict.name not in BLOCKS:
             exercise = BY_NAME[verdict.name]
             table[exercise.backward] = getattr(module, exercise.backward)
             own_forward = _own(module, exercise.forward)
@@ -1257,19 +1956,231 @@ def learner_functions(path: str | Path) -> tuple[dict[str, Callable], list[Funct
     return table, verdicts
 
 
-def guarded(functions: dict[str, Callable], path: str | Path) -> dict[str, Callable]:
-    """The learner's functions, each raising a RuntimeError that says what their code raised (with
-    their file:line) instead of a traceback of the model around it."""
+def guarded(
+    functions: dict[str, Callable], path: str | Path, ran: set[str] | None = None
+) -> dict[str, Callable]:
+    """The learner's functions, each raising a RuntimeError that says what their code raised or
+    exited with (with their file:line) instead of a traceback of the model around it; the name of
+    each that runs is added to ``ran``."""
     file = Path(path).expanduser().resolve()
 
+    said: set[tuple[str, str]] = set()
+
     def guard(name: str, function: Callable) -> Callable:
-        def run(*args: Any, **kwargs: Any) -> Any:
-            try:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is not threading.main_thread():  # warnings' filters are global
                 return function(*args, **kwargs)
-            except Exception as error:
+            with warnings.catch_warnings(record=True) as caught:  # NumPy's NaN warnings: say whose
+                warnings.simplefilter("always", RuntimeWarning)
+                result = function(*args, **kwargs)
+            for warning in caught:
+                where = f"{Path(warning.filename).name}:{warning.lineno}"
+                if (name, str(warning.message)) not in said:
+                    said.add((name, str(warning.message)))
+                    warnings.warn(f"your {name}: {warning.message} ({where})", UserWarning, stacklevel=2)
+            return result
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if ran is not None:
+                ran.add(name)
+            try:
+                return call(*args, **kwargs)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:  # SystemExit included: their code ending the run is theirs to see
                 raise RuntimeError(f"your {name} raised {describe_error(error, file)}") from None
 
         run.__name__ = name
         return run
 
-    return {name: guard(name, function) for name, function in functions.items()}
+    wrapped = {name: guard(name, function) for name, function in functions.items()}
+    for name, function in functions.items():  # their functions calling each other: guarded and counted too
+        space = getattr(function, "__globals__", None)
+        theirs = getattr(function, "__module__", None) not in (functional.__name__, blocks.__name__)
+        if theirs and isinstance(space, dict) and space.get(name) is function:
+            space[name] = wrapped[name]
+    return wrapped
+
+
+# ------------------------------------------------------------------------------------------------
+# learning aids: hints one step further each time, and cmp for the intermediates of a backward
+
+HINTS: dict[str, tuple[str, ...]] = {
+    "positional_encoding_backward": (
+        "The table is a constant: what does adding a constant do to a gradient?",
+        "y = x + c, so dy/dx is the identity: dx is dout, unchanged (no sum, no weight: there is none).",
+    ),
+    "relu_backward": (
+        "The slope of max(x, 0) is 1 where x > 0 and 0 elsewhere; the cache is where x > 0.",
+        "dx = dout where the cache is true, 0 elsewhere: dout * cache.",
+    ),
+    "dropout_backward": (
+        "With the mask fixed, y is x times a constant per entry: keep / keep_prob.",
+        "None as the cache means y = x. Otherwise dx = dout * keep / keep_prob.",
+    ),
+    "linear_backward": (
+        "Write y = x W^T + b for one row first; every row uses the same W and b, so their gradients add "
+        "over the rows.",
+        "Flatten x to (N, in) and dout to (N, out): dx = dout W, dW = dout_rows^T x_rows, db = the sum of "
+        "dout's rows. dx keeps x's shape (any rank: 2-D, 3-D, 4-D).",
+    ),
+    "embedding_backward": (
+        "y[b, t] = E[ids[b, t]] * scale: each output row came from one table row.",
+        "Start from zeros of the table's shape and add dout[b, t] * scale into row ids[b, t]; a token that "
+        "occurs twice gets both (xp.add.at, not assignment).",
+    ),
+    "softmax_backward": (
+        "Every output of a row depends on every input of that row (they sum to 1).",
+        "The Jacobian of one row is diag(y) - y y^T; apply it to dout without building it.",
+        "dx = y * (dout - sum(dout * y, over the row, keepdims)).",
+    ),
+    "cross_entropy_backward": (
+        "Softmax and cross-entropy together have a simple gradient with respect to the logits.",
+        "Per token: probs - q, q the smoothed target (1 - eps) one_hot + eps / V; padding rows get 0.",
+        "dlogits = (probs - q) * valid[:, None] * dloss / n_valid, reshaped to the logits' shape.",
+    ),
+    "layer_norm_backward": (
+        "dgamma and dbeta are the sums over rows of dout * xhat and dout. For dx, x reaches y three ways: "
+        "directly, through the mean and through the variance.",
+        "With g = dout * gamma (the gradient reaching xhat): the mean's path subtracts the row mean of g, "
+        "the variance's path subtracts xhat times the row mean of g * xhat.",
+        "dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), the means over the last axis, keepdims.",
+    ),
+    "attention_backward": (
+        "Run the forward backwards: out = dropped @ v, dropped = dropout(P), P = softmax(S), S = q k^T * "
+        "scale, masked scores constants.",
+        "dv = dropped^T dout; ddropped = dout v^T; dP = your dropout_backward; dS = your softmax_backward, "
+        "0 where masked.",
+        "dq = dS k * scale, dk = dS^T q * scale (swapaxes(-1, -2) for the transposes).",
+    ),
+    "multi_head_attention_backward": (
+        "Reverse the forward: the output projection, the heads (split/merge are rearrangements), then the "
+        "three input projections.",
+        "x_kv feeds both K and V: dx_kv is the sum of the two linear_backwards' dx. Stack dW_q, dW_k, dW_v "
+        "(xp.concatenate) and the biases the same way when they are not None.",
+    ),
+    "multi_head_self_attention_backward": (
+        "It is cross-attention with x_q = x_kv = x.",
+        "Call your multi_head_attention_backward and add dx_q and dx_kv.",
+    ),
+    "multi_head_latent_attention_backward": (
+        "Reverse the forward: output, heads, then K and V from the latent C, then C and Q from the inputs.",
+        "C feeds both K and V: dC is the sum of their linear_backwards' dx; then C's own linear_backward.",
+    ),
+    "multi_head_latent_self_attention_backward": (
+        "It is latent cross-attention with x_q = x_kv = x.",
+        "Call your multi_head_latent_attention_backward and add dx_q and dx_kv.",
+    ),
+    "residual_backward": (
+        "x reaches y along two paths, the skip and the branch: what happens to gradients where paths join?",
+        "They add. Pre-norm: the norm is on the branch only. Post-norm: the norm is after the sum, so "
+        "first go back through it.",
+        "pre: dx = dout + layer_norm_backward(linear_backward(dout)); post: ds = layer_norm_backward(dout), "
+        "dx = ds + linear_backward(ds); dparams from the two backwards.",
+    ),
+    "feed_forward_backward": (
+        "Three steps forward (linear, relu, linear): three steps back, in reverse order.",
+        "dh, dw2, db2 = linear_backward(dout, cache.second); dh = relu_backward(dh, cache.activation); "
+        "dx, dw1, db1 = linear_backward(dh, cache.first).",
+    ),
+    "encoder_block_backward": (
+        "Read the forward bottom-up: the feed-forward residual first, then the attention residual.",
+        "At each residual dx = the gradient that arrived + what comes back through the branch (its norm "
+        "included); the self-attention's x feeds q, k and v: your multi_head_self_attention_backward adds them.",
+    ),
+    "decoder_block_backward": (
+        "Three residuals, undone in reverse: feed-forward, cross-attention, self-attention.",
+        "The cross-attention's multi_head_attention_backward gives dx_q (towards x) and dx_kv: dx_kv is "
+        "dmemory. Each residual adds the gradient that arrived to the branch's.",
+    ),
+    "encoder_decoder_backward": (
+        "Go back from the loss: cross-entropy, the projection (linear_backward with tgt_table), the final "
+        "norm, the decoder blocks in reverse, the target embedding; then the encoder.",
+        "The memory is used by every decoder layer: add up their dmemory before going into the encoder's "
+        "final norm. tgt_table is used twice: add the projection's and the embedding's gradients.",
+        "Positional encoding passes gradients unchanged. Name each block's gradients with its prefix "
+        "(enc{i}_, dec{i}_) as params does.",
+    ),
+}
+
+
+def _hint_file(path: Path) -> Path:
+    return path.with_name(f".{path.name}.hints.json")
+
+
+def next_hint(path: str | Path, name: str) -> str:
+    """The next hint for ``name``, one step further than the last one given; the level is kept in
+    a small JSON file beside the learner's file (written atomically)."""
+    import json
+
+    if name not in HINTS:
+        raise ValueError(unknown_exercise(name))
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    state_file = _hint_file(file)
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+        if not isinstance(state, dict):
+            state = {}
+    except (OSError, ValueError):
+        state = {}
+    hints = HINTS[name]
+    level = state.get(name, 0)
+    level = level if isinstance(level, int) and level >= 0 else 0
+    if level >= len(hints):
+        return f"{name}: no more hints ({len(hints)} of {len(hints)} given); the last one: {hints[-1]}"
+    state[name] = level + 1
+    write_text_atomically(state_file, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    more = "" if level + 1 == len(hints) else " (ask again for the next)"
+    return f"{name}, hint {level + 1} of {len(hints)}{more}: {hints[level]}"
+
+
+def cmp(name: str, yours: Any, reference: Any, quiet: bool = False) -> bool:
+    """Compare an intermediate of your backward with the textbook's (backprop-ninja's cmp): prints
+    'name  exact / approximately equal / wrong  largest difference' and returns whether it is close.
+
+    Call it inside your backward, e.g. ``cmp("dscores", dscores, textbook(cache, dout)["dscores"])``.
+    """
+    a, b = to_numpy(yours), to_numpy(reference)
+    a = numpy.asarray(a)
+    b = numpy.asarray(b)
+    if a.shape != b.shape:
+        if not quiet:
+            print(f"{name:<12} wrong shape: yours {a.shape}, expected {b.shape}")
+        return False
+    exact = bool(numpy.array_equal(a, b))
+    close = bool(numpy.allclose(a, b, rtol=1e-7, atol=1e-9 * max(1.0, float(numpy.abs(b).max(initial=0.0)))))
+    largest = float(numpy.abs(a - b).max(initial=0.0))
+    verdict = "exact" if exact else "approximately equal" if close else "wrong"
+    if not quiet:
+        print(f"{name:<12} {verdict:<20} largest difference {largest:.3g}")
+    return close
+
+
+def textbook(cache: Any, dout: Any) -> dict[str, Any]:
+    """The textbook's intermediates of the backward of ``cache``'s forward, by name, for ``cmp``.
+
+    Attention (an AttentionCache): dv, ddropped, dprobs, dscores, dq, dk. Layer norm: g (the gradient
+    reaching xhat), dx, dgamma, dbeta. Multi-head attention: dheads, dq, dk, dv (before the input
+    projections). Linear: dx, dweight, dbias. Others: the backward's result as "dx".
+    """
+    xp = get_array_module()
+    if isinstance(cache, functional.AttentionCache):
+        ddropped = dout @ cache.v.swapaxes(-1, -2)
+        dprobs = functional.dropout_backward(ddropped, cache.dropout)
+        dscores = functional.softmax_backward(dprobs, cache.probs)
+        if cache.mask is not None:
+            dscores = xp.where(cache.mask, dscores, 0.0)
+        dq, dk, dv = functional.attention_backward(dout, cache)
+        return {"dv": dv, "ddropped": ddropped, "dprobs": dprobs, "dscores": dscores, "dq": dq, "dk": dk}
+    if isinstance(cache, functional.LayerNormCache):
+        dx, dgamma, dbeta = functional.layer_norm_backward(dout, cache)
+        return {"g": dout * cache.gamma, "dx": dx, "dgamma": dgamma, "dbeta": dbeta}
+    if isinstance(cache, (functional.MultiHeadAttentionCache, functional.LatentAttentionCache)):
+        dheads = functional.linear_backward(dout, cache.output)[0]
+        dq, dk, dv = functional.multi_head_backward(dheads, cache.heads)
+        return {"dheads": dheads, "dq": dq, "dk": dk, "dv": dv}
+    if isinstance(cache, functional.LinearCache):
+        return dict(zip(("dx", "dweight", "dbias"), functional.linear_backward(dout, cache)))
+    raise TypeError(f"no intermediates known for a cache of type {type(cache).__name__}")

@@ -48,7 +48,8 @@ def make_tgt_mask(tgt: Array, pad_id: int) -> Array:
 
 
 class Transformer(Module):
-    """Embeddings, positional encodings, encoder, decoder and projection, as in the design notes."""
+    """Embeddings, positional encodings, encoder, decoder and projection, as in the PyTorch
+    from-scratch design it follows."""
 
     def __init__(
         self,
@@ -71,7 +72,7 @@ class Transformer(Module):
         self.projection_layer = projection_layer
         self.config = config
 
-    # -- the three stages of the design notes ------------------------------------------------------
+    # -- the three stages: encode, decode, project ------------------------------------------------------
 
     def encode(self, src: Array, src_mask: Array | None, *, checked: bool = False) -> Array:
         """src (B, S) ids -> encoder output (B, S, d_model); ``checked``: check_inputs already ran."""
@@ -331,9 +332,10 @@ def build_transformer(
 ) -> Transformer:
     """Build the full model; every parameter with more than one dimension is Xavier-uniform.
 
-    ``attention`` chooses "mha" (the paper) or "mla" (Multi-Head Latent Attention, design notes) for
-    every attention block; ``norm_first`` chooses pre-norm (design notes) or post-norm (paper). One
-    generator seeded with ``seed`` draws the weights and, later, every dropout mask.
+    ``attention`` chooses "mha" (the paper) or "mla" (Multi-Head Latent Attention: keys and values
+    through a d_model/4 latent) for every attention block; ``norm_first`` chooses pre-norm (the
+    from-scratch design) or post-norm (the paper). One generator seeded with ``seed`` draws the
+    weights and, later, every dropout mask.
 
     ``tie_embeddings`` shares one (V, d_model) matrix between the target embedding and the
     pre-softmax projection, and with the source embedding too when ``shared_vocab`` says source

@@ -201,7 +201,7 @@ class Module:
             yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """(dotted name, Parameter) for every parameter, in registration order (names as in the design notes).
+        """(dotted name, Parameter) for every parameter, in registration order (PyTorch-style names).
 
         A parameter that several modules share (tied embeddings) is listed once, under its first name.
         """

@@ -4,7 +4,7 @@
         logits = model.forward(src, tgt, src_mask, tgt_mask)
         model.backward(dlogits)
 
-prints, in the notation of the design notes, lines such as::
+prints, in the notation of the from-scratch design, lines such as::
 
     encoder.layers.0.self_attention_block.forward  x_q (10, 8, 512)  mask (10, 1, 1, 8)
       (B, T, 512) -> split into 8 heads (10, 8, 8, 64) -> scores (10, 8, 8, 8) -> concat (10, 8, 512)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 DEFAULT_OUT = "runs/numbers-en-fr"
-LEARN_OUT = "runs/learn"
 # learn train without --task, --data or --config: the copy task on a small model, under a minute on 2 cores
 LEARN_DEFAULTS = {
     "train.task": "copy",
@@ -117,7 +117,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     _add_train_arguments(commands.add_parser("train", help="train a translation model"), DEFAULT_OUT)
 
 
-def _add_train_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
+def _add_train_arguments(p: argparse.ArgumentParser, default_out: str | None) -> None:
     _add_backend(p)
     p.add_argument(
         "--config",
@@ -287,16 +287,38 @@ def _add_learn(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing workbook, your work included"
     )
-    p = actions.add_parser("check", help="grade the backward passes FILE defines (every one, or those NAMEd)")
+    p.add_argument(
+        "--notebook", action="store_true", help="write the workbook as a Jupyter notebook, my_backprop.ipynb"
+    )
+    p = actions.add_parser(
+        "check", help="grade the backward passes FILE (.py or .ipynb) defines (every one, or those NAMEd)"
+    )
     p.add_argument("file", metavar="FILE")
     p.add_argument("names", metavar="NAME", nargs="*", help="textbook names, e.g. layer_norm_backward")
+    p = actions.add_parser("hint", help="the next hint for exercise NAME (one step further each time)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("name", metavar="NAME")
     p = actions.add_parser(
         "train",
         help="train a model on FILE's functions wherever it defines them (options as train's; without "
-        "--task, --data or --config: the copy task, 400 steps of a one-layer model of width 32)",
+        "--task, --data or --config: the copy task, 400 steps of a one-layer model of width 32), then "
+        "the textbook's own code on the same seed beside it",
     )
     p.add_argument("file", metavar="FILE")
-    _add_train_arguments(p, LEARN_OUT)
+    _add_train_arguments(p, None)
+    for action in p._actions:  # learn train's own defaults, not train's
+        if action.dest in LEARN_DEFAULTS:
+            text = re.sub(r"\s*\(?default.*$", "", action.help or "", flags=re.S)
+            value = LEARN_DEFAULTS[action.dest]
+            action.help = f"{text} (learn train's default without --task, --data or --config: {value})"
+        if action.dest == "out":
+            action.help = "run directory (default: runs/FILESTEM-N beside FILE, N the first number free)"
+    p.add_argument(
+        "--no-compare",
+        dest="compare",
+        action="store_false",
+        help="skip the second run on the textbook's own code (same seed) that learn train prints beside yours",
+    )
 
 
 def _add_plot(commands: argparse._SubParsersAction) -> None:
@@ -742,12 +764,14 @@ def _import(args: argparse.Namespace) -> int:
 
 def _learn(args: argparse.Namespace) -> int:
     """learn start / check / train: refusals are one line and exit 2, the learner's own code failing
-    to import is one line (theirs, with their file:line) and exit 1."""
+    to import is one line (theirs, with their file:line) and exit 1; Ctrl-C ends with 130, no traceback."""
     from .. import learn
 
+    speak = launched_rank() == 0  # under mpiexec every rank loads the file, rank 0 speaks for them
+    say = print if speak else (lambda *a, **k: None)
     try:
         if args.action == "start":
-            written = learn.start(args.directory, overwrite=args.overwrite)
+            written = learn.start(args.directory, overwrite=args.overwrite, notebook=args.notebook)
             print(
                 f"wrote {written[0]} and {written[1]}; start with: numpy-transformer learn check {written[0]}"
             )
@@ -756,6 +780,9 @@ def _learn(args: argparse.Namespace) -> int:
             report, code = learn.run_check(args.file, args.names)
             print(report)
             return code
+        if args.action == "hint":
+            print(learn.next_hint(args.file, args.name))
+            return 0
         table, verdicts = learn.learner_functions(args.file)
     except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
         print(f"numpy-transformer learn {args.action}: error: {refused}", file=sys.stderr)
@@ -763,27 +790,89 @@ def _learn(args: argparse.Namespace) -> int:
     except learn.LearnerCodeError as theirs:
         print(f"numpy-transformer learn {args.action}: {theirs}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"numpy-transformer learn {args.action}: interrupted", file=sys.stderr)
+        return 130
     from ..kernels import get_kernels, set_kernels, set_learner_functions
 
-    yours = [v.name for v in verdicts if v.status in ("done", "wrong")]
+    yours = [v.name for v in verdicts if v.status in ("done", "wrong") and v.name not in learn.BLOCKS]
     wrong = [v.name for v in verdicts if v.status == "wrong"]
-    print(
-        f"training on your {', '.join(yours)}" + (f" ({', '.join(wrong)} wrong)" if wrong else "")
+    checked_only = [v.name for v in verdicts if v.status in ("done", "wrong") and v.name in learn.BLOCKS]
+    say(
+        f"your functions: {', '.join(yours)}"
+        + (f" ({', '.join(w for w in wrong if w in yours)} wrong)" if set(wrong) & set(yours) else "")
         if yours
         else "training on the textbook alone: the file defines no backward of its own that runs"
     )
+    if checked_only:
+        say(
+            f"checked by learn check, not trained: your {', '.join(checked_only)} (the model's blocks are "
+            "the textbook's modules, running your layer functions)"
+        )
+    raised = [v.name for v in verdicts if v.status == "error"]
+    if raised:
+        say(f"left to the textbook (your code raised in check): {', '.join(raised)}")
     if not args.config and not {"train.task", "train.data"} & set(vars(args)):
         for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen
             if not hasattr(args, dest):
                 setattr(args, dest, value)
+    if args.out is None:  # beside the learner's file, a fresh folder for every run: nothing is replaced
+        args.out = str(_fresh_learn_out(Path(args.file)))
+    ran: set[str] = set()
     previous = get_kernels()
-    set_learner_functions(learn.guarded(table, args.file))
+    set_learner_functions(learn.guarded(table, args.file, ran))
     set_kernels("learner")
     try:
-        return _train(args)
+        code = _train(args)
     finally:
         set_kernels(previous)
         set_learner_functions({})
+    mine = [name for name in yours if name in ran]
+    unused = [name for name in yours if name not in ran]
+    if yours:
+        say(
+            f"the model ran your {', '.join(mine) or 'nothing'}"
+            + (f"; not used by this model: {', '.join(unused)}" if unused else "")
+            + "; the rest was the textbook's"
+        )
+    if code != 0 or not args.compare or not mine:
+        return code
+    yours_dev = _last_dev(Path(args.out))
+    textbook_args = argparse.Namespace(**vars(args))
+    textbook_args.out = str(Path(args.out) / "textbook")
+    textbook_args.show = 0
+    say(f"the textbook's own code on the same seed, for comparison ({textbook_args.out}):")
+    code = _train(textbook_args)
+    textbook_dev = _last_dev(Path(textbook_args.out))
+    if code == 0 and yours_dev and textbook_dev:
+        say(
+            f"dev after {yours_dev['step']} steps: yours exact {yours_dev['exact_match']:.3f} "
+            f"BLEU {yours_dev['bleu']:.2f}; the textbook's exact {textbook_dev['exact_match']:.3f} "
+            f"BLEU {textbook_dev['bleu']:.2f} (same seed)"
+        )
+    return code
+
+
+def _fresh_learn_out(file: Path) -> Path:
+    """runs/<stem>-N beside the learner's file, N the first number not taken."""
+    folder = file.expanduser().resolve().parent / "runs"
+    number = 1
+    while (folder / f"{file.stem}-{number}").exists():
+        number += 1
+    return folder / f"{file.stem}-{number}"
+
+
+def _last_dev(out: Path) -> dict[str, Any] | None:
+    """The last dev evaluation a run logged, or None."""
+    from .run_directory import LOG_NAME
+
+    try:
+        lines = (out / LOG_NAME).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    records = [json.loads(line) for line in lines if line.strip()]
+    dev = [r for r in records if r.get("split") == "dev" and "exact_match" in r]
+    return dev[-1] if dev else None
 
 
 def _silence_stdout() -> None:

@@ -35,7 +35,7 @@ TASK_STEPS = 3000  # a generated task's default length
 DATA_PATIENCE = 4  # evaluations without a better dev BLEU before a --data run stops
 DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
 TASK_LR = 1e-3
-DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (README.md's corpus figures)
+DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (docs/results.md)
 # train --from: fine-tuning a trained model moves it a little (OPUS-MT fine-tunes use 1e-5 to 1e-4)
 FROM_LR = 5e-5
 WARMUP = 200  # warm-up steps of a new model
@@ -54,7 +54,7 @@ def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
     of fixed steps, sized as for the default budget).
 
     The width is what the budget can train: on two CPU cores a 15-minute run makes a few thousand
-    steps and is still short of them at its end (README.md's corpus figures), so it keeps the
+    steps and is still short of them at its end (docs/results.md's corpus figures), so it keeps the
     128-wide two-layer model; hours on a large corpus get a wider, deeper one (a rule, not measured). Dropout grows
     with the passes the budget makes over the corpus (pairs per minute few: many passes, more to
     overfit). The subword vocabulary grows with the corpus: data.subword_vocab_size.
@@ -255,7 +255,7 @@ class ModelConfig(_Checked):
     )
     norm_first: bool = setting(
         True,
-        "the paper's post-norm instead of the default pre-norm (the design notes' choice)",
+        "the paper's post-norm instead of the default pre-norm (the from-scratch design's choice)",
         flag="--post-norm",
     )
     tie_embeddings: bool = setting(

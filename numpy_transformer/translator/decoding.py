@@ -5,7 +5,7 @@ sequence at ``<eos>`` or after ``max_len`` tokens. Results are (B, L) id arrays:
 ``<bos>``, the ``<eos>`` included, and ``eos_id`` filling the places after a sequence ended.
 
 Without a cache (``use_cache=False``) each step re-runs the decoder over the whole prefix, as
-the design notes do: O(T^2) work for T tokens. With the cache each new token costs O(T):
+the from-scratch design does: O(T^2) work for T tokens. With the cache each new token costs O(T):
 
 * MHA keeps every earlier token's keys and values per layer: 2 * d_model numbers per token.
 * MLA keeps only the latent c = x W_c^T: d_model / 4 numbers per token, decompressed to keys
@@ -387,7 +387,7 @@ class DecoderCache:
 
 
 class _UncachedDecoder:
-    """The design notes' way: keep the prefix and run it all through the decoder at every step."""
+    """The from-scratch design's way: keep the prefix and run it all through the decoder at every step."""
 
     def __init__(self, model: Transformer, encoder_output: Array, src_mask: Array | None) -> None:
         xp = get_array_module()

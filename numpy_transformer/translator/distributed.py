@@ -20,7 +20,7 @@ the others at the next collective call they all make (``agree``, or a flag besid
 and every rank then stops, since a rank left alone in a collective call waits for ever. A rank that
 can no longer keep step with the others (a second Ctrl-C) ends them all (``abort``).
 
-Each step sends and receives about 4 bytes (float32) per parameter per rank; see the README for
+Each step sends and receives about 4 bytes (float32) per parameter per rank; see docs/scale.md for
 combining ranks with threads on one host, hostfiles and Slurm.
 """
 

@@ -189,7 +189,7 @@ def plot_gradient_flow(config: dict, task: TranslationTask, out: str | Path, see
             positions,
             list(norms.values()),
             width=0.4,
-            label="pre-norm (design notes)" if norm_first else "post-norm (paper)",
+            label="pre-norm (from-scratch design)" if norm_first else "post-norm (paper)",
         )
     axis.set_xticks(range(len(norms)), list(norms), rotation=60, ha="right", fontsize=8)
     axis.set_yscale("log")

@@ -8,8 +8,8 @@ the target and the projection, and ``final_logits_bias`` as the projection's bia
 are Marian's own (``vocab.json``): ``marian_special_ids`` gives the padding, the end of sentence
 and the decoder's start token (Marian starts decoding from the padding id).
 
-Nothing here reaches the network: the user downloads a model once (README, "Start from a
-pretrained translator").
+Nothing here reaches the network: the user downloads a model once (docs/translating.md, "Start
+from a pretrained translator").
 """
 
 from __future__ import annotations

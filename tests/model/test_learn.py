@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from learn_mistakes import HEADER, MISTAKES
 
-from numpy_transformer import functional, learn
+from numpy_transformer import blocks, functional, learn
 from numpy_transformer.translator.cli import main
 
 
@@ -21,7 +21,7 @@ def test_the_textbook_passes_every_exercise(capsys):
     assert all(v.status == "done" for v in verdicts), learn.format_verdicts(verdicts)
     assert all(g.status == "exact" for v in verdicts for g in v.gradients)
     assert main(["learn", "check", functional.__file__]) == 0
-    assert "13 done" in capsys.readouterr().out
+    assert f"{len(learn.EXERCISES)} done" in capsys.readouterr().out
 
 
 def test_a_copy_of_the_textbook_loaded_from_its_path_passes(tmp_path):
@@ -96,8 +96,13 @@ def test_the_catalogue_is_large_and_covers_every_named_pattern():
         "padding_leak",
         "dropout_scale",
         "token_count",
+        "residual_dropped",
+        "norm_path",
+        "memory_one_layer",
+        "tied_not_added",
     }
     assert promised <= {m.expected for m in MISTAKES}
+    assert {e.backward for e in learn.EXERCISES} <= {m.function for m in MISTAKES}  # every exercise
 
 
 def test_a_wrong_function_called_by_another_is_named_as_the_one_to_fix(tmp_path):
@@ -190,7 +195,10 @@ def layer_norm_backward(dout, cache):
 """)
     verdicts = {v.name: v for v in learn.check(path, ["linear_backward", "layer_norm_backward"])}
     assert verdicts["linear_backward"].status == "error"
-    assert "returned 1 value, expected 3" in verdicts["linear_backward"].message
+    assert (
+        "returned one ndarray, expected the 3 values (dx, dweight, dbias)"
+        in verdicts["linear_backward"].message
+    )
     assert verdicts["layer_norm_backward"].status == "wrong"
     assert "returned NoneType" in verdicts["layer_norm_backward"].gradients[0].detail
 
@@ -213,9 +221,11 @@ def test_learn_train_on_the_textbook_reaches_train_and_a_wrong_layer_norm_does_n
     400 steps; layer norm's dx with its sign flipped 0.0 (token accuracy 0.14)."""
     trained = cli("train", *LEARN_TRAIN, "--out", str(tmp_path / "train"))
     assert trained.returncode == 0, trained.stderr
-    textbook = cli("learn", "train", functional.__file__, *LEARN_TRAIN, "--out", str(tmp_path / "textbook"))
+    textbook = cli(
+        "learn", "train", functional.__file__, *LEARN_TRAIN, "--no-compare", "--out", str(tmp_path / "tb")
+    )
     assert textbook.returncode == 0, textbook.stderr
-    assert "training on your positional_encoding_backward" in textbook.stdout
+    assert "your functions: positional_encoding_backward" in textbook.stdout
     assert _dev_exact(trained.stdout) > 0.8
     assert _dev_exact(textbook.stdout) >= _dev_exact(trained.stdout) - 0.02
     wrong = tmp_path / "mine.py"
@@ -227,7 +237,7 @@ def layer_norm_backward(dout, cache):
     width = dout.shape[-1]
     return -dx, (dout * xhat).reshape(-1, width).sum(0), dout.reshape(-1, width).sum(0)
 """)
-    broken = cli("learn", "train", str(wrong), *LEARN_TRAIN, "--out", str(tmp_path / "wrong"))
+    broken = cli("learn", "train", str(wrong), *LEARN_TRAIN, "--no-compare", "--out", str(tmp_path / "wrong"))
     assert broken.returncode == 0, broken.stderr
     assert "(layer_norm_backward wrong)" in broken.stdout
     assert _dev_exact(broken.stdout) < 0.1
@@ -241,8 +251,8 @@ def test_learn_train_runs_the_learners_functions_and_restores_the_kernels(tmp_pa
     path.write_text("def relu_backward(dout, cache):\n    return dout * cache\n")
     real = learn.guarded
 
-    def counting(table, file):
-        guarded = real(table, file)
+    def counting(table, file, ran=None):
+        guarded = real(table, file, ran)
         inner = guarded["relu_backward"]
         guarded["relu_backward"] = lambda *a: calls.append(1) or inner(*a)
         return guarded
@@ -344,3 +354,357 @@ def test_learn_train_defaults_to_a_small_copy_task_and_flags_win(tmp_path):
     assert 'task = "copy"' in config and "d_model = 32" in config and "steps = 2" in config
     assert main(["learn", "train", str(path), *quick, "--d-model", "16", "--out", str(tmp_path / "b")]) == 0
     assert "d_model = 16" in (tmp_path / "b" / "config.toml").read_text()
+
+
+# ------------------------------------------------------------------------------------------------
+# the hostile sweep: whatever the learner's code does ends in a verdict, never in silence
+
+
+RELU = "def relu_backward(dout, cache):\n    return dout * cache\n"
+
+
+def test_sys_exit_in_the_learners_code_is_theirs_in_check_and_in_train(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("import sys\n\ndef relu_backward(dout, cache):\n    sys.exit(0)\n")
+    done = cli("learn", "check", str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error: SystemExit: 0 (mine.py:4 in relu_backward)" in done.stdout
+    trained = cli(
+        "learn", "train", str(path), "--steps", "2", "--no-progress", "--threads", "1", "--no-compare"
+    )
+    assert (
+        trained.returncode == 0
+        and "left to the textbook (your code raised in check): relu_backward" in trained.stdout
+    )
+    path.write_text(  # right on check's small cases, an exit on the model's larger ones
+        "import sys\n\ndef relu_backward(dout, cache):\n    if dout.size > 500:\n        sys.exit(0)\n"
+        "    return dout * cache\n"
+    )
+    trained = cli(
+        "learn", "train", str(path), "--steps", "2", "--no-progress", "--threads", "1", "--no-compare"
+    )
+    assert trained.returncode != 0 and "Traceback" not in trained.stderr
+    assert "your relu_backward raised SystemExit: 0 (mine.py:5 in relu_backward)" in trained.stderr
+
+
+def test_a_base_exception_of_theirs_is_reported_per_function(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "class Mine(BaseException):\n    pass\n\n"
+        "def relu_backward(dout, cache):\n    raise Mine('no')\n\n" + "def softmax_backward(dout, cache):\n"
+        "    y = cache\n    return y * (dout - (dout * y).sum(axis=-1, keepdims=True))\n"
+    )
+    verdicts = {v.name: v for v in learn.check(path, ["relu_backward", "softmax_backward"])}
+    assert verdicts["relu_backward"].status == "error" and "Mine: no" in verdicts["relu_backward"].message
+    assert verdicts["softmax_backward"].status == "done"
+
+
+def test_a_backward_that_never_returns_is_stopped_and_said(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "def relu_backward(dout, cache):\n    while True:\n        try:\n            pass\n"
+        "        except Exception:\n            pass\n"
+    )
+    (verdict,) = learn.check(path, ["relu_backward"], time_limit=1.0)
+    assert verdict.status == "error" and "did not return within 1 seconds" in verdict.message
+    path.with_name("ok.py").write_text(RELU)
+    (other,) = learn.check(path.with_name("ok.py"), ["relu_backward"])
+    assert other.status == "done"  # the timer is off again
+
+
+def test_complex_list_generator_and_missing_return_are_named(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("""
+def relu_backward(dout, cache):
+    return dout * cache + 5j
+
+def linear_backward(dout, cache):
+    x, weight, has_bias = cache
+    return [dout @ weight, None, None]
+
+def layer_norm_backward(dout, cache):
+    return (g for g in (dout, dout, dout))
+
+def softmax_backward(dout, cache):
+    dx = cache * dout
+
+def positional_encoding_backward(dout, cache):
+    return [dout]
+""")
+    names = ["relu_backward", "linear_backward", "layer_norm_backward", "softmax_backward",
+             "positional_encoding_backward"]  # fmt: skip
+    verdicts = {v.name: v for v in learn.check(path, names)}
+    assert verdicts["relu_backward"].status == "wrong"
+    assert "complex" in verdicts["relu_backward"].gradients[0].detail
+    assert "returned a list, expected the tuple (dx, dweight, dbias)" in verdicts["linear_backward"].message
+    assert "returned a generator" in verdicts["layer_norm_backward"].message
+    assert "returned None (is its `return` missing?)" in verdicts["softmax_backward"].message
+    assert "returned a list of 1, expected dx, an array" in verdicts["positional_encoding_backward"].message
+    assert "sum over rows" not in learn.format_verdicts(list(verdicts.values()))
+
+
+def test_a_wrong_signature_names_their_function_not_learn_py(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("def relu_backward(dout):\n    return dout\n")
+    (verdict,) = learn.check(path, ["relu_backward"])
+    assert verdict.status == "error"
+    assert (
+        "relu_backward cannot be called as the model calls it, relu_backward(dout, cache)" in verdict.message
+    )
+    assert "learn.py" not in verdict.message
+
+
+def test_a_nan_warning_names_their_function_and_line(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "import numpy\n\ndef relu_backward(dout, cache):\n    return dout * cache / numpy.zeros(())\n"
+    )
+    (verdict,) = learn.check(path, ["relu_backward"])
+    assert verdict.status == "error"
+    assert "RuntimeWarning" in verdict.message and "mine.py:4 in relu_backward" in verdict.message
+
+
+def test_their_file_imports_a_sibling_module_from_any_folder(tmp_path, monkeypatch):
+    (tmp_path / "helpers.py").write_text("def mask_of(cache):\n    return cache\n")
+    (tmp_path / "mine.py").write_text(
+        "from helpers import mask_of\n\ndef relu_backward(dout, cache):\n    return dout * mask_of(cache)\n"
+    )
+    monkeypatch.chdir("/")
+    (verdict,) = learn.check(tmp_path / "mine.py", ["relu_backward"])
+    assert verdict.status == "done"
+    assert str(tmp_path) not in sys.path  # put there for the import only
+
+
+def test_their_forward_is_compared_with_the_textbooks_and_its_cache_kept(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("""
+from numpy_transformer.backend import get_array_module
+
+def relu_forward(x):
+    xp = get_array_module()
+    return xp.where(x > 0, x, 0.01 * x), x > 0
+
+def relu_backward(dout, cache):
+    return dout * cache
+
+def softmax_forward(x):
+    xp = get_array_module()
+    e = xp.exp(x - x.max(axis=-1, keepdims=True))
+    y = e / e.sum(axis=-1, keepdims=True)
+    return y, None
+
+def softmax_backward(dout, cache):
+    return dout
+""")
+    verdicts = {v.name: v for v in learn.check(path, ["relu_backward", "softmax_backward"])}
+    assert verdicts["relu_backward"].status == "error"
+    assert "your relu_forward differs from the textbook's on case" in verdicts["relu_backward"].message
+    assert "keeps a cache of type NoneType" in verdicts["softmax_backward"].message
+
+
+def test_an_embedding_backward_wrong_only_for_one_sentence_with_repeats_is_caught(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("""
+from numpy_transformer.backend import get_array_module
+
+def embedding_backward(dout, cache):
+    xp = get_array_module()
+    ids, shape, scale = cache
+    dtable = xp.zeros(shape)
+    if ids.shape[0] == 1:
+        dtable[ids[0]] = dout[0] * scale  # overwrites a repeated id
+    else:
+        xp.add.at(dtable, ids.reshape(-1), dout.reshape(-1, shape[1]) * scale)
+    return dtable
+""")
+    (verdict,) = learn.check(path, ["embedding_backward"])
+    assert verdict.status == "wrong"
+    assert verdict.gradients[0].mistake == "repeated_ids"
+
+
+def test_a_bias_summed_over_two_axes_only_fails_on_2d_and_4d_input(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("""
+def linear_backward(dout, cache):
+    x, weight, has_bias = cache
+    rows, xr = dout.reshape(-1, dout.shape[-1]), x.reshape(-1, x.shape[-1])
+    return dout @ weight, rows.T @ xr, (dout.sum(axis=(0, 1)) if has_bias else None)
+""")
+    (verdict,) = learn.check(path, ["linear_backward"])
+    assert verdict.status == "wrong"
+    assert any("(2, 2, 3, 4)" in g.case for g in verdict.gradients if g.status == "wrong")
+
+
+def test_a_misspelled_name_gets_did_you_mean_and_names_are_optional():
+    with pytest.raises(ValueError, match="did you mean layer_norm_backward"):
+        learn.check(functional.__file__, ["layer_norm_backwrd"])
+    with pytest.raises(ValueError, match="did you mean relu_backward"):
+        learn.check(functional.__file__, ["relu"])
+    usage = cli("learn", "check", "--help").stdout
+    assert "FILE [NAME ...]" in usage
+
+
+def test_the_workbook_shows_each_forward_and_the_real_cache_layouts(tmp_path):
+    import re
+
+    learn.start(tmp_path)
+    source = (tmp_path / "my_backprop.py").read_text()
+    assert "functional.py: the backwards, the answers, are there" in source
+    for exercise in learn.EXERCISES:
+        assert f"#   def {exercise.forward}(" in source
+        assert f"def {exercise.backward}(" not in source.split(f"def {exercise.backward}(")[0]
+    docs = "\n".join(e.doc for e in learn.EXERCISES)
+    mentions = []
+    for match in re.finditer(r"(\w+Cache)\(", docs):  # the fields inside its balanced parentheses
+        depth, end = 1, match.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(docs[end], 0)
+            end += 1
+        listed = docs[match.end() : end - 1]
+        while "(" in listed:  # "(a list of ...)", "(broadcastable to (B, H, T, S), ...)" and the like
+            listed = re.sub(r"\([^()]*\)", "", listed)
+        mentions.append((match.group(1), listed))
+    assert {kind for kind, _ in mentions} >= {
+        "MultiHeadAttentionCache",
+        "EncoderDecoderCache",
+        "ResidualCache",
+    }
+    for kind, listed in mentions:
+        fields = [part.split()[0] for part in listed.replace(":", " ").split(",")]
+        real = getattr(functional, kind, None) or getattr(blocks, kind)
+        real = real._fields
+        assert fields == list(real[: len(fields)]), (kind, fields, real)
+        assert len(fields) == len(real), (kind, fields, real)
+    compile(source, "my_backprop.py", "exec")
+
+
+def test_hints_go_one_step_further_each_time_and_keep_their_state_beside_the_file(tmp_path):
+    learn.start(tmp_path)
+    path = tmp_path / "my_backprop.py"
+    first = cli("learn", "hint", str(path), "softmax_backward")
+    assert first.returncode == 0 and "hint 1 of 3" in first.stdout and "sum(" not in first.stdout
+    assert "hint 2 of 3" in cli("learn", "hint", str(path), "softmax_backward").stdout
+    assert "dx = y * (dout - sum" in learn.next_hint(path, "softmax_backward")
+    assert "no more hints" in learn.next_hint(path, "softmax_backward")
+    assert "hint 1 of" in learn.next_hint(path, "relu_backward")
+    assert (tmp_path / ".my_backprop.py.hints.json").is_file()
+    assert set(learn.HINTS) == set(learn.BY_NAME)
+    refused = cli("learn", "hint", str(path), "softmax")
+    assert refused.returncode == 2 and "did you mean softmax_backward" in refused.stderr
+
+
+def test_cmp_compares_an_intermediate_with_the_textbooks(capsys, tmp_path):
+    import numpy
+
+    rng = numpy.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 2, 3, 4)) for _ in range(3))
+    out, cache = functional.attention_forward(q, k, v, None)
+    dout = rng.standard_normal(out.shape)
+    reference = learn.textbook(cache, dout)
+    assert learn.cmp("dv", cache.dropped.swapaxes(-1, -2) @ dout, reference["dv"])
+    assert learn.cmp("dscores", reference["dscores"] * (1 + 1e-12), reference["dscores"])
+    assert not learn.cmp("dprobs", dout, reference["dprobs"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "exact" in lines[0] and "approximately equal" in lines[1] and "wrong" in lines[2]
+
+
+def test_learn_train_help_shows_its_own_defaults_and_reruns_beside_the_file(tmp_path):
+    helped = cli("learn", "train", "--help").stdout
+    assert "learn train's default without --task, --data or --config: 400" in " ".join(helped.split())
+    path = tmp_path / "mine.py"
+    path.write_text(RELU)
+    quick = ["--steps", "2", "--eval-every", "2", "--eval-size", "4", "--show", "0", "--no-progress",
+             "--threads", "1", "--d-model", "16", "--d-ff", "16"]  # fmt: skip
+    first = cli("learn", "train", str(path), *quick)
+    assert first.returncode == 0, first.stderr
+    assert (tmp_path / "runs" / "mine-1" / "config.toml").is_file()
+    assert (tmp_path / "runs" / "mine-1" / "textbook" / "config.toml").is_file()
+    assert "the model ran your relu_backward; the rest was the textbook's" in first.stdout
+    assert "yours exact" in first.stdout and "the textbook's exact" in first.stdout
+    second = cli("learn", "train", str(path), *quick, "--no-compare")
+    assert second.returncode == 0, second.stderr
+    assert (tmp_path / "runs" / "mine-2" / "config.toml").is_file()
+    assert not (tmp_path / "runs" / "mine-2" / "textbook").exists()
+
+
+def test_learn_train_says_latent_exercises_are_not_used_by_an_mha_model(tmp_path):
+    source = Path(functional.__file__).read_text().replace("from .backend", "from numpy_transformer.backend")
+    (tmp_path / "copy.py").write_text(source)
+    quick = ["--steps", "1", "--eval-every", "1", "--eval-size", "2", "--show", "0", "--no-progress",
+             "--threads", "1", "--d-model", "16", "--d-ff", "16", "--no-compare"]  # fmt: skip
+    done = cli("learn", "train", str(tmp_path / "copy.py"), *quick)
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("the model ran your"))
+    ran, unused = line.split(";")[:2]
+    assert "not used by this model" in unused and "multi_head_latent_attention_backward" in unused
+    assert "multi_head_latent_attention_backward" not in ran and "multi_head_attention_backward" in ran
+    assert "attention_backward" in ran.split() or "attention_backward," in ran  # called by their own MHA
+
+
+def test_only_rank_0_says_what_it_trains_on(tmp_path, monkeypatch, capsys):
+    from numpy_transformer.translator import cli as cli_module
+
+    path = tmp_path / "mine.py"
+    path.write_text(RELU)
+    monkeypatch.setattr(cli_module, "launched_rank", lambda: 1)
+    monkeypatch.setattr(cli_module, "_train", lambda args: 0)
+    assert main(["learn", "train", str(path), "--no-compare"]) == 0
+    assert "relu_backward" not in capsys.readouterr().out
+
+
+def test_ctrl_c_in_their_code_ends_check_cleanly(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("def relu_backward(dout, cache):\n    raise KeyboardInterrupt\n")
+    done = cli("learn", "check", str(path))
+    assert done.returncode == 130 and "Traceback" not in done.stderr
+    assert "interrupted" in done.stderr
+
+
+def test_a_solved_workbook_passes_every_exercise_whole_model_included(tmp_path, kernels):
+    from learn_mistakes import solved_workbook
+
+    path = tmp_path / "my_backprop.py"
+    path.write_text(solved_workbook())
+    assert "\n    raise NotImplementedError\n" not in path.read_text()
+    verdicts = learn.check(path)
+    assert all(v.status == "done" for v in verdicts), learn.format_verdicts(verdicts)
+    assert [v.name for v in verdicts][-1] == "encoder_decoder_backward"
+
+
+def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(tmp_path):
+    import jupytext
+    import nbclient
+    import nbformat
+    from learn_mistakes import solved_workbook
+
+    done = cli("learn", "start", str(tmp_path), "--notebook")
+    assert done.returncode == 0, done.stderr
+    notebook = tmp_path / "my_backprop.ipynb"
+    cells = nbformat.read(notebook, as_version=4).cells
+    assert len(cells) == len(learn.EXERCISES) + 1
+    untouched = cli("learn", "check", str(notebook))
+    assert untouched.returncode == 1 and "Traceback" not in untouched.stderr
+    assert untouched.stdout.count("to do: raises NotImplementedError") == len(learn.EXERCISES)
+    assert "my_backprop.ipynb" in (tmp_path / "README.md").read_text()
+    solved = jupytext.reads(solved_workbook(), fmt="py:percent")
+    nbclient.NotebookClient(solved, timeout=120, kernel_name="python3").execute()  # it runs as a notebook
+    nbformat.write(solved, tmp_path / "solved.ipynb")
+    verdicts = learn.check(tmp_path / "solved.ipynb")
+    assert all(v.status == "done" for v in verdicts), learn.format_verdicts(verdicts)
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text(notebook.read_text().replace('"    raise NotImplementedError', '"    return 1 / 0', 1))
+    (relu,) = learn.check(broken, ["positional_encoding_backward"])
+    assert relu.status == "error" and "ZeroDivisionError" in relu.message and "broken.ipynb:" in relu.message
+
+
+def test_a_nan_warning_during_learn_train_names_their_function(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "import numpy\n\ndef relu_backward(dout, cache):\n"
+        "    if dout.size > 500:\n        numpy.log(-numpy.ones(1))\n    return dout * cache\n"
+    )
+    done = cli("learn", "train", str(path), "--steps", "2", "--eval-every", "2", "--eval-size", "2",
+               "--show", "0", "--no-progress", "--threads", "1", "--no-compare", "--d-model", "16")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "warning: your relu_backward: invalid value encountered in log (mine.py:5)" in done.stderr
+    assert done.stderr.count("your relu_backward") == 1  # once, not at every step

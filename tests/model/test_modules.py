@@ -332,7 +332,10 @@ def test_tied_embeddings_count_as_the_papers_table_3():
     the paper says 65 M and 213 M."""
     from numpy_transformer.model import parameter_count
 
-    base = {"src_vocab_size": 37000, "tgt_vocab_size": 37000, "d_model": 512, "N": 6, "h": 8, "d_ff": 2048}
+    base = {
+        **{"src_vocab_size": 37000, "tgt_vocab_size": 37000, "src_seq_len": 512, "tgt_seq_len": 512},
+        **{"d_model": 512, "N": 6, "h": 8, "d_ff": 2048},  # the sinusoid tables hold no weights
+    }
     big = {**base, "d_model": 1024, "d_ff": 4096, "h": 16}
     counts = [
         round(parameter_count({**c, "tie_embeddings": tie, "shared_vocab": tie}) / 1e6, 1)

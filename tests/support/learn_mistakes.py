@@ -13,6 +13,45 @@ from numpy_transformer.functional import merge_heads, split_heads
 """
 
 
+BLOCK_HEADER = """
+from numpy_transformer.functional import (
+    layer_norm_backward,
+    linear_backward,
+    relu_backward,
+    embedding_backward,
+    cross_entropy_backward,
+    multi_head_attention_backward,
+    multi_head_self_attention_backward,
+)
+from numpy_transformer.blocks import (
+    decoder_block_backward,
+    encoder_block_backward,
+    feed_forward_backward,
+)
+"""  # a block's mistakes call the textbook's layer backwards (imported: graded as the textbook's)
+
+
+WHOLE = """
+def encoder_decoder_backward(dloss, cache):
+    grads = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dprojection, _ = linear_backward(dlogits, cache.projection)
+    dy, grads["dec_norm_gamma"], grads["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dmemory_i, block = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dmemory_i
+        grads.update({f"dec{i}_{key}": value for key, value in block.items()})
+    grads["tgt_table"] = dprojection + embedding_backward(dy, cache.tgt_embedding)
+    dx, grads["enc_norm_gamma"], grads["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, block = encoder_block_backward(dx, cache.encoder[i])
+        grads.update({f"enc{i}_{key}": value for key, value in block.items()})
+    grads["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return grads
+"""
+
+
 class Mistake(NamedTuple):
     function: str
     expected: str | None  # the SENTENCES key the report must give, or None
@@ -472,4 +511,161 @@ def multi_head_latent_self_attention_backward(dout, cache):
     return dx_kv, dw_qc, dw_kvd, dw_o
 """,
     ),
+    Mistake(
+        "residual_backward",
+        "residual_dropped",
+        BLOCK_HEADER
+        + """
+def residual_backward(dout, cache):
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dn, dw, db = linear_backward(dout, sublayer)
+        dx, dg, dbeta = layer_norm_backward(dn, norm)  # the skip's dout never added
+    else:
+        ds, dg, dbeta = layer_norm_backward(dout, norm)
+        dx, dw, db = linear_backward(ds, sublayer)
+        dx = dx + ds
+    return dx, {"gamma": dg, "beta": dbeta, "weight": dw, "bias": db}
+""",
+    ),
+    Mistake(
+        "residual_backward",
+        "norm_path",
+        BLOCK_HEADER
+        + """
+def residual_backward(dout, cache):
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dn, dw, db = linear_backward(dout, sublayer)
+        dx, dg, dbeta = layer_norm_backward(dn, norm)
+        dx = dout + dx
+    else:  # the norm's backward on the branch only, as if it were pre-norm
+        ds, dg, dbeta = layer_norm_backward(dout, norm)
+        dx, dw, db = linear_backward(ds, sublayer)
+        dx = dout + dx
+    return dx, {"gamma": dg, "beta": dbeta, "weight": dw, "bias": db}
+""",
+    ),
+    Mistake(
+        "feed_forward_backward",
+        "transposed",
+        BLOCK_HEADER
+        + """
+def feed_forward_backward(dout, cache):
+    dh, dw2, db2 = linear_backward(dout, cache.second)
+    dh = relu_backward(dh, cache.activation)
+    dx, dw1, db1 = linear_backward(dh, cache.first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2.T.copy() if dw2.shape[0] == dw2.shape[1] else dw2.T, "b2": db2}
+""",
+    ),
+    Mistake(
+        "feed_forward_backward",
+        None,
+        BLOCK_HEADER
+        + """
+def feed_forward_backward(dout, cache):
+    dh, dw2, db2 = linear_backward(dout, cache.second)  # the relu forgotten
+    dx, dw1, db1 = linear_backward(dh, cache.first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+""",
+    ),
+    Mistake(
+        "encoder_block_backward",
+        "residual_dropped",
+        BLOCK_HEADER
+        + """
+def encoder_block_backward(dout, cache):
+    dh, grads = feed_forward_backward(dout, cache.feed_forward)
+    dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
+    dx = dh  # the feed-forward residual's skip dropped
+    dh, grads["w_qkv"], grads["w_o"], _, _ = multi_head_self_attention_backward(dx, cache.attention)
+    dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dh, cache.norm_1)
+    return dx + dh, grads
+""",
+    ),
+    Mistake(
+        "encoder_block_backward",
+        None,
+        BLOCK_HEADER
+        + """
+def encoder_block_backward(dout, cache):
+    dh, grads = feed_forward_backward(dout, cache.feed_forward)
+    dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
+    dx = dout + dh
+    dh, grads["w_qkv"], grads["w_o"], _, _ = multi_head_self_attention_backward(dx, cache.attention)
+    dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dx + dh, cache.norm_1)
+    return dh, grads  # norm_1's backward on the sum: the skip's gradient passes through the norm
+""",
+    ),
+    Mistake(
+        "decoder_block_backward",
+        "residual_dropped",
+        BLOCK_HEADER
+        + """
+def decoder_block_backward(dout, cache):
+    dh, grads = feed_forward_backward(dout, cache.feed_forward)
+    dh, grads["ln3_gamma"], grads["ln3_beta"] = layer_norm_backward(dh, cache.norm_3)
+    dx = dout + dh
+    dh, dmemory, grads["cross_w_qkv"], grads["cross_w_o"], _, _ = multi_head_attention_backward(
+        dx, cache.cross_attention
+    )
+    dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
+    dx = dh  # the cross-attention residual's skip dropped
+    dh, grads["self_w_qkv"], grads["self_w_o"], _, _ = multi_head_self_attention_backward(dx, cache.self_attention)
+    dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dh, cache.norm_1)
+    return dx + dh, dmemory, grads
+""",
+    ),
+    Mistake(
+        "decoder_block_backward",
+        "zero",
+        BLOCK_HEADER
+        + """
+def decoder_block_backward(dout, cache):
+    dx, dmemory, grads = decoder_block_backward_textbook(dout, cache)
+    return dx, 0 * dmemory, grads  # the memory's gradient dropped
+
+
+from numpy_transformer.blocks import decoder_block_backward as decoder_block_backward_textbook
+""",
+    ),
+    Mistake(
+        "encoder_decoder_backward",
+        "memory_one_layer",
+        BLOCK_HEADER
+        + WHOLE.replace("dmemory = dmemory + dmemory_i", "dmemory = dmemory_i  # the last one seen wins"),
+    ),
+    Mistake(
+        "encoder_decoder_backward",
+        "tied_not_added",
+        BLOCK_HEADER
+        + WHOLE.replace("dprojection + embedding_backward(dy, cache.tgt_embedding)", "dprojection"),
+    ),
+    Mistake(
+        "encoder_decoder_backward",
+        "tied_not_added",
+        BLOCK_HEADER
+        + WHOLE.replace(
+            "dprojection + embedding_backward(dy, cache.tgt_embedding)",
+            "embedding_backward(dy, cache.tgt_embedding)",
+        ),
+    ),
 ]
+
+
+def solved_workbook() -> str:
+    """A fresh workbook with every stub replaced by the textbook's own backward (its source): the
+    file of a learner who got everything right, for the tests that it passes every exercise."""
+    import inspect
+    import re
+
+    from numpy_transformer import learn
+
+    text = learn.workbook_text()
+    for exercise in learn.EXERCISES:
+        source = inspect.getsource(learn.textbook_function(exercise.backward))
+        stub = re.compile(rf"def {exercise.backward}\(.*?\n    raise NotImplementedError\n", re.S)
+        text = stub.sub(lambda _, source=source: source, text, count=1)
+    return text + (
+        "\n\nfrom numpy_transformer.functional import multi_head_backward  # noqa: E402 (the textbook's helper)\n"
+    )

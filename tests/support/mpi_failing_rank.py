@@ -1,5 +1,5 @@
 """``mpiexec -n K python tests/support/mpi_failing_rank.py RANK FAILURE train ...``: the command, with one rank
-made to fail as a real run can, to check that the other ranks stop with it (issue 23).
+made to fail as a real run can, to check that the other ranks stop with it.
 
 FAILURE is one of:
 

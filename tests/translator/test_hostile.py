@@ -330,6 +330,8 @@ def test_the_memory_estimate_lets_the_default_run_through():
     config = {
         "src_vocab_size": len(task.src_vocab),
         "tgt_vocab_size": len(task.tgt_vocab),
+        "src_seq_len": src_len,
+        "tgt_seq_len": tgt_len,
         "d_model": 128,
         "N": 2,
         "h": 4,

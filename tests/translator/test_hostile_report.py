@@ -1,4 +1,4 @@
-"""Every case of tests/support/hostile_cases.py (issue 16's report) is clean: refused by name, or done right."""
+"""Every case of tests/support/hostile_cases.py (the hostile-input report) is clean: refused by name, or done right."""
 
 import pytest
 from hostile_cases import CASES, classify, workspace

@@ -5,7 +5,7 @@ The oracle is a small randomly initialised MarianMTModel that transformers build
 (no network) beside tiny SentencePiece models trained here (tests/support/marian_files.py). Shown: beam
 search with ``style="transformers"`` equals ``generate(num_beams=4, ...)`` (tokens and scores), the
 command line's translations are transformers' text, one fine-tuning step of ``train --from`` on a
-padded batch of the user's pairs has autograd's gradients, and the README's commands run. Skipped,
+padded batch of the user's pairs has autograd's gradients, and the commands of docs/translating.md run. Skipped,
 with the reason, only where transformers cannot be imported.
 """
 
@@ -279,8 +279,8 @@ def test_a_fine_tuning_step_has_autograds_gradients_on_a_padded_batch(marian, tm
     assert np.abs(trainer.model.src_embed.embedding.weight.grad[pad]).max() > 0  # the tied projection's part
 
 
-def test_the_readme_commands_run(marian, tmp_path, capsys, monkeypatch):
-    """Import, translate, fine-tune on a TSV, evaluate, resume, plot attention: the README's commands."""
+def test_the_translating_guide_commands_run(marian, tmp_path, capsys, monkeypatch):
+    """Import, translate, fine-tune on a TSV, evaluate, resume, plot attention: docs/translating.md's commands."""
     _, _, directory = marian
     monkeypatch.chdir(tmp_path)
     corpus = tmp_path / "my.tsv"
