@@ -345,16 +345,8 @@ def _add_plot(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="gradients.png")
 
 
-class _Agreed(Exception):
-    """Every rank of an MPI run stops with exit status ``code``; rank 0 has printed why."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
-
-
 def _train(args: argparse.Namespace) -> int:
-    from .distributed import Communicator
+    from .distributed import Communicator, RanksStopped
 
     comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
     if comm is None:
@@ -365,8 +357,8 @@ def _train(args: argparse.Namespace) -> int:
             return 130
     try:
         return _train_run(args, comm)
-    except _Agreed as agreed:
-        return agreed.code
+    except RanksStopped as stopped:
+        return stopped.code
     except BaseException as error:  # out of step with the others (a second Ctrl-C), which may wait for
         # this rank in a collective call for ever: say why here, then end every rank
         code, line = _failure(error, Path(args.out).expanduser(), comm.rank)
@@ -406,23 +398,13 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
 
 
 def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[], T]) -> T:
-    """``work()`` alone; under MPI on every rank, then one agreement: if it raised on any rank, rank 0
-    prints the first rank's reason and every rank stops with its exit status (raises _Agreed)."""
-    if comm is None:
-        return work()
-    try:
-        result, outcome = work(), None
-    except Exception as error:
-        from .distributed import AnotherRankFailed
+    """``work()`` alone; under MPI on every rank, then one agreement (Ranks.run_together): if it raised
+    on any rank, rank 0 prints the first rank's reason and every rank stops with its exit status
+    (raises RanksStopped)."""
+    from .distributed import ranks_of
 
-        outcome = (1, "") if isinstance(error, AnotherRankFailed) else _failure(error, Path(out), comm.rank)
-    failed = [outcome for outcome in comm.agree(outcome) if outcome is not None]
-    if not failed:
-        return result
-    code, line = next((outcome for outcome in failed if outcome[1]), failed[0])  # a rank's own reason
-    if comm.rank == 0 and line:
-        print(line, file=sys.stderr, flush=True)
-    raise _Agreed(code)
+    ranks = ranks_of(comm)
+    return ranks.run_together(work, lambda error: _failure(error, Path(out), ranks.rank))
 
 
 def _failure(error: BaseException, out: Path, rank: int = 0) -> tuple[int, str]:
@@ -535,7 +517,7 @@ def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..
         code, line = _failure(error, out)
         say(line, file=sys.stderr)
         return code
-    if trainer.comm is None or trainer.comm.rank == 0:
+    if trainer.ranks.is_root:
         _show_translations(trainer, args.show)
     return 0
 

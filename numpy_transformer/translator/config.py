@@ -616,3 +616,70 @@ def resumable_flags() -> list[str]:
 def resumable_fields() -> list[str]:
     """The TrainConfig fields ``--resume`` may change (Trainer.resume takes them by name)."""
     return [item.name for item in fields(TrainConfig) if item.metadata["on_resume"]]
+
+
+def fine_tune_settings(
+    given: TrainConfig,
+    config: TrainConfig,
+    model: ModelConfig | Mapping[str, Any] | None,
+    meta: dict[str, Any],
+) -> tuple[dict[str, Any], TrainConfig]:
+    """(the model's configuration, the run's settings) of a fine-tune from ``config.from_run``, whose
+    checkpoint's metadata is ``meta``: refusing by name a setting given (``given``: before resolve;
+    ``model``: the model settings given) that the run decides otherwise: the model (bar dropout),
+    the tokenizer and vocabularies, a --max-length beyond its positional tables."""
+    path = config.from_run
+    saved, recipe = ModelConfig.from_model(meta["model"]), meta["task"]
+    # given: a mapping's entries, or a ModelConfig's fields that differ from their defaults
+    changes = (
+        {
+            item.name: getattr(model, item.name)
+            for item in fields(ModelConfig)
+            if getattr(model, item.name) != item.default
+        }
+        if isinstance(model, ModelConfig)
+        else {name: value for name, value in dict(model or {}).items() if value is not None}
+    )
+    for item in fields(ModelConfig):
+        if (
+            item.name in changes
+            and item.name != "dropout"
+            and changes[item.name] != getattr(saved, item.name)
+        ):
+            raise ValueError(
+                f"{flag_of(item)} {changes[item.name]!r} differs from the model of --from {path} "
+                f"({getattr(saved, item.name)!r}): a fine-tune keeps the model it starts from (only --dropout "
+                "may change)"
+            )
+    shared = bool(meta["model"].get("shared_vocab", False))
+    for flag, value, kept in (
+        ("--tokenizer", given.tokenizer, recipe.get("tokenizer")),
+        ("--vocab-size", given.vocab_size, recipe.get("vocab_size")),
+        ("--shared-vocab", given.shared_vocab or None, shared or None),
+    ):
+        if value is not None and value != kept:
+            raise ValueError(
+                f"{flag} {value!r} differs from the run of --from {path} ({kept!r}): a fine-tune keeps its "
+                "tokenizer and vocabularies"
+            )
+    limit = min(meta["model"]["src_seq_len"], meta["model"]["tgt_seq_len"] - 1)  # the target gains <eos>
+    if given.max_length is not None and given.max_length > limit:
+        raise ValueError(
+            f"--max-length {given.max_length} exceeds what the model of --from {path} holds: {limit} "
+            "tokens a side (its positional tables)"
+        )
+    if config.bpe_dropout and recipe["tokenizer"] != "bpe":
+        raise ValueError(
+            f"--bpe-dropout {config.bpe_dropout:g} applies to learned BPE subwords only: the run of --from "
+            f"{path} is tokenized by its {recipe['tokenizer']} tokenizer"
+            + (" (an imported Marian model's SentencePiece)" if recipe["tokenizer"] == "marian" else "")
+        )
+    max_length = min(config.max_length or limit, limit)
+    config = replace(
+        config,
+        tokenizer=recipe["tokenizer"],
+        vocab_size=recipe.get("vocab_size"),
+        shared_vocab=shared,
+        max_length=max_length,
+    )
+    return {**meta["model"], "dropout": changes.get("dropout", saved.dropout)}, config

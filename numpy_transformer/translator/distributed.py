@@ -10,6 +10,11 @@ cheap checksum compares them every few steps.
 Dropout masks come from a generator seeded by (seed, step, rank), so a K-rank run is repeatable
 and resumable from its checkpoint alone.
 
+The Trainer reaches all of this through one object, MpiRanks (its step's rows and all-reduces,
+the held failure, the weights' check, the time budget's plan, the loop's last agreement), and a
+run alone through Ranks, the same interface with nothing to agree on; the train command's stages
+agree through Ranks.run_together.
+
 The ranks go on or stop together: a rank that cannot go on (a refusal, a failed save) says so to
 the others at the next collective call they all make (``agree``, or a flag beside the step's loss),
 and every rank then stops, since a rank left alone in a collective call waits for ever. A rank that
@@ -25,12 +30,16 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from ..backend import Array, backend_name, get_array_module
-from ..machine import cpu_cores
+from ..backend import Array, backend_name, get_array_module, step_rng
+from ..machine import blas_threads, cpu_cores
 from ..module import Parameter
+
+if TYPE_CHECKING:
+    from ..model import Transformer
 
 # what MPI launchers tell their processes: the number of ranks (MPICH/Hydra, Intel MPI and srun
 # with PMI; Open MPI; PMIx launchers)
@@ -57,9 +66,20 @@ def launched_rank() -> int:
     return 0
 
 
+T = TypeVar("T")
+
+
 class AnotherRankFailed(RuntimeError):
     """Raised on the ranks that did not fail when the ranks agree that another one did (that rank
     raises its own exception, which the command reports once)."""
+
+
+class RanksStopped(Exception):
+    """Every rank of an MPI run stops with exit status ``code``; rank 0 has said why."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 class Communicator:
@@ -153,3 +173,194 @@ def weights_checksum(parameters: Sequence[Parameter]) -> float:
     return math.fsum(
         float(xp.sum(p.data, dtype=xp.float64)) + float(xp.abs(p.data).max(initial=0)) for p in parameters
     )
+
+
+# forward and backward of a batch's rows with the gradient scaled by a weight; the rows' mean loss
+RowsLossAndBackward = Callable[[Any, slice, float], float]
+
+
+class Ranks:
+    """The ranks a training run's steps are taken on, and every point where they must agree.
+
+    This one is a run alone, one process: nothing to agree with, so every agreement is the rank's
+    own word and a failure is raised where it happens. MpiRanks is the same for several MPI ranks.
+    The Trainer asks the same of both, at the same points of its loop.
+    """
+
+    rank, size = 0, 1
+    cores: int | None = None  # the cores this rank may use (None: every core of the machine)
+
+    def __init__(self) -> None:
+        # under MPI, this rank's failure (rank 0's save, a rank's forward pass) until the ranks agree on it
+        self.failure: Exception | None = None
+
+    @property
+    def is_root(self) -> bool:
+        """Whether this rank logs, evaluates and saves (rank 0)."""
+        return self.rank == 0
+
+    def check(self, batch_size: int, accumulate: int) -> None:
+        """Refuse, by name, settings the ranks cannot train with."""
+
+    def loss_and_backward(
+        self,
+        model: Transformer,
+        batches: Sequence[Any],
+        pad: int,
+        seed: int,
+        step: int,
+        run: RowsLossAndBackward,
+    ) -> float:
+        """The step's gradient into the model and its mean loss: with ``accumulate`` K the step's batch
+        is K micro-batches, one after another; each one's gradient is weighted by its share of the
+        step's target tokens, so their sum is the gradient of the mean loss over all of them, as one
+        K-times larger batch would give."""
+        loss, tokens = 0.0, sum(batch.n_tokens for batch in batches)
+        for k, batch in enumerate(batches):
+            model.set_rng(step_rng(seed, step, k))
+            share = batch.n_tokens / max(tokens, 1)
+            loss += share * run(batch, slice(None), share)
+        return loss
+
+    def agree_on_step(self, loss: float, requested: str | None, lr_scale: float) -> tuple[float, bool, float]:
+        """(the step's loss, whether a rank asked to stop, rank 0's learning-rate multiplier); raises
+        when a rank failed. Alone: as given, and a request stops at once (``stop_at_once``)."""
+        return loss, False, lr_scale
+
+    def stop_at_once(self, requested: str | None) -> str | None:
+        """The stop this rank takes without waiting for the others: alone, its own request."""
+        return requested
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """Under MPI, an exception of the block (rank 0's log, evaluation or save) is held in
+        ``failure`` until the next all-reduce tells every rank; alone, it is raised at once."""
+        yield
+
+    def check_same_weights(self, model: Transformer) -> None:
+        """Raise when the ranks' weights drifted apart (alone: they cannot)."""
+
+    def agree_on_plan(self, steps: int) -> int:
+        """A time-budgeted run's last step, as rank 0's clock planned it."""
+        return steps
+
+    def finish(self) -> None:
+        """The loop's last agreement: its last failure (rank 0's last evaluation or save) has no step
+        left to carry it."""
+
+    def run_together(self, work: Callable[[], T], failure: Callable[[Exception], tuple[int, str]]) -> T:
+        """``work()`` (a stage of a command: checking its settings, building the run, training): alone,
+        as it goes; under MPI on every rank, then one agreement: if it raised on any rank, rank 0
+        prints the first rank's reason (``failure``: the exit status and the line that says why) and
+        every rank raises RanksStopped with its exit status."""
+        return work()
+
+    def raise_failure(self) -> NoReturn:
+        """Every rank stops here together: a failed one raises its own exception, the others
+        AnotherRankFailed."""
+        failure, self.failure = self.failure, None
+        if failure is not None:
+            raise failure
+        raise AnotherRankFailed("stopped because another rank failed")
+
+
+class MpiRanks(Ranks):
+    """K MPI ranks (a Communicator): each trains its slice of every global batch, one all-reduce sums
+    the model's flat gradient, a second the loss and the flags every rank must agree on (the module
+    doc). A rank's failure is held until that all-reduce tells the others."""
+
+    def __init__(self, comm: Communicator) -> None:
+        super().__init__()
+        self.comm, self.rank, self.size = comm, comm.rank, comm.size
+        self.cores: int = comm.cores_per_rank()
+
+    def check(self, batch_size: int, accumulate: int) -> None:
+        if batch_size < self.size:
+            raise ValueError(
+                f"batch-size {batch_size} is smaller than the {self.size} ranks: each needs a row"
+            )
+        if accumulate > 1:  # each micro-batch would be reduced on top of the last
+            raise ValueError(
+                f"accumulate {accumulate} is not supported on {self.size} MPI ranks: the ranks "
+                "already add their batches' gradients; use a larger --batch-size or more ranks"
+            )
+
+    def loss_and_backward(
+        self,
+        model: Transformer,
+        batches: Sequence[Any],
+        pad: int,
+        seed: int,
+        step: int,
+        run: RowsLossAndBackward,
+    ) -> float:
+        """This rank's rows with the weight n_k / N, then the all-reduce of the model's flat gradient
+        (in place): every rank leaves with the whole batch's gradient. Returns this rank's share of
+        the batch's mean loss (``agree_on_step`` sums them)."""
+        assert model.flat is not None
+        (batch,) = batches  # check refuses accumulate
+        model.set_rng(step_rng(seed, step, self.rank))
+        rows = self.comm.rows(batch.src.shape[0])
+        total, mine = int((batch.tgt_out != pad).sum()), int((batch.tgt_out[rows] != pad).sum())
+        loss = 0.0
+        with blas_threads(self.cores):
+            # a rank whose rows hold no target token adds nothing, nor does one that failed
+            if self.failure is None and (mine or not total):
+                try:
+                    loss = run(batch, rows, mine / max(total, 1))
+                except Exception as error:  # held: raised once the others know, so that none waits for ever
+                    self.failure = error
+            self.comm.allreduce_sum(model.flat.gradients())
+        return loss * mine / max(total, 1)
+
+    def agree_on_step(self, loss: float, requested: str | None, lr_scale: float) -> tuple[float, bool, float]:
+        loss, stops, failures, lr_scale = self.comm.allreduce_values(  # rank 0's evaluations cut the rate
+            [
+                loss,
+                float(requested is not None),
+                float(self.failure is not None),
+                lr_scale if self.rank == 0 else 0.0,
+            ]
+        )
+        if failures > 0:  # before the update: every rank stops here, at the same step
+            self.raise_failure()
+        return loss, stops > 0, lr_scale
+
+    def stop_at_once(self, requested: str | None) -> str | None:
+        return None  # the next step's all-reduce makes every rank agree
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception as error:
+            self.failure = self.failure or error
+
+    def check_same_weights(self, model: Transformer) -> None:
+        """On every rank at once: a drift stops all of them."""
+        self.comm.check_same(weights_checksum(model.parameters()), "weights")
+
+    def agree_on_plan(self, steps: int) -> int:
+        return round(self.comm.allreduce_values([float(steps) if self.rank == 0 else 0.0])[0])
+
+    def run_together(self, work: Callable[[], T], failure: Callable[[Exception], tuple[int, str]]) -> T:
+        try:
+            result, outcome = work(), None
+        except Exception as error:
+            outcome = (1, "") if isinstance(error, AnotherRankFailed) else failure(error)
+        failed = [outcome for outcome in self.comm.agree(outcome) if outcome is not None]
+        if not failed:
+            return result
+        code, line = next((outcome for outcome in failed if outcome[1]), failed[0])  # a rank's own reason
+        if self.rank == 0 and line:
+            print(line, file=sys.stderr, flush=True)
+        raise RanksStopped(code)
+
+    def finish(self) -> None:
+        if self.comm.allreduce_values([float(self.failure is not None)])[0] > 0:
+            self.raise_failure()
+
+
+def ranks_of(comm: Communicator | None) -> Ranks:
+    """The ranks of a run: MpiRanks over ``comm``, or a run alone."""
+    return Ranks() if comm is None else MpiRanks(comm)

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from ..files import SaveError, write_text_atomically
 from .checkpoint import FILENAME, resolve_path
-
-if TYPE_CHECKING:
-    from .training import Trainer
+from .run_state import RunState
 
 LOG_NAME = "log.jsonl"
 BEST_NAME = "best.npz"  # the checkpoint with the best dev BLEU so far, beside the last (model.npz)
@@ -31,6 +30,7 @@ KEPT_PATTERN = "step-*.npz"  # the last evaluation checkpoints, for averaging
 CONFIG_NAME = "config.toml"  # the run's resolved configuration, which train --config reads back
 LOCK_NAME = ".lock"
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
+Write = Callable[[Path, RunState], object]  # writes a checkpoint holding the state to a path (Trainer.save)
 
 
 def check_run_directory(
@@ -205,9 +205,10 @@ def clear_run(directory: Path) -> None:
 class RunFiles:
     """What a training run writes into its directory: the log, the configuration and the checkpoints.
 
-    ``with RunFiles(directory) as run:`` keeps the log open. Evaluation checkpoints (step-*.npz)
-    are rotated among the ones this run wrote itself (Trainer.kept, saved in its checkpoints), so
-    a file the run did not write is never deleted.
+    ``with RunFiles(directory) as run:`` keeps the log open. The checkpoints hold a RunState, written
+    by the ``write(path, state)`` given (the Trainer's save); RunFiles decides which evaluation
+    checkpoints (step-*.npz) stay and returns the state that records them (its ``kept``). They are
+    rotated among the ones the run wrote itself, so a file the run did not write is never deleted.
     """
 
     def __init__(self, directory: Path) -> None:
@@ -238,36 +239,36 @@ class RunFiles:
         self.directory.mkdir(parents=True, exist_ok=True)
         write_text_atomically(self.directory / CONFIG_NAME, text)
 
-    def save(self, trainer: Trainer) -> None:
-        trainer.save(self.directory)
-        self.saved_step, self.saved_best = trainer.step, trainer.best_bleu
+    def save(self, state: RunState, write: Write) -> None:
+        """The run's last checkpoint, model.npz."""
+        write(self.directory, state)
+        self.saved_step, self.saved_best = state.step, state.best_bleu
 
-    def save_evaluated(self, trainer: Trainer, improved: bool) -> None:
-        """After an evaluation: the last checkpoint; best.npz when dev BLEU improved; and the last
-        evaluation checkpoints (``trainer.checkpoints_kept`` of them)."""
-        keep = trainer.checkpoints_kept
+    def save_evaluated(self, state: RunState, write: Write, improved: bool, keep: int) -> RunState:
+        """After an evaluation: the last evaluation checkpoints (``keep`` of them), the last checkpoint,
+        and best.npz when dev BLEU improved. Returns ``state`` with the evaluation checkpoints kept
+        (as the checkpoints record them); a failed save raises and deletes none."""
         if keep:
-            name = f"step-{trainer.step:07d}.npz"
-            previous, kept = trainer.kept, [*(kept for kept in trainer.kept if kept != name), name]
-            trainer.kept = kept[-keep:]  # as the checkpoint records it
-            try:
-                trainer.save(self.directory / name)
-            except BaseException:
-                trainer.kept = previous
-                raise
+            name = f"step-{state.step:07d}.npz"
+            kept = [*(kept for kept in state.kept if kept != name), name]
+            state = replace(state, kept=tuple(kept[-keep:]))
+            write(self.directory / name, state)
             self._remove(kept[:-keep])  # only once the new one is on disk: a failed save loses none
-        self.save(trainer)
+        self.save(state, write)
         if improved:
-            trainer.save(self.best_path)
+            write(self.best_path, state)
+        return state
 
-    def keep_last(self, trainer: Trainer, keep: int) -> None:
+    def keep_last(self, state: RunState, write: Write, keep: int) -> RunState:
         """At the end of a run: only the last ``keep`` evaluation checkpoints stay (those beyond were
-        kept for averaging), and model.npz records them and the run's best dev BLEU."""
-        dropped = trainer.kept[: max(len(trainer.kept) - keep, 0)]
-        if dropped or trainer.best_bleu != self.saved_best:
-            trainer.kept = trainer.kept[len(dropped) :]
-            self.save(trainer)
+        kept for averaging), and model.npz records them and the run's best dev BLEU. Returns
+        ``state`` with the checkpoints kept."""
+        dropped = state.kept[: max(len(state.kept) - keep, 0)]
+        if dropped or state.best_bleu != self.saved_best:
+            state = replace(state, kept=state.kept[len(dropped) :])
+            self.save(state, write)
             self._remove(dropped)
+        return state
 
     def _remove(self, names: Sequence[str]) -> None:
         for name in names:

@@ -4,9 +4,11 @@
     trainer.fit("runs/copy")               # log, evaluate and checkpoint into a run directory
     trainer = Trainer.resume("runs/copy")  # continues exactly where the checkpoint stopped
 
-Files on disk are the checkpoint module's and the run directory's; scores are the evaluation
-module's. Here: how one optimiser step is taken (alone, in threads, or as one MPI rank of
-several) and the loop around it.
+Files on disk are the checkpoint module's and the run directory's (RunFiles); what a checkpoint
+says of the run besides its model is a RunState (run_state); the ranks' share of each step and
+every agreement among them are distributed's (Ranks, MpiRanks); the fine-tune's settings are
+config's; scores are the evaluation module's. Here: how one optimiser step is taken (alone, in
+threads, or as one MPI rank of several) and the loop around it.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from ..backend import get_array_module, step_rng
-from ..machine import available_memory, blas_threads, cpu_cores, tune_cpu
-from ..model import Transformer, TransformerConfig, build_transformer, parameter_count
+from ..backend import get_array_module
+from ..machine import available_memory, cpu_cores, tune_cpu
+from ..model import Transformer, TransformerConfig, build_transformer, loss_and_backward, parameter_count
 from ..optim import (
     Adam,
     AdamW,
@@ -48,14 +50,14 @@ from .checkpoint import (
     save_checkpoint,
     saved_vocabularies,
     serialized_tokenizer,
-    split_prefix,
     task_recipe,
 )
-from .config import ModelConfig, TrainConfig, config_toml, flag_of
+from .config import ModelConfig, TrainConfig, config_toml, fine_tune_settings
 from .data import FileTask, SubwordDropout, TranslationTask, make_task
-from .distributed import AnotherRankFailed, Communicator, weights_checksum
+from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
 from .run_directory import RunFiles
+from .run_state import RunState
 from .thread_parallel import DataParallel, auto_threads, mask_rows
 
 
@@ -124,7 +126,8 @@ class Trainer:
     every rank trains its slice of each global batch and the gradients are summed across ranks;
     rank 0 alone logs, evaluates and saves. The ranks leave ``fit`` together: a rank's failure is
     held until the next all-reduce tells the others, then raised on that rank while the others
-    raise AnotherRankFailed.
+    raise AnotherRankFailed. ``ranks`` (MpiRanks, or Ranks for a run alone) does all of that: the
+    Trainer asks it the same things either way.
     """
 
     def __init__(
@@ -136,24 +139,12 @@ class Trainer:
         comm: Communicator | None = None,
     ) -> None:
         self.model, self.task, self.config, self.step, self.comm = model, task, config, step, comm
-        if comm is not None and config.batch_size < comm.size:
-            raise ValueError(
-                f"batch-size {config.batch_size} is smaller than the {comm.size} ranks: each needs a row"
-            )
-        if comm is not None and config.accumulate > 1:  # each micro-batch would be reduced on top of the last
-            raise ValueError(
-                f"accumulate {config.accumulate} is not supported on {comm.size} MPI ranks: the ranks "
-                "already add their batches' gradients; use a larger --batch-size or more ranks"
-            )
-        if (config.steps is None) == (config.time_budget is None) or config.lr is None:
-            raise ValueError(
-                f"exactly one of config.steps and config.time_budget must be set, and config.lr, got "
-                f"{config.steps}, {config.time_budget} and {config.lr}: TrainConfig.resolve chooses"
-            )
-        if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
-            raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
+        self.ranks = ranks_of(comm)  # the step's all-reduce and every agreement of the ranks (or none)
+        self.ranks.check(config.batch_size, config.accumulate)
+        _check_settings(config)
+        assert config.lr is not None  # _check_settings refuses None
         tune_cpu()  # the process-wide allocator setting a training loop wants (see machine.tune_cpu)
-        self.cores = comm.cores_per_rank() if comm else None  # None: every core of the machine
+        self.cores = self.ranks.cores  # None: every core of the machine
         self.optimizer: Adam = (
             AdamW(model, lr=config.lr, threads=self.cores, weight_decay=config.weight_decay)
             if config.optimizer == "adamw"
@@ -183,8 +174,6 @@ class Trainer:
         # own request waits in ``requested`` until the step's all-reduce makes every rank agree
         self.stop: str | None = None
         self.requested: str | None = None
-        # under MPI, this rank's failure (rank 0's save, a rank's forward pass) until the ranks agree on it
-        self.failure: Exception | None = None
         self._parallel: dict[int, DataParallel] = {}
 
     # -- construction ---------------------------------------------------------------------------
@@ -200,42 +189,7 @@ class Trainer:
         (``dropout`` alone may change).
         """
         started = time.perf_counter()
-        given, config = config, config.resolve()
-        if config.from_run is not None:  # the run's model, tokenizer and vocabularies: nothing is chosen
-            sizes, task, config = _fine_tune_start(given, config, model)
-            src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
-        else:
-            sizes_given = (
-                model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
-            )
-            corpus: dict[str, Any] = (
-                {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
-                | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
-                if config.data
-                else {}
-            )
-            task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
-            # the saved configuration says what was chosen
-            config = replace(config, vocab_size=task.vocab_size)
-            train_pairs = len(task.train_pairs) if isinstance(task, FileTask) else None
-            src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
-            sizes = {
-                **asdict(sizes_given.resolve(train_pairs, config.time_budget)),
-                "src_vocab_size": len(task.src_vocab),
-                "tgt_vocab_size": len(task.tgt_vocab),
-                "src_seq_len": 2 * src_len + 8,
-                "tgt_seq_len": 2 * tgt_len + 8,
-                "shared_vocab": task.src_vocab is task.tgt_vocab,
-            }
-        longest_batch = (
-            config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)
-        )
-        check_memory(sizes, longest_batch, src_len, tgt_len, config.threads or 1)
-        if config.from_run is not None:  # its weights, read only now that the step is known to fit
-            arrays, meta = load_checkpoint(config.from_run)
-            network = model_from_checkpoint(config.from_run, arrays, {**meta, "model": sizes})
-        else:
-            network = build_transformer(**sizes, seed=config.seed)
+        network, task, config = _new_run(config, model)
         trainer = cls(network, task, config, comm=comm)
         if trainer.budget is not None:  # reading the corpus and learning its subwords count
             trainer.budget.spent_before = time.perf_counter() - started
@@ -257,46 +211,45 @@ class Trainer:
         saved. A run saved by K ranks resumes on K ranks only (its batches' slices and dropout masks
         depend on K).
         """
-        arrays, meta = load_checkpoint(path)
-        if "imported_from" in meta:
-            raise ValueError(
-                f"--resume: {resolve_path(path)} holds an imported model, not a training run: fine-tune it "
-                f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
-            )
-        saved_ranks, ranks = int(meta.get("ranks", 1)), comm.size if comm else 1
-        if saved_ranks != ranks:
-            raise ValueError(
-                f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has "
-                f"{ranks}: resume it with mpiexec -n {saved_ranks}"
-                + ("" if saved_ranks > 1 else " or without mpiexec")
-            )
-        started = time.perf_counter()
-        config = TrainConfig(**meta["train"]).resolve()
-        if steps is not None or time_budget is not None:  # the one given replaces the run's length
-            config = replace(config, steps=steps, time_budget=time_budget).resolve()
-        if threads is not None:
-            config = replace(config, threads=threads)
-        model, task = restore_model_and_task(path, arrays, meta)
-        trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
-        if trainer.budget is not None:
-            trainer.budget.spent_before = float(meta.get("time_spent_s", 0.0)) + time.perf_counter() - started
-            if time_budget is None:  # the saved run's plan, until the next one
-                trainer.plan_steps(int(meta.get("steps_planned", trainer.steps)))
-        trainer.best_bleu = float(meta.get("best_bleu", -1.0))
-        trainer.evals_since_best = int(meta.get("evals_since_best", 0))
-        trainer.lr_scale = float(meta.get("lr_scale", 1.0))
-        trainer.kept = [str(name) for name in meta.get("kept", [])]
-        if (
-            isinstance(meta.get("run_id"), str) and meta["run_id"]
-        ):  # else saved before runs had an id: a new one
-            trainer.run_id = meta["run_id"]
+        model, task, config, state, started = _saved_run(
+            path, comm.size if comm else 1, steps, time_budget, threads
+        )
+        trainer = cls(model, task, config, step=state.step, comm=comm)
+        trainer.restore(state, started, keep_plan=time_budget is None)
         try:
-            trainer.optimizer.load_state_dict({**split_prefix(arrays, "optim"), **meta["optimizer"]})
+            trainer.optimizer.load_state_dict(state.optimizer)
         except (ValueError, KeyError) as error:
             raise CheckpointError(
                 f"checkpoint {resolve_path(path)}: optimizer state does not fit ({error})"
             ) from error
         return trainer
+
+    def restore(self, state: RunState, started: float, keep_plan: bool) -> None:
+        """Continue the run from its saved ``state`` (bar the optimiser's): ``started`` is when the resume
+        began (its time counts in a time budget), and ``keep_plan`` keeps the saved run's planned end
+        until the next plan."""
+        if self.budget is not None:
+            self.budget.spent_before = (state.time_spent_s or 0.0) + time.perf_counter() - started
+            if keep_plan:
+                self.plan_steps(self.steps if state.steps_planned is None else state.steps_planned)
+        self.best_bleu, self.evals_since_best = state.best_bleu, state.evals_since_best
+        self.lr_scale, self.kept = state.lr_scale, list(state.kept)
+        self.run_id = state.run_id or self.run_id  # None: saved before runs had an id, so a new one
+
+    def run_state(self) -> RunState:
+        """Where the run stands, as its checkpoints record it."""
+        return RunState(
+            run_id=self.run_id,
+            step=self.step,
+            optimizer=self.optimizer.state_dict(),
+            ranks=self.ranks.size,
+            best_bleu=self.best_bleu,
+            evals_since_best=self.evals_since_best,
+            lr_scale=self.lr_scale,
+            kept=tuple(self.kept),
+            steps_planned=self.steps,
+            time_spent_s=self.budget.spent() if self.budget is not None else None,
+        )
 
     @property
     def model_config(self) -> ModelConfig:
@@ -317,9 +270,9 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         """One optimiser step on the batch of the current step; returns loss, lr, grad norm, tokens.
 
-        With ``accumulate`` K the step's batch is K micro-batches, one after another; each one's
-        gradient is weighted by its share of the step's target tokens, so their sum is the gradient
-        of the mean loss over all of them, as one K-times larger batch would give.
+        With ``accumulate`` K the step's batch is K micro-batches (Ranks.loss_and_backward); under MPI
+        each rank takes its rows of the batch, and the ranks agree on the gradient, the loss, a stop
+        and the learning rate's plateau cuts before the update (MpiRanks).
         """
         config, model = self.config, self.model
         batches = [
@@ -335,17 +288,14 @@ class Trainer:
         tokens = sum(batch.n_tokens for batch in batches)
         model.train()
         self.optimizer.zero_grad()
-        if self.comm is None:
-            loss = 0.0
-            for k, batch in enumerate(batches):
-                model.set_rng(step_rng(config.seed, self.step, k))
-                share = batch.n_tokens / max(tokens, 1)
-                loss += share * self._loss_and_backward(batch, slice(None), share)
-        else:
-            model.set_rng(step_rng(config.seed, self.step, self.comm.rank))
-            loss = self._distributed_loss_and_backward(batches[0])
+        loss = self.ranks.loss_and_backward(
+            model, batches, self.task.ids.pad, config.seed, self.step, self._loss_and_backward
+        )
+        loss, stop, self.lr_scale = self.ranks.agree_on_step(loss, self.requested, self.lr_scale)
+        if stop:
+            self.stop = self.stop or self.requested or "another rank"
         grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
-        self._check_finite(loss, grad_norm)
+        _check_finite(model, self.step, loss, grad_norm)
         lr = self.learning_rate(self.step + 1)
         self.optimizer.step(lr)
         self.step += 1
@@ -358,78 +308,14 @@ class Trainer:
         src, tgt_in, labels = batch.src[rows], batch.tgt_in[rows], batch.tgt_out[rows]
         length = max(src.shape[1], tgt_in.shape[1])
         shards = config.threads or auto_threads(model, src.shape[0], length, self.cores)
+        size = batch.src.shape[0]
+        masks = mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size)
+        arguments = (src, tgt_in, *masks, labels, self.task.ids.pad, config.label_smoothing, weight)
+        if shards == 1:  # the model's own step; DataParallel runs it on each of several row shards
+            return loss_and_backward(model, *arguments)
         if shards not in self._parallel:
             self._parallel[shards] = DataParallel(model, shards)
-        size = batch.src.shape[0]
-        src_mask, tgt_mask = mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size)
-        return self._parallel[shards].loss_and_backward(
-            src, tgt_in, src_mask, tgt_mask, labels, self.task.ids.pad, config.label_smoothing, weight
-        )
-
-    def _distributed_loss_and_backward(self, batch: Any) -> float:
-        """This rank's rows with the weight n_k / N, then the all-reduce of the model's flat gradient
-        (in place) and of the loss and stop flags: every rank leaves with the whole batch's gradient
-        and mean loss, and stops when any rank asked to."""
-        comm = self.comm
-        assert comm is not None and self.model.flat is not None
-        rows = comm.rows(batch.src.shape[0])
-        pad = self.task.ids.pad
-        total, mine = int((batch.tgt_out != pad).sum()), int((batch.tgt_out[rows] != pad).sum())
-        loss = 0.0
-        with blas_threads(self.cores or 1):
-            # a rank whose rows hold no target token adds nothing, nor does one that failed
-            if self.failure is None and (mine or not total):
-                try:
-                    loss = self._loss_and_backward(batch, rows, mine / max(total, 1))
-                except Exception as error:  # held: raised once the others know, so that none waits for ever
-                    self.failure = error
-            comm.allreduce_sum(self.model.flat.gradients())
-        loss, stops, failures, self.lr_scale = comm.allreduce_values(  # rank 0's evaluations cut the rate
-            [
-                loss * mine / max(total, 1),
-                float(self.requested is not None),
-                float(self.failure is not None),
-                self.lr_scale if comm.rank == 0 else 0.0,
-            ]
-        )
-        if failures > 0:  # before the update: every rank stops here, at the same step
-            self._raise_failure()
-        if stops > 0:
-            self.stop = self.stop or self.requested or "another rank"
-        return loss
-
-    @contextmanager
-    def _holding(self) -> Iterator[None]:
-        """Under MPI, an exception of the block (rank 0's log, evaluation or save) is held in
-        ``failure`` until the next all-reduce tells every rank; alone, it is raised at once."""
-        if self.comm is None:
-            yield
-            return
-        try:
-            yield
-        except Exception as error:
-            self.failure = self.failure or error
-
-    def _raise_failure(self) -> NoReturn:
-        """Every rank stops here together: a failed one raises its own exception, the others
-        AnotherRankFailed."""
-        failure, self.failure = self.failure, None
-        if failure is not None:
-            raise failure
-        raise AnotherRankFailed("stopped because another rank failed")
-
-    def _check_finite(self, loss: float, grad_norm: float) -> None:
-        """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
-        if math.isfinite(loss) and math.isfinite(grad_norm):
-            return
-        xp = get_array_module()
-        for name, parameter in self.model.named_parameters():
-            if not bool(xp.isfinite(parameter.grad).all()):
-                raise TrainingDiverged(
-                    f"step {self.step + 1}: the gradient of {name} is NaN or infinite (loss {loss})"
-                )
-        if not math.isfinite(loss):
-            raise TrainingDiverged(f"step {self.step + 1}: the loss is {loss}")
+        return self._parallel[shards].loss_and_backward(*arguments)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -442,63 +328,28 @@ class Trainer:
         each log step. A failure of one rank raises there, and AnotherRankFailed on the others, at
         the next step's all-reduce, or at the end of the loop (one more collective call per run).
         """
-        config, root = self.config, self.comm is None or self.comm.rank == 0
-        run = RunFiles(Path(out_dir)) if out_dir is not None and root else None
-        bar = _progress(self.steps, self.step, progress and root)
+        ranks = self.ranks
+        run = RunFiles(Path(out_dir)) if out_dir is not None and ranks.is_root else None
+        bar = _progress(self.steps, self.step, progress and ranks.is_root)
         records: list[dict[str, Any]] = []
-        self.stop = self.requested = self.failure = None
+        self.stop = self.requested = ranks.failure = None
         throughput = _Throughput()
-        with self._stop_on_signals(), closing(bar), ExitStack() as files:
+        with _signals_call(self._request_stop), closing(bar), ExitStack() as files:
             if run:
-                with self._holding():
-                    run.write_config(config_toml(self.model_config, config))
+                with ranks.holding():
+                    run.write_config(config_toml(self.model_config, self.config))
                     files.enter_context(run)
             if self.budget is not None:
                 self.budget.start()
             while self.stop is None and self.step < self.steps:
                 began = time.perf_counter()
                 stats = self.train_step()
-                if self.budget is not None:
-                    self.budget.step_seconds.append(time.perf_counter() - began)
-                    if self.step % config.log_every == 0 or self.step == self.steps:
-                        self._plan(bar)
-                last = self.step == self.steps
-                logged = self.step % config.log_every == 0 or last
-                if logged and self.comm is not None:  # on every rank at once: a drift stops all of them
-                    self.comm.check_same(weights_checksum(self.model.parameters()), "weights")
-                if self.failure is None:
-                    with self._holding():  # this rank's own work (rank 0's log, evaluation and saves)
-                        bar.update(1)
-                        if logged:
-                            record = {"step": self.step, **stats, **throughput.since_last(stats["tokens"])}
-                            del record["tokens"]
-                            bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
-                            records.append(record)
-                            if run:
-                                run.log(record)
-                        else:
-                            throughput.count(stats["tokens"])
-                        if root and (self.step % config.eval_every == 0 or last):
-                            began = time.perf_counter()
-                            records.append(self._evaluate_and_keep(run, bar))
-                            if self.budget is not None:
-                                self.budget.evaluation_seconds.append(time.perf_counter() - began)
-                if self.comm is None and self.requested:  # alone, a request needs no agreement
-                    self.stop = self.requested
-            if run and self.stop and run.saved_step != self.step and self.failure is None:
-                with self._holding():
-                    run.save(self)
-                    if self.stop in STOP_MESSAGES:
-                        saved = run.directory / FILENAME
-                        bar.write(f"{STOP_MESSAGES[self.stop]}: saved step {self.step} to {saved}")
-            # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
-            evaluated = any(record.get("split") == "dev" for record in records)
-            if run and evaluated and self.stop in (None, "patience") and self.failure is None:
-                with self._holding():  # under MPI the others wait for rank 0 in the last all-reduce
-                    self._average_and_keep(run, bar, records)
-        # the loop's last failure (rank 0's last evaluation or save) has no step left to carry it
-        if self.comm is not None and self.comm.allreduce_values([float(self.failure is not None)])[0] > 0:
-            self._raise_failure()
+                _after_step(self, stats, time.perf_counter() - began, throughput, run, bar, records)
+                self.stop = self.stop or ranks.stop_at_once(self.requested)
+            if run and ranks.failure is None:
+                with ranks.holding():  # under MPI the others wait for rank 0 in the last all-reduce
+                    _end(self, run, bar, records)
+        ranks.finish()  # the loop's last failure (rank 0's last evaluation or save) has no step left to carry it
         return records
 
     @property
@@ -523,12 +374,10 @@ class Trainer:
         assert self.budget is not None
         first = self.budget.plans == 0
         steps = self.budget.plan(self.step, self.config.eval_every)
-        if self.comm is not None:
-            steps = round(self.comm.allreduce_values([float(steps) if self.comm.rank == 0 else 0.0])[0])
-        self.plan_steps(steps)
+        self.plan_steps(self.ranks.agree_on_plan(steps))
         bar.total = self.steps
         bar.refresh()
-        if first and (self.comm is None or self.comm.rank == 0):
+        if first and self.ranks.is_root:
             bar.write(
                 f"{self.budget.per_step * 1e3:.0f} ms a step: planned {self.steps} steps to fit the "
                 f"{self.config.time_budget:g}-minute budget (the plan is corrected as the run goes)"
@@ -544,125 +393,11 @@ class Trainer:
             examples=examples,
         )
 
-    def _evaluate_and_keep(self, run: RunFiles | None, bar: Any) -> dict[str, Any]:
-        """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
-        metrics = self._dev_metrics(self.model, self.config.eval_examples)
-        record = {"step": self.step, "split": "dev", **metrics}
-        bar.write(format_metrics(f"step {self.step} dev", metrics))
-        for example in metrics.get("examples", []):
-            bar.write(
-                f"  source     {example['source']}\n  reference  {example['reference']}\n"
-                f"  model      {example['translation']}"
-            )
-        improved = metrics["bleu"] > self.best_bleu
-        self.best_bleu = max(self.best_bleu, metrics["bleu"])
-        self.evals_since_best = 0 if improved else self.evals_since_best + 1
-        stopping = self.config.patience and self.evals_since_best >= self.config.patience
-        if not stopping:
-            self._cut_on_plateau(bar)
-        if run:
-            run.log(record)
-            run.save_evaluated(self, improved)
-        if stopping:
-            where = f", in {run.best_path}" if run else ""
-            bar.write(
-                f"stopping early: dev BLEU has not improved for {self.evals_since_best} evaluations "
-                f"(best {self.best_bleu:.2f}{where})"
-            )
-            self.requested = self.requested or "patience"  # under MPI: every rank stops after one step more
-        return record
-
-    def _cut_on_plateau(self, bar: Any) -> None:
-        """Multiply lr_scale by config.plateau_cut after every plateau_patience evaluations without a
-        better dev BLEU, unless the learning rate is at its floor already (under MPI the next step's
-        all-reduce gives every rank rank 0's lr_scale)."""
-        cut, evaluations = self.config.plateau_cut, self.evals_since_best
-        if cut == 1.0 or evaluations == 0 or evaluations % self.config.plateau_patience:
-            return
-        if self.schedule(self.step + 1) * self.lr_scale <= self.config.lr_floor:
-            return
-        self.lr_scale *= cut
-        lr = self.learning_rate(self.step + 1)
-        floor = " (its floor)" if lr == self.config.lr_floor else ""
-        bar.write(
-            f"dev BLEU has not improved for {evaluations} evaluations: the learning rate is cut to "
-            f"{self.lr_scale:g} times the schedule's, {lr:.2e} now{floor}"
-        )
-
-    def _average_and_keep(self, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
-        """At the end of the run: score on dev the average of its last ``average_last`` evaluation
-        checkpoints of its second half (the first half's weights are too far from the last ones to
-        average with them); best.npz becomes the average when it scores a higher dev BLEU than what
-        best.npz holds (the best single checkpoint), and its metadata says which it holds (``best``).
-        Then only the last ``keep_checkpoints`` evaluation checkpoints stay on disk."""
-        step_of = {name: int(Path(name).stem.removeprefix("step-")) for name in self.kept}
-        chosen = [
-            name for name in self.kept if 2 * step_of[name] > self.step and (run.directory / name).is_file()
-        ][-self.config.average_last :]  # one removed by hand is left out, not the run's end failed
-        if self.averages and len(chosen) >= 2 and run.best_path.is_file():
-            arrays, meta = average_checkpoints([run.directory / name for name in chosen])
-            metrics = self._dev_metrics(model_from_checkpoint(run.directory / chosen[-1], arrays, meta))
-            steps, best_meta = [step_of[name] for name in chosen], load_meta(run.best_path)
-            earlier_average = best_meta.get("best", {}).get("kept") == "average"  # a resumed run's
-            held = (
-                "the earlier average"
-                if earlier_average
-                else f"the best single checkpoint (step {best_meta['step']})"
-            )
-            higher = metrics["bleu"] > self.best_bleu
-            choice = {
-                "kept": "average" if higher else "checkpoint",
-                "average": {"steps": steps, "bleu": metrics["bleu"]},
-                "checkpoint": {"step": best_meta["step"], "bleu": self.best_bleu},
-            }
-            bar.write(format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics))
-            if higher:
-                bar.write(
-                    f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} is above that of {held}, "
-                    f"{self.best_bleu:.2f}"
-                )
-                self.best_bleu = metrics["bleu"]
-                save_checkpoint(run.best_path, arrays, {**meta, "best_bleu": self.best_bleu, "best": choice})
-            else:
-                bar.write(
-                    f"best.npz keeps {held}, dev BLEU {self.best_bleu:.2f}: the average scores {metrics['bleu']:.2f}"
-                )
-                if not earlier_average:  # which says so already
-                    save_checkpoint(
-                        run.best_path, load_checkpoint(run.best_path)[0], {**best_meta, "best": choice}
-                    )
-            record = {
-                "step": self.step,
-                "split": "dev-average",
-                "steps": steps,
-                "kept": choice["kept"],
-                **metrics,
-            }
-            run.log(record)
-            records.append(record)
-        run.keep_last(self, self.config.keep_checkpoints)
-
-    @contextmanager
-    def _stop_on_signals(self) -> Iterator[None]:
-        """Ctrl-C (SIGINT) and SIGTERM (kill, a batch system's time limit) ask the loop to stop and
-        save after the current step; a second one stops at once. Only the main thread has signals."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {
-            number: signal.signal(number, self._request_stop) for number in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
-            yield
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
-
     def _request_stop(self, signum: int, frame: Any) -> None:
         if self.requested == "interrupted":  # the second signal stops at once
             raise KeyboardInterrupt
         self.requested = "interrupted"
-        if self.comm is not None and self.comm.rank != 0:  # mpiexec signals every rank: rank 0 says it
+        if not self.ranks.is_root:  # mpiexec signals every rank: rank 0 says it
             return
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(
@@ -676,46 +411,316 @@ class Trainer:
     def evaluate(self, pairs: Sequence[tuple[str, str]], batch_size: int = 100) -> dict[str, Any]:
         return evaluate(self.model, self.task, pairs, self.config.label_smoothing, batch_size)
 
-    def save(self, out: str | Path) -> Path:
-        """Write the checkpoint atomically (a run directory's model.npz, or the .npz named); weights
-        that are NaN or infinite are never written (TrainingDiverged)."""
-        model, task = self.model, self.task
-        xp = get_array_module()
-        assert model.flat is not None
-        if not bool(xp.isfinite(model.flat.data).all()):  # one transfer; then the names, only if needed
-            bad = next(name for name, p in model.named_parameters() if not bool(xp.isfinite(p.data).all()))
-            raise TrainingDiverged(f"step {self.step}: the weights of {bad} are NaN or infinite; not saved")
-        arrays = {f"param/{name}": value for name, value in model.state_dict().items()}
-        optimizer_state = self.optimizer.state_dict()
-        arrays.update({f"optim/{k}": v for k, v in optimizer_state.items() if k.startswith(("m.", "v."))})
-        meta = {
-            "model": asdict(model.config),
-            "run_id": self.run_id,
-            "step": self.step,
-            "train": asdict(self.config),
-            "optimizer": {k: v for k, v in optimizer_state.items() if not k.startswith(("m.", "v."))},
-            "task": task_recipe(task, self.config),
-            "ranks": self.comm.size if self.comm else 1,
-            "best_bleu": self.best_bleu,
-            "evals_since_best": self.evals_since_best,
-            "lr_scale": self.lr_scale,
-            "kept": self.kept,
-            "steps_planned": self.steps,
-            "time_spent_s": self.budget.spent() if self.budget is not None else None,
-            "src_vocab": task.src_vocab.itos,
-            "tgt_vocab": task.tgt_vocab.itos,
-        }
+    def save(self, out: str | Path, state: RunState | None = None) -> Path:
+        """Write the checkpoint atomically (a run directory's model.npz, or the .npz named) with the
+        run's state (``state``, or where it stands now); weights that are NaN or infinite are never
+        written (TrainingDiverged)."""
+        arrays, meta = _checkpoint(self.model, self.task, self.config, state or self.run_state())
         out = Path(out)
         return save_checkpoint(out if out.suffix == ".npz" else out / FILENAME, arrays, meta)
+
+
+def _check_settings(config: TrainConfig) -> None:
+    """Refuse a configuration that TrainConfig.resolve did not resolve, or more threads than cores."""
+    if (config.steps is None) == (config.time_budget is None) or config.lr is None:
+        raise ValueError(
+            f"exactly one of config.steps and config.time_budget must be set, and config.lr, got "
+            f"{config.steps}, {config.time_budget} and {config.lr}: TrainConfig.resolve chooses"
+        )
+    if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
+        raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")
+
+
+def _checkpoint(
+    model: Transformer, task: TranslationTask, config: TrainConfig, state: RunState
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A checkpoint's arrays and metadata: the model, the run's settings, its task's recipe and
+    vocabularies, and its state; weights that are NaN or infinite are refused (TrainingDiverged)."""
+    xp = get_array_module()
+    assert model.flat is not None
+    if not bool(xp.isfinite(model.flat.data).all()):  # one transfer; then the names, only if needed
+        bad = next(name for name, p in model.named_parameters() if not bool(xp.isfinite(p.data).all()))
+        raise TrainingDiverged(f"step {state.step}: the weights of {bad} are NaN or infinite; not saved")
+    state_arrays, state_meta = state.to_checkpoint()
+    arrays = {**{f"param/{name}": value for name, value in model.state_dict().items()}, **state_arrays}
+    meta = {
+        "model": asdict(model.config),
+        "train": asdict(config),
+        "task": task_recipe(task, config),
+        **state_meta,
+        "src_vocab": task.src_vocab.itos,
+        "tgt_vocab": task.tgt_vocab.itos,
+    }
+    return arrays, meta
+
+
+def _new_run(
+    config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None
+) -> tuple[Transformer, TranslationTask, TrainConfig]:
+    """Trainer.create's model, task and resolved settings: refused before the weights are built when
+    a step would not fit in memory."""
+    given, config = config, config.resolve()
+    if config.from_run is not None:  # the run's model, tokenizer and vocabularies: nothing is chosen
+        sizes, task, config = _fine_tune_start(given, config, model)
+        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
+    else:
+        sizes_given = model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
+        corpus: dict[str, Any] = (
+            {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
+            | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
+            if config.data
+            else {}
+        )
+        task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
+        # the saved configuration says what was chosen
+        config = replace(config, vocab_size=task.vocab_size)
+        train_pairs = len(task.train_pairs) if isinstance(task, FileTask) else None
+        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
+        sizes = {
+            **asdict(sizes_given.resolve(train_pairs, config.time_budget)),
+            "src_vocab_size": len(task.src_vocab),
+            "tgt_vocab_size": len(task.tgt_vocab),
+            "src_seq_len": 2 * src_len + 8,
+            "tgt_seq_len": 2 * tgt_len + 8,
+            "shared_vocab": task.src_vocab is task.tgt_vocab,
+        }
+    longest_batch = config.batch_size if config.batch_tokens is None else -(-config.batch_tokens // tgt_len)
+    check_memory(sizes, longest_batch, src_len, tgt_len, config.threads or 1)
+    if config.from_run is not None:  # its weights, read only now that the step is known to fit
+        arrays, meta = load_checkpoint(config.from_run)
+        network = model_from_checkpoint(config.from_run, arrays, {**meta, "model": sizes})
+    else:
+        network = build_transformer(**sizes, seed=config.seed)
+    return network, task, config
+
+
+def _saved_run(
+    path: str | Path, ranks: int, steps: int | None, time_budget: float | None, threads: int | None
+) -> tuple[Transformer, TranslationTask, TrainConfig, RunState, float]:
+    """Trainer.resume's model, task, settings and run state from the checkpoint ``path``, refused on
+    another number of ``ranks`` than saved it, and when its time counts from."""
+    arrays, meta = load_checkpoint(path)
+    if "imported_from" in meta:
+        raise ValueError(
+            f"--resume: {resolve_path(path)} holds an imported model, not a training run: fine-tune it "
+            f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
+        )
+    saved_ranks = int(meta.get("ranks", 1))
+    if saved_ranks != ranks:
+        raise ValueError(
+            f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has "
+            f"{ranks}: resume it with mpiexec -n {saved_ranks}"
+            + ("" if saved_ranks > 1 else " or without mpiexec")
+        )
+    started = time.perf_counter()
+    config = TrainConfig(**meta["train"]).resolve()
+    if steps is not None or time_budget is not None:  # the one given replaces the run's length
+        config = replace(config, steps=steps, time_budget=time_budget).resolve()
+    if threads is not None:
+        config = replace(config, threads=threads)
+    model, task = restore_model_and_task(path, arrays, meta)
+    state = RunState.from_checkpoint(arrays, meta)
+    return model, task, config, state, started
+
+
+# -- the loop's work between steps, and at its end ----------------------------------------------
+
+
+def _after_step(
+    trainer: Trainer,
+    stats: dict[str, float],
+    seconds: float,
+    throughput: _Throughput,
+    run: RunFiles | None,
+    bar: Any,
+    records: list[dict[str, Any]],
+) -> None:
+    """After a step that took ``seconds``: plan a time-budgeted run's end, compare the ranks'
+    weights, log, and (rank 0) evaluate and save."""
+    config = trainer.config
+    if trainer.budget is not None:
+        trainer.budget.step_seconds.append(seconds)
+        if trainer.step % config.log_every == 0 or trainer.step == trainer.steps:
+            trainer._plan(bar)
+    last = trainer.step == trainer.steps
+    logged = trainer.step % config.log_every == 0 or last
+    if logged:  # on every rank at once: a drift stops all of them
+        trainer.ranks.check_same_weights(trainer.model)
+    if trainer.ranks.failure is not None:
+        return
+    with trainer.ranks.holding():  # this rank's own work (rank 0's log, evaluation and saves)
+        bar.update(1)
+        if logged:
+            record = {"step": trainer.step, **stats, **throughput.since_last(stats["tokens"])}
+            del record["tokens"]
+            bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{stats['lr']:.2e}")
+            records.append(record)
+            if run:
+                run.log(record)
+        else:
+            throughput.count(stats["tokens"])
+        if trainer.ranks.is_root and (trainer.step % config.eval_every == 0 or last):
+            began = time.perf_counter()
+            records.append(_evaluate_and_keep(trainer, run, bar))
+            if trainer.budget is not None:
+                trainer.budget.evaluation_seconds.append(time.perf_counter() - began)
+
+
+def _end(trainer: Trainer, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
+    """Save the step a stopped run stopped at; average a finished run's last checkpoints."""
+    if trainer.stop and run.saved_step != trainer.step:
+        run.save(trainer.run_state(), trainer.save)
+        if trainer.stop in STOP_MESSAGES:
+            saved = run.directory / FILENAME
+            bar.write(f"{STOP_MESSAGES[trainer.stop]}: saved step {trainer.step} to {saved}")
+    # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
+    evaluated = any(record.get("split") == "dev" for record in records)
+    if evaluated and trainer.stop in (None, "patience"):
+        _average_and_keep(trainer, run, bar, records)
+
+
+# -- the run's evaluations: dev scores, best.npz, patience, plateau cuts and the final average ------
+
+
+def _evaluate_and_keep(trainer: Trainer, run: RunFiles | None, bar: Any) -> dict[str, Any]:
+    """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
+    metrics = trainer._dev_metrics(trainer.model, trainer.config.eval_examples)
+    record = {"step": trainer.step, "split": "dev", **metrics}
+    bar.write(format_metrics(f"step {trainer.step} dev", metrics))
+    for example in metrics.get("examples", []):
+        bar.write(
+            f"  source     {example['source']}\n  reference  {example['reference']}\n"
+            f"  model      {example['translation']}"
+        )
+    improved = metrics["bleu"] > trainer.best_bleu
+    trainer.best_bleu = max(trainer.best_bleu, metrics["bleu"])
+    trainer.evals_since_best = 0 if improved else trainer.evals_since_best + 1
+    stopping = trainer.config.patience and trainer.evals_since_best >= trainer.config.patience
+    if not stopping:
+        _cut_on_plateau(trainer, bar)
+    if run:
+        run.log(record)
+        state = run.save_evaluated(trainer.run_state(), trainer.save, improved, trainer.checkpoints_kept)
+        trainer.kept = list(state.kept)
+    if stopping:
+        where = f", in {run.best_path}" if run else ""
+        bar.write(
+            f"stopping early: dev BLEU has not improved for {trainer.evals_since_best} evaluations "
+            f"(best {trainer.best_bleu:.2f}{where})"
+        )
+        trainer.requested = trainer.requested or "patience"  # under MPI: every rank stops after one step more
+    return record
+
+
+def _cut_on_plateau(trainer: Trainer, bar: Any) -> None:
+    """Multiply lr_scale by config.plateau_cut after every plateau_patience evaluations without a
+    better dev BLEU, unless the learning rate is at its floor already (under MPI the next step's
+    all-reduce gives every rank rank 0's lr_scale)."""
+    cut, evaluations = trainer.config.plateau_cut, trainer.evals_since_best
+    if cut == 1.0 or evaluations == 0 or evaluations % trainer.config.plateau_patience:
+        return
+    if trainer.schedule(trainer.step + 1) * trainer.lr_scale <= trainer.config.lr_floor:
+        return
+    trainer.lr_scale *= cut
+    lr = trainer.learning_rate(trainer.step + 1)
+    floor = " (its floor)" if lr == trainer.config.lr_floor else ""
+    bar.write(
+        f"dev BLEU has not improved for {evaluations} evaluations: the learning rate is cut to "
+        f"{trainer.lr_scale:g} times the schedule's, {lr:.2e} now{floor}"
+    )
+
+
+def _average_and_keep(trainer: Trainer, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
+    """At the end of the run: score on dev the average of its last ``average_last`` evaluation
+    checkpoints of its second half (the first half's weights are too far from the last ones to
+    average with them); best.npz becomes the average when it scores a higher dev BLEU than what
+    best.npz holds (the best single checkpoint), and its metadata says which it holds (``best``).
+    Then only the last ``keep_checkpoints`` evaluation checkpoints stay on disk."""
+    step_of = {name: int(Path(name).stem.removeprefix("step-")) for name in trainer.kept}
+    chosen = [
+        name for name in trainer.kept if 2 * step_of[name] > trainer.step and (run.directory / name).is_file()
+    ][-trainer.config.average_last :]  # one removed by hand is left out, not the run's end failed
+    if trainer.averages and len(chosen) >= 2 and run.best_path.is_file():
+        arrays, meta = average_checkpoints([run.directory / name for name in chosen])
+        metrics = trainer._dev_metrics(model_from_checkpoint(run.directory / chosen[-1], arrays, meta))
+        steps, best_meta = [step_of[name] for name in chosen], load_meta(run.best_path)
+        earlier_average = best_meta.get("best", {}).get("kept") == "average"  # a resumed run's
+        held = (
+            "the earlier average"
+            if earlier_average
+            else f"the best single checkpoint (step {best_meta['step']})"
+        )
+        higher = metrics["bleu"] > trainer.best_bleu
+        choice = {
+            "kept": "average" if higher else "checkpoint",
+            "average": {"steps": steps, "bleu": metrics["bleu"]},
+            "checkpoint": {"step": best_meta["step"], "bleu": trainer.best_bleu},
+        }
+        bar.write(format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics))
+        if higher:
+            bar.write(
+                f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} is above that of {held}, "
+                f"{trainer.best_bleu:.2f}"
+            )
+            trainer.best_bleu = metrics["bleu"]
+            save_checkpoint(run.best_path, arrays, {**meta, "best_bleu": trainer.best_bleu, "best": choice})
+        else:
+            bar.write(
+                f"best.npz keeps {held}, dev BLEU {trainer.best_bleu:.2f}: the average scores {metrics['bleu']:.2f}"
+            )
+            if not earlier_average:  # which says so already
+                save_checkpoint(
+                    run.best_path, load_checkpoint(run.best_path)[0], {**best_meta, "best": choice}
+                )
+        record = {
+            "step": trainer.step,
+            "split": "dev-average",
+            "steps": steps,
+            "kept": choice["kept"],
+            **metrics,
+        }
+        run.log(record)
+        records.append(record)
+    trainer.kept = list(
+        run.keep_last(trainer.run_state(), trainer.save, trainer.config.keep_checkpoints).kept
+    )
+
+
+def _check_finite(model: Transformer, step: int, loss: float, grad_norm: float) -> None:
+    """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        return
+    xp = get_array_module()
+    for name, parameter in model.named_parameters():
+        if not bool(xp.isfinite(parameter.grad).all()):
+            raise TrainingDiverged(
+                f"step {step + 1}: the gradient of {name} is NaN or infinite (loss {loss})"
+            )
+    if not math.isfinite(loss):
+        raise TrainingDiverged(f"step {step + 1}: the loss is {loss}")
+
+
+@contextmanager
+def _signals_call(handler: Any) -> Iterator[None]:
+    """Ctrl-C (SIGINT) and SIGTERM (kill, a batch system's time limit) ask the loop to stop and
+    save after the current step; a second one stops at once. Only the main thread has signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, handler) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, saved in previous.items():
+            signal.signal(number, saved)
 
 
 def _fine_tune_start(
     given: TrainConfig, config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], TranslationTask, TrainConfig]:
-    """(the model's configuration, the task, the run's settings) of a fine-tune from ``config.from_run``,
-    refusing by name a setting given (``given``: before resolve; ``model``: the model settings given)
-    that the run decides otherwise: the model (bar dropout), the tokenizer and vocabularies, a
-    --max-length beyond its positional tables. The corpus is split with the run's own tokenizer."""
+    """(the model's configuration, the task, the run's settings) of a fine-tune from ``config.from_run``
+    (config.fine_tune_settings refuses the settings given that the run decides otherwise). The corpus
+    is split with the run's own tokenizer."""
     path = config.from_run
     assert path is not None
     try:
@@ -723,70 +728,19 @@ def _fine_tune_start(
         check_meta(path, meta)
     except CheckpointError as error:
         raise CheckpointError(f"--from {path}: {error}") from None
-    saved, recipe = ModelConfig.from_model(meta["model"]), meta["task"]
-    # given: a mapping's entries, or a ModelConfig's fields that differ from their defaults
-    changes = (
-        {
-            item.name: getattr(model, item.name)
-            for item in fields(ModelConfig)
-            if getattr(model, item.name) != item.default
-        }
-        if isinstance(model, ModelConfig)
-        else {name: value for name, value in dict(model or {}).items() if value is not None}
-    )
-    for item in fields(ModelConfig):
-        if (
-            item.name in changes
-            and item.name != "dropout"
-            and changes[item.name] != getattr(saved, item.name)
-        ):
-            raise ValueError(
-                f"{flag_of(item)} {changes[item.name]!r} differs from the model of --from {path} "
-                f"({getattr(saved, item.name)!r}): a fine-tune keeps the model it starts from (only --dropout "
-                "may change)"
-            )
-    shared = bool(meta["model"].get("shared_vocab", False))
-    for flag, value, kept in (
-        ("--tokenizer", given.tokenizer, recipe.get("tokenizer")),
-        ("--vocab-size", given.vocab_size, recipe.get("vocab_size")),
-        ("--shared-vocab", given.shared_vocab or None, shared or None),
-    ):
-        if value is not None and value != kept:
-            raise ValueError(
-                f"{flag} {value!r} differs from the run of --from {path} ({kept!r}): a fine-tune keeps its "
-                "tokenizer and vocabularies"
-            )
-    limit = min(meta["model"]["src_seq_len"], meta["model"]["tgt_seq_len"] - 1)  # the target gains <eos>
-    if given.max_length is not None and given.max_length > limit:
-        raise ValueError(
-            f"--max-length {given.max_length} exceeds what the model of --from {path} holds: {limit} "
-            "tokens a side (its positional tables)"
-        )
-    if config.bpe_dropout and recipe["tokenizer"] != "bpe":
-        raise ValueError(
-            f"--bpe-dropout {config.bpe_dropout:g} applies to learned BPE subwords only: the run of --from "
-            f"{path} is tokenized by its {recipe['tokenizer']} tokenizer"
-            + (" (an imported Marian model's SentencePiece)" if recipe["tokenizer"] == "marian" else "")
-        )
-    max_length = min(config.max_length or limit, limit)
-    config = replace(
-        config,
-        tokenizer=recipe["tokenizer"],
-        vocab_size=recipe.get("vocab_size"),
-        shared_vocab=shared,
-        max_length=max_length,
-    )
+    sizes, config = fine_tune_settings(given, config, model, meta)
+    assert config.max_length is not None  # the run's tables bound it
     task = make_task(
         None,
         config.data,
         config.seed,
         config.tokenizer,
-        max_length,
-        serialized_tokenizer=serialized_tokenizer(recipe),
+        config.max_length,
+        serialized_tokenizer=serialized_tokenizer(meta["task"]),
         vocabularies=saved_vocabularies(path, meta),
         vocab_size=config.vocab_size,
     )
-    return {**meta["model"], "dropout": changes.get("dropout", saved.dropout)}, task, config
+    return sizes, task, config
 
 
 def training_memory(

@@ -1,0 +1,72 @@
+"""The state of a training run that its checkpoints carry besides the model: one typed object.
+
+A checkpoint holds the model (its configuration and weights), the run's settings, its task's
+recipe and vocabularies, and this: where the run stands. ``RunState.to_checkpoint`` writes it and
+``RunState.from_checkpoint`` reads it back, the one place each way; checkpoints saved before a
+field existed load with that field's default. Dropout masks need no state of their own: they come
+from generators seeded by (seed, step, rank or micro-batch), so the step alone replays them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy
+
+from .checkpoint import split_prefix
+
+OPTIMIZER_ARRAYS = ("m.", "v.")  # the optimiser state's arrays (Adam's moments), stored under optim/
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Where a run stands: everything a --resume needs besides the model, its settings and its task."""
+
+    run_id: str | None  # who the run is (average refuses another run's checkpoints); None: saved before ids
+    step: int  # optimiser steps taken
+    optimizer: dict[str, Any] = field(repr=False)  # Adam's state_dict: moments (host arrays), step, lr, ...
+    ranks: int = 1  # the MPI ranks that trained it: a run resumes on as many
+    best_bleu: float = -1.0  # the best dev BLEU so far (its checkpoint: best.npz)
+    evals_since_best: int = 0  # evaluations since it (patience, plateau cuts)
+    lr_scale: float = 1.0  # the plateau cuts' multiplier of the schedule
+    kept: tuple[str, ...] = ()  # the evaluation checkpoints (step-*.npz) the run wrote and keeps
+    steps_planned: int | None = None  # the run's last step as planned when it was saved
+    time_spent_s: float | None = None  # a time-budgeted run's time so far (None: not budgeted)
+
+    def to_checkpoint(self) -> tuple[dict[str, numpy.ndarray], dict[str, Any]]:
+        """The checkpoint's arrays (optim/...) and metadata fields that hold this state."""
+        arrays = {f"optim/{k}": v for k, v in self.optimizer.items() if k.startswith(OPTIMIZER_ARRAYS)}
+        meta = {
+            "run_id": self.run_id,
+            "step": self.step,
+            "optimizer": {k: v for k, v in self.optimizer.items() if not k.startswith(OPTIMIZER_ARRAYS)},
+            "ranks": self.ranks,
+            "best_bleu": self.best_bleu,
+            "evals_since_best": self.evals_since_best,
+            "lr_scale": self.lr_scale,
+            "kept": list(self.kept),
+            "steps_planned": self.steps_planned,
+            "time_spent_s": self.time_spent_s,
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_checkpoint(cls, arrays: dict[str, numpy.ndarray], meta: dict[str, Any]) -> RunState:
+        """The state a checkpoint holds (``load_checkpoint``'s arrays and metadata); fields an older
+        checkpoint lacks take their defaults."""
+        run_id = meta.get("run_id")
+        planned = meta.get("steps_planned")
+        spent = meta.get("time_spent_s")
+        return cls(
+            run_id=run_id if isinstance(run_id, str) and run_id else None,
+            step=int(meta["step"]),
+            optimizer={**split_prefix(arrays, "optim"), **meta.get("optimizer", {})},
+            ranks=int(meta.get("ranks", 1)),
+            best_bleu=float(meta.get("best_bleu", -1.0)),
+            evals_since_best=int(meta.get("evals_since_best", 0)),
+            lr_scale=float(meta.get("lr_scale", 1.0)),
+            kept=tuple(str(name) for name in meta.get("kept", [])),
+            steps_planned=None if planned is None else int(planned),
+            time_spent_s=None if spent is None else float(spent),
+        )

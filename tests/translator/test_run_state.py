@@ -1,0 +1,105 @@
+"""The run's saved state (RunState), the run directory's checkpoints written from it (RunFiles), and
+the ranks of a run alone (Ranks): each owns its part, and none reaches into the Trainer."""
+
+import numpy as np
+import pytest
+
+from numpy_transformer.translator.distributed import Ranks
+from numpy_transformer.translator.run_directory import RunFiles
+from numpy_transformer.translator.run_state import RunState
+
+
+def state(**changes):
+    optimizer = {
+        "step": 3,
+        "lr": 1e-3,
+        "betas": [0.9, 0.98],
+        "eps": 1e-9,
+        "m.w": np.ones(2),
+        "v.w": np.zeros(2),
+    }
+    return RunState(**{"run_id": "abc", "step": 3, "optimizer": optimizer, **changes})
+
+
+def test_the_state_goes_into_a_checkpoint_and_comes_back_whole():
+    saved = state(
+        ranks=2,
+        best_bleu=12.5,
+        evals_since_best=1,
+        lr_scale=0.5,
+        kept=("step-0000003.npz",),
+        steps_planned=40,
+        time_spent_s=1.5,
+    )
+    arrays, meta = saved.to_checkpoint()
+    assert sorted(arrays) == ["optim/m.w", "optim/v.w"] and "m.w" not in meta["optimizer"]
+    assert meta["kept"] == ["step-0000003.npz"]  # JSON's list, as before
+    back = RunState.from_checkpoint(arrays, meta)
+    assert {**vars(back), "optimizer": None} == {**vars(saved), "optimizer": None}
+    assert back.optimizer.keys() == saved.optimizer.keys()
+    np.testing.assert_array_equal(back.optimizer["m.w"], saved.optimizer["m.w"])
+
+
+def test_a_checkpoint_saved_before_a_field_existed_loads_with_its_default():
+    arrays, meta = state().to_checkpoint()
+    for name in (
+        "run_id",
+        "ranks",
+        "best_bleu",
+        "evals_since_best",
+        "lr_scale",
+        "kept",
+        "steps_planned",
+        "time_spent_s",
+    ):
+        del meta[name]
+    back = RunState.from_checkpoint(arrays, meta)
+    assert (back.run_id, back.ranks, back.best_bleu, back.evals_since_best, back.lr_scale) == (
+        None,
+        1,
+        -1.0,
+        0,
+        1.0,
+    )
+    assert (back.kept, back.steps_planned, back.time_spent_s) == ((), None, None)
+
+
+def test_the_run_directory_rotates_the_checkpoints_it_wrote_and_returns_what_it_kept(tmp_path):
+    written = []
+
+    def write(path, saved):
+        written.append((path.name, saved.kept))
+        (path if path.suffix == ".npz" else path / "model.npz").write_bytes(b"")
+
+    (tmp_path / "step-0000001.npz").write_bytes(b"")  # not the run's: never deleted
+    run, current = RunFiles(tmp_path), state(kept=())
+    for step in (2, 4, 6):
+        current = run.save_evaluated(state(step=step, kept=current.kept), write, improved=step == 4, keep=2)
+    assert current.kept == ("step-0000004.npz", "step-0000006.npz")
+    assert sorted(path.name for path in tmp_path.glob("step-*.npz")) == ["step-0000001.npz", *current.kept]
+    assert written[-2:] == [("step-0000006.npz", current.kept), (tmp_path.name, current.kept)]
+    assert ("best.npz", ("step-0000002.npz", "step-0000004.npz")) in written
+    assert run.saved_step == 6
+    last = run.keep_last(current, write, keep=1)
+    assert last.kept == ("step-0000006.npz",) and not (tmp_path / "step-0000004.npz").exists()
+
+
+def test_a_failed_save_deletes_no_checkpoint_and_returns_nothing(tmp_path):
+    def full_disk(path, saved):
+        raise OSError(28, "No space left on device")
+
+    (tmp_path / "step-0000002.npz").write_bytes(b"")
+    with pytest.raises(OSError):
+        RunFiles(tmp_path).save_evaluated(state(step=4, kept=("step-0000002.npz",)), full_disk, False, keep=1)
+    assert (tmp_path / "step-0000002.npz").exists()
+
+
+def test_a_run_alone_agrees_with_itself_and_raises_at_once():
+    ranks = Ranks()
+    assert (ranks.rank, ranks.size, ranks.is_root, ranks.cores) == (0, 1, True, None)
+    assert ranks.agree_on_step(0.5, "interrupted", 0.25) == (0.5, False, 0.25)
+    assert ranks.stop_at_once("interrupted") == "interrupted" and ranks.agree_on_plan(17) == 17
+    assert ranks.run_together(lambda: 3, lambda error: (2, str(error))) == 3
+    with pytest.raises(ValueError), ranks.holding():
+        raise ValueError("not held alone")
+    assert ranks.failure is None
