@@ -366,6 +366,7 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
 
             def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
                 settings = _settings(args)  # every refusal of a setting comes before any work
+                _refuse_out_of_from(settings["train"].get("from_run"), args.out)
                 out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
                 if root:  # rank 0 alone writes the run directory
                     if not out.exists():
@@ -381,6 +382,20 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
         for directory in created:  # stopped before anything was written: no empty directory stays
             with suppress(OSError):
                 directory.rmdir()
+
+
+def _refuse_out_of_from(from_run: str | None, out: str) -> None:
+    """--out may not be the run --from starts from (its directory, or the directory of the checkpoint
+    it names): --overwrite would replace what the new run is made of. As import refuses --out DIR."""
+    if from_run is None:
+        return
+    source = Path(from_run).expanduser()
+    source = source if source.is_dir() else source.parent
+    if source.resolve() == Path(out).expanduser().resolve():
+        raise ValueError(
+            f"--out {out} is the run --from {from_run} starts from, which it would replace: choose a run "
+            "directory of its own for --out"
+        )
 
 
 def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[], T]) -> T:

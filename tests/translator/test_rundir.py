@@ -148,3 +148,26 @@ def test_overwrite_removes_only_the_files_a_run_writes(tmp_path):
     assert train(out, "--overwrite") == 0
     for name, data in mine.items():
         assert (out / name).read_bytes() == data, name
+
+
+@pytest.mark.parametrize("from_name", ["run", "run/model.npz"])
+def test_train_from_a_run_into_itself_is_refused_even_with_overwrite(tmp_path, capsys, from_name):
+    out = tmp_path / "run"
+    assert train(out) == 0
+    saved = (out / "model.npz").read_bytes()
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"abc {i}\tcba {i}\n" for i in range(40)))
+    argv = [
+        "train",
+        "--from",
+        str(tmp_path / from_name),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--overwrite",
+    ]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert f"--out {out} is the run --from" in error and "Traceback" not in error
+    assert (out / "model.npz").read_bytes() == saved
