@@ -1,6 +1,7 @@
 """One source of truth for a run's settings: the flags, --config files, the saved config.toml and
 --resume's checks all come from config.py's fields."""
 
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -100,6 +101,10 @@ def test_the_saved_config_reads_back_as_the_same_run_and_flags_beside_it_win(tmp
         ("[train]\nshared_vocab = 1\n", "[train] shared-vocab must be true or false, got 1"),
         ("[optimiser]\nlr = 0.1\n", "unknown table [optimiser]"),
         ("[train\nlr = 0.1\n", "not valid TOML"),
+        ("steps = 5\n", "steps = 5 is a setting outside any table; every setting belongs under [train]"),
+        ("d_model = 8\n", "d_model = 8 is a setting outside any table; every setting belongs under [model]"),
+        ("[[train]]\nsteps = 5\n", "[[train]] is an array of tables; write the table [train] once"),
+        ("[train]\nseed = -5\n", "[train] seed must be an integer >= 0, got -5"),
     ],
 )
 def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(tmp_path, capsys, document, named):
@@ -278,3 +283,37 @@ def test_a_fine_tune_given_by_a_relative_path_resumes_and_takes_a_default_model_
     assert load_checkpoint(Path("tuned"))[1]["step"] == 4
     trainer = Trainer.create(TrainConfig(data="pairs.tsv", from_run="base", steps=1), ModelConfig())
     assert trainer.model.config["d_model"] == 16
+
+
+def test_a_config_file_that_is_not_utf8_is_named_with_its_line(tmp_path, capsys):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("[train]\n# café\nsteps = 5\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1\.toml:2: not UTF-8 text \(byte 0xe9\)"):
+        read_config_file(path)
+
+
+def test_an_endless_config_file_is_read_within_a_bound(tmp_path):
+    with pytest.raises(ValueError, match=r"/dev/zero: larger than 1024 KiB"):
+        read_config_file("/dev/zero")
+
+
+def test_a_negative_seed_flag_is_refused_naming_it(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        _train(*RUN, "--seed", "-5", "--out", str(tmp_path / "run"))
+    assert stopped.value.code == 2
+    assert "argument --seed: expected an integer >= 0, got -5" in capsys.readouterr().err
+
+
+def test_the_saved_config_is_valid_toml_for_any_text(tmp_path):
+    import tomllib
+
+    from numpy_transformer.translator.config import config_toml
+
+    emoji = str(tmp_path / '😀 "quoted" back\\slash\ttab\x7f.tsv')
+    undecodable = os.fsdecode(b"/tmp/caf\xe9.tsv")  # a path of Latin-1 bytes, surrogateescape'd
+    train = TrainConfig(data=emoji)
+    document = tomllib.loads(config_toml(ModelConfig(), train))
+    assert document["train"]["data"] == emoji
+    text = config_toml(ModelConfig(), TrainConfig(data=undecodable))
+    document = tomllib.loads(text)  # valid TOML: the path TOML cannot hold is named in a comment
+    assert "data" not in document["train"] and "caf\\xe9.tsv is not UTF-8 text" in text

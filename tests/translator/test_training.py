@@ -295,7 +295,8 @@ def test_cli_train_translate_evaluate_on_tsv(tmp_path):
     result = cli("translate", "--checkpoint", str(out), input="one two\nseven five\n")
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 2
     result = cli("translate", "--checkpoint", str(out / "model.npz"), "one zebra")
-    assert result.returncode == 0 and "warning" in result.stderr and "zebra" in result.stderr
+    # every byte is a unit of the subword vocabularies: a word never seen is spelled, never <unk>
+    assert result.returncode == 0 and "warning" not in result.stderr
     result = cli("evaluate", "--checkpoint", str(out), "--json")
     metrics = json.loads(result.stdout)
     assert set(metrics) == {"loss", "token_accuracy", "exact_match", "bleu", "chrf", "n"} | {
