@@ -489,6 +489,19 @@ def _trainer(
     )
     if args.resume:
         resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
+        if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
+            warnings.warn(
+                f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
+                f"({trainer.budget.spent() / 60:.1f} so far) at step {trainer.step}: nothing is left to train; "
+                "give a larger --time-budget (minutes in all) or --steps N above the step reached",
+                stacklevel=2,
+            )
+        elif trainer.step >= trainer.steps:
+            warnings.warn(
+                f"--resume: the run in {out} is at step {trainer.step} and --steps {trainer.steps} asks for "
+                f"no more: nothing is left to train; give --steps above {trainer.step} to train on",
+                stacklevel=2,
+            )
         return trainer, f"resuming {out / 'model.npz'} at step {trainer.step} for {length}{ranks}"
     if args.overwrite and (comm is None or comm.rank == 0):
         clear_run(out)
