@@ -280,7 +280,9 @@ class Trainer:
         trainer = cls(model, task, config, step=int(meta["step"]), comm=comm)
         if trainer.budget is not None:
             # a run trained with --steps kept no time: its budget counts from this resumption
-            trainer.budget.spent_before = float(meta.get("time_spent_s") or 0.0) + time.perf_counter() - started
+            trainer.budget.spent_before = (
+                float(meta.get("time_spent_s") or 0.0) + time.perf_counter() - started
+            )
             if time_budget is None:  # the saved run's plan, until the next one
                 trainer.plan_steps(int(meta.get("steps_planned", trainer.steps)))
         trainer.best_bleu = float(meta.get("best_bleu", -1.0))
