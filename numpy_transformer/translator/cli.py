@@ -454,7 +454,34 @@ def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """section -> field -> value of the settings given: a --config file's, then the flags' over them."""
     given = given_settings(args)
     from_file = read_config_file(args.config) if args.config else {}
-    return {section: {**from_file.get(section, {}), **given[section]} for section in given}
+    train_file, train_given = dict(from_file.get("train", {})), given["train"]
+    # a flag wins over the file, and over the file's settings it excludes: what the run learns
+    # from (--task or --data) takes the file's other source and the settings tied to it away;
+    # --steps or --time-budget the other one
+    if ("task" in train_given or "data" in train_given) and (
+        train_file.get("task") != train_given.get("task", train_file.get("task"))
+        or train_file.get("data") != train_given.get("data", train_file.get("data"))
+    ):
+        for name in ("task", "data", *TASK_TIED, *(("from_run",) if "task" in train_given else ())):
+            if name not in train_given:
+                train_file.pop(name, None)
+    for name, other in (("steps", "time_budget"), ("time_budget", "steps")):
+        if name in train_given and other not in train_given:
+            train_file.pop(other, None)
+    from_file = {**from_file, "train": train_file}
+    settings = {section: {**from_file.get(section, {}), **given[section]} for section in given}
+    if args.config and not getattr(args, "resume", False):
+        try:  # a refusal the file's settings take part in names the file
+            TrainConfig(**settings["train"]).resolve()
+        except (ValueError, TypeError) as error:
+            if set(from_file.get("train", {})) - set(train_given):
+                raise type(error)(f"{error} (with the settings of --config {args.config})") from None
+            raise
+    return settings
+
+
+# a --config file's settings that belong to its task or corpus: dropped when a flag names another
+TASK_TIED = ("tokenizer", "vocab_size", "max_length", "bpe_dropout", "shared_vocab")
 
 
 def _trainer(

@@ -317,3 +317,44 @@ def test_the_saved_config_is_valid_toml_for_any_text(tmp_path):
     text = config_toml(ModelConfig(), TrainConfig(data=undecodable))
     document = tomllib.loads(text)  # valid TOML: the path TOML cannot hold is named in a comment
     assert "data" not in document["train"] and "caf\\xe9.tsv is not UTF-8 text" in text
+
+
+def _corpus_file(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"w{i} x\tx w{i}\n" for i in range(40)))
+    return path
+
+
+def test_a_flag_beside_config_wins_over_the_file_settings_it_excludes(tmp_path, capsys):
+    copy_run, numbers_run, budget_run = tmp_path / "copy", tmp_path / "numbers", tmp_path / "budget"
+    assert _train(*RUN, "--out", str(copy_run)) == 0
+    data = _corpus_file(tmp_path)
+    # the copy run's file gives task = "copy": --data replaces it
+    assert (
+        _train("--config", str(copy_run / "config.toml"), "--data", str(data), "--out", str(tmp_path / "a"))
+        == 0
+    )
+    assert _weights(tmp_path / "a")[1]["train"]["data"] == str(data)
+    # a numbers run's file gives tokenizer = "word": --task copy takes it away with its task
+    numbers = [*RUN[2:], "--task", "numbers-en-fr"]
+    assert _train(*numbers, "--out", str(numbers_run)) == 0
+    assert (
+        _train("--config", str(numbers_run / "config.toml"), "--task", "copy", "--out", str(tmp_path / "b"))
+        == 0
+    )
+    # a budget run's file gives time_budget: --steps replaces it
+    sizes = RUN[2:-2]
+    assert _train(*sizes, "--data", str(data), "--time-budget", "0.02", "--out", str(budget_run)) == 0
+    assert "time_budget = " in (budget_run / "config.toml").read_text()
+    assert (
+        _train("--config", str(budget_run / "config.toml"), "--steps", "2", "--out", str(tmp_path / "c")) == 0
+    )
+    assert _weights(tmp_path / "c")[1]["train"]["steps"] == 2
+
+
+def test_a_refusal_the_config_file_takes_part_in_names_the_file(tmp_path, capsys):
+    path = tmp_path / "mine.toml"
+    path.write_text('[train]\ntask = "copy"\n')
+    assert _train(*RUN[2:], "--vocab-size", "300", "--config", str(path), "--out", str(tmp_path / "r")) == 2
+    error = capsys.readouterr().err
+    assert "--vocab-size applies to --data corpora only" in error and "--config " + str(path) in error
