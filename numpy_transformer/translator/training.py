@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, fields, replace
@@ -743,10 +744,15 @@ def _fine_tune_start(
             and item.name != "dropout"
             and changes[item.name] != getattr(saved, item.name)
         ):
+            value, kept = changes[item.name], getattr(saved, item.name)
+            flag = flag_of(item)
+            if isinstance(kept, bool):  # shown as typed: the flag, or its absence
+                typed, was = (flag if on != item.default else f"no {flag}" for on in (value, kept))
+                difference = f"{typed} differs from the model of --from {path}, which has {was}"
+            else:
+                difference = f"{flag} {value!r} differs from the model of --from {path} ({kept!r})"
             raise ValueError(
-                f"{flag_of(item)} {changes[item.name]!r} differs from the model of --from {path} "
-                f"({getattr(saved, item.name)!r}): a fine-tune keeps the model it starts from (only --dropout "
-                "may change)"
+                f"{difference}: a fine-tune keeps the model it starts from (only --dropout may change)"
             )
     shared = bool(meta["model"].get("shared_vocab", False))
     for flag, value, kept in (
@@ -789,7 +795,29 @@ def _fine_tune_start(
         vocabularies=saved_vocabularies(path, meta),
         vocab_size=config.vocab_size,
     )
+    _warn_unknown_share(task, path, config.data)
     return {**meta["model"], "dropout": changes.get("dropout", saved.dropout)}, task, config
+
+
+def _warn_unknown_share(task: Any, path: str | Path, data: str | None, sample: int = 10_000) -> None:
+    """Warn, with the share, when the corpus of a fine-tune holds tokens outside the vocabularies of
+    the run it starts from (they become <unk>): counted over up to ``sample`` training pairs."""
+    pairs = getattr(task, "train_pairs", [])[:sample]
+    unknown = total = 0
+    for source, target in pairs:
+        for vocab, tokens in (
+            (task.src_vocab, task.tokenizer.tokenize_source(source)),
+            (task.tgt_vocab, task.tokenizer.tokenize(target)),
+        ):
+            unknown += len(vocab.encode(tokens)[1])
+            total += len(tokens)
+    if unknown:
+        warnings.warn(
+            f"--data {data}: {unknown / total:.1%} of its tokens ({unknown:,} of {total:,}"
+            f"{' in its first ' + format(sample, ',') + ' training pairs' if len(pairs) == sample else ''}) "
+            f"are outside the vocabulary of --from {path} and become <unk>",
+            stacklevel=3,
+        )
 
 
 def training_memory(

@@ -393,3 +393,46 @@ def test_a_list_instead_of_an_array_is_named(call, argument):
     model = nt.build_transformer(10, 6, 8, 8, d_model=8, N=1, h=2, d_ff=16)
     with pytest.raises(TypeError, match=f"^{argument} must be an"):
         call(model)
+
+
+def test_a_fine_tune_on_words_outside_the_vocabulary_warns_with_the_share(tmp_path, capsys):
+    base = tmp_path / "base"
+    assert main(["train", *RUN, "--task", "numbers-en-fr", "--steps", "2", "--out", str(base)]) == 0
+    data = tmp_path / "other.tsv"
+    data.write_text("".join(f"zebra{i} quokka\tzèbre{i} quokka\n" for i in range(20)))
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "train",
+                "--from",
+                str(base),
+                "--data",
+                str(data),
+                "--steps",
+                "2",
+                *RUN[RUN.index("--batch-size") :],
+                "--out",
+                str(tmp_path / "ft"),
+            ]
+        )
+        == 0
+    )
+    error = capsys.readouterr().err
+    assert "100.0% of its tokens" in error and "outside the vocabulary of --from" in error
+
+
+def test_a_boolean_flag_that_differs_from_the_from_run_reads_as_typed(tmp_path, capsys):
+    base = tmp_path / "base"
+    assert main(["train", *RUN, "--task", "numbers-en-fr", "--steps", "2", "--out", str(base)]) == 0
+    data = tmp_path / "other.tsv"
+    data.write_text("".join(f"one {i}\tun {i}\n" for i in range(20)))
+    capsys.readouterr()
+    assert (
+        main(
+            ["train", "--from", str(base), "--data", str(data), "--post-norm", "--out", str(tmp_path / "ft")]
+        )
+        == 2
+    )
+    error = capsys.readouterr().err
+    assert "--post-norm differs from the model of --from" in error and "which has no --post-norm" in error
