@@ -144,6 +144,27 @@ def _add_train_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
     )
 
 
+class _DefaultInt(int):
+    """A flag's default value, told apart from the same value typed (which is a plain int)."""
+
+
+class _DefaultFloat(float):
+    """A flag's default value, told apart from the same value typed (which is a plain float)."""
+
+
+STRATEGY_OPTIONS = {  # the flags that apply to one strategy only
+    "beam": ("beam_width", "length_penalty", "beam_style"),
+    "sample": ("temperature", "top_k", "top_p", "seed"),
+}
+
+
+def _typed(args: argparse.Namespace, name: str) -> bool:
+    value = getattr(args, name, None)
+    if name == "beam_style":
+        return value not in (None, "default")
+    return value is not None and not isinstance(value, (_DefaultInt, _DefaultFloat))
+
+
 def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strategy",
@@ -151,11 +172,11 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: beam for a subword (bpe, marian) model, as the paper evaluates; greedy for the others",
     )
-    p.add_argument("--beam-width", type=_positive_int, default=4)
+    p.add_argument("--beam-width", type=_positive_int, default=_DefaultInt(4))
     p.add_argument(
         "--length-penalty",
         type=_non_negative_float,
-        default=0.6,
+        default=_DefaultFloat(0.6),
         help="beam search's length penalty alpha (default 0.6, the paper's; 0: none)",
     )
     p.add_argument(
@@ -167,7 +188,10 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
         "generate()'s default)",
     )
     p.add_argument(
-        "--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)"
+        "--temperature",
+        type=_positive_float,
+        default=_DefaultFloat(1.0),
+        help="softmax temperature (sampling only)",
     )
     p.add_argument(
         "--top-k",
@@ -179,7 +203,7 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-len", type=_positive_int, default=None, help="default: the model's target table length"
     )
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--seed", type=int, default=_DefaultInt(0), help="sampling seed (sampling only)")
     p.add_argument(
         "--no-repeat-ngram",
         type=_non_negative_int,
@@ -595,6 +619,18 @@ def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
     from . import decoding
 
     strategy = args.strategy or ("beam" if tokenizer.subwords or getattr(args, "n_best", 1) > 1 else "greedy")
+    for other, names in STRATEGY_OPTIONS.items():
+        typed = [name for name in names if other != strategy and _typed(args, name)]
+        if typed:
+            flag = "--" + typed[0].replace("_", "-")
+            chosen = (
+                f"--strategy {strategy}"
+                if args.strategy
+                else f"{strategy} decoding, this model's default (--strategy {other} to use it)"
+            )
+            raise ValueError(
+                f"{flag} {getattr(args, typed[0])} applies to --strategy {other} only, not to {chosen}"
+            )
     common = {"no_repeat_ngram": args.no_repeat_ngram}
     if strategy == "greedy":
         return {"strategy": decoding.greedy_decode, **common}

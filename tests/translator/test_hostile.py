@@ -436,3 +436,39 @@ def test_a_boolean_flag_that_differs_from_the_from_run_reads_as_typed(tmp_path, 
     )
     error = capsys.readouterr().err
     assert "--post-norm differs from the model of --from" in error and "which has no --post-norm" in error
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--beam-width", "5"], "--beam-width 5 applies to --strategy beam only, not to greedy decoding"),
+        (
+            ["--strategy", "greedy", "--temperature", "0.5"],
+            "--temperature 0.5 applies to --strategy sample only, not to --strategy greedy",
+        ),
+        (
+            ["--strategy", "beam", "--top-k", "3"],
+            "--top-k 3 applies to --strategy sample only, not to --strategy beam",
+        ),
+        (
+            ["--strategy", "sample", "--length-penalty", "1"],
+            "--length-penalty 1.0 applies to --strategy beam only",
+        ),
+        (["--strategy", "beam", "--seed", "3"], "--seed 3 applies to --strategy sample only"),
+    ],
+)
+def test_an_option_of_another_strategy_is_refused_naming_both(checkpoint, capsys, flags, message):
+    assert main(["translate", "--checkpoint", str(checkpoint), *flags, "abc"]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+
+
+def test_the_options_of_the_strategy_used_are_taken(checkpoint, capsys):
+    assert (
+        main(["translate", "--checkpoint", str(checkpoint), "--strategy", "beam", "--beam-width", "2", "abc"])
+        == 0
+    )
+    assert (
+        main(["translate", "--checkpoint", str(checkpoint), "--strategy", "sample", "--seed", "2", "abc"])
+        == 0
+    )
