@@ -695,6 +695,10 @@ def _translate(args: argparse.Namespace) -> int:
             references = [reference for _, (_, reference) in pairs]
         if not args.sentences or args.score:
             check_lengths(batch)
+        for (where, _), reference in zip(batch, references):  # the target gains <eos>
+            model.tgt_pos.check_length(
+                len(tokenizer.tokenize(reference)) + 1, f"{where}'s translation ({reference[:40]!r})"
+            )
         sentences = [sentence for _, sentence in batch]
         src_ids = encode_sentences(sentences, tokenizer, src_vocab)
         if args.score:
@@ -723,6 +727,11 @@ def _translate(args: argparse.Namespace) -> int:
 def _source_and_reference(where: str, text: str) -> tuple[str, str]:
     """A --score input line split at its tab into the source and the translation to score."""
     parts = [part.strip() for part in text.split("\t")]
+    if len(parts) == 1 or (len(parts) == 2 and parts[0] and not parts[1]):
+        raise ValueError(
+            f"{where}: --score reads 'source<TAB>translation', but the translation to score is missing or "
+            f"empty in {text[:60]!r}"
+        )
     if len(parts) != 2 or not all(parts):
         raise ValueError(
             f"{where}: --score reads 'source<TAB>translation', got {len(parts)} tab-separated part(s) "
@@ -800,6 +809,14 @@ def _average(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from . import plots
+
+    folder = Path(args.out).expanduser().parent
+    if not folder.is_dir():
+        raise ValueError(
+            f"--out {args.out}: the folder {folder} does not exist"
+            + (" (it is a file)" if folder.exists() else "")
+            + ": create it first, or name a file in an existing folder"
+        )
 
     if args.picture == "attention":
         from .checkpoint import load_for_inference

@@ -472,3 +472,30 @@ def test_the_options_of_the_strategy_used_are_taken(checkpoint, capsys):
         main(["translate", "--checkpoint", str(checkpoint), "--strategy", "sample", "--seed", "2", "abc"])
         == 0
     )
+
+
+def test_plot_into_a_missing_folder_is_refused_naming_it(checkpoint, tmp_path, capsys):
+    out = tmp_path / "missing" / "a.png"
+    code = main(["plot", "attention", "--checkpoint", str(checkpoint), "--out", str(out), "abc"])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert f"the folder {out.parent} does not exist" in error and "Errno" not in error
+
+
+def _score(checkpoint, text):
+    return subprocess.run(
+        [sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", str(checkpoint), "--score"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_score_names_an_empty_or_too_long_translation_by_its_line(checkpoint):
+    result = _score(checkpoint, "abc\tcba\nabc\t\n")
+    assert result.returncode == 2 and "standard input:2:" in result.stderr
+    assert "the translation to score is missing or empty" in result.stderr
+    result = _score(checkpoint, "abc\tcba\nabc\t" + "a" * 400 + "\n")
+    assert result.returncode == 2 and "standard input:2's translation" in result.stderr
+    assert "longer than the positional table" in result.stderr
