@@ -434,3 +434,24 @@ def test_max_length_counts_subword_tokens_not_words(tmp_path):
 def test_too_few_pairs_after_removing_repeats_says_so(tmp_path):
     with pytest.raises(ValueError, match=r"1 pairs are too few .*49 repeated pairs of its 50 removed"):
         FileTask(_pairs_file(tmp_path, [("same", "même")] * 50), "bpe")
+
+
+def test_a_high_bpe_dropout_is_applied_on_a_small_corpus(tmp_path):
+    words = ["open", "the", "file", "save", "delete", "items", "press", "key", "stop", "close", "window"]
+    pairs = [
+        (" ".join(words[(i + k) % 11] for k in range(4)) + f" {i}", f"t{i} " + words[i % 11])
+        for i in range(300)
+    ]
+    path = _pairs_file(tmp_path, pairs)
+    trainer = Trainer.create(
+        TrainConfig(data=str(path), bpe_dropout=0.9, steps=1, batch_size=8),
+        {"d_model": 16, "N": 1, "h": 2, "d_ff": 16},
+    )
+    task, dropout = trainer.task, SubwordDropout(trainer.task, 0.9, (10_000, 10_000))
+    sample = task.train_pairs[:50]
+    deterministic = task.encode_pairs(sample)[0]
+    dropped = dropout.encode_pairs(sample, host_rng(0, 1))[0]
+    changed = sum(a != b for a, b in zip(deterministic, dropped))
+    assert changed >= 40, f"only {changed} of 50 sources segmented otherwise"
+    unk = task.src_vocab.ids.unk
+    assert all(unk not in ids for ids in dropped)
