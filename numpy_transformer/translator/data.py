@@ -507,7 +507,8 @@ class TranslationTask:
         if vocabularies is not None:
             self.src_vocab, self.tgt_vocab = vocabularies
             return
-        src_tokens, tgt_tokens = set(), set()
+        src_tokens: set[str] = set()
+        tgt_tokens: set[str] = set()
         if isinstance(self.tokenizer, BPETokenizer):  # every byte, whatever the corpus: nothing is <unk>
             src_tokens.update(BYTE_UNITS)
             tgt_tokens.update(BYTE_UNITS)
