@@ -42,8 +42,10 @@ from numpy_transformer.optim import Adam, clip_grad_norm
 from numpy_transformer.translator import data
 from numpy_transformer.translator.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.data import BPETokenizer
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
+from numpy_transformer.translator.pretrained import import_run
 
 COLUMNS = ("clean", "traceback", "wrong", "loss", "hang")
 TIME_LIMIT = 60  # seconds per case; every case takes under a few
@@ -1388,7 +1390,7 @@ CASES = [
     Case(
         "api",
         "a TrainConfig with threads=-1",
-        api(lambda ws: nt.config.TrainConfig(threads=-1)),
+        api(lambda ws: TrainConfig(threads=-1)),
         True,
         ("threads", "-1"),
     ),
@@ -1688,7 +1690,7 @@ CASES = [
     Case(
         "import",
         "the Python API: import_run with a dtype it cannot use",
-        api(lambda ws: nt.pretrained.import_run(ws / "opus-mt", ws / "imp11", dtype="float16")),
+        api(lambda ws: import_run(ws / "opus-mt", ws / "imp11", dtype="float16")),
         True,
         ("dtype", "float16"),
     ),
