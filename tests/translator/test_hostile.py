@@ -323,9 +323,10 @@ def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_built(mo
 
 
 def test_the_memory_estimate_lets_the_default_run_through():
+    from numpy_transformer.translator.data import make_task
     from numpy_transformer.translator.training import training_memory
 
-    task = nt.data.make_task("numbers-en-fr")
+    task = make_task("numbers-en-fr")
     src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(0))
     config = {
         "src_vocab_size": len(task.src_vocab),
