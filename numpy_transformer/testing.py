@@ -104,14 +104,22 @@ def assert_module_gradients(
     inputs: Mapping[str, Any],
     input_grads: Callable[[Any], Mapping[str, Any]] | None = None,
     seed: int = 0,
+    unchecked: tuple[str, ...] = (),
     **options: Any,
 ) -> GradcheckResult:
     """Check every parameter of a Module (and the inputs ``input_grads`` maps from its backward's
     return value) against central differences of its forward, with dropout off (``eval()``).
 
     The module's parameters must be float64 (build it with ``dtype="float64"``); floating inputs
-    are converted. Raises GradcheckError naming each wrong gradient.
+    are converted. Every floating input must be checked: one that ``input_grads`` maps no
+    gradient for fails the call by name, unless ``unchecked`` names it (a float mask, say).
+    Raises GradcheckError naming each wrong gradient.
     """
+    if isinstance(unchecked, str) or not all(isinstance(name, str) for name in unchecked):
+        raise TypeError(f"unchecked must be a tuple of input names, got {unchecked!r}")
+    unknown = [name for name in unchecked if name not in inputs]
+    if unknown:
+        raise ValueError(f"unchecked names {unknown[0]!r}, which is not one of the inputs {list(inputs)}")
     for parameter_name, parameter in module.named_parameters():
         if parameter.data.dtype != numpy.float64:
             raise TypeError(
@@ -119,10 +127,24 @@ def assert_module_gradients(
                 "dtype='float64' to check it"
             )
     module.eval()
+    values = _in_float64(inputs)
     try:
-        return gradcheck_module(module, _in_float64(inputs), input_grads, seed=seed, **options)
+        result = gradcheck_module(module, values, input_grads, seed=seed, **options)
     except GradcheckError as error:
         raise GradcheckError(f"{type(module).__name__}: {error}") from None
+    checked = {report.name for report in result.reports}
+    skipped = [
+        name
+        for name, value in values.items()
+        if getattr(value, "dtype", None) == numpy.float64 and name not in checked and name not in unchecked
+    ]
+    if skipped:
+        raise GradcheckError(
+            f"{type(module).__name__}: no gradient checked for the floating input(s) "
+            f"{', '.join(map(repr, skipped))}: map it from the backward's return value with input_grads "
+            f"(lambda dx: {{{skipped[0]!r}: dx}}), or name it in unchecked=(...) to leave it out on purpose"
+        )
+    return result
 
 
 def shapes(min_dims: int = 1, max_dims: int = 3, min_side: int = 1, max_side: int = 5) -> Any:

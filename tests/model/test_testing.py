@@ -146,3 +146,15 @@ def test_the_low_level_checker_refuses_what_it_would_skip():
         gradcheck(lambda: float(x.sum()), {"x": x}, {"x": np.ones(3), "y": np.ones(3)})
     with pytest.raises(ValueError, match="'x' is empty"):
         gradcheck(lambda: 0.0, {"x": np.ones(0)}, {"x": np.ones(0)})
+
+
+def test_a_module_input_whose_gradient_is_not_mapped_fails_naming_it():
+    rng = np.random.default_rng(6)
+    layer = Linear(4, 3, dtype="float64", rng=np.random.default_rng(3))
+    x = rng.standard_normal((2, 4))
+    with pytest.raises(GradcheckError, match=r"Linear: no gradient checked for the floating input\(s\) 'x'"):
+        assert_module_gradients(layer, {"x": x})
+    result = assert_module_gradients(layer, {"x": x}, unchecked=("x",))  # left out on purpose
+    assert "x" not in {r.name for r in result.reports}
+    with pytest.raises(ValueError, match="unchecked names 'y'"):
+        assert_module_gradients(layer, {"x": x}, unchecked=("y",))
