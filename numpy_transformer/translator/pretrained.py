@@ -49,15 +49,34 @@ class PretrainedError(ValueError):
     and the problem, and what to do where there is something to do."""
 
 
+MAX_CONFIG, MAX_VOCAB = 1 << 20, 64 << 20  # config.json and vocab.json are read up to these sizes
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The file's bytes, refused naming it when it holds more than ``limit`` (a device, a wrong file)."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
+    except OSError as error:
+        raise PretrainedError(f"{path}: cannot be read ({error.strerror or error})") from None
+    if len(data) > limit:
+        raise PretrainedError(f"{path}: larger than {limit >> 20} MiB, expected a JSON file of that model's")
+    return data
+
+
 def read_config(directory: str | Path) -> dict[str, Any]:
     """The directory's ``config.json``, checked to be a Marian model this package can build."""
     path = Path(directory) / CONFIG
     if not Path(directory).is_dir():
         raise PretrainedError(f"{directory}: not a directory (expected a Hugging Face model directory)")
+    if path.exists() and not path.is_file():
+        raise PretrainedError(
+            f"{path}: not a regular file (a Hugging Face model directory holds config.json)"
+        )
     if not path.is_file():
         raise PretrainedError(f"{path}: no such file (a Hugging Face model directory holds config.json)")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(_read_bounded(path, MAX_CONFIG).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise PretrainedError(f"{path}: not valid JSON ({error})") from error
     if not isinstance(config, dict) or config.get("model_type") != "marian":
@@ -576,7 +595,7 @@ def read_vocabulary(directory: str | Path) -> list[str]:
     the special pieces ``</s>``, ``<unk>`` and ``<pad>`` among them."""
     path = Path(directory) / VOCAB
     try:
-        vocab = json.loads(path.read_text(encoding="utf-8"))
+        vocab = json.loads(_read_bounded(path, MAX_VOCAB).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise PretrainedError(f"{path}: not valid JSON ({error})") from error
     if not isinstance(vocab, dict) or not all(

@@ -367,3 +367,13 @@ def test_a_damaged_header_is_refused_naming_what_is_wrong(saved, tmp_path, data,
         PretrainedError, match=r"model.safetensors: corrupt or not a safetensors file .*" + message
     ):
         nt.load_pretrained(tmp_path)
+
+
+def test_an_endless_config_json_is_read_within_a_bound(saved, tmp_path):
+    (tmp_path / "config.json").write_bytes(b" " * (2 << 20) + b"{}")
+    with pytest.raises(PretrainedError, match=r"config.json: larger than 1 MiB"):
+        nt.load_pretrained(tmp_path)
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "config.json").symlink_to("/dev/zero")
+    with pytest.raises(PretrainedError, match=r"config.json: not a regular file"):
+        nt.load_pretrained(tmp_path)
