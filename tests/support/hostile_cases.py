@@ -824,6 +824,34 @@ ISSUE_CASES = [
         ("no-such-folder", "does not exist"),
     ),
     Case(
+        "flags",
+        "train --from a pre-norm run with --post-norm",
+        cli("train", "--from", "{ws}/run", "--data", "{ws}/corpus.tsv", "--post-norm", "--out", "{ws}/ft-pn"),
+        True,
+        ("--post-norm differs from the model of --from", "which has no --post-norm"),
+    ),
+    Case(
+        "flags",
+        "train --from a copy run on a corpus of other characters (warned with the share)",
+        then(
+            write("other.tsv", "".join(f"zèbre {i}\tquokka {i}\n" for i in range(40))),
+            cli(
+                "train", "--from", "{ws}/run", "--data", "{ws}/other.tsv", *FINE_TUNE, "--out", "{ws}/ft-unk"
+            ),
+        ),
+        False,
+    ),
+    Case(
+        "import",
+        "import a config.json of 2 MiB",
+        then(
+            marian("m-big", lambda d: (d / "config.json").write_bytes(b" " * (2 << 20) + b"{}")),
+            cli("import", "{ws}/m-big", "--out", "{ws}/imp-big"),
+        ),
+        True,
+        ("config.json", "larger than 1 MiB"),
+    ),
+    Case(
         "testing",
         "assert_gradients with a gradient the backward does not return",
         api(gradient_not_returned, errors=(AssertionError,)),
