@@ -1,10 +1,12 @@
 """Pretrained Marian (OPUS-MT) translators, read from a local Hugging Face model directory.
 
-``load_pretrained(DIR)`` reads ``config.json`` and ``model.safetensors`` (through the ``safetensors``
-library's NumPy API: nothing is unpickled) and returns an ordinary :class:`Transformer` built with
-the options Marian's architecture needs (post-norm blocks without final norms, SiLU feed-forward,
-biased attention projections, sines-then-cosines positions, one embedding matrix for the source,
-the target and the projection, and ``final_logits_bias`` as the projection's bias). Its token ids
+``load_pretrained(DIR)`` reads ``config.json`` and ``model.safetensors`` (its JSON header first,
+checked against config.json before anything is built, then each tensor the model uses from a
+memory map of its bytes: nothing is unpickled, nothing unused is read) and returns an ordinary
+:class:`Transformer` built with the options Marian's architecture needs (post-norm blocks without
+final norms, SiLU feed-forward, biased attention projections, sines-then-cosines positions, one
+embedding matrix for the source, the target and the projection, or with ``tie_word_embeddings``
+false the file's own three, and ``final_logits_bias`` as the projection's bias). Its token ids
 are Marian's own (``vocab.json``): ``marian_special_ids`` gives the padding, the end of sentence
 and the decoder's start token (Marian starts decoding from the padding id).
 
