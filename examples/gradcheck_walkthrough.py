@@ -70,7 +70,7 @@ def buggy_backward(dout, cache):
 
 try:
     gradcheck_function(
-        F.layer_norm_forward, buggy_backward, {"x": x, "gamma": gamma, "beta": beta}, wrt=["x"]
+        F.layer_norm_forward, buggy_backward, {"x": x, "gamma": gamma, "beta": beta}, wrt=["x", "", ""]
     )
 except GradcheckError as error:
     print("4. the checker catches a wrong backward:\n" + str(error))

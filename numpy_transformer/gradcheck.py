@@ -94,12 +94,39 @@ def gradcheck(
     """
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"eps must be a positive number, got {eps!r}")
+    if max_entries is not None and (
+        isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1
+    ):
+        raise ValueError(
+            f"max_entries must be a positive whole number of entries to check per tensor (or None for all), "
+            f"got {max_entries!r}"
+        )
+    unchecked = [name for name in variables if name not in analytic]
+    if unchecked:
+        raise GradcheckError(
+            f"no analytic gradient for {', '.join(map(repr, unchecked))}: every variable must be checked"
+        )
+    extra = [name for name in analytic if name not in variables]
+    if extra:
+        raise GradcheckError(
+            f"analytic gradient for {', '.join(map(repr, extra))}, which is not one of the variables "
+            f"{list(variables)}: it would go unchecked"
+        )
+    if not variables:
+        raise ValueError("variables is empty: nothing to check, expected at least one array")
     rng = numpy.random.default_rng(seed)
     result = GradcheckResult()
     largest = 1e-300  # the largest |analytic| or |numeric| of any tensor: the scale of relative errors
     for name, array in variables.items():
-        if array.dtype != numpy.float64:
-            raise TypeError(f"gradcheck needs float64 for '{name}', got {array.dtype}")
+        if getattr(array, "dtype", None) != numpy.float64:
+            got = getattr(array, "dtype", type(array).__name__)
+            raise TypeError(f"gradcheck needs float64 for '{name}' (a float64 array), got {got}")
+        if array.size == 0:
+            raise ValueError(
+                f"'{name}' is empty (shape {array.shape}): it has no entry to check, expected at least one"
+            )
+        if analytic[name] is None:
+            raise GradcheckError(f"the analytic gradient of '{name}' is None: it would go unchecked")
         grad = to_numpy(analytic[name])
         if grad.shape != array.shape:
             raise ValueError(f"analytic gradient of '{name}' has shape {grad.shape}, expected {array.shape}")
@@ -147,8 +174,58 @@ def _scalar(value: Any) -> float:
     return float(value)
 
 
-def _weighted_sum(output: Array, upstream: Array) -> float:
-    return float((output * upstream).sum())
+def _weighted_sum(output: Any, upstream: Any) -> float:
+    return float((get_array_module().asarray(output) * upstream).sum())
+
+
+def _output_shape(output: Any, where: str) -> tuple[int, ...]:
+    """The shape of what the forward returned: an array's, or () for one number (a loss)."""
+    if isinstance(output, (bool, str, bytes)) or output is None:
+        raise TypeError(f"{where} must return an array or a number, got {type(output).__name__}")
+    if isinstance(output, (int, float, numpy.number)):
+        return ()
+    shape = getattr(output, "shape", None)
+    if shape is None:
+        raise TypeError(f"{where} must return an array or a number, got {type(output).__name__}")
+    return tuple(shape)
+
+
+def _gradients(grads: Any, wrt: list[str], where: str) -> dict[str, Any]:
+    """Pair backward's return value with ``wrt``, refusing a missing, extra or non-array gradient."""
+    if grads is None:
+        raise GradcheckError(
+            f"{where} returned None, expected the gradients of {[n for n in wrt if n]} (a tuple, or one array)"
+        )
+    if isinstance(grads, list):
+        raise TypeError(
+            f"{where} returned a list of {len(grads)}, expected a tuple of the gradients of {wrt} "
+            "(or one array)"
+        )
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    if len(grads) < len(wrt):
+        missing = [name for name in wrt[len(grads) :] if name]
+        raise GradcheckError(
+            f"{where} returned {len(grads)} gradient(s) for wrt {wrt}: no gradient for "
+            f"{', '.join(map(repr, missing))}, which would go unchecked"
+        )
+    if any(grad is not None for grad in grads[len(wrt) :]):  # a None past wrt: nothing left unchecked
+        raise GradcheckError(
+            f"{where} returned {len(grads)} values but wrt names {len(wrt)} ({wrt}): the extra "
+            f"{sum(g is not None for g in grads[len(wrt) :])} would go unchecked; name every returned gradient in wrt "
+            '("" for one not to check)'
+        )
+    analytic = {}
+    for name, grad in zip(wrt, grads):
+        if not name:
+            continue
+        if grad is None:
+            raise GradcheckError(f"{where} returned None for the gradient of '{name}': it would go unchecked")
+        if not hasattr(grad, "shape"):
+            raise TypeError(
+                f"{where} returned a {type(grad).__name__} for the gradient of '{name}', expected an array"
+            )
+        analytic[name] = grad
+    return analytic
 
 
 def random_upstream(shape: tuple[int, ...], seed: int = 0) -> Array:
@@ -169,11 +246,21 @@ def gradcheck_function(
     ``wrt`` names the inputs whose gradients ``backward`` returns, in its return order (a single
     gradient may be returned bare; ``None`` entries are skipped in the list by naming them ``""``).
     """
-    out, cache = forward(**inputs)
-    upstream = random_upstream(out.shape, seed)
-    grads = backward(upstream, cache)
-    grads = grads if isinstance(grads, tuple) else (grads,)
-    analytic = {name: grad for name, grad in zip(wrt, grads) if name}
+    returned = forward(**inputs)
+    if not (isinstance(returned, tuple) and len(returned) == 2):
+        raise TypeError(
+            f"forward must return (output, cache), got {type(returned).__name__}"
+            + (f" of {len(returned)}" if isinstance(returned, tuple) else "")
+        )
+    out, cache = returned
+    shape = _output_shape(out, "forward")
+    upstream = random_upstream(shape, seed)
+    # a forward returning one number (a loss) gets its upstream gradient as one number too
+    grads = backward(float(upstream) if shape == () else upstream, cache)
+    analytic = _gradients(grads, wrt, "backward")
+    unknown = [name for name in analytic if name not in inputs]
+    if unknown:
+        raise ValueError(f"wrt names {unknown[0]!r}, which is not one of the inputs {list(inputs)}")
     variables = {name: inputs[name] for name in analytic}
     return gradcheck(
         lambda: _weighted_sum(forward(**inputs)[0], upstream), variables, analytic, seed=seed, **options
@@ -196,12 +283,23 @@ def gradcheck_module(
     """
     run = forward or module.forward
     module.zero_grad()
-    upstream = random_upstream(run(**inputs).shape, seed)
+    upstream = random_upstream(_output_shape(run(**inputs), "the module's forward"), seed)
     returned = module.backward(upstream)
-    analytic = {name: parameter.grad.copy() for name, parameter in module.named_parameters()}
+    xp = get_array_module()
+    analytic = {  # a gradient never accumulated is zero, and checked as zero
+        name: xp.zeros_like(parameter.data) if parameter.grad is None else parameter.grad.copy()
+        for name, parameter in module.named_parameters()
+    }
     variables = {name: parameter.data for name, parameter in module.named_parameters()}
     if input_grads is not None:
-        for name, grad in input_grads(returned).items():
+        mapped = input_grads(returned)
+        if not isinstance(mapped, Mapping):
+            raise TypeError(f"input_grads must return {{input name: gradient}}, got {type(mapped).__name__}")
+        for name, grad in mapped.items():
+            if name not in inputs:
+                raise ValueError(f"input_grads names {name!r}, which is not one of the inputs {list(inputs)}")
+            if name in variables:
+                raise ValueError(f"input_grads names {name!r}, which is also a parameter's name")
             analytic[name] = grad
             variables[name] = inputs[name]
     return gradcheck(

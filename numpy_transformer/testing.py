@@ -47,9 +47,13 @@ def assert_gradients(
 ) -> GradcheckResult:
     """Check ``backward`` against central differences of ``forward`` and return the per-gradient report.
 
-    ``forward(**inputs) -> (out, cache)``; ``backward(dout, cache)`` returns the gradients of the
-    inputs named by ``wrt`` in that order (one may be returned bare). ``wrt`` defaults to every
-    floating array of ``inputs``, in their order. ``options`` go to
+    ``forward(**inputs) -> (out, cache)``, ``out`` an array or one number (a loss, such as
+    ``cross_entropy_forward``'s float, whose backward then gets a float ``dloss``);
+    ``backward(dout, cache)`` returns the gradients of the inputs named by ``wrt`` in that order, as
+    a tuple (one may be returned bare). ``wrt`` defaults to every floating array of ``inputs``, in
+    their order. Every name of ``wrt`` is checked: a backward returning fewer gradients than ``wrt``
+    names, or more, fails naming the missing ones or the count of the extra (name a returned value
+    ``""`` in ``wrt`` to leave it unchecked on purpose). ``options`` go to
     :func:`~numpy_transformer.gradcheck.gradcheck` (``atol``, ``rtol``, ``eps``, ``max_entries``).
     Raises GradcheckError on a wrong gradient, a TypeError or ValueError naming the argument for
     inputs it cannot check.
@@ -62,14 +66,32 @@ def assert_gradients(
         raise TypeError(
             f"inputs must map each forward argument's name to its value, got {type(inputs).__name__}"
         )
+    if wrt is not None and (
+        isinstance(wrt, str) or not isinstance(wrt, (list, tuple)) or not all(isinstance(n, str) for n in wrt)
+    ):
+        raise TypeError(f"wrt must be a list of input names, got {wrt!r}")
     values = _in_float64(inputs)
     if wrt is None:
         wrt = [name for name, value in values.items() if getattr(value, "dtype", None) == numpy.float64]
+    wrt = list(wrt)
     missing = [name for name in wrt if name and name not in values]
     if missing:
         raise ValueError(f"wrt names {missing[0]!r}, which is not one of the inputs {list(values)}")
     if not [name for name in wrt if name]:
         raise ValueError(f"wrt: nothing to check, expected the names of floating inputs, got {wrt!r}")
+    for name in filter(None, wrt):
+        value: Any = values[name]
+        if getattr(value, "dtype", None) != numpy.float64:
+            raise TypeError(
+                f"inputs[{name!r}] is {type(value).__name__}"
+                f"{' of ' + str(value.dtype) if hasattr(value, 'dtype') else ''}: "
+                "a gradient is checked for a floating array only"
+            )
+        if value.size == 0:
+            raise ValueError(
+                f"inputs[{name!r}] is empty (shape {value.shape}): it has no entry to check, "
+                "expected an array with at least one entry"
+            )
     name = getattr(backward, "__name__", "backward")
     try:
         return gradcheck_function(forward, backward, values, wrt, seed=seed, **options)
@@ -82,14 +104,22 @@ def assert_module_gradients(
     inputs: Mapping[str, Any],
     input_grads: Callable[[Any], Mapping[str, Any]] | None = None,
     seed: int = 0,
+    unchecked: tuple[str, ...] = (),
     **options: Any,
 ) -> GradcheckResult:
     """Check every parameter of a Module (and the inputs ``input_grads`` maps from its backward's
     return value) against central differences of its forward, with dropout off (``eval()``).
 
     The module's parameters must be float64 (build it with ``dtype="float64"``); floating inputs
-    are converted. Raises GradcheckError naming each wrong gradient.
+    are converted. Every floating input must be checked: one that ``input_grads`` maps no
+    gradient for fails the call by name, unless ``unchecked`` names it (a float mask, say).
+    Raises GradcheckError naming each wrong gradient.
     """
+    if isinstance(unchecked, str) or not all(isinstance(name, str) for name in unchecked):
+        raise TypeError(f"unchecked must be a tuple of input names, got {unchecked!r}")
+    unknown = [name for name in unchecked if name not in inputs]
+    if unknown:
+        raise ValueError(f"unchecked names {unknown[0]!r}, which is not one of the inputs {list(inputs)}")
     for parameter_name, parameter in module.named_parameters():
         if parameter.data.dtype != numpy.float64:
             raise TypeError(
@@ -97,14 +127,45 @@ def assert_module_gradients(
                 "dtype='float64' to check it"
             )
     module.eval()
+    values = _in_float64(inputs)
     try:
-        return gradcheck_module(module, _in_float64(inputs), input_grads, seed=seed, **options)
+        result = gradcheck_module(module, values, input_grads, seed=seed, **options)
     except GradcheckError as error:
         raise GradcheckError(f"{type(module).__name__}: {error}") from None
+    checked = {report.name for report in result.reports}
+    skipped = [
+        name
+        for name, value in values.items()
+        if getattr(value, "dtype", None) == numpy.float64 and name not in checked and name not in unchecked
+    ]
+    if skipped:
+        raise GradcheckError(
+            f"{type(module).__name__}: no gradient checked for the floating input(s) "
+            f"{', '.join(map(repr, skipped))}: map it from the backward's return value with input_grads "
+            f"(lambda dx: {{{skipped[0]!r}: dx}}), or name it in unchecked=(...) to leave it out on purpose"
+        )
+    return result
 
 
 def shapes(min_dims: int = 1, max_dims: int = 3, min_side: int = 1, max_side: int = 5) -> Any:
-    """A Hypothesis strategy of array shapes (Hypothesis is a test dependency: pip install hypothesis)."""
+    """A Hypothesis strategy of array shapes (Hypothesis is a test dependency: pip install hypothesis).
+
+    ``min_side`` is at least 1: an array with a side of 0 has no entry whose gradient could be checked.
+    """
+    for label, value, least in (("min_dims", min_dims, 0), ("max_dims", max_dims, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{label} must be a whole number >= {least}, got {value!r}")
+    for label, value in (("min_side", min_side), ("max_side", max_side)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"{label} must be a whole number >= 1 (an array with a side of 0 has no entry to check), "
+                f"got {value!r}"
+            )
+    if max_dims < min_dims or max_side < min_side:
+        raise ValueError(
+            f"shapes: the bounds are crossed, got min_dims={min_dims}, max_dims={max_dims}, "
+            f"min_side={min_side}, max_side={max_side}"
+        )
     try:
         from hypothesis.extra.numpy import array_shapes
     except ImportError as error:

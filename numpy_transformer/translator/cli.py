@@ -144,6 +144,27 @@ def _add_train_arguments(p: argparse.ArgumentParser, default_out: str | None) ->
     )
 
 
+class _DefaultInt(int):
+    """A flag's default value, told apart from the same value typed (which is a plain int)."""
+
+
+class _DefaultFloat(float):
+    """A flag's default value, told apart from the same value typed (which is a plain float)."""
+
+
+STRATEGY_OPTIONS = {  # the flags that apply to one strategy only
+    "beam": ("beam_width", "length_penalty", "beam_style"),
+    "sample": ("temperature", "top_k", "top_p", "seed"),
+}
+
+
+def _typed(args: argparse.Namespace, name: str) -> bool:
+    value = getattr(args, name, None)
+    if name == "beam_style":
+        return value not in (None, "default")
+    return value is not None and not isinstance(value, (_DefaultInt, _DefaultFloat))
+
+
 def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strategy",
@@ -151,11 +172,11 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: beam for a subword (bpe, marian) model, as the paper evaluates; greedy for the others",
     )
-    p.add_argument("--beam-width", type=_positive_int, default=4)
+    p.add_argument("--beam-width", type=_positive_int, default=_DefaultInt(4))
     p.add_argument(
         "--length-penalty",
         type=_non_negative_float,
-        default=0.6,
+        default=_DefaultFloat(0.6),
         help="beam search's length penalty alpha (default 0.6, the paper's; 0: none)",
     )
     p.add_argument(
@@ -167,7 +188,10 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
         "generate()'s default)",
     )
     p.add_argument(
-        "--temperature", type=_positive_float, default=1.0, help="softmax temperature (sampling only)"
+        "--temperature",
+        type=_positive_float,
+        default=_DefaultFloat(1.0),
+        help="softmax temperature (sampling only)",
     )
     p.add_argument(
         "--top-k",
@@ -179,7 +203,7 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-len", type=_positive_int, default=None, help="default: the model's target table length"
     )
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--seed", type=int, default=_DefaultInt(0), help="sampling seed (sampling only)")
     p.add_argument(
         "--no-repeat-ngram",
         type=_non_negative_int,
@@ -380,6 +404,7 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
 
             def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
                 settings = _settings(args)  # every refusal of a setting comes before any work
+                _refuse_out_of_from(settings["train"].get("from_run"), args.out)
                 out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
                 if root:  # rank 0 alone writes the run directory
                     if not out.exists():
@@ -395,6 +420,20 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
         for directory in created:  # stopped before anything was written: no empty directory stays
             with suppress(OSError):
                 directory.rmdir()
+
+
+def _refuse_out_of_from(from_run: str | None, out: str) -> None:
+    """--out may not be the run --from starts from (its directory, or the directory of the checkpoint
+    it names): --overwrite would replace what the new run is made of. As import refuses --out DIR."""
+    if from_run is None:
+        return
+    source = Path(from_run).expanduser()
+    source = source if source.is_dir() else source.parent
+    if source.resolve() == Path(out).expanduser().resolve():
+        raise ValueError(
+            f"--out {out} is the run --from {from_run} starts from, which it would replace: choose a run "
+            "directory of its own for --out"
+        )
 
 
 def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[], T]) -> T:
@@ -443,7 +482,34 @@ def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """section -> field -> value of the settings given: a --config file's, then the flags' over them."""
     given = given_settings(args)
     from_file = read_config_file(args.config) if args.config else {}
-    return {section: {**from_file.get(section, {}), **given[section]} for section in given}
+    train_file, train_given = dict(from_file.get("train", {})), given["train"]
+    # a flag wins over the file, and over the file's settings it excludes: what the run learns
+    # from (--task or --data) takes the file's other source and the settings tied to it away;
+    # --steps or --time-budget the other one
+    if ("task" in train_given or "data" in train_given) and (
+        train_file.get("task") != train_given.get("task", train_file.get("task"))
+        or train_file.get("data") != train_given.get("data", train_file.get("data"))
+    ):
+        for name in ("task", "data", *TASK_TIED, *(("from_run",) if "task" in train_given else ())):
+            if name not in train_given:
+                train_file.pop(name, None)
+    for name, other in (("steps", "time_budget"), ("time_budget", "steps")):
+        if name in train_given and other not in train_given:
+            train_file.pop(other, None)
+    from_file = {**from_file, "train": train_file}
+    settings = {section: {**from_file.get(section, {}), **given[section]} for section in given}
+    if args.config and not getattr(args, "resume", False):
+        try:  # a refusal the file's settings take part in names the file
+            TrainConfig(**settings["train"]).resolve()
+        except (ValueError, TypeError) as error:
+            if set(from_file.get("train", {})) - set(train_given):
+                raise type(error)(f"{error} (with the settings of --config {args.config})") from None
+            raise
+    return settings
+
+
+# a --config file's settings that belong to its task or corpus: dropped when a flag names another
+TASK_TIED = ("tokenizer", "vocab_size", "max_length", "bpe_dropout", "shared_vocab")
 
 
 def _trainer(
@@ -478,6 +544,19 @@ def _trainer(
     )
     if args.resume:
         resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
+        if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
+            warnings.warn(
+                f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
+                f"({trainer.budget.spent() / 60:.1f} so far) at step {trainer.step}: nothing is left to train; "
+                "give a larger --time-budget (minutes in all) or --steps N above the step reached",
+                stacklevel=2,
+            )
+        elif trainer.step >= trainer.steps:
+            warnings.warn(
+                f"--resume: the run in {out} is at step {trainer.step} and --steps {trainer.steps} asks for "
+                f"no more: nothing is left to train; give --steps above {trainer.step} to train on",
+                stacklevel=2,
+            )
         return trainer, f"resuming {out / 'model.npz'} at step {trainer.step} for {length}{ranks}"
     if args.overwrite and (comm is None or comm.rank == 0):
         clear_run(out)
@@ -544,6 +623,18 @@ def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
     from . import decoding
 
     strategy = args.strategy or ("beam" if tokenizer.subwords or getattr(args, "n_best", 1) > 1 else "greedy")
+    for other, names in STRATEGY_OPTIONS.items():
+        typed = [name for name in names if other != strategy and _typed(args, name)]
+        if typed:
+            flag = "--" + typed[0].replace("_", "-")
+            chosen = (
+                f"--strategy {strategy}"
+                if args.strategy
+                else f"{strategy} decoding, this model's default (--strategy {other} to use it)"
+            )
+            raise ValueError(
+                f"{flag} {getattr(args, typed[0])} applies to --strategy {other} only, not to {chosen}"
+            )
     common = {"no_repeat_ngram": args.no_repeat_ngram}
     if strategy == "greedy":
         return {"strategy": decoding.greedy_decode, **common}
@@ -608,6 +699,10 @@ def _translate(args: argparse.Namespace) -> int:
             references = [reference for _, (_, reference) in pairs]
         if not args.sentences or args.score:
             check_lengths(batch)
+        for (where, _), reference in zip(batch, references):  # the target gains <eos>
+            model.tgt_pos.check_length(
+                len(tokenizer.tokenize(reference)) + 1, f"{where}'s translation ({reference[:40]!r})"
+            )
         sentences = [sentence for _, sentence in batch]
         src_ids = encode_sentences(sentences, tokenizer, src_vocab)
         if args.score:
@@ -636,6 +731,11 @@ def _translate(args: argparse.Namespace) -> int:
 def _source_and_reference(where: str, text: str) -> tuple[str, str]:
     """A --score input line split at its tab into the source and the translation to score."""
     parts = [part.strip() for part in text.split("\t")]
+    if len(parts) == 1 or (len(parts) == 2 and parts[0] and not parts[1]):
+        raise ValueError(
+            f"{where}: --score reads 'source<TAB>translation', but the translation to score is missing or "
+            f"empty in {text[:60]!r}"
+        )
     if len(parts) != 2 or not all(parts):
         raise ValueError(
             f"{where}: --score reads 'source<TAB>translation', got {len(parts)} tab-separated part(s) "
@@ -713,6 +813,14 @@ def _average(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from . import plots
+
+    folder = Path(args.out).expanduser().parent
+    if not folder.is_dir():
+        raise ValueError(
+            f"--out {args.out}: the folder {folder} does not exist"
+            + (" (it is a file)" if folder.exists() else "")
+            + ": create it first, or name a file in an existing folder"
+        )
 
     if args.picture == "attention":
         from .checkpoint import load_for_inference

@@ -15,8 +15,8 @@ configuration holds the value that was chosen.
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import os
 import sys
 import typing
 from collections.abc import Mapping
@@ -425,7 +425,7 @@ class TrainConfig(_Checked):
         "the cosine's end)",
         minimum=0.0,
     )
-    seed: int = setting(0, "seed of the initial weights, the batches and dropout")
+    seed: int = setting(0, "seed of the initial weights, the batches and dropout", minimum=0)
     threads: int = setting(
         0,
         "batch shards trained at once on their own threads (0: one per core when the batch is large enough); "
@@ -525,6 +525,7 @@ class TrainConfig(_Checked):
 
 
 SECTIONS: dict[str, Any] = {"model": ModelConfig, "train": TrainConfig}
+MAX_CONFIG_BYTES = 1 << 20  # a --config file is read up to this size
 
 
 def read_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -538,14 +539,41 @@ def read_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
     path = Path(path)
     try:
         with open(path, "rb") as file:
-            document = tomllib.load(file)
+            data = file.read(MAX_CONFIG_BYTES + 1)  # /dev/zero, or a corpus given by mistake: bounded
     except OSError as error:
         raise ValueError(f"--config {path}: cannot be read ({error.strerror or error})") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(
+            f"--config {path}: larger than {MAX_CONFIG_BYTES // 1024} KiB, expected a TOML file of [model] "
+            "and [train] settings"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(
+            f"--config {path}:{line}: not UTF-8 text (byte {data[error.start]:#04x}); TOML files are UTF-8"
+        ) from None
+    try:
+        document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"--config {path}: not valid TOML ({error})") from None
     sections: dict[str, dict[str, Any]] = {}
     for section, values in document.items():
         cls = SECTIONS.get(section)
+        if cls is not None and isinstance(values, list):
+            raise ValueError(
+                f"--config {path}: [[{section}]] is an array of tables; write the table [{section}] once"
+            )
+        if cls is None and not isinstance(values, dict):
+            where = next(
+                (c.__name__ for c in SECTIONS.values() if section in {f.name for f in fields(c)}), None
+            )
+            table = "[model]" if where == "ModelConfig" else "[train]" if where else "[model] or [train]"
+            raise ValueError(
+                f"--config {path}: {section} = {values!r} is a setting outside any table; every setting "
+                f"belongs under {table}"
+            )
         if cls is None or not isinstance(values, dict):
             raise ValueError(
                 f"--config {path}: unknown table [{section}]; the tables are [model] and [train]"
@@ -562,6 +590,20 @@ def read_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
     return sections
 
 
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string: UTF-8 as it is (an emoji stays one character), the quote,
+    the backslash and control characters escaped (TOML has no escape for a lone surrogate)."""
+    escaped = []
+    for character in value:
+        if character in '"\\':
+            escaped.append("\\" + character)
+        elif ord(character) < 0x20 or ord(character) == 0x7F:
+            escaped.append(f"\\u{ord(character):04x}")
+        else:
+            escaped.append(character)
+    return '"' + "".join(escaped) + '"'
+
+
 def config_toml(model: ModelConfig, train: TrainConfig | None = None) -> str:
     """The run's resolved configuration as a TOML document that ``--config`` reads back (the model
     alone for an imported one)."""
@@ -575,9 +617,17 @@ def config_toml(model: ModelConfig, train: TrainConfig | None = None) -> str:
                 lines.append(f"# {name}: not set")
             elif isinstance(value, bool):
                 lines.append(f"{name} = {str(value).lower()}")
-            elif isinstance(value, str):  # a JSON string, control characters escaped, is a TOML basic string
-                text = json.dumps(value).replace("\x7f", "\\u007f")
-                lines.append(f"{name} = {text}")
+            elif isinstance(value, str):
+                if any("\ud800" <= c <= "\udfff" for c in value):  # a path of non-UTF-8 bytes
+                    shown = (
+                        os.fsencode(value) if name in ("data", "from_run") else value.encode(errors="replace")
+                    )
+                    lines.append(
+                        f"# {name}: {ascii(shown)[2:-1]} is not UTF-8 text, which TOML cannot hold: give it "
+                        "on the command line"
+                    )
+                else:
+                    lines.append(f"{name} = {toml_string(value)}")
             else:
                 lines.append(f"{name} = {value!r}")
     return "\n".join(lines) + "\n"
@@ -646,10 +696,15 @@ def fine_tune_settings(
             and item.name != "dropout"
             and changes[item.name] != getattr(saved, item.name)
         ):
+            value, kept = changes[item.name], getattr(saved, item.name)
+            flag = flag_of(item)
+            if isinstance(kept, bool):  # shown as typed: the flag, or its absence
+                typed, was = (flag if on != item.default else f"no {flag}" for on in (value, kept))
+                difference = f"{typed} differs from the model of --from {path}, which has {was}"
+            else:
+                difference = f"{flag} {value!r} differs from the model of --from {path} ({kept!r})"
             raise ValueError(
-                f"{flag_of(item)} {changes[item.name]!r} differs from the model of --from {path} "
-                f"({getattr(saved, item.name)!r}): a fine-tune keeps the model it starts from (only --dropout "
-                "may change)"
+                f"{difference}: a fine-tune keeps the model it starts from (only --dropout may change)"
             )
     shared = bool(meta["model"].get("shared_vocab", False))
     for flag, value, kept in (

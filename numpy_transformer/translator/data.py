@@ -212,6 +212,15 @@ class BPETokenizer(Tokenizer):
         return ranks
 
 
+# the 256 byte-level units (bytes 0-255 as GPT-2's printable characters): byte-level BPE's alphabet
+BYTE_UNITS = tuple(
+    chr(b)
+    if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255
+    else chr(256 + sum(1 for c in range(b) if not (33 <= c <= 126 or 161 <= c <= 172 or 174 <= c <= 255)))
+    for b in range(256)
+)
+
+
 def _wait_interruptibly(work: Callable[[], object]) -> None:
     """Run ``work`` on a thread of its own and wait for it here.
 
@@ -498,7 +507,11 @@ class TranslationTask:
         if vocabularies is not None:
             self.src_vocab, self.tgt_vocab = vocabularies
             return
-        src_tokens, tgt_tokens = set(), set()
+        src_tokens: set[str] = set()
+        tgt_tokens: set[str] = set()
+        if isinstance(self.tokenizer, BPETokenizer):  # every byte, whatever the corpus: nothing is <unk>
+            src_tokens.update(BYTE_UNITS)
+            tgt_tokens.update(BYTE_UNITS)
         for source, target in vocab_texts:
             src_tokens.update(self.tokenizer.tokenize(source))
             tgt_tokens.update(self.tokenizer.tokenize(target))
@@ -903,7 +916,13 @@ class FileTask(TranslationTask):
     ) -> None:
         """``vocabulary``: TranslationTask's vocab_size, shared_vocab, serialized_tokenizer and
         vocabularies."""
-        pairs = list(dict.fromkeys(read_tsv(path)))  # a repeated pair would land in training and test alike
+        read = read_tsv(path)
+        pairs = list(dict.fromkeys(read))  # a repeated pair would land in training and test alike
+        repeated = (
+            f" ({len(read) - len(pairs)} repeated pairs of its {len(read)} removed: each pair is kept once)"
+            if len(read) > len(pairs)
+            else ""
+        )
         splitter: str | Tokenizer = tokenizer
         given = vocabulary.get("vocabularies")
         if given is not None or tokenizer == SentencePieceTokenizer.name:
@@ -916,7 +935,7 @@ class FileTask(TranslationTask):
         pairs = _short_pairs(pairs, counter, max_length, path)
         if len(pairs) < 3:
             raise ValueError(
-                f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test"
+                f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test{repeated}"
             )
         order = host_rng(seed, 11).permutation(len(pairs))
         n_dev = max(1, int(len(pairs) * dev_fraction))
@@ -931,6 +950,26 @@ class FileTask(TranslationTask):
             seed,
             **vocabulary,
         )
+        if tokenizer == BPETokenizer.name and given is None:
+            # the words counted above bound the subwords from below only (an unspaced CJK line is
+            # one word): each split is counted again in the subwords the model sees
+            split_names = ("training", "dev", "test")
+            splits = [self.train_pairs, self.dev, self.test]
+            kept = [_short_pairs(split, self.tokenizer, max_length, path, warn=False) for split in splits]
+            dropped = sum(len(split) for split in splits) - sum(len(split) for split in kept)
+            if dropped:
+                warnings.warn(
+                    f"--data {path}: {dropped} more pairs have more than {max_length} subword tokens on a "
+                    "side and are left out (--max-length counts the tokens the model sees)",
+                    stacklevel=2,
+                )
+            empty = [name for name, split in zip(split_names, kept) if not split]
+            if empty:
+                raise ValueError(
+                    f"--data {path}: no {' or '.join(empty)} pair has at most {max_length} subword tokens on "
+                    "a side (--max-length): raise --max-length or give shorter pairs"
+                )
+            self.train_pairs, self.dev, self.test = kept
 
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
@@ -966,7 +1005,11 @@ def make_tokenizer(
 
 
 def _short_pairs(
-    pairs: list[tuple[str, str]], tokenizer: Tokenizer | None, max_length: int, path: str | Path
+    pairs: list[tuple[str, str]],
+    tokenizer: Tokenizer | None,
+    max_length: int,
+    path: str | Path,
+    warn: bool = True,
 ) -> list[tuple[str, str]]:
     """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in
     a warning."""
@@ -977,7 +1020,7 @@ def _short_pairs(
         for source, target in pairs
         if max(len(tokenizer.tokenize_source(source)), len(tokenizer.tokenize(target))) <= max_length
     ]
-    if len(kept) < len(pairs):
+    if warn and len(kept) < len(pairs):
         warnings.warn(
             f"--data {path}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
             f"tokens on a side and are left out (--max-length)",

@@ -1,10 +1,12 @@
 """Pretrained Marian (OPUS-MT) translators, read from a local Hugging Face model directory.
 
-``load_pretrained(DIR)`` reads ``config.json`` and ``model.safetensors`` (through the ``safetensors``
-library's NumPy API: nothing is unpickled) and returns an ordinary :class:`Transformer` built with
-the options Marian's architecture needs (post-norm blocks without final norms, SiLU feed-forward,
-biased attention projections, sines-then-cosines positions, one embedding matrix for the source,
-the target and the projection, and ``final_logits_bias`` as the projection's bias). Its token ids
+``load_pretrained(DIR)`` reads ``config.json`` and ``model.safetensors`` (its JSON header first,
+checked against config.json before anything is built, then each tensor the model uses from a
+memory map of its bytes: nothing is unpickled, nothing unused is read) and returns an ordinary
+:class:`Transformer` built with the options Marian's architecture needs (post-norm blocks without
+final norms, SiLU feed-forward, biased attention projections, sines-then-cosines positions, one
+embedding matrix for the source, the target and the projection, or with ``tie_word_embeddings``
+false the file's own three, and ``final_logits_bias`` as the projection's bias). Its token ids
 are Marian's own (``vocab.json``): ``marian_special_ids`` gives the padding, the end of sentence
 and the decoder's start token (Marian starts decoding from the padding id).
 
@@ -15,6 +17,8 @@ from a pretrained translator").
 from __future__ import annotations
 
 import json
+import math
+import re
 import uuid
 from contextlib import suppress
 from dataclasses import asdict
@@ -48,20 +52,40 @@ class PretrainedError(ValueError):
     and the problem, and what to do where there is something to do."""
 
 
+MAX_CONFIG, MAX_VOCAB = 1 << 20, 64 << 20  # config.json and vocab.json are read up to these sizes
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The file's bytes, refused naming it when it holds more than ``limit`` (a device, a wrong file)."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
+    except OSError as error:
+        raise PretrainedError(f"{path}: cannot be read ({error.strerror or error})") from None
+    if len(data) > limit:
+        raise PretrainedError(f"{path}: larger than {limit >> 20} MiB, expected a JSON file of that model's")
+    return data
+
+
 def read_config(directory: str | Path) -> dict[str, Any]:
     """The directory's ``config.json``, checked to be a Marian model this package can build."""
     path = Path(directory) / CONFIG
     if not Path(directory).is_dir():
         raise PretrainedError(f"{directory}: not a directory (expected a Hugging Face model directory)")
+    if path.exists() and not path.is_file():
+        raise PretrainedError(
+            f"{path}: not a regular file (a Hugging Face model directory holds config.json)"
+        )
     if not path.is_file():
         raise PretrainedError(f"{path}: no such file (a Hugging Face model directory holds config.json)")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(_read_bounded(path, MAX_CONFIG).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise PretrainedError(f"{path}: not valid JSON ({error})") from error
     if not isinstance(config, dict) or config.get("model_type") != "marian":
         found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
         raise PretrainedError(f"{path}: model_type is {found!r}, expected 'marian' (an OPUS-MT model)")
+    _check_values(config, path)
     pairs = (
         ("encoder_layers", "decoder_layers"),
         ("encoder_attention_heads", "decoder_attention_heads"),
@@ -95,6 +119,67 @@ def read_config(directory: str | Path) -> dict[str, Any]:
     return config
 
 
+POSITIVE = (  # config.json's sizes: whole numbers >= 1 (a float such as 16.5 is refused, never truncated)
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "max_position_embeddings",
+    "vocab_size",
+)
+MAX_POSITIONS = 1 << 16  # the position tables are computed, not read: a bound before they are built
+FLAGS = ("scale_embedding", "normalize_before", "tie_word_embeddings", "share_encoder_decoder_embeddings")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_values(config: dict[str, Any], path: Path) -> None:
+    """Each value config.json gives a setting this package reads has the type and range it needs;
+    the message names the file, the key, the value and what was expected."""
+    for key in POSITIVE:
+        if key not in config:
+            raise PretrainedError(f"{path}: has no {key!r} (a whole number >= 1)")
+        value: Any = config[key]
+        if not _is_int(value) or value < 1:
+            raise PretrainedError(f"{path}: {key} is {value!r}, expected a whole number >= 1")
+    if config["max_position_embeddings"] > MAX_POSITIONS:
+        raise PretrainedError(
+            f"{path}: max_position_embeddings is {config['max_position_embeddings']}, expected at most "
+            f"{MAX_POSITIONS} (its two position tables are built before any weight is read)"
+        )
+    for key in ("pad_token_id", "eos_token_id"):
+        value = config.get(key)
+        if not _is_int(value) or not 0 <= value < config["vocab_size"]:
+            raise PretrainedError(
+                f"{path}: {key} is {value!r}, expected a token id in [0, {config['vocab_size']}) (vocab_size)"
+            )
+    for key in ("decoder_start_token_id", "decoder_vocab_size"):
+        value = config.get(key)
+        if value is not None and (not _is_int(value) or value < 0):
+            raise PretrainedError(f"{path}: {key} is {value!r}, expected a whole number >= 0 or null")
+    for key in FLAGS:
+        if key in config and not isinstance(config[key], bool):
+            raise PretrainedError(f"{path}: {key} is {config[key]!r}, expected true or false")
+    dropout = config.get("dropout", 0.1)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise PretrainedError(f"{path}: dropout is {dropout!r}, expected a number in [0, 1)")
+    activation = config.get("activation_function", "swish")
+    if not isinstance(activation, str):
+        raise PretrainedError(
+            f"{path}: activation_function is {activation!r}, expected one of {', '.join(sorted(ACTIVATION_NAMES))}"
+        )
+    if config["d_model"] % config["encoder_attention_heads"]:
+        raise PretrainedError(
+            f"{path}: d_model {config['d_model']} is not divisible by encoder_attention_heads "
+            f"{config['encoder_attention_heads']}"
+        )
+
+
 def marian_special_ids(config: dict[str, Any]) -> dict[str, int]:
     """pad, eos and the decoder's start token (``decoder_start_token_id``, Marian's padding id)."""
     pad = int(config["pad_token_id"])
@@ -122,21 +207,115 @@ def weights_path(directory: str | Path) -> Path:
     return path
 
 
+SAFETENSORS_DTYPES: dict[
+    str, numpy.dtype[Any]
+] = {  # the dtypes a weight may have; BF16 is widened to float32 by hand (NumPy has none)
+    "F64": numpy.dtype("<f8"),
+    "F32": numpy.dtype("<f4"),
+    "F16": numpy.dtype("<f2"),
+    "BF16": numpy.dtype("<u2"),
+}
+ITEM_SIZES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
+MAX_HEADER = 100 << 20  # the safetensors library's own bound on the header
+
+
+class TensorEntry:
+    """One tensor of a safetensors file, as its header describes it: read only when asked."""
+
+    def __init__(
+        self, path: Path, name: str, dtype: str, shape: tuple[int, ...], start: int, stop: int
+    ) -> None:
+        self.path, self.name, self.dtype, self.shape = path, name, dtype, shape
+        self.start, self.stop = start, stop
+
+    def read(self) -> numpy.ndarray:
+        """The tensor as a float array (float32 for BF16 and F16, float64 for F64), read from its bytes alone."""
+        if self.dtype not in SAFETENSORS_DTYPES:
+            raise PretrainedError(
+                f"{self.path}: tensor {self.name!r} has dtype {self.dtype}, expected one of "
+                f"{', '.join(SAFETENSORS_DTYPES)} (a weight)"
+            )
+        dtype = SAFETENSORS_DTYPES[self.dtype]
+        if math.prod(self.shape) == 0:
+            raw = numpy.empty(self.shape, dtype)
+        else:  # a view of the file's bytes: the copy below is the only memory it takes
+            raw = numpy.array(
+                numpy.memmap(self.path, dtype=dtype, mode="r", offset=self.start, shape=self.shape)
+            )
+        if self.dtype == "BF16":  # bfloat16 is float32's upper half
+            return (raw.astype(numpy.uint32) << 16).view(numpy.float32)
+        return raw
+
+
+def read_header(path: Path) -> dict[str, TensorEntry]:
+    """The tensors a safetensors file holds (8-byte little-endian header length, a JSON header of
+    name -> dtype, shape, data_offsets, then the data), each checked to lie within the file with
+    the size its dtype and shape give. Nothing but the header is read."""
+
+    def corrupt(why: str) -> PretrainedError:
+        return PretrainedError(f"{path}: corrupt or not a safetensors file ({why})")
+
+    size = path.stat().st_size
+    with open(path, "rb") as file:
+        prefix = file.read(8)
+        if len(prefix) < 8:
+            raise corrupt(f"{size} bytes, shorter than the 8-byte header length")
+        length = int.from_bytes(prefix, "little")
+        if length > min(MAX_HEADER, size - 8):
+            raise corrupt(f"a header of {length} bytes in a file of {size}")
+        text = file.read(length)
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise corrupt(f"its header is not JSON: {error}") from None
+    if not isinstance(header, dict):
+        raise corrupt(f"its header is a {type(header).__name__}, expected an object")
+    data_start, data_size = 8 + length, size - 8 - length
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not (isinstance(entry, dict) and {"dtype", "shape", "data_offsets"} <= entry.keys()):
+            raise corrupt(f"tensor {name!r} lacks its dtype, shape or data_offsets")
+        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if not (isinstance(shape, list) and all(_is_int(n) and n >= 0 for n in shape)):
+            raise corrupt(f"tensor {name!r} has shape {shape!r}, expected a list of sizes")
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(_is_int(n) for n in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= data_size
+        ):
+            raise corrupt(
+                f"tensor {name!r} has data_offsets {offsets!r}, outside the {data_size} bytes of data"
+            )
+        if not isinstance(dtype, str) or dtype not in ITEM_SIZES:
+            raise corrupt(f"tensor {name!r} has dtype {dtype!r}")
+        if math.prod(shape) * ITEM_SIZES[dtype] != offsets[1] - offsets[0]:
+            raise corrupt(
+                f"tensor {name!r} of shape {shape} and dtype {dtype} would take "
+                f"{math.prod(shape) * ITEM_SIZES[dtype]} bytes, its offsets give {offsets[1] - offsets[0]}"
+            )
+        tensors[name] = TensorEntry(
+            path, name, dtype, tuple(shape), data_start + offsets[0], data_start + offsets[1]
+        )
+    return tensors
+
+
 def read_weights(directory: str | Path) -> dict[str, numpy.ndarray]:
-    """The tensors of ``model.safetensors`` as NumPy arrays (weights_path's refusals first)."""
-    path = weights_path(directory)
-    try:
-        from safetensors.numpy import load_file
-    except ImportError as error:
-        raise PretrainedError(
-            "reading model.safetensors needs the safetensors library: pip install 'numpy_transformer[pretrained]'"
-        ) from error
-    try:
-        return load_file(str(path))
-    except Exception as error:  # the library's own error type for a corrupt file
-        raise PretrainedError(
-            f"{path}: corrupt or not a safetensors file ({type(error).__name__}: {error})"
-        ) from error
+    """Every tensor of ``model.safetensors`` as a NumPy array (weights_path's refusals first)."""
+    return {name: entry.read() for name, entry in read_header(weights_path(directory)).items()}
 
 
 def marian_names(layers: int) -> dict[str, tuple[str, ...]]:
@@ -195,19 +374,143 @@ def _state_dict(weights: dict[str, numpy.ndarray], layers: int, path: Path) -> d
     return state
 
 
+EMBEDDINGS = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
+POSITIONS = {"encoder": "encoder.embed_positions.weight", "decoder": "decoder.embed_positions.weight"}
+
+
+def plan_weights(
+    config: dict[str, Any], tensors: dict[str, TensorEntry], path: Path
+) -> tuple[dict[str, TensorEntry], dict[str, TensorEntry]]:
+    """Which tensor of the file each parameter is read from ({our name: entry}), and the saved
+    position tables ({"encoder" / "decoder": entry}), from the header alone: every tensor the
+    configuration needs must be there with the shape it gives, and every tensor of the file must
+    have a place, or the file is refused naming them, before anything is built or read.
+
+    With ``tie_word_embeddings`` (Marian's default) one matrix is the source and target embedding
+    and the projection (any copies the file holds under the other names have its shape); without,
+    the encoder's and decoder's ``embed_tokens`` (or ``shared``) and ``lm_head`` are read each."""
+    width, ffn, vocab = config["d_model"], config["encoder_ffn_dim"], config["vocab_size"]
+    layers, length = config["encoder_layers"], config["max_position_embeddings"]
+    tied = config.get("tie_word_embeddings", True)
+    used: set[str] = set()
+
+    def find(name: str) -> str | None:
+        return next((prefix + name for prefix in ("model.", "") if prefix + name in tensors), None)
+
+    def expected_shape(ours: str) -> tuple[tuple[int, ...], ...]:
+        if ours.endswith("embedding.weight") or ours == "projection_layer.proj.weight":
+            return ((vocab, width),)
+        if ours == "projection_layer.proj.bias":
+            return ((1, vocab), (vocab,))
+        if ".linear_1." in ours:
+            return ((ffn, width),) if ours.endswith("weight") else ((ffn,),)
+        if ".linear_2." in ours:
+            return ((width, ffn),) if ours.endswith("weight") else ((width,),)
+        if ours.endswith(".w_q.weight") or ours.endswith(".w_k.weight") or ours.endswith(".w_v.weight"):
+            return ((width, width),)
+        if ours.endswith(".w_o.weight"):
+            return ((width, width),)
+        return ((width,),)
+
+    def check_shape(name: str, shapes: tuple[tuple[int, ...], ...]) -> None:
+        if tensors[name].shape not in shapes:
+            raise PretrainedError(
+                f"{path}: the weights do not fit config.json (tensor {name!r} has shape "
+                f"{list(tensors[name].shape)}, config.json's d_model {width}, encoder_ffn_dim {ffn} and "
+                f"vocab_size {vocab} give {' or '.join(str(list(s)) for s in shapes)})"
+            )
+
+    present = [  # the layers the file holds: a configuration of more is refused before listing its names
+        int(match.group(1))
+        for name in tensors
+        if (match := re.search(r"(?:^|\.)(?:en|de)coder\.layers\.(\d+)\.", name))
+    ]
+    if layers > max(present, default=-1) + 1:
+        raise PretrainedError(
+            f"{path}: holds no tensor 'encoder.layers.{max(present, default=-1) + 1}.*', which config.json "
+            f"(encoder_layers {layers}) needs: the file holds {max(present, default=-1) + 1} layers"
+        )
+    plan: dict[str, TensorEntry] = {}
+    missing: list[str] = []
+    names = marian_names(layers)
+    del names["src_embed.embedding.weight"]
+    for ours, theirs in names.items():
+        found = find(theirs[0])
+        if found is None:
+            missing.append(theirs[0])
+            continue
+        check_shape(found, expected_shape(ours))
+        plan[ours] = tensors[found]
+        used.add(found)
+    embeddings = {name: find(name) for name in EMBEDDINGS}
+    for found in filter(None, embeddings.values()):  # every copy the file holds is accounted for
+        check_shape(found, ((vocab, width),))
+        used.add(found)
+    if tied:
+        first = next(filter(None, embeddings.values()), None)
+        if first is None:
+            missing.append("shared.weight")
+        else:
+            plan["src_embed.embedding.weight"] = tensors[first]
+    else:
+        for ours, own, fallback in (
+            ("src_embed.embedding.weight", "encoder.embed_tokens.weight", "shared.weight"),
+            ("tgt_embed.embedding.weight", "decoder.embed_tokens.weight", "shared.weight"),
+            ("projection_layer.proj.weight", "lm_head.weight", None),
+        ):
+            found = embeddings[own] or (embeddings[fallback] if fallback else None)
+            if found is None:
+                missing.append(
+                    own
+                    + (
+                        " (tie_word_embeddings is false: the projection is its own)"
+                        if fallback is None
+                        else ""
+                    )
+                )
+            else:
+                plan[ours] = tensors[found]
+    saved_positions = {}
+    for side, name in POSITIONS.items():
+        found = find(name)
+        if found is not None:
+            check_shape(found, ((length, width),))
+            saved_positions[side] = tensors[found]
+            used.add(found)
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise PretrainedError(
+            f"{path}: holds no tensor {', '.join(map(repr, missing[:3]))}{more}, which config.json "
+            f"(encoder_layers {layers}, tie_word_embeddings {str(tied).lower()}) needs"
+        )
+    unexpected = [name for name in tensors if name not in used]
+    if unexpected:
+        more = f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""
+        raise PretrainedError(
+            f"{path}: holds tensors config.json has no place for: {', '.join(unexpected[:5])}{more} "
+            f"(encoder_layers {layers}; this package builds Marian's post-norm blocks without "
+            "layernorm_embedding or final layer norms); refused rather than ignored"
+        )
+    return plan, saved_positions
+
+
 def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transformer:
     """The Marian model in ``directory`` (``config.json``, ``model.safetensors``) as a Transformer.
 
     Its ids are Marian's vocabulary's (see marian_special_ids); its configuration (``model.config``)
-    is an ordinary one, so it saves, translates, evaluates and trains as any other model.
+    is an ordinary one, so it saves, translates, evaluates and trains as any other model. The
+    file's header is checked against config.json (plan_weights) before the model is built, and
+    only the tensors the model uses are read, one at a time.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     directory = Path(directory)
     config = read_config(directory)
-    weights = read_weights(directory)
-    layers, width = int(config["encoder_layers"]), int(config["d_model"])
-    vocab, length = int(config["vocab_size"]), int(config["max_position_embeddings"])
+    path = weights_path(directory)
+    plan, saved_positions = plan_weights(config, read_header(path), path)
+    tied = config.get("tie_word_embeddings", True)
+    layers, width = config["encoder_layers"], config["d_model"]
+    vocab, length = config["vocab_size"], config["max_position_embeddings"]
     model = build_transformer(
         vocab,
         vocab,
@@ -215,34 +518,35 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
         length,
         d_model=width,
         N=layers,
-        h=int(config["encoder_attention_heads"]),
+        h=config["encoder_attention_heads"],
         dropout=float(config.get("dropout", 0.1)),
-        d_ff=int(config["encoder_ffn_dim"]),
+        d_ff=config["encoder_ffn_dim"],
         norm_first=False,
         dtype=dtype,
         seed=0,
-        tie_embeddings=True,
+        tie_embeddings=tied,
         shared_vocab=True,
         activation=ACTIVATION_NAMES[config.get("activation_function", "swish")],
         attention_bias=True,
         positions="split",
         final_norm=False,
-        padding_idx=int(config["pad_token_id"]),  # as transformers' nn.Embedding(padding_idx=pad_token_id)
+        padding_idx=config["pad_token_id"],  # as transformers' nn.Embedding(padding_idx=pad_token_id)
     )
-    path = directory / WEIGHTS
-    for side in ("encoder", "decoder"):  # a saved positional table must be the one the model computes
-        for name in (f"model.{side}.embed_positions.weight", f"{side}.embed_positions.weight"):
-            if name in weights:
-                table = getattr(model, "src_pos" if side == "encoder" else "tgt_pos").pe
-                saved = weights[name].astype(numpy.float64)
-                if saved.shape != table.shape or numpy.abs(saved - table).max() > 1e-6:
-                    raise PretrainedError(
-                        f"{path}: its {name} is not the sines-then-cosines table Marian computes"
-                    )
-    try:
-        model.load_state_dict(_state_dict(weights, layers, path))
-    except ValueError as error:
-        raise PretrainedError(f"{path}: the weights do not fit config.json ({error})") from error
+    for side, entry in saved_positions.items():  # a saved positional table must be the one the model computes
+        table = getattr(model, "src_pos" if side == "encoder" else "tgt_pos").pe
+        saved = entry.read().astype(numpy.float64)
+        if numpy.abs(saved - table).max() > 1e-6:
+            raise PretrainedError(
+                f"{path}: its {entry.name} is not the sines-then-cosines table Marian computes"
+            )
+    own = dict(model.named_parameters())
+    if set(own) != set(plan):  # plan_weights and build_transformer disagree: a bug here, not the user's
+        raise AssertionError(f"parameters {sorted(set(own) ^ set(plan))} unplanned")
+    for name, entry in plan.items():  # one tensor in memory at a time, beside the model
+        value = entry.read()
+        if not numpy.isfinite(value).all():
+            raise PretrainedError(f"{path}: tensor {entry.name!r} holds NaN or infinite values")
+        own[name].data[...] = value.reshape(own[name].data.shape)
     return model
 
 
@@ -294,7 +598,7 @@ def read_vocabulary(directory: str | Path) -> list[str]:
     the special pieces ``</s>``, ``<unk>`` and ``<pad>`` among them."""
     path = Path(directory) / VOCAB
     try:
-        vocab = json.loads(path.read_text(encoding="utf-8"))
+        vocab = json.loads(_read_bounded(path, MAX_VOCAB).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise PretrainedError(f"{path}: not valid JSON ({error})") from error
     if not isinstance(vocab, dict) or not all(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from .run_state import RunState
 LOG_NAME = "log.jsonl"
 BEST_NAME = "best.npz"  # the checkpoint with the best dev BLEU so far, beside the last (model.npz)
 KEPT_PATTERN = "step-*.npz"  # the last evaluation checkpoints, for averaging
+KEPT_NAME = re.compile(r"step-\d{7}\.npz")  # exactly the names a run writes (RunFiles.save_evaluated)
 CONFIG_NAME = "config.toml"  # the run's resolved configuration, which train --config reads back
 LOCK_NAME = ".lock"
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))
@@ -189,10 +191,12 @@ def _alive(pid: int) -> bool:
 
 
 def run_files(directory: Path) -> list[Path]:
-    """The files of a run in ``directory``: any of them marks it as holding one."""
+    """The files of a run in ``directory``: any of them marks it as holding one. Only the names a
+    run writes count (``step-0000005.npz``, never the user's ``step-0000005-mynote.npz``): these
+    are the files --overwrite removes."""
     names = [FILENAME, BEST_NAME, LOG_NAME, CONFIG_NAME]
     return [directory / name for name in names if (directory / name).exists()] + sorted(
-        directory.glob(KEPT_PATTERN)
+        path for path in directory.glob(KEPT_PATTERN) if KEPT_NAME.fullmatch(path.name) and path.is_file()
     )
 
 

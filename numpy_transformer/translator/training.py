@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, replace
@@ -740,7 +741,29 @@ def _fine_tune_start(
         vocabularies=saved_vocabularies(path, meta),
         vocab_size=config.vocab_size,
     )
+    _warn_unknown_share(task, path, config.data)
     return sizes, task, config
+
+
+def _warn_unknown_share(task: Any, path: str | Path, data: str | None, sample: int = 10_000) -> None:
+    """Warn, with the share, when the corpus of a fine-tune holds tokens outside the vocabularies of
+    the run it starts from (they become <unk>): counted over up to ``sample`` training pairs."""
+    pairs = getattr(task, "train_pairs", [])[:sample]
+    unknown = total = 0
+    for source, target in pairs:
+        for vocab, tokens in (
+            (task.src_vocab, task.tokenizer.tokenize_source(source)),
+            (task.tgt_vocab, task.tokenizer.tokenize(target)),
+        ):
+            unknown += len(vocab.encode(tokens)[1])
+            total += len(tokens)
+    if unknown:
+        warnings.warn(
+            f"--data {data}: {unknown / total:.1%} of its tokens ({unknown:,} of {total:,}"
+            f"{' in its first ' + format(sample, ',') + ' training pairs' if len(pairs) == sample else ''}) "
+            f"are outside the vocabulary of --from {path} and become <unk>",
+            stacklevel=3,
+        )
 
 
 def training_memory(

@@ -56,3 +56,105 @@ def test_bad_arguments_name_themselves():
         assert_gradients(gelu_forward, gelu_backward, {"x": np.ones(3)}, wrt=["y"])
     with pytest.raises(TypeError, match="inputs"):
         assert_gradients(gelu_forward, gelu_backward, [np.ones(3)])
+
+
+def mul_forward(x, y):
+    return x * y, (x, y)
+
+
+def test_a_gradient_the_backward_does_not_return_fails_naming_it():
+    rng = np.random.default_rng(4)
+    inputs = {"x": rng.standard_normal(3), "y": rng.standard_normal(3)}
+    only_dx = lambda dout, cache: dout * cache[1]  # noqa: E731  dy forgotten
+    with pytest.raises(GradcheckError, match=r"no gradient for 'y'"):
+        assert_gradients(mul_forward, only_dx, inputs)
+    with pytest.raises(GradcheckError, match=r"no gradient for 'y'"):
+        assert_gradients(mul_forward, only_dx, inputs, wrt=["x", "y"])
+    both = lambda dout, cache: (dout * cache[1], dout * cache[0])  # noqa: E731
+    with pytest.raises(GradcheckError, match=r"returned 2 values but wrt names 1.*extra 1"):
+        assert_gradients(mul_forward, both, inputs, wrt=["x"])
+    assert len(assert_gradients(mul_forward, both, inputs, wrt=["x", ""]).reports) == 1  # skipped on purpose
+    assert len(assert_gradients(mul_forward, both, inputs).reports) == 2
+
+
+def test_the_textbook_loss_returning_a_float_is_checked():
+    from numpy_transformer.functional import cross_entropy_backward, cross_entropy_forward
+
+    rng = np.random.default_rng(5)
+    result = assert_gradients(
+        cross_entropy_forward,
+        cross_entropy_backward,
+        {"logits": rng.standard_normal((2, 3, 5)), "targets": np.array([[1, 2, 0], [4, 0, 3]]), "pad_id": 0},
+    )
+    assert result.passed and [r.name for r in result.reports] == ["logits"]
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (
+            lambda: assert_gradients(gelu_forward, gelu_backward, {"x": np.ones(0)}),
+            ValueError,
+            r"inputs\['x'\] is empty",
+        ),
+        (
+            lambda: assert_gradients(gelu_forward, gelu_backward, {"x": np.ones(3)}, max_entries=0),
+            ValueError,
+            "max_entries must be a positive .* got 0",
+        ),
+        (
+            lambda: assert_gradients(gelu_forward, lambda d, c: [d], {"x": np.ones(3)}),
+            TypeError,
+            "backward returned a list",
+        ),
+        (
+            lambda: assert_gradients(gelu_forward, lambda d, c: None, {"x": np.ones(3)}),
+            GradcheckError,
+            "backward returned None",
+        ),
+        (
+            lambda: assert_gradients(lambda x: x, gelu_backward, {"x": np.ones(3)}),
+            TypeError,
+            r"forward must return \(output, cache\)",
+        ),
+        (
+            lambda: assert_gradients(lambda x: (None, x), gelu_backward, {"x": np.ones(3)}),
+            TypeError,
+            "forward must return an array or a number, got NoneType",
+        ),
+        (
+            lambda: assert_gradients(gelu_forward, gelu_backward, {"x": np.ones(3)}, wrt="x"),
+            TypeError,
+            "wrt must be a list",
+        ),
+        (lambda: shapes(min_side=0), ValueError, "min_side must be a whole number >= 1"),
+        (lambda: shapes(max_dims=-1), ValueError, "max_dims"),
+    ],
+)
+def test_unusable_arguments_get_a_clear_error_naming_them(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_the_low_level_checker_refuses_what_it_would_skip():
+    from numpy_transformer.gradcheck import gradcheck
+
+    x = np.ones(3)
+    with pytest.raises(GradcheckError, match="no analytic gradient for 'x'"):
+        gradcheck(lambda: float(x.sum()), {"x": x}, {})
+    with pytest.raises(GradcheckError, match="analytic gradient for 'y'.*unchecked"):
+        gradcheck(lambda: float(x.sum()), {"x": x}, {"x": np.ones(3), "y": np.ones(3)})
+    with pytest.raises(ValueError, match="'x' is empty"):
+        gradcheck(lambda: 0.0, {"x": np.ones(0)}, {"x": np.ones(0)})
+
+
+def test_a_module_input_whose_gradient_is_not_mapped_fails_naming_it():
+    rng = np.random.default_rng(6)
+    layer = Linear(4, 3, dtype="float64", rng=np.random.default_rng(3))
+    x = rng.standard_normal((2, 4))
+    with pytest.raises(GradcheckError, match=r"Linear: no gradient checked for the floating input\(s\) 'x'"):
+        assert_module_gradients(layer, {"x": x})
+    result = assert_module_gradients(layer, {"x": x}, unchecked=("x",))  # left out on purpose
+    assert "x" not in {r.name for r in result.reports}
+    with pytest.raises(ValueError, match="unchecked names 'y'"):
+        assert_module_gradients(layer, {"x": x}, unchecked=("y",))

@@ -159,3 +159,25 @@ def test_the_command_says_what_it_plans(clock, corpus, tmp_path, capsys, monkeyp
         main(["train", "--resume", "--steps", "3", "--time-budget", "1", "--out", str(tmp_path / "r")]) == 2
     )
     assert "give --steps or --time-budget, not both" in capsys.readouterr().err
+
+
+SMALL = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16"]
+QUIET = ["--no-progress", "--show", "0", "--eval-every", "3", "--eval-size", "4", "--batch-size", "8"]
+
+
+def test_a_run_trained_with_steps_resumes_with_a_time_budget(tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert main(["train", *SMALL, *QUIET, "--steps", "3", "--out", out]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "--time-budget", "0.02", *QUIET[:3], "--out", out]) == 0
+    assert "NoneType" not in capsys.readouterr().err
+
+
+def test_a_resume_with_nothing_left_to_train_says_so(tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert main(["train", *SMALL, *QUIET, "--steps", "3", "--out", out]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "--steps", "2", *QUIET[:3], "--out", out]) == 0
+    assert "at step 3 and --steps 2 asks for no more: nothing is left to train" in capsys.readouterr().err
+    assert main(["train", "--resume", *QUIET[:3], "--out", out]) == 0
+    assert "nothing is left to train" in capsys.readouterr().err

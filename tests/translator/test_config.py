@@ -1,6 +1,7 @@
 """One source of truth for a run's settings: the flags, --config files, the saved config.toml and
 --resume's checks all come from config.py's fields."""
 
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -100,6 +101,10 @@ def test_the_saved_config_reads_back_as_the_same_run_and_flags_beside_it_win(tmp
         ("[train]\nshared_vocab = 1\n", "[train] shared-vocab must be true or false, got 1"),
         ("[optimiser]\nlr = 0.1\n", "unknown table [optimiser]"),
         ("[train\nlr = 0.1\n", "not valid TOML"),
+        ("steps = 5\n", "steps = 5 is a setting outside any table; every setting belongs under [train]"),
+        ("d_model = 8\n", "d_model = 8 is a setting outside any table; every setting belongs under [model]"),
+        ("[[train]]\nsteps = 5\n", "[[train]] is an array of tables; write the table [train] once"),
+        ("[train]\nseed = -5\n", "[train] seed must be an integer >= 0, got -5"),
     ],
 )
 def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(tmp_path, capsys, document, named):
@@ -280,3 +285,78 @@ def test_a_fine_tune_given_by_a_relative_path_resumes_and_takes_a_default_model_
     assert load_checkpoint(Path("tuned"))[1]["step"] == 4
     trainer = Trainer.create(TrainConfig(data="pairs.tsv", from_run="base", steps=1), ModelConfig())
     assert trainer.model.config.d_model == 16
+
+
+def test_a_config_file_that_is_not_utf8_is_named_with_its_line(tmp_path, capsys):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("[train]\n# café\nsteps = 5\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1\.toml:2: not UTF-8 text \(byte 0xe9\)"):
+        read_config_file(path)
+
+
+def test_an_endless_config_file_is_read_within_a_bound(tmp_path):
+    with pytest.raises(ValueError, match=r"/dev/zero: larger than 1024 KiB"):
+        read_config_file("/dev/zero")
+
+
+def test_a_negative_seed_flag_is_refused_naming_it(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        _train(*RUN, "--seed", "-5", "--out", str(tmp_path / "run"))
+    assert stopped.value.code == 2
+    assert "argument --seed: expected an integer >= 0, got -5" in capsys.readouterr().err
+
+
+def test_the_saved_config_is_valid_toml_for_any_text(tmp_path):
+    import tomllib
+
+    from numpy_transformer.translator.config import config_toml
+
+    emoji = str(tmp_path / '😀 "quoted" back\\slash\ttab\x7f.tsv')
+    undecodable = os.fsdecode(b"/tmp/caf\xe9.tsv")  # a path of Latin-1 bytes, surrogateescape'd
+    train = TrainConfig(data=emoji)
+    document = tomllib.loads(config_toml(ModelConfig(), train))
+    assert document["train"]["data"] == emoji
+    text = config_toml(ModelConfig(), TrainConfig(data=undecodable))
+    document = tomllib.loads(text)  # valid TOML: the path TOML cannot hold is named in a comment
+    assert "data" not in document["train"] and "caf\\xe9.tsv is not UTF-8 text" in text
+
+
+def _corpus_file(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"w{i} x\tx w{i}\n" for i in range(40)))
+    return path
+
+
+def test_a_flag_beside_config_wins_over_the_file_settings_it_excludes(tmp_path, capsys):
+    copy_run, numbers_run, budget_run = tmp_path / "copy", tmp_path / "numbers", tmp_path / "budget"
+    assert _train(*RUN, "--out", str(copy_run)) == 0
+    data = _corpus_file(tmp_path)
+    # the copy run's file gives task = "copy": --data replaces it
+    assert (
+        _train("--config", str(copy_run / "config.toml"), "--data", str(data), "--out", str(tmp_path / "a"))
+        == 0
+    )
+    assert _weights(tmp_path / "a")[1]["train"]["data"] == str(data)
+    # a numbers run's file gives tokenizer = "word": --task copy takes it away with its task
+    numbers = [*RUN[2:], "--task", "numbers-en-fr"]
+    assert _train(*numbers, "--out", str(numbers_run)) == 0
+    assert (
+        _train("--config", str(numbers_run / "config.toml"), "--task", "copy", "--out", str(tmp_path / "b"))
+        == 0
+    )
+    # a budget run's file gives time_budget: --steps replaces it
+    sizes = RUN[2:-2]
+    assert _train(*sizes, "--data", str(data), "--time-budget", "0.02", "--out", str(budget_run)) == 0
+    assert "time_budget = " in (budget_run / "config.toml").read_text()
+    assert (
+        _train("--config", str(budget_run / "config.toml"), "--steps", "2", "--out", str(tmp_path / "c")) == 0
+    )
+    assert _weights(tmp_path / "c")[1]["train"]["steps"] == 2
+
+
+def test_a_refusal_the_config_file_takes_part_in_names_the_file(tmp_path, capsys):
+    path = tmp_path / "mine.toml"
+    path.write_text('[train]\ntask = "copy"\n')
+    assert _train(*RUN[2:], "--vocab-size", "300", "--config", str(path), "--out", str(tmp_path / "r")) == 2
+    error = capsys.readouterr().err
+    assert "--vocab-size applies to --data corpora only" in error and "--config " + str(path) in error

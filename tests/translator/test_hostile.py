@@ -395,3 +395,109 @@ def test_a_list_instead_of_an_array_is_named(call, argument):
     model = nt.build_transformer(10, 6, 8, 8, d_model=8, N=1, h=2, d_ff=16)
     with pytest.raises(TypeError, match=f"^{argument} must be an"):
         call(model)
+
+
+def test_a_fine_tune_on_words_outside_the_vocabulary_warns_with_the_share(tmp_path, capsys):
+    base = tmp_path / "base"
+    assert main(["train", *RUN, "--task", "numbers-en-fr", "--steps", "2", "--out", str(base)]) == 0
+    data = tmp_path / "other.tsv"
+    data.write_text("".join(f"zebra{i} quokka\tzèbre{i} quokka\n" for i in range(20)))
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "train",
+                "--from",
+                str(base),
+                "--data",
+                str(data),
+                "--steps",
+                "2",
+                *RUN[RUN.index("--batch-size") :],
+                "--out",
+                str(tmp_path / "ft"),
+            ]
+        )
+        == 0
+    )
+    error = capsys.readouterr().err
+    assert "100.0% of its tokens" in error and "outside the vocabulary of --from" in error
+
+
+def test_a_boolean_flag_that_differs_from_the_from_run_reads_as_typed(tmp_path, capsys):
+    base = tmp_path / "base"
+    assert main(["train", *RUN, "--task", "numbers-en-fr", "--steps", "2", "--out", str(base)]) == 0
+    data = tmp_path / "other.tsv"
+    data.write_text("".join(f"one {i}\tun {i}\n" for i in range(20)))
+    capsys.readouterr()
+    assert (
+        main(
+            ["train", "--from", str(base), "--data", str(data), "--post-norm", "--out", str(tmp_path / "ft")]
+        )
+        == 2
+    )
+    error = capsys.readouterr().err
+    assert "--post-norm differs from the model of --from" in error and "which has no --post-norm" in error
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--beam-width", "5"], "--beam-width 5 applies to --strategy beam only, not to greedy decoding"),
+        (
+            ["--strategy", "greedy", "--temperature", "0.5"],
+            "--temperature 0.5 applies to --strategy sample only, not to --strategy greedy",
+        ),
+        (
+            ["--strategy", "beam", "--top-k", "3"],
+            "--top-k 3 applies to --strategy sample only, not to --strategy beam",
+        ),
+        (
+            ["--strategy", "sample", "--length-penalty", "1"],
+            "--length-penalty 1.0 applies to --strategy beam only",
+        ),
+        (["--strategy", "beam", "--seed", "3"], "--seed 3 applies to --strategy sample only"),
+    ],
+)
+def test_an_option_of_another_strategy_is_refused_naming_both(checkpoint, capsys, flags, message):
+    assert main(["translate", "--checkpoint", str(checkpoint), *flags, "abc"]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+
+
+def test_the_options_of_the_strategy_used_are_taken(checkpoint, capsys):
+    assert (
+        main(["translate", "--checkpoint", str(checkpoint), "--strategy", "beam", "--beam-width", "2", "abc"])
+        == 0
+    )
+    assert (
+        main(["translate", "--checkpoint", str(checkpoint), "--strategy", "sample", "--seed", "2", "abc"])
+        == 0
+    )
+
+
+def test_plot_into_a_missing_folder_is_refused_naming_it(checkpoint, tmp_path, capsys):
+    out = tmp_path / "missing" / "a.png"
+    code = main(["plot", "attention", "--checkpoint", str(checkpoint), "--out", str(out), "abc"])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert f"the folder {out.parent} does not exist" in error and "Errno" not in error
+
+
+def _score(checkpoint, text):
+    return subprocess.run(
+        [sys.executable, "-m", "numpy_transformer", "translate", "--checkpoint", str(checkpoint), "--score"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_score_names_an_empty_or_too_long_translation_by_its_line(checkpoint):
+    result = _score(checkpoint, "abc\tcba\nabc\t\n")
+    assert result.returncode == 2 and "standard input:2:" in result.stderr
+    assert "the translation to score is missing or empty" in result.stderr
+    result = _score(checkpoint, "abc\tcba\nabc\t" + "a" * 400 + "\n")
+    assert result.returncode == 2 and "standard input:2's translation" in result.stderr
+    assert "longer than the positional table" in result.stderr

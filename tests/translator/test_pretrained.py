@@ -183,6 +183,17 @@ def test_a_pickled_checkpoint_is_refused_with_the_conversion(tmp_path):
         ({"activation_function": "gelu"}, r"activation_function 'gelu' is not supported"),
         ({"scale_embedding": False}, r"scale_embedding is false"),
         ({"decoder_layers": 3}, r"encoder_layers=2 and decoder_layers=3 differ"),
+        ({"d_model": 16.5}, r"config.json: d_model is 16.5, expected a whole number >= 1"),
+        ({"d_model": None}, r"config.json: d_model is None, expected a whole number >= 1"),
+        ({"d_model": "16"}, r"config.json: d_model is '16', expected a whole number >= 1"),
+        ({"encoder_ffn_dim": 0, "decoder_ffn_dim": 0}, r"config.json: encoder_ffn_dim is 0"),
+        ({"pad_token_id": 40}, r"config.json: pad_token_id is 40, expected a token id in \[0, 40\)"),
+        ({"eos_token_id": None}, r"config.json: eos_token_id is None"),
+        ({"dropout": "0.1"}, r"config.json: dropout is '0.1', expected a number in \[0, 1\)"),
+        ({"tie_word_embeddings": "no"}, r"config.json: tie_word_embeddings is 'no', expected true or false"),
+        ({"encoder_attention_heads": 3, "decoder_attention_heads": 3}, r"d_model 16 is not divisible"),
+        ({"max_position_embeddings": 10**9}, r"config.json: max_position_embeddings is 1000000000"),
+        ({"activation_function": ["swish"]}, r"config.json: activation_function is \['swish'\]"),
     ],
 )
 def test_configurations_it_cannot_build_are_named(saved, tmp_path, change, message):
@@ -191,4 +202,178 @@ def test_configurations_it_cannot_build_are_named(saved, tmp_path, change, messa
     (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
     (tmp_path / "model.safetensors").write_bytes((directory / "model.safetensors").read_bytes())
     with pytest.raises(PretrainedError, match=message):
+        nt.load_pretrained(tmp_path)
+
+
+def save_marian(model, directory, tensors=None):
+    """``model`` saved by transformers, its tensors then replaced by ``tensors(dict) -> dict``."""
+    from safetensors.numpy import load_file, save_file
+
+    model.save_pretrained(directory)
+    if tensors is not None:
+        path = directory / "model.safetensors"
+        save_file(tensors(load_file(str(path))), str(path))
+    return directory
+
+
+def test_an_untied_model_is_read_with_its_own_embeddings_and_projection(tmp_path):
+    oracle = marian_oracle(tie_word_embeddings=False)
+    with torch.no_grad():  # each matrix its own, so reading the wrong one shows
+        for matrix in (oracle.lm_head.weight, oracle.model.encoder.embed_tokens.weight):
+            matrix.add_(torch.randn_like(matrix))
+    model = nt.load_pretrained(save_marian(oracle, tmp_path)).eval()
+    assert model.config["tie_embeddings"] is False
+    src, tgt, _ = batch()
+    logits = model.forward(src, tgt, nt.make_src_mask(src, PAD), nt.causal_mask(tgt.shape[1]))
+    assert relative_error(logits, oracle_logits(oracle, src, tgt)) <= 2e-6
+
+
+def test_an_untied_model_without_its_projection_is_refused_naming_the_setting(tmp_path):
+    oracle = marian_oracle(tie_word_embeddings=False)
+    drop = lambda tensors: {k: v for k, v in tensors.items() if k != "lm_head.weight"}  # noqa: E731
+    with pytest.raises(PretrainedError, match=r"no tensor 'lm_head.weight.*tie_word_embeddings is false"):
+        nt.load_pretrained(save_marian(oracle, tmp_path, drop))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda t: {
+                **t,
+                **{k.replace("layers.1", "layers.2"): v for k, v in t.items() if "layers.1." in k},
+            },
+            r"has no place for: model.decoder.layers.2.encoder_attn.k_proj.bias, .* and 37 more",
+        ),
+        (
+            lambda t: {**t, "model.encoder.layernorm_embedding.weight": np.ones(16, np.float32)},
+            r"has no place for: model.encoder.layernorm_embedding.weight",
+        ),
+        (
+            lambda t: {**t, "model.encoder.layer_norm.bias": np.ones(16, np.float32)},
+            r"has no place for: model.encoder.layer_norm.bias",
+        ),
+        (
+            lambda t: {k: v for k, v in t.items() if "decoder.layers.1.fc2" not in k},
+            r"holds no tensor 'decoder.layers.1.fc2.weight', 'decoder.layers.1.fc2.bias'",
+        ),
+        (
+            lambda t: {**t, "model.encoder.layers.0.fc1.weight": np.ones((33, 16), np.float32)},
+            r"do not fit config.json \(tensor 'model.encoder.layers.0.fc1.weight' has shape \[33, 16\]",
+        ),
+    ],
+)
+def test_tensors_without_a_place_or_missing_are_refused_by_name(tmp_path, change, message):
+    with pytest.raises(PretrainedError, match=message):
+        nt.load_pretrained(save_marian(marian_oracle(), tmp_path, change))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"d_model": 10**6, "encoder_attention_heads": 1, "decoder_attention_heads": 1},
+        {"encoder_layers": 100_000, "decoder_layers": 100_000},
+        {"encoder_ffn_dim": 10**8, "decoder_ffn_dim": 10**8},
+        {"max_position_embeddings": 10**9},
+        {"vocab_size": 10**8, "decoder_vocab_size": 10**8},
+    ],
+)
+def test_absurd_sizes_are_refused_before_anything_is_allocated(saved, tmp_path, change):
+    import tracemalloc
+
+    _, directory = saved["float32"]
+    config = json.loads((directory / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
+    (tmp_path / "model.safetensors").write_bytes((directory / "model.safetensors").read_bytes())
+    tracemalloc.start()
+    try:
+        with pytest.raises(PretrainedError, match=r"config.json"):
+            nt.load_pretrained(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, f"{peak / 1e6:.0f} MB allocated before the refusal"
+
+
+def test_an_unexpected_large_tensor_is_refused_from_the_header_without_being_read(tmp_path):
+    import tracemalloc
+
+    huge = lambda t: {**t, "model.unused": np.zeros(50_000_000, np.float32)}  # noqa: E731  200 MB
+    directory = save_marian(marian_oracle(), tmp_path, huge)
+    tracemalloc.start()
+    try:
+        with pytest.raises(PretrainedError, match=r"has no place for: model.unused"):
+            nt.load_pretrained(directory)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6, f"{peak / 1e6:.0f} MB allocated"
+
+
+def test_only_the_tensors_the_model_uses_are_read(tmp_path, monkeypatch):
+    from numpy_transformer.translator import pretrained
+
+    oracle = marian_oracle(tie_word_embeddings=False)  # its file also holds model.shared.weight, unused
+    directory = save_marian(oracle, tmp_path)
+    read = []
+    original = pretrained.TensorEntry.read
+    monkeypatch.setattr(pretrained.TensorEntry, "read", lambda self: read.append(self.name) or original(self))
+    nt.load_pretrained(directory)
+    assert "model.shared.weight" not in read and len(read) == len(set(read))
+
+
+def test_bfloat16_weights_are_widened_not_called_corrupt(tmp_path):
+    oracle = marian_oracle().to(torch.bfloat16)
+    model = nt.load_pretrained(save_marian(oracle, tmp_path)).eval()
+    widened = oracle.to(torch.float32)
+    with torch.no_grad():  # the position tables are computed, not weights: both sides use the exact one
+        table = torch.tensor(F.sinusoidal_table(64, 16, np.float32, "split"))
+        for side in (widened.model.encoder, widened.model.decoder):
+            side.embed_positions.weight.copy_(table)
+    src, tgt, _ = batch()
+    logits = model.forward(src, tgt, nt.make_src_mask(src, PAD), nt.causal_mask(tgt.shape[1]))
+    assert relative_error(logits, oracle_logits(widened, src, tgt)) <= 2e-6
+
+
+def safetensors_bytes(header: bytes) -> bytes:
+    return len(header).to_bytes(8, "little") + header
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"\xff" * 16, r"a header of \d+ bytes in a file of"),
+        (safetensors_bytes(b"[1]"), r"its header is a list, expected an object"),
+        (safetensors_bytes(b"{x"), r"its header is not JSON"),
+        (
+            safetensors_bytes(b'{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}'),
+            r"tensor 'a' has data_offsets \[0, 16\], outside the 8 bytes of data",
+        ),
+        (
+            safetensors_bytes(b'{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 4]}}'),
+            r"tensor 'a' of shape \[4\] and dtype F32 would take 16 bytes",
+        ),
+        (
+            safetensors_bytes(b'{"a": {"dtype": "Q9", "shape": [4], "data_offsets": [0, 4]}}'),
+            r"tensor 'a' has dtype 'Q9'",
+        ),
+    ],
+)
+def test_a_damaged_header_is_refused_naming_what_is_wrong(saved, tmp_path, data, message):
+    _, directory = saved["float32"]
+    (tmp_path / "config.json").write_text((directory / "config.json").read_text())
+    (tmp_path / "model.safetensors").write_bytes(data + b"\x00" * 8)
+    with pytest.raises(
+        PretrainedError, match=r"model.safetensors: corrupt or not a safetensors file .*" + message
+    ):
+        nt.load_pretrained(tmp_path)
+
+
+def test_an_endless_config_json_is_read_within_a_bound(saved, tmp_path):
+    (tmp_path / "config.json").write_bytes(b" " * (2 << 20) + b"{}")
+    with pytest.raises(PretrainedError, match=r"config.json: larger than 1 MiB"):
+        nt.load_pretrained(tmp_path)
+    (tmp_path / "config.json").unlink()
+    (tmp_path / "config.json").symlink_to("/dev/zero")
+    with pytest.raises(PretrainedError, match=r"config.json: not a regular file"):
         nt.load_pretrained(tmp_path)

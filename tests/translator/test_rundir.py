@@ -133,3 +133,41 @@ def test_check_run_directory_accepts_new_and_resumable_directories(tmp_path):
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "model.npz").write_bytes(b"")
     assert check_run_directory(tmp_path / "old", True, False) == tmp_path / "old"
+
+
+def test_overwrite_removes_only_the_files_a_run_writes(tmp_path):
+    out = tmp_path / "run"
+    assert train(out) == 0
+    mine = {
+        "step-0000005-mynote.npz": b"my own notes",
+        "step-12.npz": b"mine too",
+        "notes.txt": b"a user's file",
+    }
+    for name, data in mine.items():
+        (out / name).write_bytes(data)
+    assert train(out, "--overwrite") == 0
+    for name, data in mine.items():
+        assert (out / name).read_bytes() == data, name
+
+
+@pytest.mark.parametrize("from_name", ["run", "run/model.npz"])
+def test_train_from_a_run_into_itself_is_refused_even_with_overwrite(tmp_path, capsys, from_name):
+    out = tmp_path / "run"
+    assert train(out) == 0
+    saved = (out / "model.npz").read_bytes()
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"abc {i}\tcba {i}\n" for i in range(40)))
+    argv = [
+        "train",
+        "--from",
+        str(tmp_path / from_name),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--overwrite",
+    ]
+    assert main(argv) == 2
+    error = capsys.readouterr().err
+    assert f"--out {out} is the run --from" in error and "Traceback" not in error
+    assert (out / "model.npz").read_bytes() == saved

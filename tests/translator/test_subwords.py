@@ -404,3 +404,54 @@ def test_a_dropped_out_piece_the_vocabulary_lacks_leaves_its_word_whole(tmp_path
         plain, dropped = task.train_batch(step, 8), task.train_batch(step, 8, dropout=trainer.subword_dropout)
         assert (dropped.src != UNK_ID).all() and (dropped.tgt_out != UNK_ID).all()
         assert _texts(task, dropped) == _texts(task, plain)
+
+
+def _pairs_file(tmp_path, pairs):
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
+    return path
+
+
+def test_every_byte_is_in_a_subword_vocabulary_whatever_the_corpus(tmp_path):
+    pairs = [(f"abc {i}", f"cba {i}") for i in range(30)]
+    task = FileTask(_pairs_file(tmp_path, pairs), "bpe", vocab_size=260)
+    for vocab in (task.src_vocab, task.tgt_vocab):
+        for text in ("Zoo ß 日本 7", "\ufeffbom", "emoji 😀\x00\x7f"):
+            _, unknown = vocab.encode(task.tokenizer.tokenize(text))
+            assert unknown == [], (text, unknown)
+
+
+def test_max_length_counts_subword_tokens_not_words(tmp_path):
+    unspaced = "".join(chr(0x4E00 + i * 7919 % 20000) for i in range(1500))  # one word of CJK
+    pairs = [(f"abc {i}", f"cba {i}") for i in range(40)] + [(unspaced, "long")]
+    with pytest.warns(UserWarning, match=r"1 more pairs have more than 50 subword tokens"):
+        task = FileTask(_pairs_file(tmp_path, pairs), "bpe", max_length=50, vocab_size=300)
+    kept = task.train_pairs + task.dev + task.test
+    assert all(source != unspaced for source, _ in kept)
+    assert max(task.max_lengths(kept)) <= 51
+
+
+def test_too_few_pairs_after_removing_repeats_says_so(tmp_path):
+    with pytest.raises(ValueError, match=r"1 pairs are too few .*49 repeated pairs of its 50 removed"):
+        FileTask(_pairs_file(tmp_path, [("same", "même")] * 50), "bpe")
+
+
+def test_a_high_bpe_dropout_is_applied_on_a_small_corpus(tmp_path):
+    words = ["open", "the", "file", "save", "delete", "items", "press", "key", "stop", "close", "window"]
+    pairs = [
+        (" ".join(words[(i + k) % 11] for k in range(4)) + f" {i}", f"t{i} " + words[i % 11])
+        for i in range(300)
+    ]
+    path = _pairs_file(tmp_path, pairs)
+    trainer = Trainer.create(
+        TrainConfig(data=str(path), bpe_dropout=0.9, steps=1, batch_size=8),
+        {"d_model": 16, "N": 1, "h": 2, "d_ff": 16},
+    )
+    task, dropout = trainer.task, SubwordDropout(trainer.task, 0.9, (10_000, 10_000))
+    sample = task.train_pairs[:50]
+    deterministic = task.encode_pairs(sample)[0]
+    dropped = dropout.encode_pairs(sample, host_rng(0, 1))[0]
+    changed = sum(a != b for a, b in zip(deterministic, dropped))
+    assert changed >= 40, f"only {changed} of 50 sources segmented otherwise"
+    unk = task.src_vocab.ids.unk
+    assert all(unk not in ids for ids in dropped)

@@ -295,7 +295,8 @@ def test_cli_train_translate_evaluate_on_tsv(tmp_path):
     result = cli("translate", "--checkpoint", str(out), input="one two\nseven five\n")
     assert result.returncode == 0 and len(result.stdout.splitlines()) == 2
     result = cli("translate", "--checkpoint", str(out / "model.npz"), "one zebra")
-    assert result.returncode == 0 and "warning" in result.stderr and "zebra" in result.stderr
+    # every byte is a unit of the subword vocabularies: a word never seen is spelled, never <unk>
+    assert result.returncode == 0 and "warning" not in result.stderr
     result = cli("evaluate", "--checkpoint", str(out), "--json")
     metrics = json.loads(result.stdout)
     assert set(metrics) == {"loss", "token_accuracy", "exact_match", "bleu", "chrf", "n"} | {
@@ -516,7 +517,10 @@ def test_translate_lists_n_best_with_scores_and_scores_given_translations(tmp_pa
     assert [row[:2] for row in scored] == [["abc", "abc"], ["abc", "cba"]]
     assert all(float(row[2]) < 0 for row in scored)  # log-probabilities
     assert main(["translate", "--checkpoint", str(out), "--score", "abc"]) == 2
-    assert "--score reads 'source<TAB>translation', got 1 tab-separated part(s)" in capsys.readouterr().err
+    assert (
+        "--score reads 'source<TAB>translation', but the translation to score is missing"
+        in capsys.readouterr().err
+    )
     assert main(["translate", "--checkpoint", str(out), "--n-best", "2", "--strategy", "greedy", "abc"]) == 2
     assert "--n-best 2 needs beam search, not --strategy greedy" in capsys.readouterr().err
     assert main(["translate", "--checkpoint", str(out), "--n-best", "5", "abc"]) == 2
