@@ -1,7 +1,7 @@
 """Hostile but realistic input, case by case: what a user tries, and what must happen.
 
 Every case runs the command line (in this process, through ``cli.main``) or the Python API, and
-is sorted into one of the columns of issue 16's report:
+is sorted into one of the columns of the hostile-input report:
 
 - clean: refused with one line naming the argument (an exception of the expected type naming
   it, from the API), or done right when it is legitimate;
@@ -1429,7 +1429,7 @@ CASES = [
         True,
         ("junk",),
     ),
-    # issue 23: corpora, encodings, standard input
+    # corpora, encodings, standard input
     Case(
         "corpus",
         "--data in Latin-1 is named as not UTF-8, by line",
@@ -1515,7 +1515,7 @@ CASES = [
         ),
         False,
     ),
-    # issue 23: average, run identity, decoding options, full disk
+    # average, run identity, decoding options, full disk
     Case(
         "checkpoint",
         "average a run into itself with --overwrite",
@@ -1579,7 +1579,7 @@ CASES = [
         ("run/step-0000004.npz", "No space left on device", "nothing was written there"),
         keeps="run/model.npz",
     ),
-    # issue 25: import a pretrained Marian translator; fine-tune it with train --from
+    # import a pretrained Marian translator; fine-tune it with train --from
     Case(
         "import",
         "import a directory that does not exist",
@@ -1829,7 +1829,7 @@ CASES = [
         check=lambda ws: load_checkpoint(ws / "ft")[1]["step"] == 3,
     ),
     *ISSUE_CASES,
-    # issue 23: MPI
+    # MPI
     # under mpiexec -n 2 a refusal or failure on one rank stops every rank, said once; present where
     # mpiexec and mpi4py are (pip install -e '.[mpi]'), as tests/translator/test_distributed.py's runs
     *(
