@@ -319,13 +319,11 @@ class _AttentionBase(Module):
         start = 0
         for name, rows in buffer_rows:
             rows_of = slice(start, start + rows)
-            view = Parameter(buffer.data[rows_of], buffer.grad[rows_of], owner=buffer, index=rows_of)
+            view = Parameter(buffer.data[rows_of], owner=buffer, index=rows_of)  # its grad: made on use
             bias_view = (
                 None
                 if bias_buffer is None
-                else Parameter(
-                    bias_buffer.data[rows_of], bias_buffer.grad[rows_of], owner=bias_buffer, index=rows_of
-                )
+                else Parameter(bias_buffer.data[rows_of], owner=bias_buffer, index=rows_of)
             )
             setattr(self, name, Weight(view, self.rng, bias_view))
             start += rows
