@@ -166,9 +166,11 @@ class _LayerCache:
         context, _ = ops.attention_forward(q, keys, values, mask, scale=scale)
         return product(context.reshape(q.shape[0], -1), w_out, b_out)
 
-    def reorder(self, rows: Array) -> None:
+    def reorder(self, rows: Array, same_source: bool = False) -> None:
         for cache in self.self_caches:
             cache.store = cache.store[rows]
+        if same_source:  # every row keeps a row of its own source: equal cross arrays, nothing to move
+            return
         self.cross = [part[rows] for part in self.cross]
         if self.src_mask is not None:
             self.src_mask = self.src_mask[rows]
@@ -370,10 +372,15 @@ class DecoderCache:
         """Bytes of weights one step reads; at batch 1 streaming them bounds the step's time."""
         return sum(int(weight.nbytes) for weight in self.step_weights())
 
-    def reorder(self, rows: Array) -> None:
-        """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams."""
+    def reorder(self, rows: Array, same_source: bool = False) -> None:
+        """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams.
+
+        ``same_source``: each row is replaced by a row made from the same source (beam search's
+        beams of one item, whose encoder outputs are copies), so the cross-attention arrays and the
+        source mask, equal across those rows, stay where they are instead of being copied every step.
+        """
         for layer in self.layers:
-            layer.reorder(rows)
+            layer.reorder(rows, same_source)
 
     def step(self, tokens: Array) -> Array:
         """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""
@@ -403,8 +410,11 @@ class _UncachedDecoder:
         )
         return self.model.project(decoded[:, -1:])[:, 0]
 
-    def reorder(self, rows: Array) -> None:
-        self.prefix, self.encoder_output = self.prefix[rows], self.encoder_output[rows]
+    def reorder(self, rows: Array, same_source: bool = False) -> None:
+        self.prefix = self.prefix[rows]
+        if same_source:  # as DecoderCache.reorder: the rows' encoder outputs are equal
+            return
+        self.encoder_output = self.encoder_output[rows]
         if self.src_mask is not None:
             self.src_mask = self.src_mask[rows]
 
@@ -961,7 +971,8 @@ def beam_search_n_best(
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
     common = (
         stepper.step,
-        stepper.reorder,
+        # beams never leave their item, whose rows all hold copies of one encoder output
+        lambda rows: stepper.reorder(rows, same_source=True),
         src.shape[0],
         beam_width,
         max_len,
