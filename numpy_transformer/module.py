@@ -32,7 +32,9 @@ class Parameter:
     ) -> None:
         self.data = data
         self._grad = grad  # None: made by _gradient() on first use
-        self._owner = self if owner is None else owner
+        # None for an owner itself: a reference to itself would be a cycle, which only the cyclic
+        # garbage collector frees (a tied model's replaced embedding tables stayed resident until it ran)
+        self._owner = owner
         self._index = index  # a view's place in its owner: data is owner.data[index]
         self._zero_pending = False
         self._flat_grad: FlatGradient | None = None  # the flat buffer an owner's gradient is to live in
@@ -42,7 +44,7 @@ class Parameter:
         as its part of a flat buffer (made for every parameter of it at once) or on its own."""
         if self._grad is None:
             owner = self._owner
-            if owner is not self:
+            if owner is not None:
                 self._grad = owner._gradient()[self._index]
             elif self._flat_grad is not None:
                 self._flat_grad.allocate()  # sets _grad of every owner in the buffer
@@ -59,13 +61,18 @@ class Parameter:
 
     def follow_owner(self) -> None:
         """A view takes its place in its owner's (moved) arrays again."""
-        owner = self._owner
+        owner = self.owner
         self.data = owner.data[self._index]
         self._grad = None if owner._grad is None else owner._grad[self._index]
 
     @property
+    def owner(self) -> Parameter:
+        """The Parameter whose arrays this one's are views of: itself unless it is a view."""
+        return self if self._owner is None else self._owner
+
+    @property
     def grad(self) -> Array:
-        owner = self._owner
+        owner = self if self._owner is None else self._owner
         if owner._zero_pending:
             owner._gradient().fill(0)
             owner._zero_pending = False
@@ -79,11 +86,11 @@ class Parameter:
             raise AttributeError("Parameter.grad is updated in place (p.grad[...] = g), never rebound")
 
     def zero_grad(self) -> None:
-        self._owner._zero_pending = True
+        self.owner._zero_pending = True
 
     def accumulate(self, gradient: Array) -> None:
         """grad += gradient; right after zero_grad() the gradient is copied in instead."""
-        if self._owner is self and self._zero_pending:
+        if self._owner is None and self._zero_pending:
             self._gradient()[...] = gradient
             self._zero_pending = False
         else:
@@ -129,7 +136,7 @@ class FlatParameters:
 
     def __init__(self, parameters: list[Parameter]) -> None:
         xp = get_array_module()
-        owners = list({id(p._owner): p._owner for p in parameters}.values())
+        owners = list({id(p.owner): p.owner for p in parameters}.values())
         dtypes = {p.data.dtype for p in owners}
         if len(dtypes) != 1:
             raise ValueError(f"a flat buffer holds one dtype, the parameters have {sorted(map(str, dtypes))}")
@@ -155,10 +162,11 @@ class FlatParameters:
         self._grad.array = grad
         self.ranges = []
         for p in parameters:
-            if p._owner is not p:
+            owner = p.owner
+            if owner is not p:
                 p.follow_owner()
-                rows = p._index.indices(p._owner.shape[0])
-                offset = starts[id(p._owner)] + rows[0] * (p._owner.data.size // p._owner.shape[0])
+                rows = p._index.indices(owner.shape[0])
+                offset = starts[id(owner)] + rows[0] * (owner.data.size // owner.shape[0])
             else:
                 offset = starts[id(p)]
             self.ranges.append((offset, offset + p.data.size))

@@ -371,3 +371,15 @@ def test_tied_embeddings_count_as_the_papers_table_3():
         50, 50, 8, 8, d_model=16, N=1, h=2, d_ff=32, tie_embeddings=True, shared_vocab=True
     )
     assert parameter_count(tied.config) == sum(p.data.size for p in tied.parameters()) == tied.flat.data.size
+
+
+def test_xavier_drawn_a_few_rows_at_a_time_equals_one_draw(monkeypatch):
+    """The initialisation bounds its float64 temporary by drawing rows in chunks: the same values."""
+    from numpy_transformer import layers
+
+    parameter = nt.Parameter(np.zeros((37, 5), dtype=np.float32))
+    monkeypatch.setattr(layers, "INIT_CHUNK", 11)  # two rows a draw, the last chunk shorter
+    layers.xavier_uniform_(parameter, np.random.default_rng(3))
+    bound = np.sqrt(6.0 / 42)
+    expected = np.random.default_rng(3).uniform(-bound, bound, size=(37, 5)).astype(np.float32)
+    np.testing.assert_array_equal(parameter.data, expected)
