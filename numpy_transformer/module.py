@@ -16,39 +16,68 @@ class Parameter:
     (the attention blocks keep W_q, W_k and W_v in one matrix and multiply by it once); such a
     view names the buffer's Parameter as its ``owner``.
 
+    The gradient's array is made on first use (reading ``grad``, a backward's accumulate(), an
+    optimiser): a model loaded to translate never holds a second copy of its weights' size.
+    It reads as zero until something is accumulated into it.
+
     zero_grad() is lazy: it marks the gradient as zero, and the next accumulate() copies its value
     in rather than adding it to an array of zeros, which saves two passes over every gradient per
     training step. Reading ``grad`` before that writes the zeros, so it always reads as zero.
     """
 
-    __slots__ = ("_grad", "_index", "_owner", "_zero_pending", "data")
+    __slots__ = ("_flat_grad", "_grad", "_index", "_owner", "_zero_pending", "data")
 
     def __init__(
         self, data: Array, grad: Array | None = None, owner: Parameter | None = None, index: Any = None
     ) -> None:
         self.data = data
-        self._grad = get_array_module().zeros_like(data) if grad is None else grad
-        self._owner = self if owner is None else owner
+        self._grad = grad  # None: made by _gradient() on first use
+        # None for an owner itself: a reference to itself would be a cycle, which only the cyclic
+        # garbage collector frees (a tied model's replaced embedding tables stayed resident until it ran)
+        self._owner = owner
         self._index = index  # a view's place in its owner: data is owner.data[index]
         self._zero_pending = False
+        self._flat_grad: FlatGradient | None = None  # the flat buffer an owner's gradient is to live in
 
-    def rebind(self, data: Array, grad: Array) -> None:
-        """Move this parameter (not a view) into ``data`` and ``grad``, keeping its value."""
+    def _gradient(self) -> Array:
+        """The gradient array, made now if it does not exist yet: a view's from its owner's, an owner's
+        as its part of a flat buffer (made for every parameter of it at once) or on its own."""
+        if self._grad is None:
+            owner = self._owner
+            if owner is not None:
+                self._grad = owner._gradient()[self._index]
+            elif self._flat_grad is not None:
+                self._flat_grad.allocate()  # sets _grad of every owner in the buffer
+            else:
+                self._grad = get_array_module().zeros_like(self.data)
+        return self._grad
+
+    def rebind(self, data: Array, grad: Array | None) -> None:
+        """Move this parameter (not a view) into ``data`` and ``grad`` (None: not made yet), keeping its value."""
         data[...] = self.data
-        grad[...] = self._grad
+        if grad is not None and self._grad is not None:
+            grad[...] = self._grad
         self.data, self._grad = data, grad
 
     def follow_owner(self) -> None:
         """A view takes its place in its owner's (moved) arrays again."""
-        self.data, self._grad = self._owner.data[self._index], self._owner._grad[self._index]
+        owner = self.owner
+        self.data = owner.data[self._index]
+        self._grad = None if owner._grad is None else owner._grad[self._index]
+
+    @property
+    def owner(self) -> Parameter:
+        """The Parameter whose arrays this one's are views of: itself unless it is a view."""
+        return self if self._owner is None else self._owner
 
     @property
     def grad(self) -> Array:
-        owner = self._owner
+        owner = self if self._owner is None else self._owner
         if owner._zero_pending:
-            owner._grad.fill(0)
+            owner._gradient().fill(0)
             owner._zero_pending = False
-        return self._grad
+        grad = self._grad
+        return self._gradient() if grad is None else grad
 
     @grad.setter
     def grad(self, value: Array) -> None:
@@ -57,12 +86,12 @@ class Parameter:
             raise AttributeError("Parameter.grad is updated in place (p.grad[...] = g), never rebound")
 
     def zero_grad(self) -> None:
-        self._owner._zero_pending = True
+        self.owner._zero_pending = True
 
     def accumulate(self, gradient: Array) -> None:
         """grad += gradient; right after zero_grad() the gradient is copied in instead."""
-        if self._owner is self and self._zero_pending:
-            self._grad[...] = gradient
+        if self._owner is None and self._zero_pending:
+            self._gradient()[...] = gradient
             self._zero_pending = False
         else:
             self.grad += gradient
@@ -75,50 +104,91 @@ class Parameter:
         return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"
 
 
+class FlatGradient:
+    """The flat gradient buffer of FlatParameters, made (zeros) when a gradient is first needed.
+
+    It knows its owners' places but not the data buffer, so a model whose weights moved elsewhere
+    (thread_parallel's replicas) keeps no copy of its old weights alive through it.
+    """
+
+    def __init__(self, owners: list[Parameter], starts: list[int], size: int, dtype: Any) -> None:
+        self.owners, self.starts, self.size, self.dtype = owners, starts, size, dtype
+        self.array: Array | None = None
+
+    def allocate(self) -> Array:
+        """The buffer, made now if needed, every owner's gradient a view of its part of it."""
+        if self.array is None:
+            self.array = get_array_module().zeros(self.size, dtype=self.dtype)
+            for owner, start in zip(self.owners, self.starts):
+                owner._grad = self.array[start : start + owner.data.size].reshape(owner.shape)
+        return self.array
+
+
 class FlatParameters:
     """Every parameter of a model as a view of one flat ``data`` buffer, every gradient of one
     flat ``grad`` buffer, in the order of ``named_parameters``.
 
     Whole-model operations (the gradient norm, clipping, a fused optimiser update, an all-reduce)
     are then one operation each instead of one per parameter: on a GPU every operation is a
-    kernel launch. ``ranges[i]`` is the (start, stop) of parameter i in the buffers.
+    kernel launch. ``ranges[i]`` is the (start, stop) of parameter i in the buffers. The ``grad``
+    buffer is made on first use (FlatGradient), unless a parameter already had its gradient.
     """
 
     def __init__(self, parameters: list[Parameter]) -> None:
         xp = get_array_module()
-        owners = list({id(p._owner): p._owner for p in parameters}.values())
+        owners = list({id(p.owner): p.owner for p in parameters}.values())
         dtypes = {p.data.dtype for p in owners}
         if len(dtypes) != 1:
             raise ValueError(f"a flat buffer holds one dtype, the parameters have {sorted(map(str, dtypes))}")
         total = sum(p.data.size for p in owners)
-        self.data = xp.empty(total, dtype=dtypes.pop())
-        self.grad = xp.zeros_like(self.data)
+        dtype = dtypes.pop()
+        self.data = xp.empty(total, dtype=dtype)
         self.owners = owners
         start, starts = 0, {}
         for owner in owners:
-            stop = start + owner.data.size
-            owner.rebind(
-                self.data[start:stop].reshape(owner.shape), self.grad[start:stop].reshape(owner.shape)
-            )
             starts[id(owner)] = start
-            start = stop
+            start += owner.data.size
+        offsets = [starts[id(owner)] for owner in owners]
+        self._grad = FlatGradient(owners, offsets, total, dtype)
+        made = any(owner._grad is not None for owner in owners)  # keep the gradients already there
+        grad = xp.zeros(total, dtype=dtype) if made else None
+        for owner, offset in zip(owners, offsets):
+            stop = offset + owner.data.size
+            owner.rebind(
+                self.data[offset:stop].reshape(owner.shape),
+                None if grad is None else grad[offset:stop].reshape(owner.shape),
+            )
+            owner._flat_grad = self._grad
+        self._grad.array = grad
         self.ranges = []
         for p in parameters:
-            if p._owner is not p:
+            owner = p.owner
+            if owner is not p:
                 p.follow_owner()
-                rows = p._index.indices(p._owner.shape[0])
-                offset = starts[id(p._owner)] + rows[0] * (p._owner.data.size // p._owner.shape[0])
+                rows = p._index.indices(owner.shape[0])
+                offset = starts[id(owner)] + rows[0] * (owner.data.size // owner.shape[0])
             else:
                 offset = starts[id(p)]
             self.ranges.append((offset, offset + p.data.size))
 
+    @property
+    def grad(self) -> Array:
+        """The flat gradient buffer (made on first use, zeros)."""
+        return self._grad.allocate()
+
+    @property
+    def grad_allocated(self) -> bool:
+        """Whether the gradient buffer exists yet (a model only translated never makes it)."""
+        return self._grad.array is not None
+
     def gradients(self) -> Array:
         """The flat gradient, with the zeros of every lazily zeroed parameter written in."""
+        grad = self._grad.allocate()
         for owner in self.owners:
             if owner._zero_pending:
-                owner._grad.fill(0)
+                owner._gradient().fill(0)
                 owner._zero_pending = False
-        return self.grad
+        return grad
 
 
 ModuleT = TypeVar("ModuleT", bound="Module")

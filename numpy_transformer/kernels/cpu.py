@@ -48,6 +48,9 @@ from ..machine import cpu_cores
 # Below SMALL_PRODUCT_MAX entries of x a product runs through ``ndarray.dot``, whose per-call cost
 # is a third of the matmul ufunc's (decoding a token); above it, matmul, faster on large ones.
 SMALL_PRODUCT_MAX = 4096
+# Up to FEW_ROWS_PRODUCT rows (a 2-D input: decoding's steps, never a training batch) a linear layer
+# multiplies with the weight on the left
+FEW_ROWS_PRODUCT = 64
 # Up to FEW_ROWS rows a row sum is one ``dot`` of the N-D array as it is (NumPy runs a dot per row).
 FEW_ROWS = 16
 
@@ -98,7 +101,12 @@ def column_sum(x: Array) -> Array:
 
 
 def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, LinearCache]:
-    out = matmul_rows(x, weight.T)
+    if x.ndim == 2 and x.shape[0] <= FEW_ROWS_PRODUCT and x.size >= SMALL_PRODUCT_MAX:
+        # a decoding step's few rows: OpenBLAS streams the (out, in) weight faster as the left operand
+        # (W @ x^T, read transposed: no copy); benchmarks/README.md has the figures
+        out = (weight @ x.T).T
+    else:
+        out = matmul_rows(x, weight.T)
     if bias is not None:
         out += bias
     return out, LinearCache(x, weight, bias is not None)

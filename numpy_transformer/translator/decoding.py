@@ -166,9 +166,11 @@ class _LayerCache:
         context, _ = ops.attention_forward(q, keys, values, mask, scale=scale)
         return product(context.reshape(q.shape[0], -1), w_out, b_out)
 
-    def reorder(self, rows: Array) -> None:
+    def reorder(self, rows: Array, same_source: bool = False) -> None:
         for cache in self.self_caches:
             cache.store = cache.store[rows]
+        if same_source:  # every row keeps a row of its own source: equal cross arrays, nothing to move
+            return
         self.cross = [part[rows] for part in self.cross]
         if self.src_mask is not None:
             self.src_mask = self.src_mask[rows]
@@ -369,10 +371,15 @@ class DecoderCache:
         """Bytes of weights one step reads; at batch 1 streaming them bounds the step's time."""
         return sum(int(weight.nbytes) for weight in self.step_weights())
 
-    def reorder(self, rows: Array) -> None:
-        """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams."""
+    def reorder(self, rows: Array, same_source: bool = False) -> None:
+        """Keep rows ``rows`` (N,) of every stored array: beam search calls this when it prunes beams.
+
+        ``same_source``: each row is replaced by a row made from the same source (beam search's
+        beams of one item, whose encoder outputs are copies), so the cross-attention arrays and the
+        source mask, equal across those rows, stay where they are instead of being copied every step.
+        """
         for layer in self.layers:
-            layer.reorder(rows)
+            layer.reorder(rows, same_source)
 
     def step(self, tokens: Array) -> Array:
         """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""
@@ -402,8 +409,11 @@ class _UncachedDecoder:
         )
         return self.model.project(decoded[:, -1:])[:, 0]
 
-    def reorder(self, rows: Array) -> None:
-        self.prefix, self.encoder_output = self.prefix[rows], self.encoder_output[rows]
+    def reorder(self, rows: Array, same_source: bool = False) -> None:
+        self.prefix = self.prefix[rows]
+        if same_source:  # as DecoderCache.reorder: the rows' encoder outputs are equal
+            return
+        self.encoder_output = self.encoder_output[rows]
         if self.src_mask is not None:
             self.src_mask = self.src_mask[rows]
 
@@ -472,12 +482,44 @@ def _decoding_call(function: Callable) -> Callable:
     return wrapper
 
 
-def block_repeated_ngrams(scores: Array, history: Array, n: int) -> Array:
+def top_candidates(scores: Array, k: int) -> Array:
+    """The indices (N, k) of each row's k largest ``scores`` (N, M), largest first, equal scores in
+    index order: exactly ``argsort(-scores, kind="stable")[:, :k]``, without sorting the row.
+
+    One partial selection (argpartition) finds the k largest and the (k+1)-th; only where the k-th
+    and the (k+1)-th are equal (a tie across the boundary, which argpartition settles arbitrarily)
+    are that row's equal scores taken in index order, by one comparison pass, no sort. The k chosen
+    are then put in index order and stably sorted by score: O(M + k log k) a row, not O(M log M).
+    """
+    xp = get_array_module()
+    size = scores.shape[-1]
+    if k >= size:
+        return xp.argsort(-scores, axis=-1, kind="stable")[:, :k]
+    # ascending partition: the k largest in the last k places, the (k+1)-th largest just before them
+    part = xp.argpartition(scores, (size - k - 1, size - k), axis=-1)
+    chosen = part[:, size - k :]
+    kth = xp.take_along_axis(scores, part[:, size - k : size - k + 1], axis=-1)  # (N, 1)
+    after = xp.take_along_axis(scores, part[:, size - k - 1 : size - k], axis=-1)
+    tied = xp.flatnonzero(kth[:, 0] == after[:, 0])
+    if tied.size:  # rare, but -inf ties are common (blocked tokens, finished beams)
+        row_scores, value = scores[tied], kth[tied]
+        greater = row_scores > value
+        equal = row_scores == value
+        room = k - greater.sum(axis=-1, keepdims=True)
+        take = greater | (equal & (xp.cumsum(equal, axis=-1) <= room))  # exactly k a row
+        chosen = chosen.copy()
+        chosen[tied] = xp.nonzero(take)[1].reshape(tied.size, k)
+    chosen = xp.sort(chosen, axis=-1)
+    order = xp.argsort(-xp.take_along_axis(scores, chosen, axis=-1), axis=-1, kind="stable")
+    return xp.take_along_axis(chosen, order, axis=-1)
+
+
+def block_repeated_ngrams(scores: Array, history: Array, n: int, copy: bool = True) -> Array:
     """``scores`` (N, V) with -inf for every token that would repeat an n-gram of its row's ``history``
     (N, L): a token t is blocked when the row's last n - 1 tokens followed by t occur in it already.
 
     Fixed shapes, no transfer to the host: every window of n - 1 tokens is compared with the row's
-    suffix, and the token after each matching window is counted into an (N, V) table.
+    suffix, and -inf is added at the token after each matching window (in place with ``copy=False``).
     """
     xp = get_array_module()
     rows, length = history.shape
@@ -492,10 +534,13 @@ def block_repeated_ngrams(scores: Array, history: Array, n: int) -> Array:
         for offset in range(n - 1):
             matches &= history[:, offset : offset + windows] == suffix[:, offset : offset + 1]
         blocked_tokens = history[:, n - 1 :]  # (N, windows): the token after each window
-    counts = xp.zeros(scores.shape, dtype=xp.int32)
+    blocked = scores.copy() if copy else scores
     row_index = xp.broadcast_to(xp.arange(rows)[:, None], blocked_tokens.shape)
-    xp.add.at(counts, (row_index, blocked_tokens), matches.astype(xp.int32))
-    return xp.where(counts > 0, -xp.inf, scores)
+    # -inf added where a window matches, 0 elsewhere: repeated (row, token) pairs accumulate safely,
+    # and the work is (N, L), not a (N, V) table
+    penalty = xp.where(matches, -xp.inf, 0.0).astype(scores.dtype)
+    xp.add.at(blocked, (row_index, blocked_tokens), penalty)
+    return blocked
 
 
 def never_emitted(vocab: int, bos_id: int, eos_id: int, pad_id: int | None) -> tuple[int, ...]:
@@ -509,17 +554,24 @@ def never_emitted(vocab: int, bos_id: int, eos_id: int, pad_id: int | None) -> t
 
 
 def block_disallowed(
-    scores: Array, history: Array | None, no_repeat_ngram: int, never: tuple[int, ...], eos_id: int
+    scores: Array,
+    history: Array | None,
+    no_repeat_ngram: int,
+    never: tuple[int, ...],
+    eos_id: int,
+    copy: bool = True,
 ) -> Array:
     """``scores`` (N, V) with -inf for every token that may not come next: the ``never`` ids and,
     with ``no_repeat_ngram``, a token that would repeat an n-gram of ``history`` (N, L). <eos> stays
-    allowed, so a sentence can always end: with n = 1 every other token can be used up."""
+    allowed, so a sentence can always end: with n = 1 every other token can be used up. With
+    ``copy=False`` ``scores`` itself is changed and returned (the beam searches' own arrays)."""
     xp = get_array_module()
-    blocked = block_repeated_ngrams(scores, history, no_repeat_ngram) if history is not None else scores
-    if blocked is scores:
-        blocked = scores.copy()  # the caller keeps its scores as they were (return_logits)
+    eos_scores = scores[:, eos_id].copy()
+    blocked = scores if not copy else scores.copy()  # copy: the caller keeps its scores (return_logits)
+    if history is not None:
+        blocked = block_repeated_ngrams(blocked, history, no_repeat_ngram, copy=False)
     blocked[:, list(never)] = -xp.inf
-    blocked[:, eos_id] = scores[:, eos_id]
+    blocked[:, eos_id] = eos_scores
     return blocked
 
 
@@ -594,15 +646,30 @@ def filter_logits(
         scaled = xp.where(scaled < kth, -xp.inf, scaled)
     probs, _ = ops.softmax_forward(scaled)
     if top_p is not None and top_p < 1.0:
-        order = xp.argsort(-probs, axis=-1)
+        # the nucleus is searched among the few most likely tokens (top_k of them, else
+        # NUCLEUS_CANDIDATES), sorted alone; the whole row is sorted only where their mass falls short
+        vocab = probs.shape[-1]
+        order = top_candidates(probs, min(vocab, top_k or NUCLEUS_CANDIDATES))
         sorted_probs = xp.take_along_axis(probs, order, axis=-1)
-        # keep the smallest prefix whose mass reaches top_p (the first token is always kept)
-        drop_sorted = (xp.cumsum(sorted_probs, axis=-1) - sorted_probs) >= top_p
-        # back to vocabulary order through the inverse permutation (put_along_axis is not in CuPy 13)
-        drop = xp.take_along_axis(drop_sorted, xp.argsort(order, axis=-1), axis=-1)
-        probs = xp.where(drop, 0.0, probs)
+        mass = xp.cumsum(sorted_probs, axis=-1)
+        if order.shape[-1] < vocab and not bool((mass[:, -1] >= top_p).all()):
+            order = top_candidates(probs, vocab)
+            sorted_probs = xp.take_along_axis(probs, order, axis=-1)
+            mass = xp.cumsum(sorted_probs, axis=-1)
+        # keep the smallest prefix whose mass reaches top_p (the first token is always kept);
+        # every token past the candidates has a prefix mass of at least their whole mass: dropped
+        kept_sorted = (mass - sorted_probs) < top_p
+        kept = xp.zeros(probs.shape, dtype=bool)
+        rows = xp.broadcast_to(xp.arange(probs.shape[0])[:, None], order.shape)
+        kept[rows[kept_sorted], order[kept_sorted]] = True
+        probs = xp.where(kept, probs, 0.0)
         probs /= probs.sum(axis=-1, keepdims=True)
     return probs
+
+
+# the tokens top-p filtering sorts first when no top_k bounds them (almost always enough: the
+# nucleus of a trained model's distribution is a few dozen tokens at most)
+NUCLEUS_CANDIDATES = 256
 
 
 def check_no_repeat_ngram(n: int) -> None:
@@ -657,6 +724,15 @@ def sample_decode(
     return (ids, logits) if return_logits else ids
 
 
+def _log_softmax(logits: Array) -> Array:
+    """log softmax over the last axis, in a new array: the beam searches' one pass over the vocabulary
+    (the same operations, in the same order, as before it worked in place, so the same figures)."""
+    xp = get_array_module()
+    log_probs = logits - logits.max(axis=-1, keepdims=True)
+    log_probs -= xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
+    return log_probs
+
+
 def beam_search_steps(
     step: Callable[[Array], Array],
     reorder: Callable[[Array], None],
@@ -690,17 +766,15 @@ def beam_search_steps(
     lengths = xp.zeros(rows, dtype=xp.int64)
     history = xp.zeros((rows, 0), dtype=xp.int64)
     for _ in range(max_len):
-        logits = step(last)
-        log_probs = logits - logits.max(axis=-1, keepdims=True)
-        log_probs = log_probs - xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
-        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id)
+        log_probs = _log_softmax(step(last))
+        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id, copy=False)
         vocab = log_probs.shape[-1]
-        eos_only = xp.full(vocab, -xp.inf)
-        eos_only[eos_id] = 0.0
-        log_probs = xp.where(finished[:, None], eos_only, log_probs)
+        ended = xp.flatnonzero(finished)
+        log_probs[ended] = -xp.inf  # a finished beam continues only with <eos>, at no cost
+        log_probs[ended, eos_id] = 0.0
         candidates = (scores.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
-        # stable descending order: ties keep the lower index, so width 1 equals greedy's argmax
-        best = xp.argsort(-candidates, axis=-1, kind="stable")[:, :width]
+        # descending, ties to the lower index (as a stable sort): width 1 equals greedy's argmax
+        best = top_candidates(candidates, width)
         scores = xp.take_along_axis(candidates, best, axis=-1)
         source_rows = (best // vocab + xp.arange(batch)[:, None] * width).reshape(rows)
         last = (best % vocab).reshape(rows)
@@ -766,13 +840,11 @@ def pooled_beam_search_steps(
     improvable = xp.ones(batch, dtype=bool)
     last = xp.full(rows, bos_id, dtype=xp.int64)
     for t in range(max_len):
-        logits = step(last)
-        log_probs = logits - logits.max(axis=-1, keepdims=True)
-        log_probs = log_probs - xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
-        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id)
+        log_probs = _log_softmax(step(last))
+        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id, copy=False)
         vocab = log_probs.shape[-1]
         totals = (running.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
-        best = xp.argsort(-totals, axis=-1, kind="stable")[:, :candidates]  # (B, 2W), best first
+        best = top_candidates(totals, candidates)  # (B, 2W), best first
         scores = xp.take_along_axis(totals, best, axis=-1)
         sources = (best // vocab + first * width).reshape(-1)  # (B * 2W,) rows of history
         tokens = (best % vocab).reshape(-1)
@@ -898,7 +970,8 @@ def beam_search_n_best(
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width)
     common = (
         stepper.step,
-        stepper.reorder,
+        # beams never leave their item, whose rows all hold copies of one encoder output
+        lambda rows: stepper.reorder(rows, same_source=True),
         src.shape[0],
         beam_width,
         max_len,

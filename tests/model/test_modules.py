@@ -199,6 +199,33 @@ def test_zero_grad_reaches_views_and_grad_is_never_rebound():
         w_q.grad = np.zeros_like(w_q.data)
 
 
+def test_gradient_buffers_are_made_on_first_use_and_equal_eager_ones():
+    """A model that only runs forward (translating) holds no gradient buffer; the first backward
+    makes the flat one, views included, and the gradients equal those of a model whose buffer
+    was made before its first backward."""
+    from numpy_transformer.translator.decoding import greedy_decode
+
+    lazy, eager = tiny_model("mha", True).eval(), tiny_model("mha", True).eval()
+    assert eager.flat.grad.shape == eager.flat.data.shape  # reading the buffer makes it
+    src, tgt, _ = model_batch()
+    greedy_decode(lazy, src, nt.make_src_mask(src, 0), 5, 1, 2)
+    lazy.zero_grad()  # marks the gradients zero; nothing to make yet
+    assert not lazy.flat.grad_allocated
+    assert all(p._grad is None for p in lazy.parameters())
+    args = (src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
+    dlogits = np.random.default_rng(0).standard_normal(lazy.forward(*args).shape)
+    lazy.backward(dlogits)
+    eager.forward(*args)
+    eager.backward(dlogits)
+    assert lazy.flat.grad_allocated
+    for (name, mine), (_, theirs) in zip(lazy.named_parameters(), eager.named_parameters()):
+        np.testing.assert_array_equal(mine.grad, theirs.grad, err_msg=name)
+        assert np.shares_memory(mine.grad, lazy.flat.grad), name  # views of the one flat buffer
+    np.testing.assert_array_equal(lazy.flat.grad, eager.flat.grad)
+    loose = nt.Parameter(np.ones(3))
+    assert loose._grad is None and not loose.grad.any() and loose._grad is not None
+
+
 def test_seed_shapes_from_the_seeds():
     model = nt.build_transformer(2000, 1000, 8, 8, seed=0)
     rng = np.random.default_rng(0)
@@ -347,3 +374,15 @@ def test_tied_embeddings_count_as_the_papers_table_3():
         50, 50, 8, 8, d_model=16, N=1, h=2, d_ff=32, tie_embeddings=True, shared_vocab=True
     )
     assert parameter_count(tied.config) == sum(p.data.size for p in tied.parameters()) == tied.flat.data.size
+
+
+def test_xavier_drawn_a_few_rows_at_a_time_equals_one_draw(monkeypatch):
+    """The initialisation bounds its float64 temporary by drawing rows in chunks: the same values."""
+    from numpy_transformer import layers
+
+    parameter = nt.Parameter(np.zeros((37, 5), dtype=np.float32))
+    monkeypatch.setattr(layers, "INIT_CHUNK", 11)  # two rows a draw, the last chunk shorter
+    layers.xavier_uniform_(parameter, np.random.default_rng(3))
+    bound = np.sqrt(6.0 / 42)
+    expected = np.random.default_rng(3).uniform(-bound, bound, size=(37, 5)).astype(np.float32)
+    np.testing.assert_array_equal(parameter.data, expected)

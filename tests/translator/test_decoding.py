@@ -400,3 +400,54 @@ def test_a_reference_scores_its_log_probability_token_by_token():
             total += logits[token] - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
             last = token
         assert score == pytest.approx(total, rel=1e-9, abs=1e-9)
+
+
+def test_top_candidates_equal_a_full_stable_sort_with_ties():
+    """Partial selection picks the same candidates, in the same order, as argsort(-x, kind="stable"),
+    also where equal scores straddle the k-th place (argpartition alone settles those arbitrarily)."""
+    from numpy_transformer.translator.decoding import top_candidates
+
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        rows, size = rng.integers(1, 6), rng.integers(1, 60)
+        # few distinct values, so most rows tie across the boundary; -inf as blocked tokens are
+        scores = rng.choice([-np.inf, -3.0, -1.5, -1.0, -0.0, 0.0, 2.0], size=(rows, size))
+        if trial % 3 == 0:
+            scores = rng.normal(size=(rows, size)).round(1)  # ties among many values
+        if trial % 5 == 0:
+            scores[:, rng.integers(0, size, size // 2 + 1)] = -np.inf
+        for k in {1, 2, 4, 8, int(size) - 1, int(size), int(size) + 3} - {0}:
+            expected = np.argsort(-scores, axis=-1, kind="stable")[:, :k]
+            np.testing.assert_array_equal(decoding.top_candidates(scores, k), expected)
+    assert top_candidates(np.zeros((2, 5)), 3).tolist() == [[0, 1, 2], [0, 1, 2]]
+
+
+def _full_sort_filter(logits, top_p):
+    """filter_logits' nucleus as it was: a whole-row sort (stable here, so ties are settled by index)."""
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    order = np.argsort(-probs, axis=-1, kind="stable")
+    sorted_probs = np.take_along_axis(probs, order, axis=-1)
+    drop_sorted = (np.cumsum(sorted_probs, axis=-1) - sorted_probs) >= top_p
+    drop = np.take_along_axis(drop_sorted, np.argsort(order, axis=-1), axis=-1)
+    probs = np.where(drop, 0.0, probs)
+    return probs / probs.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("spread", [0.3, 3.0, 12.0])  # flat (the nucleus past the first candidates) to sharp
+def test_top_p_keeps_the_nucleus_a_full_sort_keeps(spread):
+    rng = np.random.default_rng(1)
+    logits = (rng.normal(size=(4, 1000)) * spread).round(2)  # rounded: ties
+    for top_p in (0.1, 0.5, 0.9, 0.999):
+        np.testing.assert_allclose(
+            filter_logits(logits, top_p=top_p), _full_sort_filter(logits, top_p), rtol=1e-12, atol=0
+        )
+
+
+def test_block_repeated_ngrams_leaves_its_input_unless_told():
+    from numpy_transformer.translator.decoding import block_repeated_ngrams
+
+    history, scores = np.array([[5, 6, 5, 6, 5]]), np.zeros((1, 9))
+    blocked = block_repeated_ngrams(scores, history, 2)
+    assert np.isinf(blocked[0, 6]) and not np.isinf(scores).any()
+    assert block_repeated_ngrams(scores, history, 2, copy=False) is scores and np.isinf(scores[0, 6])
