@@ -222,7 +222,7 @@ def test_an_untied_model_is_read_with_its_own_embeddings_and_projection(tmp_path
         for matrix in (oracle.lm_head.weight, oracle.model.encoder.embed_tokens.weight):
             matrix.add_(torch.randn_like(matrix))
     model = nt.load_pretrained(save_marian(oracle, tmp_path)).eval()
-    assert model.config["tie_embeddings"] is False
+    assert model.config.tie_embeddings is False
     src, tgt, _ = batch()
     logits = model.forward(src, tgt, nt.make_src_mask(src, PAD), nt.causal_mask(tgt.shape[1]))
     assert relative_error(logits, oracle_logits(oracle, src, tgt)) <= 2e-6
