@@ -46,8 +46,8 @@ GUIDE = "README.md"
 # the recognisable mistakes: one sentence each, named so that the tests can ask for them
 
 SENTENCES = {
-    "rows_sum": "the sum over rows is missing: a weight is used at every position, so its gradient "
-    "adds up every position's",
+    "rows_sum": "the sum over positions is missing or partial: a parameter is used at every position "
+    "of every leading axis, so its gradient adds up all of them",
     "transposed": "it is transposed: a gradient has the shape of what it is the gradient of",
     "sign": "the sign is flipped",
     "factor": "it is off by a constant factor of {factor:.6g}",
@@ -561,13 +561,20 @@ class LearnerCodeError(Exception):
 
 
 def _their_frames(error: BaseException, path: Path) -> str:
-    """'file:line in function' of the innermost frame of the learner's file in error's traceback."""
+    """'file:line in function' of the innermost frame of the learner's file in error's traceback,
+    and the outermost one too when they differ ('..., called from file:line in block_backward'):
+    a block's backward that passes the wrong array raises inside the layer it calls."""
     frames = traceback.extract_tb(error.__traceback__)
     theirs = [frame for frame in frames if Path(frame.filename).resolve() == path]
     frame = theirs[-1] if theirs else (frames[-1] if frames else None)
     if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve() == path:
         return f"{path.name}:{error.lineno}"
-    return "" if frame is None else f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
+    if frame is None:
+        return ""
+    where = f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
+    if len(theirs) > 1 and theirs[0].name != frame.name:
+        where += f", called from {path.name}:{theirs[0].lineno} in {theirs[0].name}"
+    return where
 
 
 def describe_error(error: BaseException, path: Path) -> str:
@@ -2163,7 +2170,9 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
 
     Attention (an AttentionCache): dv, ddropped, dprobs, dscores, dq, dk. Layer norm: g (the gradient
     reaching xhat), dx, dgamma, dbeta. Multi-head attention: dheads, dq, dk, dv (before the input
-    projections). Linear: dx, dweight, dbias. Others: the backward's result as "dx".
+    projections). Linear: dx, dweight, dbias. The cache of any other exercise's forward (a block's
+    included): what its backward returns, by the exercise's names ("dx", "dmemory"...), a block's
+    parameter gradients as "d" + the parameter's name ("dw1", "dln1.gamma"...).
     """
     xp = get_array_module()
     if isinstance(cache, functional.AttentionCache):
@@ -2173,14 +2182,41 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
         if cache.mask is not None:
             dscores = xp.where(cache.mask, dscores, 0.0)
         dq, dk, dv = functional.attention_backward(dout, cache)
-        return {"dv": dv, "ddropped": ddropped, "dprobs": dprobs, "dscores": dscores, "dq": dq, "dk": dk}
+        return _Intermediates(dv=dv, ddropped=ddropped, dprobs=dprobs, dscores=dscores, dq=dq, dk=dk)
     if isinstance(cache, functional.LayerNormCache):
         dx, dgamma, dbeta = functional.layer_norm_backward(dout, cache)
-        return {"g": dout * cache.gamma, "dx": dx, "dgamma": dgamma, "dbeta": dbeta}
+        return _Intermediates(g=dout * cache.gamma, dx=dx, dgamma=dgamma, dbeta=dbeta)
     if isinstance(cache, (functional.MultiHeadAttentionCache, functional.LatentAttentionCache)):
         dheads = functional.linear_backward(dout, cache.output)[0]
         dq, dk, dv = functional.multi_head_backward(dheads, cache.heads)
-        return {"dheads": dheads, "dq": dq, "dk": dk, "dv": dv}
+        return _Intermediates(dheads=dheads, dq=dq, dk=dk, dv=dv)
     if isinstance(cache, functional.LinearCache):
-        return dict(zip(("dx", "dweight", "dbias"), functional.linear_backward(dout, cache)))
-    raise TypeError(f"no intermediates known for a cache of type {type(cache).__name__}")
+        return _Intermediates(zip(("dx", "dweight", "dbias"), functional.linear_backward(dout, cache)))
+    for exercise in EXERCISES:  # FeedForwardCache: feed_forward_backward, and so on
+        stem = exercise.backward.removesuffix("_backward")
+        if type(cache).__name__ == "".join(part.title() for part in stem.split("_")) + "Cache":
+            result = textbook_function(exercise.backward)(dout, cache)
+            named = _Intermediates()
+            for name, value in zip(exercise.grads, result if isinstance(result, tuple) else (result,)):
+                named.update(
+                    {f"d{key}": v for key, v in value.items()} if isinstance(value, dict) else {name: value}
+                )
+            return named
+    known = [
+        "AttentionCache",
+        "LayerNormCache",
+        "MultiHeadAttentionCache",
+        "LatentAttentionCache",
+        "LinearCache",
+    ]
+    raise TypeError(
+        f"no intermediates known for a cache of type {type(cache).__name__}: textbook() takes the caches "
+        f"{', '.join(known)} and those the exercises' forwards return"
+    )
+
+
+class _Intermediates(dict):
+    """textbook()'s result: a missing name says which names there are."""
+
+    def __missing__(self, key: str) -> Any:
+        raise KeyError(f"{key!r}: the textbook's intermediates here are {', '.join(self)}")

@@ -708,3 +708,38 @@ def test_a_nan_warning_during_learn_train_names_their_function(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "warning: your relu_backward: invalid value encountered in log (mine.py:5)" in done.stderr
     assert done.stderr.count("your relu_backward") == 1  # once, not at every step
+
+
+def test_textbook_intermediates_cover_the_blocks_and_name_what_there_is():
+    import numpy
+
+    from numpy_transformer import blocks
+
+    rng = numpy.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4))
+    params = {"gamma": 1 + rng.standard_normal(4), "beta": rng.standard_normal(4)}
+    params |= {"weight": rng.standard_normal((4, 4)), "bias": rng.standard_normal(4)}
+    out, cache = blocks.residual_forward(x, params)
+    dout = rng.standard_normal(out.shape)
+    reference = learn.textbook(cache, dout)
+    dx, dparams = blocks.residual_backward(dout, cache)
+    assert sorted(reference) == ["dbeta", "dbias", "dgamma", "dweight", "dx"]
+    assert learn.cmp("dx", dx, reference["dx"], quiet=True)
+    assert learn.cmp("dweight", dparams["weight"], reference["dweight"], quiet=True)
+    with pytest.raises(KeyError, match="'dmemory': the textbook's intermediates here are dx, "):
+        reference["dmemory"]
+    with pytest.raises(TypeError, match="no intermediates known for a cache of type tuple: textbook"):
+        learn.textbook((1, 2), dout)
+
+
+def test_an_error_raised_in_a_layer_names_the_block_that_called_it(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(
+        "def inner(x):\n    raise ValueError('shapes')\n\n\ndef outer(x):\n    return inner(x)\n"
+    )
+    module = learn.load_learner(path)
+    with pytest.raises(ValueError) as raised:
+        module.outer(1)
+    assert learn.describe_error(raised.value, path.resolve()) == (
+        "ValueError: shapes (mine.py:2 in inner, called from mine.py:6 in outer)"
+    )
