@@ -734,9 +734,7 @@ def test_textbook_intermediates_cover_the_blocks_and_name_what_there_is():
 
 def test_an_error_raised_in_a_layer_names_the_block_that_called_it(tmp_path):
     path = tmp_path / "mine.py"
-    path.write_text(
-        "def inner(x):\n    raise ValueError('shapes')\n\n\ndef outer(x):\n    return inner(x)\n"
-    )
+    path.write_text("def inner(x):\n    raise ValueError('shapes')\n\n\ndef outer(x):\n    return inner(x)\n")
     module = learn.load_learner(path)
     with pytest.raises(ValueError) as raised:
         module.outer(1)
