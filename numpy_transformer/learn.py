@@ -494,8 +494,8 @@ When the layers are done, train a small translator on them:
 numpy-transformer learn train {WORKBOOK}
 ```
 
-Without options it trains the copy task (400 steps of a one-layer model of width 32: about a
-minute on two cores), then the textbook's own code on the same seed (as long again;
+Without options it trains the copy task (400 steps of a one-layer model of width 32: a few
+seconds on two idle cores), then the textbook's own code on the same seed (as long again;
 `--no-compare` skips it), and prints both dev results side by side. It takes every option of
 `numpy-transformer train` (`--task numbers-en-fr`, `--steps`, `--attention mla`, ...) and saves
 into `runs/{Path(WORKBOOK).stem}-N` beside this file, a new N each run.
