@@ -1149,33 +1149,52 @@ def _block_params(rng: numpy.random.Generator, width: int, hidden: int, decoder:
     return _params(rng, **shapes)
 
 
+def _through_residuals(
+    dout: Any, residuals: list[tuple[Callable, Any]], mistake: tuple[int, str] | None
+) -> Any:
+    """dx back through pre-norm residuals ``(branch backward, norm cache)``, last first, with one
+    ``mistake`` at residual i: "dropped" (the skip's gradient lost), "norm_skipped" (the norm's
+    backward left out of the branch) or "norm_after_sum" (the norm's backward after the sum)."""
+    dx = dout
+    for i, (branch_backward, norm_cache) in reversed(list(enumerate(residuals))):
+        kind = mistake[1] if mistake is not None and mistake[0] == i else "right"
+        dbranch = branch_backward(dx)
+        if kind == "norm_skipped":
+            dx = dx + dbranch
+        elif kind == "norm_after_sum":
+            dx = functional.layer_norm_backward(dx + dbranch, norm_cache)[0]
+        else:
+            dh = functional.layer_norm_backward(dbranch, norm_cache)[0]
+            dx = dh if kind == "dropped" else dx + dh
+    return dx
+
+
+def _residual_mistakes(dout: Any, residuals: list[tuple[Callable, Any]]) -> list[tuple[Array, str]]:
+    """A block's dx with each residual's typical mistake, one residual at a time."""
+    sentence = {"dropped": "residual_dropped", "norm_skipped": "norm_path", "norm_after_sum": "norm_path"}
+    return [
+        (_through_residuals(dout, residuals, (i, kind)), key)
+        for i in range(len(residuals))
+        for kind, key in sentence.items()
+    ]
+
+
 def _encoder_block_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
-    """dx with one residual's skip dropped at a time."""
-
-    def rest(dx: Any, skip: bool = True) -> Any:
-        dh = functional.multi_head_self_attention_backward(dx, cache.attention)[0]
-        dh = functional.layer_norm_backward(dh, cache.norm_1)[0]
-        return dx + dh if skip else dh
-
-    dh = blocks.feed_forward_backward(dout, cache.feed_forward)[0]
-    dh = functional.layer_norm_backward(dh, cache.norm_2)[0]
-    return {"x": [(rest(dh), "residual_dropped"), (rest(dout + dh, skip=False), "residual_dropped")]}
+    """dx with one residual's skip dropped, or its norm's backward on the wrong path."""
+    residuals = [
+        (lambda d: functional.multi_head_self_attention_backward(d, cache.attention)[0], cache.norm_1),
+        (lambda d: blocks.feed_forward_backward(d, cache.feed_forward)[0], cache.norm_2),
+    ]
+    return {"x": _residual_mistakes(dout, residuals)}
 
 
 def _decoder_block_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
-    def through(dx: Any, skips: tuple[bool, bool, bool]) -> Any:
-        dh = blocks.feed_forward_backward(dx, cache.feed_forward)[0]
-        dh = functional.layer_norm_backward(dh, cache.norm_3)[0]
-        dx = dx + dh if skips[2] else dh
-        dh = functional.multi_head_attention_backward(dx, cache.cross_attention)[0]
-        dh = functional.layer_norm_backward(dh, cache.norm_2)[0]
-        dx = dx + dh if skips[1] else dh
-        dh = functional.multi_head_self_attention_backward(dx, cache.self_attention)[0]
-        dh = functional.layer_norm_backward(dh, cache.norm_1)[0]
-        return dx + dh if skips[0] else dh
-
-    dropped = ((False, True, True), (True, False, True), (True, True, False))
-    return {"x": [(through(dout, skips), "residual_dropped") for skips in dropped]}
+    residuals = [
+        (lambda d: functional.multi_head_self_attention_backward(d, cache.self_attention)[0], cache.norm_1),
+        (lambda d: functional.multi_head_attention_backward(d, cache.cross_attention)[0], cache.norm_2),
+        (lambda d: blocks.feed_forward_backward(d, cache.feed_forward)[0], cache.norm_3),
+    ]
+    return {"x": _residual_mistakes(dout, residuals)}
 
 
 def _cases_encoder_block(rng: numpy.random.Generator) -> list[Case]:

@@ -585,7 +585,7 @@ def encoder_block_backward(dout, cache):
     ),
     Mistake(
         "encoder_block_backward",
-        None,
+        "norm_path",
         BLOCK_HEADER
         + """
 def encoder_block_backward(dout, cache):
@@ -611,6 +611,25 @@ def decoder_block_backward(dout, cache):
     )
     dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
     dx = dh  # the cross-attention residual's skip dropped
+    dh, grads["self_w_qkv"], grads["self_w_o"], _, _ = multi_head_self_attention_backward(dx, cache.self_attention)
+    dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dh, cache.norm_1)
+    return dx + dh, dmemory, grads
+""",
+    ),
+    Mistake(
+        "decoder_block_backward",
+        "norm_path",
+        BLOCK_HEADER
+        + """
+def decoder_block_backward(dout, cache):
+    dh, grads = feed_forward_backward(dout, cache.feed_forward)
+    _, grads["ln3_gamma"], grads["ln3_beta"] = layer_norm_backward(dh, cache.norm_3)
+    dx = dout + dh  # norm_3's backward left out of the feed-forward branch
+    dh, dmemory, grads["cross_w_qkv"], grads["cross_w_o"], _, _ = multi_head_attention_backward(
+        dx, cache.cross_attention
+    )
+    dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
+    dx = dx + dh
     dh, grads["self_w_qkv"], grads["self_w_o"], _, _ = multi_head_self_attention_backward(dx, cache.self_attention)
     dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dh, cache.norm_1)
     return dx + dh, dmemory, grads
