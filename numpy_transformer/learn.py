@@ -560,6 +560,18 @@ class LearnerCodeError(Exception):
     """The learner's own code raised: the message is theirs, with their file and line."""
 
 
+_NOTEBOOK_CELLS: dict[Path, list[int]] = {}  # a loaded notebook's script: the line each cell starts at
+
+
+def _place(path: Path, line: int | None) -> str:
+    """'file:line', or for a notebook 'file, cell N line M' (its cells counted from 1 as shown)."""
+    starts = _NOTEBOOK_CELLS.get(path)
+    if not starts or line is None or line < starts[0]:
+        return f"{path.name}:{line}"
+    cell = max(i for i, start in enumerate(starts) if start <= line)
+    return f"{path.name}, cell {cell + 1} line {line - starts[cell]}"
+
+
 def _their_frames(error: BaseException, path: Path) -> str:
     """'file:line in function' of the innermost frame of the learner's file in error's traceback,
     and the outermost one too when they differ ('..., called from file:line in block_backward'):
@@ -568,12 +580,12 @@ def _their_frames(error: BaseException, path: Path) -> str:
     theirs = [frame for frame in frames if Path(frame.filename).resolve() == path]
     frame = theirs[-1] if theirs else (frames[-1] if frames else None)
     if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve() == path:
-        return f"{path.name}:{error.lineno}"
+        return _place(path, error.lineno)
     if frame is None:
         return ""
-    where = f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}"
+    where = f"{_place(Path(frame.filename).resolve(), frame.lineno)} in {frame.name}"
     if len(theirs) > 1 and theirs[0].name != frame.name:
-        where += f", called from {path.name}:{theirs[0].lineno} in {theirs[0].name}"
+        where += f", called from {_place(path, theirs[0].lineno)} in {theirs[0].name}"
     return where
 
 
@@ -635,15 +647,17 @@ def load_learner(path: str | Path) -> ModuleType:
 
 
 def _notebook_source(file: Path) -> str:
-    """A notebook's code cells as one script (magics commented out); a line number of it is the
-    line of the notebook read as that script."""
+    """A notebook's cells as one script (magics commented out, markdown as comments), each cell
+    after a ``# %%`` line; where each starts is kept so that an error names the cell."""
     import jupytext
 
     try:
         notebook = jupytext.read(file)
     except Exception as error:  # not JSON, not a notebook
         raise LearnerCodeError(f"{file.name} could not be read as a notebook: {error}") from None
-    return str(jupytext.writes(notebook, fmt="py:percent"))
+    script = str(jupytext.writes(notebook, fmt="py:percent"))
+    _NOTEBOOK_CELLS[file] = [n for n, line in enumerate(script.splitlines(), 1) if line.startswith("# %%")]
+    return script
 
 
 def _own(module: ModuleType, name: str) -> Callable | None:
