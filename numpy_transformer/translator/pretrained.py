@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy
 
+from ..backend import get_array_module, to_numpy
 from ..model import Transformer, build_transformer
 from .config import DTYPES
 from .data import SentencePieceTokenizer, SpecialIds, Vocab
@@ -313,11 +314,6 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
     return tensors
 
 
-def read_weights(directory: str | Path) -> dict[str, numpy.ndarray]:
-    """Every tensor of ``model.safetensors`` as a NumPy array (weights_path's refusals first)."""
-    return {name: entry.read() for name, entry in read_header(weights_path(directory)).items()}
-
-
 def marian_names(layers: int) -> dict[str, tuple[str, ...]]:
     """numpy_transformer's parameter names -> the names Marian's tensor may have, transformers' own
     first (each also under a "model." prefix); tied embeddings: one matrix."""
@@ -533,20 +529,21 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
         padding_idx=config["pad_token_id"],  # as transformers' nn.Embedding(padding_idx=pad_token_id)
     )
     for side, entry in saved_positions.items():  # a saved positional table must be the one the model computes
-        table = getattr(model, "src_pos" if side == "encoder" else "tgt_pos").pe
+        table = to_numpy(getattr(model, "src_pos" if side == "encoder" else "tgt_pos").pe)
         saved = entry.read().astype(numpy.float64)
         if numpy.abs(saved - table).max() > 1e-6:
             raise PretrainedError(
                 f"{path}: its {entry.name} is not the sines-then-cosines table Marian computes"
             )
-    own = dict(model.named_parameters())
+    own, xp = dict(model.named_parameters()), get_array_module()
     if set(own) != set(plan):  # plan_weights and build_transformer disagree: a bug here, not the user's
         raise AssertionError(f"parameters {sorted(set(own) ^ set(plan))} unplanned")
     for name, entry in plan.items():  # one tensor in memory at a time, beside the model
         value = entry.read()
         if not numpy.isfinite(value).all():
             raise PretrainedError(f"{path}: tensor {entry.name!r} holds NaN or infinite values")
-        own[name].data[...] = value.reshape(own[name].data.shape)
+        weight = own[name].data
+        weight[...] = xp.asarray(value.reshape(weight.shape), dtype=weight.dtype)  # on the device, if any
     return model
 
 

@@ -231,3 +231,16 @@ def test_fit_with_adamw_and_gradcheck_in_float64(gpu, tmp_path):
         max_entries=4,
     )
     assert result.passed
+
+
+def test_a_pretrained_model_loads_onto_the_device(gpu, tmp_path):
+    """The importer reads each tensor on the host and writes it into the device's weight."""
+    from marian_files import write_model
+
+    from numpy_transformer.translator.pretrained import load_pretrained
+
+    model = load_pretrained(write_model(tmp_path))
+    on_host = cpu(lambda: load_pretrained(tmp_path).state_dict())
+    assert all(isinstance(p.data, gpu.ndarray) for p in model.parameters())
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, on_host[name], err_msg=name)
