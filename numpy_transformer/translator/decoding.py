@@ -25,7 +25,7 @@ from contextlib import AbstractContextManager, nullcontext
 from functools import wraps
 from typing import Any
 
-from ..backend import Array, get_array_module, make_rng
+from ..backend import Array, backend_name, get_array_module, make_rng
 from ..functional import split_heads
 from ..kernels import ops
 from ..layers import check_id_array
@@ -493,7 +493,7 @@ def top_candidates(scores: Array, k: int) -> Array:
     """
     xp = get_array_module()
     size = scores.shape[-1]
-    if k >= size:
+    if k >= size or backend_name() != "numpy":  # on a GPU the tie repair's nonzero waits for the host
         return xp.argsort(-scores, axis=-1, kind="stable")[:, :k]
     # ascending partition: the k largest in the last k places, the (k+1)-th largest just before them
     part = xp.argpartition(scores, (size - k - 1, size - k), axis=-1)
@@ -652,7 +652,7 @@ def filter_logits(
         order = top_candidates(probs, min(vocab, top_k or NUCLEUS_CANDIDATES))
         sorted_probs = xp.take_along_axis(probs, order, axis=-1)
         mass = xp.cumsum(sorted_probs, axis=-1)
-        if order.shape[-1] < vocab and not bool((mass[:, -1] >= top_p).all()):
+        if order.shape[-1] < vocab and (backend_name() != "numpy" or not bool((mass[:, -1] >= top_p).all())):
             order = top_candidates(probs, vocab)
             sorted_probs = xp.take_along_axis(probs, order, axis=-1)
             mass = xp.cumsum(sorted_probs, axis=-1)
@@ -661,7 +661,7 @@ def filter_logits(
         kept_sorted = (mass - sorted_probs) < top_p
         kept = xp.zeros(probs.shape, dtype=bool)
         rows = xp.broadcast_to(xp.arange(probs.shape[0])[:, None], order.shape)
-        kept[rows[kept_sorted], order[kept_sorted]] = True
+        kept[rows, order] = kept_sorted  # scattered by index, no mask: no wait for the host on a GPU
         probs = xp.where(kept, probs, 0.0)
         probs /= probs.sum(axis=-1, keepdims=True)
     return probs
@@ -765,13 +765,15 @@ def beam_search_steps(
     finished = xp.zeros(rows, dtype=bool)
     lengths = xp.zeros(rows, dtype=xp.int64)
     history = xp.zeros((rows, 0), dtype=xp.int64)
+    eos_only = None  # the row a finished beam continues with, made once the vocabulary is known
     for _ in range(max_len):
         log_probs = _log_softmax(step(last))
         log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id, copy=False)
         vocab = log_probs.shape[-1]
-        ended = xp.flatnonzero(finished)
-        log_probs[ended] = -xp.inf  # a finished beam continues only with <eos>, at no cost
-        log_probs[ended, eos_id] = 0.0
+        if eos_only is None:
+            eos_only = xp.full(vocab, -xp.inf, dtype=log_probs.dtype)
+            eos_only[eos_id] = 0.0
+        log_probs = xp.where(finished[:, None], eos_only, log_probs)  # a finished beam: <eos> at no cost
         candidates = (scores.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
         # descending, ties to the lower index (as a stable sort): width 1 equals greedy's argmax
         best = top_candidates(candidates, width)

@@ -62,8 +62,20 @@ def _wrap(value: Any) -> Any:
     return value
 
 
+# CuPy sizes these results on the host: nonzero reads the count back ("synchronize!" in its source),
+# and so does indexing with a boolean mask
+_SIZED_ON_HOST = {"nonzero", "flatnonzero", "argwhere", "ndarray.nonzero"}
+
+
+def _masked(key: Any) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, ndarray) and k.dtype == np.bool_ for k in keys)
+
+
 def _call(function: Any, where: str) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
+        if where in _SIZED_ON_HOST:
+            _sync(where)
         return _wrap(function(*_unwrap(args, where), **_unwrap(kwargs, where)))
 
     call.__name__ = getattr(function, "__name__", where)
@@ -194,9 +206,13 @@ class ndarray:
         return f"cupy-standin.ndarray(shape={self.shape}, dtype={self.dtype})"
 
     def __getitem__(self, key: Any) -> Any:
+        if _masked(key):
+            _sync("boolean-mask index")
         return _wrap(self._a[_unwrap(key, "an index")])
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if _masked(key):
+            _sync("boolean-mask index")
         self._a[_unwrap(key, "an index")] = _unwrap(value, "__setitem__")
 
     def __getattr__(self, name: str) -> Any:
