@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,12 +22,11 @@ from typing import IO, Any
 
 from ..files import SaveError, write_text_atomically
 from .checkpoint import FILENAME, resolve_path
-from .run_state import RunState
+from .run_state import KEPT_NAME, RunState
 
 LOG_NAME = "log.jsonl"
 BEST_NAME = "best.npz"  # the checkpoint with the best dev BLEU so far, beside the last (model.npz)
 KEPT_PATTERN = "step-*.npz"  # the last evaluation checkpoints, for averaging
-KEPT_NAME = re.compile(r"step-\d{7}\.npz")  # exactly the names a run writes (RunFiles.save_evaluated)
 CONFIG_NAME = "config.toml"  # the run's resolved configuration, which train --config reads back
 LOCK_NAME = ".lock"
 SYSTEM_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))

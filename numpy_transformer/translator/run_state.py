@@ -9,6 +9,7 @@ from generators seeded by (seed, step, rank or micro-batch), so the step alone r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy
 
 from .checkpoint import split_prefix
 
+KEPT_NAME = re.compile(r"step-\d{7}\.npz")  # exactly the names a run writes (RunFiles.save_evaluated)
 OPTIMIZER_ARRAYS = ("m.", "v.")  # the optimiser state's arrays (Adam's moments), stored under optim/
 
 
@@ -66,7 +68,8 @@ class RunState:
             best_bleu=float(meta.get("best_bleu", -1.0)),
             evals_since_best=int(meta.get("evals_since_best", 0)),
             lr_scale=float(meta.get("lr_scale", 1.0)),
-            kept=tuple(str(name) for name in meta.get("kept", [])),
+            # a name read back is trusted only as one the run writes in its own directory
+            kept=tuple(name for name in map(str, meta.get("kept", [])) if KEPT_NAME.fullmatch(name)),
             steps_planned=None if planned is None else int(planned),
             time_spent_s=None if spent is None else float(spent),
         )

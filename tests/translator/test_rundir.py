@@ -171,3 +171,20 @@ def test_train_from_a_run_into_itself_is_refused_even_with_overwrite(tmp_path, c
     error = capsys.readouterr().err
     assert f"--out {out} is the run --from" in error and "Traceback" not in error
     assert (out / "model.npz").read_bytes() == saved
+
+
+def test_a_checkpoints_kept_names_never_reach_outside_the_run(tmp_path):
+    """The names of kept evaluation checkpoints come back from model.npz's metadata: a tampered one
+    naming another file (a path, or a name the run never writes) is not removed by the rotation."""
+    from numpy_transformer.translator.checkpoint import load_checkpoint, save_checkpoint
+
+    out = tmp_path / "run"
+    assert train(out, "--keep-checkpoints", "1") == 0
+    victims = [tmp_path / "victim.txt", out / "notes.npz"]
+    for victim in victims:
+        victim.write_text("keep me")
+    arrays, meta = load_checkpoint(out / "model.npz")
+    meta["kept"] = [str(victims[0]), "../victim.txt", "notes.npz", *meta["kept"]]
+    save_checkpoint(out / "model.npz", arrays, {k: v for k, v in meta.items() if k != "format"})
+    assert train(out, "--resume", "--steps", "12", "--keep-checkpoints", "1") == 0
+    assert all(victim.read_text() == "keep me" for victim in victims)
