@@ -181,3 +181,18 @@ def test_a_resume_with_nothing_left_to_train_says_so(tmp_path, capsys):
     assert "at step 3 and --steps 2 asks for no more: nothing is left to train" in capsys.readouterr().err
     assert main(["train", "--resume", *QUIET[:3], "--out", out]) == 0
     assert "nothing is left to train" in capsys.readouterr().err
+
+
+def test_a_run_that_ended_its_plan_early_resumes_with_the_time_it_has_left(clock, corpus, tmp_path):
+    """A budgeted run whose plan ended with time to spare (the steps ran faster than planned) is
+    resumed with its saved budget: the saved plan's end is behind it, so it plans again."""
+    config = TrainConfig(task=None, data=str(corpus), tokenizer="word", time_budget=0.5, eval_every=1000)
+    trainer = Trainer.create(config, TINY_MODEL)
+    timed(trainer, clock, step_s=0.1, evaluation_s=0.0)
+    trainer.budget.seconds = 10.0  # its plan ends after about 100 steps, 10 s of the 30
+    trainer.fit(tmp_path / "run", progress=False)
+    resumed = Trainer.resume(tmp_path / "run")  # the saved 0.5 minutes, 20 s of them left
+    assert resumed.steps > resumed.step
+    timed(resumed, clock, step_s=0.1, evaluation_s=0.0)
+    resumed.fit(tmp_path / "run", progress=False)
+    assert resumed.step == pytest.approx(300, abs=25)
