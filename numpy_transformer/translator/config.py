@@ -20,7 +20,7 @@ import os
 import sys
 import typing
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -633,6 +633,16 @@ def config_toml(model: ModelConfig, train: TrainConfig | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def setting_differs(item: Field, value: Any, kept: Any, where: str, kept_there: str) -> str:
+    """'--flag VALUE differs from KEPT_THERE', or for a flag, as typed: '--flag differs from WHERE,
+    which has no --flag'."""
+    flag = flag_of(item)
+    if isinstance(kept, bool):
+        typed, was = (flag if on != item.default else f"no {flag}" for on in (value, kept))
+        return f"{typed} differs from {where}, which has {was}"
+    return f"{flag} {value!r} differs from {kept_there}"
+
+
 def resume_conflicts(given: dict[str, dict[str, Any]], saved: dict[str, Any]) -> None:
     """Refuse, naming the flag, a setting given to ``--resume`` whose value differs from the saved
     run's and that ``on_resume`` does not let change. ``given``: section -> field -> value;
@@ -645,12 +655,9 @@ def resume_conflicts(given: dict[str, dict[str, Any]], saved: dict[str, Any]) ->
                 if item.name in ("data", "from_run") and value is not None:
                     value = str(Path(value).expanduser().resolve())
                 if value != kept:
-                    flag = flag_of(item)
-                    if isinstance(kept, bool):  # shown as typed: the flag, or its absence
-                        typed, was = (flag if on != item.default else f"no {flag}" for on in (value, kept))
-                        difference = f"{typed} differs from the saved run, which has {was}"
-                    else:
-                        difference = f"{flag} {value!r} differs from the saved run's {kept!r}"
+                    difference = setting_differs(
+                        item, value, kept, "the saved run", f"the saved run's {kept!r}"
+                    )
                     raise ValueError(
                         f"{difference}: --resume continues the run as it was saved (only "
                         f"{' and '.join(resumable_flags())} may change); start a new run (another --out, or "
@@ -697,12 +704,8 @@ def fine_tune_settings(
             and changes[item.name] != getattr(saved, item.name)
         ):
             value, kept = changes[item.name], getattr(saved, item.name)
-            flag = flag_of(item)
-            if isinstance(kept, bool):  # shown as typed: the flag, or its absence
-                typed, was = (flag if on != item.default else f"no {flag}" for on in (value, kept))
-                difference = f"{typed} differs from the model of --from {path}, which has {was}"
-            else:
-                difference = f"{flag} {value!r} differs from the model of --from {path} ({kept!r})"
+            where = f"the model of --from {path}"
+            difference = setting_differs(item, value, kept, where, f"{where} ({kept!r})")
             raise ValueError(
                 f"{difference}: a fine-tune keeps the model it starts from (only --dropout may change)"
             )
