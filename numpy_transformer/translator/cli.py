@@ -949,6 +949,8 @@ def _learn(args: argparse.Namespace) -> int:
     textbook_args = argparse.Namespace(**vars(args))
     textbook_args.out = str(Path(args.out) / "textbook")
     textbook_args.show = 0
+    # a resumed run whose first session skipped the comparison starts the textbook's afresh
+    textbook_args.resume = args.resume and Path(textbook_args.out).is_dir()
     say(f"the textbook's own code on the same seed, for comparison ({textbook_args.out}):")
     code = _train(textbook_args)
     textbook_dev = _last_dev(Path(textbook_args.out))
@@ -972,13 +974,13 @@ def _fresh_learn_out(file: Path) -> Path:
 
 def _last_dev(out: Path) -> dict[str, Any] | None:
     """The last dev evaluation a run logged, or None."""
+    from .plots import read_log
     from .run_directory import LOG_NAME
 
     try:
-        lines = (out / LOG_NAME).read_text(encoding="utf-8").splitlines()
+        records = read_log(out / LOG_NAME)  # a torn line skipped, as everywhere a log is read
     except OSError:
         return None
-    records = [json.loads(line) for line in lines if line.strip()]
     dev = [r for r in records if r.get("split") == "dev" and "exact_match" in r]
     return dev[-1] if dev else None
 

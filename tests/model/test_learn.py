@@ -744,3 +744,15 @@ def test_an_error_raised_in_a_layer_names_the_block_that_called_it(tmp_path):
     assert learn.describe_error(raised.value, path.resolve()) == (
         "ValueError: shapes (mine.py:2 in inner, called from mine.py:6 in outer)"
     )
+
+
+def test_learn_train_resumes_a_run_that_skipped_the_comparison(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(RELU)
+    quick = ["--eval-every", "2", "--eval-size", "4", "--show", "0", "--no-progress", "--threads", "1",
+             "--d-model", "16", "--d-ff", "16", "--out", str(tmp_path / "run")]  # fmt: skip
+    first = cli("learn", "train", str(path), *quick, "--steps", "2", "--no-compare")
+    assert first.returncode == 0, first.stderr
+    resumed = cli("learn", "train", str(path), *quick, "--steps", "4", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "yours exact" in resumed.stdout and "the textbook's exact" in resumed.stdout
