@@ -231,10 +231,9 @@ class Trainer:
         until the next plan."""
         if self.budget is not None:
             self.budget.spent_before = (state.time_spent_s or 0.0) + time.perf_counter() - started
-            # the saved plan's end, unless it is behind the run (it ended early, with time left):
-            # then the resumed run plans again from its own measured steps
-            if keep_plan and (state.steps_planned is None or state.steps_planned > state.step):
-                self.plan_steps(self.steps if state.steps_planned is None else state.steps_planned)
+            planned = state.steps_planned or 0  # a plan behind the run (it ended early): plan anew
+            if keep_plan and planned > state.step:
+                self.plan_steps(planned)
         self.best_bleu, self.evals_since_best = state.best_bleu, state.evals_since_best
         self.lr_scale, self.kept = state.lr_scale, list(state.kept)
         self.run_id = state.run_id or self.run_id  # None: saved before runs had an id, so a new one
