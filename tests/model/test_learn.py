@@ -836,3 +836,18 @@ def feed_forward_backward(dout, cache):
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "your feed_forward_backward raised ValueError: not for a whole batch (mine.py:" in done.stderr
     assert "the whole encoder-decoder" not in done.stdout
+
+
+def test_blocks_using_patches_blocks_py_and_restores_it_even_on_error():
+    original = blocks.feed_forward_backward
+
+    def theirs(dout, cache):
+        raise ValueError("theirs")
+
+    with (
+        pytest.raises(ValueError),
+        learn.blocks_using({"feed_forward_backward": theirs, "no_such_name": theirs}),
+    ):
+        assert blocks.feed_forward_backward is theirs and not hasattr(blocks, "no_such_name")
+        raise ValueError
+    assert blocks.feed_forward_backward is original
