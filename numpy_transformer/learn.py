@@ -341,7 +341,7 @@ EXERCISES: tuple[Exercise, ...] = (
 BY_NAME = {exercise.backward: exercise for exercise in EXERCISES}
 BLOCKS = frozenset(e.backward for e in EXERCISES if e.params) | frozenset(
     e.forward for e in EXERCISES if e.params
-)  # the exercises whose textbook is numpy_transformer.blocks (checked; learn train runs the layers)
+)  # the exercises whose textbook is numpy_transformer.blocks (learn train trains them in its encoder-decoder)
 
 
 def textbook_function(name: str) -> Callable:
@@ -502,9 +502,14 @@ into `runs/{Path(WORKBOOK).stem}-N` beside this file, a new N each run.
 
 The model runs your layer functions wherever you wrote them (your forward too, if you wrote one)
 and says which of them it ran: the latent-attention exercises only with `--attention mla`. Its
-blocks are the textbook's modules composing your layer functions: your block exercises
-({layers + 1} to {len(EXERCISES)}) are checked by `learn check`, not trained. A wrong backward shows: the
-model does not learn.
+blocks are the textbook's modules composing your layer functions. When you have written block
+exercises too (`feed_forward_backward`, `encoder_block_backward`, `decoder_block_backward`,
+`encoder_decoder_backward`), learn train then trains the encoder-decoder of `blocks.py` itself on
+the same task, steps and sizes (float64, a plain Adam), its gradients from your
+`encoder_decoder_backward` or else from the textbook's calling your blocks and layer functions,
+then the textbook's own blocks on the same seed, and prints both teacher-forced dev losses and
+token accuracies on one line (`residual_backward` is checked by `learn check` only: that model has
+no such block). A wrong backward shows: the model learns less, or not at all.
 """
 
 
@@ -1979,14 +1984,20 @@ def run_check(path: str | Path, names: Sequence[str] | None = None) -> tuple[str
     ) else 1
 
 
-def learner_functions(path: str | Path) -> tuple[dict[str, Callable], list[FunctionVerdict]]:
+def learner_functions(
+    path: str | Path, block_table: dict[str, Callable] | None = None
+) -> tuple[dict[str, Callable], list[FunctionVerdict]]:
     """The functions of the learner's file that the "learner" kernel set runs: every exercise they
     wrote (done or wrong: a wrong backward is theirs to see fail), with their forward where they
-    wrote one. Exercises still to do, or whose code raised, stay the textbook's."""
+    wrote one. Exercises still to do, or whose code raised, stay the textbook's. Their block
+    backwards (blocks.py's names), done or wrong, go into ``block_table`` where one is given."""
     module = load_learner(path)
     verdicts = check(path, module=module)
     table: dict[str, Callable] = {}
     for verdict in verdicts:
+        own_block = _own(module, verdict.name) if verdict.name in BLOCKS else None
+        if verdict.status in ("done", "wrong") and own_block is not None and block_table is not None:
+            block_table[verdict.name] = own_block
         if verdict.status in ("done", "wrong") and verdict.name not in BLOCKS:
             exercise = BY_NAME[verdict.name]
             table[exercise.backward] = getattr(module, exercise.backward)
@@ -2040,6 +2051,92 @@ def guarded(
         if theirs and isinstance(space, dict) and space.get(name) is function:
             space[name] = wrapped[name]
     return wrapped
+
+
+# ------------------------------------------------------------------------------------------------
+# learn train on the learner's blocks: the encoder-decoder of blocks.py, trained with a plain Adam
+
+TRAINED_BLOCKS = ("feed_forward_backward", "encoder_block_backward", "decoder_block_backward",
+                  "encoder_decoder_backward")  # fmt: skip
+
+
+@contextmanager
+def blocks_using(functions: dict[str, Callable]) -> Iterator[None]:
+    """numpy_transformer.blocks calling ``functions`` (textbook names: blocks or layers) instead of
+    the textbook's wherever it calls them by name; its globals restored on the way out."""
+    space = vars(blocks)
+    saved = {name: space[name] for name in functions if name in space}
+    try:
+        space.update({name: functions[name] for name in saved})
+        yield
+    finally:
+        space.update(saved)
+
+
+@dataclass
+class BlocksResult:
+    dev_loss: float
+    accuracy: float  # teacher-forced: the share of the dev targets (padding aside) predicted first
+    steps: int
+
+
+def train_blocks(
+    task: Any,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    width: int,
+    n_layers: int,
+    n_heads: int,
+    d_ff: int,
+    seed: int,
+    label_smoothing: float,
+    dev_pairs: Sequence[tuple[str, str]],
+    backward: Callable | None = None,
+) -> BlocksResult:
+    """Train blocks.encoder_decoder_forward's model (float64, blocks.init_params) on ``task``'s
+    training batches with Adam (lr constant, betas 0.9, 0.98), the gradients from ``backward``
+    (blocks.encoder_decoder_backward as blocks.py reads it now: see blocks_using), and evaluate it
+    teacher-forced on ``dev_pairs``: the mean loss (without label smoothing) and the token accuracy."""
+    xp = get_array_module()
+    backward = backward or (lambda dloss, cache: blocks.encoder_decoder_backward(dloss, cache))
+    pad = task.ids.pad
+    params = blocks.init_params(
+        numpy.random.default_rng(seed), len(task.src_vocab), len(task.tgt_vocab), width, d_ff, n_layers,
+        scale=width**-0.5,
+    )  # fmt: skip
+    first = {key: xp.zeros_like(value) for key, value in params.items()}
+    second = {key: xp.zeros_like(value) for key, value in params.items()}
+    beta1, beta2, eps = 0.9, 0.98, 1e-9
+    for step in range(1, steps + 1):
+        batch = task.train_batch(step - 1, batch_size)
+        _, cache = blocks.encoder_decoder_forward(
+            batch.src, batch.tgt_in, batch.tgt_out, params, n_layers, n_heads, pad, label_smoothing
+        )
+        grads = backward(1.0, cache)
+        for key, value in params.items():
+            grad = xp.asarray(grads[key], dtype=value.dtype) if key in grads else None
+            if grad is None or grad.shape != value.shape:
+                got = "nothing" if grad is None else f"shape {grad.shape}"
+                raise RuntimeError(f"the gradient of {key} is {got}, not shape {value.shape}")
+            first[key] = beta1 * first[key] + (1 - beta1) * grad
+            second[key] = beta2 * second[key] + (1 - beta2) * grad * grad
+            update = (first[key] / (1 - beta1**step)) / (xp.sqrt(second[key] / (1 - beta2**step)) + eps)
+            params[key] = value - lr * update
+    total = correct = tokens = 0.0
+    for start in range(0, len(dev_pairs), 100):
+        batch = task.batch(dev_pairs[start : start + 100])
+        loss, cache = blocks.encoder_decoder_forward(
+            batch.src, batch.tgt_in, batch.tgt_out, params, n_layers, n_heads, pad, 0.0
+        )
+        predicted = cache.loss.probs.argmax(axis=-1)
+        valid = cache.loss.valid
+        n = float(valid.sum())
+        total += float(loss) * n
+        correct += float(((predicted == cache.loss.targets) & valid).sum())
+        tokens += n
+    return BlocksResult(total / max(tokens, 1.0), correct / max(tokens, 1.0), steps)
 
 
 # ------------------------------------------------------------------------------------------------

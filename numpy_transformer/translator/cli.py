@@ -326,7 +326,8 @@ def _add_learn(commands: argparse._SubParsersAction) -> None:
         "train",
         help="train a model on FILE's functions wherever it defines them (options as train's; without "
         "--task, --data or --config: the copy task, 400 steps of a one-layer model of width 32), then "
-        "the textbook's own code on the same seed beside it",
+        "the textbook's own code on the same seed beside it; where FILE has block backwards too, "
+        "blocks.py's encoder-decoder trained on them the same way, beside the textbook's blocks",
     )
     p.add_argument("file", metavar="FILE")
     _add_train_arguments(p, None)
@@ -341,7 +342,8 @@ def _add_learn(commands: argparse._SubParsersAction) -> None:
         "--no-compare",
         dest="compare",
         action="store_false",
-        help="skip the second run on the textbook's own code (same seed) that learn train prints beside yours",
+        help="skip the second run on the textbook's own code (same seed) that learn train prints beside yours "
+        "(the blocks' too)",
     )
 
 
@@ -891,7 +893,8 @@ def _learn(args: argparse.Namespace) -> int:
         if args.action == "hint":
             print(learn.next_hint(args.file, args.name))
             return 0
-        table, verdicts = learn.learner_functions(args.file)
+        block_table: dict[str, Callable] = {}
+        table, verdicts = learn.learner_functions(args.file, block_table)
     except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
         print(f"numpy-transformer learn {args.action}: error: {refused}", file=sys.stderr)
         return 2
@@ -905,17 +908,22 @@ def _learn(args: argparse.Namespace) -> int:
 
     yours = [v.name for v in verdicts if v.status in ("done", "wrong") and v.name not in learn.BLOCKS]
     wrong = [v.name for v in verdicts if v.status == "wrong"]
-    checked_only = [v.name for v in verdicts if v.status in ("done", "wrong") and v.name in learn.BLOCKS]
+    trained_blocks = [name for name in learn.TRAINED_BLOCKS if name in block_table]
+    checked_only = [name for name in block_table if name not in learn.TRAINED_BLOCKS]
     say(
         f"your functions: {', '.join(yours)}"
         + (f" ({', '.join(w for w in wrong if w in yours)} wrong)" if set(wrong) & set(yours) else "")
         if yours
         else "training on the textbook alone: the file defines no backward of its own that runs"
     )
+    if trained_blocks:
+        say(
+            f"your blocks: {', '.join(trained_blocks)} (the package's model is built of the textbook's "
+            "modules; blocks.py's encoder-decoder trains on them after it)"
+        )
     if checked_only:
         say(
-            f"checked by learn check, not trained: your {', '.join(checked_only)} (the model's blocks are "
-            "the textbook's modules, running your layer functions)"
+            f"checked by learn check, not trained: your {', '.join(checked_only)} (blocks.py's model has none)"
         )
     raised = [v.name for v in verdicts if v.status == "error"]
     if raised:
@@ -943,8 +951,15 @@ def _learn(args: argparse.Namespace) -> int:
             + (f"; not used by this model: {', '.join(unused)}" if unused else "")
             + "; the rest was the textbook's"
         )
-    if code != 0 or not args.compare or not mine:
+    if code == 0 and args.compare and mine:
+        code = _learn_compare(args, say)
+    if code != 0 or not trained_blocks or not speak:  # the blocks' run is serial: rank 0 alone
         return code
+    return _learn_blocks(args, block_table, table, say)
+
+
+def _learn_compare(args: argparse.Namespace, say: Callable[..., None]) -> int:
+    """The textbook's own run on the same seed beside the learner's, and both dev results."""
     yours_dev = _last_dev(Path(args.out))
     textbook_args = argparse.Namespace(**vars(args))
     textbook_args.out = str(Path(args.out) / "textbook")
@@ -961,6 +976,63 @@ def _learn(args: argparse.Namespace) -> int:
             f"BLEU {textbook_dev['bleu']:.2f} (same seed)"
         )
     return code
+
+
+def _learn_blocks(
+    args: argparse.Namespace,
+    block_table: dict[str, Callable],
+    table: dict[str, Callable],
+    say: Callable[..., None],
+) -> int:
+    """blocks.py's encoder-decoder trained on the run's task, steps and sizes: on the learner's block
+    functions (their encoder_decoder_backward, or the textbook's calling their blocks and layers), then
+    on the textbook's alone (unless --no-compare), and both teacher-forced dev results on one line."""
+    import time
+
+    from .. import learn
+    from .checkpoint import load_meta, trained_task
+
+    meta = load_meta(args.out)
+    model, train = meta["model"], meta["train"]
+    task = trained_task(args.out, meta)
+    settings = {
+        "steps": int(meta["step"]),
+        "batch_size": train["batch_size"],
+        "lr": train["lr"],
+        "width": model["d_model"],
+        "n_layers": model["N"],
+        "n_heads": model["h"],
+        "d_ff": model["d_ff"],
+        "seed": train["seed"],
+        "label_smoothing": train["label_smoothing"],
+        "dev_pairs": task.dev[: train["eval_size"]],
+    }
+    ran: set[str] = set()
+    theirs = learn.guarded({**table, **block_table}, args.file, ran)
+    whole = theirs.pop("encoder_decoder_backward", None)
+    started = time.perf_counter()
+    try:
+        with learn.blocks_using(theirs):
+            yours = learn.train_blocks(task, backward=whole, **settings)
+        seconds = time.perf_counter() - started
+        textbook = learn.train_blocks(task, **settings) if args.compare else None
+    except KeyboardInterrupt:
+        print("numpy-transformer learn train: interrupted", file=sys.stderr)
+        return 130
+    except RuntimeError as error:  # their code raised (guarded says where)
+        print(f"numpy-transformer learn train: blocks.py's encoder-decoder: {error}", file=sys.stderr)
+        return 1
+    names = [name for name in learn.TRAINED_BLOCKS if name in ran] or ["nothing"]
+    line = (
+        f"the whole encoder-decoder of blocks.py on your {', '.join(names)}: dev loss {yours.dev_loss:.2f}, "
+        f"token accuracy {yours.accuracy:.2f}"
+    )
+    if textbook is not None:
+        line += f"; the textbook's: {textbook.dev_loss:.2f}, {textbook.accuracy:.2f} (same seed, "
+    else:
+        line += " ("
+    say(f"{line}{yours.steps} steps, {seconds:.1f} s)")
+    return 0
 
 
 def _fresh_learn_out(file: Path) -> Path:
