@@ -403,8 +403,8 @@ def test_a_reference_scores_its_log_probability_token_by_token():
 
 
 def test_top_candidates_equal_a_full_stable_sort_with_ties():
-    """Partial selection picks the same candidates, in the same order, as argsort(-x, kind="stable"),
-    also where equal scores straddle the k-th place (argpartition alone settles those arbitrarily)."""
+    """The chunk search picks the same candidates, in the same order, as argsort(-x, kind="stable"),
+    also where equal scores straddle the k-th place, a whole chunk is -inf, or a row holds NaN."""
     from numpy_transformer.translator.decoding import top_candidates
 
     rng = np.random.default_rng(0)
@@ -416,9 +416,13 @@ def test_top_candidates_equal_a_full_stable_sort_with_ties():
             scores = rng.normal(size=(rows, size)).round(1)  # ties among many values
         if trial % 5 == 0:
             scores[:, rng.integers(0, size, size // 2 + 1)] = -np.inf
+        if trial % 7 == 0:
+            scores[rng.integers(0, rows), rng.integers(0, size)] = np.nan  # argsort puts NaN last
         for k in {1, 2, 4, 8, int(size) - 1, int(size), int(size) + 3} - {0}:
             expected = np.argsort(-scores, axis=-1, kind="stable")[:, :k]
             np.testing.assert_array_equal(decoding.top_candidates(scores, k), expected)
+            for chunk in (1, 3, 4, 7):  # small chunks, so rows of a few dozen go through the chunk search
+                np.testing.assert_array_equal(decoding.top_candidates(scores, k, chunk), expected)
     assert top_candidates(np.zeros((2, 5)), 3).tolist() == [[0, 1, 2], [0, 1, 2]]
 
 
