@@ -105,9 +105,11 @@ def evaluate(
     strategy = decode_options.pop("strategy", greedy_decode)
     special = task.ids
     loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
+    # batches of sources of about one length: short ones are not padded to, or decoded as long as, long ones
+    by_length = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
     with model.evaluating():
         for start in range(0, len(pairs), batch_size):
-            batch = task.batch(pairs[start : start + batch_size])
+            batch = task.batch([pairs[i] for i in by_length[start : start + batch_size]])
             logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
             loss, _ = ops.cross_entropy_forward(logits, batch.tgt_out, special.pad, label_smoothing)
             right, seen = masked_token_accuracy(logits, batch.tgt_out, special.pad)
@@ -125,6 +127,7 @@ def evaluate(
             )
             for ids in to_numpy(translated):
                 hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
+    hypotheses = [hypothesis for _, hypothesis in sorted(zip(by_length, hypotheses))]  # the pairs' order
     references = [target for _, target in pairs]
     bleu = BLEU(tokenize="char" if task.tokenizer.name == "char" else "13a")  # a char task has no spaces
     chrf = CHRF()

@@ -331,6 +331,25 @@ def test_evaluate_decodes_as_it_is_told():
     assert wide["loss"] == greedy["loss"] and 0 <= wide["bleu"] <= 100
 
 
+def test_evaluate_batches_by_length_and_keeps_the_pairs_order():
+    """Batches are made of sources of about one length; every translation still lands beside its own
+    pair: the same as translating each pair alone."""
+    from numpy_transformer.translator.config import TrainConfig
+    from numpy_transformer.translator.evaluation import evaluate
+    from numpy_transformer.translator.training import Trainer
+
+    trainer = Trainer.create(
+        TrainConfig(task="copy", steps=3, batch_size=8), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
+    )
+    for _ in range(3):
+        trainer.train_step()
+    pairs = sorted(trainer.task.dev[:9], key=lambda pair: -len(pair[0]) * (1 if len(pair[0]) % 2 else -1))
+    assert len({len(source) for source, _ in pairs}) > 2  # lengths to sort
+    batched = evaluate(trainer.model, trainer.task, pairs, batch_size=4, examples=len(pairs))
+    alone = [evaluate(trainer.model, trainer.task, [pair], examples=1)["examples"][0] for pair in pairs]
+    assert batched["examples"] == alone
+
+
 @pytest.mark.parametrize("strategy", ["greedy", "beam", "sample"])
 def test_no_repeat_unigrams_never_emit_specials_and_still_end(strategy):
     """With n = 1 every token may appear once: 9 tokens in a 12-token vocabulary run out before
