@@ -21,6 +21,7 @@ ratios are to the first.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import statistics
@@ -36,10 +37,20 @@ CONFIGS = [
     ("tiny", "mha"),
     ("small", "mha"),
     ("small", "mla"),
+    ("corpus", "mha"),
     ("seed", "mha"),
     ("base", "mha"),
     ("base", "mla"),
 ]
+
+
+def tree_configs() -> dict[str, tuple]:
+    """The working tree's bench.CONFIGS, read from its source (this process imports no numpy_transformer)."""
+    source = ast.parse((TREE / "benchmarks" / "bench.py").read_text())
+    for node in source.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CONFIGS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError("benchmarks/bench.py defines no CONFIGS")
 
 
 def worker(tree: str, runner_kind: str, name: str, attention: str) -> None:
@@ -53,6 +64,8 @@ def worker(tree: str, runner_kind: str, name: str, attention: str) -> None:
 
     if not Path(nt.__file__).resolve().is_relative_to(Path(tree).resolve()):
         raise SystemExit(f"worker for {tree} imported {nt.__file__}")
+    if name not in bench.CONFIGS:  # a configuration added after that revision: the working tree's sizes
+        bench.CONFIGS[name] = tuple(json.loads(os.environ["COMPARE_CONFIG"]))
     config = bench.model_config(name, attention)
     batch, length = bench.CONFIGS[name][6], bench.CONFIGS[name][7]
     if runner_kind == "torch":
@@ -89,7 +102,8 @@ class Contender:
     ) -> None:
         self.label = label
         command = [sys.executable, __file__, "--worker", str(tree), runner_kind, name, attention]
-        env = {**os.environ, "PYTHONPATH": str(tree), **(env or {})}
+        sizes = json.dumps(tree_configs()[name])
+        env = {**os.environ, "PYTHONPATH": str(tree), "COMPARE_CONFIG": sizes, **(env or {})}
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tree
         )

@@ -1,6 +1,6 @@
 """Where one training step's time goes: self time of every forward/backward pair the model calls.
 
-    python benchmarks/profile_step.py [tiny|small|seed|base] [mha|mla] [fast|reference]
+    python benchmarks/profile_step.py [tiny|small|corpus|seed|base] [mha|mla] [fast|reference]
 
 Every ``*_forward`` / ``*_backward`` function of ``numpy_transformer.kernels.ops`` (the CPU
 kernels, or the textbook with ``reference``) is wrapped with a timer that subtracts the time of

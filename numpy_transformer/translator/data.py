@@ -409,6 +409,11 @@ def _token_chunks(pairs: list, tokens: list[int], parts: int) -> list[list]:
     return [pairs[start:stop] for start, stop in itertools.pairwise(bounds)]
 
 
+def _longer_first(lengths: tuple[int, int]) -> tuple[int, int]:
+    """A pair's bucketing key: its longer side's tokens, then both sides' together."""
+    return max(lengths), sum(lengths)
+
+
 def host_rng(*keys: int) -> numpy.random.Generator:
     """A host (NumPy) generator seeded by a tuple of keys: data sampling never touches the model's
     generator."""
@@ -504,6 +509,7 @@ class TranslationTask:
         self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
         self._bucket: tuple[tuple, list] | None = None
         self._mean_target_tokens: float | None = None
+        self._token_lengths: dict[tuple[str, str], tuple[int, int]] = {}
         if vocabularies is not None:
             self.src_vocab, self.tgt_vocab = vocabularies
             return
@@ -564,17 +570,27 @@ class TranslationTask:
         if self._bucket is None or self._bucket[0] != (group, batch_size, batch_tokens):
             rng = host_rng(self.seed, group, 1)
             pool = bucket_steps * (batch_size if batch_tokens is None else self.pairs_per_batch(batch_tokens))
-            pairs = sorted(self.sample_train(rng, pool), key=lambda p: (len(p[0]), len(p[1])))
+            # by the longer side's tokens first: a batch is as long as its longest source and target
+            pairs = sorted(self.sample_train(rng, pool), key=lambda p: _longer_first(self.token_lengths(p)))
             if batch_tokens is None:
                 chunks = [pairs[i : i + batch_size] for i in range(0, len(pairs), batch_size)]
             else:
-                tokens = [len(self.tokenizer.tokenize(target)) + 1 for _, target in pairs]
+                tokens = [self.token_lengths(pair)[1] + 1 for pair in pairs]
                 chunks = _token_chunks(pairs, tokens, bucket_steps)
             self._bucket = (
                 (group, batch_size, batch_tokens),
                 [chunks[i] for i in rng.permutation(len(chunks))],
             )
         return self._encode_train(self._bucket[1][position], step, dropout)
+
+    def token_lengths(self, pair: tuple[str, str]) -> tuple[int, int]:
+        """The (source, target) lengths in tokens of a training pair, remembered: pairs come back every pass."""
+        lengths = self._token_lengths.get(pair)
+        if lengths is None:
+            source, target = pair
+            lengths = len(self.tokenizer.tokenize_source(source)), len(self.tokenizer.tokenize(target))
+            self._token_lengths[pair] = lengths
+        return lengths
 
     def _encode_train(
         self, pairs: Sequence[tuple[str, str]], step: int, dropout: SubwordDropout | None

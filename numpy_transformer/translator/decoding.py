@@ -400,7 +400,9 @@ class DecoderCache:
         if self.row_major_logits:  # x W^T: written row by row, as beam search reads a row's candidates
             weight, bias = self.projection
             return x @ weight.T + bias
-        return ops.linear_forward(x, *self.projection)[0]  # a few rows: faster as W x^T, a (V, N) array's view
+        return ops.linear_forward(x, *self.projection)[
+            0
+        ]  # a few rows: faster as W x^T, a (V, N) array's view
 
 
 class _UncachedDecoder:
@@ -494,41 +496,64 @@ def _decoding_call(function: Callable) -> Callable:
     return wrapper
 
 
-# top_candidates reads a row in chunks of this many scores: one pass takes every chunk's maximum,
-# and only the chunks whose maximum reaches the k-th largest of them are searched further.
+# The candidate searches read a row in chunks of this many scores: one pass takes every chunk's
+# maximum, and only the chunks whose maximum reaches the k-th largest of them are searched further.
 CANDIDATE_CHUNK = 128
 
 
 def top_candidates(scores: Array, k: int, chunk: int = CANDIDATE_CHUNK) -> Array:
     """The indices (N, k) of each row's k largest ``scores`` (N, M), largest first, equal scores in
-    index order: exactly ``argsort(-scores, kind="stable")[:, :k]``, without sorting the row.
+    index order: exactly ``argsort(-scores, kind="stable")[:, :k]``, without sorting the row
+    (best_continuations of one beam whose score is 0)."""
+    beam_scores = get_array_module().zeros((scores.shape[0], 1))
+    return best_continuations(scores, beam_scores, k, chunk)[0]
 
-    One pass takes the maximum of every ``chunk`` scores. The k-th largest of those maxima, t, is
-    reached by at least k scores (one in each of k chunks), so a row's k largest are all >= t and
-    lie in the chunks whose maximum is >= t, or in the short tail past the last whole chunk. Only
-    those (about k chunks a row, k * chunk scores) are ranked, by score and then index: O(M) a
-    row for the pass, and a sort of a few thousand. A row holding NaN is sorted whole, as argsort does.
+
+def best_continuations(
+    log_probs: Array, beam_scores: Array, k: int, chunk: int = CANDIDATE_CHUNK
+) -> tuple[Array, Array]:
+    """Each item's k best continuations of its W beams, and their totals: with
+    ``totals = (beam_scores.reshape(B * W, 1) + log_probs).reshape(B, W * V)`` (beam_scores (B, W),
+    log_probs (B * W, V): an item's beams are consecutive rows), exactly
+    ``best = argsort(-totals, kind="stable")[:, :k]`` (indices w * V + v, largest first, equal totals
+    in index order) and ``totals`` at ``best``, both (B, k), without making ``totals`` or sorting it.
+
+    One pass takes the maximum of every ``chunk`` log-probabilities of a row; a chunk's best total
+    is its beam's score plus that maximum. The k-th largest chunk total, t, is reached by at least
+    k continuations (one in each of k chunks), so the k best are all >= t and lie in the chunks
+    whose best total is >= t, or in the short tail past a row's last whole chunk. Only those, about
+    k chunks an item, are ranked, by total and then index. An item holding NaN is sorted whole.
     """
     xp = get_array_module()
-    rows, size = scores.shape
-    whole = size // chunk
-    if whole < k or backend_name() != "numpy":  # on a GPU the ragged gathers would wait for the host
-        return xp.argsort(-scores, axis=-1, kind="stable")[:, :k]
-    maxima = scores[:, : whole * chunk].reshape(rows, whole, chunk).max(axis=-1)  # (N, whole)
-    threshold = xp.partition(maxima, whole - k, axis=-1)[:, whole - k : whole - k + 1]  # k-th largest
-    if xp.isnan(maxima).any() or xp.isnan(scores[:, whole * chunk :]).any():
-        return xp.argsort(-scores, axis=-1, kind="stable")[:, :k]
-    row, chunk_index = xp.nonzero(maxima >= threshold)  # row-major: every row's chunks together
-    index = (chunk_index[:, None] * chunk + xp.arange(chunk)).reshape(-1)
-    index_row = xp.repeat(row, chunk)
-    tail = xp.arange(whole * chunk, size)  # always candidates: they belong to no chunk
-    index = xp.concatenate([index, xp.tile(tail, rows)])
-    index_row = xp.concatenate([index_row, xp.repeat(xp.arange(rows), tail.size)])
-    # by row, then score descending, then index: the stable full sort's order within each row
-    order = xp.lexsort((index, -scores[index_row, index], index_row))
-    counts = xp.bincount(index_row, minlength=rows)
-    first = xp.cumsum(counts) - counts
-    return index[order[first[:, None] + xp.arange(k)]]
+    batch, width = beam_scores.shape
+    rows, vocab = log_probs.shape
+    whole = vocab // chunk
+    offsets = beam_scores.reshape(rows, 1)
+    searched = (
+        whole * width >= k and backend_name() == "numpy"
+    )  # on a GPU the ragged gathers wait for the host
+    if searched:
+        maxima = log_probs[:, : whole * chunk].reshape(rows, whole, chunk).max(axis=-1)  # NaN if any
+        searched = not (xp.isnan(maxima).any() or xp.isnan(log_probs[:, whole * chunk :]).any())
+    if not searched or xp.isnan(offsets).any():
+        totals = (offsets + log_probs).reshape(batch, width * vocab)
+        best = xp.argsort(-totals, axis=-1, kind="stable")[:, :k]
+        return best, xp.take_along_axis(totals, best, axis=-1)
+    # a beam's score plus a chunk's maximum is the chunk's best total: rounding keeps the order
+    chunk_best = (offsets + maxima).reshape(batch, width * whole)
+    threshold = xp.partition(chunk_best, width * whole - k, axis=-1)[:, width * whole - k, None]
+    item, position = xp.nonzero(chunk_best >= threshold)  # row-major: every item's chunks together
+    row = xp.repeat(item * width + position // whole, chunk)
+    token = ((position % whole * chunk)[:, None] + xp.arange(chunk)).reshape(-1)
+    tail = xp.arange(whole * chunk, vocab)  # always searched: they belong to no chunk
+    row = xp.concatenate([row, xp.repeat(xp.arange(rows), tail.size)])
+    token = xp.concatenate([token, xp.tile(tail, rows)])
+    totals = offsets[row, 0] + log_probs[row, token]
+    index, item = row % width * vocab + token, row // width
+    order = xp.lexsort((index, -totals, item))  # by item, then total descending, then index
+    counts = xp.bincount(item, minlength=batch)
+    pick = order[(xp.cumsum(counts) - counts)[:, None] + xp.arange(k)]
+    return index[pick], totals[pick]
 
 
 def block_repeated_ngrams(scores: Array, history: Array, n: int, copy: bool = True) -> Array:
@@ -748,7 +773,15 @@ def sample_decode(
 
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
     ids, logits = _generate(
-        stepper, src.shape[0], max_len, bos_id, eos_id, choose, no_repeat_ngram, never, keep_logits=return_logits
+        stepper,
+        src.shape[0],
+        max_len,
+        bos_id,
+        eos_id,
+        choose,
+        no_repeat_ngram,
+        never,
+        keep_logits=return_logits,
     )
     return (ids, logits) if return_logits else ids
 
@@ -803,10 +836,8 @@ def beam_search_steps(
             eos_only = xp.full(vocab, -xp.inf, dtype=log_probs.dtype)
             eos_only[eos_id] = 0.0
         log_probs = xp.where(finished[:, None], eos_only, log_probs)  # a finished beam: <eos> at no cost
-        candidates = (scores.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
         # descending, ties to the lower index (as a stable sort): width 1 equals greedy's argmax
-        best = top_candidates(candidates, width)
-        scores = xp.take_along_axis(candidates, best, axis=-1)
+        best, scores = best_continuations(log_probs, scores, width)
         source_rows = (best // vocab + xp.arange(batch)[:, None] * width).reshape(rows)
         last = (best % vocab).reshape(rows)
         reorder(source_rows)
@@ -874,9 +905,7 @@ def pooled_beam_search_steps(
         log_probs = _log_softmax(step(last))
         log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id, copy=False)
         vocab = log_probs.shape[-1]
-        totals = (running.reshape(rows, 1) + log_probs).reshape(batch, width * vocab)
-        best = top_candidates(totals, candidates)  # (B, 2W), best first
-        scores = xp.take_along_axis(totals, best, axis=-1)
+        best, scores = best_continuations(log_probs, running, candidates)  # (B, 2W), best first
         sources = (best // vocab + first * width).reshape(-1)  # (B * 2W,) rows of history
         tokens = (best % vocab).reshape(-1)
         extended = xp.concatenate([history[sources], tokens[:, None]], axis=1).reshape(
@@ -998,7 +1027,9 @@ def beam_search_n_best(
         )
     if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_width:
         raise ValueError(f"n_best must be an integer in [1, beam_width={beam_width}], got {n_best!r}")
-    stepper = _start(model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width, row_major_logits=True)
+    stepper = _start(
+        model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width, row_major_logits=True
+    )
     common = (
         stepper.step,
         # beams never leave their item, whose rows all hold copies of one encoder output

@@ -445,6 +445,29 @@ def test_top_candidates_equal_a_full_stable_sort_with_ties():
     assert top_candidates(np.zeros((2, 5)), 3).tolist() == [[0, 1, 2], [0, 1, 2]]
 
 
+def test_best_continuations_equal_sorting_every_beams_totals():
+    """An item's k best continuations of its beams (beam score + log-probability, float64 from
+    float32), found chunk by chunk, equal the stable full sort of the totals, values included:
+    with -inf beams and tokens, ties across beams and chunks, NaN, and a short tail."""
+    rng = np.random.default_rng(1)
+    for trial in range(300):
+        batch, width, vocab = rng.integers(1, 4), rng.integers(1, 5), rng.integers(1, 70)
+        log_probs = rng.choice([-np.inf, -3.0, -1.5, -1.0, -0.5], size=(batch * width, vocab))
+        if trial % 2:
+            log_probs = rng.normal(size=(batch * width, vocab)).round(1)
+        log_probs = log_probs.astype(np.float32)
+        beam_scores = rng.choice([0.0, -1.0, -2.5, -np.inf, -1e9], size=(batch, width))
+        if trial % 11 == 0:
+            log_probs[rng.integers(0, batch * width), rng.integers(0, vocab)] = np.nan
+        totals = (beam_scores.reshape(-1, 1) + log_probs).reshape(batch, width * vocab)
+        for k in {1, 2, 2 * int(width), int(width * vocab)}:
+            expected = np.argsort(-totals, axis=-1, kind="stable")[:, :k]
+            for chunk in (1, 3, 8, decoding.CANDIDATE_CHUNK):
+                best, values = decoding.best_continuations(log_probs, beam_scores, k, chunk)
+                np.testing.assert_array_equal(best, expected)
+                np.testing.assert_array_equal(values, np.take_along_axis(totals, expected, axis=-1))
+
+
 def _full_sort_filter(logits, top_p):
     """filter_logits' nucleus as it was: a whole-row sort (stable here, so ties are settled by index)."""
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
