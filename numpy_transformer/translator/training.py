@@ -68,6 +68,7 @@ class TrainingDiverged(RuntimeError):
 
 STOP_MESSAGES = {"interrupted": "interrupted", "another rank": "stopped with another rank"}
 PLAN_AFTER = 20  # steps timed before a time-budgeted run plans its length
+PAUSE = 10.0  # a step over this many times the median of the steps timed with it was a pause, not the pace
 
 
 class TimeBudget:
@@ -76,7 +77,7 @@ class TimeBudget:
     The clock counts what was ``spent`` before training (reading the corpus, learning its
     subwords; an earlier session of the run) and everything since ``start``: steps, evaluations,
     saves. ``plan`` is asked again and again as the run goes: it takes the mean time of the steps
-    since it was last asked and of the evaluations so far, and returns the step at which the run
+    since it was last asked (bar pauses) and of the evaluations so far, and returns the step at which the run
     should end so that the steps left, their evaluations and the ``final_evaluations`` (the last
     one, and the average's when the run averages its checkpoints) fill the time left.
     """
@@ -99,8 +100,12 @@ class TimeBudget:
         """The last step: where steps of the measured time, one evaluation every ``eval_every`` of
         them and the final ones use up the time left (``step`` itself when it has run out)."""
         self.plans += 1
-        if self.step_seconds:  # their median: one slow step (a pause, the first one) is not the pace
-            self.per_step = sorted(self.step_seconds)[len(self.step_seconds) // 2]
+        if self.step_seconds:
+            # their mean, bar pauses: bucketed batches of every length take turns, and their median
+            # (the middle length's time) would promise more steps than the time holds
+            typical = sorted(self.step_seconds)[len(self.step_seconds) // 2]
+            paced = [seconds for seconds in self.step_seconds if seconds <= PAUSE * typical]
+            self.per_step = sum(paced) / len(paced)
             self.step_seconds = []
         per_evaluation = sum(self.evaluation_seconds) / max(len(self.evaluation_seconds), 1)
         left = self.seconds - self.spent() - self.final_evaluations * per_evaluation  # they come in any case
@@ -579,6 +584,12 @@ def _end(trainer: Trainer, run: RunFiles, bar: Any, records: list[dict[str, Any]
     evaluated = any(record.get("split") == "dev" for record in records)
     if evaluated and trainer.stop in (None, "patience"):
         _average_and_keep(trainer, run, bar, records)
+    if trainer.budget is not None and trainer.stop is None:  # why it ended where it did
+        used, budget = trainer.budget.spent(), trainer.budget.seconds
+        bar.write(
+            f"ended at step {trainer.step}, where the plan for the {budget / 60:g}-minute budget ended: "
+            f"{used:.0f} s of its {budget:.0f} s used"
+        )
 
 
 # -- the run's evaluations: dev scores, best.npz, patience, plateau cuts and the final average ------

@@ -55,17 +55,20 @@ def timed(trainer, clock, step_s, evaluation_s):
 
 def test_the_plan_fills_the_time_left_with_steps_and_their_evaluations(clock):
     budget = TimeBudget(1.0, spent=6.0)  # 60 s in all, 6 of them spent reading the corpus
-    budget.step_seconds = [0.2, 0.1, 0.1, 5.0, 0.1]  # a pause is not the pace: the median, 0.1 s
+    budget.step_seconds = [0.1, 0.1, 0.1, 5.0, 0.1]  # a pause is not the pace: 0.1 s
     clock.now += 4.0  # 10 s spent
     # no evaluation measured yet: (60 - 10) / 0.1 steps
     assert budget.plan(step=20, eval_every=100) == 20 + 500
     budget.evaluation_seconds = [2.0, 4.0]  # 3 s each: (60 - 10 - 3) / (0.1 + 3 / 100) more steps
     assert budget.plan(step=20, eval_every=100) == 20 + int(47 / 0.13)
+    # the pace is the steps' mean, not their median: long batches cost their time too
+    budget.step_seconds = [0.1, 0.1, 0.4]  # 0.2 s a step
+    assert budget.plan(step=23, eval_every=100) == 23 + int(47 / 0.23)
     clock.now += 100.0  # the time has run out: end here
     assert budget.plan(step=400, eval_every=100) == 400
 
 
-def test_a_run_ends_within_its_budget_and_its_schedule_reaches_its_end(clock, corpus, tmp_path):
+def test_a_run_ends_within_its_budget_and_its_schedule_reaches_its_end(clock, corpus, tmp_path, capsys):
     config = TrainConfig(
         task=None,
         data=str(corpus),
@@ -74,6 +77,7 @@ def test_a_run_ends_within_its_budget_and_its_schedule_reaches_its_end(clock, co
         eval_every=50,
         eval_size=4,
         log_every=10,
+        patience=0,  # it ends where its plan ends, and says so
     )
     trainer = Trainer.create(config, TINY_MODEL)
     assert trainer.config.steps is None and trainer.steps == PLAN_AFTER  # timed first, then planned
@@ -86,6 +90,11 @@ def test_a_run_ends_within_its_budget_and_its_schedule_reaches_its_end(clock, co
     # the second of the average's, which the plan counts
     assert 30.0 * 0.97 <= spent <= 30.0 + 0.1, spent
     assert trainer.step == trainer.steps > 200
+    said = capsys.readouterr().out
+    assert (
+        f"ended at step {trainer.step}, where the plan for the 0.5-minute budget ended: {spent:.0f} s of its 30 s"
+        in said
+    ), said[-300:]
     assert trainer.schedule(trainer.step) == pytest.approx(config.min_lr, abs=1e-12)  # the cosine's end
     records = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert records[-1]["step"] == trainer.step and records[-1]["split"] == "dev-average"
