@@ -641,7 +641,7 @@ def _generate(
         if keep_logits:  # (B, V) a step: at a vocabulary of 58,101 and 40 steps, 9 MB a sentence
             all_logits.append(logits)
         history = xp.stack(tokens, axis=1) if no_repeat_ngram and tokens else None
-        logits = block_disallowed(logits, history, no_repeat_ngram, never, eos_id)
+        logits = block_disallowed(logits, history, no_repeat_ngram, never, eos_id, copy=keep_logits)
         last = xp.where(finished, eos_id, choose(logits))
         tokens.append(last)
         finished |= last == eos_id
