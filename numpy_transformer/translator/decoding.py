@@ -650,6 +650,10 @@ def _generate(
     return xp.stack(tokens, axis=1), xp.stack(all_logits, axis=1) if keep_logits else None
 
 
+def _most_likely(logits: Array) -> Array:
+    return logits.argmax(axis=-1)
+
+
 @_decoding_call
 def greedy_decode(
     model: Transformer,
@@ -674,15 +678,7 @@ def greedy_decode(
     never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
     ids, logits = _generate(
-        stepper,
-        src.shape[0],
-        max_len,
-        bos_id,
-        eos_id,
-        lambda z: z.argmax(axis=-1),
-        no_repeat_ngram,
-        never,
-        keep_logits=return_logits,
+        stepper, src.shape[0], max_len, bos_id, eos_id, _most_likely, no_repeat_ngram, never, return_logits
     )
     return (ids, logits) if return_logits else ids
 
@@ -773,15 +769,7 @@ def sample_decode(
 
     stepper = _start(model, src, src_mask, max_len, use_cache, absorbed)
     ids, logits = _generate(
-        stepper,
-        src.shape[0],
-        max_len,
-        bos_id,
-        eos_id,
-        choose,
-        no_repeat_ngram,
-        never,
-        keep_logits=return_logits,
+        stepper, src.shape[0], max_len, bos_id, eos_id, choose, no_repeat_ngram, never, return_logits
     )
     return (ids, logits) if return_logits else ids
 

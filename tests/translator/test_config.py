@@ -271,8 +271,8 @@ def test_a_fine_tune_has_a_learning_rate_and_warm_up_of_its_own(tmp_path):
 def test_the_plateau_patience_is_checked_against_the_patience_a_corpus_run_gets(tmp_path):
     corpus = tmp_path / "pairs.tsv"
     corpus.write_text("a b\tc d\n" * 5)
-    with pytest.raises(ValueError, match="--plateau-patience 4 is not below --patience 4"):
-        TrainConfig(data=str(corpus), plateau_cut=0.5, plateau_patience=4)
+    with pytest.raises(ValueError, match="--plateau-patience 8 is not below --patience 8"):
+        TrainConfig(data=str(corpus), plateau_cut=0.5, plateau_patience=8)
 
 
 def test_a_fine_tune_given_by_a_relative_path_resumes_and_takes_a_default_model_config(tmp_path, monkeypatch):

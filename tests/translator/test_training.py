@@ -476,9 +476,9 @@ def test_the_plateau_cut_is_a_multiplier_of_each_schedule_and_off_by_default():
     assert trainer.learning_rate(70) == 1e-4 < trainer.schedule(70)  # the cut stops at the floor
     assert trainer.learning_rate(99) == trainer.schedule(99) < 1e-4  # the cosine's end goes below it
     with pytest.raises(
-        ValueError, match=r"--plateau-patience 4 is not below --patience 4: the run would stop"
+        ValueError, match=r"--plateau-patience 8 is not below --patience 8: the run would stop"
     ):
-        TrainConfig(data="x.tsv", plateau_cut=0.5, plateau_patience=4).resolve()
+        TrainConfig(data="x.tsv", plateau_cut=0.5, plateau_patience=8).resolve()
     with pytest.raises(ValueError, match=r"plateau-cut must be a number in \(0, 1\], got 1.5"):
         TrainConfig(plateau_cut=1.5)
 
