@@ -400,9 +400,8 @@ class DecoderCache:
         if self.row_major_logits:  # x W^T: written row by row, as beam search reads a row's candidates
             weight, bias = self.projection
             return x @ weight.T + bias
-        return ops.linear_forward(x, *self.projection)[
-            0
-        ]  # a few rows: faster as W x^T, a (V, N) array's view
+        # a few rows: faster as W x^T (the kernels' choice), handed back as a (V, N) array's view
+        return ops.linear_forward(x, *self.projection)[0]
 
 
 class _UncachedDecoder:
@@ -529,9 +528,8 @@ def best_continuations(
     rows, vocab = log_probs.shape
     whole = vocab // chunk
     offsets = beam_scores.reshape(rows, 1)
-    searched = (
-        whole * width >= k and backend_name() == "numpy"
-    )  # on a GPU the ragged gathers wait for the host
+    # on a GPU the ragged gathers below would wait for the host: it sorts
+    searched = whole * width >= k and backend_name() == "numpy"
     if searched:
         maxima = log_probs[:, : whole * chunk].reshape(rows, whole, chunk).max(axis=-1)  # NaN if any
         searched = not (xp.isnan(maxima).any() or xp.isnan(log_probs[:, whole * chunk :]).any())
