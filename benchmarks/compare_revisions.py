@@ -184,7 +184,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--base", default="HEAD", help="the revision to compare the working tree with")
-    parser.add_argument("--configs", nargs="*", default=None, help="subset of: tiny small seed base")
+    parser.add_argument("--configs", nargs="*", default=None, help="subset of: tiny small corpus seed base")
     parser.add_argument("--repeats", type=int, default=12, help="timed steps per contender")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument(
