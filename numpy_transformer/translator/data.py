@@ -584,7 +584,8 @@ class TranslationTask:
         return self._encode_train(self._bucket[1][position], step, dropout)
 
     def token_lengths(self, pair: tuple[str, str]) -> tuple[int, int]:
-        """The (source, target) lengths in tokens of a training pair, remembered: pairs come back every pass."""
+        """The (source, target) lengths in tokens of a pair (the target without <bos>/<eos>), remembered:
+        training pairs come back every pass, and max_lengths has measured every one of a corpus."""
         lengths = self._token_lengths.get(pair)
         if lengths is None:
             source, target = pair
@@ -604,17 +605,15 @@ class TranslationTask:
         sample."""
         if self._mean_target_tokens is None:
             sample = self.sample_train(host_rng(self.seed, 5), 500)
-            self._mean_target_tokens = sum(len(self.tokenizer.tokenize(t)) + 1 for _, t in sample) / len(
-                sample
-            )
+            self._mean_target_tokens = sum(self.token_lengths(pair)[1] + 1 for pair in sample) / len(sample)
         return max(1, round(batch_tokens / self._mean_target_tokens))
 
     def max_lengths(self, pairs: Iterable[tuple[str, str]]) -> tuple[int, int]:
         """Longest source and target (with <bos>/<eos>) in tokens."""
         src_len = tgt_len = 1
-        for source, target in pairs:
-            src_len = max(src_len, len(self.tokenizer.tokenize_source(source)))
-            tgt_len = max(tgt_len, len(self.tokenizer.tokenize(target)) + 1)
+        for pair in pairs:
+            source, target = self.token_lengths(pair)
+            src_len, tgt_len = max(src_len, source), max(tgt_len, target + 1)
         return src_len, tgt_len
 
 

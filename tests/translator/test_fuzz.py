@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from numpy_transformer.translator.config import read_config_file
 from numpy_transformer.translator.data import read_tsv
 from numpy_transformer.translator.pretrained import (
+    POSITIVE,
     PretrainedError,
     load_pretrained,
     read_header,
@@ -37,15 +38,7 @@ values = st.one_of(
     st.dictionaries(st.text(max_size=3), st.integers(0, 3), max_size=2),
 )
 CONFIG_KEYS = [
-    "d_model",
-    "encoder_layers",
-    "decoder_layers",
-    "encoder_attention_heads",
-    "decoder_attention_heads",
-    "encoder_ffn_dim",
-    "decoder_ffn_dim",
-    "max_position_embeddings",
-    "vocab_size",
+    *POSITIVE,  # the sizes the importer checks, and the rest it reads
     "decoder_vocab_size",
     "pad_token_id",
     "eos_token_id",
