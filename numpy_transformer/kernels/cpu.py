@@ -51,6 +51,10 @@ SMALL_PRODUCT_MAX = 4096
 # Up to FEW_ROWS_PRODUCT rows (a 2-D input: decoding's steps, never a training batch) a linear layer
 # multiplies with the weight on the left
 FEW_ROWS_PRODUCT = 64
+# Such a product by a weight of more than CHUNKED_PRODUCT_MIN rows (an output projection over a large
+# vocabulary) runs PRODUCT_CHUNK of its rows at a time, each chunk's output small enough to stay in cache
+PRODUCT_CHUNK = 1024
+CHUNKED_PRODUCT_MIN = 4 * PRODUCT_CHUNK
 # Up to FEW_ROWS rows a row sum is one ``dot`` of the N-D array as it is (NumPy runs a dot per row).
 FEW_ROWS = 16
 
@@ -100,11 +104,22 @@ def column_sum(x: Array) -> Array:
 # the textbook's functions
 
 
+def few_rows_product(x: Array, weight: Array) -> Array:
+    """x @ W^T for a decoding step's few rows x (N, in) and a weight W (out, in): OpenBLAS streams the
+    weight faster as the left operand, (W @ x^T)^T (x^T read transposed: no copy), handed back as a
+    transposed view, and a weight of many rows chunk by chunk. benchmarks/README.md has the figures."""
+    if weight.shape[0] <= CHUNKED_PRODUCT_MIN:
+        return (weight @ x.T).T
+    xp = get_array_module()
+    out = xp.empty((weight.shape[0], x.shape[0]), dtype=xp.result_type(x, weight))
+    for start in range(0, weight.shape[0], PRODUCT_CHUNK):
+        xp.matmul(weight[start : start + PRODUCT_CHUNK], x.T, out=out[start : start + PRODUCT_CHUNK])
+    return out.T
+
+
 def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, LinearCache]:
     if x.ndim == 2 and x.shape[0] <= FEW_ROWS_PRODUCT and x.size >= SMALL_PRODUCT_MAX:
-        # a decoding step's few rows: OpenBLAS streams the (out, in) weight faster as the left operand
-        # (W @ x^T, read transposed: no copy); benchmarks/README.md has the figures
-        out = (weight @ x.T).T
+        out = few_rows_product(x, weight)  # a decoding step
     else:
         out = matmul_rows(x, weight.T)
     if bias is not None:

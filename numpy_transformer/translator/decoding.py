@@ -166,9 +166,12 @@ class _LayerCache:
         context, _ = ops.attention_forward(q, keys, values, mask, scale=scale)
         return product(context.reshape(q.shape[0], -1), w_out, b_out)
 
-    def reorder(self, rows: Array, same_source: bool = False) -> None:
+    def reorder(self, rows: Array, same_source: bool = False, moved: Array | None = None) -> None:
         for cache in self.self_caches:
-            cache.store = cache.store[rows]
+            if moved is None:
+                cache.store = cache.store[rows]
+            else:  # in place, only the rows that change (the right side is gathered first)
+                cache.store[moved] = cache.store[rows[moved]]
         if same_source:  # every row keeps a row of its own source: equal cross arrays, nothing to move
             return
         self.cross = [part[rows] for part in self.cross]
@@ -384,9 +387,13 @@ class DecoderCache:
         ``same_source``: each row is replaced by a row made from the same source (beam search's
         beams of one item, whose encoder outputs are copies), so the cross-attention arrays and the
         source mask, equal across those rows, stay where they are instead of being copied every step.
+        On NumPy only the rows that change are copied (a beam that continues in its own row stays):
+        finding them reads the rows on the host, which a GPU would wait for.
         """
+        xp = get_array_module()
+        moved = xp.flatnonzero(rows != xp.arange(rows.shape[0])) if backend_name() == "numpy" else None
         for layer in self.layers:
-            layer.reorder(rows, same_source)
+            layer.reorder(rows, same_source, moved)
 
     def step(self, tokens: Array) -> Array:
         """Feed one token per row (N,) at the next position; return the next-token logits (N, V)."""

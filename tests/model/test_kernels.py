@@ -103,6 +103,22 @@ def test_linear(batch, length, n_in, n_out, bias, seed):
     compare("linear", lambda: (x, w, b), seed)
 
 
+@pytest.mark.parametrize(
+    "n_out",
+    [cpu.CHUNKED_PRODUCT_MIN, cpu.CHUNKED_PRODUCT_MIN + 1, cpu.CHUNKED_PRODUCT_MIN + cpu.PRODUCT_CHUNK + 5],
+)
+@pytest.mark.parametrize("rows", [8, cpu.FEW_ROWS_PRODUCT, cpu.FEW_ROWS_PRODUCT + 1])
+def test_linear_of_a_decoding_steps_rows(rows, n_out):
+    """2-D rows, as a decoding step's: up to FEW_ROWS_PRODUCT rows the weight multiplies on the left,
+    by chunks of its rows past CHUNKED_PRODUCT_MIN (an output projection over a large vocabulary)."""
+    rng = np.random.default_rng(rows + n_out)
+    n_in = cpu.SMALL_PRODUCT_MAX // 8  # x.size >= SMALL_PRODUCT_MAX at every row count
+    x, w, b = rand(rng, rows, n_in), rand(rng, n_out, n_in), rand(rng, n_out)
+    compare("linear", lambda: (x, w, b), rows)
+    # the weight on the left hands back a transposed view
+    assert cpu.linear_forward(x, w, b)[0].flags.c_contiguous == (rows > cpu.FEW_ROWS_PRODUCT)
+
+
 @SETTINGS
 @given(
     batch=st.integers(1, 4),
