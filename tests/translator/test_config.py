@@ -221,9 +221,11 @@ def test_the_default_model_is_the_one_built_without_the_marian_options():
 
 def test_a_corpus_run_chooses_what_it_was_not_given_and_keeps_what_it_was():
     big, small = ModelConfig().resolve(50_000, 15.0), ModelConfig().resolve(2_000, 15.0)
-    assert (big.d_model, big.N, big.h, big.d_ff, big.dropout) == (128, 2, 4, 512, 0.1)
+    assert (big.d_model, big.N, big.h, big.d_ff, big.dropout) == (128, 2, 4, 512, 0.0)
     assert small.dropout == 0.3  # a budget of many passes over few pairs: more to overfit
+    assert ModelConfig().resolve(15_000, 15.0).dropout == 0.2
     assert ModelConfig(dropout=0.0, d_model=64).resolve(2_000, 15.0).dropout == 0.0
+    assert ModelConfig(dropout=0.1).resolve(50_000, 15.0).dropout == 0.1
     assert ModelConfig().resolve(500_000, 120.0).d_model == 256  # hours on a large corpus pay for width
     assert ModelConfig().resolve() == ModelConfig(**TASK_SIZES)  # a generated task's fixed model
     # a width given alone gets the most heads up to the chosen 4 that divide it; given heads are kept
