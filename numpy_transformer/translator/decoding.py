@@ -387,11 +387,13 @@ class DecoderCache:
         ``same_source``: each row is replaced by a row made from the same source (beam search's
         beams of one item, whose encoder outputs are copies), so the cross-attention arrays and the
         source mask, equal across those rows, stay where they are instead of being copied every step.
-        On NumPy only the rows that change are copied (a beam that continues in its own row stays):
-        finding them reads the rows on the host, which a GPU would wait for.
+        On NumPy, when the rows keep their number, only the rows that change are copied (a beam that
+        continues in its own row stays): finding them reads the rows on the host, which a GPU would wait for.
         """
         xp = get_array_module()
-        moved = xp.flatnonzero(rows != xp.arange(rows.shape[0])) if backend_name() == "numpy" else None
+        same_count = rows.shape[0] == self.layers[0].self_caches[0].store.shape[0]
+        in_place = backend_name() == "numpy" and same_count
+        moved = xp.flatnonzero(rows != xp.arange(rows.shape[0])) if in_place else None
         for layer in self.layers:
             layer.reorder(rows, same_source, moved)
 
