@@ -100,10 +100,6 @@ def column_sum(x: Array) -> Array:
     return ones.dot(rows) if x.size < SMALL_PRODUCT_MAX else ones @ rows
 
 
-# ----------------------------------------------------------------------------------------------
-# the textbook's functions
-
-
 def few_rows_product(x: Array, weight: Array) -> Array:
     """x @ W^T for a decoding step's few rows x (N, in) and a weight W (out, in): OpenBLAS streams the
     weight faster as the left operand, (W @ x^T)^T (x^T read transposed: no copy), handed back as a
@@ -115,6 +111,10 @@ def few_rows_product(x: Array, weight: Array) -> Array:
     for start in range(0, weight.shape[0], PRODUCT_CHUNK):
         xp.matmul(weight[start : start + PRODUCT_CHUNK], x.T, out=out[start : start + PRODUCT_CHUNK])
     return out.T
+
+
+# ----------------------------------------------------------------------------------------------
+# the textbook's functions
 
 
 def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, LinearCache]:
