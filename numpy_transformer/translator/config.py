@@ -60,7 +60,7 @@ def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
     128-wide two-layer model; hours on a large corpus get a wider, deeper one (a rule, not measured). Dropout grows
     with the passes the budget makes over the corpus (pairs per minute few: many passes, more to
     overfit). At 2,000 pairs a minute and more (10 to 15 passes in 15 minutes) none: there, on the
-    German and French message corpora, no dropout scored higher than 0.1, and 0.3 far lower; a
+    German and French message corpora, dropout 0 scored higher than 0.1, and 0.3 far lower; a
     third layer (fewer steps in the budget) scored lower, a 192-wide model no higher (docs/results.md).
     The subword vocabulary grows with the corpus: data.subword_vocab_size.
     """
