@@ -99,14 +99,15 @@ class _LayerCache:
     (in, out) views (``.T`` of the stored (out, in) arrays), and one product makes everything a
     sublayer's input feeds: MHA's query, key and value, or MLA's query and latent. Subclasses
     give the two attention sublayers; ``self_caches`` are the growing per-token stores and
-    ``cross`` the arrays made once from the encoder output.
+    ``cross`` the arrays made once from the encoder output, one row per source: with ``beams``
+    rows a source (beam search), an item's beams attend over it together.
     """
 
     self_caches: list[_SelfCache]
     cross: list[Array]
 
-    def __init__(self, layer: Any, n_heads: int, src_mask: Array | None) -> None:
-        self.n_heads, self.src_mask = n_heads, src_mask
+    def __init__(self, layer: Any, n_heads: int, src_mask: Array | None, beams: int) -> None:
+        self.n_heads, self.src_mask, self.beams = n_heads, src_mask, beams
         ffn = layer.feed_forward_block
         self.ffn_weights = (
             ffn.linear_1.weight.data,
@@ -115,7 +116,9 @@ class _LayerCache:
             ffn.linear_2.bias.data,
         )
         self.activation = getattr(ops, f"{ffn.activation}_forward")
-        sublayers = (self.self_attention, self.cross_attention, self.feed_forward)
+        # unbound: bound methods kept here would make every cache a reference cycle, which only the
+        # cyclic collector frees (a beam search's caches outlived their call, raising the peak)
+        sublayers = (type(self).self_attention, type(self).cross_attention, type(self).feed_forward)
         self.residuals = [
             (
                 sublayer,
@@ -131,9 +134,9 @@ class _LayerCache:
         """The layer's three residual sublayers on the new position: (N, D) -> (N, D)."""
         for sublayer, gamma, beta, norm_first, eps in self.residuals:
             if norm_first:  # x + sublayer(norm(x)); no dropout in decoding
-                x = x + sublayer(ops.layer_norm_forward(x, gamma, beta, eps)[0])
+                x = x + sublayer(self, ops.layer_norm_forward(x, gamma, beta, eps)[0])
             else:  # norm(x + sublayer(x))
-                x = ops.layer_norm_forward(x + sublayer(x), gamma, beta, eps)[0]
+                x = ops.layer_norm_forward(x + sublayer(self, x), gamma, beta, eps)[0]
         return x
 
     def step_weights(self) -> list[Array]:
@@ -160,13 +163,23 @@ class _LayerCache:
         w_out: Array,
         scale: float | None = None,
         b_out: Array | None = None,
+        cross: bool = False,
     ) -> Array:
         """Heads q (N, H, 1, W) over keys, values (N, G, t, W), then the output product w_out (H*W, D)
-        (and its bias b_out (D,), if any) -> (N, D)."""
+        (and its bias b_out (D,), if any) -> (N, D). ``cross``: keys and values (N / beams, G, S, W)
+        of the sources, each attended by its ``beams`` rows as that many query positions."""
+        rows = q.shape[0]
+        grouped = cross and self.beams > 1
+        if grouped:  # (N, H, 1, W) -> (N / beams, H, beams, W): one product a head and source, not one a row
+            q = q.reshape(-1, self.beams, q.shape[1], q.shape[-1]).swapaxes(1, 2)
         context, _ = ops.attention_forward(q, keys, values, mask, scale=scale)
-        return product(context.reshape(q.shape[0], -1), w_out, b_out)
+        if grouped:
+            context = context.swapaxes(1, 2)
+        return product(context.reshape(rows, -1), w_out, b_out)
 
     def reorder(self, rows: Array, same_source: bool = False, moved: Array | None = None) -> None:
+        if self.beams > 1 and not same_source:
+            raise ValueError("a cache of beams, one source each, reorders them within their source only")
         for cache in self.self_caches:
             if moved is None:
                 cache.store = cache.store[rows]
@@ -183,11 +196,17 @@ class _MHALayerCache(_LayerCache):
     """Keeps every earlier token's keys and values per head; the source's keys and values once."""
 
     def __init__(
-        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+        self,
+        layer: Any,
+        n_heads: int,
+        encoder_output: Array,
+        src_mask: Array | None,
+        capacity: int,
+        beams: int,
     ) -> None:
-        super().__init__(layer, n_heads, src_mask)
+        super().__init__(layer, n_heads, src_mask, beams)
         block, cross = layer.self_attention_block, layer.cross_attention_block
-        rows, d = encoder_output.shape[0], encoder_output.shape[-1]
+        rows, d = encoder_output.shape[0] * beams, encoder_output.shape[-1]
         self.w_qkv, self.w_o = block.stacked_qkv.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
         self.cross_w_q, self.cross_w_o = cross.stacked_qkv[:d].T, cross.w_o.weight.data.T
         # the biases (3D,) and (D,) of Marian's projections, or None
@@ -218,7 +237,7 @@ class _MHALayerCache(_LayerCache):
         """The new position (N, D) attends over the encoder output -> (N, D)."""
         q = product(y, self.cross_w_q, self.cross_b_q).reshape(y.shape[0], self.n_heads, 1, -1)
         keys, values = self.cross
-        return self.attend(q, keys, values, self.src_mask, self.cross_w_o, b_out=self.cross_b_o)
+        return self.attend(q, keys, values, self.src_mask, self.cross_w_o, b_out=self.cross_b_o, cross=True)
 
 
 def _bias(weight: Any) -> Array | None:
@@ -230,11 +249,17 @@ class _MLALayerCache(_LayerCache):
     """Keeps one latent of width L = D / 4 per token, decompressed to keys and values when attending."""
 
     def __init__(
-        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+        self,
+        layer: Any,
+        n_heads: int,
+        encoder_output: Array,
+        src_mask: Array | None,
+        capacity: int,
+        beams: int,
     ) -> None:
-        super().__init__(layer, n_heads, src_mask)
+        super().__init__(layer, n_heads, src_mask, beams)
         block, cross = layer.self_attention_block, layer.cross_attention_block
-        rows, d = encoder_output.shape[0], encoder_output.shape[-1]
+        rows, d = encoder_output.shape[0] * beams, encoder_output.shape[-1]
         self.d_model, self.latent_dim = d, block.latent_dim
         self.w_q_latent, self.w_o = block.stacked_q_compress.T, block.w_o.weight.data.T  # (D, D + L), (D, D)
         self.w_decompress = block.stacked_kv_decompress.T  # (L, 2D)
@@ -265,7 +290,7 @@ class _MLALayerCache(_LayerCache):
     def cross_attention(self, y: Array) -> Array:
         q = product(y, self.cross_w_q).reshape(y.shape[0], self.n_heads, 1, -1)
         keys, values = self._decompress(self.cross[0], self.cross_w_decompress)
-        return self.attend(q, keys, values, self.src_mask, self.cross_w_o)
+        return self.attend(q, keys, values, self.src_mask, self.cross_w_o, cross=True)
 
     def _decompress(self, latents: Array, w_decompress: Array) -> tuple[Array, Array]:
         """Latents (N, 1, t, L) -> keys and values (N, H, t, K)."""
@@ -286,9 +311,15 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
     """
 
     def __init__(
-        self, layer: Any, n_heads: int, encoder_output: Array, src_mask: Array | None, capacity: int
+        self,
+        layer: Any,
+        n_heads: int,
+        encoder_output: Array,
+        src_mask: Array | None,
+        capacity: int,
+        beams: int,
     ) -> None:
-        super().__init__(layer, n_heads, encoder_output, src_mask, capacity)
+        super().__init__(layer, n_heads, encoder_output, src_mask, capacity, beams)
         self.scale = 1 / math.sqrt(self.d_model // n_heads)  # the heads' width K, not the latent's
         self.w_in, self.w_ov = self._absorb(layer.self_attention_block, with_latent=True)
         self.cross_w_in, self.cross_w_ov = self._absorb(layer.cross_attention_block, with_latent=False)
@@ -318,20 +349,40 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
 
     def cross_attention(self, y: Array) -> Array:
         return self._attend_absorbed(
-            product(y, self.cross_w_in), self.cross[0], self.src_mask, self.cross_w_ov
+            product(y, self.cross_w_in), self.cross[0], self.src_mask, self.cross_w_ov, cross=True
         )
 
-    def _attend_absorbed(self, q_latent: Array, latents: Array, mask: Array | None, w_ov: Array) -> Array:
+    def _attend_absorbed(
+        self, q_latent: Array, latents: Array, mask: Array | None, w_ov: Array, cross: bool = False
+    ) -> Array:
         """Absorbed queries (N, H*L) over latents (N, 1, t, L), then W_ov -> (N, D)."""
         q = q_latent.reshape(q_latent.shape[0], self.n_heads, 1, -1)
-        return self.attend(q, latents, latents, mask, w_ov, scale=self.scale)
+        return self.attend(q, latents, latents, mask, w_ov, scale=self.scale, cross=cross)
+
+
+# in_out_copy transposes this many rows of a weight at a time: each block's strided reads stay in cache
+TRANSPOSE_BLOCK = 64
+
+
+def in_out_copy(weight: Array) -> Array:
+    """A C-ordered (in, out) copy of a weight W (out, in). On NumPy block by block, several times
+    faster than one copy of W^T for an output projection over a large vocabulary."""
+    xp = get_array_module()
+    if backend_name() != "numpy":
+        return xp.ascontiguousarray(weight.T)
+    copy = xp.empty(weight.shape[::-1], dtype=weight.dtype)
+    for start in range(0, weight.shape[0], TRANSPOSE_BLOCK):
+        copy[:, start : start + TRANSPOSE_BLOCK] = weight[start : start + TRANSPOSE_BLOCK].T
+    return copy
 
 
 class DecoderCache:
     """Everything the decoder keeps between steps, for one batch of N rows: one cache per layer.
 
     ``mode`` is "mha" (keys and values), "mla" (the latent) or "mla-absorbed" (the latent, with
-    the decompressions folded into the query and output projections).
+    the decompressions folded into the query and output projections). With ``beams`` > 1 each source
+    of ``encoder_output`` (B, S, D) has that many consecutive rows (beam search's N = B * beams), which
+    reorder only among themselves; its cross-attention arrays are made and kept once.
     """
 
     def __init__(
@@ -342,15 +393,16 @@ class DecoderCache:
         capacity: int,
         absorbed: bool,
         row_major_logits: bool = False,
+        beams: int = 1,
     ) -> None:
         config = model.config
-        self.row_major_logits = row_major_logits
         self.mode = "mha" if config.attention == "mha" else ("mla-absorbed" if absorbed else "mla")
         layer_cache = {"mha": _MHALayerCache, "mla": _MLALayerCache, "mla-absorbed": _AbsorbedMLALayerCache}[
             self.mode
         ]
         self.layers = [
-            layer_cache(layer, config.h, encoder_output, src_mask, capacity) for layer in model.decoder.layers
+            layer_cache(layer, config.h, encoder_output, src_mask, capacity, beams)
+            for layer in model.decoder.layers
         ]
         self.position = 0
         self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
@@ -358,6 +410,9 @@ class DecoderCache:
         self.final_norm = None if final is None else (final.gamma.data, final.beta.data, final.eps)
         assert proj.bias is not None  # the projection always has its bias
         self.projection = (proj.weight.data, proj.bias.data)
+        # row-major logits from a (D, V) copy of W: x W^T is slower at every row count measured, by
+        # more than the copy costs over about ten steps (benchmarks/README.md)
+        self.projection_in_out = in_out_copy(proj.weight.data) if row_major_logits else None
 
     @property
     def self_attention_nbytes(self) -> int:
@@ -406,9 +461,10 @@ class DecoderCache:
         self.position += 1
         if self.final_norm is not None:
             x, _ = ops.layer_norm_forward(x, *self.final_norm)
-        if self.row_major_logits:  # x W^T: written row by row, as beam search reads a row's candidates
-            weight, bias = self.projection
-            return x @ weight.T + bias
+        if self.projection_in_out is not None:  # row by row, as beam search reads a row's candidates
+            logits = x @ self.projection_in_out
+            logits += self.projection[1]
+            return logits
         # a few rows: faster as W x^T (the kernels' choice), handed back as a (V, N) array's view
         return ops.linear_forward(x, *self.projection)[0]
 
@@ -456,11 +512,11 @@ def _start(
     if src_mask is not None and bool(src_mask.all()):
         src_mask = None  # it hides nothing: attention skips the masking at every layer and step
     encoder_output = model.encode(src, src_mask, checked=True)  # by check_decode_arguments
+    if use_cache:  # the cross-attention arrays once a source, attended by its rows together
+        return DecoderCache(model, encoder_output, src_mask, max_len, absorbed, row_major_logits, repeat)
     if repeat > 1:
         encoder_output = xp.repeat(encoder_output, repeat, axis=0)
         src_mask = xp.repeat(src_mask, repeat, axis=0) if src_mask is not None else None
-    if use_cache:
-        return DecoderCache(model, encoder_output, src_mask, max_len, absorbed, row_major_logits)
     return _UncachedDecoder(model, encoder_output, src_mask)
 
 
@@ -504,9 +560,9 @@ def _decoding_call(function: Callable) -> Callable:
     return wrapper
 
 
-# The candidate searches read a row in chunks of this many scores: one pass takes every chunk's
-# maximum, and only the chunks whose maximum reaches the k-th largest of them are searched further.
-CANDIDATE_CHUNK = 128
+# The candidate searches deal a row's scores into groups of this many: one pass takes every group's
+# maximum, and only the groups whose maximum reaches the k-th largest of them are searched further.
+CANDIDATE_CHUNK = 64
 
 
 def top_candidates(scores: Array, k: int, chunk: int = CANDIDATE_CHUNK) -> Array:
@@ -517,48 +573,80 @@ def top_candidates(scores: Array, k: int, chunk: int = CANDIDATE_CHUNK) -> Array
     return best_continuations(scores, beam_scores, k, chunk)[0]
 
 
-def best_continuations(
-    log_probs: Array, beam_scores: Array, k: int, chunk: int = CANDIDATE_CHUNK
-) -> tuple[Array, Array]:
-    """Each item's k best continuations of its W beams, and their totals: with
-    ``totals = (beam_scores.reshape(B * W, 1) + log_probs).reshape(B, W * V)`` (beam_scores (B, W),
-    log_probs (B * W, V): an item's beams are consecutive rows), exactly
-    ``best = argsort(-totals, kind="stable")[:, :k]`` (indices w * V + v, largest first, equal totals
-    in index order) and ``totals`` at ``best``, both (B, k), without making ``totals`` or sorting it.
+def _log_probs(values: Array, normaliser: tuple[Array, Array] | None, rows: Array | None = None) -> Array:
+    """``values`` as log-probabilities: themselves, or (values - shift) - log_sum with the (N, 1) arrays
+    ``normaliser`` = (shift, log_sum) of _log_softmax_parts, broadcast (or, given ``rows``, taken at
+    those rows, for values gathered from them)."""
+    if normaliser is None:
+        return values
+    shift, log_sum = normaliser if rows is None else (part[rows, 0] for part in normaliser)
+    return (values - shift) - log_sum
 
-    One pass takes the maximum of every ``chunk`` log-probabilities of a row; a chunk's best total
-    is its beam's score plus that maximum. The k-th largest chunk total, t, is reached by at least
-    k continuations (one in each of k chunks), so the k best are all >= t and lie in the chunks
-    whose best total is >= t, or in the short tail past a row's last whole chunk. Only those, about
-    k chunks an item, are ranked, by total and then index. An item holding NaN is sorted whole.
+
+def best_continuations(
+    scores: Array,
+    beam_scores: Array,
+    k: int,
+    chunk: int = CANDIDATE_CHUNK,
+    normaliser: tuple[Array, Array] | None = None,
+) -> tuple[Array, Array]:
+    """Each item's k best continuations of its W beams, and their totals: with log_probs the ``scores``
+    (B * W, V), or ``(scores - shift) - log_sum`` given ``normaliser`` = (shift, log_sum), both (B * W, 1)
+    (beam search passes raw logits and their log-softmax's two numbers, so the log-probabilities are
+    never made), and
+    ``totals = (beam_scores.reshape(B * W, 1) + log_probs).reshape(B, W * V)`` (beam_scores (B, W): an
+    item's beams are consecutive rows), exactly ``best = argsort(-totals, kind="stable")[:, :k]``
+    (indices w * V + v, largest first, equal totals in index order) and ``totals`` at ``best``, both
+    (B, k), without making ``totals`` or sorting it.
+
+    A row's tokens are dealt into groups: with G = V // chunk, token v < G * chunk into group v % G
+    (a strided group: one pass over the row takes every group's maximum), the tail past them into a
+    group of its own. A group's best total is its beam's score plus its maximum's log-probability
+    (the log-softmax keeps the order, rounding included). The k-th largest group best, t, is reached
+    by at least k continuations (one in each of k groups), so the k best are all >= t and lie in the
+    groups whose best is >= t: only those, about k an item, are gathered, and of them only the ones
+    reaching the item's k-th largest total are ranked, by total and then index. An item holding NaN
+    is sorted whole.
     """
     xp = get_array_module()
     batch, width = beam_scores.shape
-    rows, vocab = log_probs.shape
-    whole = vocab // chunk
+    rows, vocab = scores.shape
+    groups = vocab // chunk
+    per_row = groups + (vocab > groups * chunk)  # the tail's group, where there is a tail
     offsets = beam_scores.reshape(rows, 1)
     # on a GPU the ragged gathers below would wait for the host: it sorts
-    searched = whole * width >= k and backend_name() == "numpy"
+    searched = groups > 0 and per_row * width >= k and backend_name() == "numpy"
     if searched:
-        maxima = log_probs[:, : whole * chunk].reshape(rows, whole, chunk).max(axis=-1)  # NaN if any
-        searched = not (xp.isnan(maxima).any() or xp.isnan(log_probs[:, whole * chunk :]).any())
-    if not searched or xp.isnan(offsets).any():
-        totals = (offsets + log_probs).reshape(batch, width * vocab)
+        maxima = scores[:, : groups * chunk].reshape(rows, chunk, groups).max(axis=1)  # NaN if any
+        if per_row > groups:
+            maxima = xp.concatenate([maxima, scores[:, groups * chunk :].max(axis=1, keepdims=True)], axis=1)
+        group_best = (offsets + _log_probs(maxima, normaliser)).reshape(batch, width * per_row)
+        searched = not xp.isnan(group_best).any()  # a NaN score makes its group's maximum NaN
+    if not searched:
+        totals = (offsets + _log_probs(scores, normaliser)).reshape(batch, width * vocab)
         best = xp.argsort(-totals, axis=-1, kind="stable")[:, :k]
         return best, xp.take_along_axis(totals, best, axis=-1)
-    # a beam's score plus a chunk's maximum is the chunk's best total: rounding keeps the order
-    chunk_best = (offsets + maxima).reshape(batch, width * whole)
-    threshold = xp.partition(chunk_best, width * whole - k, axis=-1)[:, width * whole - k, None]
-    item, position = xp.nonzero(chunk_best >= threshold)  # row-major: every item's chunks together
-    row = xp.repeat(item * width + position // whole, chunk)
-    token = ((position % whole * chunk)[:, None] + xp.arange(chunk)).reshape(-1)
-    tail = xp.arange(whole * chunk, vocab)  # always searched: they belong to no chunk
-    row = xp.concatenate([row, xp.repeat(xp.arange(rows), tail.size)])
-    token = xp.concatenate([token, xp.tile(tail, rows)])
-    totals = offsets[row, 0] + log_probs[row, token]
-    index, item = row % width * vocab + token, row // width
-    order = xp.lexsort((index, -totals, item))  # by item, then total descending, then index
+    threshold = xp.partition(group_best, width * per_row - k, axis=-1)[:, width * per_row - k, None]
+    item, position = xp.nonzero(group_best >= threshold)  # row-major: every item's groups together
+    row, group = item * width + position // per_row, position % per_row
+    member = xp.arange(chunk)
+    token = xp.where(
+        (group < groups)[:, None], group[:, None] + groups * member, groups * chunk + member
+    ).reshape(-1)
+    row = xp.repeat(row, chunk)
+    real = token < vocab  # the tail's group is short: its last places hold no token
+    token = xp.minimum(token, vocab - 1)
+    totals = xp.where(real, offsets[row, 0] + _log_probs(scores[row, token], normaliser, row), -xp.inf)
+    index = xp.where(real, row % width * vocab + token, width * vocab)  # past every real one: ranked last
+    item = row // width
+    # each item's k-th largest total, from its candidates laid out in a padded (B, most) table
     counts = xp.bincount(item, minlength=batch)
+    padded = xp.full((batch, int(counts.max())), -xp.inf)
+    padded[item, xp.arange(item.size) - (xp.cumsum(counts) - counts)[item]] = totals
+    kth = xp.partition(padded, padded.shape[1] - k, axis=-1)[:, padded.shape[1] - k]
+    reaching = xp.flatnonzero(totals >= kth[item])  # at least k an item, in item order
+    order = reaching[xp.lexsort((index[reaching], -totals[reaching], item[reaching]))]
+    counts = xp.bincount(item[reaching], minlength=batch)
     pick = order[(xp.cumsum(counts) - counts)[:, None] + xp.arange(k)]
     return index[pick], totals[pick]
 
@@ -781,13 +869,15 @@ def sample_decode(
     return (ids, logits) if return_logits else ids
 
 
-def _log_softmax(logits: Array) -> Array:
-    """log softmax over the last axis, in a new array: the beam searches' one pass over the vocabulary
-    (the same operations, in the same order, as before it worked in place, so the same figures)."""
+def _log_softmax_parts(logits: Array) -> tuple[Array, Array]:
+    """The two (N, 1) numbers of each row's log-softmax: log_probs = (logits - shift) - log_sum, shift
+    the row's maximum. The beam searches' one pass over the vocabulary: the (N, V) log-probabilities
+    are never made (best_continuations computes those of its candidates, rounded the same way)."""
     xp = get_array_module()
-    log_probs = logits - logits.max(axis=-1, keepdims=True)
-    log_probs -= xp.log(xp.exp(log_probs).sum(axis=-1, keepdims=True))
-    return log_probs
+    shift = logits.max(axis=-1, keepdims=True)
+    exp = logits - shift
+    xp.exp(exp, out=exp)
+    return shift, xp.log(exp.sum(axis=-1, keepdims=True))
 
 
 def beam_search_steps(
@@ -824,15 +914,19 @@ def beam_search_steps(
     history = xp.zeros((rows, 0), dtype=xp.int64)
     eos_only = None  # the row a finished beam continues with, made once the vocabulary is known
     for _ in range(max_len):
-        log_probs = _log_softmax(step(last))
-        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id, copy=False)
-        vocab = log_probs.shape[-1]
+        logits = step(last)
+        shift, log_sum = _log_softmax_parts(logits)  # blocking below changes no probability of the rest
+        logits = block_disallowed(logits, history, no_repeat_ngram, never, eos_id, copy=False)
+        vocab = logits.shape[-1]
         if eos_only is None:
-            eos_only = xp.full(vocab, -xp.inf, dtype=log_probs.dtype)
+            eos_only = xp.full(vocab, -xp.inf, dtype=logits.dtype)
             eos_only[eos_id] = 0.0
-        log_probs = xp.where(finished[:, None], eos_only, log_probs)  # a finished beam: <eos> at no cost
+        # a finished beam: <eos> at no cost (its logits eos_only and its two numbers 0: log-probabilities
+        # equal to its logits)
+        xp.copyto(logits, eos_only, where=finished[:, None])
+        normaliser = (xp.where(finished[:, None], 0.0, shift), xp.where(finished[:, None], 0.0, log_sum))
         # descending, ties to the lower index (as a stable sort): width 1 equals greedy's argmax
-        best, scores = best_continuations(log_probs, scores, width)
+        best, scores = best_continuations(logits, scores, width, normaliser=normaliser)
         source_rows = (best // vocab + xp.arange(batch)[:, None] * width).reshape(rows)
         last = (best % vocab).reshape(rows)
         reorder(source_rows)
@@ -897,10 +991,11 @@ def pooled_beam_search_steps(
     improvable = xp.ones(batch, dtype=bool)
     last = xp.full(rows, bos_id, dtype=xp.int64)
     for t in range(max_len):
-        log_probs = _log_softmax(step(last))
-        log_probs = block_disallowed(log_probs, history, no_repeat_ngram, never, eos_id, copy=False)
-        vocab = log_probs.shape[-1]
-        best, scores = best_continuations(log_probs, running, candidates)  # (B, 2W), best first
+        logits = step(last)
+        normaliser = _log_softmax_parts(logits)
+        logits = block_disallowed(logits, history, no_repeat_ngram, never, eos_id, copy=False)
+        vocab = logits.shape[-1]
+        best, scores = best_continuations(logits, running, candidates, normaliser=normaliser)  # (B, 2W)
         sources = (best // vocab + first * width).reshape(-1)  # (B * 2W,) rows of history
         tokens = (best % vocab).reshape(-1)
         extended = xp.concatenate([history[sources], tokens[:, None]], axis=1).reshape(

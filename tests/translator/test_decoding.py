@@ -183,6 +183,46 @@ def test_a_reordered_cache_steps_as_a_cache_of_the_reordered_rows(kind, absorbed
     )
 
 
+@pytest.mark.parametrize("kind, absorbed", MODES)
+def test_beams_of_one_source_attend_over_it_as_rows_of_their_own_would(kind, absorbed):
+    """A cache of 3 beams a source (its cross-attention arrays once a source, the beams attending as
+    three query positions) steps and reorders as a cache of the encoder output repeated per beam."""
+    model = model_for(kind).eval()
+    src, mask = padded_source()
+    memory = model.encode(src, mask)
+    grouped = DecoderCache(model, memory, mask, 10, absorbed, beams=3)
+    repeated = DecoderCache(model, np.repeat(memory, 3, axis=0), np.repeat(mask, 3, axis=0), 10, absorbed)
+    assert grouped.cross_attention_nbytes * 3 == repeated.cross_attention_nbytes
+    within_sources = np.array([2, 2, 0, 3, 4, 5, 8, 6, 6])  # each row takes a row of its own source
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        tokens = rng.integers(3, 13, 9)
+        np.testing.assert_allclose(grouped.step(tokens), repeated.step(tokens), rtol=1e-12, atol=1e-12)
+        grouped.reorder(within_sources, same_source=True)
+        repeated.reorder(within_sources, same_source=True)
+    with pytest.raises(ValueError, match="reorders them within their source only"):
+        grouped.reorder(within_sources)
+
+
+def test_a_decoding_cache_is_freed_without_the_cycle_collector():
+    """No reference cycle keeps a finished call's caches (and the arrays they hold) alive until the
+    cyclic garbage collector happens to run."""
+    import gc
+    import weakref
+
+    model = model_for("mha").eval()
+    src, mask = padded_source()
+    cache = DecoderCache(model, model.encode(src, mask), mask, 10, False)
+    cache.step(np.full(3, BOS))
+    layer = weakref.ref(cache.layers[0])
+    gc.disable()
+    try:
+        del cache
+        assert layer() is None
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -488,6 +528,32 @@ def test_best_continuations_equal_sorting_every_beams_totals():
                 best, values = decoding.best_continuations(log_probs, beam_scores, k, chunk)
                 np.testing.assert_array_equal(best, expected)
                 np.testing.assert_array_equal(values, np.take_along_axis(totals, expected, axis=-1))
+
+
+def test_best_continuations_of_logits_equal_those_of_their_log_softmax():
+    """Given raw logits and their log-softmax's two numbers, the candidates and totals are those of
+    the log-probabilities made whole, (logits - shift) - log_sum, to the last bit: with blocked
+    (-inf) tokens, a row that ended (its numbers 0), ties and a vocabulary of real size."""
+    rng = np.random.default_rng(2)
+    for trial in range(60):
+        batch, width = rng.integers(1, 5), rng.integers(1, 5)
+        vocab = int(rng.choice([5, 70, 1000, 5003]))
+        logits = (rng.normal(size=(batch * width, vocab)) * 4).astype(np.float32)
+        if trial % 2:
+            logits = logits.round(0)  # ties
+        shift, log_sum = decoding._log_softmax_parts(logits)
+        logits[:, rng.integers(0, vocab, 3)] = -np.inf  # blocked after the numbers were taken
+        ended = rng.random(batch * width) < 0.3
+        logits[ended], logits[ended, 0] = -np.inf, 0.0
+        shift[ended], log_sum[ended] = 0.0, 0.0
+        log_probs = (logits - shift) - log_sum
+        beam_scores = rng.choice([0.0, -1.0, -2.5, -np.inf], size=(batch, width))
+        for k in {1, 2 * int(width)}:
+            for chunk in (3, decoding.CANDIDATE_CHUNK):
+                expected = decoding.best_continuations(log_probs, beam_scores, k, chunk)
+                found = decoding.best_continuations(logits, beam_scores, k, chunk, (shift, log_sum))
+                for a, b in zip(found, expected):
+                    np.testing.assert_array_equal(a, b)
 
 
 def _full_sort_filter(logits, top_p):
