@@ -176,16 +176,16 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--length-penalty",
         type=_non_negative_float,
-        default=_DefaultFloat(0.6),
-        help="beam search's length penalty alpha (default 0.6, the paper's; 0: none)",
+        default=_DefaultFloat(1.0),
+        help="beam search's length penalty alpha: a translation's log-probability is divided by its length "
+        "** alpha (default 1: per token, generate()'s default too; 0: none)",
     )
     p.add_argument(
         "--beam-style",
         choices=["default", "transformers"],
         default="default",
         help="default: a finished translation keeps its place in the beam; transformers: as Hugging Face "
-        "transformers' generate(num_beams=...) searches, finished ones set aside (--length-penalty 1 is "
-        "generate()'s default)",
+        "transformers' generate(num_beams=...) searches, finished ones set aside",
     )
     p.add_argument(
         "--temperature",

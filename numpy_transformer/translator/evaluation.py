@@ -97,7 +97,7 @@ def evaluate(
     sacrebleu's signatures of the two scores (what a reader needs to compare them with others').
 
     The translations are greedy unless ``decode_options`` say otherwise, as translate_ids takes
-    them (``strategy=beam_search, beam_width=4, length_penalty=0.6``, ``no_repeat_ngram``...).
+    them (``strategy=beam_search, beam_width=4, length_penalty=1.0``, ``no_repeat_ngram``...).
     ``examples`` > 0 adds the first ones as (source, reference, translation) under "examples".
     """
     from sacrebleu.metrics import BLEU, CHRF

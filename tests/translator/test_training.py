@@ -305,7 +305,7 @@ def test_cli_train_translate_evaluate_on_tsv(tmp_path):
         "decoding",
     }
     assert metrics["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
-    assert metrics["decoding"] == "beam (beam width 4, length penalty 0.6, no repeat ngram 0)"  # subwords
+    assert metrics["decoding"] == "beam (beam width 4, length penalty 1.0, no repeat ngram 0)"  # subwords
     result = cli("evaluate", "--checkpoint", str(out), "--json", "--strategy", "greedy")
     assert json.loads(result.stdout)["decoding"] == "greedy (no repeat ngram 0)"
     for strategy in ("sample", "beam"):
