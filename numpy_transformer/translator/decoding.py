@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import wraps
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..backend import Array, backend_name, get_array_module, make_rng
 from ..functional import split_heads
@@ -91,6 +91,20 @@ class _SelfCache:
         return rows * groups * self.length * width * self.store.itemsize
 
 
+class _Source(NamedTuple):
+    """What a decoder's caches attend to: the encoder output (B, S, D) and its mask, each source
+    decoded as ``beams`` consecutive rows."""
+
+    encoder_output: Array
+    src_mask: Array | None
+    beams: int
+
+    @property
+    def rows(self) -> int:
+        """The decoder's rows N = B * beams."""
+        return self.encoder_output.shape[0] * self.beams
+
+
 class _LayerCache:
     """One decoder layer during cached decoding: what it keeps between steps, and its step.
 
@@ -106,8 +120,8 @@ class _LayerCache:
     self_caches: list[_SelfCache]
     cross: list[Array]
 
-    def __init__(self, layer: Any, n_heads: int, src_mask: Array | None, beams: int) -> None:
-        self.n_heads, self.src_mask, self.beams = n_heads, src_mask, beams
+    def __init__(self, layer: Any, n_heads: int, source: _Source) -> None:
+        self.n_heads, self.src_mask, self.beams = n_heads, source.src_mask, source.beams
         ffn = layer.feed_forward_block
         self.ffn_weights = (
             ffn.linear_1.weight.data,
@@ -195,18 +209,11 @@ class _LayerCache:
 class _MHALayerCache(_LayerCache):
     """Keeps every earlier token's keys and values per head; the source's keys and values once."""
 
-    def __init__(
-        self,
-        layer: Any,
-        n_heads: int,
-        encoder_output: Array,
-        src_mask: Array | None,
-        capacity: int,
-        beams: int,
-    ) -> None:
-        super().__init__(layer, n_heads, src_mask, beams)
+    def __init__(self, layer: Any, n_heads: int, source: _Source, capacity: int) -> None:
+        super().__init__(layer, n_heads, source)
         block, cross = layer.self_attention_block, layer.cross_attention_block
-        rows, d = encoder_output.shape[0] * beams, encoder_output.shape[-1]
+        encoder_output, rows = source.encoder_output, source.rows
+        d = encoder_output.shape[-1]
         self.w_qkv, self.w_o = block.stacked_qkv.T, block.w_o.weight.data.T  # (D, 3D), (D, D)
         self.cross_w_q, self.cross_w_o = cross.stacked_qkv[:d].T, cross.w_o.weight.data.T
         # the biases (3D,) and (D,) of Marian's projections, or None
@@ -248,25 +255,20 @@ def _bias(weight: Any) -> Array | None:
 class _MLALayerCache(_LayerCache):
     """Keeps one latent of width L = D / 4 per token, decompressed to keys and values when attending."""
 
-    def __init__(
-        self,
-        layer: Any,
-        n_heads: int,
-        encoder_output: Array,
-        src_mask: Array | None,
-        capacity: int,
-        beams: int,
-    ) -> None:
-        super().__init__(layer, n_heads, src_mask, beams)
+    def __init__(self, layer: Any, n_heads: int, source: _Source, capacity: int) -> None:
+        super().__init__(layer, n_heads, source)
         block, cross = layer.self_attention_block, layer.cross_attention_block
-        rows, d = encoder_output.shape[0] * beams, encoder_output.shape[-1]
+        encoder_output, rows = source.encoder_output, source.rows
+        d = encoder_output.shape[-1]
         self.d_model, self.latent_dim = d, block.latent_dim
         self.w_q_latent, self.w_o = block.stacked_q_compress.T, block.w_o.weight.data.T  # (D, D + L), (D, D)
         self.w_decompress = block.stacked_kv_decompress.T  # (L, 2D)
         self.cross_w_q, self.cross_w_o = cross.stacked_q_compress[:d].T, cross.w_o.weight.data.T
         self.cross_w_decompress = cross.stacked_kv_decompress.T
         self.self_caches = [_SelfCache(rows, 1, capacity, self.latent_dim, encoder_output.dtype)]
-        self.cross = [product(encoder_output, cross.stacked_q_compress[d:].T)[:, None]]  # (N, 1, S, L)
+        self.cross = [
+            product(encoder_output, cross.stacked_q_compress[d:].T)[:, None]
+        ]  # (B, 1, S, L): one a source
 
     def step_weights(self) -> list[Array]:
         return [
@@ -310,16 +312,8 @@ class _AbsorbedMLALayerCache(_MLALayerCache):
     so the heads' latent contexts map straight to the output.
     """
 
-    def __init__(
-        self,
-        layer: Any,
-        n_heads: int,
-        encoder_output: Array,
-        src_mask: Array | None,
-        capacity: int,
-        beams: int,
-    ) -> None:
-        super().__init__(layer, n_heads, encoder_output, src_mask, capacity, beams)
+    def __init__(self, layer: Any, n_heads: int, source: _Source, capacity: int) -> None:
+        super().__init__(layer, n_heads, source, capacity)
         self.scale = 1 / math.sqrt(self.d_model // n_heads)  # the heads' width K, not the latent's
         self.w_in, self.w_ov = self._absorb(layer.self_attention_block, with_latent=True)
         self.cross_w_in, self.cross_w_ov = self._absorb(layer.cross_attention_block, with_latent=False)
@@ -400,10 +394,8 @@ class DecoderCache:
         layer_cache = {"mha": _MHALayerCache, "mla": _MLALayerCache, "mla-absorbed": _AbsorbedMLALayerCache}[
             self.mode
         ]
-        self.layers = [
-            layer_cache(layer, config.h, encoder_output, src_mask, capacity, beams)
-            for layer in model.decoder.layers
-        ]
+        source = _Source(encoder_output, src_mask, beams)
+        self.layers = [layer_cache(layer, config.h, source, capacity) for layer in model.decoder.layers]
         self.position = 0
         self.embedding, self.positions = model.tgt_embed.embedding.weight.data, model.tgt_pos.pe
         final, proj = model.decoder.norm, model.projection_layer.proj
