@@ -266,9 +266,8 @@ class _MLALayerCache(_LayerCache):
         self.cross_w_q, self.cross_w_o = cross.stacked_q_compress[:d].T, cross.w_o.weight.data.T
         self.cross_w_decompress = cross.stacked_kv_decompress.T
         self.self_caches = [_SelfCache(rows, 1, capacity, self.latent_dim, encoder_output.dtype)]
-        self.cross = [
-            product(encoder_output, cross.stacked_q_compress[d:].T)[:, None]
-        ]  # (B, 1, S, L): one a source
+        # the sources' latents (B, 1, S, L), one a source
+        self.cross = [product(encoder_output, cross.stacked_q_compress[d:].T)[:, None]]
 
     def step_weights(self) -> list[Array]:
         return [
