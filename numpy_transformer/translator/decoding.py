@@ -596,8 +596,8 @@ def best_continuations(
     (the log-softmax keeps the order, rounding included). The k-th largest group best, t, is reached
     by at least k continuations (one in each of k groups), so the k best are all >= t and lie in the
     groups whose best is >= t: only those, about k an item, are gathered, and of them only the ones
-    reaching the item's k-th largest total are ranked, by total and then index. An item holding NaN
-    is sorted whole.
+    reaching the item's k-th largest total are ranked, by total and then index. Scores holding NaN,
+    or beam scores holding +inf, are sorted whole.
     """
     xp = get_array_module()
     batch, width = beam_scores.shape
@@ -612,7 +612,9 @@ def best_continuations(
         if per_row > groups:
             maxima = xp.concatenate([maxima, scores[:, groups * chunk :].max(axis=1, keepdims=True)], axis=1)
         group_best = (offsets + _log_probs(maxima, normaliser)).reshape(batch, width * per_row)
-        searched = not xp.isnan(group_best).any()  # a NaN score makes its group's maximum NaN
+        # a NaN score makes its group's maximum NaN; a +inf beam score makes its -inf tokens' totals
+        # NaN behind a group best of +inf: both are sorted whole
+        searched = not (xp.isnan(group_best).any() or xp.isposinf(offsets).any())
     if not searched:
         totals = (offsets + _log_probs(scores, normaliser)).reshape(batch, width * vocab)
         best = xp.argsort(-totals, axis=-1, kind="stable")[:, :k]
@@ -885,8 +887,9 @@ def beam_search_steps(
     never: tuple[int, ...] = (),
     n_best: int = 1,
 ) -> tuple[Array, Array]:
-    """Beam search over any next-token model given as ``step(last tokens (B*W,)) -> logits (B*W, V)``.
-    The ``never`` ids are never emitted, nor with ``no_repeat_ngram`` a repeated n-gram.
+    """Beam search over any next-token model given as ``step(last tokens (B*W,)) -> logits (B*W, V)``;
+    ``step`` hands its logits over (the search writes into them). The ``never`` ids are never
+    emitted, nor with ``no_repeat_ngram`` a repeated n-gram.
 
     Beams of one batch item are consecutive rows. A beam that emitted <eos> is finished: it only
     continues with <eos> at no cost. Candidates are ranked by summed log-probability; the final

@@ -507,10 +507,11 @@ def test_top_candidates_equal_a_full_stable_sort_with_ties():
     assert top_candidates(np.zeros((2, 5)), 3).tolist() == [[0, 1, 2], [0, 1, 2]]
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in add:RuntimeWarning")  # +inf + -inf
 def test_best_continuations_equal_sorting_every_beams_totals():
     """An item's k best continuations of its beams (beam score + log-probability, float64 from
     float32), found chunk by chunk, equal the stable full sort of the totals, values included:
-    with -inf beams and tokens, ties across beams and chunks, NaN, and a short tail."""
+    with -inf and +inf beams, -inf tokens, ties across beams and chunks, NaN, and a short tail."""
     rng = np.random.default_rng(1)
     for trial in range(300):
         batch, width, vocab = rng.integers(1, 4), rng.integers(1, 5), rng.integers(1, 70)
@@ -519,6 +520,8 @@ def test_best_continuations_equal_sorting_every_beams_totals():
             log_probs = rng.normal(size=(batch * width, vocab)).round(1)
         log_probs = log_probs.astype(np.float32)
         beam_scores = rng.choice([0.0, -1.0, -2.5, -np.inf, -1e9], size=(batch, width))
+        if trial % 7 == 0:  # +inf beside a -inf token: a NaN total
+            beam_scores[rng.integers(0, batch), rng.integers(0, width)] = np.inf
         if trial % 11 == 0:
             log_probs[rng.integers(0, batch * width), rng.integers(0, vocab)] = np.nan
         totals = (beam_scores.reshape(-1, 1) + log_probs).reshape(batch, width * vocab)
