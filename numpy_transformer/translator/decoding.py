@@ -605,16 +605,16 @@ def best_continuations(
     groups = vocab // chunk
     per_row = groups + (vocab > groups * chunk)  # the tail's group, where there is a tail
     offsets = beam_scores.reshape(rows, 1)
-    # on a GPU the ragged gathers below would wait for the host: it sorts
+    # on a GPU the ragged gathers below would wait for the host: it sorts; and so where a beam score is
+    # +inf (its -inf tokens' totals are NaN, behind a group best of +inf)
     searched = groups > 0 and per_row * width >= k and backend_name() == "numpy"
+    searched = searched and not xp.isposinf(offsets).any()
     if searched:
         maxima = scores[:, : groups * chunk].reshape(rows, chunk, groups).max(axis=1)  # NaN if any
         if per_row > groups:
             maxima = xp.concatenate([maxima, scores[:, groups * chunk :].max(axis=1, keepdims=True)], axis=1)
         group_best = (offsets + _log_probs(maxima, normaliser)).reshape(batch, width * per_row)
-        # a NaN score makes its group's maximum NaN; a +inf beam score makes its -inf tokens' totals
-        # NaN behind a group best of +inf: both are sorted whole
-        searched = not (xp.isnan(group_best).any() or xp.isposinf(offsets).any())
+        searched = not xp.isnan(group_best).any()  # a NaN score makes its group's maximum NaN
     if not searched:
         totals = (offsets + _log_probs(scores, normaliser)).reshape(batch, width * vocab)
         best = xp.argsort(-totals, axis=-1, kind="stable")[:, :k]
