@@ -38,6 +38,10 @@ DATA_PATIENCE = 8
 DATA_TIME_BUDGET = 15.0  # minutes a --data run trains for when --steps is not given
 TASK_LR = 1e-3
 DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (docs/results.md)
+# a new model trained on --data: AdamW, whose decay scored higher than plain Adam on both message
+# corpora in the 15-minute budget (docs/results.md)
+DATA_OPTIMIZER = "adamw"
+DATA_WEIGHT_DECAY = 0.1
 # train --from: fine-tuning a trained model moves it a little (OPUS-MT fine-tunes use 1e-5 to 1e-4)
 FROM_LR = 5e-5
 WARMUP = 200  # warm-up steps of a new model
@@ -372,7 +376,12 @@ class TrainConfig(_Checked):
     accumulate: int = setting(
         1, "micro-batches per optimiser step: the gradient of one K-times larger batch", minimum=1
     )
-    optimizer: str = setting("adam", "Adam, or AdamW with decoupled weight decay", choices=("adam", "adamw"))
+    optimizer: str | None = setting(
+        None,
+        f"Adam, or AdamW with decoupled weight decay (default {DATA_OPTIMIZER} for a new model on --data, "
+        "else adam)",
+        choices=("adam", "adamw"),
+    )
     lr: float | None = setting(
         None,
         f"peak learning rate (cosine, constant; default {DATA_LR:g} with --data, {FROM_LR:g} with --from, "
@@ -385,7 +394,12 @@ class TrainConfig(_Checked):
     )
     factor: float = setting(1.0, "scale of the noam schedule", above=0.0)
     min_lr: float = setting(0.0, "the cosine schedule's final learning rate", minimum=0.0)
-    weight_decay: float = setting(0.0, "AdamW's decoupled weight decay", minimum=0.0)
+    weight_decay: float | None = setting(
+        None,
+        f"AdamW's decoupled weight decay of the weight matrices (default {DATA_WEIGHT_DECAY:g} for a new "
+        "model on --data, else 0)",
+        minimum=0.0,
+    )
     clip: float = setting(1.0, "global gradient-norm clip (0: off)", minimum=0.0)
     label_smoothing: float = setting(0.1, "label smoothing of the loss", minimum=0.0, below=1.0)
     bucket_steps: int = setting(20, "batches drawn together and sorted by length, to pad less", minimum=1)
@@ -479,6 +493,7 @@ class TrainConfig(_Checked):
                 "--tokenizer marian is an imported Marian model's own: fine-tune that model with "
                 "--from RUN (numpy-transformer import DIR --out RUN writes the run)"
             )
+        optimizer, weight_decay = self._optimizer()
         if self.data is None:
             task = self.task or DEFAULT_TASK
             not_applicable = [
@@ -508,6 +523,8 @@ class TrainConfig(_Checked):
                 steps=self.steps or (None if self.time_budget else TASK_STEPS),
                 lr=self.lr or TASK_LR,
                 warmup=self.warmup or WARMUP,
+                optimizer=optimizer,
+                weight_decay=weight_decay,
                 patience=0 if self.patience is None else self.patience,
             )
         # --from: the run's own tokenizer and vocabularies (Trainer.create fills them in)
@@ -522,11 +539,27 @@ class TrainConfig(_Checked):
             max_length=self.max_length or MAX_LENGTH,
             lr=self.lr or (FROM_LR if self.from_run else DATA_LR),
             warmup=self.warmup or (FROM_WARMUP if self.from_run else WARMUP),
+            optimizer=optimizer,
+            weight_decay=weight_decay,
             time_budget=DATA_TIME_BUDGET
             if self.steps is None and self.time_budget is None
             else self.time_budget,
             patience=DATA_PATIENCE if self.patience is None else self.patience,
         )
+
+    def _optimizer(self) -> tuple[str, float]:
+        """The optimiser and weight decay the run uses: AdamW with DATA_WEIGHT_DECAY for a new model
+        on --data, Adam (no decay) otherwise, unless given; a decay given to Adam is refused."""
+        new_model_on_data = self.data is not None and self.from_run is None
+        optimizer = self.optimizer or (DATA_OPTIMIZER if new_model_on_data else "adam")
+        if optimizer == "adam" and self.weight_decay:
+            chosen = "--optimizer adam" if self.optimizer else "Adam, this run's default optimiser"
+            raise ValueError(
+                f"--weight-decay {self.weight_decay:g} applies to --optimizer adamw only, not to {chosen}"
+            )
+        if self.weight_decay is not None:
+            return optimizer, self.weight_decay
+        return optimizer, DATA_WEIGHT_DECAY if new_model_on_data and optimizer == "adamw" else 0.0
 
 
 SECTIONS: dict[str, Any] = {"model": ModelConfig, "train": TrainConfig}

@@ -148,7 +148,7 @@ class Trainer:
         self.ranks = ranks_of(comm)  # the step's all-reduce and every agreement of the ranks (or none)
         self.ranks.check(config.batch_size, config.accumulate)
         _check_settings(config)
-        assert config.lr is not None  # _check_settings refuses None
+        assert config.lr is not None and config.weight_decay is not None  # _check_settings refuses None
         tune_cpu()  # the process-wide allocator setting a training loop wants (see machine.tune_cpu)
         self.cores = self.ranks.cores  # None: every core of the machine
         self.optimizer: Adam = (
@@ -429,10 +429,15 @@ class Trainer:
 
 def _check_settings(config: TrainConfig) -> None:
     """Refuse a configuration that TrainConfig.resolve did not resolve, or more threads than cores."""
-    if (config.steps is None) == (config.time_budget is None) or config.lr is None:
+    if (config.steps is None) == (config.time_budget is None) or None in (
+        config.lr,
+        config.optimizer,
+        config.weight_decay,
+    ):
         raise ValueError(
-            f"exactly one of config.steps and config.time_budget must be set, and config.lr, got "
-            f"{config.steps}, {config.time_budget} and {config.lr}: TrainConfig.resolve chooses"
+            f"exactly one of config.steps and config.time_budget must be set, and config.lr, optimizer and "
+            f"weight_decay, got {config.steps}, {config.time_budget}, {config.lr}, {config.optimizer} and "
+            f"{config.weight_decay}: TrainConfig.resolve chooses"
         )
     if config.threads > cpu_cores():  # a replica of the model per thread, for no speed
         raise ValueError(f"threads {config.threads} exceeds this machine's {cpu_cores()} cores")

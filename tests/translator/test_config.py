@@ -12,6 +12,7 @@ from numpy_transformer.translator.checkpoint import load_checkpoint
 from numpy_transformer.translator.cli import build_parser, main
 from numpy_transformer.translator.config import (
     DATA_LR,
+    DATA_WEIGHT_DECAY,
     FROM_LR,
     FROM_WARMUP,
     TASK_LR,
@@ -251,6 +252,7 @@ def test_the_choices_are_said_at_the_start_and_saved(tmp_path, capsys):
     saved = read_config_file(out / "config.toml")
     assert saved["model"]["d_model"] == 128 and saved["model"]["dropout"] == 0.3
     assert saved["train"]["vocab_size"] == 1000 and saved["model"]["d_ff"] == 64
+    assert (saved["train"]["optimizer"], saved["train"]["weight_decay"]) == ("adamw", DATA_WEIGHT_DECAY)
 
 
 def test_a_fine_tune_has_a_learning_rate_and_warm_up_of_its_own(tmp_path):
@@ -268,6 +270,38 @@ def test_a_fine_tune_has_a_learning_rate_and_warm_up_of_its_own(tmp_path):
     )
     given = TrainConfig(data="x.tsv", from_run=str(tmp_path), lr=1e-4, warmup=30).resolve()
     assert (given.lr, given.warmup) == (1e-4, 30)
+
+
+def test_a_new_model_on_a_corpus_trains_with_adamw_and_weight_decay(tmp_path):
+    """--data: AdamW with DATA_WEIGHT_DECAY unless given; a fine-tune and a generated task: Adam, no
+    decay; a decay given to Adam, chosen or by default, is refused with the flag and its value."""
+    resolved = {
+        "data": TrainConfig(data="x.tsv").resolve(),
+        "from": TrainConfig(data="x.tsv", from_run=str(tmp_path)).resolve(),
+        "task": TrainConfig(task="copy").resolve(),
+        "data, adamw": TrainConfig(data="x.tsv", optimizer="adamw", weight_decay=0.0).resolve(),
+        "from, adamw": TrainConfig(data="x.tsv", from_run=str(tmp_path), optimizer="adamw").resolve(),
+        "task, adamw": TrainConfig(task="copy", optimizer="adamw", weight_decay=0.05).resolve(),
+        "data, adam": TrainConfig(data="x.tsv", optimizer="adam").resolve(),
+    }
+    assert {name: (config.optimizer, config.weight_decay) for name, config in resolved.items()} == {
+        "data": ("adamw", DATA_WEIGHT_DECAY),
+        "from": ("adam", 0.0),
+        "task": ("adam", 0.0),
+        "data, adamw": ("adamw", 0.0),
+        "from, adamw": ("adamw", 0.0),
+        "task, adamw": ("adamw", 0.05),
+        "data, adam": ("adam", 0.0),
+    }
+    with pytest.raises(
+        ValueError, match=r"--weight-decay 0.1 applies to --optimizer adamw only, not to --optimizer adam$"
+    ):
+        TrainConfig(data="x.tsv", optimizer="adam", weight_decay=0.1).resolve()
+    with pytest.raises(
+        ValueError,
+        match="--weight-decay 0.01 applies to --optimizer adamw only, not to Adam, this run's default",
+    ):
+        TrainConfig(task="copy", weight_decay=0.01).resolve()
 
 
 def test_the_plateau_patience_is_checked_against_the_patience_a_corpus_run_gets(tmp_path):
