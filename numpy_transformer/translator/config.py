@@ -41,7 +41,7 @@ DATA_LR = 2e-3  # a budget of minutes on a corpus learns most at a higher peak (
 # a new model trained on --data: AdamW, whose decay scored higher than plain Adam on both message
 # corpora in the 15-minute budget (docs/results.md)
 DATA_OPTIMIZER = "adamw"
-DATA_WEIGHT_DECAY = 0.1
+DATA_WEIGHT_DECAY = 0.3
 # train --from: fine-tuning a trained model moves it a little (OPUS-MT fine-tunes use 1e-5 to 1e-4)
 FROM_LR = 5e-5
 WARMUP = 200  # warm-up steps of a new model
