@@ -598,8 +598,11 @@ def valid_targets(targets: Array, pad_id: int | None) -> tuple[Array, Array, int
     """
     xp = get_array_module()
     targets = targets.reshape(-1)
-    valid = targets != pad_id if pad_id is not None else xp.ones(targets.shape, dtype=bool)
-    n_valid = int(valid.sum())
+    if pad_id is None:  # all of them: counted without a look at the device's values
+        valid, n_valid = xp.ones(targets.shape, dtype=bool), targets.size
+    else:
+        valid = targets != pad_id
+        n_valid = int(valid.sum())
     if n_valid == 0:
         raise ValueError("targets: every token equals pad_id, so there is nothing to average the loss over")
     return xp.where(valid, targets, 0), valid, n_valid

@@ -110,7 +110,10 @@ class Transformer(Module):
     def backward(self, dlogits: Array) -> None:
         """Accumulate every parameter's gradient from dL/dlogits (B, T, tgt_vocab), in reverse order."""
         require_array(dlogits, "dlogits")
-        ddecoded = self.projection_layer.backward(dlogits)
+        self.backward_decoded(self.projection_layer.backward(dlogits))
+
+    def backward_decoded(self, ddecoded: Array) -> None:
+        """The backward below the projection: from dL/d(decoder output) (B, T, d_model)."""
         dtgt, d_encoder_output = self.decoder.backward(ddecoded)
         self.tgt_embed.backward(self.tgt_pos.backward(dtgt))
         self.src_embed.backward(self.src_pos.backward(self.encoder.backward(d_encoder_output)))
@@ -125,16 +128,25 @@ class Transformer(Module):
         tgt_mask: Array | None,
         encoder_output: Array | None = None,
         decode_src_mask: Array | None = None,
+        labels: Array | None = None,
     ) -> None:
-        """Validate ids, lengths and mask shapes before any work is done (the ids' bounds in one transfer)."""
+        """Validate ids, lengths and mask shapes before any work is done (the ids' bounds in one
+        transfer); ``labels``, the training targets, must have tgt's shape and be target ids."""
         heads = self.config.h
         check_token_ids(
             [
-                (ids, embed.vocab_size, name)
-                for ids, embed, name in ((src, self.src_embed, "src"), (tgt, self.tgt_embed, "tgt"))
+                (ids, vocab_size, name)
+                for ids, vocab_size, name in (
+                    (src, self.src_embed.vocab_size, "src"),
+                    (tgt, self.tgt_embed.vocab_size, "tgt"),
+                    (labels, self.config.tgt_vocab_size, "labels"),
+                )
                 if ids is not None
             ]
         )
+        if labels is not None and (tgt is None or labels.shape != tgt.shape):
+            expected = "tgt's shape " + str(tuple(tgt.shape)) if tgt is not None else "tgt with them"
+            raise ValueError(f"labels has shape {tuple(labels.shape)}, expected {expected}")
         if src is not None:
             self.src_pos.check_length(src.shape[1], "src")
             batch, length = src.shape
@@ -166,18 +178,35 @@ def loss_and_backward(
     label_smoothing: float = 0.0,
     weight: float = 1.0,
 ) -> float:
-    """One batch's forward, loss and backward: the step of training, in three lines.
+    """One batch's forward, loss and backward: the step of training.
 
-    ``logits = model(src, tgt)``; the label-smoothed cross-entropy of ``logits`` against ``labels``
-    (``(B, T_tgt)`` ids, ``pad_id`` not counted); then the backward from ``dL/dL = weight``, so every
-    parameter's ``.grad`` gains ``weight`` times its gradient of the mean loss (gradients
-    accumulate until ``zero_grad()``). Returns the loss (a float, unweighted). The Trainer calls it
-    for a whole batch, and each thread of data parallelism for its rows with ``weight`` = its share
-    of the batch's target tokens.
+    Encode and decode; project the decoder's output to logits; the label-smoothed cross-entropy of
+    the logits against ``labels`` (``(B, T_tgt)`` ids, ``pad_id`` not counted); then the backward
+    from ``dL/dL = weight``, so every parameter's ``.grad`` gains ``weight`` times its gradient of
+    the mean loss (gradients accumulate until ``zero_grad()``). Returns the loss (a float,
+    unweighted). The Trainer calls it for a whole batch, and each thread of data parallelism for its
+    rows with ``weight`` = its share of the batch's target tokens.
+
+    Only the positions with a label are projected: a padded position's logits (a row of
+    ``tgt_vocab`` numbers; at a real vocabulary the projection is the step's largest product) would
+    be computed for the loss to ignore, and its gradient is zero. So the loss and every gradient are
+    those of ``model.forward`` and ``model.backward`` over the whole (B, T) grid (to rounding),
+    without the padding's share of the work.
     """
-    logits = model.forward(src, tgt, src_mask, tgt_mask)
-    loss, cache = ops.cross_entropy_forward(logits, labels, pad_id, label_smoothing)
-    model.backward(ops.cross_entropy_backward(weight, cache))
+    model.check_inputs(src, src_mask, tgt, tgt_mask, labels=labels)
+    xp = get_array_module()
+    labelled = (labels != pad_id).reshape(-1)  # (B*T,)
+    count = int(labelled.sum())
+    if count == 0:
+        raise ValueError("labels: every token equals pad_id, so there is nothing to average the loss over")
+    positions = xp.argsort(~labelled, kind="stable")[:count]  # the labelled positions, in order
+    decoded = model.decode(model.encode(src, src_mask, checked=True), src_mask, tgt, tgt_mask, checked=True)
+    rows = decoded.reshape(-1, decoded.shape[-1])  # (B*T, d_model)
+    logits = model.project(rows[positions])  # (count, tgt_vocab)
+    loss, cache = ops.cross_entropy_forward(logits, labels.reshape(-1)[positions], None, label_smoothing)
+    drows = xp.zeros_like(rows)  # padding's rows stay zero
+    drows[positions] = model.projection_layer.backward(ops.cross_entropy_backward(weight, cache))
+    model.backward_decoded(drows.reshape(decoded.shape))
     return loss
 
 

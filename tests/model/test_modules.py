@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import numpy_transformer as nt
 from numpy_transformer import functional as F
 from numpy_transformer.gradcheck import gradcheck, gradcheck_module
-from numpy_transformer.kernels import using_kernels
+from numpy_transformer.kernels import ops, using_kernels
 
 
 @settings(max_examples=6, deadline=None)
@@ -185,6 +185,26 @@ def test_gradients_accumulate_until_zero_grad():
             model.backward(dlogits)
         for name, parameter in model.named_parameters():
             np.testing.assert_allclose(parameter.grad, repeats * once[name], err_msg=name)
+
+
+@pytest.mark.parametrize("kind", ATTENTION)
+def test_loss_and_backward_projects_only_labelled_positions(kernels, kind, monkeypatch):
+    """The step's loss and gradients are those of the whole (B, T) grid's logits, while the
+    projection sees only the positions with a label."""
+    src, tgt, labels = model_batch(3)
+    labels[1] = 0  # a row with no label at all
+    args = (src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
+    grid, step = tiny_model(kind, dropout=0.0), tiny_model(kind, dropout=0.0)
+    expected_loss, cache = ops.cross_entropy_forward(grid.forward(*args), labels, 0, 0.1)
+    grid.backward(ops.cross_entropy_backward(0.7, cache))
+    projected = []
+    forward = step.projection_layer.forward
+    monkeypatch.setattr(step.projection_layer, "forward", lambda x: projected.append(x.shape) or forward(x))
+    loss = nt.loss_and_backward(step, *args, labels, pad_id=0, label_smoothing=0.1, weight=0.7)
+    assert projected == [(int((labels != 0).sum()), 8)] and projected[0][0] < labels.size
+    assert loss == pytest.approx(expected_loss, rel=1e-13)
+    for (name, expected), actual in zip(grid.named_parameters(), step.parameters()):
+        np.testing.assert_allclose(actual.grad, expected.grad, rtol=1e-10, atol=1e-14, err_msg=name)
 
 
 def test_zero_grad_reaches_views_and_grad_is_never_rebound():

@@ -53,6 +53,28 @@ def test_ids_outside_vocabulary(model):
         model.forward(np.ones((1, 3), dtype=int), np.array([[-1, 2]]), None, None)
 
 
+@pytest.mark.parametrize(
+    "labels, error, message",
+    [
+        (np.ones((2, 3), dtype=int), ValueError, r"labels has shape \(2, 3\), expected tgt's shape \(2, 4\)"),
+        (
+            np.full((2, 4), 12),
+            ValueError,
+            r"labels holds ids in \[12, 12\], outside the vocabulary \[0, 12\)",
+        ),
+        (np.full((2, 4), -1), ValueError, r"labels holds ids in \[-1, -1\]"),
+        (np.ones((2, 4), dtype=np.float32), TypeError, "labels must be an integer array.*float32"),
+        (np.ones(4, dtype=int), ValueError, r"labels must have shape \(B, T\), got \(4,\)"),
+        (np.zeros((2, 4), dtype=int), ValueError, "labels: every token equals pad_id"),
+    ],
+)
+def test_training_labels_are_checked_before_any_work(model, monkeypatch, labels, error, message):
+    monkeypatch.setattr(model, "encode", lambda *args, **kwargs: pytest.fail("encoded before the check"))
+    src, tgt = np.ones((2, 3), dtype=int), np.ones((2, 4), dtype=int)
+    with pytest.raises(error, match=message):
+        nt.loss_and_backward(model, src, tgt, None, None, labels, pad_id=0)
+
+
 def test_sequences_longer_than_positional_table(model):
     with pytest.raises(ValueError, match="src has length 7, longer than the positional table's seq_len=6"):
         model.forward(np.ones((1, 7), dtype=int), np.ones((1, 3), dtype=int), None, None)
