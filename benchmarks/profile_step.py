@@ -8,6 +8,11 @@ the pairs it calls, so each row is that layer's own work. What
 is left of the step is the optimiser and the modules' bookkeeping (gradient accumulation,
 zeroing). Medians over 5 steps after 2 warm-up steps. The batch runs as one shard (threads=1):
 the timers assume one thread.
+
+With PyTorch installed, its step on the same model and batch is timed in turn with ours (each
+turn: a pause, an untimed step, the timed one, as bench.py does), and the linear layers' time is
+given as a fraction of it: what the step would cost against PyTorch's if nothing but those
+products took any time.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import CONFIGS, NumpyRunner, model_config
+from bench import CONFIGS, SETTLE_S, NumpyRunner, TorchRunner, model_config
 
 from numpy_transformer.backend import get_array_module
 from numpy_transformer.kernels import ops, set_kernels
@@ -63,15 +68,24 @@ def main() -> None:
     runner = NumpyRunner(model_config(name, attention), CONFIGS[name][6], CONFIGS[name][7], threads=1)
     optimizer_step = runner.optimizer.step
     runner.optimizer.step = timed("adam_step", optimizer_step)
+    torch_runner = torch_step(name, attention)
     for _ in range(2):
         runner.train_step()
-    steps, totals = [], []
+    steps, totals, torch_totals = [], [], []
     for _ in range(5):
+        time.sleep(SETTLE_S)
+        runner.train_step()
         self_time.clear()
         start = time.perf_counter()
         runner.train_step()
         totals.append(time.perf_counter() - start)
         steps.append(dict(self_time))
+        if torch_runner is not None:
+            time.sleep(SETTLE_S)
+            torch_runner.train_step()
+            start = time.perf_counter()
+            torch_runner.train_step()
+            torch_totals.append(time.perf_counter() - start)
     total = statistics.median(totals)
     rows = {key: statistics.median(step.get(key, 0.0) for step in steps) for key in steps[0]}
     print(f"{name}/{attention}: median step {total * 1e3:.1f} ms")
@@ -90,6 +104,25 @@ def main() -> None:
         print(f"{layer:<40}{forward * 1e3:>12.2f}{backward * 1e3:>13.2f}{(forward + backward) / total:>8.1%}")
     rest = total - sum(rows.values())
     print(f"{'modules (grad accumulation, zero_grad)':<40}{'':>12}{rest * 1e3:>13.2f}{rest / total:>8.1%}")
+    if torch_totals:
+        theirs = statistics.median(torch_totals)
+        linear = rows.get("linear_forward", 0.0) + rows.get("linear_backward", 0.0)
+        print(
+            f"PyTorch's step, timed in turn: {theirs * 1e3:.1f} ms; this step (one shard, timers on) "
+            f"{total / theirs:.2f} of it; the linear layers alone {linear / theirs:.2f} of it"
+        )
+
+
+def torch_step(name: str, attention: str) -> TorchRunner | None:
+    """PyTorch's runner of the same model and batch, or None without PyTorch."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    runner = TorchRunner(model_config(name, attention), CONFIGS[name][6], CONFIGS[name][7])
+    for _ in range(2):
+        runner.train_step()
+    return runner
 
 
 if __name__ == "__main__":
