@@ -59,10 +59,15 @@ def main() -> None:
             start = time.perf_counter()
             trainer.train_step()
             times[name].append(time.perf_counter() - start)
-        batch = trainer.task.train_batch(
-            step, config.batch_size, config.bucket_steps, config.batch_tokens, trainer.subword_dropout
-        )
-        filled.append(float((batch.tgt_out != pad).mean()))
+        for k in range(config.accumulate):  # the step's micro-batches, as train_step draws them
+            batch = trainer.task.train_batch(
+                step * config.accumulate + k,
+                config.batch_size,
+                config.bucket_steps,
+                config.batch_tokens,
+                trainer.subword_dropout,
+            )
+            filled.append(float((batch.tgt_out != pad).mean()))
     training.loss_and_backward = thread_parallel.loss_and_backward = nt.loss_and_backward
     summary = {
         name: (statistics.median(kept), statistics.mean(kept))
@@ -72,7 +77,7 @@ def main() -> None:
         print(f"{name:14} median {1000 * median:6.1f} ms   mean {1000 * mean:6.1f} ms")
     (new_median, new_mean), (old_median, old_mean) = summary["labelled only"], summary["whole grid"]
     print(f"labelled only / whole grid: median {new_median / old_median:.3f}, mean {new_mean / old_mean:.3f}")
-    print(f"target positions holding a label: {statistics.mean(filled):.1%} ({args.steps} batches)")
+    print(f"target positions holding a label: {statistics.mean(filled):.1%} ({len(filled)} batches)")
 
 
 if __name__ == "__main__":

@@ -604,7 +604,8 @@ def valid_targets(targets: Array, pad_id: int | None) -> tuple[Array, Array, int
         valid = targets != pad_id
         n_valid = int(valid.sum())
     if n_valid == 0:
-        raise ValueError("targets: every token equals pad_id, so there is nothing to average the loss over")
+        why = "there are none" if pad_id is None else "every token equals pad_id"
+        raise ValueError(f"targets: {why}, so there is nothing to average the loss over")
     return xp.where(valid, targets, 0), valid, n_valid
 
 

@@ -22,6 +22,7 @@ from .layers import (
     PositionalEncoding,
     ProjectionLayer,
     check_attention_mask,
+    check_id_array,
     check_token_ids,
 )
 from .module import Module, ModuleList
@@ -144,9 +145,13 @@ class Transformer(Module):
                 if ids is not None
             ]
         )
-        if labels is not None and (tgt is None or labels.shape != tgt.shape):
-            expected = "tgt's shape " + str(tuple(tgt.shape)) if tgt is not None else "tgt with them"
-            raise ValueError(f"labels has shape {tuple(labels.shape)}, expected {expected}")
+        if labels is not None:
+            if tgt is None:
+                raise ValueError("labels were given without tgt, whose shape they must have")
+            if labels.shape != tgt.shape:
+                raise ValueError(
+                    f"labels has shape {tuple(labels.shape)}, expected tgt's shape {tuple(tgt.shape)}"
+                )
         if src is not None:
             self.src_pos.check_length(src.shape[1], "src")
             batch, length = src.shape
@@ -193,21 +198,37 @@ def loss_and_backward(
     those of ``model.forward`` and ``model.backward`` over the whole (B, T) grid (to rounding),
     without the padding's share of the work.
     """
-    model.check_inputs(src, src_mask, tgt, tgt_mask, labels=labels)
     xp = get_array_module()
-    labelled = (labels != pad_id).reshape(-1)  # (B*T,)
-    count = int(labelled.sum())
-    if count == 0:
+    check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id)
+    positions = xp.flatnonzero(labels != pad_id)  # the labelled positions of the B*T, in order
+    if positions.size == 0:
         raise ValueError("labels: every token equals pad_id, so there is nothing to average the loss over")
-    positions = xp.argsort(~labelled, kind="stable")[:count]  # the labelled positions, in order
     decoded = model.decode(model.encode(src, src_mask, checked=True), src_mask, tgt, tgt_mask, checked=True)
     rows = decoded.reshape(-1, decoded.shape[-1])  # (B*T, d_model)
-    logits = model.project(rows[positions])  # (count, tgt_vocab)
+    logits = model.project(rows[positions])  # (n, tgt_vocab): n labelled positions
     loss, cache = ops.cross_entropy_forward(logits, labels.reshape(-1)[positions], None, label_smoothing)
     drows = xp.zeros_like(rows)  # padding's rows stay zero
     drows[positions] = model.projection_layer.backward(ops.cross_entropy_backward(weight, cache))
     model.backward_decoded(drows.reshape(decoded.shape))
     return loss
+
+
+def check_training_inputs(
+    model: Transformer,
+    src: Array,
+    src_mask: Array | None,
+    tgt: Array,
+    tgt_mask: Array | None,
+    labels: Array,
+    pad_id: int,
+) -> None:
+    """``model.check_inputs`` for a training step: also ``labels``, an integer array of tgt's shape
+    whose ids other than ``pad_id`` lie in the target vocabulary (``pad_id`` itself may lie outside
+    it, as PyTorch's ``ignore_index`` of -100 does)."""
+    require_array(tgt, "tgt")
+    check_id_array(labels, "labels")  # an integer (B, T) array, before it is compared with pad_id
+    unpadded = get_array_module().where(labels == pad_id, 0, labels)
+    model.check_inputs(src, src_mask, tgt, tgt_mask, labels=unpadded)
 
 
 def parameter_count(config: TransformerConfig | Mapping[str, Any]) -> int:

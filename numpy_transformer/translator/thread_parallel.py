@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..backend import Array, backend_name, make_rng
 from ..machine import blas_threads, cpu_cores
-from ..model import Transformer, build_from_config, loss_and_backward
+from ..model import Transformer, build_from_config, check_training_inputs, loss_and_backward
 from ..module import Parameter
 
 # A shard must feed at least this many activation entries (rows x d_model) per layer for the
@@ -82,10 +82,12 @@ class DataParallel:
                 self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight
             )
         assert self._pool is not None  # made whenever threads > 1
+        # the whole batch's ids, masks and labels, before its shards are cut (each checks its own rows)
+        check_training_inputs(self.model, src, src_mask, tgt, tgt_mask, labels, pad_id)
         bounds = [batch * i // shards for i in range(shards + 1)]
         counts = [int((labels[start:stop] != pad_id).sum()) for start, stop in itertools.pairwise(bounds)]
         total = sum(counts)
-        if total == 0:  # with no tokens at all, cross-entropy names the problem
+        if total == 0:  # with no tokens at all, loss_and_backward names the problem
             return loss_and_backward(
                 self.model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight
             )

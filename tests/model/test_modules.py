@@ -187,14 +187,23 @@ def test_gradients_accumulate_until_zero_grad():
             np.testing.assert_allclose(parameter.grad, repeats * once[name], err_msg=name)
 
 
-@pytest.mark.parametrize("kind", ATTENTION)
-def test_loss_and_backward_projects_only_labelled_positions(kernels, kind, monkeypatch):
+@pytest.mark.parametrize(
+    "kind, tie, norm_first", [("mha", False, True), ("mla", True, False), ("mha", True, True)]
+)
+def test_loss_and_backward_projects_only_labelled_positions(kernels, kind, tie, norm_first, monkeypatch):
     """The step's loss and gradients are those of the whole (B, T) grid's logits, while the
-    projection sees only the positions with a label."""
+    projection sees only the positions with a label (dropout draws the same masks in both)."""
     src, tgt, labels = model_batch(3)
     labels[1] = 0  # a row with no label at all
+
+    def build():
+        return nt.build_transformer(
+            11, 13, 7, 6, d_model=8, N=2, h=2, d_ff=12, dropout=0.1, attention=kind,
+            norm_first=norm_first, tie_embeddings=tie, dtype="float64", seed=0,
+        )  # fmt: skip
+
     args = (src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0))
-    grid, step = tiny_model(kind, dropout=0.0), tiny_model(kind, dropout=0.0)
+    grid, step = build(), build()
     expected_loss, cache = ops.cross_entropy_forward(grid.forward(*args), labels, 0, 0.1)
     grid.backward(ops.cross_entropy_backward(0.7, cache))
     projected = []
@@ -205,6 +214,9 @@ def test_loss_and_backward_projects_only_labelled_positions(kernels, kind, monke
     assert loss == pytest.approx(expected_loss, rel=1e-13)
     for (name, expected), actual in zip(grid.named_parameters(), step.parameters()):
         np.testing.assert_allclose(actual.grad, expected.grad, rtol=1e-10, atol=1e-14, err_msg=name)
+    # a pad id outside the vocabulary (PyTorch's ignore_index of -100) marks the same positions
+    ignored = np.where(labels == 0, -100, labels)
+    assert nt.loss_and_backward(build(), *args, ignored, pad_id=-100, label_smoothing=0.1, weight=0.7) == loss
 
 
 def test_zero_grad_reaches_views_and_grad_is_never_rebound():

@@ -73,6 +73,8 @@ def test_training_labels_are_checked_before_any_work(model, monkeypatch, labels,
     src, tgt = np.ones((2, 3), dtype=int), np.ones((2, 4), dtype=int)
     with pytest.raises(error, match=message):
         nt.loss_and_backward(model, src, tgt, None, None, labels, pad_id=0)
+    with pytest.raises(TypeError, match="tgt must be an array.*NoneType"):
+        nt.loss_and_backward(model, src, None, None, None, np.ones((2, 4), dtype=int), pad_id=0)
 
 
 def test_sequences_longer_than_positional_table(model):

@@ -107,6 +107,14 @@ def test_one_thread_is_the_plain_pass_and_bad_arguments_are_refused():
     src, tgt, src_mask, tgt_mask, labels = batch()
     with pytest.raises(ValueError, match="every token equals pad_id"):
         DataParallel(model, 2).loss_and_backward(src, tgt, src_mask, tgt_mask, np.zeros_like(labels), PAD)
+    # the whole batch's labels are checked, not each shard's rows alone
+    for rows in (4, 6):
+        with pytest.raises(
+            ValueError, match=rf"labels has shape \({rows}, 7\), expected tgt's shape \(5, 7\)"
+        ):
+            DataParallel(model, 2).loss_and_backward(
+                src, tgt, src_mask, tgt_mask, labels[:1].repeat(rows, 0), PAD
+            )
 
 
 def test_auto_threads_splits_only_batches_worth_it(monkeypatch):
