@@ -1,14 +1,20 @@
-"""The training step on a corpus's real batches: only the labelled positions projected, as
-``loss_and_backward`` does, against the whole (B, T) grid's logits, side by side in one process.
+"""The training step on a corpus's real, padded batches: what padding costs, side by side in one process.
 
-    python benchmarks/padding_bench.py --data de.tsv              # 400 steps of each
-    python benchmarks/padding_bench.py --data fr.tsv --steps 200
+    python benchmarks/padding_bench.py --data de.tsv                     # the loss's two versions
+    python benchmarks/padding_bench.py --data de.tsv --buckets 20 100    # two bucket sizes
 
 Builds the run a ``train --data FILE.tsv`` with default settings would (its vocabularies, model and
-batches: bucketed by length, so padded), then makes each Trainer step twice on the same batch, once
-with each version of the forward, loss and backward, taking turns which goes first. Prints both
-versions' median and mean step time (the mean is what the time budget pays), their ratios, and the
-share of target positions that hold a label.
+batches, bucketed by length), then times Trainer steps taking turns, 400 of each by default:
+
+* without ``--buckets``: each step twice on the same batch, once with ``loss_and_backward`` (only
+  the labelled positions projected) and once with the whole (B, T) grid's logits, padding included;
+* with ``--buckets A B``: two runs, one drawing its batches from buckets of A steps' pairs sorted
+  by length (``--bucket-steps A``), the other from buckets of B steps' pairs, each with its own
+  model.
+
+Prints each contender's median and mean step time (the mean is what the time budget pays), the
+ratios of the second to the first, and the mean source and target positions of its batches, with
+the share of the target positions that hold a label.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -26,7 +33,7 @@ from numpy_transformer.kernels import ops
 from numpy_transformer.translator import thread_parallel, training
 from numpy_transformer.translator.config import TrainConfig
 
-WARM_UP = 5  # steps of each version left out of the figures
+WARM_UP = 5  # steps of each contender left out of the figures
 
 
 def whole_grid(
@@ -39,45 +46,73 @@ def whole_grid(
     return loss
 
 
+def use_loss(function: Any) -> None:
+    """Make the Trainer and its row shards call ``function`` for the forward, loss and backward."""
+    training.loss_and_backward = thread_parallel.loss_and_backward = function
+
+
+def batch_shape(trainer: training.Trainer, step: int) -> tuple[int, int, int]:
+    """(source positions, target positions, labelled target positions) of a step's batches."""
+    config, pad = trainer.config, trainer.task.ids.pad
+    shape = [0, 0, 0]
+    for k in range(config.accumulate):  # the step's micro-batches, as train_step draws them
+        batch = trainer.task.train_batch(
+            step * config.accumulate + k,
+            config.batch_size,
+            config.bucket_steps,
+            config.batch_tokens,
+            trainer.subword_dropout,
+        )
+        for i, count in enumerate((batch.src.size, batch.tgt_out.size, int((batch.tgt_out != pad).sum()))):
+            shape[i] += count
+    return shape[0], shape[1], shape[2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="a TSV corpus, as train --data takes")
     parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--buckets", type=int, nargs=2, metavar=("A", "B"), help="compare two bucket sizes")
     args = parser.parse_args()
     nt.tune_cpu()
-    trainer = training.Trainer.create(TrainConfig(data=args.data))
-    config, pad = trainer.config, trainer.task.ids.pad
-    versions = {"labelled only": nt.loss_and_backward, "whole grid": whole_grid}
-    times: dict[str, list[float]] = {name: [] for name in versions}
-    filled = []
+    if args.buckets:
+        contenders = {
+            f"buckets of {size}": (
+                training.Trainer.create(TrainConfig(data=args.data, bucket_steps=size)),
+                None,
+            )
+            for size in args.buckets
+        }
+    else:
+        trainer = training.Trainer.create(TrainConfig(data=args.data))
+        contenders = {"whole grid": (trainer, whole_grid), "labelled only": (trainer, nt.loss_and_backward)}
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    shapes: dict[str, list[tuple[int, int, int]]] = {name: [] for name in contenders}
     for step in range(args.steps):
-        order = list(versions) if step % 2 else list(versions)[::-1]
-        for name in order:
-            # the Trainer and its row shards call the function by these names
-            training.loss_and_backward = thread_parallel.loss_and_backward = versions[name]
-            trainer.step = step  # the same batch for both versions
+        for name in list(contenders) if step % 2 else list(contenders)[::-1]:
+            trainer, loss = contenders[name]
+            use_loss(loss or nt.loss_and_backward)
+            trainer.step = step  # the loss's versions: the same batch for both
             start = time.perf_counter()
             trainer.train_step()
             times[name].append(time.perf_counter() - start)
-        for k in range(config.accumulate):  # the step's micro-batches, as train_step draws them
-            batch = trainer.task.train_batch(
-                step * config.accumulate + k,
-                config.batch_size,
-                config.bucket_steps,
-                config.batch_tokens,
-                trainer.subword_dropout,
-            )
-            filled.append(float((batch.tgt_out != pad).mean()))
-    training.loss_and_backward = thread_parallel.loss_and_backward = nt.loss_and_backward
-    summary = {
-        name: (statistics.median(kept), statistics.mean(kept))
-        for name, kept in ((name, values[WARM_UP:]) for name, values in times.items())
-    }
-    for name, (median, mean) in summary.items():
-        print(f"{name:14} median {1000 * median:6.1f} ms   mean {1000 * mean:6.1f} ms")
-    (new_median, new_mean), (old_median, old_mean) = summary["labelled only"], summary["whole grid"]
-    print(f"labelled only / whole grid: median {new_median / old_median:.3f}, mean {new_mean / old_mean:.3f}")
-    print(f"target positions holding a label: {statistics.mean(filled):.1%} ({len(filled)} batches)")
+            shapes[name].append(batch_shape(trainer, step))
+    use_loss(nt.loss_and_backward)
+    means = {}
+    for name in contenders:
+        kept = times[name][WARM_UP:]
+        source, target, labelled = (statistics.mean(shape[i] for shape in shapes[name]) for i in range(3))
+        means[name] = (statistics.median(kept), statistics.mean(kept))
+        print(
+            f"{name:16} median {1000 * means[name][0]:6.1f} ms   mean {1000 * means[name][1]:6.1f} ms   "
+            f"positions: source {source:.0f}, target {target:.0f}, {labelled / target:.1%} of them labelled"
+        )
+    (first_median, first_mean), (second_median, second_mean) = means.values()
+    first, second = list(contenders)
+    print(
+        f"{second} / {first}: median {second_median / first_median:.3f}, mean {second_mean / first_mean:.3f}"
+        f" ({args.steps} steps each)"
+    )
 
 
 if __name__ == "__main__":

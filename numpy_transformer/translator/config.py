@@ -402,7 +402,7 @@ class TrainConfig(_Checked):
     )
     clip: float = setting(1.0, "global gradient-norm clip (0: off)", minimum=0.0)
     label_smoothing: float = setting(0.1, "label smoothing of the loss", minimum=0.0, below=1.0)
-    bucket_steps: int = setting(20, "batches drawn together and sorted by length, to pad less", minimum=1)
+    bucket_steps: int = setting(100, "batches drawn together and sorted by length, to pad less", minimum=1)
     # -- the run
     eval_every: int = setting(500, "steps between dev evaluations (and checkpoints)", minimum=1)
     eval_size: int = setting(200, "dev pairs per evaluation", minimum=1)
