@@ -202,7 +202,9 @@ def loss_and_backward(
     check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id)
     positions = xp.flatnonzero(labels != pad_id)  # the labelled positions of the B*T, in order
     if positions.size == 0:
-        raise ValueError("labels: every token equals pad_id, so there is nothing to average the loss over")
+        raise ValueError(
+            f"labels: every token equals pad_id={pad_id!r}, so there is nothing to average the loss over"
+        )
     decoded = model.decode(model.encode(src, src_mask, checked=True), src_mask, tgt, tgt_mask, checked=True)
     rows = decoded.reshape(-1, decoded.shape[-1])  # (B*T, d_model)
     logits = model.project(rows[positions])  # (n, tgt_vocab): n labelled positions
