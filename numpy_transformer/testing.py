@@ -9,12 +9,25 @@ Both compare the analytic gradients with float64 central differences
 (:mod:`numpy_transformer.gradcheck`): floating inputs are checked in float64 whatever their dtype,
 and a failure raises :class:`~numpy_transformer.gradcheck.GradcheckError` (an AssertionError, so
 pytest shows it as a failed assertion) naming each gradient, its worst entry, the analytic and
-numeric values there and the errors. ``shapes()`` is a Hypothesis strategy of small array shapes
-for property tests over many of them.
+numeric values there and the errors. Before any difference is taken they check the contract of
+the backward: nothing it was given written into (``dout``, the inputs, the cache), gradients in
+their input's dtype, shape and array library, the same bits for the same arguments, no returned
+gradient overwritten by a later call, and a forward that neither writes into its inputs nor
+computes in lower precision than float64. At a non-differentiable point (relu or abs at 0, a max
+with ties) an analytic value between the one-sided slopes passes and is reported. Above 4096
+entries the check projects on random directions (every entry at once) and bisects a failure down
+to the wrong entries.
+
+Hypothesis strategies (Hypothesis is a test dependency, imported only when one is called):
+``shapes()`` of small array shapes, ``arrays()`` of finite float64 values of a chosen magnitude
+(optionally kept away from a function's kinks), ``broadcastable_shapes()`` of shape pairs that
+broadcast together, ``ids()`` of integer token ids within a vocabulary, and ``masks()`` of
+boolean arrays.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,7 +36,16 @@ import numpy
 from .backend import get_array_module
 from .gradcheck import GradcheckError, GradcheckResult, gradcheck_function, gradcheck_module
 
-__all__ = ["GradcheckError", "assert_gradients", "assert_module_gradients", "shapes"]
+__all__ = [
+    "GradcheckError",
+    "arrays",
+    "assert_gradients",
+    "assert_module_gradients",
+    "broadcastable_shapes",
+    "ids",
+    "masks",
+    "shapes",
+]
 
 
 def _in_float64(inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,8 +133,11 @@ def assert_module_gradients(
     return value) against central differences of its forward, with dropout off (``eval()``).
 
     The module's parameters must be float64 (build it with ``dtype="float64"``); floating inputs
-    are converted. Every floating input must be checked: one that ``input_grads`` maps no
-    gradient for fails the call by name, unless ``unchecked`` names it (a float mask, say).
+    are converted. The contract is checked as by :func:`assert_gradients` (inputs and the upstream
+    gradient left as given, gradients in their array's dtype, shape and library, determinism, no
+    returned gradient overwritten later); ``options`` are those of :func:`assert_gradients`.
+    Every floating input must be checked: one that ``input_grads`` maps no gradient for fails the
+    call by name, unless ``unchecked`` names it (a float mask, say).
     Raises GradcheckError naming each wrong gradient.
     """
     if isinstance(unchecked, str) or not all(isinstance(name, str) for name in unchecked):
@@ -173,3 +198,94 @@ def shapes(min_dims: int = 1, max_dims: int = 3, min_side: int = 1, max_side: in
             "numpy_transformer.testing.shapes needs Hypothesis: pip install hypothesis"
         ) from error
     return array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+
+
+def _hypothesis(what: str) -> Any:
+    try:
+        import hypothesis.extra.numpy as hnp
+        import hypothesis.strategies as st
+    except ImportError as error:
+        raise ImportError(
+            f"numpy_transformer.testing.{what} needs Hypothesis: pip install hypothesis"
+        ) from error
+    return hnp, st
+
+
+def _whole(label: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{label} must be a whole number >= {least}, got {value!r}")
+
+
+def arrays(
+    shape: Any = None,
+    magnitude: float = 1.0,
+    away_from: tuple[float, ...] = (),
+    margin: float = 1e-3,
+) -> Any:
+    """A Hypothesis strategy of float64 arrays with finite values in [-magnitude, magnitude].
+
+    ``shape``: a shape, a strategy of shapes, or None (``shapes()``). ``away_from``: a function's
+    kinks (``(0.0,)`` for relu or abs): every value is kept at least ``margin`` from each, so a
+    finite difference never straddles one.
+    """
+    if (
+        isinstance(magnitude, bool)
+        or not isinstance(magnitude, (int, float))
+        or not (math.isfinite(magnitude) and magnitude > 0)
+    ):
+        raise ValueError(f"magnitude must be a finite positive number, got {magnitude!r}")
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, (int, float))
+        or not (math.isfinite(margin) and margin >= 0)
+    ):
+        raise ValueError(f"margin must be a finite non-negative number, got {margin!r}")
+    if not isinstance(away_from, (tuple, list)) or not all(
+        isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k) for k in away_from
+    ):
+        raise TypeError(f"away_from must be a tuple of finite numbers (the kinks), got {away_from!r}")
+    hnp, st = _hypothesis("arrays")
+    elements = st.floats(-magnitude, magnitude, allow_nan=False, allow_infinity=False, width=64)
+    if away_from:
+        kinks = tuple(float(k) for k in away_from)
+        elements = elements.map(
+            lambda v: next(
+                (
+                    k + (margin if v >= k else -margin) if abs(v - k) < margin else v
+                    for k in kinks
+                    if abs(v - k) < margin
+                ),
+                v,
+            )
+        )
+    return hnp.arrays(numpy.float64, shapes() if shape is None else shape, elements=elements)
+
+
+def broadcastable_shapes(min_dims: int = 1, max_dims: int = 3, max_side: int = 4) -> Any:
+    """A Hypothesis strategy of pairs of shapes that broadcast together, such as ((3, 1, 4), (2, 4))
+    or ((5,), (1,)): for a binary layer's forward and the reduction its backward must do."""
+    _whole("min_dims", min_dims, 0)
+    _whole("max_dims", max_dims, 0)
+    _whole("max_side", max_side, 1)
+    if max_dims < min_dims:
+        raise ValueError(f"broadcastable_shapes: max_dims {max_dims} < min_dims {min_dims}")
+    hnp, _ = _hypothesis("broadcastable_shapes")
+    return hnp.mutually_broadcastable_shapes(
+        num_shapes=2, min_dims=min_dims, max_dims=max_dims, min_side=1, max_side=max_side
+    ).map(lambda shapes: tuple(shapes.input_shapes))
+
+
+def ids(vocab: int, shape: Any = None) -> Any:
+    """A Hypothesis strategy of int64 id arrays with every id in [0, vocab): token ids for an
+    embedding or a loss. ``shape``: a shape, a strategy of shapes, or None (``shapes()``)."""
+    _whole("vocab", vocab, 1)
+    hnp, st = _hypothesis("ids")
+    return hnp.arrays(numpy.int64, shapes() if shape is None else shape, elements=st.integers(0, vocab - 1))
+
+
+def masks(shape: Any = None, at_least_one: bool = True) -> Any:
+    """A Hypothesis strategy of boolean masks; with ``at_least_one`` each has a True entry (an
+    all-masked attention row has no softmax to differentiate)."""
+    hnp, st = _hypothesis("masks")
+    strategy = hnp.arrays(numpy.bool_, shapes() if shape is None else shape, elements=st.booleans())
+    return strategy.filter(lambda m: bool(m.any())) if at_least_one else strategy

@@ -1,0 +1,380 @@
+"""Each fault a hand-written backward can have, on small functions of its own (not the Transformer's):
+caught by the default call and named for what it is. Before the checker learnt the contract of a
+backward, each of these passed silently or failed as a wrong gradient."""
+
+import numpy as np
+import pytest
+
+from numpy_transformer import backend
+from numpy_transformer.gradcheck import AUTO_EXHAUSTIVE_ENTRIES, GradcheckError, gradcheck
+from numpy_transformer.testing import assert_gradients, assert_module_gradients
+
+
+def tanh_forward(x):
+    y = np.tanh(x)
+    return y, y
+
+
+def tanh_backward(dout, y):
+    return dout * (1 - y**2)
+
+
+def x34(seed=0):
+    return {"x": np.random.default_rng(seed).standard_normal((3, 4))}
+
+
+def test_the_right_tanh_passes():
+    assert assert_gradients(tanh_forward, tanh_backward, x34()).passed
+
+
+def test_a_backward_writing_into_dout_is_named():
+    def backward(dout, y):
+        dout *= 1 - y**2  # the right values, in the caller's array
+        return dout
+
+    with pytest.raises(
+        GradcheckError, match=r"backward wrote into dout: 12 of 12 entries differ, the first at \(0, 0\)"
+    ):
+        assert_gradients(tanh_forward, backward, x34())
+    assert assert_gradients(tanh_forward, backward, x34(), overwrites=("dout",)).passed  # said on purpose
+
+
+def test_a_backward_writing_into_the_cache_is_named():
+    def backward(dout, y):
+        y **= 2
+        return dout * (1 - y)
+
+    with pytest.raises(
+        GradcheckError, match=r"backward wrote into the cache the forward returned, at cache:"
+    ):
+        assert_gradients(tanh_forward, backward, x34())
+
+
+def test_a_backward_writing_into_an_input_is_named():
+    def mul_forward(x, w):
+        return x * w, (x, w)
+
+    def mul_backward(dout, cache):
+        x, w = cache
+        dx = dout * w
+        x *= dout  # dw computed in the input's own memory
+        return dx, x
+
+    rng = np.random.default_rng(1)
+    with pytest.raises(GradcheckError, match=r"backward wrote into its input 'x'"):
+        assert_gradients(
+            mul_forward, mul_backward, {"x": rng.standard_normal(5), "w": rng.standard_normal(5)}
+        )
+
+
+def test_a_forward_shifting_its_input_in_place_is_named_not_blamed_on_the_backward():
+    def softmax_forward(x):
+        x -= x.max(axis=-1, keepdims=True)  # the usual shift, in the caller's array
+        e = np.exp(x)
+        y = e / e.sum(axis=-1, keepdims=True)
+        return y, y
+
+    def softmax_backward(dout, y):
+        return y * (dout - (dout * y).sum(axis=-1, keepdims=True))
+
+    with pytest.raises(
+        GradcheckError, match=r"forward wrote into its input 'x': 12 of 12 entries differ"
+    ) as failed:
+        assert_gradients(softmax_forward, softmax_backward, x34())
+    assert "gradient check failed" not in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (lambda g: g.astype(np.float32), r"gradient of 'x' is float32, its input float64"),
+        (lambda g: g.reshape(-1), r"gradient of 'x' has shape \(12,\), its input \(3, 4\)"),
+    ],
+)
+def test_a_gradient_of_another_dtype_or_shape_is_named(wrong, message):
+    with pytest.raises(GradcheckError, match=message):
+        assert_gradients(tanh_forward, lambda dout, y: wrong(tanh_backward(dout, y)), x34())
+
+
+def test_a_gradient_from_another_array_library_is_named():
+    class Foreign:  # an array of some other library: shape and dtype, but not the input's type
+        __module__ = "otherlib"
+
+        def __init__(self, a):
+            self.a, self.shape, self.dtype = a, a.shape, a.dtype
+
+        def copy(self):
+            return Foreign(self.a.copy())
+
+    with pytest.raises(
+        GradcheckError,
+        match=r"gradient of 'x' is a otherlib array \(Foreign\) for an input that is a numpy array",
+    ):
+        assert_gradients(tanh_forward, lambda dout, y: Foreign(tanh_backward(dout, y)), x34())
+
+
+def test_a_backward_whose_last_bits_change_is_named_and_a_stated_tolerance_accepts_it():
+    calls = []
+
+    def backward(dout, y):
+        calls.append(1)
+        return dout * (1 - y**2) * (1 + 1e-15 * len(calls))
+
+    with pytest.raises(
+        GradcheckError, match=r"backward is not deterministic: the gradient of 'x' differs between two calls"
+    ):
+        assert_gradients(tanh_forward, backward, x34())
+    assert assert_gradients(tanh_forward, backward, x34(), nondet_tol=1e-12).passed
+
+
+def test_a_gradient_aliased_to_a_buffer_the_next_call_overwrites_is_named():
+    scratch = {}
+
+    def backward(dout, y):
+        buffer = scratch.setdefault(y.shape, np.empty(y.shape))
+        np.multiply(dout, 1 - y**2, out=buffer)
+        return buffer
+
+    with pytest.raises(
+        GradcheckError,
+        match=r"the gradient of 'x' returned by one call changed when backward was called again",
+    ):
+        assert_gradients(tanh_forward, backward, x34())
+
+
+def test_a_module_returning_its_scratch_buffer_is_named():
+    class Scale:
+        def __init__(self):
+            self.buffer = None
+
+        def named_parameters(self):
+            return []
+
+        def zero_grad(self):
+            pass
+
+        def eval(self):
+            return self
+
+        def forward(self, x):
+            return 3.0 * x
+
+        def backward(self, dout):
+            if self.buffer is None:
+                self.buffer = np.empty(dout.shape)
+            np.multiply(dout, 3.0, out=self.buffer)
+            return self.buffer
+
+    x = np.random.default_rng(2).standard_normal(6)
+    with pytest.raises(GradcheckError, match=r"the gradient of 'x' returned by one backward changed"):
+        assert_module_gradients(Scale(), {"x": x}, lambda dx: {"x": dx})
+
+
+@pytest.mark.parametrize("returns", ["float32", "float64"])
+def test_a_forward_computing_in_float32_is_named_as_such_not_as_a_wrong_gradient(returns):
+    def forward(x):
+        y = np.tanh(x.astype(np.float32))
+        y = y.astype(np.float64) if returns == "float64" else y
+        return y, y
+
+    with pytest.raises(GradcheckError, match="lower precision") as failed:
+        assert_gradients(forward, tanh_backward, x34())
+    assert "gradient check failed" not in str(failed.value)
+
+
+# -- non-differentiable points ------------------------------------------------------------------
+
+
+def relu_forward(x):
+    return np.maximum(x, 0.0), x
+
+
+def relu_backward(dout, x):
+    return dout * (x > 0)
+
+
+def abs_forward(x):
+    return np.abs(x), x
+
+
+def abs_backward(dout, x):
+    return dout * np.sign(x)
+
+
+def max_forward(x):
+    return x.max(axis=-1), x
+
+
+def max_backward(dout, x):
+    """All of a row's gradient to its first maximum."""
+    first = np.argmax(x, axis=-1)
+    dx = np.zeros_like(x)
+    np.put_along_axis(dx, first[..., None], dout[..., None], axis=-1)
+    return dx
+
+
+AT_KINKS = {
+    "relu": (relu_forward, relu_backward, np.array([[0.0, 1.0, -2.0], [0.0, 1e-8, -0.5]])),
+    "abs": (abs_forward, abs_backward, np.array([0.0, 1.0, -2.0, 0.0, -3e-7])),
+    "max with ties": (max_forward, max_backward, np.array([[1.0, 1.0, 0.0], [2.0, 0.5, 2.0]])),
+}
+
+
+@pytest.mark.parametrize("name", AT_KINKS)
+def test_a_right_backward_at_a_kink_passes_and_the_kink_is_reported(name):
+    forward, backward, x = AT_KINKS[name]
+    result = assert_gradients(forward, backward, {"x": x})
+    assert all(kink.subgradient for kink in result.kinks)
+    if name != "abs":  # abs at exactly 0: sign(0) = 0 is the central difference itself
+        assert result.kinks and "non-differentiable at entry" in str(result)
+
+
+@pytest.mark.parametrize("name", AT_KINKS)
+def test_a_wrong_backward_at_a_kink_still_fails_as_wrong(name):
+    forward, backward, x = AT_KINKS[name]
+    with pytest.raises(GradcheckError, match="gradient check failed"):
+        assert_gradients(forward, lambda dout, cache: 2 * backward(dout, cache), {"x": x})
+
+
+def test_at_a_kink_the_report_gives_both_slopes_and_says_whether_it_is_a_subgradient():
+    x = np.array([0.0, 1.0])
+    with pytest.raises(
+        GradcheckError,
+        match=r"non-differentiable at entry \(0,\) of 'x': left slope 0, right slope \S+, analytic 0 is a subgradient",
+    ):
+        assert_gradients(relu_forward, relu_backward, {"x": x}, kinks="fail")
+    wrong = lambda dout, x: dout * (x >= 0) * 3.0  # noqa: E731
+    with pytest.raises(GradcheckError, match=r"is NOT a subgradient"):
+        assert_gradients(relu_forward, wrong, {"x": x})
+    nudged = assert_gradients(relu_forward, relu_backward, {"x": x}, kinks="nudge")
+    assert nudged.passed and not nudged.kinks
+
+
+# -- the fast mode --------------------------------------------------------------------------------
+
+
+def test_the_fast_mode_catches_and_names_one_wrong_entry_among_many():
+    x = np.random.default_rng(3).standard_normal((200, 100))
+    assert x.size > AUTO_EXHAUSTIVE_ENTRIES  # the default chooses projections
+
+    def one_wrong(dout, y):
+        dx = dout * (1 - y**2)
+        dx[137, 42] *= 1.05
+        return dx
+
+    assert assert_gradients(tanh_forward, tanh_backward, {"x": x}).reports[0].mode == "fast"
+    with pytest.raises(
+        GradcheckError, match=r"x: FAILED .* at \(137, 42\) .*by projection\)\n  located by bisecting"
+    ):
+        assert_gradients(tanh_forward, one_wrong, {"x": x})
+    with pytest.raises(GradcheckError, match=r"at \(137, 42\) .*20000 entries\)"):
+        assert_gradients(tanh_forward, one_wrong, {"x": x}, mode="exhaustive")
+
+
+def test_the_fast_mode_passes_relu_with_exact_zeros_and_reports_them():
+    x = np.random.default_rng(4).standard_normal(10_000)
+    x[:50] = 0.0  # padding
+    result = assert_gradients(relu_forward, relu_backward, {"x": x}, mode="fast")
+    assert result.passed and len(result.kinks) >= 1
+    with pytest.raises(GradcheckError):
+        assert_gradients(relu_forward, lambda dout, x: dout * (x >= 0), {"x": x}, mode="fast", kinks="fail")
+
+
+# -- the checker's own arguments --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options, error, message",
+    [
+        ({"eps": float("nan")}, ValueError, r"eps must be a finite positive number, got nan"),
+        ({"eps": float("inf")}, ValueError, r"eps must be a finite positive number, got inf"),
+        ({"atol": "1e-5"}, TypeError, r"atol must be a real number, got str '1e-5'"),
+        ({"rtol": None}, TypeError, r"rtol must be a real number, got NoneType"),
+        ({"mode": "quick"}, ValueError, r"mode must be one of .* got 'quick'"),
+        ({"kinks": "ignore"}, ValueError, r"kinks must be one of .* got 'ignore'"),
+        ({"nondet_tol": -1.0}, ValueError, r"nondet_tol must be a finite non-negative number, got -1.0"),
+        ({"overwrites": "dout"}, TypeError, r"overwrites must be a tuple of names"),
+        (
+            {"overwrites": ("y",)},
+            ValueError,
+            r"overwrites names 'y', expected 'dout', 'cache' or one of the inputs",
+        ),
+        ({"wrt": []}, ValueError, r"wrt: nothing to check, expected the names of floating inputs, got \[\]"),
+    ],
+)
+def test_the_checkers_own_bad_input_names_the_argument(options, error, message):
+    with pytest.raises(error, match=message):
+        assert_gradients(tanh_forward, tanh_backward, x34(), **options)
+
+
+def test_a_forward_returning_nothing_is_a_clear_error():
+    with pytest.raises(TypeError, match=r"forward returned None \(nothing\), expected \(output, cache\)"):
+        assert_gradients(lambda x: None, tanh_backward, x34())
+
+
+# -- the report ---------------------------------------------------------------------------------------
+
+
+def test_a_failure_lists_the_worst_entries_and_can_draw_them(tmp_path):
+    wrong = lambda dout, y: dout * (1 - y)  # noqa: E731
+    picture = tmp_path / "error.png"
+    with pytest.raises(GradcheckError, match=r"worst entries:\s+index\s+analytic\s+numeric") as failed:
+        assert_gradients(tanh_forward, wrong, x34(), picture=picture)
+    message = str(failed.value)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert f"no picture saved to {picture}: matplotlib is not installed" in message
+    else:
+        assert f"picture of the error: {picture}" in message and picture.stat().st_size > 0
+
+
+# -- the same checks on CuPy (the strict stand-in) ------------------------------------------------------
+
+
+@pytest.fixture
+def device():
+    from cupy_standin import make_module
+
+    previous = backend.get_array_module()
+    module = backend.set_backend(make_module())
+    yield module
+    backend.set_backend(previous)
+
+
+def test_the_checks_run_on_cupy_arrays(device):
+    xp = device
+
+    def forward(x):
+        y = xp.tanh(x)
+        return y, y
+
+    def backward(dout, y):
+        return dout * (1 - y**2)
+
+    def writes_dout(dout, y):
+        dout *= 1 - y**2
+        return dout
+
+    def on_the_host(dout, y):
+        return (dout * (1 - y**2)).get()
+
+    small = {"x": xp.asarray(np.random.default_rng(5).standard_normal((3, 4)))}
+    assert assert_gradients(forward, backward, small).passed
+    large = {"x": xp.asarray(np.random.default_rng(6).standard_normal((80, 80)))}
+    assert assert_gradients(forward, backward, large).reports[0].mode == "fast"
+    with pytest.raises(GradcheckError, match="backward wrote into dout"):
+        assert_gradients(forward, writes_dout, small)
+    with pytest.raises(
+        GradcheckError,
+        match=r"gradient of 'x' is a numpy array \(ndarray\) for an input that is a cupy array",
+    ):
+        assert_gradients(forward, on_the_host, small)
+    with pytest.raises(GradcheckError, match=r"located by bisecting"):
+        assert_gradients(forward, lambda d, y: backward(d, y) * (1 + (y > 0.99)), large)
+
+
+def test_the_low_level_checker_refuses_a_non_finite_eps():
+    x = np.ones(3)
+    with pytest.raises(ValueError, match="eps must be a finite positive number"):
+        gradcheck(lambda: float(x.sum()), {"x": x}, {"x": np.ones(3)}, eps=float("nan"))
