@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
+from numpy_transformer.gradcheck import check_backward_contract
 from numpy_transformer.kernels import (
     cpu,
     cuda,
@@ -74,6 +75,38 @@ def compare(name, make_inputs, upstream_seed=0, dloss=None):
     for index, (after, before) in enumerate(zip(kernel_args, originals)):
         if isinstance(before, np.ndarray):
             np.testing.assert_array_equal(after, before, err_msg=f"{forward} changed its argument {index}")
+    for pair in ((kernel_forward, kernel_backward), (getattr(F, forward), getattr(F, backward))):
+        assert_keeps_the_contract(*pair, make_inputs(), len(grads_kernel), OVERWRITES.get(name, ()))
+
+
+OVERWRITES: dict[str, tuple[str, ...]] = {}  # kernels that write into an array they are given, on purpose
+
+
+def assert_keeps_the_contract(forward, backward, args, count, overwrites):
+    """The gradient checker's contract (gradcheck.check_backward_contract): dout, the inputs and the
+    cache left as given, gradients in their input's dtype, shape and library, the same bits for the
+    same arguments, no returned gradient overwritten by a later call. Gradient i is named after the
+    first unnamed floating argument of its shape."""
+    names = [f"a{i}" for i in range(len(args))]
+    inputs = dict(zip(names, args))
+    floating = [n for n, a in inputs.items() if isinstance(a, np.ndarray) and a.dtype == np.float64]
+    out, cache = forward(*args)
+    returned = backward(1.0 if np.ndim(out) == 0 else rand(np.random.default_rng(0), *np.shape(out)), cache)
+    returned = returned if isinstance(returned, tuple) else (returned,)
+    wrt = []
+    for grad in returned[:count]:
+        match = next(
+            (n for n in floating if n not in wrt and grad is not None and inputs[n].shape == grad.shape), ""
+        )
+        wrt.append(match)
+    inputs = dict(zip(names, make_fresh(args)))
+    check_backward_contract(
+        lambda **kw: forward(*(kw[n] for n in names)), backward, inputs, wrt, overwrites=overwrites
+    )
+
+
+def make_fresh(args):
+    return tuple(np.copy(a) if isinstance(a, np.ndarray) else a for a in args)
 
 
 # -- shapes on both sides of the thresholds --------------------------------------------------

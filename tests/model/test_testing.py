@@ -158,3 +158,50 @@ def test_a_module_input_whose_gradient_is_not_mapped_fails_naming_it():
     assert "x" not in {r.name for r in result.reports}
     with pytest.raises(ValueError, match="unchecked names 'y'"):
         assert_module_gradients(layer, {"x": x}, unchecked=("y",))
+
+
+# -- the Hypothesis strategies of arrays --------------------------------------------------------------
+
+from hypothesis import strategies as st  # noqa: E402
+
+from numpy_transformer.testing import arrays, broadcastable_shapes, ids, masks  # noqa: E402
+
+
+def add_forward(x, y):
+    return x + y, (x.shape, y.shape)
+
+
+def add_backward_forgetting_broadcast(dout, cache):
+    return dout, dout  # right only when x and y have the output's shape
+
+
+def unbroadcast(grad, shape):
+    grad = grad.sum(axis=tuple(range(grad.ndim - len(shape))))
+    return grad.sum(axis=tuple(i for i, n in enumerate(shape) if n == 1), keepdims=True)
+
+
+def add_backward(dout, cache):
+    x_shape, y_shape = cache
+    return unbroadcast(dout, x_shape), unbroadcast(dout, y_shape)
+
+
+@settings(max_examples=30, deadline=None)
+@given(broadcastable_shapes(), st.data())
+def test_broadcastable_shapes_find_a_real_broadcasting_bug(pair, data):
+    x = data.draw(arrays(pair[0]))
+    y = data.draw(arrays(pair[1]))
+    assert_gradients(add_forward, add_backward, {"x": x, "y": y})
+    if np.broadcast_shapes(x.shape, y.shape) != x.shape or x.shape != y.shape:
+        with pytest.raises(GradcheckError, match="has shape"):
+            assert_gradients(add_forward, add_backward_forgetting_broadcast, {"x": x, "y": y})
+
+
+@settings(max_examples=20, deadline=None)
+@given(arrays(magnitude=3.0, away_from=(0.0,), margin=1e-3), ids(7, (2, 3)), masks((2, 3)))
+def test_the_array_strategies_keep_their_promises(x, token_ids, mask):
+    assert np.isfinite(x).all() and np.abs(x).max(initial=0) <= 3.0 + 1e-3
+    assert (np.abs(x) >= 1e-3).all()  # away from relu's kink
+    assert token_ids.dtype == np.int64 and token_ids.min() >= 0 and token_ids.max() < 7
+    assert mask.dtype == np.bool_ and mask.any()
+    relu = (lambda x: (np.maximum(x, 0), x), lambda dout, x: dout * (x > 0))
+    assert not assert_gradients(*relu, {"x": x}, kinks="fail").kinks
