@@ -1,11 +1,14 @@
 """Writing files so that nothing a user saved is ever lost: through a temporary file in the same
-folder, then a rename, so a crash leaves the old file or the new one and never half of one."""
+folder, then a rename, so a crash leaves the old file or the new one and never half of one. And
+standard streams whose reader went away (``| head``), which must never stop the work mid-save."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 
 class SaveError(OSError):
@@ -38,3 +41,46 @@ def write_text_atomically(path: Path, text: str) -> None:
         if isinstance(error, OSError):
             raise SaveError.writing(path, error, kept) from error
         raise
+
+
+def silence(stream: IO[str]) -> None:
+    """Point ``stream``'s descriptor at /dev/null (the Python documentation's recipe for a closed
+    pipe): what is still buffered has nowhere to go, and Python's exit must not fail on it with a
+    traceback."""
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): nothing to silence
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
+class ReaderWatched:
+    """A standard stream (``sys.stdout``, ``sys.stderr``) whose reader may go away (``train | head``,
+    quitting ``less``): the first write or flush that finds it closed silences it and calls
+    ``gone()`` instead of raising, and later writes are dropped, so a print never costs the work
+    in hand (a run's save) its end."""
+
+    def __init__(self, stream: IO[str], gone: Callable[[], None]) -> None:
+        self.stream, self.gone, self.closed_reader = stream, gone, False
+
+    def write(self, text: str) -> int:
+        return self._guarded(lambda: self.stream.write(text), len(text))
+
+    def flush(self) -> None:
+        self._guarded(self.stream.flush, None)
+
+    def _guarded(self, call: Callable[[], Any], dropped: Any) -> Any:
+        if self.closed_reader:
+            return dropped
+        try:
+            return call()
+        except BrokenPipeError:
+            self.closed_reader = True
+            silence(self.stream)
+            self.gone()
+            return dropped
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding...: the stream's own
+        return getattr(self.stream, name)

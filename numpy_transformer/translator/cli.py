@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import traceback
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from ..backend import set_backend
+from ..files import silence
 from ..machine import restart_with_openblas_timeout, tune_cpu
 from .checkpoint import FILENAME, CheckpointError
 from .config import (
@@ -598,6 +598,8 @@ def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..
         code, line = _failure(error, out)
         say(line, file=sys.stderr)
         return code
+    if trainer.stop == "reader gone":  # saved; nobody is left to read the translations
+        return BROKEN_PIPE
     if trainer.ranks.is_root:
         _show_translations(trainer, args.show)
     return 0
@@ -1057,18 +1059,6 @@ def _last_dev(out: Path) -> dict[str, Any] | None:
     return dev[-1] if dev else None
 
 
-def _silence_stdout() -> None:
-    """Point standard output at /dev/null (the Python documentation's recipe for a closed pipe): what
-    is still buffered has nowhere to go, and Python's exit must not fail on it with a traceback."""
-    try:
-        descriptor = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): nothing to silence
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, descriptor)
-    os.close(devnull)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
     the process in to the CPU settings (tune_cpu), as a program of its own may.
@@ -1105,7 +1095,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a reader that has gone shows here, not as a traceback when Python exits
         return code
     except BrokenPipeError:  # `translate ... | head -n 1`: the reader has all it wanted
-        _silence_stdout()
+        silence(sys.stdout)
         return BROKEN_PIPE
     except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)

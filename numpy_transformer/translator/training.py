@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backend import get_array_module
+from ..files import ReaderWatched
 from ..machine import available_memory, cpu_cores, tune_cpu
 from ..model import Transformer, TransformerConfig, build_transformer, loss_and_backward, parameter_count
 from ..optim import (
@@ -66,7 +67,11 @@ class TrainingDiverged(RuntimeError):
     """The loss or a gradient became NaN or infinite."""
 
 
-STOP_MESSAGES = {"interrupted": "interrupted", "another rank": "stopped with another rank"}
+STOP_MESSAGES = {
+    "interrupted": "interrupted",
+    "another rank": "stopped with another rank",
+    "reader gone": "standard output was closed",
+}
 PLAN_AFTER = 20  # steps timed before a time-budgeted run plans its length
 PAUSE = 10.0  # a step over this many times the median of the steps timed with it was a pause, not the pace
 
@@ -337,11 +342,11 @@ class Trainer:
         """
         ranks = self.ranks
         run = RunFiles(Path(out_dir)) if out_dir is not None and ranks.is_root else None
-        bar = _progress(self.steps, self.step, progress and ranks.is_root)
         records: list[dict[str, Any]] = []
         self.stop = self.requested = ranks.failure = None
         throughput = _Throughput()
-        with _signals_call(self._request_stop), closing(bar), ExitStack() as files:
+        with _signals_call(self._request_stop), _readers_watched(self._reader_gone), ExitStack() as files:
+            bar = files.enter_context(closing(_progress(self.steps, self.step, progress and ranks.is_root)))
             if run:
                 with ranks.holding():
                     run.write_config(config_toml(self.model_config, self.config))
@@ -409,6 +414,16 @@ class Trainer:
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(
             f"\n{name}: stopping after this step, then saving ({name} again: stop at once without saving)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _reader_gone(self) -> None:
+        """Standard output or error was closed by its reader (``| head``, quitting ``less``): stop
+        after this step and save, as after a first Ctrl-C."""
+        self.requested = self.requested or "reader gone"
+        print(
+            "standard output was closed (its reader went away): stopping after this step, then saving",
             file=sys.stderr,
             flush=True,
         )
@@ -716,6 +731,17 @@ def _check_finite(model: Transformer, step: int, loss: float, grad_norm: float) 
             )
     if not math.isfinite(loss):
         raise TrainingDiverged(f"step {step + 1}: the loss is {loss}")
+
+
+@contextmanager
+def _readers_watched(gone: Any) -> Iterator[None]:
+    """Standard output and error as ReaderWatched streams: a reader that goes away calls ``gone``."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ReaderWatched(sys.stdout, gone), ReaderWatched(sys.stderr, gone)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 @contextmanager

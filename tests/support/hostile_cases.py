@@ -866,6 +866,35 @@ ISSUE_CASES = [
     ),
 ]
 
+# -- streams and saves: a closed pipe, a full disk, a stream of lines of every kind ---------------------
+
+
+def train_into_head(ws: Path) -> tuple[int, str]:
+    """train | head -n 1: the reader goes away after the first line; the run stops as after a first
+    Ctrl-C, every step it trained saved (model.npz at the last step logged), exit code 141."""
+    out = ws / "train-head"
+    argv = ["train", "--task", "copy", *TINY, "--steps", "400", "--eval-every", "2", "--out", str(out)]
+    process = command(*argv)
+    try:
+        process.stdout.readline()
+        process.stdout.close()
+        code, err = process.wait(), process.stderr.read().decode(errors="replace")
+    finally:
+        process.kill()
+        process.wait()
+    if not (out / "model.npz").exists():
+        return 1, f"exit code {code}, nothing saved: {err[-200:]}"
+    logged = max(json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines())
+    saved = load_checkpoint(out)[1]["step"]
+    if code != 141 or saved != logged or saved >= 400:
+        return 1, f"exit code {code}, step {saved} saved of {logged} trained: {err[-200:]}"
+    return 0, ""
+
+
+STREAM_CASES = [
+    Case("train", "train | head -n 1: the reader goes away mid-run", train_into_head, False),
+]
+
 CASES = [
     # -- the run directory: nothing saved is lost ---------------------------------------------------------
     Case(
@@ -1829,6 +1858,7 @@ CASES = [
         check=lambda ws: load_checkpoint(ws / "ft")[1]["step"] == 3,
     ),
     *ISSUE_CASES,
+    *STREAM_CASES,
     # MPI
     # under mpiexec -n 2 a refusal or failure on one rank stops every rank, said once; present where
     # mpiexec and mpi4py are (pip install -e '.[mpi]'), as tests/translator/test_distributed.py's runs
