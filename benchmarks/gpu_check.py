@@ -575,11 +575,11 @@ def _deadline(*_: Any) -> None:
     raise Deadline
 
 
-def run_section(name: str, device: Device, args: argparse.Namespace, seconds: int | None) -> dict:
+def run_section(name: str, device: Device, args: argparse.Namespace, seconds: float | None) -> dict:
     """One section's report; its failure or error is its report, and the next section still runs."""
     if seconds is not None:
         signal.signal(signal.SIGALRM, _deadline)
-        signal.alarm(seconds)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         section = SECTIONS[name](device, args)
         section["status"] = "passed" if section.pop("ok") else "FAILED"
@@ -589,7 +589,7 @@ def run_section(name: str, device: Device, args: argparse.Namespace, seconds: in
         section = {"status": "ERROR", "traceback": traceback.format_exc().splitlines()[-12:]}
         print("\n".join(section["traceback"]), flush=True)
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         backend.set_backend(device.xp)
     return section
 
@@ -651,8 +651,8 @@ def main() -> int:
     started = time.perf_counter()
     for name in args.sections:
         start = time.perf_counter()
-        left = None if args.deadline_s is None else int(args.deadline_s - (start - started))
-        if left is not None and left < 1:
+        left = None if args.deadline_s is None else args.deadline_s - (start - started)
+        if left is not None and left <= 0:
             section = {"status": "SKIPPED (deadline)"}
         else:
             section = run_section(name, device, args, left)
