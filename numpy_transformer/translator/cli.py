@@ -521,14 +521,21 @@ def _trainer(
     what it trains. With --overwrite the old run is cleared only now, once the new one is ready: a
     refusal or a Ctrl-C before this point keeps it."""
     from .data import FileTask
-    from .run_directory import clear_run
+    from .run_directory import clear_run, resume_checkpoint
     from .training import Trainer
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
+    saved = resume_checkpoint(out) if args.resume else out / FILENAME
+    if saved.name != FILENAME:
+        warnings.warn(
+            f"--resume: {out / FILENAME} is missing or older than {saved.name} (its save failed): "
+            f"resuming from {saved}, the run's newest complete checkpoint",
+            stacklevel=2,
+        )
     try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
         if args.resume:
             may_change = {name: settings["train"].get(name) for name in resumable_fields()}
-            trainer = Trainer.resume(out, comm=comm, **may_change)
+            trainer = Trainer.resume(saved, comm=comm, **may_change)
         else:
             trainer = Trainer.create(TrainConfig(**settings["train"]), settings["model"], comm=comm)
     except KeyboardInterrupt as interrupt:
@@ -559,7 +566,7 @@ def _trainer(
                 f"no more: nothing is left to train; give --steps above {trainer.step} to train on",
                 stacklevel=2,
             )
-        return trainer, f"resuming {out / 'model.npz'} at step {trainer.step} for {length}{ranks}"
+        return trainer, f"resuming {saved} at step {trainer.step} for {length}{ranks}"
     if args.overwrite and (comm is None or comm.rank == 0):
         clear_run(out)
     config, task, sizes = trainer.config, trainer.task, trainer.model_config

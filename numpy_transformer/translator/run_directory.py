@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from ..files import SaveError, write_text_atomically
-from .checkpoint import FILENAME, resolve_path
+from .checkpoint import FILENAME, load_meta, resolve_path
 from .run_state import KEPT_NAME, RunState
 
 LOG_NAME = "log.jsonl"
@@ -61,11 +61,12 @@ def check_run_directory(
     owner = RunLock(path).owner() if check_lock else None
     if owner is not None:
         raise RunLock.in_use(path, owner)
-    if resume and not (path / FILENAME).is_file():
-        raise ValueError(
-            f"--resume: --out {out} holds no saved run ({FILENAME}); start a new run without --resume"
-        )
     held = run_files(path)
+    if resume and not (path / FILENAME).is_file() and not _evaluation_checkpoints(path):
+        raise ValueError(
+            f"--resume: --out {out} holds no saved run ({FILENAME} or {KEPT_PATTERN}); start a new run "
+            + ("without --resume" if not held else "in a new --out (its other files stay)")
+        )
     if held and not (resume or overwrite):
         resume_it = "continue it with --resume, " if command == "train" else ""
         raise ValueError(
@@ -196,6 +197,21 @@ def run_files(directory: Path) -> list[Path]:
     return [directory / name for name in names if (directory / name).exists()] + sorted(
         path for path in directory.glob(KEPT_PATTERN) if KEPT_NAME.fullmatch(path.name) and path.is_file()
     )
+
+
+def _evaluation_checkpoints(directory: Path) -> list[Path]:
+    """The evaluation checkpoints (step-*.npz) a run wrote in ``directory``, oldest first."""
+    return [path for path in run_files(directory) if KEPT_NAME.fullmatch(path.name)]
+
+
+def resume_checkpoint(directory: Path) -> Path:
+    """The checkpoint --resume continues: model.npz, or the newest evaluation checkpoint when it is
+    newer (the save of model.npz after it failed, a full disk) or model.npz is missing."""
+    last = directory / FILENAME
+    kept = _evaluation_checkpoints(directory)
+    if kept and (not last.is_file() or int(kept[-1].stem.removeprefix("step-")) > load_meta(last)["step"]):
+        return kept[-1]
+    return last
 
 
 def clear_run(directory: Path) -> None:

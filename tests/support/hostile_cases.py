@@ -891,8 +891,36 @@ def train_into_head(ws: Path) -> tuple[int, str]:
     return 0, ""
 
 
+def disk_full_between_saves(ws: Path) -> tuple[int, str]:
+    """The disk fills between the two saves of the first evaluation: step-0000002.npz is whole,
+    model.npz failed (exit 1). --resume must continue from the whole one."""
+    real, calls = np.savez, []
+
+    def savez(*args: object, **kwargs: object) -> None:
+        calls.append(1)
+        if len(calls) == 2:  # the second save: model.npz, after step-0000002.npz
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(*args, **kwargs)
+
+    np.savez = savez
+    try:
+        code, err = cli("train", "--task", "copy", *TINY, "--out", "{ws}/full-between")(ws)
+    finally:
+        np.savez = real
+    if code != 1 or not (ws / "full-between" / "step-0000002.npz").exists():
+        return 1, f"the disk-full run ended with {code}: {err}"
+    return cli("train", "--resume", "--steps", "4", "--out", "{ws}/full-between", "--no-progress")(ws)
+
+
 STREAM_CASES = [
     Case("train", "train | head -n 1: the reader goes away mid-run", train_into_head, False),
+    Case(
+        "run dir",
+        "--resume after the disk filled between step-*.npz and model.npz",
+        disk_full_between_saves,
+        False,
+        check=lambda ws: load_checkpoint(ws / "full-between")[1]["step"] == 4,
+    ),
 ]
 
 CASES = [
