@@ -329,15 +329,29 @@ def test_a_failure_lists_the_worst_entries_and_can_draw_them(tmp_path):
         assert f"picture of the error: {picture}" in message and picture.stat().st_size > 0
 
 
-# -- the same checks on CuPy (the strict stand-in) ------------------------------------------------------
+# -- the same checks on CuPy: the strict stand-in, and real CuPy where a GPU is present --------------
 
 
-@pytest.fixture
-def device():
+def _real_cupy():
+    try:
+        import cupy
+
+        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
+    except Exception:  # not installed, or no usable GPU
+        return None
+
+
+@pytest.fixture(
+    params=[
+        "stand-in",
+        pytest.param("cupy", marks=pytest.mark.skipif(_real_cupy() is None, reason="no GPU here")),
+    ]
+)
+def device(request):
     from cupy_standin import make_module
 
     previous = backend.get_array_module()
-    module = backend.set_backend(make_module())
+    module = backend.set_backend(make_module() if request.param == "stand-in" else "cupy")
     yield module
     backend.set_backend(previous)
 

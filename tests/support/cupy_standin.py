@@ -13,7 +13,18 @@ It behaves like CuPy where CuPy differs from NumPy, and counts what costs on a G
   returning a device pointer (an int), not a serialisable dict;
 - it counts every device-to-host synchronisation (``float()``, ``int()``, ``bool()``,
   ``.item()``, ``.tolist()``, ``.get()``, ``asnumpy``) in ``SYNCS`` and every host-to-device copy
-  in ``UPLOADS``, so tests can hold budgets.
+  in ``UPLOADS``, so tests can hold budgets;
+- integer-array indices out of range wrap around instead of raising (in ``[]``, assignment and
+  ``take``), as CuPy documents: ``x[[1, 3]]`` of a 3-element array reads element 0;
+- an assignment whose integer indices repeat a location stores one of the values, not always the
+  last (CuPy: "the value that is actually stored is undefined"): here a random one;
+- ``add.at`` and ``cupyx.scatter_add`` add repeated locations in an order that changes from call
+  to call, as atomic additions do, so float sums may differ in their last bits between two calls;
+- ``partition`` and ``argpartition`` sort fully, as CuPy's do, with equal values in a random order;
+- ``array(host_data, copy=False)`` raises ValueError, as in CuPy 14 (a host array must be copied);
+- its random generator draws other numbers than NumPy's for the same seed, as cuRAND does;
+- ``get_default_memory_pool()`` counts the bytes the pool holds: arrays in use, and blocks freed
+  but kept until ``free_all_blocks()``.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from __future__ import annotations
 import operator
 import types
 import warnings
+import weakref
 from collections import Counter
 from typing import Any, ClassVar
 
@@ -28,6 +40,43 @@ import numpy as np
 
 SYNCS: Counter = Counter()  # device -> host synchronisations, by kind
 UPLOADS: Counter = Counter()  # host -> device copies, by function
+_UNDEFINED = np.random.default_rng(20261127)  # which duplicate wins, summation orders, tie orders
+
+
+class _MemoryPool:
+    """CuPy's default pool, as far as it shows: a new array takes its bytes from the blocks the pool
+    holds free, or from the device when those run short; an array's bytes go back to the pool when it
+    is collected, still held (``total_bytes``), and to the device only at ``free_all_blocks()``. So
+    ``total_bytes`` is the most ever in use at once since then (CuPy's rounding to blocks aside)."""
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.free = 0
+
+    def allocate(self, array: ndarray) -> None:
+        nbytes = array._a.nbytes
+        self.free -= min(self.free, nbytes)
+        self.used += nbytes
+        weakref.finalize(array, self._release, nbytes)
+
+    def _release(self, nbytes: int) -> None:
+        self.used -= nbytes
+        self.free += nbytes
+
+    def used_bytes(self) -> int:
+        return self.used
+
+    def free_bytes(self) -> int:
+        return self.free
+
+    def total_bytes(self) -> int:
+        return self.used + self.free
+
+    def free_all_blocks(self) -> None:
+        self.free = 0
+
+
+POOL = _MemoryPool()
 
 
 def _sync(kind: str) -> None:
@@ -146,6 +195,8 @@ class ndarray:
 
     def __init__(self, array: np.ndarray) -> None:
         self._a = array
+        if array.base is None:  # owns its memory (a view shares another array's)
+            POOL.allocate(self)
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -208,14 +259,24 @@ class ndarray:
     def __getitem__(self, key: Any) -> Any:
         if _masked(key):
             _sync("boolean-mask index")
-        return _wrap(self._a[_unwrap(key, "an index")])
+        return _wrap(self._a[_wrapped_indices(_unwrap(key, "an index"), self.shape)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if _masked(key):
             _sync("boolean-mask index")
-        self._a[_unwrap(key, "an index")] = _unwrap(value, "__setitem__")
+        key = _wrapped_indices(_unwrap(key, "an index"), self.shape)
+        value = _unwrap(value, "__setitem__")
+        shuffled = _shuffled_leading_indices(self._a, key, value)
+        if shuffled is None:
+            self._a[key] = value
+        else:  # NumPy keeps the last of repeated locations: in a random order, a random one is last
+            self._a[shuffled[0]] = shuffled[1]
 
     def __getattr__(self, name: str) -> Any:
+        if name == "take":
+            return lambda indices, axis=None: _take(self, indices, axis)
+        if name in ("partition", "argpartition"):
+            return lambda kth, axis=-1: _FULL_SORTS[name](self, kth, axis)
         if name in _METHODS:
             return _call(getattr(self._a, name), f"ndarray.{name}")
         raise AttributeError(f"the CuPy stand-in's ndarray has no attribute {name!r}")
@@ -251,6 +312,102 @@ for _name in ("__lt__", "__le__", "__eq__", "__ne__", "__gt__", "__ge__"):
     setattr(ndarray, _name, _binary(_name))
 
 
+# -- CuPy's indexing: out-of-range integer indices wrap; repeated locations are written in any order --
+def _is_integer_array(component: Any) -> bool:
+    return isinstance(component, (np.ndarray, list)) and np.asarray(component).dtype.kind in "iu"
+
+
+def _wrapped_indices(key: Any, shape: tuple[int, ...]) -> Any:
+    """``key`` with every integer-array component taken modulo its axis's length (CuPy's wrap)."""
+    components = list(key) if isinstance(key, tuple) else [key]
+    consumed = sum(
+        1 if not isinstance(c, np.ndarray) or c.dtype != np.bool_ else c.ndim
+        for c in components
+        if c is not None and c is not Ellipsis
+    )
+    axis, out = 0, []
+    for component in components:
+        if component is None:
+            out.append(component)
+        elif component is Ellipsis:
+            out.append(component)
+            axis += len(shape) - consumed
+        elif isinstance(component, np.ndarray) and component.dtype == np.bool_:
+            out.append(component)
+            axis += component.ndim
+        else:
+            if _is_integer_array(component) and axis < len(shape) and shape[axis] > 0:
+                component = np.asarray(component) % shape[axis]
+            out.append(component)
+            axis += 1
+    return tuple(out) if isinstance(key, tuple) else out[0]
+
+
+def _shuffled_leading_indices(target: np.ndarray, key: Any, value: Any) -> tuple[Any, Any] | None:
+    """(key, value) with the located elements in a random order, where the key's integer arrays come
+    first and repeat a location (the layout the package writes: ``table[ids] = rows``,
+    ``x[rows, cols] = v``); None where nothing repeats or the layout is another."""
+    components = key if isinstance(key, tuple) else (key,)
+    leading = 0
+    while leading < len(components) and _is_integer_array(components[leading]):
+        leading += 1
+    rest = components[leading:]
+    if leading == 0 or any(_is_integer_array(c) or c is None or c is Ellipsis for c in rest):
+        return None
+    indices = np.broadcast_arrays(*(np.asarray(c) for c in components[:leading]))
+    flat = [index.reshape(-1) for index in indices]
+    locations = np.ravel_multi_index(flat, target.shape[:leading])
+    if np.unique(locations).size == locations.size:
+        return None
+    order = _UNDEFINED.permutation(locations.size)
+    result_shape = target[key].shape
+    values = np.broadcast_to(np.asarray(value, dtype=target.dtype), result_shape)
+    values = values.reshape(locations.size, *result_shape[indices[0].ndim :])[order]
+    return tuple(index[order] for index in flat) + tuple(rest), values
+
+
+def _take(array: ndarray, indices: Any, axis: int | None = None) -> ndarray:
+    """CuPy's take: out-of-range indices wrap (it has no ``mode``)."""
+    indices = np.asarray(_unwrap(indices, "take"))
+    size = array.size if axis is None else array.shape[axis]
+    return _wrap(np.take(array._a, indices % size if size else indices, axis=axis))
+
+
+def _full_sort(kind: str) -> Any:
+    """CuPy's partition / argpartition: a full sort, equal values in an order of their own."""
+
+    def sort(array: ndarray, kth: Any, axis: int | None = -1) -> ndarray:
+        if isinstance(kth, ndarray):
+            raise TypeError(f"cupy.{kind} takes kth as an int or a sequence of ints, not an array")
+        a = array._a.reshape(-1) if axis is None else array._a
+        axis = -1 if axis is None else axis
+        order = np.argsort(a, axis=axis, kind="stable")
+        # ties broken at random: sort a random permutation of each row stably, then map back
+        permutation = np.argsort(_UNDEFINED.random(a.shape), axis=axis)
+        shuffled = np.take_along_axis(a, permutation, axis=axis)
+        order = np.take_along_axis(permutation, np.argsort(shuffled, axis=axis, kind="stable"), axis=axis)
+        return ndarray(order if kind == "argpartition" else np.take_along_axis(a, order, axis=axis))
+
+    return sort
+
+
+_FULL_SORTS = {"partition": _full_sort("partition"), "argpartition": _full_sort("argpartition")}
+
+
+def _at_in_any_order(function: Any, target: np.ndarray, indices: Any, values: Any) -> None:
+    """ufunc.at with the (location, value) pairs in a random order: atomics' order on a GPU."""
+    if isinstance(indices, tuple) or values is None:
+        function(target, indices, *(() if values is None else (values,)))
+        return
+    indices = np.asarray(indices)
+    order = _UNDEFINED.permutation(indices.size)
+    result_shape = target[indices].shape
+    values = np.broadcast_to(np.asarray(values), result_shape).reshape(
+        indices.size, *result_shape[indices.ndim :]
+    )
+    function(target, indices.reshape(-1)[order] % target.shape[0], values[order])
+
+
 # -- ufuncs with CuPy's support matrix ---------------------------------------------------------------
 _UFUNC_METHODS = {
     "reduce": {"add", "multiply"},
@@ -280,10 +437,8 @@ class ufunc:
         if method == "at":  # in place on the device array
 
             def at(target: ndarray, indices: Any, values: Any = None) -> None:
-                args = (_unwrap(indices, "ufunc.at"),) + (
-                    () if values is None else (_unwrap(values, "ufunc.at"),)
-                )
-                function(target._a, *args)
+                values = None if values is None else _unwrap(values, "ufunc.at")
+                _at_in_any_order(function, target._a, _unwrap(indices, "ufunc.at"), values)
 
             return at
         return _call(function, f"{self.__name__}.{method}")
@@ -445,7 +600,10 @@ class _Generator:
     def __init__(self, seed: Any) -> None:
         if seed is not None and not isinstance(seed, (int, np.integer)):
             raise TypeError(f"the CuPy stand-in's default_rng takes an int seed, got {type(seed).__name__}")
-        self._rng = np.random.default_rng(seed)
+        # cuRAND's streams are not NumPy's: the same seed draws other numbers
+        self._rng = np.random.default_rng(
+            None if seed is None else np.random.SeedSequence([int(seed), 0xC0DA])
+        )
         self.bit_generator = types.SimpleNamespace(state=lambda: id(self._rng))  # a device pointer, in CuPy
 
     def __getattr__(self, name: str) -> Any:
@@ -467,9 +625,11 @@ def _asarray(value: Any, dtype: Any = None, **kwargs: Any) -> ndarray:
     return ndarray(np.array(value, dtype=dtype, **kwargs))
 
 
-def _array(value: Any, dtype: Any = None, copy: bool = True, **kwargs: Any) -> ndarray:
+def _array(value: Any, dtype: Any = None, copy: bool | None = True, **kwargs: Any) -> ndarray:
     if isinstance(value, ndarray):
         return ndarray(np.array(value._a, dtype=dtype, copy=copy, **kwargs))
+    if copy is False:
+        raise ValueError("Unable to avoid copy while creating an array from given object (host data).")
     UPLOADS["array"] += 1
     return ndarray(np.array(value, dtype=dtype, **kwargs))
 
@@ -485,7 +645,7 @@ def _scatter_add(target: ndarray, indices: Any, values: Any) -> None:
     warnings.warn(
         "cupyx.scatter_add is deprecated. Please use cupy.add.at instead.", DeprecationWarning, stacklevel=2
     )
-    np.add.at(target._a, _unwrap(indices, "scatter_add"), _unwrap(values, "scatter_add"))
+    _at_in_any_order(np.add.at, target._a, _unwrap(indices, "scatter_add"), _unwrap(values, "scatter_add"))
 
 
 class _Device:
@@ -545,6 +705,12 @@ def make_module() -> types.ModuleType:
     module.asarray, module.array, module.asnumpy = _asarray, _array, asnumpy
     module.ascontiguousarray = lambda value, dtype=None: _asarray(value, dtype)
     module.get_array_module = lambda *arrays: module
+    module.take = lambda a, indices, axis=None: _take(a, indices, axis)
+    module.partition, module.argpartition = (
+        lambda a, kth, axis=-1: _FULL_SORTS["partition"](a, kth, axis),
+        lambda a, kth, axis=-1: _FULL_SORTS["argpartition"](a, kth, axis),
+    )
+    module.get_default_memory_pool = lambda: POOL
     module.random = types.SimpleNamespace(default_rng=_Generator, Generator=_Generator)
     module.cuda = types.SimpleNamespace(
         Device=_Device,

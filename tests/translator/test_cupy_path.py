@@ -97,10 +97,18 @@ def test_evaluate_save_resume_and_checkpoints_that_cross_to_the_cpu(gpu, tmp_pat
     for name, p in resumed.model.named_parameters():
         assert np.array_equal(p.data.get(), after_two[name]), name
 
-    on_cpu = cpu(Trainer.resume, saved)  # a GPU checkpoint trains on on the CPU...
+    # a GPU checkpoint trains on on the CPU. CuPy's random streams are not NumPy's, so its dropout
+    # masks are the CPU's own: a crossed run follows the one that stayed only without dropout
+    with_dropout = cpu(Trainer.resume, saved)
+    assert np.isfinite(cpu(with_dropout.train_step)["loss"])
+    plain = Trainer.create(TrainConfig(**CONFIG), {**TINY, "dropout": 0.0})
+    plain.train_step()
+    plain_saved = plain.save(tmp_path / "plain")
+    plain.train_step()
+    on_cpu = cpu(Trainer.resume, plain_saved)
     cpu(on_cpu.train_step)
-    for name, p in on_cpu.model.named_parameters():
-        np.testing.assert_allclose(p.data, after_two[name], rtol=0, atol=1e-6, err_msg=name)
+    for (name, p), (_, q) in zip(on_cpu.model.named_parameters(), plain.model.named_parameters()):
+        np.testing.assert_allclose(p.data, q.data.get(), rtol=0, atol=1e-6, err_msg=name)
     cpu_saved = cpu(on_cpu.save, tmp_path / "cpu")
     back = Trainer.resume(cpu_saved)  # ...and a CPU checkpoint on the GPU
     assert isinstance(back.model.parameters()[0].data, gpu.ndarray) and back.step == 2
