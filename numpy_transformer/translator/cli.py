@@ -614,6 +614,7 @@ def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..
 
 def _show_translations(trainer: Trainer, count: int) -> None:
     """Print the model's translations of the first ``count`` test pairs, never seen in training."""
+    from .data import printable
     from .evaluation import translate_ids
 
     task = trainer.task
@@ -624,8 +625,8 @@ def _show_translations(trainer: Trainer, count: int) -> None:
     outputs = translate_ids(trainer.model, task.encode_pairs(pairs)[0], ids=task.ids)
     for (source, reference), ids in zip(pairs, outputs):
         hypothesis = task.tokenizer.detokenize(task.tgt_vocab.decode(ids))
-        mark = "ok" if hypothesis == reference else f"expected: {reference}"
-        print(f"  {source}  ->  {hypothesis}   [{mark}]")
+        mark = "ok" if hypothesis == reference else f"expected: {printable(reference)}"
+        print(f"  {printable(source)}  ->  {printable(hypothesis)}   [{mark}]")
 
 
 def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
@@ -669,7 +670,7 @@ def _decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
 
 def _translate(args: argparse.Namespace) -> int:
     from .checkpoint import load_for_inference
-    from .data import encode_sentences
+    from .data import encode_sentences, printable
     from .evaluation import score_ids, translate_ids, translate_n_best
 
     if args.n_best > 1 and (args.strategy not in (None, "beam") or args.score):
@@ -685,55 +686,89 @@ def _translate(args: argparse.Namespace) -> int:
             raise ValueError(f"sentence {empty[0]} of the arguments is empty: give text to translate")
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
 
-    def check_lengths(batch: list[tuple[str, str]]) -> None:
-        for where, sentence in batch:
-            model.src_pos.check_length(
-                len(tokenizer.tokenize_source(sentence)), f"{where} ({sentence[:40]!r})"
+    def over_long(where: str, text: str, target: bool = False) -> str | None:
+        """Why ``text`` (a source, or a ``target`` translation to score, which gains <eos>) does not
+        fit the model's positional table, or None; a cheap bound first, so that a 25 MB line is
+        never tokenised."""
+        table, extra = (model.tgt_pos, 1) if target else (model.src_pos, 0)
+        length = tokenizer.fewest_tokens(text, table.seq_len) + extra
+        at_least = "at least " if length > table.seq_len else ""
+        if not at_least:
+            length = len((tokenizer.tokenize if target else tokenizer.tokenize_source)(text)) + extra
+        if length <= table.seq_len:
+            return None
+        return (
+            f"{where} ({printable(text[:40])!r}) has {at_least}{length:,} tokens, longer than the "
+            f"positional table's seq_len={table.seq_len}"
+        )
+
+    def fitting(batch: list[tuple[str, str]], references: list[str]) -> list[int]:
+        """The indices of the batch's lines that fit; each that does not is named on standard error."""
+        kept = []
+        for index, (where, sentence) in enumerate(batch):
+            why = over_long(where, sentence) or (
+                over_long(f"{where}'s translation", references[index], target=True) if references else None
             )
+            if why is None:
+                kept.append(index)
+            else:
+                warnings.warn(f"not translated: {why}", stacklevel=2)
+        return kept
+
+    def text_of(ids: list[int]) -> str:
+        return printable(tokenizer.detokenize(tgt_vocab.decode(ids)))
 
     size = args.batch_size
     if args.sentences:
         numbered = [(f"sentence {number}", text) for number, text in enumerate(args.sentences, start=1)]
-        check_lengths(numbered)  # every argument before any work
+        why = next(filter(None, (over_long(where, text) for where, text in numbered)), None)
+        if why is not None:  # every argument before any work
+            raise ValueError(why)
         batches: Iterable[list[tuple[str, str]]] = (
             numbered[start : start + size] for start in range(0, len(numbered), size)
         )
     else:
         batches = _standard_input_batches(size)
     options = _decode_options(args, tokenizer)
-    translated = 0
+    translated = skipped = 0
     for batch in batches:  # batch by batch: memory stays bounded, and each is printed as soon as it is done
         references = []
         if args.score:  # each line: source, tab, the translation to score
             pairs = [(where, _source_and_reference(where, text)) for where, text in batch]
             batch = [(where, source) for where, (source, _) in pairs]
             references = [reference for _, (_, reference) in pairs]
-        if not args.sentences or args.score:
-            check_lengths(batch)
-        for (where, _), reference in zip(batch, references):  # the target gains <eos>
-            model.tgt_pos.check_length(
-                len(tokenizer.tokenize(reference)) + 1, f"{where}'s translation ({reference[:40]!r})"
-            )
+        if not args.sentences or args.score:  # a line that does not fit is left out, the others go on
+            kept = fitting(batch, references)
+            skipped += len(batch) - len(kept)
+            batch = [batch[index] for index in kept]
+            references = [references[index] for index in kept] if references else []
+            if not batch:
+                continue
         sentences = [sentence for _, sentence in batch]
         src_ids = encode_sentences(sentences, tokenizer, src_vocab)
         if args.score:
             references_ids = encode_sentences(references, tokenizer, tgt_vocab, target=True)
             scores = score_ids(model, src_ids, references_ids, tgt_vocab.ids)
             for sentence, reference, score in zip(sentences, references, scores):
-                print(f"{sentence}\t{reference}\t{score:.4f}")
+                print(f"{printable(sentence)}\t{printable(reference)}\t{score:.4f}")
         elif args.n_best > 1:
             beam = {key: value for key, value in options.items() if key != "strategy"}
             for sentence, best in zip(
                 sentences, translate_n_best(model, src_ids, args.n_best, args.max_len, tgt_vocab.ids, **beam)
             ):
                 for ids, score in best:
-                    print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}\t{score:.4f}")
+                    print(f"{printable(sentence)}\t{text_of(ids)}\t{score:.4f}")
         else:
             outputs = translate_ids(model, src_ids, args.max_len, tgt_vocab.ids, **dict(options))
             for sentence, ids in zip(sentences, outputs):
-                print(f"{sentence}\t{tokenizer.detokenize(tgt_vocab.decode(ids))}")
+                print(f"{printable(sentence)}\t{text_of(ids)}")
         sys.stdout.flush()
         translated += len(batch)
+    if skipped:
+        raise ValueError(
+            f"{skipped} of {skipped + translated} lines of standard input were not translated (each named "
+            "above): longer than the model's positional table"
+        )
     if not translated:
         raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
     return 0

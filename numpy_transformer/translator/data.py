@@ -67,6 +67,15 @@ class Tokenizer:
     def tokenize_source(self, text: str) -> list[str]:
         return self.tokenize(text)
 
+    def fewest_tokens(self, text: str, limit: int) -> int:
+        """A lower bound of the tokens of ``text`` on either side, found without tokenizing it (a
+        25 MB line costs the tokenizer a minute and gigabytes): its words (runs of non-space
+        characters, each at least one token), counted up to ``limit`` + 1."""
+        return sum(1 for _ in itertools.islice(_WORDS.finditer(text), limit + 1))
+
+
+_WORDS = re.compile(r"\S+")
+
 
 class CharTokenizer(Tokenizer):
     """One token per character; lossless."""
@@ -75,6 +84,9 @@ class CharTokenizer(Tokenizer):
 
     def tokenize(self, text: str) -> list[str]:
         return list(text)
+
+    def fewest_tokens(self, text: str, limit: int) -> int:
+        return len(text)
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         return "".join(tokens)
@@ -149,6 +161,14 @@ class BPETokenizer(Tokenizer):
 
     def tokenize(self, text: str) -> list[str]:
         return self._tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def fewest_tokens(self, text: str, limit: int) -> int:
+        # a character is at least one byte-level character, and a unit at most the longest's
+        return max(super().fewest_tokens(text, limit), -(-len(text) // self._longest_unit))
+
+    @cached_property
+    def _longest_unit(self) -> int:
+        return max(map(len, self._tokenizer.get_vocab()), default=1)
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         return self._tokenizer.decoder.decode(list(tokens))
@@ -303,6 +323,22 @@ class SentencePieceTokenizer(Tokenizer):
 
     def tokenize_source(self, text: str) -> list[str]:
         return [*self._split(text, self.source), self.END]
+
+    def fewest_tokens(self, text: str, limit: int) -> int:
+        # a piece covers at most the longest piece's characters (a space is one, ▁), of the text as
+        # normalised (NFKC composes up to 3 characters into one: a Hangul syllable's jamo); a
+        # language code is one token, however long
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            return 1 + self.fewest_tokens(text[end + 2 :], limit)
+        return -(-len(text) // (3 * self._longest_piece))
+
+    @cached_property
+    def _longest_piece(self) -> int:
+        return max(
+            len(model.id_to_piece(index))
+            for model in (self.source, self.target)
+            for index in range(model.get_piece_size())
+        )
 
     def tokenize(self, text: str) -> list[str]:
         return self._split(text, self.target)
@@ -783,6 +819,16 @@ class NumbersTask(TranslationTask):
 
 UTF8_BOM = b"\xef\xbb\xbf"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters (tab, newline, carriage return, NUL, the terminal's ESC,
+    line and paragraph separators) written as Python escapes (\\t, \\n, \\x1b, \\u2028): one
+    line of output per sentence, and nothing a terminal would obey."""
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def text_lines(lines: Iterable[bytes], name: str, start: int = 1) -> Iterator[tuple[int, str]]:

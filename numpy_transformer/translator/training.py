@@ -55,7 +55,7 @@ from .checkpoint import (
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml, fine_tune_settings
-from .data import FileTask, SubwordDropout, TranslationTask, make_task
+from .data import FileTask, SubwordDropout, TranslationTask, make_task, printable
 from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
 from .run_directory import RunFiles
@@ -622,8 +622,8 @@ def _evaluate_and_keep(trainer: Trainer, run: RunFiles | None, bar: Any) -> dict
     bar.write(format_metrics(f"step {trainer.step} dev", metrics))
     for example in metrics.get("examples", []):
         bar.write(
-            f"  source     {example['source']}\n  reference  {example['reference']}\n"
-            f"  model      {example['translation']}"
+            f"  source     {printable(example['source'])}\n  reference  {printable(example['reference'])}\n"
+            f"  model      {printable(example['translation'])}"
         )
     improved = metrics["bleu"] > trainer.best_bleu
     trainer.best_bleu = max(trainer.best_bleu, metrics["bleu"])

@@ -912,8 +912,96 @@ def disk_full_between_saves(ws: Path) -> tuple[int, str]:
     return cli("train", "--resume", "--steps", "4", "--out", "{ws}/full-between", "--no-progress")(ws)
 
 
+def translated_lines(text: bytes, *argv: str, expect: list[bytes]) -> Callable[[Path], tuple[int, str]]:
+    """translate with ``text`` on standard input: (exit code, standard error), or (1, why) when
+    standard output is not one line per source of ``expect``, in order, each without a control
+    character but the tab between the columns."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        process = command("translate", "--checkpoint", *[arg.replace("{ws}", str(ws)) for arg in argv])
+        try:
+            out, err = process.communicate(text)
+        finally:
+            process.kill()
+            process.wait()
+        lines = out.split(b"\n")[:-1]
+        if [line.split(b"\t")[0] for line in lines] != expect or any(
+            len(line.split(b"\t")) != 2 or any(byte < 32 and byte != 9 for byte in line) for line in lines
+        ):
+            return 1, f"printed {out[:300]!r}"
+        return process.returncode, err.decode(errors="replace")
+
+    return run
+
+
+def bpe_run_that_says(unit: str) -> Callable[[Path], Path]:
+    """A BPE run (every byte a unit) whose model says ``unit`` at every step: its output bias made huge."""
+
+    def make(ws: Path) -> Path:
+        out = ws / f"says-{ord(unit[0])}"
+        if not out.exists():
+            code, err = cli("train", "--data", "{ws}/corpus.tsv", *TINY, "--out", str(out))(ws)
+            assert code == 0, err
+            arrays, meta = load_checkpoint(out / "model.npz")
+            bias = arrays["param/projection_layer.proj.bias"]
+            bias[meta["tgt_vocab"].index(unit)] = 1e4
+            save_checkpoint(out / "model.npz", arrays, meta)
+        return out
+
+    return make
+
+
+LONG_LINE = b" ".join([b"abc"] * 500)
+FIVE_LINES = b"abc\ncab\n" + LONG_LINE + b"\nbca\nbb\n"
+HUGE_LINE = b"abc\n" + b"a" * (25 << 20) + b"\ncab\n"
+
+
 STREAM_CASES = [
     Case("train", "train | head -n 1: the reader goes away mid-run", train_into_head, False),
+    Case(
+        "translate",
+        "five lines on standard input, the third of 500 words",
+        translated_lines(FIVE_LINES, "{ws}/run", expect=[b"abc", b"cab", b"bca", b"bb"]),
+        True,
+        ("1 of 5 lines of standard input were not translated",),
+    ),
+    Case(
+        "translate",
+        "five lines, the third of 500 words, --batch-size 1",
+        translated_lines(FIVE_LINES, "{ws}/run", "--batch-size", "1", expect=[b"abc", b"cab", b"bca", b"bb"]),
+        True,
+        ("1 of 5 lines of standard input were not translated",),
+    ),
+    Case(
+        "translate",
+        "a 25 MB line between two others (refused without tokenising it)",
+        then(
+            bpe_run_that_says("a"),
+            translated_lines(HUGE_LINE, "{ws}/says-97", expect=[b"abc", b"cab"]),
+        ),
+        True,
+        ("1 of 3 lines of standard input were not translated",),
+    ),
+    *(
+        Case(
+            "translate",
+            f"a model that says {unit!r} (a byte-level unit) at every step",
+            then(
+                bpe_run_that_says(data.BYTE_UNITS[ord(unit)]),
+                translated_lines(
+                    b"abc\ncab\n", f"{{ws}}/says-{ord(data.BYTE_UNITS[ord(unit)])}", expect=[b"abc", b"cab"]
+                ),
+            ),
+            False,
+        )
+        for unit in ("\n", "\t", "\r", "\x1b", "\x00")
+    ),
+    Case(
+        "translate",
+        "sources holding ESC, a carriage return and a line separator",
+        translated_lines("a\x1b[2Jb\ra\u2028c\n".encode(), "{ws}/run", expect=[b"a\\x1b[2Jb\\ra\\u2028c"]),
+        False,
+    ),
     Case(
         "run dir",
         "--resume after the disk filled between step-*.npz and model.npz",

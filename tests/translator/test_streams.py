@@ -111,7 +111,6 @@ def test_the_whole_pipeline_with_head(checkpoint):  # 5,000 translations: more t
             "a\u2028b\x0cc\x85d\re\n\nabc\n".encode() + "café\n".encode("cp1252"),
             "standard input:4: not UTF-8 text",
         ),
-        ("abc\u2028c\r\n\n" + "a" * 5000 + "\n", "standard input:3 ('aaaa"),
     ],
 )
 def test_standard_input_that_is_not_utf8_or_too_long_is_named_by_line(checkpoint, content, message):
@@ -122,6 +121,19 @@ def test_standard_input_that_is_not_utf8_or_too_long_is_named_by_line(checkpoint
     lines = [line for line in error.decode().splitlines() if "warning:" not in line]
     assert len(lines) == 1 and message in lines[0], error.decode()
     assert "Traceback" not in error.decode()
+
+
+def test_a_line_too_long_is_named_and_left_out_and_the_others_translated(checkpoint):
+    process = translate(checkpoint)
+    out, error = process.communicate(("abc\u2028c\r\n\n" + "a" * 5000 + "\ncab\n").encode(), timeout=TIMEOUT)
+    assert process.returncode == 2
+    assert [line.split("\t")[0] for line in out.decode().splitlines()] == ["abc\\u2028c", "cab"]
+    warning, summary = [line for line in error.decode().splitlines() if "not translated" in line]
+    assert "warning: not translated: standard input:3 ('aaaa" in warning and "5,000 tokens" in warning
+    assert summary.endswith(
+        "error: 1 of 3 lines of standard input were not translated (each named above): "
+        "longer than the model's positional table"
+    )
 
 
 def test_line_batches_hand_on_full_batches_and_the_rest():
