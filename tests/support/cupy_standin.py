@@ -21,6 +21,7 @@ It behaves like CuPy where CuPy differs from NumPy, and counts what costs on a G
 - ``add.at`` and ``cupyx.scatter_add`` add repeated locations in an order that changes from call
   to call, as atomic additions do, so float sums may differ in their last bits between two calls;
 - ``partition`` and ``argpartition`` sort fully, as CuPy's do, with equal values in a random order;
+  ``sort`` and ``argsort`` are always stable and refuse any other ``kind``;
 - ``array(host_data, copy=False)`` raises ValueError, as in CuPy 14 (a host array must be copied);
 - its random generator draws other numbers than NumPy's for the same seed, as cuRAND does;
 - ``get_default_memory_pool()`` counts the bytes the pool holds: arrays in use, and blocks freed
@@ -277,6 +278,8 @@ class ndarray:
             return lambda indices, axis=None: _take(self, indices, axis)
         if name in ("partition", "argpartition"):
             return lambda kth, axis=-1: _FULL_SORTS[name](self, kth, axis)
+        if name == "argsort":  # (ndarray.sort sorts in place: NumPy's, stable, below)
+            return lambda axis=-1, kind=None: _STABLE_SORTS[name](self, axis, kind)
         if name in _METHODS:
             return _call(getattr(self._a, name), f"ndarray.{name}")
         raise AttributeError(f"the CuPy stand-in's ndarray has no attribute {name!r}")
@@ -392,6 +395,22 @@ def _full_sort(kind: str) -> Any:
 
 
 _FULL_SORTS = {"partition": _full_sort("partition"), "argpartition": _full_sort("argpartition")}
+
+
+def _stable_sort(kind_of_sort: str) -> Any:
+    """CuPy's sort / argsort: always stable; a ``kind`` other than None or "stable" is refused."""
+
+    def sort(array: ndarray, axis: int | None = -1, kind: str | None = None) -> ndarray:
+        if kind not in (None, "stable"):
+            raise ValueError(
+                f"kind={kind!r}: cupy.{kind_of_sort} supports only a stable sort (None or 'stable')"
+            )
+        return ndarray(getattr(np, kind_of_sort)(_unwrap(array, kind_of_sort), axis=axis, kind="stable"))
+
+    return sort
+
+
+_STABLE_SORTS = {"sort": _stable_sort("sort"), "argsort": _stable_sort("argsort")}
 
 
 def _at_in_any_order(function: Any, target: np.ndarray, indices: Any, values: Any) -> None:
@@ -710,6 +729,7 @@ def make_module() -> types.ModuleType:
         lambda a, kth, axis=-1: _FULL_SORTS["partition"](a, kth, axis),
         lambda a, kth, axis=-1: _FULL_SORTS["argpartition"](a, kth, axis),
     )
+    module.sort, module.argsort = _STABLE_SORTS["sort"], _STABLE_SORTS["argsort"]
     module.get_default_memory_pool = lambda: POOL
     module.random = types.SimpleNamespace(default_rng=_Generator, Generator=_Generator)
     module.cuda = types.SimpleNamespace(

@@ -84,6 +84,14 @@ def test_partition_sorts_fully(xp):
     assert [a.tolist()[i] for i in order] == [1.0, 1.0, 2.0, 3.0, 4.0, 5.0] and sorted(order[:2]) == [1, 3]
 
 
+def test_sorting_is_stable_and_refuses_another_kind(xp):
+    a = xp.asarray([2.0, 1.0, 2.0, 1.0, 2.0])
+    assert xp.argsort(a).tolist() == [1, 3, 0, 2, 4]  # equal values keep their order
+    assert a.argsort().tolist() == [1, 3, 0, 2, 4]
+    with pytest.raises(ValueError):
+        xp.argsort(a, kind="quicksort")
+
+
 def test_an_array_from_host_data_cannot_avoid_the_copy(xp):
     if xp is REAL and int(xp.__version__.split(".")[0]) < 14:
         pytest.skip("CuPy 13 copies where 14 raises")
