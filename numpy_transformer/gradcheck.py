@@ -670,6 +670,20 @@ def _changed(snapshot: Sequence[tuple[str, Any, Any]]) -> list[tuple[str, str]]:
     return [(path, diff) for path, array, copy in snapshot if (diff := _difference(copy, array)) is not None]
 
 
+def backward_writes(
+    backward: Callable[[Any, Any], Any], dout: Any, cache: Any, inputs: Mapping[str, Any] | None = None
+) -> tuple[Any, list[tuple[str, str]]]:
+    """Call ``backward(dout, cache)`` and say what it wrote into: ``(what it returned, [(where,
+    difference)])``, ``where`` one of ``"dout"``, ``"input 'name'"`` (an array of ``inputs``) or a
+    path inside the cache (``"cache.probs"``). The third rule of :func:`check_backward_contract`,
+    for a caller that grades the values its own way."""
+    watched = [("dout", dout)] if _is_array(dout) else []
+    watched += [(f"input '{name}'", value) for name, value in (inputs or {}).items() if _is_array(value)]
+    snapshot = _snapshot(watched + list(_arrays_in(cache, "cache")))
+    returned = backward(dout, cache)
+    return returned, _changed(snapshot)
+
+
 def _check_gradient_type(name: str, grad: Any, like: Any, where: str) -> str | None:
     """A fault line when ``grad`` differs from its input ``like`` in array library, dtype or shape."""
     if _library(grad) != _library(like):
@@ -821,20 +835,18 @@ def check_backward_contract(
     def dout(g: Any) -> Any:
         return float(g) if shape == () else g.copy()
 
-    cache_snapshot = _snapshot(list(_arrays_in(cache, "cache")))
-    given = dout(upstream)
-    grads = backward(given, cache)
-    if shape != () and "dout" not in overwrites and (diff := _difference(upstream, given)) is not None:
-        faults.append(f"backward wrote into dout: {diff} — {_OVERWRITE_HELP}")
-    for path, diff in _changed(before):
-        name = path.split("'")[1]
-        if name not in overwrites:
-            faults.append(f"backward wrote into its {path}: {diff} — {_OVERWRITE_HELP}")
-    if "cache" not in overwrites:
-        faults.extend(
-            f"backward wrote into the cache the forward returned, at {path}: {diff} — {_OVERWRITE_HELP}"
-            for path, diff in _changed(cache_snapshot)
-        )
+    grads, writes = backward_writes(backward, dout(upstream), cache, inputs)
+    for path, diff in writes:
+        if path == "dout":
+            if "dout" not in overwrites:
+                faults.append(f"backward wrote into dout: {diff} — {_OVERWRITE_HELP}")
+        elif path.startswith("input "):
+            if path.split("'")[1] not in overwrites:
+                faults.append(f"backward wrote into its {path}: {diff} — {_OVERWRITE_HELP}")
+        elif "cache" not in overwrites:
+            faults.append(
+                f"backward wrote into the cache the forward returned, at {path}: {diff} — {_OVERWRITE_HELP}"
+            )
     analytic = _gradients(grads, wrt, "backward")
     unknown = [name for name in analytic if name not in inputs]
     if unknown:

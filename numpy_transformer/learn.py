@@ -37,7 +37,7 @@ import numpy
 from . import blocks, functional
 from .backend import Array, get_array_module, to_numpy
 from .files import write_text_atomically
-from .gradcheck import gradcheck, random_upstream
+from .gradcheck import backward_writes, gradcheck, random_upstream
 
 WORKBOOK = "my_backprop.py"
 GUIDE = "README.md"
@@ -1607,24 +1607,78 @@ def _check_output(out: Any, case: Case, name: str) -> None:
         raise _Raised(f"{name} must return a floating array as its output, got {type(out).__name__}")
 
 
-def _check_untouched(
-    name: str, given: Any, upstream: Any, inputs: dict[str, Any], originals: dict[str, Any]
-) -> None:
-    """A backward that writes into dout or into the forward's arrays breaks the model around it."""
-    if hasattr(upstream, "shape") and not bool((to_numpy(given) == to_numpy(upstream)).all()):
-        raise _Raised(
+@dataclass
+class _Call:
+    """One call of a backward made inside the graded one: what it was given and returned, and
+    what it wrote into (``backward_writes``'s list)."""
+
+    name: str
+    dout: Any
+    cache: Any
+    result: Any
+    writes: list[tuple[str, str]]
+    theirs: bool  # defined in the learner's file (not a textbook function they imported)
+
+
+@contextmanager
+def _recording(spaces: Sequence[dict[str, Any]], calls: list[_Call]) -> Iterator[None]:
+    """Every exercise's backward that the module globals ``spaces`` hold, wrapped so that each call
+    appends a _Call to ``calls``; the globals restored on the way out."""
+    textbook = (vars(functional), vars(blocks))
+    patched: list[tuple[dict[str, Any], str, Any]] = []
+
+    def wrap(name: str, function: Callable) -> Callable:
+        theirs = getattr(function, "__globals__", None) not in textbook
+
+        def recorded(dout: Any, cache: Any, *args: Any, **kwargs: Any) -> Any:
+            call = _Call(name, dout.copy() if hasattr(dout, "copy") else dout, cache, None, [], theirs)
+            calls.append(call)  # on the way in: a call comes before the calls it makes
+            call.result, call.writes = backward_writes(
+                lambda d, c: function(d, c, *args, **kwargs), dout, cache
+            )
+            return call.result
+
+        recorded.__name__ = name
+        return recorded
+
+    try:
+        for space in spaces:
+            for exercise in EXERCISES:
+                function = space.get(exercise.backward)
+                if callable(function):
+                    patched.append((space, exercise.backward, function))
+                    space[exercise.backward] = wrap(exercise.backward, function)
+        yield
+    finally:
+        for space, name, function in reversed(patched):
+            space[name] = function
+
+
+def _written(name: str, writes: list[tuple[str, str]], calls: list[_Call]) -> str | None:
+    """Why a backward that wrote into dout, an input or its cache breaks the model around it, and
+    which function of the learner's did it where one they call did; None when it wrote nothing."""
+    if not writes:
+        return None
+    where, difference = writes[0]
+    if where == "dout":
+        said = (
             f"{name} changed dout in place: the model hands the same dout to other layers too "
             "(the residual path), so a backward must not write into it"
         )
-    flat = {f"params.{k}": v for k, v in inputs.get("params", {}).items()} | inputs
-    flat_originals = {f"params.{k}": v for k, v in originals.get("params", {}).items()} | originals
-    for variable, value in flat.items():
-        original = flat_originals[variable]
-        if hasattr(value, "shape") and not bool((to_numpy(value) == to_numpy(original)).all()):
-            raise _Raised(
-                f"{name} changed the forward's {variable} in place (the cache holds it): a backward must "
-                "leave what it received as it was"
-            )
+    elif where.startswith("input "):
+        said = (
+            f"{name} changed the forward's {where.split(chr(39))[1]} in place (the cache holds it): a "
+            "backward must leave what it received as it was"
+        )
+    else:
+        said = (
+            f"{name} changed its cache in place, at {where} ({difference}): the model reads those arrays "
+            "again (the next case, the next step), so a backward computes into new arrays (y = y * d, not y *= d)"
+        )
+    culprit = next((c for c in calls if c.theirs and c.writes and c.name != name), None)
+    if culprit is not None:
+        said += f"; your {culprit.name}, which it calls, wrote into the {culprit.writes[0][0]} it was handed"
+    return said
 
 
 def _returned_gradients(name: str, returned: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
@@ -1730,8 +1784,14 @@ def _run_case(
     _check_output(out, case, getattr(forward, "__name__", exercise.forward))
     upstream: Any = case.dloss if case.dloss is not None else random_upstream(out.shape, seed)
     given = upstream.copy() if hasattr(upstream, "copy") else upstream
-    returned = _call(backward, path, given, cache)
-    _check_untouched(exercise.backward, given, upstream, inputs, case.inputs)
+    calls: list[_Call] = []
+    flat = {f"params.{k}": v for k, v in inputs.get("params", {}).items()} | inputs
+    spaces = [vars(module)] + [vars(blocks)] * exercise.params
+    with _recording(spaces, calls):
+        returned, writes = backward_writes(lambda d, c: _call(backward, path, d, c), given, cache, flat)
+    written = _written(exercise.backward, writes, calls)
+    if written is not None:
+        raise _Raised(written)
     names = exercise.grads
     grads = _returned_gradients(exercise.backward, returned, names)
     # the textbook on the same inputs: whether yours is exact, and which mistake it looks like
@@ -1920,15 +1980,43 @@ def check(
     file = Path(module.__file__ or path).resolve()
     wanted = [e.backward for e in EXERCISES if names is None or not names or e.backward in names]
     verdicts = [check_function(module, name, file, seed, time_limit) for name in wanted]
-    failing = {v.name for v in verdicts if v.status in ("wrong", "error")}
-    for verdict in verdicts:  # a wrong function that calls another wrong one: say which to fix first
-        function = _own(module, verdict.name)
-        code = getattr(function, "__code__", None)
-        if verdict.status in ("wrong", "error") and code is not None:
-            called = [n for n in code.co_names if n in failing and n != verdict.name]
-            if called:
-                verdict.message = f"it calls your {called[0]}, which is wrong: fix that first"
+    graded = {v.name: v for v in verdicts}
+    for verdict in verdicts:  # a wrong function that calls a wrong one of theirs: say which to fix first
+        if verdict.status not in ("wrong", "error"):
+            continue
+        for callee in _callees(module, verdict.name):  # graded here even when not asked for
+            if callee not in graded:
+                graded[callee] = check_function(module, callee, file, seed, time_limit)
+            if graded[callee].status in ("wrong", "error"):
+                pointer = f"it calls your {callee}, which is wrong: fix that first"
+                if pointer not in verdict.message:
+                    verdict.message = f"{verdict.message}; {pointer}" if verdict.message else pointer
+                break
     return verdicts
+
+
+def _callees(module: ModuleType, name: str) -> list[str]:
+    """The exercises of the learner's file that their ``name`` calls, directly or through any
+    function of their file (their helpers, their other exercises), in ladder order: the first is
+    the one to fix first."""
+    own = vars(module)
+    code = getattr(_own(module, name), "__code__", None)
+    codes = [code] if code is not None else []
+    seen: set[Any] = set()
+    found: set[str] = set()
+    while codes:
+        code = codes.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        codes += [const for const in code.co_consts if isinstance(const, type(code))]  # nested functions
+        for word in code.co_names:
+            value = own.get(word)
+            if word in BY_NAME and word != name and _own(module, word) is not None:
+                found.add(word)
+            if inspect.isfunction(value) and value.__globals__ is own:
+                codes.append(value.__code__)
+    return [e.backward for e in EXERCISES if e.backward in found]
 
 
 MARKS = {"done": "✔", "wrong": "✖", "error": "✖", "to do": "·", "textbook": "-"}

@@ -315,6 +315,74 @@ def softmax_backward(dout, cache):
     )
 
 
+SOFTMAX_INTO_ITS_CACHE = """
+def softmax_backward(dout, cache):
+    y = cache
+    y *= dout - (dout * y).sum(axis=-1, keepdims=True)  # the right values, in the forward's y
+    return y
+"""
+
+ATTENTION_CALLING_IT = """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    ddropped = dout @ v.swapaxes(-1, -2)
+    dprobs = ddropped if dropout_cache is None else ddropped * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = softmax_backward(dprobs, probs)
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q * scale, dropped.swapaxes(-1, -2) @ dout
+"""
+
+
+def test_a_backward_writing_into_its_cache_is_named_and_its_callers_failure_points_at_it(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(HEADER + SOFTMAX_INTO_ITS_CACHE + ATTENTION_CALLING_IT)
+    (softmax,) = learn.check(path, ["softmax_backward"])
+    assert softmax.status == "error"
+    assert "softmax_backward changed its cache in place, at cache (" in softmax.message
+    (attention,) = learn.check(path, ["attention_backward"])  # checked alone: softmax not asked for
+    assert attention.status == "error"
+    assert "attention_backward changed its cache in place, at cache.probs" in attention.message
+    assert "your softmax_backward, which it calls, wrote into the cache it was handed" in attention.message
+    assert "it calls your softmax_backward, which is wrong: fix that first" in attention.message
+    path.write_text(
+        HEADER + SOFTMAX_INTO_ITS_CACHE.replace("y *= ", "y = y * (").replace("True)  #", "True))  #")
+    )
+    assert [v.status for v in learn.check(path, ["softmax_backward"])] == ["done"]
+
+
+def test_a_block_checked_alone_names_the_wrong_layer_of_theirs_it_calls_through_a_helper(tmp_path):
+    layer_norm = next(m for m in MISTAKES if m.expected == "ln_var").source
+    path = tmp_path / "mine.py"
+    path.write_text(
+        HEADER
+        + layer_norm
+        + """
+from numpy_transformer.functional import linear_backward
+
+def normalise_back(dout, cache):
+    return layer_norm_backward(dout, cache)
+
+def residual_backward(dout, cache):
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dn, dw, db = linear_backward(dout, sublayer)
+        dx, dg, dbeta = normalise_back(dn, norm)
+        dx = dout + dx
+    else:
+        ds, dg, dbeta = normalise_back(dout, norm)
+        dx, dw, db = linear_backward(ds, sublayer)
+        dx = dx + ds
+    return dx, {"gamma": dg, "beta": dbeta, "weight": dw, "bias": db}
+"""
+    )
+    report, code = learn.run_check(path, ["residual_backward"])
+    assert code == 1 and report.startswith("✖ residual_backward")
+    assert "it calls your layer_norm_backward, which is wrong: fix that first" in report
+    assert "✖ layer_norm_backward" not in report  # graded to follow the call, reported where asked
+
+
 def test_the_learner_kernel_set_takes_textbook_names_only():
     from numpy_transformer import kernels
 
