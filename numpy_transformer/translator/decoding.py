@@ -776,7 +776,11 @@ def filter_logits(
 ) -> Array:
     """Probabilities (N, V) after temperature, then top-k, then nucleus (top-p) filtering."""
     xp = get_array_module()
-    scaled = logits / temperature
+    # the row's best logit at 0 and the scale bounded: a temperature of 1e-300 leaves the best
+    # token alone (greedy's choice) and 1e300 an even spread (a masked -inf stays -inf, never
+    # -inf * 0), never an overflow to NaN
+    scale = 1 / min(max(temperature, 1 / TEMPERATURE_BOUND), TEMPERATURE_BOUND)
+    scaled = (logits - logits.max(axis=-1, keepdims=True)) * scale
     if top_k is not None and top_k < scaled.shape[-1]:
         kth = -xp.partition(-scaled, top_k - 1, axis=-1)[:, top_k - 1 : top_k]
         scaled = xp.where(scaled < kth, -xp.inf, scaled)
@@ -803,6 +807,9 @@ def filter_logits(
     return probs
 
 
+# the temperature is taken within [1 / this, this]: below, any two logits that differ (in float32)
+# are e^1e23 apart, the best token certain; above, every finite logit scales to 0 in float32
+TEMPERATURE_BOUND = 1e30
 # the tokens top-p filtering sorts first when no top_k bounds them (almost always enough: the
 # nucleus of a trained model's distribution is a few dozen tokens at most)
 NUCLEUS_CANDIDATES = 256

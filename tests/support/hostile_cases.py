@@ -866,7 +866,7 @@ ISSUE_CASES = [
     ),
 ]
 
-# -- streams and saves: a closed pipe, a full disk, a stream of lines of every kind ---------------------
+# -- streams and saves (a closed pipe, a full disk, a stream of lines of every kind), then extremes ----
 
 
 def train_into_head(ws: Path) -> tuple[int, str]:
@@ -951,12 +951,34 @@ def bpe_run_that_says(unit: str) -> Callable[[Path], Path]:
     return make
 
 
+def sampled_at(temperature: float) -> Callable[[Path], None]:
+    """sample_decode at ``temperature``, warnings as errors: a tiny one gives greedy's translation, a
+    huge one spreads the probabilities evenly."""
+
+    def call(ws: Path) -> None:
+        import warnings
+
+        from numpy_transformer.translator.decoding import filter_logits, sample_decode
+
+        model, src = nt.build_transformer(10, 12, 8, 8, d_model=16, N=1, h=2, d_ff=16, seed=3), ids(1, 4) * 3
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            sampled = sample_decode(model, src, None, 8, 1, 2, temperature=temperature, seed=1)
+            spread = filter_logits(np.array([[1.0, 5.0, -3.0]], dtype=np.float32), temperature)
+        if temperature < 1 and not np.array_equal(sampled, greedy_decode(model, src, None, 8, 1, 2)):
+            raise AssertionError(f"sampled {sampled.tolist()}, not greedy's translation")
+        if temperature > 1 and not np.allclose(spread, 1 / 3):
+            raise AssertionError(f"probabilities {spread.tolist()} at temperature {temperature}")
+
+    return call
+
+
 LONG_LINE = b" ".join([b"abc"] * 500)
 FIVE_LINES = b"abc\ncab\n" + LONG_LINE + b"\nbca\nbb\n"
 HUGE_LINE = b"abc\n" + b"a" * (25 << 20) + b"\ncab\n"
 
 
-STREAM_CASES = [
+LATEST_CASES = [
     Case("train", "train | head -n 1: the reader goes away mid-run", train_into_head, False),
     Case(
         "translate",
@@ -995,6 +1017,10 @@ STREAM_CASES = [
             False,
         )
         for unit in ("\n", "\t", "\r", "\x1b", "\x00")
+    ),
+    *(
+        Case("decoding", f"sample_decode at temperature {t:g}", api(sampled_at(t)), False)
+        for t in (1e-300, 5e-324, 1e300)
     ),
     Case(
         "translate",
@@ -1974,7 +2000,7 @@ CASES = [
         check=lambda ws: load_checkpoint(ws / "ft")[1]["step"] == 3,
     ),
     *ISSUE_CASES,
-    *STREAM_CASES,
+    *LATEST_CASES,
     # MPI
     # under mpiexec -n 2 a refusal or failure on one rank stops every rank, said once; present where
     # mpiexec and mpi4py are (pip install -e '.[mpi]'), as tests/translator/test_distributed.py's runs
