@@ -92,12 +92,12 @@ def test_sorting_is_stable_and_refuses_another_kind(xp):
         xp.argsort(a, kind="quicksort")
 
 
-def test_an_array_from_host_data_cannot_avoid_the_copy(xp):
-    if xp is REAL and int(xp.__version__.split(".")[0]) < 14:
-        pytest.skip("CuPy 13 copies where 14 raises")
-    with pytest.raises(ValueError):
-        xp.array(np.ones(3), copy=False)
-    assert xp.array(np.ones(3)).tolist() == [1.0, 1.0, 1.0]
+def test_an_array_from_host_data_is_copied_even_with_copy_false(xp):
+    # measured on CuPy 14.2 with a GPU: no error, where NumPy 2 raises for a copy it cannot avoid
+    host = np.ones(3)
+    device = xp.array(host, copy=False)
+    host[0] = 5.0
+    assert device.tolist() == [1.0, 1.0, 1.0]
 
 
 def test_the_random_streams_are_not_numpys(xp):
