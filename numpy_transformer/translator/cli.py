@@ -554,6 +554,7 @@ def _trainer(
     if args.resume:
         resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
         if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
+            trainer.plan_steps(trainer.step)  # the run ends where it is
             warnings.warn(
                 f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
                 f"({trainer.budget.spent() / 60:.1f} so far) at step {trainer.step}: nothing is left to train; "
@@ -597,6 +598,8 @@ def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..
     """Train, then show translations of unseen test sources; ``say`` prints on rank 0 only."""
     from .training import TrainingDiverged
 
+    if args.resume and trainer.step >= trainer.steps:  # said when it resumed: nothing is rewritten
+        return 0
     try:
         trainer.fit(out, progress=not args.no_progress)
     except (KeyboardInterrupt, TrainingDiverged) as error:

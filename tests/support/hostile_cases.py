@@ -951,6 +951,21 @@ def bpe_run_that_says(unit: str) -> Callable[[Path], Path]:
     return make
 
 
+def resume_with_the_budget_spent(ws: Path) -> tuple[int, str]:
+    """A run of a 0.01-minute budget, spent, then --resume: said, and nothing trained or rewritten."""
+    out = ws / "budget-spent"
+    sizes = TINY[: TINY.index("--steps")]
+    budget = ["--time-budget", "0.01", "--eval-size", "4", "--no-progress", "--show", "0"]
+    code, err = cli("train", "--task", "copy", *sizes, *budget, "--out", str(out))(ws)
+    if code != 0:
+        return code, err
+    saved = (out / "model.npz").read_bytes(), (out / "log.jsonl").read_text()
+    code, err = cli("train", "--resume", "--out", str(out), "--no-progress", "--show", "0")(ws)
+    if ((out / "model.npz").read_bytes(), (out / "log.jsonl").read_text()) != saved:
+        return 1, "the run trained on: model.npz or log.jsonl changed"
+    return (1 if "nothing is left to train" not in err else code), err
+
+
 def sampled_at(temperature: float) -> Callable[[Path], None]:
     """sample_decode at ``temperature``, warnings as errors: a tiny one gives greedy's translation, a
     huge one spreads the probabilities evenly."""
@@ -1018,6 +1033,7 @@ LATEST_CASES = [
         )
         for unit in ("\n", "\t", "\r", "\x1b", "\x00")
     ),
+    Case("run dir", "--resume a budgeted run whose budget is spent", resume_with_the_budget_spent, False),
     *(
         Case("decoding", f"sample_decode at temperature {t:g}", api(sampled_at(t)), False)
         for t in (1e-300, 5e-324, 1e300)
