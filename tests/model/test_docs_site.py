@@ -20,8 +20,11 @@ from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import jupytext
 import pytest
+
+jupytext = pytest.importorskip(
+    "jupytext", reason="the documentation tests need the dev extra: pip install -e '.[dev]'"
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = ROOT / "docs" / "hooks" / "mathml.py"

@@ -2,8 +2,14 @@
 
 from pathlib import Path
 
-import jupytext
-from nbclient import NotebookClient
+import pytest
+
+jupytext = pytest.importorskip(
+    "jupytext", reason="the notebook tests need the dev extra: pip install -e '.[dev]'"
+)
+nbclient = pytest.importorskip(
+    "nbclient", reason="the notebook tests need the dev extra: pip install -e '.[dev]'"
+)
 
 WALKTHROUGH = Path(__file__).resolve().parents[2] / "docs" / "walkthrough.py"
 
@@ -13,7 +19,7 @@ def test_walkthrough_runs_as_a_notebook(tmp_path, monkeypatch):
     monkeypatch.delenv("MPLBACKEND", raising=False)
     notebook = jupytext.read(WALKTHROUGH)
     # a failing cell (a wrong gradient, a changed signature) raises CellExecutionError with its traceback
-    NotebookClient(
+    nbclient.NotebookClient(
         notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
