@@ -100,6 +100,13 @@ def test_an_array_from_host_data_is_copied_even_with_copy_false(xp):
     assert device.tolist() == [1.0, 1.0, 1.0]
 
 
+def test_python_numbers_keep_an_arrays_float32(xp):
+    # CuPy 14 promotes as NumPy 2 does (NEP 50): a Python number takes the array's type
+    x = xp.ones(3, dtype=xp.float32)
+    assert (x / 3.0).dtype == xp.float32 and (x * 2).dtype == xp.float32 and (1.5 - x).dtype == xp.float32
+    assert (x * xp.ones(3, dtype=xp.float64)).dtype == xp.float64
+
+
 def test_the_random_streams_are_not_numpys(xp):
     drawn = xp.random.default_rng(0).random(4, dtype=xp.float64)
     assert backend.to_numpy(drawn).tolist() != np.random.default_rng(0).random(4).tolist()
