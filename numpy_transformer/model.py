@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -199,6 +200,7 @@ def loss_and_backward(
     without the padding's share of the work.
     """
     xp = get_array_module()
+    check_loss_settings(pad_id, label_smoothing, weight)
     check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id)
     positions = xp.flatnonzero(labels != pad_id)  # the labelled positions of the B*T, in order
     if positions.size == 0:
@@ -215,6 +217,21 @@ def loss_and_backward(
     return loss
 
 
+def check_loss_settings(pad_id: int, label_smoothing: float, weight: float) -> None:
+    """Refuse, before any work, a ``pad_id`` that is not an integer (the string "0" would count every
+    padded position), a ``label_smoothing`` outside [0, 1) and a ``weight`` that is not a finite number."""
+    if isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral):
+        raise TypeError(f"pad_id must be an integer id, got {pad_id!r}")
+    if not _finite_number(label_smoothing) or not 0 <= label_smoothing < 1:
+        raise ValueError(f"label_smoothing must be a number in [0, 1), got {label_smoothing!r}")
+    if not _finite_number(weight):
+        raise ValueError(f"weight must be a finite number, got {weight!r}")
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def check_training_inputs(
     model: Transformer,
     src: Array,
@@ -229,6 +246,8 @@ def check_training_inputs(
     it, as PyTorch's ``ignore_index`` of -100 does)."""
     require_array(tgt, "tgt")
     check_id_array(labels, "labels")  # an integer (B, T) array, before it is compared with pad_id
+    if labels.size == 0:
+        raise ValueError(f"labels must hold at least one token, got shape {tuple(labels.shape)}")
     unpadded = get_array_module().where(labels == pad_id, 0, labels)
     model.check_inputs(src, src_mask, tgt, tgt_mask, labels=unpadded)
 

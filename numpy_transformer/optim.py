@@ -161,8 +161,8 @@ class AdamW(Adam):
         threads: int | None = None,
     ) -> None:
         super().__init__(parameters, lr, betas, eps, threads)
-        if weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
+        if not (isinstance(weight_decay, (int, float)) and 0 <= weight_decay < float("inf")):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
         self.weight_decay = float(weight_decay)
         self.decay_vectors = decay_vectors
 

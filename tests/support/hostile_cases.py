@@ -966,6 +966,28 @@ def resume_with_the_budget_spent(ws: Path) -> tuple[int, str]:
     return (1 if "nothing is left to train" not in err else code), err
 
 
+def loss_with(**settings: object) -> Callable[[Path], object]:
+    """loss_and_backward of a tiny model on a (rows, 3) batch, with ``settings`` over the defaults."""
+
+    def call(ws: Path) -> object:
+        from numpy_transformer.model import loss_and_backward
+
+        rows = int(settings.pop("rows", 2))  # type: ignore[call-overload]
+        batch = ids(rows, 3)
+        return loss_and_backward(tiny_model(), batch, batch, None, None, batch, **settings)
+
+    return call
+
+
+def adamw_step(weight_decay: float) -> Callable[[Path], object]:
+    def call(ws: Path) -> object:
+        from numpy_transformer.optim import AdamW
+
+        return AdamW(tiny_model(), weight_decay=weight_decay).step()
+
+    return call
+
+
 def sampled_at(temperature: float) -> Callable[[Path], None]:
     """sample_decode at ``temperature``, warnings as errors: a tiny one gives greedy's translation, a
     huge one spreads the probabilities evenly."""
@@ -1032,6 +1054,40 @@ LATEST_CASES = [
             False,
         )
         for unit in ("\n", "\t", "\r", "\x1b", "\x00")
+    ),
+    *(
+        Case(
+            "api",
+            f"loss_and_backward({name}={value!r})",
+            api(loss_with(**{name: value})),
+            True,
+            (name, repr(value)),
+        )
+        for name, value in (
+            ("label_smoothing", float("nan")),
+            ("label_smoothing", 1.5),
+            ("label_smoothing", -1.0),
+            ("weight", float("nan")),
+            ("weight", "1"),
+            ("pad_id", "0"),
+        )
+    ),
+    Case(
+        "api",
+        "loss_and_backward on a batch of 0 rows",
+        api(loss_with(rows=0)),
+        True,
+        ("labels", "at least one token", "(0, 3)"),
+    ),
+    *(
+        Case(
+            "api",
+            f"AdamW(weight_decay={value!r})",
+            api(adamw_step(value)),
+            True,
+            ("weight_decay", repr(value)),
+        )
+        for value in (float("nan"), float("inf"))
     ),
     Case("run dir", "--resume a budgeted run whose budget is spent", resume_with_the_budget_spent, False),
     *(
