@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -345,7 +346,7 @@ class Trainer:
         records: list[dict[str, Any]] = []
         self.stop = self.requested = ranks.failure = None
         throughput = _Throughput()
-        with _signals_call(self._request_stop), _readers_watched(self._reader_gone), ExitStack() as files:
+        with _stop_requests(self), ExitStack() as files:
             bar = files.enter_context(closing(_progress(self.steps, self.step, progress and ranks.is_root)))
             if run:
                 with ranks.holding():
@@ -414,16 +415,6 @@ class Trainer:
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         print(
             f"\n{name}: stopping after this step, then saving ({name} again: stop at once without saving)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def _reader_gone(self) -> None:
-        """Standard output or error was closed by its reader (``| head``, quitting ``less``): stop
-        after this step and save, as after a first Ctrl-C."""
-        self.requested = self.requested or "reader gone"
-        print(
-            "standard output was closed (its reader went away): stopping after this step, then saving",
             file=sys.stderr,
             flush=True,
         )
@@ -733,13 +724,27 @@ def _check_finite(model: Transformer, step: int, loss: float, grad_norm: float) 
         raise TrainingDiverged(f"step {step + 1}: the loss is {loss}")
 
 
+def _reader_gone(trainer: Trainer) -> None:
+    """Standard output or error was closed by its reader (``| head``, quitting ``less``): stop
+    after this step and save, as after a first Ctrl-C."""
+    trainer.requested = trainer.requested or "reader gone"
+    print(
+        "standard output was closed (its reader went away): stopping after this step, then saving",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 @contextmanager
-def _readers_watched(gone: Any) -> Iterator[None]:
-    """Standard output and error as ReaderWatched streams: a reader that goes away calls ``gone``."""
+def _stop_requests(trainer: Trainer) -> Iterator[None]:
+    """What asks the run to stop after its step and save: signals (_signals_call), and standard output
+    or error closed by its reader, both made ReaderWatched streams meanwhile."""
     streams = sys.stdout, sys.stderr
+    gone = partial(_reader_gone, trainer)
     sys.stdout, sys.stderr = ReaderWatched(sys.stdout, gone), ReaderWatched(sys.stderr, gone)
     try:
-        yield
+        with _signals_call(trainer._request_stop):
+            yield
     finally:
         sys.stdout, sys.stderr = streams
 
