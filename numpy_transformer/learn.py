@@ -81,6 +81,12 @@ SENTENCES = {
     "cross-attention of every decoder layer, so their gradients add",
     "tied_not_added": "the tied matrix gets only one of its gradients: tgt_table is the target embedding and "
     "the output projection, so its two gradients add",
+    "layer_order": "the layers are undone in the forward's order: the backward goes through the last layer "
+    "first, each layer receiving the gradient of the one above it",
+    "skipped": "it is fed the gradient reaching {above}: a gradient comes back through every piece in "
+    "between, each through its own backward",
+    "positional_added": "the positional table is added on the way back: the forward added a constant, so "
+    "the gradient passes through unchanged",
     "paths": "a tensor feeding several paths (queries, keys, values, the latent) gets only some of "
     "their gradients: the gradients of every path must be added",
 }
@@ -826,13 +832,22 @@ def _cases_softmax(rng: numpy.random.Generator) -> list[Case]:
 
 
 def _cross_entropy_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    """dlogits with each of the loss's known mistakes: label smoothing left out, padding counted
+    (in the gradient, or in the mean), the sum for the mean, dloss not multiplied in."""
     xp = get_array_module()
-    probs, targets, valid, n_valid, _, shape = cache
+    probs, targets, valid, n_valid, smoothing, shape = cache
+    rows = xp.arange(probs.shape[0])
     one_hot = xp.zeros_like(probs)
-    one_hot[xp.arange(probs.shape[0]), targets] = 1.0
+    one_hot[rows, targets] = 1.0
+    smoothed = (1 - smoothing) * one_hot + smoothing / probs.shape[-1]
+    right = (probs - smoothed) * valid[:, None] * (dout / n_valid)
     return {
         "logits": [
-            (((probs - one_hot) * (valid[:, None] * (dout / n_valid))).reshape(shape), "label_smoothing")
+            (((probs - one_hot) * (valid[:, None] * (dout / n_valid))).reshape(shape), "label_smoothing"),
+            (((probs - smoothed) * (dout / n_valid)).reshape(shape), "padding_leak"),
+            ((right * n_valid).reshape(shape), "token_count"),
+            ((right * n_valid / probs.shape[0]).reshape(shape), "token_count_pad"),
+            ((right / dout).reshape(shape), "upstream"),
         ]
     }
 
@@ -865,7 +880,7 @@ def _cases_cross_entropy(rng: numpy.random.Generator) -> list[Case]:
                 dloss=dloss,
                 factors={"logits": factors},
                 regions={"logits": [(padded, "padding_leak")]},
-                candidates=_cross_entropy_candidates if smoothing else None,
+                candidates=_cross_entropy_candidates,
             )
         )
     return cases
@@ -1117,6 +1132,7 @@ def _residual_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, s
             (dsum, "residual_dropped"),
             (dout + functional.linear_backward(dsum, sublayer)[0], "norm_path"),
             (dsum + functional.linear_backward(dout, sublayer)[0], "norm_path"),
+            (dout + functional.linear_backward(dout, sublayer)[0], "norm_path"),
         ]
     }
 
@@ -1172,11 +1188,14 @@ def _through_residuals(
     dout: Any, residuals: list[tuple[Callable, Any]], mistake: tuple[int, str] | None
 ) -> Any:
     """dx back through pre-norm residuals ``(branch backward, norm cache)``, last first, with one
-    ``mistake`` at residual i: "dropped" (the skip's gradient lost), "norm_skipped" (the norm's
-    backward left out of the branch) or "norm_after_sum" (the norm's backward after the sum)."""
+    ``mistake`` at residual i: "dropped" (the skip's gradient lost), "branch" (the branch's lost),
+    "norm_skipped" (the norm's backward left out of the branch) or "norm_after_sum" (the norm's
+    backward after the sum)."""
     dx = dout
     for i, (branch_backward, norm_cache) in reversed(list(enumerate(residuals))):
         kind = mistake[1] if mistake is not None and mistake[0] == i else "right"
+        if kind == "branch":
+            continue
         dbranch = branch_backward(dx)
         if kind == "norm_skipped":
             dx = dx + dbranch
@@ -1190,7 +1209,8 @@ def _through_residuals(
 
 def _residual_mistakes(dout: Any, residuals: list[tuple[Callable, Any]]) -> list[tuple[Array, str]]:
     """A block's dx with each residual's typical mistake, one residual at a time."""
-    sentence = {"dropped": "residual_dropped", "norm_skipped": "norm_path", "norm_after_sum": "norm_path"}
+    sentence = {"dropped": "residual_dropped", "branch": "residual_dropped", "norm_skipped": "norm_path",
+                "norm_after_sum": "norm_path"}  # fmt: skip
     return [
         (_through_residuals(dout, residuals, (i, kind)), key)
         for i in range(len(residuals))
@@ -1432,6 +1452,7 @@ class FunctionVerdict:
     status: str
     gradients: list[GradientVerdict] = field(default_factory=list)
     message: str = ""
+    localised: Localised | None = None  # a wrong block: where its gradients first differ, and why
 
     @property
     def passed(self) -> bool:
@@ -1681,6 +1702,163 @@ def _written(name: str, writes: list[tuple[str, str]], calls: list[_Call]) -> st
     return said
 
 
+def _cache_paths(cache: Any, path: str = "") -> dict[int, str]:
+    """Where each cache inside ``cache`` sits, by identity: "norm_2", "decoder[1].cross_attention"."""
+    if isinstance(cache, tuple) and hasattr(cache, "_fields"):
+        items = [(f"{path}.{key}" if path else key, value) for key, value in zip(cache._fields, cache)]
+    elif isinstance(cache, list):
+        items = [(f"{path}[{i}]", value) for i, value in enumerate(cache)]
+    else:
+        return {}
+    found: dict[int, str] = {}
+    for where, value in items:
+        if isinstance(value, (tuple, list)):
+            found.setdefault(id(value), where)
+            for key, inner in _cache_paths(value, where).items():
+                found.setdefault(key, inner)
+    return found
+
+
+def _recorded(name: str, dout: Any, cache: Any) -> tuple[Any, list[_Call]]:
+    """The textbook's backward ``name`` and every backward of blocks.py it called, in call order."""
+    calls: list[_Call] = []
+    with _recording([vars(blocks)], calls):
+        result = textbook_function(name)(dout, cache)
+    return result, calls
+
+
+def _boundaries(calls: list[_Call], cache: Any) -> dict[str, Any]:
+    """The gradients at every boundary of a block, from its recorded calls: "d" + a piece's place
+    in the cache is the gradient reaching that piece's output (the dout its backward was given),
+    and place + "." + a gradient's name is what that backward returned ("decoder[1].dmemory")."""
+    paths = _cache_paths(cache)
+    named: dict[str, Any] = {}
+    for call in calls:
+        where = paths.get(id(call.cache))
+        if where is None:
+            continue
+        named.setdefault(f"d{where}", call.dout)
+        results = call.result if isinstance(call.result, tuple) else (call.result,)
+        for grad, value in zip(BY_NAME[call.name].grads, results):
+            named.setdefault(f"{where}.{grad}", value)
+    return named
+
+
+@dataclass
+class Localised:
+    """Where a block's gradients first differ from the textbook's: the piece whose incoming gradient
+    is wrong while every gradient before it (in the backward's order) is right, and why."""
+
+    where: str  # the piece's place in the cache: its incoming gradient is textbook()["d" + where]
+    mistake: str | None = None  # a key of SENTENCES
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def explanation(self) -> str:
+        head = f"the first gradient that differs from the textbook's is the one reaching {self.where} "
+        head += f"(textbook(cache, dout)['d{self.where}']; every one before it is right)"
+        return head + (f": {sentence(self.mistake, **self.values)}" if self.mistake else "")
+
+
+def _array(value: Any) -> numpy.ndarray:
+    return numpy.asarray(to_numpy(value) if hasattr(value, "shape") else value, dtype=numpy.float64)
+
+
+def _localise(
+    calls: list[_Call], cache: Any, right_calls: list[_Call], right_cache: Any, dloss: float | None
+) -> Localised | None:
+    """Compare the gradient the learner's block handed each piece (their recorded calls) with the
+    textbook's, in the textbook's order; the first that differs is where the mistake is. None when
+    every piece they called was handed the right gradient."""
+    theirs: dict[str, _Call] = {}
+    paths = _cache_paths(cache)
+    for call in calls:
+        if id(call.cache) in paths:
+            theirs.setdefault(paths[id(call.cache)], call)
+    right_paths = _cache_paths(right_cache)
+    right = {right_paths[id(c.cache)]: c for c in right_calls if id(c.cache) in right_paths}
+    wrong = [
+        where
+        for where, call in right.items()
+        if where in theirs
+        and not (
+            _array(theirs[where].dout).shape == _array(call.dout).shape
+            and _close(_array(theirs[where].dout), _array(call.dout))
+        )
+    ]
+    if not wrong:
+        return None
+    for where in wrong:  # a layer handed a sibling layer's gradient: the stack undone in the wrong order
+        stem = where.rsplit("[", 1)[0]
+        for other, call in right.items():
+            sibling = other != where and "[" in where and other.rsplit("[", 1)[0] == stem
+            if sibling and _close_shaped(theirs[where].dout, call.dout):
+                return Localised(where, "layer_order")
+    where = wrong[0]
+    key, values = _boundary_mistake(where, _array(theirs[where].dout), right, right_cache, dloss)
+    return Localised(where, key, values)
+
+
+def _close_shaped(a: Any, b: Any) -> bool:
+    a, b = _array(a), _array(b)
+    return a.shape == b.shape and _close(a, b)
+
+
+def _boundary_mistake(
+    where: str, yours: numpy.ndarray, right: dict[str, _Call], cache: Any, dloss: float | None
+) -> tuple[str | None, dict[str, Any]]:
+    """The known mistake that hands ``where`` the gradient ``yours``, from the textbook's gradients at
+    the other pieces (``right``, by place): a residual's skip or branch dropped, a norm's backward on
+    the wrong path, another piece's gradient reused (a piece skipped), one decoder layer's memory
+    gradient, the loss's mistakes, the positional table added, a constant factor."""
+    expected = _array(right[where].dout)
+    parent = where.rsplit(".", 1)[0] if "." in where else ""
+    owner = cache if not parent else next((c.cache for place, c in right.items() if place == parent), None)
+    residual = isinstance(owner, (blocks.EncoderBlockCache, blocks.DecoderBlockCache, blocks.ResidualCache))
+    for other, call in right.items():
+        dout = _array(call.dout)
+        if other == where or dout.shape != expected.shape or _close(dout, expected):
+            continue
+        if _close(yours, dout):
+            return ("residual_dropped", {}) if residual else ("skipped", {"above": other})
+        if residual and _close(yours + dout, expected):  # the skip's gradient not added
+            return "residual_dropped", {}
+    for call in right.values():
+        a_norm = call.name == "layer_norm_backward" and call.result is not None
+        if a_norm and _array(call.result[0]).shape == expected.shape:
+            skip = expected - _array(call.result[0])
+            branch = skip + _array(call.dout)  # the norm's backward left out of the branch
+            summed = _array(functional.layer_norm_backward(get_array_module().asarray(branch), call.cache)[0])
+            if _close(yours, branch) or _close(yours, summed):
+                return "norm_path", {}
+        if call.name == "decoder_block_backward" and _close_shaped(yours, call.result[1]):
+            return "memory_one_layer", {}
+    loss = getattr(cache, "loss", None)
+    if loss is not None and where == "projection":
+        for candidate, key in _cross_entropy_candidates(loss, dloss)["logits"]:
+            if _close_shaped(yours, candidate):
+                return key, {}
+    if yours.ndim == 3 and yours.shape == expected.shape:
+        added = yours - expected
+        table = functional.sinusoidal_table(yours.shape[1], yours.shape[2], numpy.float64)
+        if _close(added, numpy.broadcast_to(_array(table), added.shape)):
+            return "positional_added", {}
+    norm = float((expected * expected).sum())
+    if norm > 0 and yours.shape == expected.shape:
+        factor = float((yours * expected).sum()) / norm
+        if abs(factor - 1) > 1e-6 and _close(yours, factor * expected):
+            if yours.ndim == 0 and dloss is not None and abs(factor * dloss - 1) <= 1e-6:
+                return "upstream", {}  # the loss's own gradient: dloss itself
+            if loss is not None:
+                n_valid, count = float(loss.n_valid), float(loss.probs.shape[0])
+                for value, key in ((n_valid, "token_count"), (n_valid / count, "token_count_pad")):
+                    if abs(factor - value) <= 1e-6 * value:
+                        return key, {}
+            if dloss is not None and abs(factor * dloss - 1) <= 1e-6:
+                return "upstream", {}
+            return ("sign", {}) if abs(factor + 1) <= 1e-6 else ("factor", {"factor": factor})
+    return None, {}
+
+
 def _returned_gradients(name: str, returned: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
     """The gradients a backward returned, one per name, or _Raised saying what it returned instead."""
     expected = f"({', '.join(names)})" if len(names) > 1 else f"{names[0]}, an array"
@@ -1774,8 +1952,9 @@ def _compare_forward(
 
 def _run_case(
     exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int
-) -> list[GradientVerdict]:
-    """One case of one exercise: each returned gradient's verdict (raises _ToDo or _Raised)."""
+) -> tuple[list[GradientVerdict], Localised | None]:
+    """One case of one exercise: each returned gradient's verdict (raises _ToDo or _Raised), and
+    for a wrong block where its mistake is."""
     backward = _own(module, exercise.backward) or textbook_function(exercise.backward)
     textbook_forward = textbook_function(exercise.forward)
     forward = _own(module, exercise.forward) or textbook_forward
@@ -1801,7 +1980,7 @@ def _run_case(
         _compare_forward(
             getattr(forward, "__name__", exercise.forward), out, cache, textbook_out, textbook_cache, case
         )
-    expected = textbook_function(exercise.backward)(upstream, textbook_cache)
+    expected, right_calls = _recorded(exercise.backward, upstream, textbook_cache)
     expected = expected if isinstance(expected, tuple) else (expected,)
     if exercise.params:  # a block: dparams, a dict, graded key by key
         keys = list(case.inputs["params"])
@@ -1911,7 +2090,10 @@ def _run_case(
                     report.relative_error,
                     case.label,
                 )
-    return [verdicts[label] for label in names if label in verdicts]
+    localised = None
+    if exercise.params and any(v.status == "wrong" for v in verdicts.values()):
+        localised = _localise(calls, cache, right_calls, textbook_cache, case.dloss)
+    return [verdicts[label] for label in names if label in verdicts], localised
 
 
 def check_function(
@@ -1922,12 +2104,15 @@ def check_function(
     if _own(module, name) is None:
         return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
     merged: dict[str, GradientVerdict] = {}
+    localised: Localised | None = None
     rng = numpy.random.default_rng(seed)
     try:
         with _time_limit(time_limit):
             cases = list(enumerate(CASES[name](rng)))
             for number, case in cases:
-                for verdict in _run_case(exercise, module, case, path, seed + number):
+                graded, where = _run_case(exercise, module, case, path, seed + number)
+                localised = localised or where
+                for verdict in graded:
                     kept = merged.get(verdict.name)
                     rank = {"exact": 0, "close": 1, "wrong": 2}
                     if kept is None or rank[verdict.status] > rank[kept.status]:
@@ -1948,7 +2133,7 @@ def check_function(
         )
     gradients = list(merged.values())
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
-    return FunctionVerdict(name, status, gradients)
+    return FunctionVerdict(name, status, gradients, localised=localised)
 
 
 def unknown_exercise(name: str) -> str:
@@ -2019,6 +2204,7 @@ def _callees(module: ModuleType, name: str) -> list[str]:
     return [e.backward for e in EXERCISES if e.backward in found]
 
 
+MAX_WRONG_SHOWN = 6  # a whole model has dozens of parameters: one mistake, not one wall of ✖ lines
 MARKS = {"done": "✔", "wrong": "✖", "error": "✖", "to do": "·", "textbook": "-"}
 
 
@@ -2034,10 +2220,16 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
         if verdict.status in ("to do", "error") and verdict.message:
             head += f": {verdict.message}"
         lines.append(head)
+        if verdict.localised is not None:
+            lines.append(f"    {verdict.localised.explanation()}")
         if verdict.status == "wrong" or (details and verdict.status == "done"):
             pad = max(len(g.name) for g in verdict.gradients)
             said: set[str] = set()  # a mistake explained once per function (a block has many gradients)
+            wrong = [g for g in verdict.gradients if g.status == "wrong"]
+            hidden = wrong[MAX_WRONG_SHOWN:]
             for grad in verdict.gradients:
+                if grad in hidden:
+                    continue
                 if grad.status == "exact":
                     lines.append(f"    {grad.name:<{pad}}  ✔ exact")
                 elif grad.status == "close":
@@ -2053,6 +2245,10 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
                     elif explanation:
                         said.add(explanation)
                         lines.append(f"    {'':<{pad}}    {explanation}")
+            if hidden:
+                lines.append(
+                    f"    ... and {len(hidden)} more gradients wrong: {', '.join(g.name for g in hidden)}"
+                )
             if verdict.status == "wrong" and verdict.message:
                 lines.append(f"    {verdict.message}")
     counts = {
@@ -2390,7 +2586,19 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
     reaching xhat), dx, dgamma, dbeta. Multi-head attention: dheads, dq, dk, dv (before the input
     projections). Linear: dx, dweight, dbias. The cache of any other exercise's forward (a block's
     included): what its backward returns, by the exercise's names ("dx", "dmemory"...), a block's
-    parameter gradients as "d" + the parameter's name ("dw1", "dln1.gamma"...).
+    parameter gradients as "d" + the parameter's name ("dw1", "dln1_gamma"...), and the gradient at
+    every boundary inside it, named by the piece's place in the cache: "d" + place is the gradient
+    reaching that piece's output (the dout its backward is given), place + "." + a gradient's name
+    is what that backward returns. So for an encoder block "dfeed_forward" is the block's dout,
+    "dnorm_2" the feed-forward's dx, "dattention" the gradient between the two residuals; for a
+    decoder block "dcross_attention" and "cross_attention.dx_kv" (its dmemory); for the whole model
+    "dloss" (dloss), "dprojection" (dlogits), "ddecoder_norm", "ddecoder[i]" (the gradient reaching
+    layer i's output: "ddecoder[n-1]" is the stack's output), "decoder[i].dmemory" (layer i's part
+    of the memory's gradient), "dencoder_norm" (dmemory, every layer's added), "dtgt_embedding"
+    (after the positions, which pass it unchanged), "projection.dweight" and "tgt_embedding.dtable"
+    (the tied matrix's two gradients, before they add), and every block's own boundaries under its
+    place ("ddecoder[1].norm_3"). Attention's dscores is the gradient of the scaled scores S = q k^T
+    * scale (masked entries 0), so dq = dscores @ k * scale.
     """
     xp = get_array_module()
     if isinstance(cache, functional.AttentionCache):
@@ -2413,8 +2621,8 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
     for exercise in EXERCISES:  # FeedForwardCache: feed_forward_backward, and so on
         stem = exercise.backward.removesuffix("_backward")
         if type(cache).__name__ == "".join(part.title() for part in stem.split("_")) + "Cache":
-            result = textbook_function(exercise.backward)(dout, cache)
-            named = _Intermediates()
+            result, calls = _recorded(exercise.backward, dout, cache)
+            named = _Intermediates(_boundaries(calls, cache))
             for name, value in zip(exercise.grads, result if isinstance(result, tuple) else (result,)):
                 named.update(
                     {f"d{key}": v for key, v in value.items()} if isinstance(value, dict) else {name: value}

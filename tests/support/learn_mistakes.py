@@ -22,6 +22,8 @@ from numpy_transformer.functional import (
     cross_entropy_backward,
     multi_head_attention_backward,
     multi_head_self_attention_backward,
+    positional_encoding_backward,
+    sinusoidal_table,
 )
 from numpy_transformer.blocks import (
     decoder_block_backward,
@@ -670,6 +672,226 @@ from numpy_transformer.blocks import decoder_block_backward as decoder_block_bac
         ),
     ),
 ]
+
+
+def textbook_with(function: str, expected: str | None, *replacements: tuple[str, str]) -> Mistake:
+    """The textbook's block ``function`` as a learner would copy it, with one mistake written in."""
+    import inspect
+    import re
+
+    from numpy_transformer import blocks
+
+    source = inspect.getsource(getattr(blocks, function))
+    source = re.sub(r"def (\w+)\((\w+).*?\) -> .*?:\n", r"def \1(\2, cache):\n", source, count=1, flags=re.S)
+    for old, new in replacements:
+        assert old in source, (function, old)
+        source = source.replace(old, new)
+    return Mistake(function, expected, BLOCK_HEADER + source)
+
+
+def _norm(number: int, gradient: str = "dh") -> str:
+    grads = f'grads["ln{number}_gamma"], grads["ln{number}_beta"]'
+    return f"dh, {grads} = layer_norm_backward({gradient}, cache.norm_{number})"
+
+
+def _norm_left_out(number: int) -> tuple[str, str]:
+    return _norm(number), _norm(number).replace("dh, grads", "_, grads", 1)
+
+
+PRE_SKIP = "dx = dout + dbranch"
+POST_SUM = "dx = dsum + dbranch"
+ENCODER_ATTENTION = "multi_head_self_attention_backward(dx, cache.attention)"
+DECODER_SELF = "multi_head_self_attention_backward(\n        dx, cache.self_attention\n    )"
+DECODER_CROSS = "multi_head_attention_backward(\n        dx, cache.cross_attention\n    )"
+
+BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the textbook's blocks
+    textbook_with("residual_backward", "residual_dropped", (PRE_SKIP, "dx = dbranch")),
+    textbook_with("residual_backward", "residual_dropped", (PRE_SKIP, "dx = dout")),
+    textbook_with("residual_backward", "norm_path", (PRE_SKIP, "dx = dout + dnormed")),
+    textbook_with(
+        "residual_backward",
+        "norm_path",
+        (PRE_SKIP, "dx = layer_norm_backward(dout + dnormed, norm_cache)[0]"),
+    ),
+    textbook_with("residual_backward", "residual_dropped", (POST_SUM, "dx = dsum")),
+    textbook_with(
+        "residual_backward", "norm_path", (POST_SUM, "dx = dout + linear_backward(dout, sublayer_cache)[0]")
+    ),
+    textbook_with(
+        "feed_forward_backward",
+        None,
+        ("dhidden = relu_backward(dhidden, cache.activation)", "dhidden = dhidden * (dhidden > 0)"),
+    ),
+    textbook_with(
+        "feed_forward_backward",
+        None,
+        ('{"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}', '{"w1": dw1, "b1": db2, "w2": dw2, "b2": db1}'),
+    ),
+    textbook_with(
+        "feed_forward_backward",
+        None,
+        (
+            "dhidden = relu_backward(dhidden, cache.activation)",
+            "dhidden = relu_backward(dhidden, cache.activation) * 0.5",
+        ),
+    ),
+    # the encoder block: two residuals
+    textbook_with("encoder_block_backward", "residual_dropped", ("dx = dout + dh", "dx = dout")),
+    textbook_with(
+        "encoder_block_backward",
+        "residual_dropped",
+        (ENCODER_ATTENTION, ENCODER_ATTENTION.replace("(dx,", "(dout,")),
+    ),
+    textbook_with(
+        "encoder_block_backward", "residual_dropped", ("return dx + dh, grads", "return dh, grads")
+    ),
+    textbook_with(
+        "encoder_block_backward", "residual_dropped", ("return dx + dh, grads", "return dx, grads")
+    ),
+    textbook_with("encoder_block_backward", "norm_path", _norm_left_out(2)),
+    textbook_with("encoder_block_backward", "norm_path", _norm_left_out(1)),
+    textbook_with(
+        "encoder_block_backward",
+        "norm_path",
+        (
+            _norm(2) + "\n    dx = dout + dh",
+            _norm_left_out(2)[1] + "\n    dx = layer_norm_backward(dout + dh, cache.norm_2)[0]",
+        ),
+    ),
+    textbook_with("encoder_block_backward", None, ("dx = dout + dh", "dx = dout + dh + dh")),
+    textbook_with("encoder_block_backward", None, ("return dx + dh, grads", "return (dx + dh) / 2, grads")),
+    textbook_with("encoder_block_backward", None, (_norm(1), _norm(1, "dh * 2"))),
+    # the decoder block: three residuals and the memory
+    textbook_with("decoder_block_backward", "residual_dropped", ("dx = dout + dh", "dx = dh")),
+    textbook_with("decoder_block_backward", "residual_dropped", ("dx = dout + dh", "dx = dout")),
+    textbook_with("decoder_block_backward", "residual_dropped", ("dx = dx + dh", "dx = dx")),
+    textbook_with(
+        "decoder_block_backward",
+        "residual_dropped",
+        ("return dx + dh, dmemory, grads", "return dh, dmemory, grads"),
+    ),
+    textbook_with(
+        "decoder_block_backward",
+        "residual_dropped",
+        ("return dx + dh, dmemory, grads", "return dx, dmemory, grads"),
+    ),
+    textbook_with(
+        "decoder_block_backward", "residual_dropped", (DECODER_CROSS, DECODER_CROSS.replace("dx,", "dout,"))
+    ),
+    textbook_with(
+        "decoder_block_backward", "residual_dropped", (DECODER_SELF, DECODER_SELF.replace("dx,", "dout,"))
+    ),
+    textbook_with("decoder_block_backward", "norm_path", _norm_left_out(2)),
+    textbook_with("decoder_block_backward", "norm_path", _norm_left_out(1)),
+    textbook_with(
+        "decoder_block_backward",
+        "norm_path",
+        (
+            _norm(3) + "\n    dx = dout + dh",
+            _norm_left_out(3)[1] + "\n    dx = layer_norm_backward(dout + dh, cache.norm_3)[0]",
+        ),
+    ),
+    textbook_with(
+        "decoder_block_backward",
+        "norm_path",
+        (
+            _norm(2) + "\n    dx = dx + dh",
+            _norm_left_out(2)[1] + "\n    dx = layer_norm_backward(dx + dh, cache.norm_2)[0]",
+        ),
+    ),
+    textbook_with(
+        "decoder_block_backward",
+        None,
+        ("return dx + dh, dmemory, grads", "return dx + dh, dmemory * 0.5, grads"),
+    ),
+    textbook_with(
+        "decoder_block_backward",
+        None,
+        ('grads["cross_w_qkv"], grads["cross_w_o"]', 'grads["self_w_qkv"], grads["self_w_o"]'),
+        (
+            'grads["self_w_qkv"], grads["self_w_o"], _, _ = multi_head_self',
+            'grads["cross_w_qkv"], grads["cross_w_o"], _, _ = multi_head_self',
+        ),
+    ),
+]
+
+WHOLE_LOSS = "dlogits = cross_entropy_backward(dloss, cache.loss)"
+INLINE_LOSS = """xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache.loss
+    q = xp.full_like(probs, eps / shape[-1])
+    q[xp.arange(len(targets)), targets] += 1.0 - eps
+    dlogits = ((probs - q) * valid[:, None] * dloss / n_valid).reshape(shape)"""
+
+WHOLE_MISTAKES = [  # the whole model's: the loss, the embeddings, the stacks, the norms
+    textbook_with(
+        "encoder_decoder_backward",
+        "label_smoothing",
+        (WHOLE_LOSS, INLINE_LOSS.replace("eps / shape[-1]", "0.0").replace("1.0 - eps", "1.0")),
+    ),
+    textbook_with(
+        "encoder_decoder_backward", "token_count", (WHOLE_LOSS, INLINE_LOSS.replace(" / n_valid)", ")"))
+    ),
+    textbook_with(
+        "encoder_decoder_backward",
+        "token_count_pad",
+        (WHOLE_LOSS, INLINE_LOSS.replace(" / n_valid)", " / len(targets))")),
+    ),
+    textbook_with(
+        "encoder_decoder_backward", "padding_leak", (WHOLE_LOSS, INLINE_LOSS.replace(" * valid[:, None]", ""))
+    ),
+    textbook_with(
+        "encoder_decoder_backward", "upstream", (WHOLE_LOSS, WHOLE_LOSS.replace("(dloss,", "(1.0,"))
+    ),
+    textbook_with(
+        "encoder_decoder_backward",
+        "positional_added",
+        (
+            "dy = positional_encoding_backward(dy, None)",
+            "dy = dy + sinusoidal_table(dy.shape[1], dy.shape[2], dy.dtype)",
+        ),
+    ),
+    textbook_with(
+        "encoder_decoder_backward",
+        "layer_order",
+        (
+            "for i in reversed(range(cache.n_layers)):\n        dy,",
+            "for i in range(cache.n_layers):\n        dy,",
+        ),
+    ),
+    textbook_with(
+        "encoder_decoder_backward",
+        "layer_order",
+        (
+            "for i in reversed(range(cache.n_layers)):\n        dx,",
+            "for i in range(cache.n_layers):\n        dx,",
+        ),
+    ),
+    textbook_with(
+        "encoder_decoder_backward",
+        "skipped",
+        ("dmemory = 0.0", "dmemory, dtop = 0.0, dy"),
+        ("embedding_backward(dy, cache.tgt_embedding)", "embedding_backward(dtop, cache.tgt_embedding)"),
+    ),
+    textbook_with(
+        "encoder_decoder_backward", "skipped", ('dy, grads["dec_norm_gamma"]', '_, grads["dec_norm_gamma"]')
+    ),
+    textbook_with(
+        "encoder_decoder_backward",
+        "skipped",
+        ('dx, grads["enc_norm_gamma"]', '_, grads["enc_norm_gamma"]'),
+        (
+            "layer_norm_backward(dmemory, cache.encoder_norm)",
+            "layer_norm_backward(dmemory, cache.encoder_norm)\n    dx = dmemory",
+        ),
+    ),
+    textbook_with(
+        "encoder_decoder_backward",
+        "memory_one_layer",
+        ("dmemory = dmemory + dmemory_i", "dmemory = dmemory_i"),
+    ),
+]
+
+MISTAKES += BLOCK_MISTAKES + WHOLE_MISTAKES
 
 
 def solved_workbook() -> str:
