@@ -83,7 +83,7 @@ def test_a_torn_log_line_is_skipped_and_named(tmp_path):
 def test_gradcheck_names_a_bad_eps_and_a_loss_that_is_not_one_number():
     x = np.ones(3)
     for eps in (0.0, -1e-6, float("nan")):
-        with pytest.raises(ValueError, match=f"eps must be a positive number, got {eps!r}"):
+        with pytest.raises(ValueError, match=f"eps must be a finite positive number, got {eps!r}"):
             gradcheck(lambda: float(x.sum()), {"x": x}, {"x": np.ones(3)}, eps=eps)
     with pytest.raises(TypeError, match=r"loss\(\) must return one number, got \(3,\)"):
         gradcheck(lambda: x * 2, {"x": x}, {"x": np.ones(3)})
