@@ -36,7 +36,8 @@ import numpy as np
 
 import numpy_transformer as nt
 from numpy_transformer.optim import Adam
-from numpy_transformer.translator.decoding import DecoderCache, decoding_blas_threads, greedy_decode
+from numpy_transformer.translator.decoder_cache import DecoderCache
+from numpy_transformer.translator.decoding import decoding_blas_threads, greedy_decode
 from numpy_transformer.translator.thread_parallel import DataParallel, auto_threads
 
 if hasattr(nt, "tune_cpu"):  # earlier revisions (see compare_revisions.py) tuned the allocator on import

@@ -22,7 +22,8 @@ import numpy as np
 from bench import CONFIGS, PAD
 
 import numpy_transformer as nt
-from numpy_transformer.translator.decoding import DecoderCache, greedy_decode
+from numpy_transformer.translator.decoder_cache import DecoderCache
+from numpy_transformer.translator.decoding import greedy_decode
 
 BOS, EOS = 1, 2
 

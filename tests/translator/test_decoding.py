@@ -8,8 +8,8 @@ import pytest
 import numpy_transformer as nt
 from numpy_transformer.translator import decoding
 from numpy_transformer.translator.data import BOS_ID, EOS_ID
+from numpy_transformer.translator.decoder_cache import DecoderCache
 from numpy_transformer.translator.decoding import (
-    DecoderCache,
     beam_search,
     beam_search_n_best,
     beam_search_steps,
