@@ -139,6 +139,8 @@ def step_rng(seed: int, step: int, shard: int = 0) -> Any:
 
 def resolve_dtype(dtype: Any) -> Any:
     """Accept ``"float32"``, ``"float64"`` or the NumPy dtype objects; return the backend's dtype."""
+    if dtype is None:  # numpy.dtype(None) is float64: a missing setting must not choose one
+        raise TypeError("dtype must be float32 or float64, got None")
     try:
         name = dtype if isinstance(dtype, str) else numpy.dtype(dtype).name
     except TypeError:

@@ -315,6 +315,10 @@ class TransformerConfig:
         ``"model"``, build_transformer's keyword arguments; a ``seed`` among them is not part of it)."""
         if isinstance(config, TransformerConfig):
             return config
+        if not isinstance(config, Mapping):
+            raise TypeError(
+                f"config must be a TransformerConfig or a mapping of its fields, got {type(config).__name__}"
+            )
         unknown = sorted(set(config) - {item.name for item in fields(cls)} - {"seed"})
         if unknown:
             raise TypeError(
@@ -351,7 +355,7 @@ class TransformerConfig:
         dropout, attention, padding_idx = self.dropout, self.attention, self.padding_idx
         if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
             raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
-        if attention not in ATTENTION_KINDS:
+        if not isinstance(attention, str) or attention not in ATTENTION_KINDS:  # a list is unhashable
             raise ValueError(f"attention must be one of {sorted(ATTENTION_KINDS)}, got {attention!r}")
         if d_model % h != 0:
             raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
@@ -423,6 +427,8 @@ def build_transformer(
     """
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"seed must be an integer or None, got {seed!r}")
+    if seed is not None and seed < 0:  # NumPy's generators take none below 0
+        raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
     config = TransformerConfig(
         src_vocab_size,
         tgt_vocab_size,

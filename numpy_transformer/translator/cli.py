@@ -89,6 +89,8 @@ def _float_in(description: str, accept: Callable[[float], bool]) -> Callable[[st
 _positive_float = _float_in("a positive finite number", lambda value: 0 < value < float("inf"))
 _non_negative_float = _float_in("a finite number >= 0", lambda value: 0 <= value < float("inf"))
 _probability = _float_in("a number in (0, 1]", lambda value: 0 < value <= 1)
+# length ** alpha stays finite for any length up to 10**30 (alpha 0.6 to 2 are the usual choices)
+_length_penalty = _float_in("a number in [0, 10]", lambda value: 0 <= value <= 10)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -175,7 +177,7 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam-width", type=_positive_int, default=_DefaultInt(4))
     p.add_argument(
         "--length-penalty",
-        type=_non_negative_float,
+        type=_length_penalty,
         default=_DefaultFloat(1.0),
         help="beam search's length penalty alpha: a translation's log-probability is divided by its length "
         "** alpha (default 1: per token, generate()'s default too; 0: none)",
@@ -203,7 +205,9 @@ def _add_decode_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-len", type=_positive_int, default=None, help="default: the model's target table length"
     )
-    p.add_argument("--seed", type=int, default=_DefaultInt(0), help="sampling seed (sampling only)")
+    p.add_argument(
+        "--seed", type=_non_negative_int, default=_DefaultInt(0), help="sampling seed (sampling only)"
+    )
     p.add_argument(
         "--no-repeat-ngram",
         type=_non_negative_int,

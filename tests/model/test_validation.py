@@ -124,12 +124,14 @@ def test_cli_numbers_must_be_finite_and_in_range(capsys, flag, value, expected):
     assert stopped.value.code == 2 and expected in capsys.readouterr().err
 
 
-def test_length_penalty_must_be_finite_and_non_negative(capsys):
+@pytest.mark.parametrize("value, shown", [("-0.5", "-0.5"), ("1e300", "1e+300"), ("inf", "inf")])
+def test_length_penalty_must_be_within_0_and_10(capsys, value, shown):
+    """length ** 1e300 overflows: refused by the parser, before any model is read."""
     from numpy_transformer.translator.cli import main
 
     with pytest.raises(SystemExit):
-        main(["translate", "--length-penalty", "-0.5", "x"])
-    assert "expected a finite number >= 0, got -0.5" in capsys.readouterr().err
+        main(["translate", "--length-penalty", value, "x"])
+    assert f"--length-penalty: expected a number in [0, 10], got {shown}" in capsys.readouterr().err
 
 
 def test_masks_must_be_boolean(model):

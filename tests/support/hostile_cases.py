@@ -1010,6 +1010,10 @@ def sampled_at(temperature: float) -> Callable[[Path], None]:
     return call
 
 
+def config_with(**settings: object) -> Callable[[Path], object]:
+    return lambda ws: nt.TransformerConfig(10, 6, 8, 8, **settings)  # type: ignore[arg-type]
+
+
 LONG_LINE = b" ".join([b"abc"] * 500)
 FIVE_LINES = b"abc\ncab\n" + LONG_LINE + b"\nbca\nbb\n"
 HUGE_LINE = b"abc\n" + b"a" * (25 << 20) + b"\ncab\n"
@@ -1106,6 +1110,44 @@ LATEST_CASES = [
         disk_full_between_saves,
         False,
         check=lambda ws: load_checkpoint(ws / "full-between")[1]["step"] == 4,
+    ),
+    # -- the model's configuration and the decoding flags --------------------------------------------------
+    *(
+        Case("api", f"TransformerConfig({name}={value!r})", api(config_with(**{name: value})), True, names)
+        for name, value, names in (
+            ("attention", ["mha"], ("attention", "['mha']", "'mla'")),
+            ("dtype", None, ("dtype", "None", "float32")),
+        )
+    ),
+    Case(
+        "api",
+        "TransformerConfig.of(None)",
+        api(lambda ws: nt.TransformerConfig.of(None)),  # type: ignore[arg-type]
+        True,
+        ("config", "TransformerConfig", "NoneType"),
+    ),
+    Case(
+        "api",
+        "build_transformer(seed=-1)",
+        api(lambda ws: tiny_model(seed=-1)),
+        True,
+        ("seed", "-1", "non-negative"),
+    ),
+    Case(
+        "translate",
+        "translate --strategy sample --seed -1",
+        cli("translate", "--checkpoint", "{ws}/run", "--strategy", "sample", "--seed", "-1", "abc"),
+        True,
+        ("--seed", "-1", ">= 0"),
+    ),
+    Case(
+        "translate",
+        "translate --strategy beam --length-penalty 1e300",
+        cli(
+            "translate", "--checkpoint", "{ws}/run", "--strategy", "beam", "--length-penalty", "1e300", "abc"
+        ),
+        True,
+        ("--length-penalty", "1e+300", "[0, 10]"),
     ),
 ]
 
