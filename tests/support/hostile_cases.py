@@ -1010,6 +1010,19 @@ def sampled_at(temperature: float) -> Callable[[Path], None]:
     return call
 
 
+def overlapping_offsets(directory: Path) -> None:
+    """model.safetensors rewritten so that the first layer's k_proj.weight points at q_proj.weight's
+    bytes: read by offsets alone, the keys would be the queries' weights."""
+    path = directory / "model.safetensors"
+    raw = path.read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + length])
+    layer = "model.encoder.layers.0.self_attn"
+    header[f"{layer}.k_proj.weight"]["data_offsets"] = header[f"{layer}.q_proj.weight"]["data_offsets"]
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + length :])
+
+
 def config_with(**settings: object) -> Callable[[Path], object]:
     return lambda ws: nt.TransformerConfig(10, 6, 8, 8, **settings)  # type: ignore[arg-type]
 
@@ -1110,6 +1123,25 @@ LATEST_CASES = [
         disk_full_between_saves,
         False,
         check=lambda ws: load_checkpoint(ws / "full-between")[1]["step"] == 4,
+    ),
+    Case(
+        "import",
+        "import a model.safetensors whose k_proj and q_proj share their bytes",
+        then(
+            marian("m-overlap", overlapping_offsets), cli("import", "{ws}/m-overlap", "--out", "{ws}/imp12")
+        ),
+        True,
+        ("m-overlap/model.safetensors", "corrupt or not a safetensors file", "invalid offset"),
+    ),
+    Case(
+        "import",
+        "import a model.safetensors with bytes after its data",
+        then(
+            marian("m-trailing", lambda d: (d / "model.safetensors").open("ab").write(b"\x00" * 64)),
+            cli("import", "{ws}/m-trailing", "--out", "{ws}/imp13"),
+        ),
+        True,
+        ("m-trailing/model.safetensors", "corrupt or not a safetensors file", "not fully covered"),
     ),
     # -- the model's configuration and the decoding flags --------------------------------------------------
     *(
