@@ -742,12 +742,12 @@ def test_learn_train_says_latent_exercises_are_not_used_by_an_mha_model(tmp_path
 
 
 def test_only_rank_0_says_what_it_trains_on(tmp_path, monkeypatch, capsys):
-    from numpy_transformer.translator import cli as cli_module
+    from numpy_transformer.translator.cli import learn as learn_command
 
     path = tmp_path / "mine.py"
     path.write_text(RELU)
-    monkeypatch.setattr(cli_module, "launched_rank", lambda: 1)
-    monkeypatch.setattr(cli_module, "_train", lambda args: 0)
+    monkeypatch.setattr(learn_command, "launched_rank", lambda: 1)
+    monkeypatch.setattr(learn_command, "run_train", lambda args: 0)
     assert main(["learn", "train", str(path), "--no-compare"]) == 0
     assert "relu_backward" not in capsys.readouterr().out
 

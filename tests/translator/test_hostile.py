@@ -288,12 +288,12 @@ def test_repeated_pairs_of_a_corpus_never_reach_the_test_split(tmp_path):
 
 
 def test_translate_in_batches_gives_what_one_batch_gives(checkpoint, capsys, monkeypatch):
-    from numpy_transformer.translator import cli
+    from numpy_transformer.translator.cli import translate as translate_command
 
     sentences = ["abc", "cab", "bbb", "a", "ccba"]
     assert main(["translate", "--checkpoint", str(checkpoint), *sentences]) == 0
     whole = capsys.readouterr().out
-    monkeypatch.setattr(cli, "TRANSLATE_BATCH", 2)
+    monkeypatch.setattr(translate_command, "TRANSLATE_BATCH", 2)
     assert main(["translate", "--checkpoint", str(checkpoint), *sentences]) == 0
     assert capsys.readouterr().out == whole and len(whole.splitlines()) == 5
 

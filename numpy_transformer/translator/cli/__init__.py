@@ -1,0 +1,83 @@
+"""``numpy-transformer`` / ``python -m numpy_transformer``: train, translate, evaluate, plot, import."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from ...backend import set_backend
+from ...files import silence
+from ...machine import restart_with_openblas_timeout, tune_cpu
+from ..checkpoint import CheckpointError
+from ..distributed import launched_rank
+from .average import add_average, run_average
+from .common import BROKEN_PIPE, Parser
+from .import_model import add_import, run_import
+from .learn import add_learn, run_learn
+from .plot import add_plot, run_plot
+from .train import add_train, run_train
+from .translate import add_evaluate, add_translate, run_evaluate, run_translate
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="numpy-transformer", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_train(commands)
+    add_translate(commands)
+    add_evaluate(commands)
+    add_average(commands)
+    add_plot(commands)
+    add_learn(commands)
+    add_import(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
+    the process in to the CPU settings (tune_cpu), as a program of its own may.
+
+    Exit codes: 0 done; 2 refused (one line naming what is wrong); 130 interrupted (Ctrl-C); 141 the
+    reader of standard output went away (``| head``), as 128 + SIGPIPE says for cat and its kin.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if argv is None:
+        restart_with_openblas_timeout()
+        tune_cpu()
+    handlers = {
+        "train": run_train,
+        "translate": run_translate,
+        "evaluate": run_evaluate,
+        "average": run_average,
+        "plot": run_plot,
+        "learn": run_learn,
+        "import": run_import,
+    }
+
+    def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location
+        if launched_rank() == 0:  # under mpiexec the ranks read the same data, and rank 0 speaks for them
+            print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", UserWarning)
+            warnings.showwarning = say_warning
+            if getattr(args, "backend", None):
+                set_backend(args.backend)
+            code = handlers[args.command](args)
+        sys.stdout.flush()  # a reader that has gone shows here, not as a traceback when Python exits
+        return code
+    except BrokenPipeError:  # `translate ... | head -n 1`: the reader has all it wanted
+        silence(sys.stdout)
+        return BROKEN_PIPE
+    except (ValueError, TypeError, RuntimeError, CheckpointError) as error:
+        print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # the work failed, not its input (a full disk: SaveError names the file)
+        print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
+        return 1

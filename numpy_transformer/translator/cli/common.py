@@ -1,0 +1,203 @@
+"""What the commands share: argument types, the parser that refuses in one line, the backend and
+decoding options, and the decoding the flags ask for."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from ..distributed import launched_rank
+
+DEFAULT_OUT = "runs/numbers-en-fr"
+
+
+BROKEN_PIPE = 141  # the exit code when the reader of standard output has gone: 128 + SIGPIPE, as cat's
+
+
+def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = _int_at_least(1, "a positive integer")
+
+
+non_negative_int = _int_at_least(0, "an integer >= 0")
+
+
+def _float_in(description: str, accept: Callable[[float], bool]) -> Callable[[str], float]:
+    """An argparse type: a float for which ``accept`` holds, else one line naming the value."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {description}, got {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {description}, got {value}")
+        return value
+
+    return parse
+
+
+_positive_float = _float_in("a positive finite number", lambda value: 0 < value < float("inf"))
+
+
+_non_negative_float = _float_in("a finite number >= 0", lambda value: 0 <= value < float("inf"))
+
+
+_probability = _float_in("a number in (0, 1]", lambda value: 0 < value <= 1)
+
+
+# length ** alpha stays finite for any length up to 10**30 (alpha 0.6 to 2 are the usual choices)
+_length_penalty = _float_in("a number in [0, 10]", lambda value: 0 <= value <= 10)
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line, pointing to --help instead of printing the
+    usage, and that takes only whole option names (an abbreviation is refused, never guessed)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
+
+    def error(self, message: str) -> NoReturn:
+        # under mpiexec every rank parses the same arguments: rank 0 alone says what is wrong
+        said = f"{self.prog}: error: {message} (see {self.prog} --help)\n" if launched_rank() == 0 else None
+        self.exit(2, said)
+
+
+def add_backend(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        choices=["numpy", "cupy"],
+        default=None,
+        help="array backend (default: $NUMPY_TRANSFORMER_BACKEND, else numpy); cupy runs on a CUDA GPU",
+    )
+
+
+class _DefaultInt(int):
+    """A flag's default value, told apart from the same value typed (which is a plain int)."""
+
+
+class _DefaultFloat(float):
+    """A flag's default value, told apart from the same value typed (which is a plain float)."""
+
+
+STRATEGY_OPTIONS = {  # the flags that apply to one strategy only
+    "beam": ("beam_width", "length_penalty", "beam_style"),
+    "sample": ("temperature", "top_k", "top_p", "seed"),
+}
+
+
+def _typed(args: argparse.Namespace, name: str) -> bool:
+    value = getattr(args, name, None)
+    if name == "beam_style":
+        return value not in (None, "default")
+    return value is not None and not isinstance(value, (_DefaultInt, _DefaultFloat))
+
+
+def add_decode_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--strategy",
+        choices=["greedy", "sample", "beam"],
+        default=None,
+        help="default: beam for a subword (bpe, marian) model, as the paper evaluates; greedy for the others",
+    )
+    p.add_argument("--beam-width", type=positive_int, default=_DefaultInt(4))
+    p.add_argument(
+        "--length-penalty",
+        type=_length_penalty,
+        default=_DefaultFloat(1.0),
+        help="beam search's length penalty alpha: a translation's log-probability is divided by its length "
+        "** alpha (default 1: per token, generate()'s default too; 0: none)",
+    )
+    p.add_argument(
+        "--beam-style",
+        choices=["default", "transformers"],
+        default="default",
+        help="default: a finished translation keeps its place in the beam; transformers: as Hugging Face "
+        "transformers' generate(num_beams=...) searches, finished ones set aside",
+    )
+    p.add_argument(
+        "--temperature",
+        type=_positive_float,
+        default=_DefaultFloat(1.0),
+        help="softmax temperature (sampling only)",
+    )
+    p.add_argument(
+        "--top-k",
+        type=positive_int,
+        default=None,
+        help="sample from the k most likely tokens (sampling only)",
+    )
+    p.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass (sampling only)")
+    p.add_argument(
+        "--max-len", type=positive_int, default=None, help="default: the model's target table length"
+    )
+    p.add_argument(
+        "--seed", type=non_negative_int, default=_DefaultInt(0), help="sampling seed (sampling only)"
+    )
+    p.add_argument(
+        "--no-repeat-ngram",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="never repeat an n-gram of N tokens in one translation (0: off)",
+    )
+
+
+def decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
+    """The decoding the flags ask for; without --strategy, beam search for a subword model (and for
+    --n-best)."""
+    from .. import decoding
+
+    strategy = args.strategy or ("beam" if tokenizer.subwords or getattr(args, "n_best", 1) > 1 else "greedy")
+    for other, names in STRATEGY_OPTIONS.items():
+        typed = [name for name in names if other != strategy and _typed(args, name)]
+        if typed:
+            flag = "--" + typed[0].replace("_", "-")
+            chosen = (
+                f"--strategy {strategy}"
+                if args.strategy
+                else f"{strategy} decoding, this model's default (--strategy {other} to use it)"
+            )
+            raise ValueError(
+                f"{flag} {getattr(args, typed[0])} applies to --strategy {other} only, not to {chosen}"
+            )
+    common = {"no_repeat_ngram": args.no_repeat_ngram}
+    if strategy == "greedy":
+        return {"strategy": decoding.greedy_decode, **common}
+    if strategy == "beam":
+        return {
+            "strategy": decoding.beam_search,
+            "beam_width": args.beam_width,
+            "length_penalty": args.length_penalty,
+            **({"style": args.beam_style} if args.beam_style != "default" else {}),
+            **common,
+        }
+    return {
+        "strategy": decoding.sample_decode,
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "seed": args.seed,
+        **common,
+    }
+
+
+def describe(options: dict[str, Any]) -> str:
+    """The decoding in words, as evaluate reports it beside its scores."""
+    name = options["strategy"].__name__.removesuffix("_decode").removesuffix("_search")
+    settings = ", ".join(
+        f"{key.replace('_', ' ')} {value}" for key, value in options.items() if key != "strategy"
+    )
+    return f"{name} ({settings})"

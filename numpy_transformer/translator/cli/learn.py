@@ -1,0 +1,257 @@
+"""``numpy-transformer learn``: the workbook's commands (start, check, hint, train)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..distributed import launched_rank
+from .train import add_train_arguments, run_train
+
+# learn train without --task, --data or --config: the copy task on a small model, under a minute on 2 cores
+LEARN_DEFAULTS = {
+    "train.task": "copy",
+    "train.steps": 400,
+    "train.lr": 3e-3,
+    "train.warmup": 50,
+    "model.d_model": 32,
+    "model.N": 1,
+    "model.h": 2,
+    "model.d_ff": 64,
+    "model.dropout": 0.0,
+}
+
+
+def add_learn(commands: argparse._SubParsersAction) -> None:
+    learn = commands.add_parser(
+        "learn", help="learn backprop by writing it: a workbook of every backward pass"
+    )
+    actions = learn.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("start", help="write a workbook (my_backprop.py and README.md) into DIR")
+    p.add_argument("directory", metavar="DIR")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing workbook, your work included"
+    )
+    p.add_argument(
+        "--notebook", action="store_true", help="write the workbook as a Jupyter notebook, my_backprop.ipynb"
+    )
+    p = actions.add_parser(
+        "check", help="grade the backward passes FILE (.py or .ipynb) defines (every one, or those NAMEd)"
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("names", metavar="NAME", nargs="*", help="textbook names, e.g. layer_norm_backward")
+    p = actions.add_parser("hint", help="the next hint for exercise NAME (one step further each time)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("name", metavar="NAME")
+    p = actions.add_parser(
+        "train",
+        help="train a model on FILE's functions wherever it defines them (options as train's; without "
+        "--task, --data or --config: the copy task, 400 steps of a one-layer model of width 32), then "
+        "the textbook's own code on the same seed beside it; where FILE has block backwards too, "
+        "blocks.py's encoder-decoder trained on them the same way, beside the textbook's blocks",
+    )
+    p.add_argument("file", metavar="FILE")
+    add_train_arguments(p, None)
+    for action in p._actions:  # learn train's own defaults, not train's
+        if action.dest in LEARN_DEFAULTS:
+            text = re.sub(r"\s*\(?default.*$", "", action.help or "", flags=re.S)
+            value = LEARN_DEFAULTS[action.dest]
+            action.help = f"{text} (learn train's default without --task, --data or --config: {value})"
+        if action.dest == "out":
+            action.help = "run directory (default: runs/FILESTEM-N beside FILE, N the first number free)"
+    p.add_argument(
+        "--no-compare",
+        dest="compare",
+        action="store_false",
+        help="skip the second run on the textbook's own code (same seed) that learn train prints beside yours "
+        "(the blocks' too)",
+    )
+
+
+def run_learn(args: argparse.Namespace) -> int:
+    """learn start / check / train: refusals are one line and exit 2, the learner's own code failing
+    to import is one line (theirs, with their file:line) and exit 1; Ctrl-C ends with 130, no traceback."""
+    from ... import learn
+
+    speak = launched_rank() == 0  # under mpiexec every rank loads the file, rank 0 speaks for them
+    say = print if speak else (lambda *a, **k: None)
+    try:
+        if args.action == "start":
+            written = learn.start(args.directory, overwrite=args.overwrite, notebook=args.notebook)
+            print(
+                f"wrote {written[0]} and {written[1]}; start with: numpy-transformer learn check {written[0]}"
+            )
+            return 0
+        if args.action == "check":
+            report, code = learn.run_check(args.file, args.names)
+            print(report)
+            return code
+        if args.action == "hint":
+            print(learn.next_hint(args.file, args.name))
+            return 0
+        block_table: dict[str, Callable] = {}
+        table, verdicts = learn.learner_functions(args.file, block_table)
+    except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
+        print(f"numpy-transformer learn {args.action}: error: {refused}", file=sys.stderr)
+        return 2
+    except learn.LearnerCodeError as theirs:
+        print(f"numpy-transformer learn {args.action}: {theirs}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"numpy-transformer learn {args.action}: interrupted", file=sys.stderr)
+        return 130
+    from ...kernels import get_kernels, set_kernels, set_learner_functions
+
+    yours = [v.name for v in verdicts if v.status in ("done", "wrong") and v.name not in learn.BLOCKS]
+    wrong = [v.name for v in verdicts if v.status == "wrong"]
+    trained_blocks = [name for name in learn.TRAINED_BLOCKS if name in block_table]
+    checked_only = [name for name in block_table if name not in learn.TRAINED_BLOCKS]
+    say(
+        f"your functions: {', '.join(yours)}"
+        + (f" ({', '.join(w for w in wrong if w in yours)} wrong)" if set(wrong) & set(yours) else "")
+        if yours
+        else "training on the textbook alone: the file defines no backward of its own that runs"
+    )
+    if trained_blocks:
+        say(
+            f"your blocks: {', '.join(trained_blocks)} (the package's model is built of the textbook's "
+            "modules; blocks.py's encoder-decoder trains on them after it)"
+        )
+    if checked_only:
+        say(
+            f"checked by learn check, not trained: your {', '.join(checked_only)} (blocks.py's model has none)"
+        )
+    raised = [v.name for v in verdicts if v.status == "error"]
+    if raised:
+        say(f"left to the textbook (your code raised in check): {', '.join(raised)}")
+    if not args.config and not {"train.task", "train.data"} & set(vars(args)):
+        for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen
+            if not hasattr(args, dest):
+                setattr(args, dest, value)
+    if args.out is None:  # beside the learner's file, a fresh folder for every run: nothing is replaced
+        args.out = str(_fresh_learn_out(Path(args.file)))
+    ran: set[str] = set()
+    previous = get_kernels()
+    set_learner_functions(learn.guarded(table, args.file, ran))
+    set_kernels("learner")
+    try:
+        code = run_train(args)
+    finally:
+        set_kernels(previous)
+        set_learner_functions({})
+    mine = [name for name in yours if name in ran]
+    unused = [name for name in yours if name not in ran]
+    if yours:
+        say(
+            f"the model ran your {', '.join(mine) or 'nothing'}"
+            + (f"; not used by this model: {', '.join(unused)}" if unused else "")
+            + "; the rest was the textbook's"
+        )
+    if code == 0 and args.compare and mine:
+        code = _learn_compare(args, say)
+    if code != 0 or not trained_blocks or not speak:  # the blocks' run is serial: rank 0 alone
+        return code
+    return _learn_blocks(args, block_table, table, say)
+
+
+def _learn_compare(args: argparse.Namespace, say: Callable[..., None]) -> int:
+    """The textbook's own run on the same seed beside the learner's, and both dev results."""
+    yours_dev = _last_dev(Path(args.out))
+    textbook_args = argparse.Namespace(**vars(args))
+    textbook_args.out = str(Path(args.out) / "textbook")
+    textbook_args.show = 0
+    # a resumed run whose first session skipped the comparison starts the textbook's afresh
+    textbook_args.resume = args.resume and Path(textbook_args.out).is_dir()
+    say(f"the textbook's own code on the same seed, for comparison ({textbook_args.out}):")
+    code = run_train(textbook_args)
+    textbook_dev = _last_dev(Path(textbook_args.out))
+    if code == 0 and yours_dev and textbook_dev:
+        say(
+            f"dev after {yours_dev['step']} steps: yours exact {yours_dev['exact_match']:.3f} "
+            f"BLEU {yours_dev['bleu']:.2f}; the textbook's exact {textbook_dev['exact_match']:.3f} "
+            f"BLEU {textbook_dev['bleu']:.2f} (same seed)"
+        )
+    return code
+
+
+def _learn_blocks(
+    args: argparse.Namespace,
+    block_table: dict[str, Callable],
+    table: dict[str, Callable],
+    say: Callable[..., None],
+) -> int:
+    """blocks.py's encoder-decoder trained on the run's task, steps and sizes: on the learner's block
+    functions (their encoder_decoder_backward, or the textbook's calling their blocks and layers), then
+    on the textbook's alone (unless --no-compare), and both teacher-forced dev results on one line."""
+    import time
+
+    from ... import learn
+    from ..checkpoint import load_meta, trained_task
+
+    meta = load_meta(args.out)
+    model, train = meta["model"], meta["train"]
+    task = trained_task(args.out, meta)
+    settings = {
+        "steps": int(meta["step"]),
+        "batch_size": train["batch_size"],
+        "lr": train["lr"],
+        "width": model["d_model"],
+        "n_layers": model["N"],
+        "n_heads": model["h"],
+        "d_ff": model["d_ff"],
+        "seed": train["seed"],
+        "label_smoothing": train["label_smoothing"],
+        "dev_pairs": task.dev[: train["eval_size"]],
+    }
+    ran: set[str] = set()
+    theirs = learn.guarded({**table, **block_table}, args.file, ran)
+    whole = theirs.pop("encoder_decoder_backward", None)
+    started = time.perf_counter()
+    try:
+        with learn.blocks_using(theirs):
+            yours = learn.train_blocks(task, backward=whole, **settings)
+        seconds = time.perf_counter() - started
+        textbook = learn.train_blocks(task, **settings) if args.compare else None
+    except KeyboardInterrupt:
+        print("numpy-transformer learn train: interrupted", file=sys.stderr)
+        return 130
+    except RuntimeError as error:  # their code raised (guarded says where)
+        print(f"numpy-transformer learn train: blocks.py's encoder-decoder: {error}", file=sys.stderr)
+        return 1
+    names = [name for name in learn.TRAINED_BLOCKS if name in ran] or ["nothing"]
+    line = (
+        f"the whole encoder-decoder of blocks.py on your {', '.join(names)}: dev loss {yours.dev_loss:.2f}, "
+        f"token accuracy {yours.accuracy:.2f}"
+    )
+    if textbook is not None:
+        line += f"; the textbook's: {textbook.dev_loss:.2f}, {textbook.accuracy:.2f} (same seed, "
+    else:
+        line += " ("
+    say(f"{line}{yours.steps} steps, {seconds:.1f} s)")
+    return 0
+
+
+def _fresh_learn_out(file: Path) -> Path:
+    """runs/<stem>-N beside the learner's file, N the first number not taken."""
+    folder = file.expanduser().resolve().parent / "runs"
+    number = 1
+    while (folder / f"{file.stem}-{number}").exists():
+        number += 1
+    return folder / f"{file.stem}-{number}"
+
+
+def _last_dev(out: Path) -> dict[str, Any] | None:
+    """The last dev evaluation a run logged, or None."""
+    from ..plots import read_log
+    from ..run_directory import LOG_NAME
+
+    try:
+        records = read_log(out / LOG_NAME)  # a torn line skipped, as everywhere a log is read
+    except OSError:
+        return None
+    dev = [r for r in records if r.get("split") == "dev" and "exact_match" in r]
+    return dev[-1] if dev else None

@@ -1,0 +1,327 @@
+"""``numpy-transformer train``: a run's settings from the flags, ``--config`` and ``--resume``, the
+Trainer made or resumed on every rank, fitted, and what a failure leaves behind."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+import warnings
+from collections.abc import Callable
+from contextlib import ExitStack, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..checkpoint import FILENAME, CheckpointError
+from ..config import (
+    MODEL_SIZES,
+    ModelConfig,
+    TrainConfig,
+    add_arguments,
+    given_settings,
+    read_config_file,
+    resumable_fields,
+    resumable_flags,
+    resume_conflicts,
+)
+
+if TYPE_CHECKING:
+    from ..distributed import Communicator
+    from ..training import Trainer
+from .common import BROKEN_PIPE, DEFAULT_OUT, add_backend, non_negative_int
+
+T = TypeVar("T")
+
+
+def add_train(commands: argparse._SubParsersAction) -> None:
+    add_train_arguments(commands.add_parser("train", help="train a translation model"), DEFAULT_OUT)
+
+
+def add_train_arguments(p: argparse.ArgumentParser, default_out: str | None) -> None:
+    add_backend(p)
+    p.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        help="settings from a TOML file of [model] and [train] tables (a run's config.toml is one); "
+        "flags given beside it win",
+    )
+    add_arguments(p.add_argument_group("model"), ModelConfig, "model")
+    add_arguments(p.add_argument_group("training"), TrainConfig, "train")
+    run = p.add_argument_group("the run directory")
+    run.add_argument("--out", default=default_out, help=f"run directory (default: {default_out})")
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help=f"continue the run saved in --out as it was saved ({', '.join(resumable_flags())} may change)",
+    )
+    run.add_argument("--overwrite", action="store_true", help="replace the run saved in --out with a new one")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--show",
+        type=non_negative_int,
+        default=5,
+        help="translations of unseen test sources to print at the end",
+    )
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from ..distributed import Communicator, RanksStopped
+
+    comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
+    if comm is None:
+        try:
+            return _train_run(args, None)
+        except _InterruptedBeforeTraining as interrupted:
+            print(interrupted, file=sys.stderr)
+            return 130
+    try:
+        return _train_run(args, comm)
+    except RanksStopped as stopped:
+        return stopped.code
+    except BaseException as error:  # out of step with the others (a second Ctrl-C), which may wait for
+        # this rank in a collective call for ever: say why here, then end every rank
+        code, line = _failure(error, Path(args.out).expanduser(), comm.rank)
+        if line:
+            print(line, file=sys.stderr)
+        comm.abort(code)
+
+
+def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
+    """train, alone or as one rank of several; under MPI each stage ends with the ranks agreeing
+    (_on_every_rank), so that a refusal or failure on any rank stops every rank, said once."""
+    from ..run_directory import RunLock, check_run_directory
+
+    root = comm is None or comm.rank == 0
+    say = print if root else (lambda *a, **k: None)
+    created: list[Path] = []  # --out, if this run made it
+    try:
+        with ExitStack() as locked:
+
+            def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
+                settings = _settings(args)  # every refusal of a setting comes before any work
+                _refuse_out_of_from(settings["train"].get("from_run"), args.out)
+                out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
+                if root:  # rank 0 alone writes the run directory
+                    if not out.exists():
+                        created.append(out)
+                    locked.enter_context(RunLock(out))
+                return settings, out
+
+            settings, out = _on_every_rank(comm, args.out, claim_out)
+            trainer, started = _on_every_rank(comm, out, lambda: _trainer(args, settings, out, comm))
+            say(started)
+            return _on_every_rank(comm, out, lambda: _fit(args, trainer, out, say))
+    finally:
+        for directory in created:  # stopped before anything was written: no empty directory stays
+            with suppress(OSError):
+                directory.rmdir()
+
+
+def _refuse_out_of_from(from_run: str | None, out: str) -> None:
+    """--out may not be the run --from starts from (its directory, or the directory of the checkpoint
+    it names): --overwrite would replace what the new run is made of. As import refuses --out DIR."""
+    if from_run is None:
+        return
+    source = Path(from_run).expanduser()
+    source = source if source.is_dir() else source.parent
+    if source.resolve() == Path(out).expanduser().resolve():
+        raise ValueError(
+            f"--out {out} is the run --from {from_run} starts from, which it would replace: choose a run "
+            "directory of its own for --out"
+        )
+
+
+def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[], T]) -> T:
+    """``work()`` alone; under MPI on every rank, then one agreement (Ranks.run_together): if it raised
+    on any rank, rank 0 prints the first rank's reason and every rank stops with its exit status
+    (raises RanksStopped)."""
+    from ..distributed import ranks_of
+
+    ranks = ranks_of(comm)
+    return ranks.run_together(work, lambda error: _failure(error, Path(out), ranks.rank))
+
+
+def _failure(error: BaseException, out: Path, rank: int = 0) -> tuple[int, str]:
+    """The exit status of ``train`` stopped by ``error`` and the line that says why (naming the MPI
+    rank where it is not rank 0): 2 for a refusal, 1 for a failure, 130 for a second Ctrl-C."""
+    from ..training import TrainingDiverged
+
+    where = f"rank {rank}: " if rank else ""
+    if isinstance(error, _InterruptedBeforeTraining):
+        return 130, f"{where}{error}"
+    if isinstance(error, KeyboardInterrupt):  # the second Ctrl-C: saves are atomic, so the last one is whole
+        kept = (
+            f"{out / FILENAME} holds the last checkpoint"
+            if (out / FILENAME).exists()
+            else "nothing was saved"
+        )
+        return 130, f"interrupted again: {where}stopped at once without saving this step; {kept}"
+    if isinstance(error, TrainingDiverged):
+        kept = (
+            f"the last good checkpoint in {out} is kept"
+            if (out / FILENAME).exists()
+            else f"no checkpoint was written to {out}"
+        )
+        return 1, f"numpy-transformer train: error: {where}training stopped: {error}; {kept}"
+    if isinstance(error, (ValueError, TypeError, RuntimeError, CheckpointError)):
+        return 2, f"numpy-transformer train: error: {where}{error}"
+    if isinstance(error, (OSError, MemoryError)):  # a full disk, an allocation refused
+        return 1, f"numpy-transformer train: error: {where}{error}"
+    if isinstance(error, SystemExit):
+        return (error.code if isinstance(error.code, int) else 1), ""
+    lines = traceback.format_exception(type(error), error, error.__traceback__)  # a bug: where it is
+    return 1, f"numpy-transformer train: error: {where}{''.join(lines).rstrip()}"
+
+
+def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """section -> field -> value of the settings given: a --config file's, then the flags' over them."""
+    given = given_settings(args)
+    from_file = read_config_file(args.config) if args.config else {}
+    train_file, train_given = dict(from_file.get("train", {})), given["train"]
+    # a flag wins over the file, and over the file's settings it excludes: what the run learns
+    # from (--task or --data) takes the file's other source and the settings tied to it away;
+    # --steps or --time-budget the other one
+    if ("task" in train_given or "data" in train_given) and (
+        train_file.get("task") != train_given.get("task", train_file.get("task"))
+        or train_file.get("data") != train_given.get("data", train_file.get("data"))
+    ):
+        for name in ("task", "data", *TASK_TIED, *(("from_run",) if "task" in train_given else ())):
+            if name not in train_given:
+                train_file.pop(name, None)
+    for name, other in (("steps", "time_budget"), ("time_budget", "steps")):
+        if name in train_given and other not in train_given:
+            train_file.pop(other, None)
+    from_file = {**from_file, "train": train_file}
+    settings = {section: {**from_file.get(section, {}), **given[section]} for section in given}
+    if args.config and not getattr(args, "resume", False):
+        try:  # a refusal the file's settings take part in names the file
+            TrainConfig(**settings["train"]).resolve()
+        except (ValueError, TypeError) as error:
+            if set(from_file.get("train", {})) - set(train_given):
+                raise type(error)(f"{error} (with the settings of --config {args.config})") from None
+            raise
+    return settings
+
+
+# a --config file's settings that belong to its task or corpus: dropped when a flag names another
+TASK_TIED = ("tokenizer", "vocab_size", "max_length", "bpe_dropout", "shared_vocab")
+
+
+def _trainer(
+    args: argparse.Namespace, settings: dict[str, dict[str, Any]], out: Path, comm: Communicator | None
+) -> tuple[Trainer, str]:
+    """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
+    what it trains. With --overwrite the old run is cleared only now, once the new one is ready: a
+    refusal or a Ctrl-C before this point keeps it."""
+    from ..data import FileTask
+    from ..run_directory import clear_run, resume_checkpoint
+    from ..training import Trainer
+
+    ranks = f" on {comm.size} MPI ranks" if comm else ""
+    saved = resume_checkpoint(out) if args.resume else out / FILENAME
+    if saved.name != FILENAME:
+        warnings.warn(
+            f"--resume: {out / FILENAME} is missing or older than {saved.name} (its save failed): "
+            f"resuming from {saved}, the run's newest complete checkpoint",
+            stacklevel=2,
+        )
+    try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
+        if args.resume:
+            may_change = {name: settings["train"].get(name) for name in resumable_fields()}
+            trainer = Trainer.resume(saved, comm=comm, **may_change)
+        else:
+            trainer = Trainer.create(TrainConfig(**settings["train"]), settings["model"], comm=comm)
+    except KeyboardInterrupt as interrupt:
+        kept = (
+            f"the run saved in {out} is unchanged" if args.resume or args.overwrite else "nothing was written"
+        )
+        raise _InterruptedBeforeTraining(
+            f"interrupted before training started (reading the corpus, learning its subwords): {kept}"
+        ) from interrupt
+    length = (
+        f"{trainer.steps} steps"
+        if trainer.budget is None
+        else f"{trainer.config.time_budget:g} minutes in all, steps planned from the measured speed"
+        + ("" if "time_budget" in settings["train"] else " (--steps N to fix them)")
+    )
+    if args.resume:
+        resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
+        if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
+            trainer.plan_steps(trainer.step)  # the run ends where it is
+            warnings.warn(
+                f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
+                f"({trainer.budget.spent() / 60:.1f} so far) at step {trainer.step}: nothing is left to train; "
+                "give a larger --time-budget (minutes in all) or --steps N above the step reached",
+                stacklevel=2,
+            )
+        elif trainer.step >= trainer.steps:
+            warnings.warn(
+                f"--resume: the run in {out} is at step {trainer.step} and --steps {trainer.steps} asks for "
+                f"no more: nothing is left to train; give --steps above {trainer.step} to train on",
+                stacklevel=2,
+            )
+        return trainer, f"resuming {saved} at step {trainer.step} for {length}{ranks}"
+    if args.overwrite and (comm is None or comm.rank == 0):
+        clear_run(out)
+    config, task, sizes = trainer.config, trainer.task, trainer.model_config
+    n_params = sum(p.data.size for p in trainer.model.parameters())
+    model = f"the model of {config.from_run}" if config.from_run else f"{sizes.attention} model"
+    units = f" of {config.vocab_size:,} subword units" if config.vocab_size else ""
+    chosen = [name for name in MODEL_SIZES if name not in settings["model"]]
+    if config.data and config.vocab_size and "vocab_size" not in settings["train"]:
+        chosen.append("vocab_size")
+    why = (  # a --from run's model and vocabularies are that run's: nothing is chosen
+        f"; {', '.join(chosen)} chosen for {len(task.train_pairs):,} training pairs"
+        + (f" and {config.time_budget:g} minutes" if config.time_budget else "")
+        if config.data and not config.from_run and chosen and isinstance(task, FileTask)
+        else ""
+    )
+    return trainer, (
+        f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
+        f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
+        f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
+    )
+
+
+class _InterruptedBeforeTraining(Exception):
+    """Ctrl-C while the run was being built: nothing of it was written (exit status 130)."""
+
+
+def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..., None]) -> int:
+    """Train, then show translations of unseen test sources; ``say`` prints on rank 0 only."""
+    from ..training import TrainingDiverged
+
+    if args.resume and trainer.step >= trainer.steps:  # said when it resumed: nothing is rewritten
+        return 0
+    try:
+        trainer.fit(out, progress=not args.no_progress)
+    except (KeyboardInterrupt, TrainingDiverged) as error:
+        if (
+            trainer.comm is not None
+        ):  # the ranks agree on it first (_on_every_rank), or end together (run_train)
+            raise
+        code, line = _failure(error, out)
+        say(line, file=sys.stderr)
+        return code
+    if trainer.stop == "reader gone":  # saved; nobody is left to read the translations
+        return BROKEN_PIPE
+    if trainer.ranks.is_root:
+        _show_translations(trainer, args.show)
+    return 0
+
+
+def _show_translations(trainer: Trainer, count: int) -> None:
+    """Print the model's translations of the first ``count`` test pairs, never seen in training."""
+    from ..data import printable
+    from ..evaluation import translate_ids
+
+    task = trainer.task
+    pairs = task.test[:count]
+    if not pairs:
+        return
+    print(f"translations of {len(pairs)} unseen test sources:")
+    outputs = translate_ids(trainer.model, task.encode_pairs(pairs)[0], ids=task.ids)
+    for (source, reference), ids in zip(pairs, outputs):
+        hypothesis = task.tokenizer.detokenize(task.tgt_vocab.decode(ids))
+        mark = "ok" if hypothesis == reference else f"expected: {printable(reference)}"
+        print(f"  {printable(source)}  ->  {printable(hypothesis)}   [{mark}]")
