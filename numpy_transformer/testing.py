@@ -51,10 +51,25 @@ __all__ = [
 def _in_float64(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """Floating arrays as float64 copies of themselves; anything else (ids, masks, numbers) as given."""
     xp = get_array_module()
+    backend = "numpy" if xp is numpy else str(getattr(xp, "__name__", "cupy"))
     converted = {}
     for name, value in inputs.items():
         dtype = getattr(value, "dtype", None)
         floating = dtype is not None and numpy.issubdtype(numpy.dtype(str(dtype)), numpy.floating)
+        if floating and not isinstance(value, numpy.generic):
+            library = "numpy" if isinstance(value, numpy.ndarray) else type(value).__module__.split(".")[0]
+            library = "cupy" if library.startswith("cupy") else library
+            on_backend = isinstance(value, numpy.ndarray) if xp is numpy else isinstance(value, xp.ndarray)
+            if not on_backend:
+                raise TypeError(
+                    f"inputs[{name!r}] is a {library} array ({type(value).__name__}) but the array backend is "
+                    f"{backend}: "
+                    + (
+                        "call numpy_transformer.backend.set_backend('cupy') before checking CuPy arrays"
+                        if xp is numpy
+                        else f"pass {backend} arrays ({backend}.asarray(x)), or set_backend('numpy') for NumPy ones"
+                    )
+                )
         converted[name] = xp.asarray(value, dtype=xp.float64).copy() if floating else value
     return converted
 
@@ -99,7 +114,16 @@ def assert_gradients(
     missing = [name for name in wrt if name and name not in values]
     if missing:
         raise ValueError(f"wrt names {missing[0]!r}, which is not one of the inputs {list(values)}")
+    repeated = sorted({name for name in wrt if name and wrt.count(name) > 1})
+    if repeated:
+        raise ValueError(f"wrt names {repeated[0]!r} more than once: each input's gradient is checked once")
     if not [name for name in wrt if name]:
+        numbers = [name for name, value in values.items() if isinstance(value, (float, list, tuple))]
+        if numbers:
+            raise TypeError(
+                f"inputs[{numbers[0]!r}] is a {type(values[numbers[0]]).__name__}, not an array: the checker "
+                f"moves the entries of floating arrays; pass numpy.asarray(...) to check its gradient"
+            )
         raise ValueError(f"wrt: nothing to check, expected the names of floating inputs, got {wrt!r}")
     for name in filter(None, wrt):
         value: Any = values[name]

@@ -2,6 +2,8 @@
 caught by the default call and named for what it is. Before the checker learnt the contract of a
 backward, each of these passed silently or failed as a wrong gradient."""
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -392,3 +394,288 @@ def test_the_low_level_checker_refuses_a_non_finite_eps():
     x = np.ones(3)
     with pytest.raises(ValueError, match="eps must be a finite positive number"):
         gradcheck(lambda: float(x.sum()), {"x": x}, {"x": np.ones(3)}, eps=float("nan"))
+
+
+# -- the hostile review: each false pass, false alarm, slowness and message, on its own ------------
+
+
+def _fails(forward, backward, inputs, match=None, **options):
+    with pytest.raises(GradcheckError, match=match) as failed:
+        assert_gradients(forward, backward, inputs, **options)
+    return str(failed.value)
+
+
+def test_a_nan_gradient_fails_by_name():
+    _fails(
+        tanh_forward, lambda d, y: np.full_like(y, np.nan), x34(), match=r"analytic gradient is not finite"
+    )
+
+    def one_nan(d, y):
+        g = d * (1 - y**2)
+        g[0, 0] = np.nan
+        return g
+
+    _fails(tanh_forward, one_nan, x34(), match=r"not finite at \(0, 0\): nan \(1 of 12")
+    x = {"x": np.random.default_rng(0).standard_normal((80, 80))}
+    _fails(tanh_forward, one_nan, x, match=r"not finite at \(0, 0\)")  # fast mode too
+
+
+def test_a_forward_output_or_input_that_is_not_finite_fails_by_name():
+    x = np.abs(x34()["x"])
+    x[0, 0] = 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        _fails(
+            lambda x: (np.log(x), x),
+            lambda d, x: 7.0 * d,
+            {"x": x},
+            match=r"the forward's output is not finite at \(0, 0\): -inf",
+        )
+    x = x34()["x"]
+    x[0, 0] = np.nan
+    _fails(tanh_forward, lambda d, y: 3.0 * d, {"x": x}, match=r"input 'x' is not finite at \(0, 0\)")
+
+
+def test_gradients_smaller_than_atol_are_still_checked():
+    forward = lambda x: (1e-6 * x**2, x)  # noqa: E731
+    _fails(forward, lambda d, x: 1e-6 * x * d, x34(), match="FAILED")
+    message = _fails(forward, lambda d, x: np.zeros_like(x), x34(), match="FAILED rel 1.00e")
+    assert " ok " not in message
+    assert assert_gradients(forward, lambda d, x: 2e-6 * x * d, x34()).passed
+
+
+def _max_forward(x):
+    m = x.max(axis=-1)
+    return m, (x, m)
+
+
+def test_every_tied_entry_given_the_whole_gradient_fails_even_nudged():
+    x = {"x": np.array([[1.0, 1.0, 0.5], [2.0, -1.0, 2.0]])}
+
+    def every_tied_entry(d, c):
+        x, m = c
+        return (x == m[:, None]) * d[:, None]
+
+    _fails(_max_forward, every_tied_entry, x, match=r"tied entries .* wrong")
+    _fails(_max_forward, every_tied_entry, x, kinks="nudge")
+    first = lambda d, c: max_backward(d, c[0])  # noqa: E731
+    assert assert_gradients(_max_forward, first, x).passed
+    nudged = assert_gradients(_max_forward, first, {"x": np.array([[1.0, 1.0, 0.5]])}, kinks="nudge")
+    assert nudged.passed and not nudged.kinks  # the tie broken: each entry moved by its own amount
+
+
+def test_the_fast_mode_catches_a_gradient_swapped_between_two_entries():
+    def swapped(d, y):
+        g = d * (1 - y**2)
+        g[0, 0], g[0, 1] = g[0, 1], g[0, 0]
+        return g
+
+    x = np.random.default_rng(0).standard_normal((1000, 1000))
+    _fails(tanh_forward, swapped, {"x": x}, match=r"located by bisecting")
+
+
+def test_the_fast_mode_noise_allowance_does_not_hide_a_wrong_entry_in_a_large_sum():
+    x = np.random.default_rng(0).standard_normal((1000, 1000))
+    x[23, 57] = 1.0
+
+    def backward(d, x):
+        g = d * x
+        g[23, 57] *= 1.008
+        return g
+
+    _fails(lambda x: (0.5 * float((x * x).sum()), x), backward, {"x": x}, match=r"\(23, 57\)")
+    assert assert_gradients(lambda x: (0.5 * float((x * x).sum()), x), lambda d, x: d * x, {"x": x}).passed
+
+
+def test_a_backward_that_memoizes_its_gradient_fails():
+    def forward(x):
+        y = np.tanh(x)
+        return y, {"y": y}
+
+    def memoizing(d, c):
+        if "dx" not in c:
+            c["dx"] = d * (1 - c["y"] ** 2)
+        return c["dx"].copy()
+
+    _fails(forward, memoizing, x34(), match=r"the key\(s\) 'dx' added")
+    memo = {}
+
+    def memoizing_outside(d, c):  # the cache left alone: the stale gradient is seen by its dout
+        if "dx" not in memo:
+            memo["dx"] = d * (1 - c["y"] ** 2)
+        return memo["dx"].copy()
+
+    _fails(forward, memoizing_outside, x34(), match=r"does not follow its dout")
+
+
+@dataclass(slots=True)
+class SlotCache:
+    out: np.ndarray
+
+
+def test_a_cache_with_slots_is_watched_for_writes():
+    def forward(x):
+        y = np.maximum(x, 0)
+        return y, SlotCache(y.copy())
+
+    def backward(d, c):
+        np.sign(c.out, out=c.out)
+        return d * c.out
+
+    _fails(forward, backward, x34(), match=r"wrote into the cache the forward returned, at cache.out")
+
+
+def test_a_stable_sort_with_three_tied_entries_passes():
+    def forward(x):
+        i = np.argsort(x, axis=-1, kind="stable")
+        return np.take_along_axis(x, i, -1), i
+
+    def backward(d, i):
+        g = np.empty_like(d)
+        np.put_along_axis(g, i, d, -1)
+        return g
+
+    x = np.array([[0.3, 0.3, -1.0, 2.0], [1.0, 1.0, 1.0, 0.0]])
+    assert assert_gradients(forward, backward, {"x": x}).passed
+    _fails(forward, lambda d, i: 2 * backward(d, i), {"x": x})
+
+
+@pytest.mark.parametrize("x", [np.array([6.67e-7, -6.67e-7]), np.linspace(-1e-5, 1e-5, 31)])
+def test_a_relu_within_a_step_of_its_kink_passes(x):
+    assert assert_gradients(relu_forward, relu_backward, {"x": x}).passed
+    _fails(relu_forward, lambda d, x: 2 * relu_backward(d, x), {"x": x})
+
+
+def test_large_inputs_get_a_step_relative_to_their_magnitude():
+    assert assert_gradients(lambda x: (3.0 * x, None), lambda d, c: 3.0 * d, {"x": 1e8 * x34()["x"]}).passed
+    _fails(lambda x: (3.0 * x, None), lambda d, c: 3.03 * d, {"x": 1e8 * x34()["x"]})
+
+
+def test_parameters_sharing_one_array_are_checked_as_one_and_named():
+    from numpy_transformer.module import Module, Parameter
+
+    class Tied(Module):
+        def __init__(self, factor=1.0):
+            super().__init__("float64")
+            self.w = Parameter(np.random.default_rng(0).standard_normal((3, 3)))
+            self.w2 = Parameter(self.w.data)
+            self.factor = factor
+
+        def forward(self, x):
+            self._save(x)
+            return x @ self.w.data.T @ self.w2.data
+
+        def backward(self, d):
+            x = self._take()
+            self.w2.accumulate(self.factor * (x @ self.w.data.T).T @ d)
+            dy = d @ self.w2.data.T
+            self.w.accumulate(dy.T @ x)
+            return dy @ self.w.data
+
+    x = {"x": x34()["x"][:2, :3].copy()}
+    result = assert_module_gradients(Tied(), x, lambda dx: {"x": dx})
+    assert "'w' shares its memory with 'w2'" in str(result)
+    with pytest.raises(GradcheckError, match="shares its memory"):
+        assert_module_gradients(Tied(factor=2.0), x, lambda dx: {"x": dx})
+
+
+def test_relu_on_a_million_entries_with_exact_zeros_is_quick_and_passes():
+    import time
+
+    x = np.random.default_rng(0).standard_normal((1000, 1000))
+    x.flat[::100] = 0.0
+    start = time.perf_counter()
+    result = assert_gradients(relu_forward, relu_backward, {"x": x})
+    assert "checked at the input moved off them" in str(result)
+    assert assert_gradients(relu_forward, relu_backward, {"x": x}, kinks="nudge").passed
+    assert time.perf_counter() - start < 20
+    _fails(relu_forward, lambda d, x: 2 * relu_backward(d, x), {"x": x})
+
+
+def test_a_gradient_wrong_everywhere_in_a_million_entries_fails_quickly_with_its_relative_error():
+    import time
+
+    x = np.random.default_rng(0).standard_normal((1000, 1000))
+    start = time.perf_counter()
+    message = _fails(lambda x: (float((x * x).mean()), x), lambda d, x: d * x / x.size, {"x": x})
+    assert "rel 5.00e-01" in message and "spread over many entries" in message
+    message = _fails(lambda x: (float((x * x).mean()), x), lambda d, x: np.zeros_like(x), {"x": x})
+    assert "rel 1.00e+00" in message
+    assert time.perf_counter() - start < 20
+
+
+def test_a_forward_that_is_not_deterministic_is_named():
+    def forward(x):
+        m = (np.random.random(x.shape) > 0.5) * 2.0
+        return x * m, m
+
+    _fails(forward, lambda d, m: d * m, {"x": np.ones((3, 4))}, match=r"forward is not deterministic")
+
+
+def test_a_forward_with_one_float32_branch_is_named_as_lower_precision():
+    def forward(x):
+        return x + np.tanh(x.astype(np.float32)).astype(np.float64), x
+
+    _fails(
+        forward, lambda d, x: d * (2 - np.tanh(x) ** 2), x34(), match="part of its output in lower precision"
+    )
+
+
+def test_overwrites_naming_an_input_held_in_the_cache_is_honoured():
+    def forward(x):
+        return np.tanh(x), x
+
+    def backward(d, x):
+        np.tanh(x, out=x)
+        x **= 2
+        np.subtract(1, x, out=x)
+        return d * x
+
+    assert assert_gradients(forward, backward, x34(), overwrites=("x",)).passed
+    assert assert_gradients(forward, backward, x34(), overwrites=("x", "cache")).passed
+    _fails(forward, backward, x34(), match="wrote into")
+
+
+def test_arrays_of_another_library_than_the_backend_are_named():
+    from cupy_standin import make_module
+
+    cp = make_module()
+    with pytest.raises(TypeError, match=r"set_backend\('cupy'\)"):
+        assert_gradients(lambda x: (cp.tanh(x), None), tanh_backward, {"x": cp.asarray(x34()["x"])})
+    previous = backend.get_array_module()
+    backend.set_backend(cp)
+    try:
+        with pytest.raises(TypeError, match=r"is a numpy array .* but the array backend is cupy"):
+            assert_gradients(tanh_forward, tanh_backward, x34())
+    finally:
+        backend.set_backend(previous)
+
+
+@pytest.mark.parametrize("seed, error", [(None, TypeError), ("a", TypeError), (-5, ValueError)])
+def test_a_bad_seed_is_named(seed, error):
+    with pytest.raises(error, match=r"seed must be a whole number >= 0"):
+        assert_gradients(tanh_forward, tanh_backward, x34(), seed=seed)
+
+
+def test_minor_messages_name_what_is_wrong():
+    with pytest.raises(TypeError, match=r"inputs\['x'\] is a float, not an array"):
+        assert_gradients(tanh_forward, tanh_backward, {"x": 0.3})
+    with pytest.raises(TypeError, match=r"is a list, not an array"):
+        assert_gradients(tanh_forward, tanh_backward, {"x": [0.3, 0.2]})
+    with pytest.raises(GradcheckError, match=r"returns float16 .* a float16 function"):
+        assert_gradients(
+            lambda x: (np.tanh(x).astype(np.float16), None), lambda d, c: np.zeros((3, 4)), x34()
+        )
+    with pytest.raises(ValueError, match=r"mode='fast' checks every entry by projection"):
+        assert_gradients(tanh_forward, tanh_backward, x34(), mode="fast", max_entries=3)
+    with pytest.raises(ValueError, match=r"wrt names 'x' more than once"):
+        assert_gradients(tanh_forward, tanh_backward, x34(), wrt=["x", "x"])
+
+    class Empty:
+        def named_parameters(self):
+            return []
+
+        def eval(self):
+            return self
+
+    with pytest.raises(ValueError, match=r"Empty has no parameters and input_grads is None"):
+        assert_module_gradients(Empty(), x34())
