@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from learn_mistakes import HEADER, MISTAKES
 
@@ -273,6 +274,23 @@ def layer_norm_backward(dout, cache):
     assert broken.returncode == 0, broken.stderr
     assert "(layer_norm_backward wrong)" in broken.stdout
     assert _dev_exact(broken.stdout) < 0.1
+
+
+def test_learn_train_on_the_textbooks_own_functions_equals_the_textbooks_run(tmp_path, capsys):
+    """The comparison runs on the textbook as the learner's run does: equal functions, equal runs."""
+    quick = ["--task", "copy", "--steps", "6", "--d-model", "16", "--layers", "1", "--heads", "2",
+             "--d-ff", "16", "--eval-every", "3", "--eval-size", "4", "--no-progress", "--show", "0",
+             "--threads", "1", "--dropout", "0.1"]  # fmt: skip
+    out = tmp_path / "run"
+    assert main(["learn", "train", functional.__file__, *quick, "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "what this shows" in said and "does not prove your gradients right" in said
+    with (
+        np.load(out / "model.npz", allow_pickle=False) as yours,
+        np.load(out / "textbook" / "model.npz", allow_pickle=False) as textbook,
+    ):
+        weights = [name for name in yours.files if name.startswith("param")]
+        assert weights and all(np.array_equal(yours[name], textbook[name]) for name in weights)
 
 
 def test_learn_train_runs_the_learners_functions_and_restores_the_kernels(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ...kernels import using_kernels
 from ..distributed import launched_rank
 from .train import add_train_arguments, run_train
 
@@ -167,13 +168,23 @@ def _learn_compare(args: argparse.Namespace, say: Callable[..., None]) -> int:
     # a resumed run whose first session skipped the comparison starts the textbook's afresh
     textbook_args.resume = args.resume and Path(textbook_args.out).is_dir()
     say(f"the textbook's own code on the same seed, for comparison ({textbook_args.out}):")
-    code = run_train(textbook_args)
+    # on the textbook alone, as the learner's run is (its functions in place of the textbook's): the
+    # kernels would round otherwise, and two runs of equal functions would drift apart
+    with using_kernels("reference"):
+        code = run_train(textbook_args)
     textbook_dev = _last_dev(Path(textbook_args.out))
     if code == 0 and yours_dev and textbook_dev:
         say(
             f"dev after {yours_dev['step']} steps: yours exact {yours_dev['exact_match']:.3f} "
             f"BLEU {yours_dev['bleu']:.2f}; the textbook's exact {textbook_dev['exact_match']:.3f} "
             f"BLEU {textbook_dev['bleu']:.2f} (same seed)"
+        )
+        say(
+            "what this shows: your functions train a translator. Both runs are identical when your "
+            "functions compute what the textbook's compute, operation for operation; other orders of "
+            "the same sums drift apart a little. It does not prove your gradients right: Adam divides "
+            "out a constant factor (a sum where a mean belongs trains almost as well), so a run can "
+            "look fine with a wrong function. `learn check` is the proof."
         )
     return code
 
