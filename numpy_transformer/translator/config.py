@@ -314,6 +314,10 @@ class ModelConfig(_Checked):
         return cls(**{item.name: values[item.name] for item in fields(cls) if item.name in values})
 
 
+# a bucket's pairs are drawn, tokenised and sorted before its first step: about 10 s a million
+MAX_BUCKET_STEPS, MAX_BUCKET_PAIRS = 10_000, 1_000_000
+
+
 @dataclass(frozen=True)
 class TrainConfig(_Checked):
     """Everything that decides a run besides the model's shape: data, optimisation, the run itself."""
@@ -402,7 +406,9 @@ class TrainConfig(_Checked):
     )
     clip: float = setting(1.0, "global gradient-norm clip (0: off)", minimum=0.0)
     label_smoothing: float = setting(0.1, "label smoothing of the loss", minimum=0.0, below=1.0)
-    bucket_steps: int = setting(100, "batches drawn together and sorted by length, to pad less", minimum=1)
+    bucket_steps: int = setting(
+        100, "batches drawn together and sorted by length, to pad less", minimum=1, maximum=MAX_BUCKET_STEPS
+    )
     # -- the run
     eval_every: int = setting(500, "steps between dev evaluations (and checkpoints)", minimum=1)
     eval_size: int = setting(200, "dev pairs per evaluation", minimum=1)
@@ -469,6 +475,12 @@ class TrainConfig(_Checked):
                 f"--bpe-dropout {self.bpe_dropout:g} applies to learned BPE subwords (--tokenizer bpe) only, not "
                 f"to --tokenizer {self.tokenizer}"
                 + (f" (the tokenizer of --from {self.from_run})" if self.from_run else "")
+            )
+        if self.batch_tokens is None and self.bucket_steps * self.batch_size > MAX_BUCKET_PAIRS:
+            raise ValueError(
+                f"--bucket-steps {self.bucket_steps} with --batch-size {self.batch_size} draws "
+                f"{self.bucket_steps * self.batch_size} pairs at once, expected at most {MAX_BUCKET_PAIRS}: "
+                "give a smaller --bucket-steps"
             )
         patience = DATA_PATIENCE if self.patience is None and self.data else self.patience
         if self.plateau_cut < 1.0 and patience and self.plateau_patience >= patience:

@@ -28,7 +28,8 @@ from typing import Any
 import numpy
 
 from ..backend import get_array_module, to_numpy
-from ..model import Transformer, build_transformer
+from ..machine import available_memory
+from ..model import Transformer, TransformerConfig, build_from_config, parameter_count
 from .config import DTYPES
 from .data import SentencePieceTokenizer, SpecialIds, Vocab
 
@@ -475,9 +476,16 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
 
     Its ids are Marian's vocabulary's (see marian_special_ids); its configuration (``model.config``)
     is an ordinary one, so it saves, translates, evaluates and trains as any other model. The
-    file's header is checked against config.json (plan_weights) before the model is built, and
-    only the tensors the model uses are read, one at a time.
+    file's header is checked against config.json (plan_weights), and the memory the model needs
+    against the memory available, before the model is built; only the tensors the model uses are
+    read, one at a time.
     """
+    return _load(directory, dtype, copies=1)
+
+
+def _load(directory: str | Path, dtype: str, copies: int) -> Transformer:
+    """load_pretrained, refusing a model of which ``copies`` (the model, and what is saved of it)
+    and its largest tensor as read do not fit the memory available."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     directory = Path(directory)
@@ -487,7 +495,7 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
     tied = config.get("tie_word_embeddings", True)
     layers, width = config["encoder_layers"], config["d_model"]
     vocab, length = config["vocab_size"], config["max_position_embeddings"]
-    model = build_transformer(
+    shape = TransformerConfig(
         vocab,
         vocab,
         length,
@@ -499,7 +507,6 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
         d_ff=config["encoder_ffn_dim"],
         norm_first=False,
         dtype=dtype,
-        seed=0,
         tie_embeddings=tied,
         shared_vocab=True,
         activation=ACTIVATION_NAMES[config.get("activation_function", "swish")],
@@ -508,6 +515,16 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
         final_norm=False,
         padding_idx=config["pad_token_id"],  # as transformers' nn.Embedding(padding_idx=pad_token_id)
     )
+    largest = max(8 * math.prod(entry.shape) for entry in [*plan.values(), *saved_positions.values()])
+    needed = copies * parameter_count(shape) * numpy.dtype(dtype).itemsize + 2 * largest
+    available = available_memory()
+    if available is not None and needed > available:
+        raise PretrainedError(
+            f"{path}: the model needs about {needed / 2**20:,.1f} MiB ({parameter_count(shape):,} weights in "
+            f"{dtype}, {copies} cop{'y' if copies == 1 else 'ies'}, and its largest tensor as read), but only "
+            f"{available / 2**20:,.1f} MiB is available"
+        )
+    model = build_from_config(shape, seed=0)
     for side, entry in saved_positions.items():  # a saved positional table must be the one the model computes
         table = to_numpy(getattr(model, "src_pos" if side == "encoder" else "tgt_pos").pe)
         saved = entry.read().astype(numpy.float64)
@@ -516,7 +533,7 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
                 f"{path}: its {entry.name} is not the sines-then-cosines table Marian computes"
             )
     own, xp = dict(model.named_parameters()), get_array_module()
-    if set(own) != set(plan):  # plan_weights and build_transformer disagree: a bug here, not the user's
+    if set(own) != set(plan):  # plan_weights and build_from_config disagree: a bug here, not the user's
         raise AssertionError(f"parameters {sorted(set(own) ^ set(plan))} unplanned")
     for name, entry in plan.items():  # one tensor in memory at a time, beside the model
         value = entry.read()
@@ -645,7 +662,7 @@ def import_run(
     if target.resolve() == directory.resolve():
         raise ValueError(f"--out {out} is the model directory itself: choose a run directory of its own")
     target = check_run_directory(target, resume=False, overwrite=overwrite, command="import")
-    model = load_pretrained(directory, dtype)
+    model = _load(directory, dtype, copies=2)  # the model, and the host copy of its weights saved
     task = TranslationTask(splitter, [], [], [], vocabularies=(vocab, vocab))
     meta = {
         "model": asdict(model.config),

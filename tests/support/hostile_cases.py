@@ -1023,6 +1023,22 @@ def overlapping_offsets(directory: Path) -> None:
     path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + length :])
 
 
+def with_memory(available: int, run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """Run on a machine with ``available`` bytes of memory available, as the package reads it."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        from numpy_transformer.translator import pretrained
+
+        real = pretrained.available_memory
+        pretrained.available_memory = lambda: available
+        try:
+            return run(ws)
+        finally:
+            pretrained.available_memory = real
+
+    return wrapped
+
+
 def config_with(**settings: object) -> Callable[[Path], object]:
     return lambda ws: nt.TransformerConfig(10, 6, 8, 8, **settings)  # type: ignore[arg-type]
 
@@ -1142,6 +1158,42 @@ LATEST_CASES = [
         ),
         True,
         ("m-trailing/model.safetensors", "corrupt or not a safetensors file", "not fully covered"),
+    ),
+    *(
+        Case(
+            "flags",
+            f"train --bucket-steps {steps} --batch-size {size} (refused before any pair is drawn)",
+            cli(
+                "train",
+                "--task",
+                "copy",
+                *TINY,
+                "--bucket-steps",
+                steps,
+                "--batch-size",
+                size,
+                "--out",
+                "{ws}/bk",
+            ),
+            True,
+            names,
+        )
+        for steps, size, names in (
+            ("1000000", "8", ("--bucket-steps", "1000000", "[1, 10000]")),
+            ("1000000000", "8", ("--bucket-steps", "1000000000", "[1, 10000]")),
+            (
+                "10000",
+                "200",
+                ("--bucket-steps 10000", "--batch-size 200", "2000000 pairs", "at most 1000000"),
+            ),
+        )
+    ),
+    Case(
+        "import",
+        "import a model larger than the memory available (refused before it is built)",
+        then(marian(), with_memory(1 << 10, cli("import", "{ws}/opus-mt", "--out", "{ws}/imp14"))),
+        True,
+        ("opus-mt/model.safetensors", "the model needs about", "MiB", "only 0.0 MiB is available"),
     ),
     # -- the model's configuration and the decoding flags --------------------------------------------------
     *(

@@ -310,6 +310,24 @@ def test_an_unexpected_large_tensor_is_refused_from_the_header_without_being_rea
     assert peak < 20e6, f"{peak / 1e6:.0f} MB allocated"
 
 
+def test_a_model_larger_than_the_memory_available_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """As train does: estimated from the header and config.json; the estimate is not below the
+    weights the model holds."""
+    from numpy_transformer.translator import pretrained
+
+    directory = save_marian(marian_oracle(), tmp_path)
+    model = nt.load_pretrained(directory)
+    held = sum(parameter.data.nbytes for _, parameter in model.named_parameters())
+    built = []
+    monkeypatch.setattr(pretrained, "build_from_config", lambda *args, **kwargs: built.append(1))
+    monkeypatch.setattr(pretrained, "available_memory", lambda: held)
+    with pytest.raises(
+        PretrainedError, match=r"model.safetensors: the model needs about [\d.,]+ MiB .* but only"
+    ):
+        nt.load_pretrained(directory)
+    assert not built
+
+
 def test_only_the_tensors_the_model_uses_are_read(tmp_path, monkeypatch):
     from numpy_transformer.translator import pretrained
 
