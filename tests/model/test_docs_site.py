@@ -82,6 +82,31 @@ def test_the_hook_leaves_code_alone_and_names_a_formula_it_cannot_read():
         hook.render_notebook('<div class="jp-Cell jp-MarkdownCell">$\\left( x$</div>')
 
 
+def test_the_hook_leaves_links_alone_and_never_makes_a_formula_s_text_html():
+    hook = load_hook()
+    link = '<a href="https://example.org/?a=$1&amp;b=$2">a $ link</a>'
+    cell = f'<div class="jp-Cell jp-MarkdownCell"><p>{link} and $x$</p></div>'
+    rendered = hook.render_notebook(cell)
+    assert link in rendered and rendered.count("<math") == 1
+    text = hook.render_notebook(
+        '<div class="jp-Cell jp-MarkdownCell">$\\text{&lt;b&gt;bold&lt;/b&gt;} + a \\&amp; b$</div>'
+    )
+    assert "<b>" not in text and "<mtext>&lt;b&gt;bold&lt;/b&gt;</mtext>" in text and "<mi>&amp;</mi>" in text
+
+
+@pytest.mark.parametrize(
+    "formula, reason",
+    [
+        ("$\\fracc{a}{b}$", r"\$\\fracc\{a\}\{b\}\$ cannot be converted to MathML: unknown \\fracc"),
+        ("$\\softmax(x) + \\frac{1}{2}$", r"unknown \\softmax$"),
+        ("$ $", r"^the formula \$ \$ is empty$"),
+    ],
+)
+def test_the_hook_fails_naming_an_unknown_command_or_an_empty_formula(formula, reason):
+    with pytest.raises(ValueError, match=reason):
+        load_hook().render_notebook(f'<div class="jp-Cell jp-MarkdownCell">{formula}</div>')
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The built site: NUMPY_TRANSFORMER_SITE, or built here as .ci/run builds it (strict)."""
