@@ -2,8 +2,10 @@
 
 The scalar checked is L = sum(G * f(inputs)) with a random, non-uniform upstream gradient G, so
 every output element contributes with a different weight. Each checked entry x_i is moved by
-+-eps and dL/dx_i ~ (L(x_i + eps) - L(x_i - eps)) / (2 eps) is compared with the analytic value,
-with the pass rule of ``torch.autograd.gradcheck``: |analytic - numeric| <= atol + rtol |numeric|.
++-h, h = eps max(1, |x_i|), and dL/dx_i ~ (L(x_i + h) - L(x_i - h)) / (2 h) is compared with the
+analytic value, with the pass rule of ``torch.autograd.gradcheck``, |analytic - numeric| <= atol' +
+rtol |numeric|, where atol' is atol scaled down to the largest |gradient| of the check when that is
+below 1, but not below the rounding of the difference (16 eps_mach sum|G * out| / h).
 Work in float64: in float32 the differences drown in rounding.
 
 Each tensor's relative error is its largest |analytic - numeric| over the largest gradient of the
@@ -13,14 +15,17 @@ positions: largest gradient 6e-4) would otherwise report that noise (1e-9) as a 
 
 Non-differentiable points. Where an entry fails, its one-sided slopes (L(x_i + eps) - L(x_i)) / eps
 and (L(x_i) - L(x_i - eps)) / eps are compared at eps and 2 eps: a smooth curve's gap between them
-is eps L'' and doubles with the step; a kink's stays, or grows other than twofold. At a kink the
+is eps L'' and doubles with the step, and its central differences at both steps agree; a kink's gap
+stays, or grows other than twofold, or the central differences differ. Tied kink entries (equal
+values) are also moved together, and the sum of their analytic values must match that derivative. At a kink the
 analytic value passes when it lies between the two slopes (a subgradient: relu or abs at 0, a max
 with ties), and the report says so.
 
 Two modes. ``exhaustive`` moves every entry (two forward calls each) and names the worst. ``fast``
-checks directional derivatives: for a random +-1 direction u over a tensor, sum(analytic * u)
-against (L(x + eps u) - L(x - eps u)) / (2 eps), two forward calls for every entry at once, so one
-wrong entry among millions shifts the sum by its whole error. A failing projection is bisected
+checks directional derivatives: for a random direction u over a tensor with |u_i| >= 1 (a random
+sign times 1 + |N(0, 1)|), sum(analytic * u) against (L(x + eps u) - L(x - eps u)) / (2 eps), two
+forward calls for every entry at once, so one wrong entry among millions shifts the sum by at least
+its whole error. A failing projection is bisected
 (halves of the entries, the half that still disagrees kept) down to the wrong entries, which are
 then checked one by one and named. ``auto`` (the default) is exhaustive up to
 :data:`AUTO_EXHAUSTIVE_ENTRIES` entries in all, fast above.
@@ -527,7 +532,7 @@ def _exhaustive(
                     bad[k] = False
                     judged[k] = 0.0
     judged[~numpy.isfinite(judged)] = numpy.inf
-    worst = int(numpy.argmax(numpy.where(bad, numpy.inf, judged - allowed)))
+    worst = int(numpy.argmax(numpy.where(bad, judged, -numpy.inf) if bad.any() else judged - allowed))
     order = [int(k) for k in numpy.argsort(-judged, kind="stable")[:5]]
     error_map = numpy.zeros(tuple(array.shape))
     for k, index in enumerate(indices):
