@@ -26,17 +26,11 @@ from typing import TYPE_CHECKING, Any
 import numpy
 
 from ..files import SaveError
-from ..model import Transformer, build_transformer
-from .data import (
-    DEFAULT_IDS,
-    MAX_LENGTH,
-    BPETokenizer,
-    SentencePieceTokenizer,
-    SpecialIds,
-    TranslationTask,
-    Vocab,
-    make_task,
-)
+from ..model import Transformer, TransformerConfig, build_from_config, parameter_count
+from .corpora import MAX_LENGTH
+from .tasks import TranslationTask, make_task
+from .tokenizers import BPETokenizer, SentencePieceTokenizer
+from .vocabulary import DEFAULT_IDS, SpecialIds, Vocab
 
 if TYPE_CHECKING:
     from .config import TrainConfig
@@ -233,9 +227,17 @@ def check_meta(path: str | Path, meta: dict) -> None:
 def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transformer:
     """The saved model: built from its configuration, its weights loaded, checked by name and shape."""
     check_meta(path, meta)
+    weights = split_prefix(arrays, "param")
     try:
-        model = build_transformer(**meta["model"], seed=0)
-        model.load_state_dict(split_prefix(arrays, "param"))
+        config = TransformerConfig.of(meta["model"])
+        # the file's weights bound what is built: a configuration claiming more is refused unbuilt
+        if parameter_count(config) > sum(value.size for value in weights.values()):
+            raise ValueError(
+                f"d_model {config.d_model}, N {config.N}, d_ff {config.d_ff} give {parameter_count(config):,} "
+                f"weights, the file holds {sum(value.size for value in weights.values()):,}"
+            )
+        model = build_from_config(config, seed=0)
+        model.load_state_dict(weights)
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(
             f"checkpoint {resolve_path(path)}: the weights do not fit its model configuration ({error})"

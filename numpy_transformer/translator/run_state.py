@@ -9,13 +9,15 @@ from generators seeded by (seed, step, rank or micro-batch), so the step alone r
 
 from __future__ import annotations
 
+import numbers
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy
 
-from .checkpoint import split_prefix
+from .checkpoint import CheckpointError, resolve_path, split_prefix
 
 KEPT_NAME = re.compile(r"step-\d{7}\.npz")  # exactly the names a run writes (RunFiles.save_evaluated)
 OPTIMIZER_ARRAYS = ("m.", "v.")  # the optimiser state's arrays (Adam's moments), stored under optim/
@@ -54,22 +56,38 @@ class RunState:
         return arrays, meta
 
     @classmethod
-    def from_checkpoint(cls, arrays: dict[str, numpy.ndarray], meta: dict[str, Any]) -> RunState:
-        """The state a checkpoint holds (``load_checkpoint``'s arrays and metadata); fields an older
-        checkpoint lacks take their defaults."""
-        run_id = meta.get("run_id")
-        planned = meta.get("steps_planned")
-        spent = meta.get("time_spent_s")
+    def from_checkpoint(
+        cls, arrays: dict[str, numpy.ndarray], meta: dict[str, Any], path: str | Path
+    ) -> RunState:
+        """The state a checkpoint ``path`` holds (``load_checkpoint``'s arrays and metadata); fields
+        an older checkpoint lacks take their defaults, a field of the wrong kind is a CheckpointError
+        naming the file and the field."""
+
+        def number(name: str, default: Any, minimum: float = 0, integer: bool = True) -> Any:
+            value = meta.get(name, default)
+            if value is None and default is None and name != "step":  # optional: None is its value
+                return None
+            kind = numbers.Integral if integer else numbers.Real
+            if isinstance(value, bool) or not isinstance(value, kind) or not minimum <= value < float("inf"):
+                raise CheckpointError(
+                    f"checkpoint {resolve_path(path)}: its metadata field {name!r} is {value!r}, expected "
+                    f"{'an integer' if integer else 'a finite number'} >= {minimum:g}"
+                )
+            return int(value) if integer else float(value)
+
+        run_id, kept = meta.get("run_id"), meta.get("kept", [])
         return cls(
             run_id=run_id if isinstance(run_id, str) and run_id else None,
-            step=int(meta["step"]),
+            step=number("step", None),
             optimizer={**split_prefix(arrays, "optim"), **meta.get("optimizer", {})},
-            ranks=int(meta.get("ranks", 1)),
-            best_bleu=float(meta.get("best_bleu", -1.0)),
-            evals_since_best=int(meta.get("evals_since_best", 0)),
-            lr_scale=float(meta.get("lr_scale", 1.0)),
+            ranks=number("ranks", 1, minimum=1),
+            best_bleu=number("best_bleu", -1.0, minimum=-1, integer=False),
+            evals_since_best=number("evals_since_best", 0),
+            lr_scale=number("lr_scale", 1.0, integer=False),
             # a name read back is trusted only as one the run writes in its own directory
-            kept=tuple(name for name in map(str, meta.get("kept", [])) if KEPT_NAME.fullmatch(name)),
-            steps_planned=None if planned is None else int(planned),
-            time_spent_s=None if spent is None else float(spent),
+            kept=tuple(
+                name for name in map(str, kept if isinstance(kept, list) else []) if KEPT_NAME.fullmatch(name)
+            ),
+            steps_planned=number("steps_planned", None),
+            time_spent_s=number("time_spent_s", None, integer=False),
         )

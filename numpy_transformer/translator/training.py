@@ -56,11 +56,12 @@ from .checkpoint import (
     task_recipe,
 )
 from .config import ModelConfig, TrainConfig, config_toml, fine_tune_settings
-from .data import FileTask, SubwordDropout, TranslationTask, make_task, printable
+from .corpora import printable
 from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
 from .run_directory import RunFiles
 from .run_state import RunState
+from .tasks import FileTask, SubwordDropout, TranslationTask, make_task
 from .thread_parallel import DataParallel, auto_threads, mask_rows
 
 
@@ -523,7 +524,8 @@ def _saved_run(
             f"--resume: {resolve_path(path)} holds an imported model, not a training run: fine-tune it "
             f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
         )
-    saved_ranks = int(meta.get("ranks", 1))
+    state = RunState.from_checkpoint(arrays, meta, path)
+    saved_ranks = state.ranks
     if saved_ranks != ranks:
         raise ValueError(
             f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has "
@@ -537,7 +539,6 @@ def _saved_run(
     if threads is not None:
         config = replace(config, threads=threads)
     model, task = restore_model_and_task(path, arrays, meta)
-    state = RunState.from_checkpoint(arrays, meta)
     return model, task, config, state, started
 
 

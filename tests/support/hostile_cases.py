@@ -39,13 +39,13 @@ from marian_files import write_model
 
 import numpy_transformer as nt
 from numpy_transformer.optim import Adam, clip_grad_norm
-from numpy_transformer.translator import data
+from numpy_transformer.translator import tokenizers as data
 from numpy_transformer.translator.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.data import BPETokenizer
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
 from numpy_transformer.translator.pretrained import import_run
+from numpy_transformer.translator.tokenizers import BPETokenizer
 
 COLUMNS = ("clean", "traceback", "wrong", "loss", "hang")
 TIME_LIMIT = 60  # seconds per case; every case takes under a few
@@ -1039,6 +1039,20 @@ def with_memory(available: int, run: Callable[[Path], tuple[int, str]]) -> Calla
     return wrapped
 
 
+def damaged_run(name: str, damage: Callable[[dict, dict], None]) -> Callable[[Path], Path]:
+    """A copy of the workspace's run in ``ws/name``, its model.npz damaged by ``damage(arrays, meta)``."""
+
+    def make(ws: Path) -> Path:
+        if not (ws / name).exists():
+            shutil.copytree(ws / "run", ws / name)
+            arrays, meta = load_checkpoint(ws / name / "model.npz")
+            damage(arrays, meta)
+            save_checkpoint(ws / name / "model.npz", arrays, meta)
+        return ws / name
+
+    return make
+
+
 def config_with(**settings: object) -> Callable[[Path], object]:
     return lambda ws: nt.TransformerConfig(10, 6, 8, 8, **settings)  # type: ignore[arg-type]
 
@@ -1194,6 +1208,31 @@ LATEST_CASES = [
         then(marian(), with_memory(1 << 10, cli("import", "{ws}/opus-mt", "--out", "{ws}/imp14"))),
         True,
         ("opus-mt/model.safetensors", "the model needs about", "MiB", "only 0.0 MiB is available"),
+    ),
+    Case(
+        "checkpoint",
+        "a checkpoint whose model.d_model says 10**6 (refused before it is built)",
+        then(
+            damaged_checkpoint(lambda a, m: m["model"].update(d_model=10**6)),
+            cli("translate", "--checkpoint", "{ws}/damaged", "abc"),
+        ),
+        True,
+        ("damaged/model.npz", "do not fit", "d_model 1000000", "the file holds"),
+    ),
+    *(
+        Case(
+            "checkpoint",
+            f"train --resume a run whose metadata says {field}: {value!r}",
+            then(
+                damaged_run(f"meta{i}", lambda a, m, f=field, v=value: m.update({f: v})),
+                cli("train", "--resume", "--steps", "4", "--no-progress", "--out", f"{{ws}}/meta{i}"),
+            ),
+            True,
+            (f"meta{i}/model.npz", f"'{field}'", repr(value)),
+        )
+        for i, (field, value) in enumerate(
+            (("ranks", None), ("ranks", 0), ("lr_scale", "1"), ("time_spent_s", float("nan")))
+        )
     ),
     # -- the model's configuration and the decoding flags --------------------------------------------------
     *(

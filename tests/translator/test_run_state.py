@@ -34,7 +34,7 @@ def test_the_state_goes_into_a_checkpoint_and_comes_back_whole():
     arrays, meta = saved.to_checkpoint()
     assert sorted(arrays) == ["optim/m.w", "optim/v.w"] and "m.w" not in meta["optimizer"]
     assert meta["kept"] == ["step-0000003.npz"]  # JSON's list, as before
-    back = RunState.from_checkpoint(arrays, meta)
+    back = RunState.from_checkpoint(arrays, meta, "model.npz")
     assert {**vars(back), "optimizer": None} == {**vars(saved), "optimizer": None}
     assert back.optimizer.keys() == saved.optimizer.keys()
     np.testing.assert_array_equal(back.optimizer["m.w"], saved.optimizer["m.w"])
@@ -53,7 +53,7 @@ def test_a_checkpoint_saved_before_a_field_existed_loads_with_its_default():
         "time_spent_s",
     ):
         del meta[name]
-    back = RunState.from_checkpoint(arrays, meta)
+    back = RunState.from_checkpoint(arrays, meta, "model.npz")
     assert (back.run_id, back.ranks, back.best_bleu, back.evals_since_best, back.lr_scale) == (
         None,
         1,
