@@ -30,8 +30,8 @@ def worker(name: str, attention: str, threads: int, repeats: int) -> None:
     import bench
 
     from numpy_transformer.model import make_src_mask, make_tgt_mask
+    from numpy_transformer.translator.batches import Batch
     from numpy_transformer.translator.config import TrainConfig
-    from numpy_transformer.translator.data import Batch
     from numpy_transformer.translator.distributed import Communicator
     from numpy_transformer.translator.training import Trainer
 

@@ -43,8 +43,9 @@ from numpy_transformer import functional as F
 from numpy_transformer.gradcheck import GradcheckError
 from numpy_transformer.optim import Adam
 from numpy_transformer.testing import assert_gradients
-from numpy_transformer.translator.data import BOS_ID, EOS_ID, PAD_ID, make_batch
+from numpy_transformer.translator.batches import make_batch
 from numpy_transformer.translator.decoding import greedy_decode
+from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 # The model calls tuned kernels by default; this page is about the textbook, so run on it throughout.
 nt.set_kernels("reference")

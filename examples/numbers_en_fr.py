@@ -4,8 +4,8 @@ python examples/numbers_en_fr.py
 """
 
 from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.data import encode_sentences
 from numpy_transformer.translator.evaluation import translate_ids
+from numpy_transformer.translator.tokenizers import encode_sentences
 from numpy_transformer.translator.training import Trainer
 
 trainer = Trainer.create(

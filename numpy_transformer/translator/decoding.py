@@ -21,8 +21,8 @@ from ..kernels import ops
 from ..layers import check_id_array
 from ..machine import blas_threads
 from ..model import Transformer, TransformerConfig
-from .data import PAD_ID
 from .decoder_cache import DecoderCache, UncachedDecoder
+from .vocabulary import PAD_ID
 
 # ----------------------------------------------------------------------------------------------
 # argument checks

@@ -8,8 +8,10 @@ from typing import Any
 from ..backend import get_array_module, to_numpy
 from ..kernels import ops
 from ..model import Transformer, make_src_mask
-from .data import DEFAULT_IDS, PAD_ID, SpecialIds, TranslationTask, make_batch, pad
+from .batches import make_batch, pad
 from .decoding import greedy_decode
+from .tasks import TranslationTask
+from .vocabulary import DEFAULT_IDS, PAD_ID, SpecialIds
 
 
 def masked_token_accuracy(logits: Any, targets: Any, pad_id: int = PAD_ID) -> tuple[int, int]:

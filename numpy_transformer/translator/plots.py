@@ -12,8 +12,10 @@ from typing import Any
 from ..backend import to_numpy
 from ..kernels import ops
 from ..model import Transformer, build_transformer, make_src_mask
-from .data import DEFAULT_IDS, PAD_ID, Batch, SpecialIds, TranslationTask, pad, target_mask
+from .batches import Batch, pad, target_mask
 from .decoding import greedy_decode
+from .tasks import TranslationTask
+from .vocabulary import DEFAULT_IDS, PAD_ID, SpecialIds
 
 
 def _pyplot() -> Any:

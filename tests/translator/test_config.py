@@ -23,7 +23,7 @@ from numpy_transformer.translator.config import (
     flag_of,
     read_config_file,
 )
-from numpy_transformer.translator.data import subword_vocab_size
+from numpy_transformer.translator.tokenizers import subword_vocab_size
 from numpy_transformer.translator.training import Trainer
 
 RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "3"]

@@ -5,24 +5,11 @@ import re
 import numpy as np
 import pytest
 
-from numpy_transformer.translator.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    UNK_ID,
-    CharTokenizer,
-    FileTask,
-    NumbersTask,
-    SymbolTask,
-    Vocab,
-    WordTokenizer,
-    _NumberWords,
-    encode_sentences,
-    make_batch,
-    number_words,
-    read_tsv,
-    text_lines,
-)
+from numpy_transformer.translator.batches import make_batch
+from numpy_transformer.translator.corpora import read_tsv, text_lines
+from numpy_transformer.translator.tasks import FileTask, NumbersTask, SymbolTask, _NumberWords, number_words
+from numpy_transformer.translator.tokenizers import CharTokenizer, WordTokenizer, encode_sentences
+from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocab
 
 
 @pytest.mark.parametrize("text", ["trois cent quarante-deux", "Hello, world! It's 3.5", "l'homme  qui"])

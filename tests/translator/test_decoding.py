@@ -7,7 +7,6 @@ import pytest
 
 import numpy_transformer as nt
 from numpy_transformer.translator import decoding
-from numpy_transformer.translator.data import BOS_ID, EOS_ID
 from numpy_transformer.translator.decoder_cache import DecoderCache
 from numpy_transformer.translator.decoding import (
     beam_search,
@@ -17,6 +16,7 @@ from numpy_transformer.translator.decoding import (
     greedy_decode,
     sample_decode,
 )
+from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID
 
 BOS, EOS = 1, 2
 pytestmark = pytest.mark.usefixtures("kernels")  # every test on the fast kernels and on the textbook

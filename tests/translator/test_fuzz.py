@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from numpy_transformer.translator.config import read_config_file
-from numpy_transformer.translator.data import read_tsv
+from numpy_transformer.translator.corpora import read_tsv
 from numpy_transformer.translator.pretrained import (
     POSITIVE,
     PretrainedError,

@@ -14,10 +14,11 @@ import numpy_transformer as nt
 from numpy_transformer.gradcheck import gradcheck
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.data import make_task, read_tsv
+from numpy_transformer.translator.corpora import read_tsv
 from numpy_transformer.translator.decoding import greedy_decode
 from numpy_transformer.translator.plots import read_log
 from numpy_transformer.translator.run_directory import RunLock
+from numpy_transformer.translator.tasks import make_task
 from numpy_transformer.translator.training import Trainer, TrainingDiverged
 
 TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32}
@@ -278,7 +279,7 @@ def test_malformed_checkpoint_metadata_is_named(checkpoint, tmp_path, capsys, da
 
 
 def test_repeated_pairs_of_a_corpus_never_reach_the_test_split(tmp_path):
-    from numpy_transformer.translator.data import FileTask
+    from numpy_transformer.translator.tasks import FileTask
 
     path = tmp_path / "c.tsv"
     path.write_text("".join(f"s{i % 10}\tt{i % 10}\n" for i in range(200)))  # ten pairs, twenty times each

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.data import line_batches
+from numpy_transformer.translator.corpora import line_batches
 from numpy_transformer.translator.training import Trainer
 
 TIMEOUT = 120  # seconds any one exchange may take; a hang fails the test instead of stopping the suite

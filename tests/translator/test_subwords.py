@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from numpy_transformer.translator.batches import host_rng
 from numpy_transformer.translator.checkpoint import (
     load_checkpoint,
     load_for_inference,
@@ -14,17 +15,12 @@ from numpy_transformer.translator.checkpoint import (
 )
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.data import (
-    UNK_ID,
-    BPETokenizer,
-    FileTask,
-    SubwordDropout,
-    _uniforms,
-    host_rng,
-    read_tsv,
-)
+from numpy_transformer.translator.corpora import read_tsv
 from numpy_transformer.translator.evaluation import evaluate
+from numpy_transformer.translator.tasks import FileTask, SubwordDropout, _uniforms
+from numpy_transformer.translator.tokenizers import BPETokenizer
 from numpy_transformer.translator.training import Trainer
+from numpy_transformer.translator.vocabulary import UNK_ID
 
 pytest.importorskip("tokenizers", reason="tokenizers is part of the [train] and [dev] extras")
 
@@ -213,7 +209,7 @@ def test_the_corpus_script_keeps_real_one_line_translations(tmp_path):
 
 LEARNING_INTERRUPTED = """
 import os, signal, sys, time
-from numpy_transformer.translator import data
+from numpy_transformer.translator import tokenizers as data
 from numpy_transformer.translator.cli import main
 
 learn = data.BPETokenizer.train.__func__

@@ -93,8 +93,8 @@ def test_gradient_flow_picture(trained_run, tmp_path):
 
 
 def test_gradient_norms_cover_every_stage():
-    from numpy_transformer.translator.data import SymbolTask
     from numpy_transformer.translator.plots import gradient_norms
+    from numpy_transformer.translator.tasks import SymbolTask
 
     task = SymbolTask("copy")
     model = nt.build_transformer(

@@ -356,7 +356,8 @@ def test_accumulating_k_micro_batches_gives_the_gradient_of_the_k_times_larger_b
     """Two micro-batches of 8 pairs, each weighted by its share of the target tokens: the gradient
     and the loss of the 16 pairs as one batch, in float64, without dropout."""
     from numpy_transformer.kernels import ops
-    from numpy_transformer.translator.data import BOS_ID, EOS_ID, PAD_ID, make_batch
+    from numpy_transformer.translator.batches import make_batch
+    from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
     model_args = {"d_model": 16, "N": 1, "h": 2, "d_ff": 16, "dropout": 0.0, "dtype": "float64"}
     trainer = Trainer.create(

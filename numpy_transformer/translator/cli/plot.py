@@ -52,7 +52,7 @@ def run_plot(args: argparse.Namespace) -> int:
         written = [plots.plot_curves(args.run, args.out)]
     else:
         from ..checkpoint import load_meta, trained_task
-        from ..data import make_task
+        from ..tasks import make_task
 
         if args.checkpoint:
             meta = load_meta(args.checkpoint)

@@ -213,8 +213,8 @@ def _trainer(
     """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
     what it trains. With --overwrite the old run is cleared only now, once the new one is ready: a
     refusal or a Ctrl-C before this point keeps it."""
-    from ..data import FileTask
     from ..run_directory import clear_run, resume_checkpoint
+    from ..tasks import FileTask
     from ..training import Trainer
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
@@ -312,7 +312,7 @@ def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..
 
 def _show_translations(trainer: Trainer, count: int) -> None:
     """Print the model's translations of the first ``count`` test pairs, never seen in training."""
-    from ..data import printable
+    from ..corpora import printable
     from ..evaluation import translate_ids
 
     task = trainer.task

@@ -16,8 +16,9 @@ TRANSLATE_BATCH = 256  # sentences decoded together by translate
 
 def run_translate(args: argparse.Namespace) -> int:
     from ..checkpoint import load_for_inference
-    from ..data import encode_sentences, printable
+    from ..corpora import printable
     from ..evaluation import score_ids, translate_ids, translate_n_best
+    from ..tokenizers import encode_sentences
 
     if args.n_best > 1 and (args.strategy not in (None, "beam") or args.score):
         used = "--score" if args.score else f"--strategy {args.strategy}"
@@ -140,7 +141,7 @@ def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
     """(where, sentence) of each line of standard input, in batches of at most ``size`` handed on as
     the lines come (line_batches): a pipe that stays open, a ``tail -f`` or a user typing gets each
     translation without waiting for the end of the input. Blank lines are not sentences."""
-    from ..data import line_batches, text_lines
+    from ..corpora import line_batches, text_lines
 
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # no standard input at all (closed)
@@ -157,7 +158,7 @@ def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..checkpoint import load_checkpoint, model_from_checkpoint, restore_model_and_task, saved_task
-    from ..data import read_tsv
+    from ..corpora import read_tsv
     from ..evaluation import evaluate
 
     arrays, meta = load_checkpoint(args.checkpoint)

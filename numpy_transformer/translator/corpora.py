@@ -1,0 +1,157 @@
+"""Reading text: lines of a file or of standard input (bounded, decoded, their control characters
+made printable) and ``source<TAB>target`` corpora."""
+
+from __future__ import annotations
+
+import re
+import select
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+MAX_LENGTH = 256  # tokens on a side of a corpus pair; longer pairs (a stray 10 MB line) are left out
+
+
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters (tab, newline, carriage return, NUL, the terminal's ESC,
+    line and paragraph separators) written as Python escapes (\\t, \\n, \\x1b, \\u2028): one
+    line of output per sentence, and nothing a terminal would obey."""
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def text_lines(lines: Iterable[bytes], name: str, start: int = 1) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of UTF-8 ``lines``, as a binary file yields them; ``name``
+    (a file, "standard input") and the number name a line that is not UTF-8 text in a ValueError.
+
+    Lines end at b"\\n" only, so the numbers are the file's own, whatever the text holds (U+2028,
+    U+0085, \\x0c and a lone \\r are characters of the line, where str.splitlines would end it);
+    a CRLF line loses its \\r and line 1 its byte-order mark (``start`` numbers the first line
+    given: a stream read in parts). A NUL byte is valid UTF-8 but
+    never text: it is refused as what it nearly always is, UTF-16 or a binary file.
+    """
+    for number, line in enumerate(lines, start=start):
+        line = line[:-1] if line.endswith(b"\n") else line
+        line = line[:-1] if line.endswith(b"\r") else line
+        if number == 1:
+            if line.startswith(UTF16_BOMS):
+                raise ValueError(
+                    f"{name}:1: not UTF-8 text: it starts with a UTF-16 byte-order mark (convert it: "
+                    "iconv -f UTF-16 -t UTF-8)"
+                )
+            line = line.removeprefix(UTF8_BOM)
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{name}:{number}: not UTF-8 text: the line's byte {error.start + 1}, "
+                f"{line[error.start]:#04x}, is not UTF-8 (a Latin-1 or Windows-1252 file? convert it: "
+                "iconv -f LATIN1 -t UTF-8)"
+            ) from None
+        if "\0" in text:
+            raise ValueError(
+                f"{name}:{number}: not UTF-8 text: the line holds a NUL byte (a UTF-16 or binary file? "
+                "convert UTF-16 with iconv -f UTF-16 -t UTF-8)"
+            )
+        yield number, text
+
+
+def line_batches(stream: Any, size: int, chunk: int = 1 << 16) -> Iterator[list[bytes]]:
+    """The lines of a binary ``stream`` (standard input's raw file), in lists of at most ``size``.
+
+    A list is handed on when it is full, or as soon as no more input is waiting (a user typing, a
+    ``tail -f``): nothing waits for the end of the input, and what is held stays within one list
+    and one ``chunk``. ``stream.read(chunk)`` must return what is available without waiting for
+    all of it, as an unbuffered file does. The last line may lack its b"\\n".
+    """
+    try:
+        descriptor: int | None = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # an in-memory stream: everything is waiting already
+        descriptor = None
+
+    def waiting() -> bool:
+        if descriptor is None:
+            return True
+        try:
+            return bool(select.select([descriptor], [], [], 0)[0])
+        except (OSError, ValueError):  # a descriptor select cannot watch: read on, as a file
+            return True
+
+    lines: list[bytes] = []
+    rest = bytearray()  # the line being read, grown in place: a 100 MB line is not copied per chunk
+    while True:
+        if lines and not waiting():  # the input pauses: hand on what has come
+            yield lines
+            lines = []
+        data = stream.read(chunk)
+        if data is None:  # a non-blocking descriptor with nothing yet
+            assert descriptor is not None  # only a file descriptor can be non-blocking
+            select.select([descriptor], [], [])
+            continue
+        if not data:
+            break
+        end = data.rfind(b"\n")
+        if end < 0:
+            rest += data
+            continue
+        complete = (bytes(rest) + data[:end]).split(b"\n")
+        rest = bytearray(data[end + 1 :])
+        for line in complete:
+            lines.append(line + b"\n")
+            if len(lines) == size:
+                yield lines
+                lines = []
+    if rest:
+        lines.append(bytes(rest))
+    if lines:
+        yield lines
+
+
+def read_tsv(path: str | Path) -> list[tuple[str, str]]:
+    """Pairs from a UTF-8 ``source<TAB>target`` file, one pair a line; blank lines are skipped.
+
+    A line is refused by file:line when it is not UTF-8 text, lacks the tab, has more than two
+    columns (a third column is never dropped unseen: cut it first, ``cut -f 1,2``) or an empty side.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--data {path} is a directory: give the TSV file of sentence pairs")
+    if not path.is_file():
+        raise ValueError(f"--data {path}: no such file")
+    pairs = []
+    try:
+        with open(path, "rb") as file:
+            for number, line in text_lines(file, str(path)):
+                if not line.strip() and "\t" not in line:
+                    continue
+                columns = line.split("\t")
+                if len(columns) < 2:
+                    raise ValueError(
+                        f"{path}:{number}: no tab in the line, expected 'source<TAB>target': {line[:60]!r}"
+                    )
+                if len(columns) > 2:
+                    raise ValueError(
+                        f"{path}:{number}: {len(columns)} tab-separated columns, expected 2 "
+                        f"('source<TAB>target'; keep the first two with cut -f 1,2): {line[:60]!r}"
+                    )
+                source, target = columns[0].strip(), columns[1].strip()
+                if not source or not target:
+                    side = "source" if not source else "target"
+                    raise ValueError(
+                        f"{path}:{number}: empty {side}, expected 'source<TAB>target': {line[:60]!r}"
+                    )
+                pairs.append((source, target))
+    except OSError as error:
+        raise ValueError(f"--data {path}: cannot be read ({error.strerror or error})") from error
+    if not pairs:
+        what = "is empty" if path.stat().st_size == 0 else "holds only blank lines"
+        raise ValueError(f"--data {path}: the file {what}, it holds no sentence pairs")
+    return pairs

@@ -1,0 +1,483 @@
+"""Translation tasks: generated ones (``copy``, ``reverse``, ``numbers-en-fr``) and a corpus file's. The
+batch for training step k is a pure function of (seed, k), so a resumed run sees exactly the
+batches an uninterrupted one would."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy
+
+from .batches import Batch, host_rng, make_batch
+from .corpora import MAX_LENGTH, read_tsv
+from .tokenizers import (
+    BPE_VOCAB_SIZE,
+    BYTE_UNITS,
+    TOKENIZERS,
+    BPETokenizer,
+    SentencePieceTokenizer,
+    Tokenizer,
+    make_tokenizer,
+    subword_vocab_size,
+)
+from .vocabulary import SpecialIds, Vocab
+
+
+def _token_chunks(pairs: list, tokens: list[int], parts: int) -> list[list]:
+    """Cut ``pairs`` (len >= parts) into ``parts`` consecutive, non-empty chunks of about equal ``tokens``:
+    chunk k ends where the running count crosses k / parts of the total."""
+    running = numpy.cumsum(tokens)
+    cuts = numpy.searchsorted(running, running[-1] * numpy.arange(1, parts) / parts) + 1
+    bounds = [0]
+    for k, cut in enumerate(cuts.tolist(), start=1):
+        bounds.append(min(max(cut, bounds[-1] + 1), len(pairs) - (parts - k)))
+    bounds.append(len(pairs))
+    return [pairs[start:stop] for start, stop in itertools.pairwise(bounds)]
+
+
+def _longer_first(lengths: tuple[int, int]) -> tuple[int, int]:
+    """A pair's bucketing key: its longer side's tokens, then both sides' together."""
+    return max(lengths), sum(lengths)
+
+
+class TranslationTask:
+    """Pairs of texts with a tokenizer and vocabularies built from the training split.
+
+    Subclasses provide ``sample_train(rng, n)``; dev and test are fixed lists of pairs.
+    """
+
+    name = "task"
+
+    def __init__(
+        self,
+        tokenizer: str | Tokenizer,
+        dev: list[tuple[str, str]],
+        test: list[tuple[str, str]],
+        vocab_texts: Sequence[tuple[str, str]],
+        seed: int = 0,
+        vocab_size: int | None = None,
+        shared_vocab: bool = False,
+        serialized_tokenizer: Any = None,
+        vocabularies: tuple[Vocab, Vocab] | None = None,
+    ) -> None:
+        """``tokenizer`` "bpe" learns one subword model of ``vocab_size`` units (None: chosen from
+        the number of pairs, subword_vocab_size) from both sides of ``vocab_texts`` (or takes
+        ``serialized_tokenizer``, a saved one); ``shared_vocab`` gives source and target one vocabulary.
+        ``vocabularies`` (source, target), saved ones, are taken as they are instead of being built
+        from ``vocab_texts``. "marian" is a pretrained model's (``serialized_tokenizer`` and
+        ``vocabularies`` its own); a Tokenizer object is taken as it is (a run's own, train --from:
+        ``vocab_size`` is then the units its subwords were learned as, if any)."""
+        # the subword units asked for (a bpe task's; its vocabularies hold those the text uses)
+        self.vocab_size: int | None = None
+        self.tokenizer: Tokenizer
+        if isinstance(tokenizer, Tokenizer):
+            self.tokenizer = tokenizer
+            self.vocab_size = vocab_size if isinstance(tokenizer, BPETokenizer) else None
+        else:
+            if tokenizer == BPETokenizer.name:
+                self.vocab_size = vocab_size or subword_vocab_size(len(vocab_texts))
+            self.tokenizer = make_tokenizer(
+                tokenizer, serialized_tokenizer, vocabularies, vocab_texts, self.vocab_size or BPE_VOCAB_SIZE
+            )
+        self.dev, self.test, self.seed, self.shared_vocab = dev, test, seed, shared_vocab
+        self._bucket: tuple[tuple, list] | None = None
+        self._mean_target_tokens: float | None = None
+        self._token_lengths: dict[tuple[str, str], tuple[int, int]] = {}
+        if vocabularies is not None:
+            self.src_vocab, self.tgt_vocab = vocabularies
+            return
+        src_tokens: set[str] = set()
+        tgt_tokens: set[str] = set()
+        if isinstance(self.tokenizer, BPETokenizer):  # every byte, whatever the corpus: nothing is <unk>
+            src_tokens.update(BYTE_UNITS)
+            tgt_tokens.update(BYTE_UNITS)
+        for source, target in vocab_texts:
+            src_tokens.update(self.tokenizer.tokenize(source))
+            tgt_tokens.update(self.tokenizer.tokenize(target))
+        if shared_vocab:
+            self.src_vocab = self.tgt_vocab = Vocab(src_tokens | tgt_tokens)
+        else:
+            self.src_vocab, self.tgt_vocab = Vocab(src_tokens), Vocab(tgt_tokens)
+
+    def length_pairs(self, seed: int) -> list[tuple[str, str]]:
+        """Training pairs whose longest sizes the positional tables: a sample of 2,000 for generated
+        tasks (their lengths are bounded), every pair for a corpus (one long pair must fit too)."""
+        return self.sample_train(host_rng(seed, 3), 2000)
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    @property
+    def ids(self) -> SpecialIds:
+        """The special ids of the target vocabulary, which the source's padding shares."""
+        return self.tgt_vocab.ids
+
+    def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]]]:
+        src = [self.src_vocab.encode(self.tokenizer.tokenize_source(s))[0] for s, _ in pairs]
+        tgt = [self.tgt_vocab.encode(self.tokenizer.tokenize(t))[0] for _, t in pairs]
+        return src, tgt
+
+    def batch(self, pairs: Sequence[tuple[str, str]]) -> Batch:
+        return make_batch(*self.encode_pairs(pairs), self.ids)
+
+    def train_batch(
+        self,
+        step: int,
+        batch_size: int,
+        bucket_steps: int = 0,
+        batch_tokens: int | None = None,
+        dropout: SubwordDropout | None = None,
+    ) -> Batch:
+        """The batch for optimiser step ``step``: a pure function of (seed, step).
+
+        With ``bucket_steps`` > 1, that many steps' examples are drawn together, sorted by
+        length and cut into batches of similar length (less padding), in a shuffled order:
+        ``batch_size`` pairs each, or, with ``batch_tokens``, about that many target tokens each
+        (as the paper batches: many short pairs or few long ones). ``dropout`` segments the
+        batch's sentences anew (BPE-dropout), seeded by (seed, step) too.
+        """
+        if bucket_steps <= 1 and batch_tokens is None:
+            return self._encode_train(self.sample_train(host_rng(self.seed, step), batch_size), step, dropout)
+        bucket_steps = max(bucket_steps, 1)
+        group, position = divmod(step, bucket_steps)
+        if self._bucket is None or self._bucket[0] != (group, batch_size, batch_tokens):
+            rng = host_rng(self.seed, group, 1)
+            pool = bucket_steps * (batch_size if batch_tokens is None else self.pairs_per_batch(batch_tokens))
+            # by the longer side's tokens first: a batch is as long as its longest source and target
+            pairs = sorted(self.sample_train(rng, pool), key=lambda p: _longer_first(self.token_lengths(p)))
+            if batch_tokens is None:
+                chunks = [pairs[i : i + batch_size] for i in range(0, len(pairs), batch_size)]
+            else:
+                tokens = [self.token_lengths(pair)[1] + 1 for pair in pairs]
+                chunks = _token_chunks(pairs, tokens, bucket_steps)
+            self._bucket = (
+                (group, batch_size, batch_tokens),
+                [chunks[i] for i in rng.permutation(len(chunks))],
+            )
+        return self._encode_train(self._bucket[1][position], step, dropout)
+
+    def token_lengths(self, pair: tuple[str, str]) -> tuple[int, int]:
+        """The (source, target) lengths in tokens of a pair (the target without <bos>/<eos>), remembered:
+        training pairs come back every pass, and max_lengths has measured every one of a corpus."""
+        lengths = self._token_lengths.get(pair)
+        if lengths is None:
+            source, target = pair
+            lengths = len(self.tokenizer.tokenize_source(source)), len(self.tokenizer.tokenize(target))
+            self._token_lengths[pair] = lengths
+        return lengths
+
+    def _encode_train(
+        self, pairs: Sequence[tuple[str, str]], step: int, dropout: SubwordDropout | None
+    ) -> Batch:
+        if dropout is None:
+            return self.batch(pairs)
+        return make_batch(*dropout.encode_pairs(pairs, host_rng(self.seed, step, 4)), self.ids)
+
+    def pairs_per_batch(self, batch_tokens: int) -> int:
+        """About how many pairs hold ``batch_tokens`` target tokens, from the mean length of a fixed
+        sample."""
+        if self._mean_target_tokens is None:
+            sample = self.sample_train(host_rng(self.seed, 5), 500)
+            self._mean_target_tokens = sum(self.token_lengths(pair)[1] + 1 for pair in sample) / len(sample)
+        return max(1, round(batch_tokens / self._mean_target_tokens))
+
+    def max_lengths(self, pairs: Iterable[tuple[str, str]]) -> tuple[int, int]:
+        """Longest source and target (with <bos>/<eos>) in tokens."""
+        src_len = tgt_len = 1
+        for pair in pairs:
+            source, target = self.token_lengths(pair)
+            src_len, tgt_len = max(src_len, source), max(tgt_len, target + 1)
+        return src_len, tgt_len
+
+
+class SubwordDropout:
+    """BPE-dropout of training sentences (BPETokenizer.merge): each step's batch comes in other
+    segmentations of its sentences, the same text in other subwords, as regularisation. Only
+    training batches are segmented so; dev, test, translate and the saved tokenizer keep the
+    deterministic segmentation.
+
+    A word whose dropped-out segmentation holds a unit its side's vocabulary lacks (the
+    vocabularies hold the units of the deterministic segmentation of the training split), and a
+    sentence that would come out longer than ``max_lengths`` (source, target: what the model's
+    position tables hold), keep their deterministic segmentation.
+    """
+
+    def __init__(self, task: TranslationTask, probability: float, max_lengths: tuple[int, int]) -> None:
+        if not isinstance(task.tokenizer, BPETokenizer):
+            raise ValueError(f"BPE-dropout needs subwords (tokenizer bpe), not {task.tokenizer.name}")
+        if not 0.0 < probability < 1.0:
+            raise ValueError(f"the BPE-dropout probability must be in (0, 1), got {probability!r}")
+        self.tokenizer, self.probability, self.max_lengths = task.tokenizer, probability, max_lengths
+        self.vocabularies = (task.src_vocab, task.tgt_vocab)
+
+    def encode_pairs(
+        self, pairs: Sequence[tuple[str, str]], rng: numpy.random.Generator
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """The ids of the pairs' sources and targets, segmented with dropout drawn from ``rng``."""
+        draws = _uniforms(rng)
+        src = [self._encode(source, 0, draws) for source, _ in pairs]
+        tgt = [self._encode(target, 1, draws) for _, target in pairs]
+        return src, tgt
+
+    def _encode(self, text: str, side: int, draws: Iterator[float]) -> list[int]:
+        known, tokens, dropped = self.vocabularies[side].stoi, [], []
+        for pieces in self.tokenizer.word_pieces(text):
+            tokens += pieces
+            split = self.tokenizer.drop_out(pieces, self.probability, draws)
+            dropped += split if all(piece in known for piece in split) else pieces
+        chosen = dropped if len(dropped) <= self.max_lengths[side] else tokens
+        return [known.get(token, self.vocabularies[side].ids.unk) for token in chosen]
+
+
+def _uniforms(rng: numpy.random.Generator, block: int = 4096) -> Iterator[float]:
+    """Uniform numbers in [0, 1) from ``rng``, drawn a block at a time: a call per number would cost
+    more than the merge it decides."""
+    while True:
+        yield from rng.random(block).tolist()
+
+
+class SymbolTask(TranslationTask):
+    """``copy`` or ``reverse`` random strings of ``n_symbols`` digits-like symbols, lengths in
+    [1, max_len]."""
+
+    def __init__(
+        self,
+        name: str,
+        n_symbols: int = 10,
+        min_len: int = 1,
+        max_len: int = 10,
+        seed: int = 0,
+        n_eval: int = 500,
+    ) -> None:
+        if name not in ("copy", "reverse"):
+            raise ValueError(f"symbol task must be 'copy' or 'reverse', got {name!r}")
+        self.name = name
+        self.symbols = [chr(ord("a") + i) for i in range(n_symbols)]
+        self.min_len, self.max_len = min_len, max_len
+        dev = self.sample_train(host_rng(seed, 10**9), n_eval)
+        test = self.sample_train(host_rng(seed, 10**9 + 1), n_eval)
+        super().__init__("char", dev, test, [("".join(self.symbols), "".join(self.symbols))], seed)
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        pairs = []
+        for _ in range(n):
+            length = int(rng.integers(self.min_len, self.max_len + 1))
+            text = "".join(self.symbols[i] for i in rng.integers(0, len(self.symbols), length))
+            pairs.append((text, text if self.name == "copy" else text[::-1]))
+        return pairs
+
+
+def number_words(number: int, lang: str) -> str:
+    """English or French words for a number as num2words writes them, English without "and"
+    and commas ("three hundred forty-two")."""
+    from num2words import num2words
+
+    words = num2words(number, lang=lang)
+    if lang == "en":
+        words = words.replace(",", "").replace(" and ", " ")
+    return words
+
+
+class _NumberWords:
+    """number_words for 0 <= n < 1,000,000, composed from cached words of n // 1000 and n % 1000.
+
+    num2words is slow per call, more than a training step can spare; the composition follows
+    its rules (French "mille" is invariable and drops the plural s of "cents"/"vingts" before it)
+    and a test checks it against num2words itself.
+    """
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+        self.below_thousand = [number_words(n, lang) for n in range(1000)]
+
+    def __call__(self, number: int) -> str:
+        thousands, rest = divmod(number, 1000)
+        if not thousands:
+            return self.below_thousand[rest]
+        if self.lang == "en":
+            head = f"{self.below_thousand[thousands]} thousand"
+        elif thousands == 1:
+            head = "mille"
+        else:
+            head = self.below_thousand[thousands]
+            head = head[:-1] + " mille" if head.endswith(("cents", "vingts")) else head + " mille"
+        return head if not rest else f"{head} {self.below_thousand[rest]}"
+
+
+class NumbersTask(TranslationTask):
+    """English number words -> French number words for numbers in [0, limit).
+
+    Disjoint random dev and test sets of numbers are set aside; training samples the rest, so
+    test numbers are never seen in training.
+    """
+
+    name = "numbers-en-fr"
+
+    def __init__(
+        self,
+        limit: int = 1_000_000,
+        n_dev: int = 500,
+        n_test: int = 1000,
+        seed: int = 0,
+        tokenizer: str = "word",
+    ) -> None:
+        try:
+            import num2words  # noqa: F401
+        except ImportError as error:
+            raise RuntimeError(
+                "the numbers-en-fr task needs num2words: pip install 'numpy_transformer[train]'"
+            ) from error
+        if not 1000 <= limit <= 1_000_000:
+            raise ValueError(f"limit must be in [1000, 1000000], got {limit!r}")
+        self.limit = limit
+        order = host_rng(seed, 7).permutation(limit)
+        held_out = order[: n_dev + n_test]
+        self._is_train = numpy.ones(limit, dtype=bool)
+        self._is_train[held_out] = False
+        self._english, self._french = _NumberWords("en"), _NumberWords("fr")
+        dev = [self._pair(int(n)) for n in held_out[:n_dev]]
+        test = [self._pair(int(n)) for n in held_out[n_dev:]]
+        vocab_numbers = [
+            *order[n_dev + n_test : n_dev + n_test + 20000],
+            *(n for n in range(1000) if self._is_train[n]),
+        ]
+        super().__init__(tokenizer, dev, test, [self._pair(int(n)) for n in vocab_numbers], seed)
+
+    def _pair(self, number: int) -> tuple[str, str]:
+        return self._english(number), self._french(number)
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        pairs: list[tuple[str, str]] = []
+        while len(pairs) < n:
+            candidates = rng.integers(0, self.limit, 2 * n)
+            pairs.extend(self._pair(int(c)) for c in candidates[self._is_train[candidates]])
+        return pairs[:n]
+
+
+class FileTask(TranslationTask):
+    """Pairs from a TSV file, split deterministically (seeded shuffle) into train/dev/test."""
+
+    name = "file"
+
+    def __init__(
+        self,
+        path: str | Path,
+        tokenizer: str = "bpe",
+        dev_fraction: float = 0.05,
+        test_fraction: float = 0.05,
+        seed: int = 0,
+        max_length: int = MAX_LENGTH,
+        **vocabulary: Any,
+    ) -> None:
+        """``vocabulary``: TranslationTask's vocab_size, shared_vocab, serialized_tokenizer and
+        vocabularies."""
+        read = read_tsv(path)
+        pairs = list(dict.fromkeys(read))  # a repeated pair would land in training and test alike
+        repeated = (
+            f" ({len(read) - len(pairs)} repeated pairs of its {len(read)} removed: each pair is kept once)"
+            if len(read) > len(pairs)
+            else ""
+        )
+        splitter: str | Tokenizer = tokenizer
+        given = vocabulary.get("vocabularies")
+        if given is not None or tokenizer == SentencePieceTokenizer.name:
+            # a model's own tokenizer and vocabularies (train --from): pairs count in its tokens, as its tables do
+            splitter = make_tokenizer(tokenizer, vocabulary.pop("serialized_tokenizer", None), given)
+            counter: Tokenizer | None = splitter
+        else:  # bpe counts a pair's words: its subwords are learned afterwards, from the pairs kept
+            kind = TOKENIZERS.get("word" if tokenizer == BPETokenizer.name else tokenizer)
+            counter = kind() if kind else None
+        pairs = _short_pairs(pairs, counter, max_length, path)
+        if len(pairs) < 3:
+            raise ValueError(
+                f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test{repeated}"
+            )
+        order = host_rng(seed, 11).permutation(len(pairs))
+        n_dev = max(1, int(len(pairs) * dev_fraction))
+        n_test = max(1, int(len(pairs) * test_fraction))
+        shuffled = [pairs[i] for i in order]
+        self.train_pairs = shuffled[n_dev + n_test :]
+        super().__init__(
+            splitter,
+            shuffled[:n_dev],
+            shuffled[n_dev : n_dev + n_test],
+            self.train_pairs,
+            seed,
+            **vocabulary,
+        )
+        if tokenizer == BPETokenizer.name and given is None:
+            # the words counted above bound the subwords from below only (an unspaced CJK line is
+            # one word): each split is counted again in the subwords the model sees
+            split_names = ("training", "dev", "test")
+            splits = [self.train_pairs, self.dev, self.test]
+            kept = [_short_pairs(split, self.tokenizer, max_length, path, warn=False) for split in splits]
+            dropped = sum(len(split) for split in splits) - sum(len(split) for split in kept)
+            if dropped:
+                warnings.warn(
+                    f"--data {path}: {dropped} more pairs have more than {max_length} subword tokens on a "
+                    "side and are left out (--max-length counts the tokens the model sees)",
+                    stacklevel=2,
+                )
+            empty = [name for name, split in zip(split_names, kept) if not split]
+            if empty:
+                raise ValueError(
+                    f"--data {path}: no {' or '.join(empty)} pair has at most {max_length} subword tokens on "
+                    "a side (--max-length): raise --max-length or give shorter pairs"
+                )
+            self.train_pairs, self.dev, self.test = kept
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
+
+    def length_pairs(self, seed: int) -> list[tuple[str, str]]:
+        return self.train_pairs
+
+
+def _short_pairs(
+    pairs: list[tuple[str, str]],
+    tokenizer: Tokenizer | None,
+    max_length: int,
+    path: str | Path,
+    warn: bool = True,
+) -> list[tuple[str, str]]:
+    """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in
+    a warning."""
+    if tokenizer is None:  # TranslationTask names the unknown tokenizer
+        return pairs
+    kept = [
+        (source, target)
+        for source, target in pairs
+        if max(len(tokenizer.tokenize_source(source)), len(tokenizer.tokenize(target))) <= max_length
+    ]
+    if warn and len(kept) < len(pairs):
+        warnings.warn(
+            f"--data {path}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
+            f"tokens on a side and are left out (--max-length)",
+            stacklevel=3,
+        )
+    return kept
+
+
+def make_task(
+    task: str | None = None,
+    data: str | None = None,
+    seed: int = 0,
+    tokenizer: str | None = None,
+    max_length: int = MAX_LENGTH,
+    **vocabulary: Any,
+) -> TranslationTask:
+    """Build the task named on the command line (``--task`` or ``--data``); ``vocabulary``:
+    TranslationTask's vocab_size, shared_vocab and serialized_tokenizer (for a corpus)."""
+    if data is not None:
+        return FileTask(data, tokenizer or BPETokenizer.name, seed=seed, max_length=max_length, **vocabulary)
+    if task in ("copy", "reverse"):
+        return SymbolTask(task, seed=seed)
+    if task == "numbers-en-fr":
+        return NumbersTask(seed=seed, tokenizer=tokenizer or "word")
+    raise ValueError(
+        f"--task must be one of copy, reverse, numbers-en-fr (or give --data FILE.tsv), got {task!r}"
+    )
