@@ -26,7 +26,8 @@ from typing import Any
 
 from ..functional import ACTIVATIONS, POSITION_LAYOUTS
 from ..model import TransformerConfig
-from .data import BPE_VOCAB_RANGE, MAX_LENGTH
+from .corpora import MAX_LENGTH
+from .tokenizers import BPE_VOCAB_RANGE
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
 TASK_TOKENIZERS = {"copy": "char", "reverse": "char", "numbers-en-fr": "word"}  # what a --task is written in

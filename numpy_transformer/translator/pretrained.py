@@ -31,7 +31,8 @@ from ..backend import get_array_module, to_numpy
 from ..machine import available_memory
 from ..model import Transformer, TransformerConfig, build_from_config, parameter_count
 from .config import DTYPES
-from .data import SentencePieceTokenizer, SpecialIds, Vocab
+from .tokenizers import SentencePieceTokenizer
+from .vocabulary import SpecialIds, Vocab
 
 CONFIG, WEIGHTS, VOCAB = "config.json", "model.safetensors", "vocab.json"
 SENTENCEPIECE_FILES = ("source.spm", "target.spm")
@@ -649,8 +650,8 @@ def import_run(
     """
     from .checkpoint import FILENAME, file_sha256, save_checkpoint, task_recipe
     from .config import ModelConfig, TrainConfig, config_toml
-    from .data import TranslationTask
     from .run_directory import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
+    from .tasks import TranslationTask
 
     if dtype not in DTYPES:
         raise ValueError(f"--dtype must be {' or '.join(DTYPES)}, got {dtype!r}")
