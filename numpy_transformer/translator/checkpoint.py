@@ -106,7 +106,17 @@ def load_meta(path: str | Path) -> dict[str, Any]:
 def _read(path: str | Path, arrays: bool) -> tuple[dict[str, numpy.ndarray], dict[str, Any]]:
     path = resolve_path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint {path}: no such file")
+        what = "not a regular file" if path.exists() else "no such file"  # /dev/null exists
+        raise CheckpointError(f"checkpoint {path}: {what}")
+    try:
+        with open(path, "rb") as file:
+            start = file.read(4)
+    except OSError as error:
+        raise CheckpointError(f"checkpoint {path}: cannot be read ({error.strerror or error})") from None
+    if start not in (b"PK\x03\x04", b"PK\x05\x06"):  # else NumPy tries it as a pickle, and says so
+        raise CheckpointError(
+            f"checkpoint {path}: not a checkpoint (an .npz file is a zip archive, this starts with {start!r})"
+        )
     try:
         with numpy.load(path, allow_pickle=False) as archive:  # an .npz reads each entry on demand
             names = archive.files if arrays else [name for name in archive.files if name == "meta"]

@@ -599,7 +599,7 @@ def read_config_file(path: str | Path) -> dict[str, dict[str, Any]]:
             "and [train] settings"
         )
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark, as Notepad writes one, is not a setting
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise ValueError(

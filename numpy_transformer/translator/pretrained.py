@@ -204,9 +204,8 @@ def weights_path(directory: str | Path) -> Path:
                 f"{Path(directory) / pickled[0]}: a pickled checkpoint, which is never loaded (unpickling can run "
                 f"any code); convert it once to {WEIGHTS} with: {CONVERT.format(dir=directory)}"
             )
-        raise PretrainedError(
-            f"{path}: no such file (a Hugging Face model directory holds its weights in it)"
-        )
+        what = "not a regular file" if path.exists() else "no such file"
+        raise PretrainedError(f"{path}: {what} (a Hugging Face model directory holds its weights in it)")
     return path
 
 
@@ -557,7 +556,8 @@ class MarianTokenizer:
         directory = Path(directory)
         for name in (*SENTENCEPIECE_FILES, VOCAB):
             if not (directory / name).is_file():
-                raise PretrainedError(f"{directory / name}: no such file (a Marian model directory holds it)")
+                what = "not a regular file" if (directory / name).exists() else "no such file"
+                raise PretrainedError(f"{directory / name}: {what} (a Marian model directory holds it)")
         paths = [directory / name for name in SENTENCEPIECE_FILES]
         try:
             source, target = (path.read_bytes() for path in paths)

@@ -1234,6 +1234,58 @@ LATEST_CASES = [
             (("ranks", None), ("ranks", 0), ("lr_scale", "1"), ("time_spent_s", float("nan")))
         )
     ),
+    Case(
+        "checkpoint",
+        "translate --checkpoint a file of random bytes",
+        then(
+            write("random.npz", np.random.default_rng(0).bytes(4000)),
+            cli("translate", "--checkpoint", "{ws}/random.npz", "abc"),
+        ),
+        True,
+        ("random.npz", "not a checkpoint", "zip archive"),
+    ),
+    Case(
+        "checkpoint",
+        "translate --checkpoint /dev/null",
+        cli("translate", "--checkpoint", "/dev/null", "abc"),
+        True,
+        ("/dev/null", "not a regular file"),
+    ),
+    Case(
+        "import",
+        "import a directory whose model.safetensors is a directory",
+        then(
+            marian(
+                "m-dir", lambda d: ((d / "model.safetensors").unlink(), (d / "model.safetensors").mkdir())
+            ),
+            cli("import", "{ws}/m-dir", "--out", "{ws}/imp15"),
+        ),
+        True,
+        ("m-dir/model.safetensors", "not a regular file"),
+    ),
+    Case(
+        "flags",
+        "train --config a file that starts with a byte-order mark",
+        then(
+            write("bom.toml", "\ufeff[train]\nsteps = 3\n"),
+            cli(
+                *("train", "--config", "{ws}/bom.toml", "--task", "copy", *TINY[: TINY.index("--steps")]),
+                *(
+                    "--eval-every",
+                    "3",
+                    "--eval-size",
+                    "4",
+                    "--no-progress",
+                    "--show",
+                    "0",
+                    "--out",
+                    "{ws}/bom-run",
+                ),
+            ),
+        ),
+        False,
+        check=lambda ws: load_checkpoint(ws / "bom-run")[1]["step"] == 3,
+    ),
     # -- the model's configuration and the decoding flags --------------------------------------------------
     *(
         Case("api", f"TransformerConfig({name}={value!r})", api(config_with(**{name: value})), True, names)
