@@ -9,7 +9,6 @@ from generators seeded by (seed, step, rank or micro-batch), so the step alone r
 
 from __future__ import annotations
 
-import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,8 +66,8 @@ class RunState:
             value = meta.get(name, default)
             if value is None and default is None and name != "step":  # optional: None is its value
                 return None
-            kind = numbers.Integral if integer else numbers.Real
-            if isinstance(value, bool) or not isinstance(value, kind) or not minimum <= value < float("inf"):
+            kinds = (int,) if integer else (int, float)  # what JSON holds
+            if isinstance(value, bool) or not isinstance(value, kinds) or not minimum <= value < float("inf"):
                 raise CheckpointError(
                     f"checkpoint {resolve_path(path)}: its metadata field {name!r} is {value!r}, expected "
                     f"{'an integer' if integer else 'a finite number'} >= {minimum:g}"
