@@ -1116,8 +1116,10 @@ def _precision_probe(output: Callable[[], Any], variables: Mapping[str, Array], 
             array[index] = original + 1e-3 * max(abs(original), 1.0)
             big = output()
             array[index] = original
-            if _same(big, base):
-                continue  # the output does not depend on this entry here
+            if _same(big, base) or not _resolvable(
+                base, big, abs(original) * 2.0**-30 / (1e-3 * max(abs(original), 1.0))
+            ):
+                continue  # the output does not depend on this entry here, or float64 cannot resolve 2^-30 of it
             probed += 1
             suspicious += _same(tiny, base)
             mixed += _slopes_differ(base, tiny, middle, abs(original))
@@ -1139,6 +1141,14 @@ def _precision_probe(output: Callable[[], Any], variables: Mapping[str, Array], 
             "rounding noise, not a gradient. Compute in the input's dtype"
         )
     return None
+
+
+def _resolvable(base: Any, big: Any, fraction: float) -> bool:
+    """Whether ``fraction`` of the change from ``base`` to ``big`` is 64 units in the last place of the
+    output somewhere: a change float64 resolves (x + 1 at x = 1e-38 does not)."""
+    xp = get_array_module()
+    base, big = xp.asarray(base, dtype=xp.float64), xp.asarray(big, dtype=xp.float64)
+    return bool((xp.abs(big - base) * fraction > 64 * FLOAT64_EPS * xp.abs(base)).any())
 
 
 def _slopes_differ(base: Any, tiny: Any, middle: Any, size: float) -> bool:

@@ -679,3 +679,11 @@ def test_minor_messages_name_what_is_wrong():
 
     with pytest.raises(ValueError, match=r"Empty has no parameters and input_grads is None"):
         assert_module_gradients(Empty(), x34())
+
+
+def test_inputs_too_small_for_float64_to_resolve_are_not_called_lower_precision():
+    def add_forward(x, y):
+        return x + y, None
+
+    inputs = {"x": np.array([2.83524833e-38, 2.83524833e-38]), "y": np.array([1.0])}
+    assert assert_gradients(add_forward, lambda d, c: (d, d.sum(keepdims=True)), inputs).passed
