@@ -25,7 +25,8 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,20 @@ SENTENCES = {
     "the gradient passes through unchanged",
     "paths": "a tensor feeding several paths (queries, keys, values, the latent) gets only some of "
     "their gradients: the gradients of every path must be added",
+    "relu_skipped": "the relu's backward is left out: the forward zeroed every hidden unit whose input was "
+    "not positive, so those units get no gradient (relu_backward with the forward's mask)",
+    "relu_mask": "the relu's mask is taken from the gradient: the slope is 1 where the forward's input was "
+    "positive (the mask in the cache), whatever the sign of the gradient",
+    "swapped": "a gradient is returned under another parameter's key: {name} holds the gradient of "
+    "{other}; each key takes the gradient of its own parameter",
+    "counted_twice": "a gradient is counted twice: where paths meet, each path's gradient is added once",
+    "averaged": "the paths' gradients are averaged: where paths meet, their gradients add",
+    "stray_factor": "it is scaled by {factor:.6g}, a constant the forward does not have: between its "
+    "pieces a block's backward hands each gradient on unchanged, or adds those that meet",
+    "memory_dropped": "the memory's gradient is dropped: the memory feeds the cross-attention's keys and "
+    "values, so dmemory is what that attention's backward returns for them (its dx_kv)",
+    "wrong_cache": "a piece's backward is handed another piece's cache: {where}'s is used twice, {other}'s "
+    "never; each backward takes the cache its own forward returned",
 }
 
 
@@ -1703,7 +1718,8 @@ def _written(name: str, writes: list[tuple[str, str]], calls: list[_Call]) -> st
 
 
 def _cache_paths(cache: Any, path: str = "") -> dict[int, str]:
-    """Where each cache inside ``cache`` sits, by identity: "norm_2", "decoder[1].cross_attention"."""
+    """Where each cache inside ``cache`` sits, by identity: "norm_2", "decoder[1].cross_attention",
+    "feed_forward.activation" (an array: the relu's mask)."""
     if isinstance(cache, tuple) and hasattr(cache, "_fields"):
         items = [(f"{path}.{key}" if path else key, value) for key, value in zip(cache._fields, cache)]
     elif isinstance(cache, list):
@@ -1716,6 +1732,8 @@ def _cache_paths(cache: Any, path: str = "") -> dict[int, str]:
             found.setdefault(id(value), where)
             for key, inner in _cache_paths(value, where).items():
                 found.setdefault(key, inner)
+        elif hasattr(value, "shape"):
+            found.setdefault(id(value), where)
     return found
 
 
@@ -1752,11 +1770,17 @@ class Localised:
     where: str  # the piece's place in the cache: its incoming gradient is textbook()["d" + where]
     mistake: str | None = None  # a key of SENTENCES
     values: dict[str, Any] = field(default_factory=dict)
+    kind: str = "reaching"  # "returned": every piece was handed the right gradient, ``where`` is a
+    # gradient the block returns; "cache": a piece's backward was handed another piece's cache
 
     def explanation(self) -> str:
+        said = f": {sentence(self.mistake, **self.values)}" if self.mistake else ""
+        if self.kind == "cache":
+            return sentence(self.mistake or "wrong_cache", **self.values)
+        if self.kind == "returned":
+            return f"every piece it calls is handed the textbook's gradient; the {self.where} it returns differs{said}"
         head = f"the first gradient that differs from the textbook's is the one reaching {self.where} "
-        head += f"(textbook(cache, dout)['d{self.where}']; every one before it is right)"
-        return head + (f": {sentence(self.mistake, **self.values)}" if self.mistake else "")
+        return head + f"(textbook(cache, dout)['d{self.where}']; every one before it is right){said}"
 
 
 def _array(value: Any) -> numpy.ndarray:
@@ -1776,6 +1800,14 @@ def _localise(
             theirs.setdefault(paths[id(call.cache)], call)
     right_paths = _cache_paths(right_cache)
     right = {right_paths[id(c.cache)]: c for c in right_calls if id(c.cache) in right_paths}
+    used = Counter(paths[id(call.cache)] for call in calls if id(call.cache) in paths)
+    needed = Counter(right_paths[id(call.cache)] for call in right_calls if id(call.cache) in right_paths)
+    for where, count in used.items():  # a piece's cache handed to a sibling's backward as well
+        if where not in needed or count <= needed[where]:
+            continue
+        unused = [other for other in needed if other not in used and right[other].name == right[where].name]
+        if unused:
+            return Localised(where, "wrong_cache", {"where": where, "other": unused[0]}, kind="cache")
     wrong = [
         where
         for where, call in right.items()
@@ -1813,15 +1845,25 @@ def _boundary_mistake(
     expected = _array(right[where].dout)
     parent = where.rsplit(".", 1)[0] if "." in where else ""
     owner = cache if not parent else next((c.cache for place, c in right.items() if place == parent), None)
-    residual = isinstance(owner, (blocks.EncoderBlockCache, blocks.DecoderBlockCache, blocks.ResidualCache))
+    residual = isinstance(owner, RESIDUAL_BLOCKS)
+    for call in right.values():
+        dhidden = _array(call.dout)
+        if call.name == "relu_backward" and dhidden.shape == expected.shape:
+            if _close(yours, dhidden):
+                return "relu_skipped", {}
+            if _close(yours, dhidden * (dhidden > 0)):
+                return "relu_mask", {}
+    a_norm = right[where].name == "layer_norm_backward"
     for other, call in right.items():
         dout = _array(call.dout)
         if other == where or dout.shape != expected.shape or _close(dout, expected):
             continue
-        if _close(yours, dout):
-            return ("residual_dropped", {}) if residual else ("skipped", {"above": other})
+        if _close(yours, dout):  # a norm handed its branch's own gradient: the branch's backward skipped
+            return ("residual_dropped", {}) if residual and not a_norm else ("skipped", {"above": other})
         if residual and _close(yours + dout, expected):  # the skip's gradient not added
             return "residual_dropped", {}
+        if residual and a_norm and _close(yours - dout, expected):  # the skip's gradient through the norm
+            return "norm_path", {}
     for call in right.values():
         a_norm = call.name == "layer_norm_backward" and call.result is not None
         if a_norm and _array(call.result[0]).shape == expected.shape:
@@ -1832,6 +1874,8 @@ def _boundary_mistake(
                 return "norm_path", {}
         if call.name == "decoder_block_backward" and _close_shaped(yours, call.result[1]):
             return "memory_one_layer", {}
+    if _counted_twice(yours, expected, right.values()):
+        return "counted_twice", {}
     loss = getattr(cache, "loss", None)
     if loss is not None and where == "projection":
         for candidate, key in _cross_entropy_candidates(loss, dloss)["logits"]:
@@ -1842,21 +1886,94 @@ def _boundary_mistake(
         table = functional.sinusoidal_table(yours.shape[1], yours.shape[2], numpy.float64)
         if _close(added, numpy.broadcast_to(_array(table), added.shape)):
             return "positional_added", {}
-    norm = float((expected * expected).sum())
-    if norm > 0 and yours.shape == expected.shape:
-        factor = float((yours * expected).sum()) / norm
-        if abs(factor - 1) > 1e-6 and _close(yours, factor * expected):
-            if yours.ndim == 0 and dloss is not None and abs(factor * dloss - 1) <= 1e-6:
-                return "upstream", {}  # the loss's own gradient: dloss itself
-            if loss is not None:
-                n_valid, count = float(loss.n_valid), float(loss.probs.shape[0])
-                for value, key in ((n_valid, "token_count"), (n_valid / count, "token_count_pad")):
-                    if abs(factor - value) <= 1e-6 * value:
-                        return key, {}
-            if dloss is not None and abs(factor * dloss - 1) <= 1e-6:
-                return "upstream", {}
-            return ("sign", {}) if abs(factor + 1) <= 1e-6 else ("factor", {"factor": factor})
+    factor = _constant_factor(yours, expected)
+    if factor is not None:
+        if yours.ndim == 0 and dloss is not None and abs(factor * dloss - 1) <= 1e-6:
+            return "upstream", {}  # the loss's own gradient: dloss itself
+        if loss is not None:
+            n_valid, count = float(loss.n_valid), float(loss.probs.shape[0])
+            for value, key in ((n_valid, "token_count"), (n_valid / count, "token_count_pad")):
+                if abs(factor - value) <= 1e-6 * value:
+                    return key, {}
+        if dloss is not None and abs(factor * dloss - 1) <= 1e-6:
+            return "upstream", {}
+        return _factor_mistake(factor, residual)
     return None, {}
+
+
+RESIDUAL_BLOCKS = (blocks.EncoderBlockCache, blocks.DecoderBlockCache, blocks.ResidualCache)
+
+
+def _constant_factor(yours: numpy.ndarray, right: numpy.ndarray) -> float | None:
+    """The constant c != 1 with yours = c * right, or None."""
+    norm = float((right * right).sum())
+    if norm == 0 or yours.shape != right.shape:
+        return None
+    factor = float((yours * right).sum()) / norm
+    return factor if abs(factor - 1) > 1e-6 and _close(yours, factor * right) else None
+
+
+def _factor_mistake(factor: float, join: bool) -> tuple[str, dict[str, Any]]:
+    """The mistake a block's gradient off by a constant ``factor`` usually is (``join``: in a block
+    whose paths meet at residuals): a sign, a gradient counted twice, two paths averaged, a stray constant."""
+    if abs(factor + 1) <= 1e-6:
+        return "sign", {}
+    if abs(factor - 2) <= 1e-6:
+        return "counted_twice", {}
+    if join and abs(factor - 0.5) <= 1e-6:
+        return "averaged", {}
+    return "stray_factor", {"factor": factor}
+
+
+def _counted_twice(yours: numpy.ndarray, right: numpy.ndarray, calls: Iterable[_Call]) -> bool:
+    """Whether ``yours`` is ``right`` plus a gradient at one of the textbook's boundaries (what a
+    piece was handed or returned first): a path's gradient added twice."""
+    for call in calls:
+        for value in (call.dout, call.result[0] if isinstance(call.result, tuple) else call.result):
+            if not hasattr(value, "shape"):
+                continue
+            extra = _array(value)
+            if extra.shape == right.shape and extra.any() and _close(yours - extra, right):
+                return True
+    return False
+
+
+def _returned_mistake(
+    names: Sequence[str],
+    grads: Sequence[Any],
+    expected: Sequence[Any],
+    verdicts: dict[str, GradientVerdict],
+    right_calls: list[_Call],
+    join: bool,
+) -> Localised | None:
+    """Why a block whose pieces were all handed the right gradients returns a wrong one: a gradient
+    under another parameter's key, a square matrix transposed, the memory's gradient dropped, a
+    path's gradient added twice, a constant factor; None when it is none of those."""
+    rights = [None if right is None else _array(right) for right in expected]
+    for label, grad, right in zip(names, grads, rights):
+        yours = _as_array(grad)
+        wrong = label in verdicts and verdicts[label].status == "wrong"
+        if right is None or yours is None or not wrong:
+            continue
+        yours = yours.astype(numpy.float64)
+        for other, value in zip(names, rights):
+            if other == label or value is None or not value.any() or _close_shaped(right, value):
+                continue
+            if _close_shaped(yours, value):
+                return Localised(label, "swapped", {"name": label, "other": other}, kind="returned")
+        if yours.shape != right.shape:
+            continue
+        factor = _constant_factor(yours, right)
+        if yours.ndim == 2 and yours.shape[0] == yours.shape[1] and _close(yours.T, right):
+            return Localised(label, "transposed", kind="returned")
+        if label == "dmemory" and not yours.any():
+            return Localised(label, "memory_dropped", kind="returned")
+        if _counted_twice(yours, right, right_calls):
+            return Localised(label, "counted_twice", kind="returned")
+        if factor is not None:
+            key, values = _factor_mistake(factor, join and label == "dx")
+            return Localised(label, key, values, kind="returned")
+    return None
 
 
 def _returned_gradients(name: str, returned: Any, names: tuple[str, ...]) -> tuple[Any, ...]:
@@ -2092,7 +2209,9 @@ def _run_case(
                 )
     localised = None
     if exercise.params and any(v.status == "wrong" for v in verdicts.values()):
-        localised = _localise(calls, cache, right_calls, textbook_cache, case.dloss)
+        localised = _localise(calls, cache, right_calls, textbook_cache, case.dloss) or _returned_mistake(
+            names, grads, expected, verdicts, right_calls, isinstance(textbook_cache, RESIDUAL_BLOCKS)
+        )
     return [verdicts[label] for label in names if label in verdicts], localised
 
 
@@ -2590,7 +2709,9 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
     every boundary inside it, named by the piece's place in the cache: "d" + place is the gradient
     reaching that piece's output (the dout its backward is given), place + "." + a gradient's name
     is what that backward returns. So for an encoder block "dfeed_forward" is the block's dout,
-    "dnorm_2" the feed-forward's dx, "dattention" the gradient between the two residuals; for a
+    "dnorm_2" the feed-forward's dx, "dattention" the gradient between the two residuals,
+    "dfeed_forward.activation" the gradient reaching the relu and "feed_forward.activation.dx" the one
+    past it (a feed-forward block's own: "dactivation", "activation.dx"); for a
     decoder block "dcross_attention" and "cross_attention.dx_kv" (its dmemory); for the whole model
     "dloss" (dloss), "dprojection" (dlogits), "ddecoder_norm", "ddecoder[i]" (the gradient reaching
     layer i's output: "ddecoder[n-1]" is the stack's output), "decoder[i].dmemory" (layer i's part

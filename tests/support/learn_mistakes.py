@@ -562,7 +562,7 @@ def feed_forward_backward(dout, cache):
     ),
     Mistake(
         "feed_forward_backward",
-        None,
+        "relu_skipped",
         BLOCK_HEADER
         + """
 def feed_forward_backward(dout, cache):
@@ -639,7 +639,7 @@ def decoder_block_backward(dout, cache):
     ),
     Mistake(
         "decoder_block_backward",
-        "zero",
+        "memory_dropped",
         BLOCK_HEADER
         + """
 def decoder_block_backward(dout, cache):
@@ -719,17 +719,17 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
     ),
     textbook_with(
         "feed_forward_backward",
-        None,
+        "relu_mask",
         ("dhidden = relu_backward(dhidden, cache.activation)", "dhidden = dhidden * (dhidden > 0)"),
     ),
     textbook_with(
         "feed_forward_backward",
-        None,
+        "swapped",
         ('{"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}', '{"w1": dw1, "b1": db2, "w2": dw2, "b2": db1}'),
     ),
     textbook_with(
         "feed_forward_backward",
-        None,
+        "stray_factor",
         (
             "dhidden = relu_backward(dhidden, cache.activation)",
             "dhidden = relu_backward(dhidden, cache.activation) * 0.5",
@@ -758,9 +758,11 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
             _norm_left_out(2)[1] + "\n    dx = layer_norm_backward(dout + dh, cache.norm_2)[0]",
         ),
     ),
-    textbook_with("encoder_block_backward", None, ("dx = dout + dh", "dx = dout + dh + dh")),
-    textbook_with("encoder_block_backward", None, ("return dx + dh, grads", "return (dx + dh) / 2, grads")),
-    textbook_with("encoder_block_backward", None, (_norm(1), _norm(1, "dh * 2"))),
+    textbook_with("encoder_block_backward", "counted_twice", ("dx = dout + dh", "dx = dout + dh + dh")),
+    textbook_with(
+        "encoder_block_backward", "averaged", ("return dx + dh, grads", "return (dx + dh) / 2, grads")
+    ),
+    textbook_with("encoder_block_backward", "counted_twice", (_norm(1), _norm(1, "dh * 2"))),
     # the decoder block: three residuals and the memory
     textbook_with("decoder_block_backward", "residual_dropped", ("dx = dout + dh", "dx = dh")),
     textbook_with("decoder_block_backward", "residual_dropped", ("dx = dout + dh", "dx = dout")),
@@ -801,17 +803,52 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
     ),
     textbook_with(
         "decoder_block_backward",
-        None,
+        "stray_factor",
         ("return dx + dh, dmemory, grads", "return dx + dh, dmemory * 0.5, grads"),
     ),
     textbook_with(
         "decoder_block_backward",
-        None,
+        "swapped",
         ('grads["cross_w_qkv"], grads["cross_w_o"]', 'grads["self_w_qkv"], grads["self_w_o"]'),
         (
             'grads["self_w_qkv"], grads["self_w_o"], _, _ = multi_head_self',
             'grads["cross_w_qkv"], grads["cross_w_o"], _, _ = multi_head_self',
         ),
+    ),
+    # returned under the wrong key, or with the wrong layout
+    textbook_with(
+        "feed_forward_backward",
+        "swapped",
+        ('{"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}', '{"w1": dw2, "b1": db1, "w2": dw1, "b2": db2}'),
+    ),
+    textbook_with("feed_forward_backward", "rows_sum", ('"b2": db2}', '"b2": dout.sum(axis=0)}')),
+    textbook_with(
+        "residual_backward", "swapped", ('{"gamma": dgamma, "beta": dbeta', '{"gamma": dbeta, "beta": dgamma')
+    ),
+    textbook_with("residual_backward", "transposed", ('"weight": dweight,', '"weight": dweight.T,')),
+    textbook_with(
+        "encoder_block_backward",
+        "swapped",
+        (_norm(2), _norm(2).replace('"ln2_', '"ln1_')),
+        (_norm(1), _norm(1).replace('"ln1_', '"ln2_')),
+    ),
+    # a piece handed another's cache, or another piece's gradient
+    textbook_with(
+        "encoder_block_backward", "wrong_cache", (_norm(2), _norm(2).replace("norm_2)", "norm_1)"))
+    ),
+    textbook_with(
+        "decoder_block_backward", "wrong_cache", (_norm(3), _norm(3).replace("norm_3)", "norm_2)"))
+    ),
+    textbook_with("encoder_block_backward", "skipped", (_norm(2), _norm(2, "dout"))),
+    textbook_with("decoder_block_backward", "skipped", (_norm(1), _norm(1, "dx"))),
+    # a gradient added twice
+    textbook_with(
+        "decoder_block_backward",
+        "counted_twice",
+        ("return dx + dh, dmemory, grads", "return dx + dh, dmemory + dmemory, grads"),
+    ),
+    textbook_with(
+        "encoder_block_backward", "counted_twice", ("return dx + dh, grads", "return dx + dh + dout, grads")
     ),
 ]
 
