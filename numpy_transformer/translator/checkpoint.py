@@ -243,8 +243,8 @@ def model_from_checkpoint(path: str | Path, arrays: dict, meta: dict) -> Transfo
         # the file's weights bound what is built: a configuration claiming more is refused unbuilt
         if parameter_count(config) > sum(value.size for value in weights.values()):
             raise ValueError(
-                f"d_model {config.d_model}, N {config.N}, d_ff {config.d_ff} give {parameter_count(config):,} "
-                f"weights, the file holds {sum(value.size for value in weights.values()):,}"
+                f"the file holds {sum(value.size for value in weights.values()):,} weights, d_model "
+                f"{config.d_model}, N {config.N}, d_ff {config.d_ff} expected {parameter_count(config):,}"
             )
         model = build_from_config(config, seed=0)
         model.load_state_dict(weights)

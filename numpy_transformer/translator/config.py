@@ -477,7 +477,11 @@ class TrainConfig(_Checked):
                 f"to --tokenizer {self.tokenizer}"
                 + (f" (the tokenizer of --from {self.from_run})" if self.from_run else "")
             )
-        if self.batch_tokens is None and self.bucket_steps * self.batch_size > MAX_BUCKET_PAIRS:
+        # a batch too large alone is the memory estimate's to refuse, saying how much it needs
+        if (
+            self.batch_tokens is None
+            and self.batch_size <= MAX_BUCKET_PAIRS < self.bucket_steps * self.batch_size
+        ):
             raise ValueError(
                 f"--bucket-steps {self.bucket_steps} with --batch-size {self.batch_size} draws "
                 f"{self.bucket_steps * self.batch_size} pairs at once, expected at most {MAX_BUCKET_PAIRS}: "

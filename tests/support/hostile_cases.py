@@ -1217,7 +1217,7 @@ LATEST_CASES = [
             cli("translate", "--checkpoint", "{ws}/damaged", "abc"),
         ),
         True,
-        ("damaged/model.npz", "do not fit", "d_model 1000000", "the file holds"),
+        ("damaged/model.npz", "do not fit", "the file holds 5,070 weights", "d_model 1000000"),
     ),
     *(
         Case(
