@@ -797,6 +797,37 @@ def test_a_solved_workbook_passes_every_exercise_whole_model_included(tmp_path, 
     assert [v.name for v in verdicts][-1] == "encoder_decoder_backward"
 
 
+def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_path, capsys):
+    from learn_mistakes import solved_workbook
+
+    path = tmp_path / "my_backprop.py"
+    learn.start(tmp_path)
+    fresh = {rung.name: rung for rung in learn.status(path)}
+    assert {name for name, rung in fresh.items() if rung.state == "ready"} == {
+        e.backward for e in learn.EXERCISES if not learn.prerequisites(e.backward)
+    }
+    assert fresh["feed_forward_backward"].behind == ("relu_backward", "linear_backward")
+    assert fresh["multi_head_attention_backward"].behind == ("linear_backward", "attention_backward")
+    wrong_norm = next(m for m in MISTAKES if m.expected == "ln_mean").source
+    stub = "def layer_norm_backward(dout, cache):"
+    text = solved_workbook(("relu_backward", "linear_backward")).replace(
+        stub, "def _layer_norm_stub(dout, cache):"
+    )
+    path.write_text(text + HEADER + wrong_norm)
+    rungs = {rung.name: rung for rung in learn.status(path)}
+    assert rungs["relu_backward"].state == rungs["linear_backward"].state == "done"
+    assert rungs["feed_forward_backward"].state == "ready"
+    assert rungs["residual_backward"].state == "locked"
+    assert rungs["residual_backward"].behind == ("layer_norm_backward",)
+    assert rungs["layer_norm_backward"].state == "ready"
+    assert main(["learn", "status", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert " 8. layer_norm_backward" in out and "ready (yours: wrong)" in out
+    assert "locked behind layer_norm_backward\n" in out
+    assert "2 done, 7 ready, 9 locked\nnext: positional_encoding_backward" in out
+    assert main(["learn", "status", str(tmp_path / "missing.py")]) == 2
+
+
 def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(tmp_path):
     import jupytext
     import nbclient

@@ -1,4 +1,4 @@
-"""``numpy-transformer learn``: the workbook's commands (start, check, hint, train)."""
+"""``numpy-transformer learn``: the workbook's commands (start, check, status, hint, train)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,12 @@ def add_learn(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("names", metavar="NAME", nargs="*", help="textbook names, e.g. layer_norm_backward")
+    p = actions.add_parser(
+        "status",
+        help="the ladder of exercises FILE is on: done (passes learn check), ready (the exercises it "
+        "builds on done) or locked (behind which), and the next to do",
+    )
+    p.add_argument("file", metavar="FILE")
     p = actions.add_parser("hint", help="the next hint for exercise NAME (one step further each time)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("name", metavar="NAME")
@@ -74,7 +80,7 @@ def add_learn(commands: argparse._SubParsersAction) -> None:
 
 
 def run_learn(args: argparse.Namespace) -> int:
-    """learn start / check / train: refusals are one line and exit 2, the learner's own code failing
+    """learn start / check / status / hint / train: refusals are one line and exit 2, the learner's own code failing
     to import is one line (theirs, with their file:line) and exit 1; Ctrl-C ends with 130, no traceback."""
     from ... import learn
 
@@ -91,6 +97,9 @@ def run_learn(args: argparse.Namespace) -> int:
             report, code = learn.run_check(args.file, args.names)
             print(report)
             return code
+        if args.action == "status":
+            print(learn.format_status(learn.status(args.file)))
+            return 0
         if args.action == "hint":
             print(learn.next_hint(args.file, args.name))
             return 0
