@@ -122,7 +122,7 @@ class Exercise:
     forward: str
     grads: tuple[str, ...]  # what the backward returns, in order
     signature: str  # of the backward, as the workbook writes it
-    doc: str  # the workbook's docstring: receives, returns, every shape, a hint
+    doc: str  # the workbook's docstring, the contract: receives, returns, every shape (the insight: HINTS)
     params: bool = False  # a block: the last of grads is a dict, dparams, with the keys of params
 
     @property
@@ -139,8 +139,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of y = x + PE[start : start + T] (the table is a constant).
 
         dout: (B, T, D) the gradient reaching y; cache: None.
-        Returns dx: (B, T, D).
-        Hint: what does adding a constant do to a gradient?""",
+        Returns dx: (B, T, D).""",
     ),
     Exercise(
         "relu_backward",
@@ -150,8 +149,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of y = max(x, 0).
 
         dout: any shape; cache: the boolean mask x > 0 of the same shape.
-        Returns dx: the shape of dout.
-        Hint: the slope is 1 where x > 0 and 0 elsewhere.""",
+        Returns dx: the shape of dout.""",
     ),
     Exercise(
         "dropout_backward",
@@ -162,8 +160,7 @@ EXERCISES: tuple[Exercise, ...] = (
 
         dout: any shape; cache: None (evaluation or p = 0: y = x) or a DropoutCache(keep, keep_prob),
         keep the boolean mask m of dout's shape, keep_prob = 1 - p.
-        Returns dx: the shape of dout.
-        Hint: y is x times a constant per entry.""",
+        Returns dx: the shape of dout.""",
     ),
     Exercise(
         "linear_backward",
@@ -173,8 +170,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of y = x W^T + b, W stored (out, in).
 
         dout: (..., out); cache: LinearCache(x (..., in), weight (out, in), has_bias).
-        Returns (dx (..., in), dweight (out, in), dbias (out,) or None when has_bias is false).
-        Hint: view x and dout as N rows (reshape(-1, width)); W and b are used by every row.""",
+        Returns (dx (..., in), dweight (out, in), dbias (out,) or None when has_bias is false).""",
     ),
     Exercise(
         "embedding_backward",
@@ -184,8 +180,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of y = E[ids] * sqrt(D) with respect to the table E.
 
         dout: (B, T, D); cache: EmbeddingCache(ids (B, T) integers, table_shape (V, D), scale sqrt(D)).
-        Returns dtable: (V, D), zero for tokens that do not occur.
-        Hint: a token may occur several times; xp = get_array_module() has add.at.""",
+        Returns dtable: (V, D), zero for tokens that do not occur.""",
     ),
     Exercise(
         "softmax_backward",
@@ -195,8 +190,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of y = softmax(x) along the last axis.
 
         dout: (..., n); cache: y itself, (..., n).
-        Returns dx: (..., n).
-        Hint: the Jacobian of one row is diag(y) - y y^T; apply it to dout without building it.""",
+        Returns dx: (..., n).""",
     ),
     Exercise(
         "cross_entropy_backward",
@@ -208,8 +202,7 @@ EXERCISES: tuple[Exercise, ...] = (
         dloss: a float, the gradient reaching the loss; cache: CrossEntropyCache(probs (N, V) =
         softmax of the logits, targets (N,) with padding replaced by 0, valid (N,) true where the
         target is not padding, n_valid, label_smoothing eps, shape of the logits (..., V)).
-        Returns dlogits: the shape of the logits.
-        Hint: softmax and the loss together give probs - q, q = (1 - eps) one_hot + eps / V.""",
+        Returns dlogits: the shape of the logits.""",
     ),
     Exercise(
         "layer_norm_backward",
@@ -219,8 +212,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of y = gamma * xhat + beta, xhat = (x - mean(x)) / sqrt(var(x) + eps) per row.
 
         dout: (..., D); cache: LayerNormCache(xhat (..., D), rstd = 1 / sigma (..., 1), gamma (D,)).
-        Returns (dx (..., D), dgamma (D,), dbeta (D,)).
-        Hint: x reaches y three ways, directly, through the mean and through the variance.""",
+        Returns (dx (..., D), dgamma (D,), dbeta (D,)).""",
     ),
     Exercise(
         "attention_backward",
@@ -232,9 +224,7 @@ EXERCISES: tuple[Exercise, ...] = (
         dout: (B, H, T, K); cache: AttentionCache(q (B, H, T, K), k, v (B, H, S, K), mask
         (broadcastable to (B, H, T, S), false where a query may not see a key) or None, probs P
         (B, H, T, S), dropped = dropout(P), dropout (a DropoutCache or None), scale).
-        Returns (dq (B, H, T, K), dk (B, H, S, K), dv (B, H, S, K)).
-        Hint: run the forward backwards; a masked score is a constant, and a query row may be
-        masked entirely.""",
+        Returns (dq (B, H, T, K), dk (B, H, S, K), dv (B, H, S, K)).""",
     ),
     Exercise(
         "multi_head_attention_backward",
@@ -247,9 +237,7 @@ EXERCISES: tuple[Exercise, ...] = (
         dout: (B, T, D); cache: MultiHeadAttentionCache(q, k, v, heads, output): q, k, v, output a
         LinearCache each, heads a MultiHeadCache(attention, n_heads), attention an AttentionCache.
         Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_qkv (3D, D) = [dW_q; dW_k; dW_v], dw_o (D, D),
-        db_qkv (3D,), db_o (D,)); the two bias gradients are None when the forward had no biases.
-        Hint: your linear_backward and attention_backward do the work (linear_backward gives each
-        bias's gradient, or None); split_heads and merge_heads rearrange; x_kv feeds both K and V.""",
+        db_qkv (3D,), db_o (D,)); the two bias gradients are None when the forward had no biases.""",
     ),
     Exercise(
         "multi_head_self_attention_backward",
@@ -259,8 +247,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of self-attention: cross-attention of x with itself.
 
         dout: (B, T, D); cache: a MultiHeadAttentionCache as above.
-        Returns (dx (B, T, D), dw_qkv (3D, D), dw_o (D, D), db_qkv (3D,) or None, db_o (D,) or None).
-        Hint: x feeds the queries, the keys and the values.""",
+        Returns (dx (B, T, D), dw_qkv (3D, D), dw_o (D, D), db_qkv (3D,) or None, db_o (D,) or None).""",
     ),
     Exercise(
         "multi_head_latent_attention_backward",
@@ -273,8 +260,7 @@ EXERCISES: tuple[Exercise, ...] = (
         dout: (B, T, D); cache: LatentAttentionCache(q, latent, k, v, heads, output): a LinearCache
         each but heads, a MultiHeadCache(attention, n_heads).
         Returns (dx_q (B, T, D), dx_kv (B, S, D), dw_q_compress (D + L, D) = [dW_q; dW_c],
-        dw_kv_decompress (2D, L) = [dW_kd; dW_vd], dw_o (D, D)).
-        Hint: the latent C feeds both the keys and the values.""",
+        dw_kv_decompress (2D, L) = [dW_kd; dW_vd], dw_o (D, D)).""",
     ),
     Exercise(
         "multi_head_latent_self_attention_backward",
@@ -284,8 +270,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of latent self-attention: the queries and the latent both from x.
 
         dout: (B, T, D); cache: a LatentAttentionCache as above.
-        Returns (dx (B, T, D), dw_q_compress, dw_kv_decompress, dw_o).
-        Hint: x feeds two paths.""",
+        Returns (dx (B, T, D), dw_q_compress, dw_kv_decompress, dw_o).""",
     ),
     Exercise(
         "residual_backward",
@@ -297,8 +282,7 @@ EXERCISES: tuple[Exercise, ...] = (
 
         dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
-        (D, D), bias (D,).
-        Hint: x reaches y along two paths; your linear_backward and layer_norm_backward do the rest.""",
+        (D, D), bias (D,).""",
         params=True,
     ),
     Exercise(
@@ -309,8 +293,7 @@ EXERCISES: tuple[Exercise, ...] = (
         """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
 
         dout: (..., D); cache: FeedForwardCache(first, activation, second).
-        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
-        Hint: the forward in reverse, one of your backwards per step.""",
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.""",
         params=True,
     ),
     Exercise(
@@ -323,8 +306,7 @@ EXERCISES: tuple[Exercise, ...] = (
 
         dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
         Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
-        Hint: your feed_forward_backward and multi_head_self_attention_backward; mind both residuals.""",
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.""",
         params=True,
     ),
     Exercise(
@@ -339,8 +321,7 @@ EXERCISES: tuple[Exercise, ...] = (
         norm_3, feed_forward).
         Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
         self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
-        Hint: the memory feeds the cross-attention's keys and values: its gradient comes from there.""",
+        b1, w2, b2.""",
         params=True,
     ),
     Exercise(
@@ -354,8 +335,7 @@ EXERCISES: tuple[Exercise, ...] = (
         EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
         projection, loss, n_layers).
         Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
-        Hint: the encoder's output feeds every decoder layer; tgt_table is used twice (tied).""",
+        enc_norm_*, dec_norm_*).""",
         params=True,
     ),
 )
@@ -412,8 +392,9 @@ def forward_source(exercise: Exercise, shown: set[str] | None = None) -> str:
     return "\n".join(part.rstrip() + "\n" for part in parts).rstrip()
 
 
-def workbook_text() -> str:
-    """The source of a fresh ``my_backprop.py``: every exercise a stub raising NotImplementedError."""
+def workbook_text(name: str = WORKBOOK) -> str:
+    """The source of a fresh workbook, ``name`` the file it is written to (my_backprop.py or the
+    notebook): every exercise a stub raising NotImplementedError."""
     imports = sorted(
         {e.forward for e in EXERCISES if e.forward not in BLOCKS} | {"merge_heads", "split_heads"}
     )
@@ -428,11 +409,23 @@ def workbook_text() -> str:
         "open functional.py: the backwards, the answers, are there). Replace each",
         "`raise NotImplementedError` with your code, then check it:",
         "",
-        f"    numpy-transformer learn check {WORKBOOK} relu_backward",
-        f"    numpy-transformer learn check {WORKBOOK}              # the whole ladder",
-        f"    numpy-transformer learn hint {WORKBOOK} relu_backward # a hint, one step further each time",
-        f"    numpy-transformer learn train {WORKBOOK}              # a translator on your backward passes",
+        f"    numpy-transformer learn check {name} relu_backward",
+        f"    numpy-transformer learn check {name}              # the whole ladder",
+        f"    numpy-transformer learn status {name}             # done, ready, locked behind what",
+        f"    numpy-transformer learn hint {name} relu_backward # a hint, one step further each time",
+        f"    numpy-transformer learn train {name}              # a translator on your backward passes",
         "",
+        "Each docstring gives the contract (what comes in, the cache, every shape, what to return);",
+        "what to notice is yours to find, or learn hint's to give.",
+        *(
+            [
+                "",
+                f"A cell whose first line is `{SCRATCH}` is yours to try things in: learn check, status and",
+                "train skip it.",
+            ]
+            if name.endswith(".ipynb")
+            else []
+        ),
         "Array operations go through xp = get_array_module() (NumPy here, CuPy on a GPU). Your later",
         "exercises may call your earlier ones (multi-head attention calls your linear_backward and",
         "attention_backward). You may also write a forward of your own under the textbook's name:",
@@ -536,6 +529,7 @@ no such block). A wrong backward shows: the model learns less, or not at all.
 
 
 NOTEBOOK = "my_backprop.ipynb"
+SCRATCH = "# scratch"  # a notebook cell starting so is never run by check, status or train
 
 
 def notebook_text() -> str:
@@ -543,7 +537,7 @@ def notebook_text() -> str:
     percent format, read back as a notebook)."""
     import jupytext  # type: ignore[import-untyped]
 
-    text = workbook_text()
+    text = workbook_text(NOTEBOOK)
     marked = ["# %%"]
     for line in text.split("\n"):
         if line.startswith("# ") and ": the forward is " in line:
@@ -682,6 +676,9 @@ def _notebook_source(file: Path) -> str:
         notebook = jupytext.read(file)
     except Exception as error:  # not JSON, not a notebook
         raise LearnerCodeError(f"{file.name} could not be read as a notebook: {error}") from None
+    for cell in notebook.cells:  # scratch cells are the learner's to try things in: never run
+        if cell.cell_type == "code" and cell.source.lstrip().startswith(SCRATCH):
+            cell.source = f"{SCRATCH} (not run)"
     script = str(jupytext.writes(notebook, fmt="py:percent"))
     _NOTEBOOK_CELLS[file] = [n for n, line in enumerate(script.splitlines(), 1) if line.startswith("# %%")]
     return script
@@ -2651,14 +2648,15 @@ HINTS: dict[str, tuple[str, ...]] = {
     ),
     "attention_backward": (
         "Run the forward backwards: out = dropped @ v, dropped = dropout(P), P = softmax(S), S = q k^T * "
-        "scale, masked scores constants.",
+        "scale, masked scores constants; a query row may be masked entirely.",
         "dv = dropped^T dout; ddropped = dout v^T; dP = your dropout_backward; dS = your softmax_backward, "
         "0 where masked.",
         "dq = dS k * scale, dk = dS^T q * scale (swapaxes(-1, -2) for the transposes).",
     ),
     "multi_head_attention_backward": (
         "Reverse the forward: the output projection, the heads (split/merge are rearrangements), then the "
-        "three input projections.",
+        "three input projections; your linear_backward (each bias's gradient, or None) and "
+        "attention_backward do the work.",
         "x_kv feeds both K and V: dx_kv is the sum of the two linear_backwards' dx. Stack dW_q, dW_k, dW_v "
         "(xp.concatenate) and the biases the same way when they are not None.",
     ),
@@ -2687,18 +2685,21 @@ HINTS: dict[str, tuple[str, ...]] = {
         "dx, dw1, db1 = linear_backward(dh, cache.first).",
     ),
     "encoder_block_backward": (
-        "Read the forward bottom-up: the feed-forward residual first, then the attention residual.",
+        "Read the forward bottom-up: the feed-forward residual first, then the attention residual; your "
+        "feed_forward_backward and multi_head_self_attention_backward do the branches.",
         "At each residual dx = the gradient that arrived + what comes back through the branch (its norm "
         "included); the self-attention's x feeds q, k and v: your multi_head_self_attention_backward adds them.",
     ),
     "decoder_block_backward": (
-        "Three residuals, undone in reverse: feed-forward, cross-attention, self-attention.",
+        "Three residuals, undone in reverse: feed-forward, cross-attention, self-attention. Where does "
+        "the memory enter the forward?",
         "The cross-attention's multi_head_attention_backward gives dx_q (towards x) and dx_kv: dx_kv is "
         "dmemory. Each residual adds the gradient that arrived to the branch's.",
     ),
     "encoder_decoder_backward": (
         "Go back from the loss: cross-entropy, the projection (linear_backward with tgt_table), the final "
-        "norm, the decoder blocks in reverse, the target embedding; then the encoder.",
+        "norm, the decoder blocks in reverse, the target embedding; then the encoder. Which tensors does "
+        "the forward use more than once?",
         "The memory is used by every decoder layer: add up their dmemory before going into the encoder's "
         "final norm. tgt_table is used twice: add the projection's and the embedding's gradients.",
         "Positional encoding passes gradients unchanged. Name each block's gradients with its prefix "

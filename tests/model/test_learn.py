@@ -857,6 +857,37 @@ def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(t
     assert f"broken.ipynb, cell {cell} line {line} in positional_encoding_backward" in relu.message
 
 
+def test_the_notebook_names_itself_and_its_scratch_cells_never_run(tmp_path):
+    import nbformat
+
+    (notebook, _) = learn.start(tmp_path, notebook=True)
+    cells = nbformat.read(notebook, as_version=4).cells
+    assert "learn check my_backprop.ipynb relu_backward" in cells[0].source
+    assert "my_backprop.py" not in cells[0].source and "# scratch" in cells[0].source
+    for first_line, loads in (("# scratch: trying softmax", True), ("# trying softmax", False)):
+        cells.insert(1, nbformat.v4.new_code_cell(f"{first_line}\nraise ZeroDivisionError('tried')"))
+        path = tmp_path / f"{loads}.ipynb"
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+        cells.pop(1)
+        if loads:
+            assert [v.status for v in learn.check(path, ["relu_backward"])] == ["to do"]
+        else:
+            with pytest.raises(learn.LearnerCodeError, match="ZeroDivisionError: tried"):
+                learn.check(path, ["relu_backward"])
+
+
+def test_the_docstrings_give_the_contract_and_the_first_hint_the_insight():
+    for exercise in learn.EXERCISES:
+        assert "Hint" not in exercise.doc and "Returns" in exercise.doc, exercise.backward
+    first = {name: hints[0] for name, hints in learn.HINTS.items()}
+    assert "masked entirely" in first["attention_backward"]
+    assert "your linear_backward" in first["multi_head_attention_backward"]
+    assert "more than once" in first["encoder_decoder_backward"]
+    assert "memory" in first["decoder_block_backward"]
+    workbook = learn.workbook_text()
+    assert "tgt_table is used twice" not in workbook and "feeds every decoder layer" not in workbook
+
+
 def test_a_nan_warning_during_learn_train_names_their_function(tmp_path):
     path = tmp_path / "mine.py"
     path.write_text(
