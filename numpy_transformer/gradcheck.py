@@ -5,7 +5,8 @@ every output element contributes with a different weight. Each checked entry x_i
 +-h, h = eps max(1, |x_i|), and dL/dx_i ~ (L(x_i + h) - L(x_i - h)) / (2 h) is compared with the
 analytic value, with the pass rule of ``torch.autograd.gradcheck``, |analytic - numeric| <= atol' +
 rtol |numeric|, where atol' is atol scaled down to the largest |gradient| of the check when that is
-below 1, but not below the rounding of the difference (16 eps_mach sum|G * out| / h).
+below 1, but not below the rounding of the difference, 16 eps_mach T / h with T the larger of
+|L| and sqrt(sum (G * out)^2).
 Work in float64: in float32 the differences drown in rounding.
 
 Each tensor's relative error is its largest |analytic - numeric| over the largest gradient of the
@@ -208,8 +209,8 @@ def _step(value: float, eps: float) -> float:
 
 
 def _noise(scale: float, step: float) -> float:
-    """The rounding allowance of a difference quotient (L(+) - L(-)) / (2 step): each loss carries
-    a rounding of a few eps_mach times the sum of |terms| it adds (``scale``), not times |L|."""
+    """The rounding allowance of a difference quotient (L(+) - L(-)) / (2 step): each loss carries a
+    rounding of a few eps_mach times ``scale`` (the larger of |L| and the terms' root sum of squares)."""
     return NOISE_FACTOR * FLOAT64_EPS * scale / step
 
 
@@ -326,8 +327,8 @@ def gradcheck(
     value between the one-sided slopes and reports the entry, "fail" fails it (``"nudge"`` acts as
     "subgradient" here; :func:`gradcheck_function` moves such inputs). ``picture``: on failure, a
     PNG of the error over each failing tensor is saved there (needs matplotlib) and the message
-    names it. ``noise_scale``: the sum of the magnitudes of the terms the loss adds (sum |G * out|),
-    which its rounding scales with; |loss| when None. A gradient or a loss that is not finite
+    names it. ``noise_scale``: the scale of the loss's rounding, the root sum of squares of the terms
+    it adds (sqrt(sum (G * out)^2)); |loss| when None (and never below it). A gradient or a loss that is not finite
     fails, named. On failure raises :class:`GradcheckError` naming the tensor, worst index, both
     values and errors.
     """
@@ -1493,9 +1494,11 @@ def gradcheck_function(
 
 
 def _terms(output: Any, upstream: Any) -> float:
-    """The sum of the magnitudes of the terms of L = sum(G * out): what its rounding scales with."""
+    """The scale of the rounding of L = sum(G * out): the root sum of squares of its terms (their
+    rounding errors, independent from one point to the next, add up as a random walk)."""
     xp = get_array_module()
-    return float(xp.abs(xp.asarray(output) * upstream).sum())
+    terms = xp.asarray(output) * upstream
+    return float(xp.sqrt((terms * terms).sum()))
 
 
 def gradcheck_module(

@@ -687,3 +687,14 @@ def test_inputs_too_small_for_float64_to_resolve_are_not_called_lower_precision(
 
     inputs = {"x": np.array([2.83524833e-38, 2.83524833e-38]), "y": np.array([1.0])}
     assert assert_gradients(add_forward, lambda d, c: (d, d.sum(keepdims=True)), inputs).passed
+
+
+def test_the_rounding_allowance_of_a_large_array_output_does_not_hide_a_one_percent_error():
+    x = np.random.default_rng(0).standard_normal(10**6)
+
+    def one_wrong(dout, y):
+        dx = dout * (1 - y**2)
+        dx[333_333] *= 1.01
+        return dx
+
+    _fails(tanh_forward, one_wrong, {"x": x}, match=r"at \(333333,\)")
