@@ -29,7 +29,7 @@ forward calls for every entry at once, so one wrong entry among millions shifts 
 its whole error. A failing projection is bisected
 (halves of the entries, the half that still disagrees kept) down to the wrong entries, which are
 then checked one by one and named. ``auto`` (the default) is exhaustive up to
-``AUTO_EXHAUSTIVE_ENTRIES`` (4,096) entries in all, fast above.
+``AUTO_EXHAUSTIVE_ENTRIES`` entries in all, fast above.
 
 :func:`gradcheck_function` and :func:`gradcheck_module` also check the contract of a backward pass
 before any difference is taken (:func:`check_backward_contract`): the forward leaves its inputs as
@@ -322,7 +322,7 @@ def gradcheck(
     and restored. The step at an entry x is ``eps * max(1, |x|)``. ``max_entries`` samples that
     many entries per tensor (all when None; it implies the exhaustive mode). ``mode``:
     "exhaustive" (every entry), "fast" (``directions`` random projections per tensor, a failure
-    bisected to the wrong entries) or "auto" (exhaustive up to ``AUTO_EXHAUSTIVE_ENTRIES`` (4,096)
+    bisected to the wrong entries) or "auto" (exhaustive up to ``AUTO_EXHAUSTIVE_ENTRIES``
     entries in all). ``kinks``: at a non-differentiable entry "subgradient" passes an analytic
     value between the one-sided slopes and reports the entry, "fail" fails it (``"nudge"`` acts as
     "subgradient" here; :func:`gradcheck_function` moves such inputs). ``picture``: on failure, a
