@@ -1367,7 +1367,7 @@ def _linear(base: Any, scaled: Any, factor: float, tolerance: float) -> str | No
     """None when ``scaled`` is ``factor * base`` (within rounding, or ``tolerance`` times |factor|)."""
     xp = get_array_module()
     expected = factor * base
-    bound = abs(factor) * tolerance + 1e-10 * float(xp.abs(expected).max(initial=0.0)) if base.size else 0.0
+    bound = abs(factor) * tolerance + 1e-10 * float(xp.abs(expected).max()) if base.size else 0.0
     return _difference(expected, scaled, bound) if bound > 0 else _difference(expected, scaled)
 
 

@@ -23,6 +23,7 @@ It behaves like CuPy where CuPy differs from NumPy, and counts what costs on a G
 - ``partition`` and ``argpartition`` sort fully, as CuPy's do, with equal values in a random order;
   ``sort`` and ``argsort`` are always stable and refuse any other ``kind``;
 - its random generator draws other numbers than NumPy's for the same seed, as cuRAND does;
+- ``max`` and ``min`` refuse NumPy's ``initial`` and ``where``, as CuPy's do;
 - ``get_default_memory_pool()`` counts the bytes the pool holds: arrays in use, and blocks freed
   but kept until ``free_all_blocks()``.
 """
@@ -121,10 +122,18 @@ def _masked(key: Any) -> bool:
     return any(isinstance(k, ndarray) and k.dtype == np.bool_ for k in keys)
 
 
+# CuPy's max and min take no ``initial`` (nor ``where``): ``a.max(initial=0.0)`` is a TypeError there
+# (seen on CuPy 14.2 with a GPU)
+_NO_INITIAL = {"max", "min", "amax", "amin", "ndarray.max", "ndarray.min"}
+
+
 def _call(function: Any, where: str) -> Any:
     def call(*args: Any, **kwargs: Any) -> Any:
         if where in _SIZED_ON_HOST:
             _sync(where)
+        refused = sorted({"initial", "where"} & set(kwargs)) if where in _NO_INITIAL else []
+        if refused:
+            raise TypeError(f"{where.split('.')[-1]}() got an unexpected keyword argument '{refused[0]}'")
         return _wrap(function(*_unwrap(args, where), **_unwrap(kwargs, where)))
 
     call.__name__ = getattr(function, "__name__", where)
