@@ -2753,9 +2753,14 @@ def cmp(name: str, yours: Any, reference: Any, quiet: bool = False) -> bool:
         if not quiet:
             print(f"{name:<12} wrong shape: yours {a.shape}, expected {b.shape}")
         return False
-    exact = bool(numpy.array_equal(a, b))
-    close = bool(numpy.allclose(a, b, rtol=1e-7, atol=1e-9 * max(1.0, float(numpy.abs(b).max(initial=0.0)))))
-    largest = float(numpy.abs(a - b).max(initial=0.0))
+    floating = a.dtype.kind in "fc" and b.dtype.kind in "fc"  # NaN where the textbook has NaN is equal
+    scale = max(1.0, float(numpy.nanmax(numpy.abs(b), initial=0.0)))
+    exact = bool(numpy.array_equal(a, b, equal_nan=floating))
+    close = bool(numpy.allclose(a, b, rtol=1e-7, atol=1e-9 * scale, equal_nan=floating))
+    difference = numpy.abs(a - b)
+    if floating:
+        difference = numpy.where(numpy.isnan(a) & numpy.isnan(b), 0.0, difference)
+    largest = float(difference.max(initial=0.0))
     verdict = "exact" if exact else "approximately equal" if close else "wrong"
     if not quiet:
         print(f"{name:<12} {verdict:<20} largest difference {largest:.3g}")

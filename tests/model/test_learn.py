@@ -1061,3 +1061,12 @@ def test_blocks_using_patches_blocks_py_and_restores_it_even_on_error():
         assert blocks.feed_forward_backward is theirs and not hasattr(blocks, "no_such_name")
         raise ValueError
     assert blocks.feed_forward_backward is original
+
+
+def test_cmp_calls_equal_arrays_holding_nan_exact_and_a_nan_against_a_number_wrong(capsys):
+    with_nan = np.array([1.0, np.nan, 3.0])
+    assert learn.cmp("dx", with_nan.copy(), with_nan)
+    assert "exact" in capsys.readouterr().out
+    assert not learn.cmp("dx", np.array([1.0, 2.0, 3.0]), with_nan)
+    assert "wrong" in capsys.readouterr().out
+    assert learn.cmp("ids", np.array([1, 2]), np.array([1, 2]))  # integers compare as they are
