@@ -210,23 +210,25 @@ class StreamingFloor:
 class TorchRunner:
     name = "pytorch"
 
-    def __init__(self, config: dict, batch: int, length: int) -> None:
+    def __init__(self, config: dict, batch: int, length: int, device: str = "cpu") -> None:
+        """``device`` "cuda": the model and batch on the GPU, each step ended by a synchronisation."""
         import torch
 
         from numpy_transformer.pytorch import build_torch_transformer
 
         self.torch = torch
-        self.model = build_torch_transformer(config).train()
+        self.device = device
+        self.model = build_torch_transformer(config).to(device).train()
         for p in self.model.parameters():
             if p.dim() > 1:
                 torch.nn.init.xavier_uniform_(p)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
         self.loss = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
         src, tgt, labels = make_data(config, batch, length)
-        self.src, self.tgt, self.labels = (torch.from_numpy(a) for a in (src, tgt, labels))
+        self.src, self.tgt, self.labels = (torch.from_numpy(a).to(device) for a in (src, tgt, labels))
         self.src_mask = (self.src != PAD)[:, None, None, :]
         self.tgt_mask = (self.tgt != PAD)[:, None, None, :] & torch.tril(
-            torch.ones(length, length, dtype=torch.bool)
+            torch.ones(length, length, dtype=torch.bool, device=device)
         )
         with torch.no_grad():
             self.model.projection_layer.proj.bias[EOS] = -1e4
@@ -237,6 +239,8 @@ class TorchRunner:
         logits = self.model(self.src, self.tgt, self.src_mask, self.tgt_mask)
         self.loss(logits.reshape(-1, self.vocab), self.labels.reshape(-1)).backward()
         self.optimizer.step()
+        if self.device == "cuda":  # a timing without it would end before the GPU's work does
+            self.torch.cuda.synchronize()
 
     def decode(self, batch: int) -> None:
         """The from-scratch design's greedy loop: re-run the decoder over the whole prefix at every step."""

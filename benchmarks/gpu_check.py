@@ -323,36 +323,6 @@ class OursOnDevice:
         self.device.synchronize()
 
 
-class TorchOnDevice:
-    """bench.py's PyTorch step (the same model in PyTorch, eager), on CUDA; each call ends synchronised."""
-
-    name = "pytorch"
-
-    def __init__(self, config: dict, batch: int, length: int, where: str) -> None:
-        import torch
-
-        from numpy_transformer.pytorch import build_torch_transformer
-
-        self.torch, self.where = torch, where
-        self.model = build_torch_transformer(config).to(where).train()
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-        self.loss = torch.nn.CrossEntropyLoss(ignore_index=bench.PAD, label_smoothing=0.1)
-        src, tgt, labels = (torch.from_numpy(a).to(where) for a in bench.make_data(config, batch, length))
-        self.src, self.tgt, self.labels = src, tgt, labels
-        self.src_mask = (src != bench.PAD)[:, None, None, :]
-        causal = torch.tril(torch.ones(length, length, dtype=torch.bool, device=where))
-        self.tgt_mask = (tgt != bench.PAD)[:, None, None, :] & causal
-        self.vocab = config["tgt_vocab_size"]
-
-    def train_step(self) -> None:
-        self.optimizer.zero_grad()
-        logits = self.model(self.src, self.tgt, self.src_mask, self.tgt_mask)
-        self.loss(logits.reshape(-1, self.vocab), self.labels.reshape(-1)).backward()
-        self.optimizer.step()
-        if self.where == "cuda":
-            self.torch.cuda.synchronize()
-
-
 def matmul_peak(device: Device, torch_where: str | None) -> dict:
     """Best float32 n x n products in TFLOP/s, CuPy's and PyTorch's, on the device now."""
     n = 256 if device.dry_run else 8192
@@ -408,7 +378,7 @@ def section_training_step(device: Device, args: argparse.Namespace) -> dict:
             if where == "cuda":
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats()
-            runners.append(TorchOnDevice(config, batch, length, where))
+            runners.append(bench.TorchRunner(config, batch, length, device=where))
         repeats = 2 if device.dry_run else args.repeats
         timings = bench.alternate(runners, "train_step", repeats, 2, back_to_back=bench.TRAIN_BACK_TO_BACK)
         flops = bench.matmul_flops(config, batch, length, length)
@@ -467,31 +437,6 @@ class TheirsOnDevice(translate_bench.Theirs):
         return out
 
 
-class OursOnDeviceTranslating(translate_bench.Ours):
-    def translate(self, src: list[list[int]], batch: int, beams: int, new_tokens: int) -> list[list[int]]:
-        from numpy_transformer.translator.decoding import beam_search, greedy_decode
-
-        xp, pad, eos, out = backend.get_array_module(), translate_bench.PAD, translate_bench.EOS, []
-        for ids, mask in translate_bench.batches(src, batch):
-            ids, mask = xp.asarray(ids), xp.asarray(mask)
-            if beams == 1:
-                result = greedy_decode(self.model, ids, mask, new_tokens, pad, eos, pad_id=pad)
-            else:
-                result = beam_search(
-                    self.model,
-                    ids,
-                    mask,
-                    new_tokens,
-                    pad,
-                    eos,
-                    beam_width=beams,
-                    pad_id=pad,
-                    style="transformers",
-                )
-            out += [translate_bench.up_to_end(row) for row in result.tolist()]
-        return out
-
-
 def section_translate(device: Device, args: argparse.Namespace) -> dict:
     where = torch_device(device)
     if where is None:
@@ -505,7 +450,7 @@ def section_translate(device: Device, args: argparse.Namespace) -> dict:
     translate_bench.write_model(directory)
     device.free_pool()
     before = device.pool_bytes()
-    ours = OursOnDeviceTranslating(directory)
+    ours = translate_bench.Ours(directory)
     if where == "cuda":
         import torch
 

@@ -52,9 +52,8 @@ def device_work(step, steps: int) -> tuple[float, float]:
 
 def torch_device_work(config: dict, batch: int, length: int, steps: int) -> tuple[float, float, float]:
     import torch
-    from gpu_check import TorchOnDevice
 
-    runner = TorchOnDevice(config, batch, length, "cuda")
+    runner = bench.TorchRunner(config, batch, length, device="cuda")
     for _ in range(3):
         runner.train_step()
     start = time.perf_counter()

@@ -138,8 +138,9 @@ class Ours:
     def translate(self, src: list[list[int]], batch: int, beams: int, new_tokens: int) -> list[list[int]]:
         from numpy_transformer.translator.decoding import beam_search, greedy_decode
 
-        out = []
+        xp, out = self.nt.backend.get_array_module(), []
         for ids, mask in batches(src, batch):
+            ids, mask = xp.asarray(ids), xp.asarray(mask)  # on the GPU too (gpu_check.py)
             if beams == 1:
                 result = greedy_decode(self.model, ids, mask, new_tokens, PAD, EOS, pad_id=PAD)
             else:
