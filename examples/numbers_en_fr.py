@@ -4,9 +4,9 @@ python examples/numbers_en_fr.py
 """
 
 from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.evaluation import translate_ids
 from numpy_transformer.translator.tokenizers import encode_sentences
 from numpy_transformer.translator.training import Trainer
+from numpy_transformer.translator.translating import translate_ids
 
 trainer = Trainer.create(
     TrainConfig(task="numbers-en-fr", steps=3000), {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}

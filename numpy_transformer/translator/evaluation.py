@@ -1,89 +1,23 @@
-"""Scoring a model: translating batches of ids, and loss, accuracy, exact match, BLEU and chrF on pairs."""
+"""Scoring a model on pairs: loss, token accuracy, exact match, BLEU and chrF (the translations by
+greedy decoding or any search)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from ..backend import get_array_module, to_numpy
+from ..backend import to_numpy
 from ..kernels import ops
-from ..model import Transformer, make_src_mask
-from .batches import make_batch, pad
+from ..model import Transformer
 from .decoding import greedy_decode
 from .tasks import TranslationTask
-from .vocabulary import DEFAULT_IDS, PAD_ID, SpecialIds
+from .vocabulary import PAD_ID
 
 
 def masked_token_accuracy(logits: Any, targets: Any, pad_id: int = PAD_ID) -> tuple[int, int]:
     """(correct, counted) argmax predictions over non-pad targets."""
     valid = targets != pad_id
     return int(((logits.argmax(axis=-1) == targets) & valid).sum()), int(valid.sum())
-
-
-def translate_ids(
-    model: Transformer,
-    src_ids: Sequence[Sequence[int]],
-    max_len: int | None = None,
-    ids: SpecialIds = DEFAULT_IDS,
-    **decode_options: Any,
-) -> list[list[int]]:
-    """Greedy (or any strategy's) translation of id sequences, batched; ``ids``: the vocabulary's."""
-    src = pad(src_ids, ids.pad)
-    max_len = max_len or model.tgt_pos.seq_len
-    strategy = decode_options.pop("strategy", greedy_decode)
-    out = strategy(
-        model, src, make_src_mask(src, ids.pad), max_len, ids.bos, ids.eos, pad_id=ids.pad, **decode_options
-    )
-    return [list(map(int, row)) for row in to_numpy(out)]
-
-
-def translate_n_best(
-    model: Transformer,
-    src_ids: Sequence[Sequence[int]],
-    n_best: int,
-    max_len: int | None = None,
-    ids: SpecialIds = DEFAULT_IDS,
-    **beam_options: Any,
-) -> list[list[tuple[list[int], float]]]:
-    """The ``n_best`` translations of each source by beam search, best first, with their scores
-    (log-probability / length ** length_penalty); ``beam_options`` as beam_search takes them."""
-    from .decoding import beam_search_n_best
-
-    src = pad(src_ids, ids.pad)
-    max_len = max_len or model.tgt_pos.seq_len
-    best, scores = beam_search_n_best(
-        model,
-        src,
-        make_src_mask(src, ids.pad),
-        max_len,
-        ids.bos,
-        ids.eos,
-        pad_id=ids.pad,
-        n_best=n_best,
-        **beam_options,
-    )
-    return [
-        [(list(map(int, row)), float(score)) for row, score in zip(rows, row_scores)]
-        for rows, row_scores in zip(to_numpy(best), to_numpy(scores))
-    ]
-
-
-def score_ids(
-    model: Transformer,
-    src_ids: Sequence[Sequence[int]],
-    tgt_ids: Sequence[Sequence[int]],
-    ids: SpecialIds = DEFAULT_IDS,
-) -> list[float]:
-    """log P(target | source) of each pair, in nats: the sum, over the target's tokens and the <eos>
-    that closes it, of log softmax(logits) at that token, the model fed the reference (dropout off)."""
-    xp = get_array_module()
-    batch = make_batch(src_ids, tgt_ids, ids)
-    with model.evaluating():
-        logits = model.forward(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_probs = shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
-    picked = xp.take_along_axis(log_probs, batch.tgt_out[..., None], axis=-1)[..., 0]  # (B, T)
-    return [float(total) for total in to_numpy(xp.where(batch.tgt_out != ids.pad, picked, 0.0).sum(axis=-1))]
 
 
 def evaluate(
@@ -98,8 +32,8 @@ def evaluate(
     """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of the translations, with
     sacrebleu's signatures of the two scores (what a reader needs to compare them with others').
 
-    The translations are greedy unless ``decode_options`` say otherwise, as translate_ids takes
-    them (``strategy=beam_search, beam_width=4, length_penalty=1.0``, ``no_repeat_ngram``...).
+    The translations are greedy unless ``decode_options`` say otherwise, as translating.translate_ids
+    takes them (``strategy=beam_search, beam_width=4, length_penalty=1.0``, ``no_repeat_ngram``...).
     ``examples`` > 0 adds the first ones as (source, reference, translation) under "examples".
     """
     from sacrebleu.metrics import BLEU, CHRF

@@ -17,8 +17,8 @@ from numpy_transformer.translator.batches import make_batch
 from numpy_transformer.translator.checkpoint import load_for_inference
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.decoding import beam_search, greedy_decode, sample_decode
-from numpy_transformer.translator.evaluation import translate_ids
 from numpy_transformer.translator.training import Trainer
+from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 TINY = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32, "dropout": 0.1}

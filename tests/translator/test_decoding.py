@@ -467,7 +467,7 @@ def test_n_best_lists_the_beams_best_first_and_its_first_is_beam_search():
 def test_a_reference_scores_its_log_probability_token_by_token():
     """score_ids against the sum computed by hand, one decoder step at a time through the cache."""
     from numpy_transformer.translator.decoding import _start
-    from numpy_transformer.translator.evaluation import score_ids
+    from numpy_transformer.translator.translating import score_ids
 
     model = model_for("mla")
     sources, references = [[5, 6, 7], [8, 9]], [[4, 10, 6], [7]]

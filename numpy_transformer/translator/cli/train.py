@@ -313,7 +313,7 @@ def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..
 def _show_translations(trainer: Trainer, count: int) -> None:
     """Print the model's translations of the first ``count`` test pairs, never seen in training."""
     from ..corpora import printable
-    from ..evaluation import translate_ids
+    from ..translating import translate_ids
 
     task = trainer.task
     pairs = task.test[:count]

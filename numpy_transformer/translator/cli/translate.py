@@ -17,8 +17,8 @@ TRANSLATE_BATCH = 256  # sentences decoded together by translate
 def run_translate(args: argparse.Namespace) -> int:
     from ..checkpoint import load_for_inference
     from ..corpora import printable
-    from ..evaluation import score_ids, translate_ids, translate_n_best
     from ..tokenizers import encode_sentences
+    from ..translating import score_ids, translate_ids, translate_n_best
 
     if args.n_best > 1 and (args.strategy not in (None, "beam") or args.score):
         used = "--score" if args.score else f"--strategy {args.strategy}"
