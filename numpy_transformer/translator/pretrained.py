@@ -28,6 +28,7 @@ from typing import Any
 import numpy
 
 from ..backend import get_array_module, to_numpy
+from ..functional import sinusoidal_table
 from ..machine import available_memory
 from ..model import Transformer, TransformerConfig, build_from_config, parameter_count
 from .config import DTYPES
@@ -112,14 +113,62 @@ def read_config(directory: str | Path) -> dict[str, Any]:
         )
     if config.get("normalize_before", False):
         raise PretrainedError(f"{path}: normalize_before is true; Marian's blocks are post-norm")
-    vocab = config.get("vocab_size")
-    decoder_vocab = config.get("decoder_vocab_size") or vocab
-    if decoder_vocab != vocab or not config.get("share_encoder_decoder_embeddings", True):
+    vocab, decoder_vocab = vocab_sizes(config)
+    if config.get("share_encoder_decoder_embeddings", True) and decoder_vocab != vocab:
         raise PretrainedError(
-            f"{path}: separate source and target vocabularies (decoder_vocab_size {decoder_vocab}, "
-            f"vocab_size {vocab}) are not supported yet: only models with one shared vocabulary"
+            f"{path}: decoder_vocab_size {decoder_vocab} differs from vocab_size {vocab}, but "
+            "share_encoder_decoder_embeddings is true (one embedding for both)"
         )
+    for key in ("pad_token_id", "eos_token_id"):  # the padding row of both embeddings; </s> an output
+        if config[key] >= decoder_vocab:
+            raise PretrainedError(
+                f"{path}: {key} is {config[key]}, expected a token id in [0, {decoder_vocab}) (decoder_vocab_size)"
+            )
+    _check_settings(config, path)
     return config
+
+
+SETTINGS = "numpy_transformer"  # config.json's key for the model settings Marian has no key for
+SETTING_TYPES = {  # each such setting, and what its value must be
+    "attention_bias": "true or false",
+    "shared_vocab": "true or false",
+    "padding_idx": "a token id or null",
+    "src_seq_len": "a whole number in [1, max_position_embeddings]",
+    "tgt_seq_len": "a whole number in [1, max_position_embeddings]",
+}
+
+
+def vocab_sizes(config: dict[str, Any]) -> tuple[int, int]:
+    """The source and target vocabularies' sizes: ``vocab_size``, and ``decoder_vocab_size`` (itself
+    when null or absent)."""
+    return config["vocab_size"], config.get("decoder_vocab_size") or config["vocab_size"]
+
+
+def _check_settings(config: dict[str, Any], path: Path) -> None:
+    """config.json's ``numpy_transformer`` object (what export_pretrained writes: the settings of this
+    package's model that Marian's configuration has no key for) holds only those, each valid."""
+    settings = config.get(SETTINGS, {})
+    if not isinstance(settings, dict):
+        raise PretrainedError(f"{path}: {SETTINGS} is {settings!r}, expected an object of model settings")
+    unknown = sorted(set(settings) - set(SETTING_TYPES))
+    if unknown:
+        raise PretrainedError(
+            f"{path}: {SETTINGS} holds {', '.join(map(repr, unknown))}, expected only {', '.join(SETTING_TYPES)}"
+        )
+    length, smallest = config["max_position_embeddings"], min(vocab_sizes(config))
+    for key, value in settings.items():
+        if key in ("attention_bias", "shared_vocab"):
+            valid = isinstance(value, bool)
+        elif key == "padding_idx":
+            valid = value is None or (_is_int(value) and 0 <= value < smallest)
+        else:
+            valid = _is_int(value) and 1 <= value <= length
+        if not valid:
+            raise PretrainedError(f"{path}: {SETTINGS}.{key} is {value!r}, expected {SETTING_TYPES[key]}")
+    if settings.get("shared_vocab") and len(set(vocab_sizes(config))) > 1:
+        raise PretrainedError(
+            f"{path}: {SETTINGS}.shared_vocab is true, but vocab_size and decoder_vocab_size differ"
+        )
 
 
 POSITIVE = (  # config.json's sizes: whole numbers >= 1 (a float such as 16.5 is refused, never truncated)
@@ -295,9 +344,29 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
     return tensors
 
 
-def marian_names(layers: int) -> dict[str, tuple[str, ...]]:
+def marian_embedding_names(tied: bool, shared: bool) -> dict[str, tuple[str, ...]]:
+    """The embedding matrices of a model of ``tie_embeddings`` ``tied`` and ``shared_vocab`` ``shared``
+    -> the names Marian's tensor may have, the one export_pretrained writes first (each also under a
+    "model." prefix, except ``lm_head``). Tied and shared: one matrix (``share_encoder_decoder_embeddings``
+    and ``tie_word_embeddings``); tied alone: the source's, and the target's as the projection
+    (``tie_word_embeddings`` alone); untied: three."""
+    if tied and shared:
+        return {"src_embed.embedding.weight": EMBEDDINGS}
+    if tied:
+        return {
+            "src_embed.embedding.weight": ("encoder.embed_tokens.weight",),
+            "tgt_embed.embedding.weight": ("decoder.embed_tokens.weight", "lm_head.weight"),
+        }
+    return {
+        "src_embed.embedding.weight": ("encoder.embed_tokens.weight", "shared.weight"),
+        "tgt_embed.embedding.weight": ("decoder.embed_tokens.weight", "shared.weight"),
+        "projection_layer.proj.weight": ("lm_head.weight",),
+    }
+
+
+def marian_names(layers: int, tied: bool = True, shared: bool = True) -> dict[str, tuple[str, ...]]:
     """numpy_transformer's parameter names -> the names Marian's tensor may have, transformers' own
-    first (each also under a "model." prefix); tied embeddings: one matrix."""
+    first (each also under a "model." prefix); the embeddings as marian_embedding_names gives them."""
 
     def attention(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
         return {
@@ -316,10 +385,7 @@ def marian_names(layers: int) -> dict[str, tuple[str, ...]]:
             for part in ("weight", "bias")
         }
 
-    names = {
-        "src_embed.embedding.weight": ("shared.weight", "encoder.embed_tokens.weight", "lm_head.weight"),
-        "projection_layer.proj.bias": ("final_logits_bias",),
-    }
+    names = {**marian_embedding_names(tied, shared), "projection_layer.proj.bias": ("final_logits_bias",)}
     for i in range(layers):
         side = f"encoder.layers.{i}"
         names |= attention(f"{side}.self_attention_block", f"{side}.self_attn")
@@ -355,30 +421,65 @@ EMBEDDINGS = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tok
 POSITIONS = {"encoder": "encoder.embed_positions.weight", "decoder": "decoder.embed_positions.weight"}
 
 
+def model_shape(config: dict[str, Any], dtype: str, path: Path) -> TransformerConfig:
+    """The configuration of the model config.json describes: Marian's settings, and those its
+    ``numpy_transformer`` object gives (export_pretrained's: a model of this package's, exported)."""
+    settings = config.get(SETTINGS, {})
+    tied = config.get("tie_word_embeddings", True)
+    vocab, decoder_vocab = vocab_sizes(config)
+    length = config["max_position_embeddings"]
+    try:
+        return TransformerConfig(
+            vocab,
+            decoder_vocab,
+            settings.get("src_seq_len", length),
+            settings.get("tgt_seq_len", length),
+            d_model=config["d_model"],
+            N=config["encoder_layers"],
+            h=config["encoder_attention_heads"],
+            dropout=float(config.get("dropout", 0.1)),
+            d_ff=config["encoder_ffn_dim"],
+            norm_first=False,
+            dtype=dtype,
+            tie_embeddings=tied,
+            shared_vocab=settings.get("shared_vocab", config.get("share_encoder_decoder_embeddings", True)),
+            activation=ACTIVATION_NAMES[config.get("activation_function", "swish")],
+            attention_bias=settings.get("attention_bias", True),
+            positions="split",
+            final_norm=False,
+            padding_idx=settings.get("padding_idx", config["pad_token_id"]),  # transformers' nn.Embedding's
+        )
+    except ValueError as error:
+        raise PretrainedError(f"{path}: {error}") from None
+
+
 def plan_weights(
-    config: dict[str, Any], tensors: dict[str, TensorEntry], path: Path
-) -> tuple[dict[str, TensorEntry], dict[str, TensorEntry]]:
-    """Which tensor of the file each parameter is read from ({our name: entry}), and the saved
-    position tables ({"encoder" / "decoder": entry}), from the header alone: every tensor the
-    configuration needs must be there with the shape it gives, and every tensor of the file must
+    config: dict[str, Any], tensors: dict[str, TensorEntry], path: Path, shape: TransformerConfig
+) -> tuple[dict[str, TensorEntry], dict[str, TensorEntry], list[TensorEntry]]:
+    """Which tensor of the file each parameter of the model ``shape`` describes is read from ({our
+    name: entry}), the saved position tables ({"encoder" / "decoder": entry}) and the tensors that must
+    hold zeros (the attention biases of a model without them), from the header alone: every tensor
+    the configuration needs must be there with the shape it gives, and every tensor of the file must
     have a place, or the file is refused naming them, before anything is built or read.
 
-    With ``tie_word_embeddings`` (Marian's default) one matrix is the source and target embedding
-    and the projection (any copies the file holds under the other names have its shape); without,
-    the encoder's and decoder's ``embed_tokens`` (or ``shared``) and ``lm_head`` are read each."""
-    width, ffn, vocab = config["d_model"], config["encoder_ffn_dim"], config["vocab_size"]
-    layers, length = config["encoder_layers"], config["max_position_embeddings"]
-    tied = config.get("tie_word_embeddings", True)
+    The embeddings are read under the names marian_embedding_names gives: with ``tie_word_embeddings``
+    (Marian's default) and ``share_encoder_decoder_embeddings`` one matrix is the source and target
+    embedding and the projection (any copies the file holds under the other names have its shape)."""
+    width, ffn, length = shape.d_model, shape.d_ff, config["max_position_embeddings"]
+    vocab, decoder_vocab = shape.src_vocab_size, shape.tgt_vocab_size
+    layers, tied = shape.N, shape.tie_embeddings
     used: set[str] = set()
 
     def find(name: str) -> str | None:
         return next((prefix + name for prefix in ("model.", "") if prefix + name in tensors), None)
 
     def expected_shape(ours: str) -> tuple[tuple[int, ...], ...]:
-        if ours.endswith("embedding.weight") or ours == "projection_layer.proj.weight":
+        if ours == "src_embed.embedding.weight":
             return ((vocab, width),)
+        if ours.endswith("embedding.weight") or ours == "projection_layer.proj.weight":
+            return ((decoder_vocab, width),)
         if ours == "projection_layer.proj.bias":
-            return ((1, vocab), (vocab,))
+            return ((1, decoder_vocab), (decoder_vocab,))
         if ".linear_1." in ours:
             return ((ffn, width),) if ours.endswith("weight") else ((ffn,),)
         if ".linear_2." in ours:
@@ -393,8 +494,9 @@ def plan_weights(
         if tensors[name].shape not in shapes:
             raise PretrainedError(
                 f"{path}: the weights do not fit config.json (tensor {name!r} has shape "
-                f"{list(tensors[name].shape)}, config.json's d_model {width}, encoder_ffn_dim {ffn} and "
-                f"vocab_size {vocab} give {' or '.join(str(list(s)) for s in shapes)})"
+                f"{list(tensors[name].shape)}, config.json's d_model {width}, encoder_ffn_dim {ffn}, "
+                f"vocab_size {vocab} and decoder_vocab_size {decoder_vocab} give "
+                f"{' or '.join(str(list(s)) for s in shapes)})"
             )
 
     present = [  # the layers the file holds: a configuration of more is refused before listing its names
@@ -408,52 +510,35 @@ def plan_weights(
             f"(encoder_layers {layers}) needs: the file holds {max(present, default=-1) + 1} layers"
         )
     plan: dict[str, TensorEntry] = {}
+    zeros: list[TensorEntry] = []
     missing: list[str] = []
-    names = marian_names(layers)
-    del names["src_embed.embedding.weight"]
-    for ours, theirs in names.items():
-        found = find(theirs[0])
-        if found is None:
-            missing.append(theirs[0])
+    embeddings = marian_embedding_names(tied, shape.shared_vocab)
+    for ours, theirs in marian_names(layers, tied, shape.shared_vocab).items():
+        copies = [found for found in map(find, theirs) if found is not None]
+        if not copies:
+            untied = (
+                " (tie_word_embeddings is false: the projection is its own)"
+                if theirs[0] == "lm_head.weight"
+                else ""
+            )
+            missing.append(theirs[0] + untied)
             continue
-        check_shape(found, expected_shape(ours))
-        plan[ours] = tensors[found]
-        used.add(found)
-    embeddings = {name: find(name) for name in EMBEDDINGS}
-    for found in filter(None, embeddings.values()):  # every copy the file holds is accounted for
-        check_shape(found, ((vocab, width),))
-        used.add(found)
-    if tied:
-        first = next(filter(None, embeddings.values()), None)
-        if first is None:
-            missing.append("shared.weight")
+        for found in (
+            copies if ours in embeddings else copies[:1]
+        ):  # every copy the file holds is accounted for
+            check_shape(found, expected_shape(ours))
+            used.add(found)
+        if shape.attention_bias or not re.search(r"_attn\.\w+_proj\.bias$", theirs[0]):
+            plan[ours] = tensors[copies[0]]
         else:
-            plan["src_embed.embedding.weight"] = tensors[first]
-    else:
-        for ours, own, fallback in (
-            ("src_embed.embedding.weight", "encoder.embed_tokens.weight", "shared.weight"),
-            ("tgt_embed.embedding.weight", "decoder.embed_tokens.weight", "shared.weight"),
-            ("projection_layer.proj.weight", "lm_head.weight", None),
-        ):
-            found = embeddings[own] or (embeddings[fallback] if fallback else None)
-            if found is None:
-                missing.append(
-                    own
-                    + (
-                        " (tie_word_embeddings is false: the projection is its own)"
-                        if fallback is None
-                        else ""
-                    )
-                )
-            else:
-                plan[ours] = tensors[found]
+            zeros.append(tensors[copies[0]])
     saved_positions = {}
     for side, name in POSITIONS.items():
-        found = find(name)
-        if found is not None:
-            check_shape(found, ((length, width),))
-            saved_positions[side] = tensors[found]
-            used.add(found)
+        table = find(name)
+        if table is not None:
+            check_shape(table, ((length, width),))
+            saved_positions[side] = tensors[table]
+            used.add(table)
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise PretrainedError(
@@ -468,7 +553,7 @@ def plan_weights(
             f"(encoder_layers {layers}; this package builds Marian's post-norm blocks without "
             "layernorm_embedding or final layer norms); refused rather than ignored"
         )
-    return plan, saved_positions
+    return plan, saved_positions, zeros
 
 
 def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transformer:
@@ -491,30 +576,8 @@ def _load(directory: str | Path, dtype: str, copies: int) -> Transformer:
     directory = Path(directory)
     config = read_config(directory)
     path = weights_path(directory)
-    plan, saved_positions = plan_weights(config, read_header(path), path)
-    tied = config.get("tie_word_embeddings", True)
-    layers, width = config["encoder_layers"], config["d_model"]
-    vocab, length = config["vocab_size"], config["max_position_embeddings"]
-    shape = TransformerConfig(
-        vocab,
-        vocab,
-        length,
-        length,
-        d_model=width,
-        N=layers,
-        h=config["encoder_attention_heads"],
-        dropout=float(config.get("dropout", 0.1)),
-        d_ff=config["encoder_ffn_dim"],
-        norm_first=False,
-        dtype=dtype,
-        tie_embeddings=tied,
-        shared_vocab=True,
-        activation=ACTIVATION_NAMES[config.get("activation_function", "swish")],
-        attention_bias=True,
-        positions="split",
-        final_norm=False,
-        padding_idx=config["pad_token_id"],  # as transformers' nn.Embedding(padding_idx=pad_token_id)
-    )
+    shape = model_shape(config, dtype, directory / CONFIG)
+    plan, saved_positions, zeros = plan_weights(config, read_header(path), path, shape)
     largest = max(8 * math.prod(entry.shape) for entry in [*plan.values(), *saved_positions.values()])
     needed = copies * parameter_count(shape) * numpy.dtype(dtype).itemsize + 2 * largest
     available = available_memory()
@@ -525,12 +588,17 @@ def _load(directory: str | Path, dtype: str, copies: int) -> Transformer:
             f"{available / 2**20:,.1f} MiB is available"
         )
     model = build_from_config(shape, seed=0)
-    for side, entry in saved_positions.items():  # a saved positional table must be the one the model computes
-        table = to_numpy(getattr(model, "src_pos" if side == "encoder" else "tgt_pos").pe)
+    for entry in saved_positions.values():  # a saved positional table must be the one the model computes
+        table = to_numpy(sinusoidal_table(entry.shape[0], entry.shape[1], numpy.float64, "split"))
         saved = entry.read().astype(numpy.float64)
         if numpy.abs(saved - table).max() > 1e-6:
             raise PretrainedError(
                 f"{path}: its {entry.name} is not the sines-then-cosines table Marian computes"
+            )
+    for entry in zeros:  # a model without attention biases: Marian's are there, and must be zeros
+        if numpy.any(entry.read()):
+            raise PretrainedError(
+                f"{path}: tensor {entry.name!r} is not zero, but config.json's {SETTINGS}.attention_bias is false"
             )
     own, xp = dict(model.named_parameters()), get_array_module()
     if set(own) != set(plan):  # plan_weights and build_from_config disagree: a bug here, not the user's
@@ -617,6 +685,11 @@ def read_tokenizer(directory: str | Path, config: dict[str, Any]) -> tuple[Sente
     ``config.json``: the padding and end of sentence it names are vocab.json's <pad> and </s>, and
     vocab.json has a piece for every row of the embedding (``vocab_size``)."""
     path = Path(directory) / CONFIG
+    if len(set(vocab_sizes(config))) > 1:
+        raise PretrainedError(
+            f"{path}: vocab_size {config['vocab_size']} and decoder_vocab_size {config['decoder_vocab_size']} "
+            f"differ: a tokenizer of separate vocabularies is not supported yet, only one {VOCAB}"
+        )
     tokenizer = MarianTokenizer(directory)
     ids = marian_special_ids(config)
     for key, name, piece in (("pad_token_id", "pad_id", "<pad>"), ("eos_token_id", "eos_id", "</s>")):

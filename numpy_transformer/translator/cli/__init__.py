@@ -15,6 +15,7 @@ from ..checkpoint import CheckpointError
 from ..distributed import launched_rank
 from .average import add_average, run_average
 from .common import BROKEN_PIPE, Parser
+from .export import add_export, run_export
 from .import_model import add_import, run_import
 from .learn import add_learn, run_learn
 from .plot import add_plot, run_plot
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot(commands)
     add_learn(commands)
     add_import(commands)
+    add_export(commands)
     return parser
 
 
@@ -57,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plot": run_plot,
         "learn": run_learn,
         "import": run_import,
+        "export": run_export,
     }
 
     def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location

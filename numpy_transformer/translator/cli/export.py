@@ -1,0 +1,35 @@
+"""``numpy-transformer export``: a run as a Hugging Face Marian directory that transformers loads."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_export(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "export",
+        help="a run (post-norm, no final norms, split positions) as a Hugging Face Marian directory that "
+        "transformers' MarianMTModel.from_pretrained loads, and import reads back",
+    )
+    p.add_argument("run", metavar="RUN", help="the run directory (or its model.npz) to export")
+    p.add_argument("--to", required=True, metavar="DIR", help="the directory to write (new or empty)")
+    p.add_argument("--overwrite", action="store_true", help="replace the files of an export in --to")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from ..checkpoint import load_for_inference
+    from ..export import check_destination, export_pretrained
+    from ..tokenizers import SentencePieceTokenizer
+
+    check_destination(args.to, args.overwrite)  # before the run is read
+    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.run)
+    written = export_pretrained(model, (src_vocab, tgt_vocab), args.to, tokenizer, args.overwrite)
+    print(f"exported {args.run} into {args.to}: {', '.join(path.name for path in written)}")
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        print(f"translate:  transformers.pipeline('translation', model='{args.to}')")
+    else:
+        print(
+            f"its {tokenizer.name} tokenizer is not exported (only Marian's SentencePiece is): "
+            "give MarianMTModel the run's token ids"
+        )
+    return 0

@@ -1,0 +1,250 @@
+"""A model of this package's as a Hugging Face Marian (MarianMT) directory, which transformers loads
+with ``MarianMTModel.from_pretrained`` and ``import`` reads back unchanged.
+
+``export_pretrained(model, vocabularies, DIR)`` writes ``config.json`` (Marian's settings, and under
+``numpy_transformer`` those of the model Marian has no key for: a model without attention biases,
+its own padding index, shared vocabularies of untied embeddings, source and target lengths),
+``model.safetensors`` (every weight under transformers' name, pretrained.marian_names) and
+``generation_config.json`` (OPUS-MT's: the decoder starts from the vocabulary's start token,
+``<pad>`` is never emitted). A SentencePiece (Marian) tokenizer of one vocabulary goes with it
+as Marian's ``source.spm``, ``target.spm`` and ``vocab.json``.
+
+Marian's architecture is post-norm blocks without final norms, multi-head attention and sines-then-
+cosines positions: a model of anything else is refused, naming what, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy
+
+from ..backend import to_numpy
+from ..files import SaveError
+from ..model import Transformer
+from .pretrained import (
+    ACTIVATION_NAMES,
+    CONFIG,
+    SENTENCEPIECE_FILES,
+    SETTINGS,
+    VOCAB,
+    WEIGHTS,
+    marian_names,
+)
+from .tokenizers import SentencePieceTokenizer, Tokenizer
+from .vocabulary import Vocab
+
+GENERATION = "generation_config.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+WRITTEN = (CONFIG, WEIGHTS, GENERATION, *SENTENCEPIECE_FILES, VOCAB, TOKENIZER_CONFIG)  # what an export holds
+MARIAN_ACTIVATIONS = {ours: theirs for theirs, ours in reversed(ACTIVATION_NAMES.items())}  # swish for silu
+
+
+class ExportError(ValueError):
+    """A model, vocabulary or directory export_pretrained cannot write: the message names it."""
+
+
+def unrepresentable(model: Transformer) -> list[str]:
+    """What of ``model``'s architecture Marian lacks (empty: Marian represents it)."""
+    config = model.config
+    reasons = []
+    if config.attention != "mha":
+        reasons.append(f"attention {config.attention!r} (latent attention): Marian's is multi-head ('mha')")
+    if config.norm_first:
+        reasons.append("pre-norm blocks (norm_first): Marian's blocks are post-norm (train --post-norm)")
+    if config.final_norm:
+        reasons.append(
+            "final layer norms (final_norm): Marian has none after the last block (--no-final-norm)"
+        )
+    if config.positions != "split":
+        reasons.append(
+            f"positions {config.positions!r}: Marian computes its sinusoids as sines then cosines "
+            "('split', --positions split)"
+        )
+    if config.activation not in MARIAN_ACTIVATIONS:
+        reasons.append(f"activation {config.activation!r}: Marian's are {', '.join(MARIAN_ACTIVATIONS)}")
+    return reasons
+
+
+def marian_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
+    """config.json for ``model``, whose target vocabulary's special ids are ``vocab``'s."""
+    config, ids = model.config, vocab.ids
+    shared = config.tie_embeddings and config.shared_vocab  # one matrix: Marian's shared embedding
+    settings = {
+        "attention_bias": config.attention_bias,
+        "shared_vocab": config.shared_vocab,
+        "padding_idx": config.padding_idx,
+        "src_seq_len": config.src_seq_len,
+        "tgt_seq_len": config.tgt_seq_len,
+    }
+    return {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": config.src_vocab_size,
+        "decoder_vocab_size": config.tgt_vocab_size,
+        "d_model": config.d_model,
+        "encoder_layers": config.N,
+        "decoder_layers": config.N,
+        "encoder_attention_heads": config.h,
+        "decoder_attention_heads": config.h,
+        "encoder_ffn_dim": config.d_ff,
+        "decoder_ffn_dim": config.d_ff,
+        "max_position_embeddings": max(config.src_seq_len, config.tgt_seq_len),
+        "activation_function": MARIAN_ACTIVATIONS[config.activation],
+        "dropout": config.dropout,
+        "attention_dropout": 0.0,
+        "activation_dropout": 0.0,
+        "scale_embedding": True,
+        "normalize_before": False,
+        "share_encoder_decoder_embeddings": shared,
+        "tie_word_embeddings": config.tie_embeddings,
+        "pad_token_id": ids.pad,
+        "eos_token_id": ids.eos,
+        "bos_token_id": ids.bos,
+        "decoder_start_token_id": ids.bos,
+        "forced_eos_token_id": ids.eos,
+        "is_encoder_decoder": True,
+        "dtype": config.dtype,
+        SETTINGS: settings,
+    }
+
+
+def generation_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
+    """OPUS-MT's generation_config.json: four beams, ``<pad>`` never emitted, as long as the model's
+    target positions allow."""
+    ids = vocab.ids
+    return {
+        "bad_words_ids": [[ids.pad]],
+        "bos_token_id": ids.bos,
+        "decoder_start_token_id": ids.bos,
+        "eos_token_id": ids.eos,
+        "forced_eos_token_id": ids.eos,
+        "max_length": model.config.tgt_seq_len,
+        "num_beams": 4,
+        "pad_token_id": ids.pad,
+        "renormalize_logits": True,
+    }
+
+
+def marian_tensors(model: Transformer) -> dict[str, numpy.ndarray]:
+    """Every weight of ``model`` under transformers' name (pretrained.marian_names), attention biases
+    as zeros in a model without them."""
+    config = model.config
+    state = {name: to_numpy(value) for name, value in model.state_dict().items()}
+    tensors = {}
+    for ours, theirs in marian_names(config.N, config.tie_embeddings, config.shared_vocab).items():
+        if ours in state:
+            value = state[ours]
+        else:  # an attention bias of a model without them
+            value = numpy.zeros(state[ours.replace(".bias", ".weight")].shape[0], config.dtype)
+        name = theirs[0]
+        if ours == "projection_layer.proj.bias":
+            value = value.reshape(1, -1)
+        tensors[name if name in ("lm_head.weight", "final_logits_bias") else f"model.{name}"] = value
+    return tensors
+
+
+def check_destination(directory: str | Path, overwrite: bool) -> Path:
+    """``directory`` as the export's: absent, an empty directory, or (``overwrite``) one to replace
+    the export's files in."""
+    path = Path(directory).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ExportError(f"--to {directory}: not a directory (expected a directory to write the model into)")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise ExportError(
+            f"--to {directory}: not empty; give an empty or new directory, or --overwrite to replace "
+            f"the files an export writes ({', '.join(WRITTEN)})"
+        )
+    if not path.parent.is_dir():
+        raise ExportError(f"--to {directory}: its parent {path.parent} is not a directory")
+    return path
+
+
+def export_pretrained(
+    model: Transformer,
+    vocabularies: tuple[Vocab, Vocab],
+    directory: str | Path,
+    tokenizer: Tokenizer | None = None,
+    overwrite: bool = False,
+) -> list[Path]:
+    """Write ``model`` (its source and target ``vocabularies`` give the sizes and special ids) into
+    ``directory`` as a Hugging Face Marian model, with ``tokenizer`` where it is Marian's
+    (SentencePiece) of one vocabulary. Returns the files written.
+
+    Everything is checked first (the architecture, the vocabularies, the directory: a non-empty one
+    is refused unless ``overwrite``); the files are written into a temporary directory beside it,
+    then moved in, each by a rename."""
+    from safetensors.numpy import save_file
+
+    reasons = unrepresentable(model)
+    if reasons:
+        raise ExportError(
+            f"Marian (transformers' MarianMTModel) cannot represent this model's {'; '.join(reasons)}"
+        )
+    source, target = vocabularies
+    for side, vocab, size in (
+        ("source", source, model.config.src_vocab_size),
+        ("target", target, model.config.tgt_vocab_size),
+    ):
+        if len(vocab) != size:
+            raise ExportError(
+                f"vocabularies: the {side} vocabulary has {len(vocab)} tokens, the model {size}"
+            )
+    spm = isinstance(tokenizer, SentencePieceTokenizer)
+    if spm and source.itos != target.itos:
+        raise ExportError(
+            "tokenizer: Marian's tokenizer of separate source and target vocabularies is not supported"
+        )
+    path = check_destination(directory, overwrite)
+    files: dict[str, str | bytes] = {
+        CONFIG: json.dumps(marian_config(model, target), indent=2) + "\n",
+        GENERATION: json.dumps(generation_config(model, target), indent=2) + "\n",
+    }
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        files[SENTENCEPIECE_FILES[0]], files[SENTENCEPIECE_FILES[1]] = tokenizer.models.values()
+        files[VOCAB] = json.dumps(
+            {piece: index for index, piece in enumerate(target.itos)}, ensure_ascii=False
+        )
+        files[TOKENIZER_CONFIG] = json.dumps(
+            {
+                "tokenizer_class": "MarianTokenizer",
+                "source_lang": None,
+                "target_lang": None,
+                "separate_vocabs": False,
+                "model_max_length": model.config.src_seq_len,
+                **{
+                    key: target.itos[index]
+                    for key, index in (
+                        ("eos_token", target.ids.eos),
+                        ("unk_token", target.ids.unk),
+                        ("pad_token", target.ids.pad),
+                    )
+                },
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+    path.mkdir(exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        save_file(marian_tensors(model), str(staging / WEIGHTS), metadata={"format": "pt"})
+        for name, content in files.items():
+            (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        for name in WRITTEN:  # an earlier export's file this one does not write goes (overwrite)
+            if not (staging / name).exists():
+                (path / name).unlink(missing_ok=True)
+        written = []
+        for file in sorted(staging.iterdir()):
+            os.chmod(file, 0o644)
+            os.replace(file, path / file.name)
+            written.append(path / file.name)
+    except OSError as error:
+        raise SaveError.writing(path, error, "the files already moved in are whole") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return written
