@@ -1,0 +1,238 @@
+"""`numpy-transformer export`: a model of this package's as a Hugging Face Marian directory, checked
+by the tools themselves. transformers' MarianMTModel loads the export (no weight missing or left
+over) and gives our logits (float32, relative 1e-5) and our greedy and beam-search outputs token for
+token; ``import`` (load_pretrained, import_run) reads every setting and every weight back bit for
+bit; an imported OPUS-MT run's tokenizer goes out as Marian's files, which transformers'
+MarianTokenizer reads to our ids. Models Marian cannot represent are refused before anything is
+written. The transformers tests are skipped, with the reason, only where it cannot be imported.
+"""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from marian_files import PAIRS, write_model
+
+import numpy_transformer as nt
+from numpy_transformer.translator.checkpoint import load_for_inference
+from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.decoding import beam_search, greedy_decode
+from numpy_transformer.translator.export import ExportError, export_pretrained
+from numpy_transformer.translator.pretrained import MarianTokenizer, import_run, load_pretrained
+from numpy_transformer.translator.vocabulary import Vocab
+
+SIZES = {"d_model": 16, "N": 2, "h": 2, "d_ff": 32}
+MARIAN = {"norm_first": False, "final_norm": False, "positions": "split"}
+
+
+def vocab(size):
+    return Vocab.from_list(["<pad>", "<bos>", "<eos>", "<unk>"] + [f"w{i}" for i in range(size - 4)])
+
+
+def random_model(tied, shared, activation, bias, padding_idx=None, dtype="float32", seed=1, **options):
+    """A model of random weights away from their initial values (every bias and norm matters)."""
+    source, target = (20, 20) if shared else (20, 23)
+    model = nt.build_transformer(
+        source,
+        target,
+        30,
+        25,
+        **SIZES,
+        **{**MARIAN, **options},
+        tie_embeddings=tied,
+        shared_vocab=shared,
+        activation=activation,
+        attention_bias=bias,
+        padding_idx=padding_idx,
+        dtype=dtype,
+        seed=seed,
+    )
+    rng = np.random.default_rng(seed)
+    for _, parameter in model.named_parameters():
+        parameter.data[...] += rng.standard_normal(parameter.data.shape).astype(parameter.data.dtype) * 0.2
+    vocabularies = (vocab(source), vocab(source)) if shared else (vocab(source), vocab(target))
+    return model.eval(), vocabularies
+
+
+COMBINATIONS = list(itertools.product((True, False), (True, False), ("relu", "silu"), (True, False)))
+
+
+def assert_same_model(back, model):
+    assert back.config == model.config
+    ours, theirs = model.state_dict(), back.state_dict()
+    assert ours.keys() == theirs.keys()
+    differ = [name for name in ours if not np.array_equal(ours[name], theirs[name])]
+    assert not differ, f"weights {differ} changed"
+
+
+@pytest.mark.parametrize("tied, shared, activation, bias", COMBINATIONS)
+def test_export_then_import_is_the_identity(tmp_path, tied, shared, activation, bias):
+    model, vocabularies = random_model(tied, shared, activation, bias, padding_idx=None if bias else 0)
+    export_pretrained(model, vocabularies, tmp_path / "hf")
+    assert_same_model(load_pretrained(tmp_path / "hf"), model)
+
+
+def test_float64_and_another_padding_index_round_trip(tmp_path):
+    model, vocabularies = random_model(True, True, "silu", True, padding_idx=3, dtype="float64")
+    export_pretrained(model, vocabularies, tmp_path / "hf")
+    assert_same_model(load_pretrained(tmp_path / "hf", dtype="float64"), model)
+
+
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        ({"attention": "mla", "attention_bias": False}, "attention 'mla'"),
+        ({"norm_first": True}, "pre-norm"),
+        ({"final_norm": True}, "final layer norms"),
+        ({"positions": "interleaved"}, "positions 'interleaved'"),
+    ],
+)
+def test_what_marian_lacks_is_refused_before_anything_is_written(tmp_path, options, named):
+    bias = options.pop("attention_bias", True)
+    model, vocabularies = random_model(True, True, "relu", bias, **options)
+    with pytest.raises(ExportError, match=named):
+        export_pretrained(model, vocabularies, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_bad_vocabularies_and_a_used_directory_are_refused(tmp_path):
+    model, (source, target) = random_model(True, False, "relu", True)
+    with pytest.raises(ExportError, match="the target vocabulary has 20 tokens, the model 23"):
+        export_pretrained(model, (source, source), tmp_path / "hf")
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="not empty"):
+        export_pretrained(model, (source, target), tmp_path / "used")
+    assert [path.name for path in (tmp_path / "used").iterdir()] == ["notes.txt"]
+    export_pretrained(model, (source, target), tmp_path / "used", overwrite=True)
+    assert (tmp_path / "used" / "notes.txt").read_text() == "mine"  # what is not an export's stays
+    assert_same_model(load_pretrained(tmp_path / "used"), model)
+
+
+torch = transformers = None  # the oracle's modules, imported by the fixture of the tests that need them
+
+
+@pytest.fixture
+def oracle():
+    """PyTorch and transformers, or the test skipped with the reason."""
+    global torch, transformers
+    torch = pytest.importorskip(
+        "torch", reason="PyTorch and transformers are the oracle for the exported models"
+    )
+    transformers = pytest.importorskip(
+        "transformers", reason="transformers is the oracle for the exported models"
+    )
+
+
+def theirs(directory):
+    model, info = transformers.MarianMTModel.from_pretrained(directory, output_loading_info=True)
+    assert not any(info.values()), info  # no weight missing, unexpected or mismatched
+    return model.eval()
+
+
+def logits_of_both(model, hf, vocabularies, seed=0):
+    rng = np.random.default_rng(seed)
+    (source, target), pad = vocabularies, vocabularies[1].ids.pad
+    src = rng.integers(4, len(source), (3, 7))
+    src[1, 4:] = pad
+    tgt = rng.integers(4, len(target), (3, 6))
+    tgt[:, 0] = target.ids.bos
+    src_mask = (src != pad)[:, None, None, :]
+    ours = model.project(
+        model.decode(model.encode(src, src_mask), src_mask, tgt, np.tril(np.ones((6, 6), bool))[None, None])
+    )
+    with torch.no_grad():
+        out = hf(
+            input_ids=torch.tensor(src),
+            attention_mask=torch.tensor(src != pad),
+            decoder_input_ids=torch.tensor(tgt),
+        )
+    return np.asarray(ours), out.logits.numpy()
+
+
+@pytest.mark.parametrize("tied, shared, activation, bias", COMBINATIONS)
+def test_transformers_gives_our_logits(oracle, tmp_path, tied, shared, activation, bias):
+    model, vocabularies = random_model(tied, shared, activation, bias)
+    export_pretrained(model, vocabularies, tmp_path / "hf")
+    ours, their = logits_of_both(model, theirs(tmp_path / "hf"), vocabularies)
+    np.testing.assert_allclose(ours, their, rtol=1e-5, atol=1e-5 * np.abs(their).max())
+
+
+def generate(hf, src, pad, eos, beams, new_tokens):
+    """generate()'s outputs up to </s>, with the settings of our greedy_decode and beam_search(style="transformers")."""
+    with torch.no_grad():
+        rows = hf.generate(
+            input_ids=torch.tensor(src),
+            attention_mask=torch.tensor(src != pad),
+            num_beams=beams,
+            do_sample=False,
+            max_length=new_tokens + 1,
+            min_length=0,
+            length_penalty=1.0,
+            early_stopping=False,
+            forced_eos_token_id=None,
+        ).tolist()
+    return [up_to_end(row[1:], pad, eos) for row in rows]
+
+
+def up_to_end(ids, pad, eos):
+    ids = [i for i in ids if i != pad]
+    return ids[: ids.index(eos) + 1] if eos in ids else ids
+
+
+def test_a_trained_run_exports_to_our_logits_and_translations(oracle, tmp_path):
+    run, hf = tmp_path / "run", tmp_path / "hf"
+    flags = "--d-model 16 --layers 2 --heads 2 --d-ff 32 --post-norm --no-final-norm --positions split"
+    train = f"train --task copy --steps 30 --eval-every 1000 --no-progress --activation silu --attention-bias {flags}"
+    assert main([*train.split(), "--out", str(run)]) == 0
+    assert main(["export", str(run), "--to", str(hf)]) == 0
+    model, _, source, target = load_for_inference(run)
+    their = theirs(hf)
+    ours, logits = logits_of_both(model, their, (source, target))
+    np.testing.assert_allclose(ours, logits, rtol=1e-5, atol=1e-5 * np.abs(logits).max())
+    ids = target.ids
+    rng = np.random.default_rng(1)
+    src = rng.integers(4, len(source), (8, 6))
+    src[:, -1], src[2, 3:], src[5, 4:] = ids.eos, ids.pad, ids.pad
+    mask = (src != ids.pad)[:, None, None, :]
+    for beams in (1, 4):
+        if beams == 1:
+            out = greedy_decode(model, src, mask, 12, ids.bos, ids.eos, pad_id=ids.pad)
+        else:
+            out = beam_search(
+                model, src, mask, 12, ids.bos, ids.eos, beam_width=4, pad_id=ids.pad, style="transformers"
+            )
+        expected = generate(their, src, ids.pad, ids.eos, beams, 12)
+        assert [up_to_end(row, ids.pad, ids.eos) for row in np.asarray(out).tolist()] == expected, (
+            f"beams {beams}"
+        )
+    assert_same_model(load_pretrained(hf), model)
+
+
+LINES = [
+    *(source for source, _ in PAIRS),
+    "Crème brûlée à la café.",
+    "東京の天気は晴れです。",
+    "Party 🎉🙂 time!",
+    ">>deu<< Save it.",
+]
+
+
+def test_an_imported_run_goes_out_with_marians_tokenizer(oracle, tmp_path):
+    original = write_model(tmp_path / "opus")
+    import_run(original, tmp_path / "run")
+    assert main(["export", str(tmp_path / "run"), "--to", str(tmp_path / "hf")]) == 0
+    for name in ("source.spm", "target.spm"):
+        assert (tmp_path / "hf" / name).read_bytes() == (original / name).read_bytes()
+    assert json.loads((tmp_path / "hf" / "vocab.json").read_text()) == json.loads(
+        (original / "vocab.json").read_text()
+    )
+    _, model = import_run(tmp_path / "hf", tmp_path / "again")  # export, then import: the same run
+    assert_same_model(model, load_pretrained(original))
+    ours = MarianTokenizer(tmp_path / "hf")
+    their = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    for line in LINES:
+        assert their(line)["input_ids"] == ours.encode_source(line), line
+    ids = ours.encode_target(PAIRS[0][1])
+    assert their.decode(ids, skip_special_tokens=True) == ours.decode(ids)
