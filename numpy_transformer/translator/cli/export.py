@@ -26,7 +26,7 @@ def run_export(args: argparse.Namespace) -> int:
     written = export_pretrained(model, (src_vocab, tgt_vocab), args.to, tokenizer, args.overwrite)
     print(f"exported {args.run} into {args.to}: {', '.join(path.name for path in written)}")
     if isinstance(tokenizer, SentencePieceTokenizer):
-        print(f"translate:  transformers.pipeline('translation', model='{args.to}')")
+        print(f"translate:  AutoTokenizer and MarianMTModel.from_pretrained('{args.to}'), then generate()")
     else:
         print(
             f"its {tokenizer.name} tokenizer is not exported (only Marian's SentencePiece is): "
