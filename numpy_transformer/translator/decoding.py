@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
@@ -604,6 +605,41 @@ def pooled_beam_search_steps(
     return pool[:, :n_best, : max(int(pool_lengths[:, :n_best].max()), 1)], pool_scores[:, :n_best]
 
 
+@dataclass(frozen=True)
+class BeamOptions:
+    """Beam search's settings, declared once: beam_search and beam_search_n_best take them as keywords.
+
+    ``style`` "default": a finished beam keeps its place (beam_search_steps), ``early_stopping``
+    True or False (default True); "transformers": as transformers' generate() (pooled_beam_search_steps),
+    ``early_stopping`` True, False or "never" (default False, generate()'s). ``pad_id`` (and ``<bos>``)
+    is never emitted, nor with ``no_repeat_ngram`` a repeated n-gram. ``use_cache`` and ``absorbed``
+    as greedy_decode takes them.
+    """
+
+    use_cache: bool = True
+    absorbed: bool = False
+    beam_width: int = 4
+    length_penalty: float = 1.0
+    early_stopping: bool | str | None = None
+    no_repeat_ngram: int = 0
+    pad_id: int | None = PAD_ID
+    style: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.style not in BEAM_STYLES:
+            raise ValueError(f"style must be one of {BEAM_STYLES}, got {self.style!r}")
+        never_stop = self.style == "transformers" and self.early_stopping == "never"
+        if not (self.early_stopping is None or isinstance(self.early_stopping, bool) or never_stop):
+            allowed = "True, False or 'never'" if self.style == "transformers" else "True or False"
+            raise ValueError(
+                f"early_stopping must be {allowed} for style {self.style!r}, got {self.early_stopping!r}"
+            )
+        check_no_repeat_ngram(self.no_repeat_ngram)
+        width = self.beam_width
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise ValueError(f"beam_width must be an integer >= 1, got {width!r}")
+
+
 def beam_search(
     model: Transformer,
     src: Array,
@@ -611,35 +647,12 @@ def beam_search(
     max_len: int,
     bos_id: int,
     eos_id: int,
-    use_cache: bool = True,
-    absorbed: bool = False,
-    beam_width: int = 4,
-    length_penalty: float = 1.0,
-    early_stopping: bool | str | None = None,
-    no_repeat_ngram: int = 0,
-    pad_id: int | None = PAD_ID,
-    style: str = "default",
+    **options: Any,
 ) -> Array:
     """Beam search; with ``beam_width=1`` it returns exactly the greedy result. src (B, S) -> ids (B, L).
-    ``bos_id`` and ``pad_id`` are never emitted. ``style`` "transformers" searches as transformers'
-    generate() does (pooled_beam_search_steps)."""
-    ids, _ = beam_search_n_best(
-        model,
-        src,
-        src_mask,
-        max_len,
-        bos_id,
-        eos_id,
-        use_cache,
-        absorbed,
-        beam_width,
-        length_penalty,
-        early_stopping,
-        no_repeat_ngram,
-        pad_id,
-        n_best=1,
-        style=style,
-    )
+    ``options``: BeamOptions' settings (``beam_width=4, length_penalty=1.0, style="default"``...);
+    beam_search_n_best's best."""
+    ids, _ = beam_search_n_best(model, src, src_mask, max_len, bos_id, eos_id, n_best=1, **options)
     return ids[:, 0]
 
 
@@ -651,33 +664,16 @@ def beam_search_n_best(
     max_len: int,
     bos_id: int,
     eos_id: int,
-    use_cache: bool = True,
-    absorbed: bool = False,
-    beam_width: int = 4,
-    length_penalty: float = 1.0,
-    early_stopping: bool | str | None = None,
-    no_repeat_ngram: int = 0,
-    pad_id: int | None = PAD_ID,
     n_best: int = 1,
-    style: str = "default",
+    **options: Any,
 ) -> tuple[Array, Array]:
     """The ``n_best`` (at most ``beam_width``) best translations of each source, best first, and their
     scores, the log-probability divided by length ** length_penalty: ids (B, n_best, L), (B, n_best).
-
-    ``style`` "default": a finished beam keeps its place (beam_search_steps), ``early_stopping``
-    True or False (default True); "transformers": as transformers' generate() (pooled_beam_search_steps),
-    ``early_stopping`` True, False or "never" (default False, generate()'s).
+    ``options``: BeamOptions' settings.
     """
-    if style not in BEAM_STYLES:
-        raise ValueError(f"style must be one of {BEAM_STYLES}, got {style!r}")
-    never_stop = style == "transformers" and early_stopping == "never"
-    if not (early_stopping is None or isinstance(early_stopping, bool) or never_stop):
-        allowed = "True, False or 'never'" if style == "transformers" else "True or False"
-        raise ValueError(f"early_stopping must be {allowed} for style {style!r}, got {early_stopping!r}")
-    check_no_repeat_ngram(no_repeat_ngram)
-    never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, pad_id)
-    if isinstance(beam_width, bool) or not isinstance(beam_width, int) or beam_width < 1:
-        raise ValueError(f"beam_width must be an integer >= 1, got {beam_width!r}")
+    search = BeamOptions(**options)
+    beam_width, early_stopping = search.beam_width, search.early_stopping
+    never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, search.pad_id)
     if beam_width > model.tgt_embed.vocab_size:
         raise ValueError(
             f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens"
@@ -685,7 +681,14 @@ def beam_search_n_best(
     if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_width:
         raise ValueError(f"n_best must be an integer in [1, beam_width={beam_width}], got {n_best!r}")
     stepper = _start(
-        model, src, src_mask, max_len, use_cache, absorbed, repeat=beam_width, row_major_logits=True
+        model,
+        src,
+        src_mask,
+        max_len,
+        search.use_cache,
+        search.absorbed,
+        repeat=beam_width,
+        row_major_logits=True,
     )
     common = (
         stepper.step,
@@ -696,9 +699,9 @@ def beam_search_n_best(
         max_len,
         bos_id,
         eos_id,
-        length_penalty,
+        search.length_penalty,
     )
-    if style == "transformers":
+    if search.style == "transformers":
         stop = False if early_stopping is None else early_stopping  # generate()'s default
-        return pooled_beam_search_steps(*common, stop, no_repeat_ngram, never, n_best)
-    return beam_search_steps(*common, early_stopping is not False, no_repeat_ngram, never, n_best)
+        return pooled_beam_search_steps(*common, stop, search.no_repeat_ngram, never, n_best)
+    return beam_search_steps(*common, early_stopping is not False, search.no_repeat_ngram, never, n_best)

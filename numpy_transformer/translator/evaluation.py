@@ -3,10 +3,10 @@ greedy decoding or any search)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backend import to_numpy
+from ..backend import Array, to_numpy
 from ..kernels import ops
 from ..model import Transformer
 from .decoding import greedy_decode
@@ -27,18 +27,19 @@ def evaluate(
     label_smoothing: float = 0.0,
     batch_size: int = 100,
     examples: int = 0,
+    *,
+    strategy: Callable[..., Array] = greedy_decode,
     **decode_options: Any,
 ) -> dict[str, Any]:
     """Teacher-forced loss and token accuracy; exact match, BLEU and chrF of the translations, with
     sacrebleu's signatures of the two scores (what a reader needs to compare them with others').
 
-    The translations are greedy unless ``decode_options`` say otherwise, as translating.translate_ids
-    takes them (``strategy=beam_search, beam_width=4, length_penalty=1.0``, ``no_repeat_ngram``...).
+    The translations are greedy unless ``strategy`` and ``decode_options`` say otherwise, as
+    translating.translate_ids takes them (``strategy=beam_search, beam_width=4, length_penalty=1.0``...).
     ``examples`` > 0 adds the first ones as (source, reference, translation) under "examples".
     """
     from sacrebleu.metrics import BLEU, CHRF
 
-    strategy = decode_options.pop("strategy", greedy_decode)
     special = task.ids
     loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
     # batches of sources of about one length: short ones are not padded to, or decoded as long as, long ones

@@ -3,10 +3,10 @@ scoring given translations (log P(target | source))."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backend import get_array_module, to_numpy
+from ..backend import Array, get_array_module, to_numpy
 from ..model import Transformer, make_src_mask
 from .batches import make_batch, pad
 from .decoding import beam_search_n_best, greedy_decode
@@ -18,12 +18,14 @@ def translate_ids(
     src_ids: Sequence[Sequence[int]],
     max_len: int | None = None,
     ids: SpecialIds = DEFAULT_IDS,
+    *,
+    strategy: Callable[..., Array] = greedy_decode,
     **decode_options: Any,
 ) -> list[list[int]]:
-    """Greedy (or any strategy's) translation of id sequences, batched; ``ids``: the vocabulary's."""
+    """Greedy (or any strategy's) translation of id sequences, batched; ``ids``: the vocabulary's;
+    ``decode_options``: the strategy's settings (``beam_width=4``...)."""
     src = pad(src_ids, ids.pad)
     max_len = max_len or model.tgt_pos.seq_len
-    strategy = decode_options.pop("strategy", greedy_decode)
     out = strategy(
         model, src, make_src_mask(src, ids.pad), max_len, ids.bos, ids.eos, pad_id=ids.pad, **decode_options
     )
@@ -39,7 +41,7 @@ def translate_n_best(
     **beam_options: Any,
 ) -> list[list[tuple[list[int], float]]]:
     """The ``n_best`` translations of each source by beam search, best first, with their scores
-    (log-probability / length ** length_penalty); ``beam_options`` as beam_search takes them."""
+    (log-probability / length ** length_penalty); ``beam_options``: BeamOptions' settings."""
     src = pad(src_ids, ids.pad)
     max_len = max_len or model.tgt_pos.seq_len
     best, scores = beam_search_n_best(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ..distributed import launched_rank
@@ -155,7 +156,22 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
+@dataclass(frozen=True)
+class Decoding:
+    """The decoding the flags ask for: a search (greedy_decode, sample_decode or beam_search) and the
+    settings it is called with, as keywords."""
+
+    search: Callable[..., Any]
+    settings: dict[str, Any]
+
+    def describe(self) -> str:
+        """The decoding in words, as evaluate reports it beside its scores."""
+        name = self.search.__name__.removesuffix("_decode").removesuffix("_search")
+        settings = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in self.settings.items())
+        return f"{name} ({settings})"
+
+
+def asked_decoding(args: argparse.Namespace, tokenizer: Any) -> Decoding:
     """The decoding the flags ask for; without --strategy, beam search for a subword model (and for
     --n-best)."""
     from .. import decoding
@@ -175,29 +191,10 @@ def decode_options(args: argparse.Namespace, tokenizer: Any) -> dict:
             )
     common = {"no_repeat_ngram": args.no_repeat_ngram}
     if strategy == "greedy":
-        return {"strategy": decoding.greedy_decode, **common}
+        return Decoding(decoding.greedy_decode, common)
     if strategy == "beam":
-        return {
-            "strategy": decoding.beam_search,
-            "beam_width": args.beam_width,
-            "length_penalty": args.length_penalty,
-            **({"style": args.beam_style} if args.beam_style != "default" else {}),
-            **common,
-        }
-    return {
-        "strategy": decoding.sample_decode,
-        "temperature": args.temperature,
-        "top_k": args.top_k,
-        "top_p": args.top_p,
-        "seed": args.seed,
-        **common,
-    }
-
-
-def describe(options: dict[str, Any]) -> str:
-    """The decoding in words, as evaluate reports it beside its scores."""
-    name = options["strategy"].__name__.removesuffix("_decode").removesuffix("_search")
-    settings = ", ".join(
-        f"{key.replace('_', ' ')} {value}" for key, value in options.items() if key != "strategy"
-    )
-    return f"{name} ({settings})"
+        beam = {"beam_width": args.beam_width, "length_penalty": args.length_penalty}
+        style = {"style": args.beam_style} if args.beam_style != "default" else {}
+        return Decoding(decoding.beam_search, {**beam, **style, **common})
+    sampling = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
+    return Decoding(decoding.sample_decode, {**sampling, **common})

@@ -9,7 +9,8 @@ import sys
 import warnings
 from collections.abc import Iterable, Iterator
 
-from .common import DEFAULT_OUT, add_backend, add_decode_options, decode_options, describe, positive_int
+from ...machine import require
+from .common import DEFAULT_OUT, add_backend, add_decode_options, asked_decoding, positive_int
 
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
 
@@ -76,7 +77,7 @@ def run_translate(args: argparse.Namespace) -> int:
         )
     else:
         batches = _standard_input_batches(size)
-    options = decode_options(args, tokenizer)
+    decoding = asked_decoding(args, tokenizer)
     translated = skipped = 0
     for batch in batches:  # batch by batch: memory stays bounded, and each is printed as soon as it is done
         references = []
@@ -99,14 +100,16 @@ def run_translate(args: argparse.Namespace) -> int:
             for sentence, reference, score in zip(sentences, references, scores):
                 print(f"{printable(sentence)}\t{printable(reference)}\t{score:.4f}")
         elif args.n_best > 1:
-            beam = {key: value for key, value in options.items() if key != "strategy"}
-            for sentence, best in zip(
-                sentences, translate_n_best(model, src_ids, args.n_best, args.max_len, tgt_vocab.ids, **beam)
-            ):
+            n_best = translate_n_best(
+                model, src_ids, args.n_best, args.max_len, tgt_vocab.ids, **decoding.settings
+            )
+            for sentence, best in zip(sentences, n_best):
                 for ids, score in best:
                     print(f"{printable(sentence)}\t{text_of(ids)}\t{score:.4f}")
         else:
-            outputs = translate_ids(model, src_ids, args.max_len, tgt_vocab.ids, **dict(options))
+            outputs = translate_ids(
+                model, src_ids, args.max_len, tgt_vocab.ids, strategy=decoding.search, **decoding.settings
+            )
             for sentence, ids in zip(sentences, outputs):
                 print(f"{printable(sentence)}\t{text_of(ids)}")
         sys.stdout.flush()
@@ -161,6 +164,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from ..corpora import read_tsv
     from ..evaluation import evaluate
 
+    require("evaluate's scoring (BLEU and chrF)", "sacrebleu")
     arrays, meta = load_checkpoint(args.checkpoint)
     if args.data:  # the model's own tokenizer and vocabularies: the training corpus is not needed
         pairs = read_tsv(args.data)
@@ -169,9 +173,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         model, task = restore_model_and_task(args.checkpoint, arrays, meta)
         pairs = task.test
     pairs = pairs[: args.limit] if args.limit else pairs
-    options = decode_options(args, task.tokenizer)
-    metrics = evaluate(model, task, pairs, **options)
-    metrics["decoding"] = describe(options)
+    decoding = asked_decoding(args, task.tokenizer)
+    metrics = evaluate(model, task, pairs, strategy=decoding.search, **decoding.settings)
+    metrics["decoding"] = decoding.describe()
     if args.json:
         print(json.dumps(metrics))
     else:
