@@ -7,6 +7,7 @@ a relative error of 1e-12, and a kernel must leave its inputs as it found them. 
 model: two training steps on the kernels and on the textbook give the same parameters.
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -32,7 +33,31 @@ from numpy_transformer.kernels import (
 from numpy_transformer.optim import Adam, AdamW, TextbookAdamUpdate
 
 SETTINGS = settings(max_examples=25, deadline=None)
-COVERED = set()  # (module, kernel) pairs these tests compare, checked against the modules' lists at the end
+DECLARED = set()  # (module, kernel) pairs the tests below compare, as they declare them when the file is read
+COMPARED = set()  # the pairs the running test has compared
+
+
+def compares(*kernels):
+    """Declares the (module, kernel) pairs a test compares: test_every_kernel_is_compared reads the
+    declarations, whatever ran before it; the test fails if a run leaves one of them uncompared."""
+    DECLARED.update(kernels)
+
+    def declare(test):
+        @functools.wraps(test)
+        def checked(*args, **kwargs):
+            COMPARED.clear()
+            test(*args, **kwargs)
+            missing = set(kernels) - COMPARED
+            assert not missing, f"{test.__name__} declares {sorted(missing)} but did not compare them"
+
+        return checked
+
+    return declare
+
+
+def both(name):
+    """The CPU kernel pair ``name``_forward and _backward."""
+    return ("cpu", f"{name}_forward"), ("cpu", f"{name}_backward")
 
 
 def rand(rng, *shape):
@@ -52,7 +77,7 @@ def compare(name, make_inputs, upstream_seed=0, dloss=None):
     """Run ``name``_forward and _backward on the textbook and on the CPU kernel, each on fresh inputs
     from ``make_inputs()`` (so a generator inside starts from the same state), and compare."""
     forward, backward = f"{name}_forward", f"{name}_backward"
-    COVERED.update({("cpu", forward), ("cpu", backward)})
+    COMPARED.update({("cpu", forward), ("cpu", backward)})
     kernel_forward, kernel_backward = (
         getattr(cpu, forward, getattr(F, forward)),
         getattr(cpu, backward, getattr(F, backward)),
@@ -119,6 +144,7 @@ def test_the_drawn_shapes_straddle_the_thresholds():
     assert cpu.FEW_ROWS == 16 and 160 * 70 > cpu.SMALL_PRODUCT_MAX > 70
 
 
+@compares(*both("linear"))
 @SETTINGS
 @given(
     batch=st.integers(1, 4),
@@ -136,6 +162,7 @@ def test_linear(batch, length, n_in, n_out, bias, seed):
     compare("linear", lambda: (x, w, b), seed)
 
 
+@compares(*both("linear"))
 @pytest.mark.parametrize(
     "n_out",
     [cpu.CHUNKED_PRODUCT_MIN, cpu.CHUNKED_PRODUCT_MIN + 1, cpu.CHUNKED_PRODUCT_MIN + cpu.PRODUCT_CHUNK + 5],
@@ -152,6 +179,7 @@ def test_linear_of_a_decoding_steps_rows(rows, n_out):
     assert cpu.linear_forward(x, w, b)[0].flags.c_contiguous == (rows > cpu.FEW_ROWS_PRODUCT)
 
 
+@compares(*both("embedding"))
 @SETTINGS
 @given(
     batch=st.integers(1, 4),
@@ -173,6 +201,7 @@ def test_embedding(batch, length, vocab, d, seed):
     )
 
 
+@compares(*both("dropout"))
 @SETTINGS
 @given(
     n=rows, d=width, p=st.sampled_from([0.0, 0.1, 0.5, 0.9]), training=st.booleans(), seed=st.integers(0, 99)
@@ -182,6 +211,7 @@ def test_dropout(n, d, p, training, seed):
     compare("dropout", lambda: (x, p, np.random.default_rng(seed + 1), training), seed)
 
 
+@compares(*both("softmax"))
 @SETTINGS
 @given(n=rows, d=width, seed=st.integers(0, 99))
 @example(n=3, d=5, seed=0)  # a dot per row
@@ -192,6 +222,7 @@ def test_softmax(n, d, seed):
     compare("softmax", lambda: (x,), seed)
 
 
+@compares(*both("layer_norm"))
 @SETTINGS
 @given(n=rows, d=st.integers(3, 70), seed=st.integers(0, 99))
 @example(n=2, d=8, seed=0)
@@ -208,6 +239,7 @@ def _mask(rng, batch, t, s):
     return mask
 
 
+@compares(*both("attention"))
 @SETTINGS
 @given(
     batch=st.integers(1, 3),
@@ -228,6 +260,12 @@ def test_attention(batch, heads, t, s, k, masked, p, seed):
     compare("attention", lambda: (q, key, v, mask, p, np.random.default_rng(seed), p > 0), seed)
 
 
+@compares(
+    *both("multi_head_self_attention"),
+    *both("multi_head_attention"),
+    *both("multi_head_latent_self_attention"),
+    *both("multi_head_latent_attention"),
+)
 @SETTINGS
 @given(
     kind=st.sampled_from(["mha", "mha-bias", "mla"]),
@@ -266,6 +304,7 @@ def test_attention_blocks_self_and_cross(kind, batch, t, s, d_heads, p, seed):
     )
 
 
+@compares(*both("cross_entropy"))
 @SETTINGS
 @given(
     n=rows,
@@ -295,6 +334,7 @@ def _parameters(shapes, seed):
     return named
 
 
+@compares(("cpu", "AdamUpdate"))
 @settings(max_examples=10, deadline=None)
 @given(
     shapes=st.lists(
@@ -309,7 +349,7 @@ def _parameters(shapes, seed):
 )  # packed, sliced and threaded together
 def test_adam_update(shapes, threads, decay, seed):
     """Slices of 65536 entries, packing below that, PARALLEL_MIN threads: three steps, both ways."""
-    COVERED.add(("cpu", "AdamUpdate"))
+    COMPARED.add(("cpu", "AdamUpdate"))
     textbook_parameters, kernel_parameters = _parameters(shapes, seed), _parameters(shapes, seed)
     with using_kernels("reference"):
         textbook = AdamW(textbook_parameters, lr=0.01, weight_decay=decay)
@@ -343,6 +383,7 @@ def test_the_update_is_chosen_once_when_the_optimiser_is_made():
         assert isinstance(Adam(named, lr=0.1).update, TextbookAdamUpdate)
 
 
+@compares(("cuda", "embedding_backward"))
 @SETTINGS
 @given(
     batch=st.integers(1, 4),
@@ -354,7 +395,7 @@ def test_the_update_is_chosen_once_when_the_optimiser_is_made():
 @example(batch=4, length=40, vocab=3, d=64, seed=0)  # many repeated ids
 def test_cuda_embedding_backward_sums_sorted_segments(batch, length, vocab, d, seed):
     """The CUDA kernels are plain array operations: here they run on NumPy against the textbook."""
-    COVERED.add(("cuda", "embedding_backward"))
+    COMPARED.add(("cuda", "embedding_backward"))
     rng = np.random.default_rng(seed)
     ids, table, dout = (
         rng.integers(0, vocab, (batch, length)),
@@ -370,10 +411,11 @@ def test_cuda_embedding_backward_sums_sorted_segments(batch, length, vocab, d, s
     assert relative_error(single, F.embedding_backward(dout, cache)) <= 1e-6
 
 
+@compares(("cuda", "AdamUpdate"))
 @pytest.mark.parametrize("kind", ["mha", "mla"])
 @pytest.mark.parametrize("decay", [0.0, 0.1])
 def test_cuda_adam_update_over_the_flat_buffers(kind, decay):
-    COVERED.add(("cuda", "AdamUpdate"))
+    COMPARED.add(("cuda", "AdamUpdate"))
     models = [tiny_model(kind, True, dropout=0.0, seed=3) for _ in "ab"]
     with using_kernels("reference"):
         textbook, fused = (
@@ -402,13 +444,13 @@ def test_cuda_adam_update_over_the_flat_buffers(kind, decay):
 
 
 def test_every_kernel_is_compared():
-    """Run last in this file: a kernel added without a test here fails this."""
+    """A kernel added without a test here fails this, in any order and alone."""
     kernels = {
         (module.__name__.rsplit(".", 1)[-1], name)
         for module in (cpu, cuda)
         for name in [*kernel_functions(module), "AdamUpdate"]
     }
-    assert kernels <= COVERED, f"kernels without an equality test: {sorted(kernels - COVERED)}"
+    assert kernels <= DECLARED, f"kernels without an equality test: {sorted(kernels - DECLARED)}"
 
 
 # -- the whole model -------------------------------------------------------------------------
