@@ -31,10 +31,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
-from ..backend import Array, backend_name, get_array_module, step_rng
+from ..backend import Array, backend_name, get_array_module
 from ..machine import blas_threads, cpu_cores
 from ..module import Parameter
 
@@ -175,8 +175,17 @@ def weights_checksum(parameters: Sequence[Parameter]) -> float:
     )
 
 
-# forward and backward of a batch's rows with the gradient scaled by a weight; the rows' mean loss
-RowsLossAndBackward = Callable[[Any, slice, float], float]
+class Part(NamedTuple):
+    """A rank's part of a micro-batch: its rows (None: none to run), their target tokens and the
+    step's, of which they are a share (their gradient's weight)."""
+
+    rows: slice | None
+    tokens: int
+    of: int
+
+    @property
+    def weight(self) -> float:
+        return self.tokens / max(self.of, 1)
 
 
 class Ranks:
@@ -202,25 +211,20 @@ class Ranks:
     def check(self, batch_size: int, accumulate: int) -> None:
         """Refuse, by name, settings the ranks cannot train with."""
 
-    def loss_and_backward(
-        self,
-        model: Transformer,
-        batches: Sequence[Any],
-        pad: int,
-        seed: int,
-        step: int,
-        run: RowsLossAndBackward,
-    ) -> float:
-        """The step's gradient into the model and its mean loss: with ``accumulate`` K the step's batch
-        is K micro-batches, one after another; each one's gradient is weighted by its share of the
-        step's target tokens, so their sum is the gradient of the mean loss over all of them, as one
-        K-times larger batch would give."""
-        loss, tokens = 0.0, sum(batch.n_tokens for batch in batches)
-        for k, batch in enumerate(batches):
-            model.set_rng(step_rng(seed, step, k))
-            share = batch.n_tokens / max(tokens, 1)
-            loss += share * run(batch, slice(None), share)
-        return loss
+    def threads(self) -> AbstractContextManager:
+        """The BLAS threads of the step's forward and backward passes: alone, as they are."""
+        return nullcontext()
+
+    def part(self, batch: Any, tokens: int, pad: int) -> Part:
+        """This rank's part of a micro-batch of the step's ``tokens`` target tokens: alone, all of it."""
+        return Part(slice(None), batch.n_tokens, tokens)
+
+    def weigh(self, loss: float, part: Part) -> float:
+        """The share of the step's mean loss of a part whose rows' mean loss is ``loss``."""
+        return part.weight * loss
+
+    def all_reduce(self, model: Transformer) -> None:
+        """Sum the ranks' gradients (in the model's flat buffer): alone, there is one."""
 
     def agree_on_step(self, loss: float, requested: str | None, lr_scale: float) -> tuple[float, bool, float]:
         """(the step's loss, whether a rank asked to stop, rank 0's learning-rate multiplier); raises
@@ -285,33 +289,26 @@ class MpiRanks(Ranks):
                 "already add their batches' gradients; use a larger --batch-size or more ranks"
             )
 
-    def loss_and_backward(
-        self,
-        model: Transformer,
-        batches: Sequence[Any],
-        pad: int,
-        seed: int,
-        step: int,
-        run: RowsLossAndBackward,
-    ) -> float:
-        """This rank's rows with the weight n_k / N, then the all-reduce of the model's flat gradient
-        (in place): every rank leaves with the whole batch's gradient. Returns this rank's share of
-        the batch's mean loss (``agree_on_step`` sums them)."""
-        assert model.flat is not None
-        (batch,) = batches  # check refuses accumulate
-        model.set_rng(step_rng(seed, step, self.rank))
+    def threads(self) -> AbstractContextManager:
+        return blas_threads(self.cores)
+
+    def part(self, batch: Any, tokens: int, pad: int) -> Part:
+        """This rank's rows of the batch (check refuses accumulate), with the weight n_k / N; none to
+        run when they hold no target token (and the batch does), or when this rank failed."""
         rows = self.comm.rows(batch.src.shape[0])
         total, mine = int((batch.tgt_out != pad).sum()), int((batch.tgt_out[rows] != pad).sum())
-        loss = 0.0
-        with blas_threads(self.cores):
-            # a rank whose rows hold no target token adds nothing, nor does one that failed
-            if self.failure is None and (mine or not total):
-                try:
-                    loss = run(batch, rows, mine / max(total, 1))
-                except Exception as error:  # held: raised once the others know, so that none waits for ever
-                    self.failure = error
-            self.comm.allreduce_sum(model.flat.gradients())
-        return loss * mine / max(total, 1)
+        runs = self.failure is None and (mine or not total)
+        return Part(rows if runs else None, mine, total)
+
+    def weigh(self, loss: float, part: Part) -> float:
+        """This rank's share of the batch's mean loss (``agree_on_step`` sums them)."""
+        return loss * part.tokens / max(part.of, 1)
+
+    def all_reduce(self, model: Transformer) -> None:
+        """The all-reduce of the model's flat gradient, in place: every rank leaves with the whole
+        batch's gradient."""
+        assert model.flat is not None
+        self.comm.allreduce_sum(model.flat.gradients())
 
     def agree_on_step(self, loss: float, requested: str | None, lr_scale: float) -> tuple[float, bool, float]:
         loss, stops, failures, lr_scale = self.comm.allreduce_values(  # rank 0's evaluations cut the rate

@@ -27,7 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..backend import get_array_module
+from ..backend import get_array_module, step_rng
 from ..files import ReaderWatched
 from ..machine import available_memory, cpu_cores, tune_cpu
 from ..model import Transformer, TransformerConfig, build_transformer, loss_and_backward, parameter_count
@@ -282,13 +282,10 @@ class Trainer:
     # -- one step ---------------------------------------------------------------------------
 
     def train_step(self) -> dict[str, float]:
-        """One optimiser step on the batch of the current step; returns loss, lr, grad norm, tokens.
-
-        With ``accumulate`` K the step's batch is K micro-batches (Ranks.loss_and_backward); under MPI
-        each rank takes its rows of the batch, and the ranks agree on the gradient, the loss, a stop
-        and the learning rate's plateau cuts before the update (MpiRanks).
-        """
-        config, model = self.config, self.model
+        """One optimiser step, as nanoGPT's: the micro-batches' forward, loss and backward (each gradient
+        weighted by its share of the step's target tokens, as one K-times larger batch would give), the
+        all-reduce, clipping, the update. Returns loss, lr, grad norm, tokens; under MPI see MpiRanks."""
+        config, model, ranks = self.config, self.model, self.ranks
         batches = [
             self.task.train_batch(
                 self.step * config.accumulate + k,
@@ -302,10 +299,16 @@ class Trainer:
         tokens = sum(batch.n_tokens for batch in batches)
         model.train()
         self.optimizer.zero_grad()
-        loss = self.ranks.loss_and_backward(
-            model, batches, self.task.ids.pad, config.seed, self.step, self._loss_and_backward
-        )
-        loss, stop, self.lr_scale = self.ranks.agree_on_step(loss, self.requested, self.lr_scale)
+        loss = 0.0
+        with ranks.threads():
+            for k, batch in enumerate(batches):
+                model.set_rng(step_rng(config.seed, self.step, ranks.rank * config.accumulate + k))
+                part = ranks.part(batch, tokens, self.task.ids.pad)  # this rank's rows: alone, all
+                if part.rows is not None:
+                    with ranks.holding():  # under MPI a failure waits for the all-reduce to tell the others
+                        loss += ranks.weigh(self._loss_and_backward(batch, part.rows, part.weight), part)
+            ranks.all_reduce(model)
+        loss, stop, self.lr_scale = ranks.agree_on_step(loss, self.requested, self.lr_scale)
         if stop:
             self.stop = self.stop or self.requested or "another rank"
         grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
@@ -399,13 +402,8 @@ class Trainer:
 
     def _dev_metrics(self, model: Transformer, examples: int = 0) -> dict[str, Any]:
         """The scores of ``model`` on the run's dev pairs: every evaluation of the run is this one."""
-        return evaluate(
-            model,
-            self.task,
-            self.task.dev[: self.config.eval_size],
-            self.config.label_smoothing,
-            examples=examples,
-        )
+        dev = self.task.dev[: self.config.eval_size]
+        return evaluate(model, self.task, dev, self.config.label_smoothing, examples=examples)
 
     def _request_stop(self, signum: int, frame: Any) -> None:
         if self.requested == "interrupted":  # the second signal stops at once
