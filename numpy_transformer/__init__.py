@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from . import _starting  # noqa: F401  (first: Ctrl-C while the command's modules load)
 from .backend import get_array_module, set_backend
 from .gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
 from .kernels import get_kernels, set_kernels

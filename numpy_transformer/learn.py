@@ -15,11 +15,13 @@ caught and shown as theirs, with their file and line, never as a traceback of th
 """
 
 from __future__ import annotations
+import __future__
 
 import difflib
 import importlib.util
 import inspect
 import math
+import re
 import signal
 import sys
 import threading
@@ -39,6 +41,7 @@ from . import blocks, functional
 from .backend import Array, get_array_module, to_numpy
 from .files import write_text_atomically
 from .gradcheck import backward_writes, gradcheck, random_upstream
+from .machine import require
 
 WORKBOOK = "my_backprop.py"
 GUIDE = "README.md"
@@ -497,7 +500,8 @@ float64 central differences of the forward: ✔ exact (equal to the textbook's t
 ≈ close (the largest absolute and relative error), ✖ wrong (the worst entry, yours and the
 expected value, and the mistake it looks like where it is a known one, without the formula:
 `learn hint` gives that when you ask). A function that raises, exits or runs past
-{TIME_LIMIT:g} seconds is reported as yours. The exit status is 0 only when every function checked passes.
+{TIME_LIMIT:g} seconds is reported as yours, as is a file whose import does. The exit status is 0
+only when every function checked passes.
 
 Inside your own backward, `from numpy_transformer.learn import cmp, textbook` compares an
 intermediate with the textbook's: `cmp("dscores", dscores, textbook(cache, dout)["dscores"])`
@@ -535,6 +539,7 @@ SCRATCH = "# scratch"  # a notebook cell starting so is never run by check, stat
 def notebook_text() -> str:
     """The workbook as a Jupyter notebook (JSON): one cell for the imports, one per exercise (jupytext's
     percent format, read back as a notebook)."""
+    require("a notebook workbook", "jupytext")
     import jupytext  # type: ignore[import-untyped]
 
     text = workbook_text(NOTEBOOK)
@@ -566,9 +571,9 @@ def start(directory: str | Path, overwrite: bool = False, notebook: bool = False
         raise FileExistsError(
             f"{present[0]} exists: a workbook is never overwritten (--overwrite replaces it, your work included)"
         )
+    texts = (notebook_text() if notebook else workbook_text(), guide_text().replace(WORKBOOK, workbook))
     folder.mkdir(parents=True, exist_ok=True)
-    guide = guide_text().replace(WORKBOOK, workbook) if notebook else guide_text()
-    for path, text in zip(paths, (notebook_text() if notebook else workbook_text(), guide)):
+    for path, text in zip(paths, texts):
         write_text_atomically(path, text)
     return paths
 
@@ -613,7 +618,8 @@ def _their_frames(error: BaseException, path: Path) -> str:
 def describe_error(error: BaseException, path: Path) -> str:
     """One line: the exception as the learner would read it, and where in their file it was raised."""
     where = _their_frames(error, path)
-    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    said = error.msg if isinstance(error, SyntaxError) else str(error)  # its place is said once, as theirs
+    text = f"{type(error).__name__}: {said}" if said else type(error).__name__
     return f"{text} ({where})" if where else text
 
 
@@ -633,10 +639,10 @@ def load_learner(path: str | Path) -> ModuleType:
     if file.suffix == ".ipynb":
         module = ModuleType(name)
         module.__file__ = str(file)
-        code = compile(_notebook_source(file), str(file), "exec")
+        script, flags = _notebook_source(file)
 
-        def run() -> None:
-            exec(code, module.__dict__)
+        def run() -> None:  # a syntax error is theirs too, named by cell and line
+            exec(compile(script, str(file), "exec", flags=flags, dont_inherit=True), module.__dict__)
 
     else:
         spec = importlib.util.spec_from_file_location(name, file)
@@ -654,11 +660,18 @@ def load_learner(path: str | Path) -> ModuleType:
     if added:
         sys.path.insert(0, folder)
     try:
-        run()
+        with _time_limit(TIME_LIMIT):
+            run()
     except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
         sys.modules.pop(name, None)
         if isinstance(error, KeyboardInterrupt):
             raise
+        if isinstance(error, _TimedOut):
+            raise LearnerCodeError(
+                f"{path} could not be imported: its top-level code was still running after {TIME_LIMIT:g} "
+                f"seconds ({_their_frames(error, file)}); code outside a function runs on every import: "
+                'put it inside a function, or under `if __name__ == "__main__":`'
+            ) from None
         raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}") from None
     finally:
         if added:
@@ -667,9 +680,12 @@ def load_learner(path: str | Path) -> ModuleType:
     return module
 
 
-def _notebook_source(file: Path) -> str:
+def _notebook_source(file: Path) -> tuple[str, int]:
     """A notebook's cells as one script (magics commented out, markdown as comments), each cell
-    after a ``# %%`` line; where each starts is kept so that an error names the cell."""
+    after a ``# %%`` line; where each starts is kept so that an error names the cell. With it the
+    compiler flags of its ``from __future__`` imports, which are commented out: in Jupyter a cell
+    may hold them wherever it sits (a cell added above the first), in one script only its start."""
+    require(f"{file.name} (a notebook)", "jupytext")
     import jupytext
 
     try:
@@ -679,9 +695,16 @@ def _notebook_source(file: Path) -> str:
     for cell in notebook.cells:  # scratch cells are the learner's to try things in: never run
         if cell.cell_type == "code" and cell.source.lstrip().startswith(SCRATCH):
             cell.source = f"{SCRATCH} (not run)"
-    script = str(jupytext.writes(notebook, fmt="py:percent"))
-    _NOTEBOOK_CELLS[file] = [n for n, line in enumerate(script.splitlines(), 1) if line.startswith("# %%")]
-    return script
+    lines = str(jupytext.writes(notebook, fmt="py:percent")).split("\n")
+    _NOTEBOOK_CELLS[file] = [n for n, line in enumerate(lines, 1) if line.startswith("# %%")]
+    flags = 0
+    for number, line in enumerate(lines):
+        future = re.fullmatch(r"from __future__ import ([\w ,]+)", line.rstrip())
+        names = [name.strip() for name in future.group(1).split(",")] if future else []
+        if names and set(names) <= set(__future__.all_feature_names):  # an unknown one: compile names it
+            flags |= sum(getattr(__future__, name).compiler_flag for name in names)
+            lines[number] = f"# {line}"  # the same number of lines: an error names the cell and line
+    return "\n".join(lines), flags
 
 
 def _own(module: ModuleType, name: str) -> Callable | None:
@@ -1477,7 +1500,7 @@ class _TimedOut(BaseException):
     so that their own ``except Exception`` cannot swallow it)."""
 
 
-TIME_LIMIT = 60.0  # seconds for every case of one exercise (the textbook's take well under one)
+TIME_LIMIT = 60.0  # seconds for importing the learner's file, and for every case of one exercise
 
 
 @contextmanager
@@ -2526,11 +2549,29 @@ TRAINED_BLOCKS = ("feed_forward_backward", "encoder_block_backward", "decoder_bl
 @contextmanager
 def blocks_using(functions: dict[str, Callable]) -> Iterator[None]:
     """numpy_transformer.blocks calling ``functions`` (textbook names: blocks or layers) instead of
-    the textbook's wherever it calls them by name; its globals restored on the way out."""
+    the textbook's wherever it calls them by name; its globals restored on the way out.
+
+    While one of ``functions`` runs, blocks.py is the textbook's own again: what the learner's code
+    calls (``blocks.encoder_block_backward`` wrapped, ``textbook()``) reaches the textbook's code,
+    never back into theirs."""
     space = vars(blocks)
     saved = {name: space[name] for name in functions if name in space}
+    theirs: dict[str, Callable] = {}
+
+    def on_the_textbook(function: Callable) -> Callable:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            space.update(saved)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                space.update(theirs)
+
+        call.__name__ = function.__name__
+        return call
+
+    theirs.update({name: on_the_textbook(functions[name]) for name in saved})
     try:
-        space.update({name: functions[name] for name in saved})
+        space.update(theirs)
         yield
     finally:
         space.update(saved)
@@ -2556,14 +2597,12 @@ def train_blocks(
     seed: int,
     label_smoothing: float,
     dev_pairs: Sequence[tuple[str, str]],
-    backward: Callable | None = None,
 ) -> BlocksResult:
     """Train blocks.encoder_decoder_forward's model (float64, blocks.init_params) on ``task``'s
-    training batches with Adam (lr constant, betas 0.9, 0.98), the gradients from ``backward``
-    (blocks.encoder_decoder_backward as blocks.py reads it now: see blocks_using), and evaluate it
+    training batches with Adam (lr constant, betas 0.9, 0.98), the gradients from
+    blocks.encoder_decoder_backward as blocks.py reads it now (see blocks_using), and evaluate it
     teacher-forced on ``dev_pairs``: the mean loss (without label smoothing) and the token accuracy."""
     xp = get_array_module()
-    backward = backward or (lambda dloss, cache: blocks.encoder_decoder_backward(dloss, cache))
     pad = task.ids.pad
     params = blocks.init_params(
         numpy.random.default_rng(seed), len(task.src_vocab), len(task.tgt_vocab), width, d_ff, n_layers,
@@ -2577,7 +2616,7 @@ def train_blocks(
         _, cache = blocks.encoder_decoder_forward(
             batch.src, batch.tgt_in, batch.tgt_out, params, n_layers, n_heads, pad, label_smoothing
         )
-        grads = backward(1.0, cache)
+        grads = blocks.encoder_decoder_backward(1.0, cache)
         for key, value in params.items():
             grad = xp.asarray(grads[key], dtype=value.dtype) if key in grads else None
             if grad is None or grad.shape != value.shape:

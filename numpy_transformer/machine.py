@@ -1,4 +1,5 @@
-"""Process tuning for the CPU: OpenBLAS's threads, the allocator, the machine's cores and memory.
+"""Process tuning for the CPU: OpenBLAS's threads, the allocator, the machine's cores and memory;
+and the optional libraries installed here (``require``).
 
 Nothing here runs on import: the command line and the Trainer opt in (``tune_cpu``); a library
 user's process is left as it was.
@@ -7,6 +8,7 @@ user's process is left as it was.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -147,3 +149,38 @@ def restart_with_openblas_timeout() -> None:
         return
     os.environ[OPENBLAS_TIMEOUT_VAR] = OPENBLAS_TIMEOUT
     os.execv(sys.executable, [sys.executable, "-m", "numpy_transformer", *sys.argv[1:]])
+
+
+OPTIONAL_LIBRARIES = {  # the optional libraries the commands use, and the extra that installs each
+    "sacrebleu": "train",
+    "tokenizers": "train",
+    "num2words": "train",
+    "matplotlib": "plot",
+    "sentencepiece": "pretrained",
+    "safetensors": "pretrained",
+    "jupytext": "notebook",
+}
+
+
+class MissingLibrary(RuntimeError):
+    """An optional library the work needs is not installed: the message names it, what needs it
+    and the extra of numpy_transformer that installs it."""
+
+
+def require(purpose: str, *libraries: str) -> None:
+    """Raise MissingLibrary, before any work, where one of ``libraries`` (OPTIONAL_LIBRARIES' names)
+    cannot be imported: "``purpose`` needs sacrebleu, which is not installed: pip install
+    'numpy_transformer[train]'"."""
+    missing = []
+    for name in libraries:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        extras = ",".join(dict.fromkeys(OPTIONAL_LIBRARIES[name] for name in missing))
+        which = "which is" if len(missing) == 1 else "which are"
+        raise MissingLibrary(
+            f"{purpose} needs {' and '.join(missing)}, {which} not installed: "
+            f"pip install 'numpy_transformer[{extras}]'"
+        )

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy
 
 from ..files import SaveError
+from ..machine import MissingLibrary
 from ..model import Transformer, TransformerConfig, build_from_config, parameter_count
 from .corpora import MAX_LENGTH
 from .tasks import TranslationTask, make_task
@@ -408,7 +409,7 @@ def saved_task(path: str | Path, meta: dict) -> TranslationTask:
             serialized_tokenizer=serialized_tokenizer(recipe),
             vocabularies=saved_vocabularies(path, meta),
         )
-    except CheckpointError:  # names the checkpoint already
+    except (CheckpointError, MissingLibrary):  # names the checkpoint already; the checkpoint is fine
         raise
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         raise CheckpointError(

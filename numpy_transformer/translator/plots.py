@@ -11,6 +11,7 @@ from typing import Any
 
 from ..backend import to_numpy
 from ..kernels import ops
+from ..machine import require
 from ..model import Transformer, build_transformer, make_src_mask
 from .batches import Batch, pad, target_mask
 from .decoding import greedy_decode
@@ -19,10 +20,9 @@ from .vocabulary import DEFAULT_IDS, PAD_ID, SpecialIds
 
 
 def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError as error:
-        raise RuntimeError("plots need matplotlib: pip install 'numpy_transformer[plot]'") from error
+    require("plots", "matplotlib")
+    import matplotlib
+
     matplotlib.use("Agg")  # files only, no screen needed
     import matplotlib.pyplot as plt
 

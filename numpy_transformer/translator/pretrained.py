@@ -29,7 +29,7 @@ import numpy
 
 from ..backend import get_array_module, to_numpy
 from ..functional import sinusoidal_table
-from ..machine import available_memory
+from ..machine import available_memory, require
 from ..model import Transformer, TransformerConfig, build_from_config, parameter_count
 from .config import DTYPES
 from .tokenizers import SentencePieceTokenizer
@@ -321,6 +321,7 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
     """The tensors a safetensors file holds, from its header alone, as the ``safetensors`` library
     reads it: it refuses a header that is not one, offsets that overlap, leave gaps or pass the end,
     and bytes after the data. Nothing but the header is read."""
+    require("reading a safetensors file", "safetensors")
     from safetensors import SafetensorError, safe_open
 
     try:

@@ -173,10 +173,33 @@ class RunLock:
 
     @staticmethod
     def in_use(directory: Path, owner: int) -> ValueError:
+        """The refusal of a lock whose process is alive: a training run's, or one that may be stale
+        (its run killed, the process id since taken by another program), with how to tell."""
+        lock = directory / LOCK_NAME
+        command = _command_line(owner)
+        if command is not None and ("numpy_transformer" in command or "numpy-transformer" in command):
+            return ValueError(
+                f"--out {directory} is in use by another training run (process {owner}, {lock}): "
+                "wait for it to finish or choose another --out"
+            )
+        shown = command if command is None or len(command) <= 80 else command[:77] + "..."
+        running = f"runs `{shown}`, not numpy-transformer" if shown else "is running, maybe no training run"
         return ValueError(
-            f"--out {directory} is in use by another training run (process {owner}, {directory / LOCK_NAME}): "
-            "wait for it to finish or choose another --out"
+            f"--out {directory} is locked by process {owner} ({lock}), which {running}: the lock may "
+            f"be stale, left by a run that was killed, its process id since reused. If `ps -p {owner} -o args=` "
+            f"shows no training run writing to {directory}, remove {lock} and run again; otherwise wait for "
+            "it to finish or choose another --out"
         )
+
+
+def _command_line(pid: int) -> str | None:
+    """The command line of the process ``pid``, or None where the system does not say (no /proc)."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    command = " ".join(word.decode(errors="replace") for word in words if word)
+    return "".join(c if c.isprintable() else "?" for c in command) or None
 
 
 def _alive(pid: int) -> bool:

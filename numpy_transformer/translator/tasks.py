@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy
 
+from ..machine import require
 from .batches import Batch, host_rng, make_batch
 from .corpora import MAX_LENGTH, read_tsv
 from .tokenizers import (
@@ -23,6 +24,7 @@ from .tokenizers import (
     Tokenizer,
     make_tokenizer,
     subword_vocab_size,
+    tokenizer_library,
 )
 from .vocabulary import SpecialIds, Vocab
 
@@ -325,12 +327,7 @@ class NumbersTask(TranslationTask):
         seed: int = 0,
         tokenizer: str = "word",
     ) -> None:
-        try:
-            import num2words  # noqa: F401
-        except ImportError as error:
-            raise RuntimeError(
-                "the numbers-en-fr task needs num2words: pip install 'numpy_transformer[train]'"
-            ) from error
+        require("the numbers-en-fr task", "num2words")
         if not 1000 <= limit <= 1_000_000:
             raise ValueError(f"limit must be in [1000, 1000000], got {limit!r}")
         self.limit = limit
@@ -375,6 +372,7 @@ class FileTask(TranslationTask):
     ) -> None:
         """``vocabulary``: TranslationTask's vocab_size, shared_vocab, serialized_tokenizer and
         vocabularies."""
+        tokenizer_library(tokenizer)  # where it is not installed, said before the corpus is read
         read = read_tsv(path)
         pairs = list(dict.fromkeys(read))  # a repeated pair would land in training and test alike
         repeated = (

@@ -3,6 +3,7 @@ through the ``tokenizers`` library) and by a Marian model's SentencePiece models
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import re
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
+from ..machine import require
 from .vocabulary import Vocab
 
 GLUE = "##"  # marks a word-level token written without a space before it
@@ -105,7 +107,7 @@ class BPETokenizer(Tokenizer):
     subwords = True
 
     def __init__(self, serialized: str) -> None:
-        tokenizers = _import_tokenizers()
+        tokenizers = tokenizer_library(BPETokenizer.name)
         self.serialized = serialized
         try:
             self._tokenizer = tokenizers.Tokenizer.from_str(serialized)
@@ -121,7 +123,7 @@ class BPETokenizer(Tokenizer):
             raise TypeError(f"vocab_size must be an integer in [{low}, {high}], got {vocab_size!r}")
         if not low <= vocab_size <= high:
             raise ValueError(f"vocab_size must be an integer in [{low}, {high}], got {vocab_size}")
-        tokenizers = _import_tokenizers()
+        tokenizers = tokenizer_library(BPETokenizer.name)
         tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
         tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = tokenizers.decoders.ByteLevel()
@@ -238,14 +240,18 @@ def _wait_interruptibly(work: Callable[[], object]) -> None:
         raise failure[0]
 
 
-def _import_tokenizers() -> Any:
-    try:
-        import tokenizers
-    except ImportError as error:
-        raise RuntimeError(
-            "--tokenizer bpe needs Hugging Face tokenizers: pip install 'numpy_transformer[train]'"
-        ) from error
-    return tokenizers
+TOKENIZER_LIBRARIES = {"bpe": "tokenizers", "marian": "sentencepiece"}  # the tokenizers of a library
+
+
+def tokenizer_library(name: str) -> Any:
+    """The library the tokenizer ``name`` works through (bpe: Hugging Face tokenizers, marian:
+    sentencepiece), imported, or None for one of none (char, word); MissingLibrary, naming the
+    extra that installs it, where it is not installed."""
+    library = TOKENIZER_LIBRARIES.get(name)
+    if library is None:
+        return None
+    require(f"the {name} tokenizer", library)
+    return importlib.import_module(library)
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -265,12 +271,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     def __init__(self, source: bytes, target: bytes, names: tuple[str, str] = ("source", "target")) -> None:
         """``names``: what a refusal calls the two models (their files, where they come from files)."""
-        try:
-            import sentencepiece
-        except ImportError as error:
-            raise RuntimeError(
-                "Marian's tokenizer needs the sentencepiece library: pip install 'numpy_transformer[pretrained]'"
-            ) from error
+        sentencepiece = tokenizer_library(self.name)
         self.models = {"source": source, "target": target}
         processors = []
         for name, model in zip(names, self.models.values()):

@@ -1,5 +1,6 @@
 """learn start / check / train: the workbook, its grading, the catalogue of wrong backward passes."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -1050,17 +1051,67 @@ def feed_forward_backward(dout, cache):
 
 def test_blocks_using_patches_blocks_py_and_restores_it_even_on_error():
     original = blocks.feed_forward_backward
+    seen = []
 
     def theirs(dout, cache):
+        seen.append(blocks.feed_forward_backward)  # inside their code, blocks.py is the textbook's own
         raise ValueError("theirs")
 
     with (
-        pytest.raises(ValueError),
+        pytest.raises(ValueError, match="theirs"),
         learn.blocks_using({"feed_forward_backward": theirs, "no_such_name": theirs}),
     ):
-        assert blocks.feed_forward_backward is theirs and not hasattr(blocks, "no_such_name")
-        raise ValueError
+        assert blocks.feed_forward_backward is not original and not hasattr(blocks, "no_such_name")
+        patched = blocks.feed_forward_backward
+        with pytest.raises(ValueError, match="theirs"):
+            patched(None, None)
+        assert seen == [original] and blocks.feed_forward_backward is patched  # theirs again after
+        raise ValueError("theirs")
     assert blocks.feed_forward_backward is original
+
+
+BLOCKS_ON_THE_TEXTBOOK = """from numpy_transformer import blocks
+from numpy_transformer.learn import textbook
+
+
+def feed_forward_backward(dout, cache):
+    found = textbook(cache, dout)
+    return found["dx"], {name: found["d" + name] for name in ("w1", "b1", "w2", "b2")}
+
+
+def encoder_block_backward(dout, cache):
+    return blocks.encoder_block_backward(dout, cache)
+"""
+
+
+def test_learn_train_trains_blocks_that_call_textbook_or_wrap_the_packages_blocks(tmp_path):
+    """What learn check passes trains: the aids reach the textbook's own code, never the learner's
+    functions patched into blocks.py (which called themselves until the recursion limit)."""
+    path = tmp_path / "mine.py"
+    path.write_text(BLOCKS_ON_THE_TEXTBOOK)
+    assert cli("learn", "check", str(path), "feed_forward_backward", "encoder_block_backward").returncode == 0
+    done = cli("learn", "train", str(path), *BLOCKS_QUICK, "--steps", "20", "--eval-every", "20")
+    assert done.returncode == 0, done.stderr[:500]
+    line, yours, textbook = _blocks_line(done.stdout)
+    assert "on your feed_forward_backward, encoder_block_backward:" in line and yours == textbook
+
+
+def test_learn_train_resume_continues_its_own_run_with_the_settings_it_was_saved_with(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(RELU)
+    out = ["--out", str(tmp_path / "run")]
+    quick = ["--eval-every", "2", "--eval-size", "4", "--show", "0", "--no-progress", "--threads", "1"]
+    first = cli("learn", "train", str(path), *quick, "--d-model", "16", "--lr", "1e-3", "--steps", "2",
+                "--no-compare", *out)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    resumed = cli("learn", "train", str(path), "--resume", "--steps", "4", "--no-progress", *out)
+    assert resumed.returncode == 0, resumed.stderr  # learn train's defaults (--d-model 32) applied no more
+    dev = re.search(
+        r"dev after 4 steps: yours exact (\S+) BLEU (\S+); the textbook's exact (\S+) BLEU (\S+)",
+        resumed.stdout,
+    )
+    assert dev is not None, resumed.stdout
+    assert dev.group(1, 2) == dev.group(3, 4)  # the textbook's run, started now, on the same settings
 
 
 def test_cmp_calls_equal_arrays_holding_nan_exact_and_a_nan_against_a_number_wrong(capsys):
@@ -1070,3 +1121,59 @@ def test_cmp_calls_equal_arrays_holding_nan_exact_and_a_nan_against_a_number_wro
     assert not learn.cmp("dx", np.array([1.0, 2.0, 3.0]), with_nan)
     assert "wrong" in capsys.readouterr().out
     assert learn.cmp("ids", np.array([1, 2]), np.array([1, 2]))  # integers compare as they are
+
+
+def test_a_file_whose_top_level_never_ends_is_stopped_and_said(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "mine.py"
+    path.write_text(RELU + "while True:\n    pass\n")
+    monkeypatch.setattr(learn, "TIME_LIMIT", 0.5)
+    assert main(["learn", "check", str(path)]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "could not be imported: its top-level code was still running after 0.5 seconds (mine.py:" in line
+    assert "put it inside a function" in line
+
+
+def _workbook_notebook(tmp_path, change):
+    pytest.importorskip("jupytext", reason="notebooks need the notebook extra: pip install -e '.[notebook]'")
+    import json
+
+    assert main(["learn", "start", "--notebook", str(tmp_path)]) == 0
+    notebook = tmp_path / "my_backprop.ipynb"
+    content = json.loads(notebook.read_text())
+    change(content["cells"])
+    notebook.write_text(json.dumps(content))
+    return notebook
+
+
+def _code_cell(source, cell_id):
+    return {"cell_type": "code", "id": cell_id, "metadata": {}, "source": source, "outputs": [],
+            "execution_count": None}  # fmt: skip
+
+
+def test_a_notebook_with_a_syntax_error_names_its_cell_and_line(tmp_path, capsys):
+    notebook = _workbook_notebook(tmp_path, lambda cells: cells[2].update(source="def f(:\n    pass\n"))
+    capsys.readouterr()
+    assert main(["learn", "check", str(notebook)]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith(
+        "could not be imported: SyntaxError: invalid syntax (my_backprop.ipynb, cell 3 line 1)"
+    )
+
+
+def test_a_notebook_with_a_code_cell_added_above_the_first_checks(tmp_path, capsys):
+    def above_and_solved(cells):
+        cells.insert(0, _code_cell("import numpy as np", "imports"))
+        cells.append(_code_cell(RELU, "solved"))
+
+    notebook = _workbook_notebook(tmp_path, above_and_solved)
+    assert main(["learn", "check", str(notebook), "relu_backward"]) == 0, capsys.readouterr().err
+
+
+def test_learn_start_notebook_without_jupytext_names_the_extra_and_writes_nothing(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "jupytext", None)  # as after a plain pip install
+    assert main(["learn", "start", "--notebook", str(tmp_path / "book")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "needs jupytext, which is not installed: pip install 'numpy_transformer[notebook]'" in line
+    assert not (tmp_path / "book").exists()

@@ -38,6 +38,7 @@ import numpy as np
 from marian_files import write_model
 
 import numpy_transformer as nt
+from numpy_transformer.machine import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR
 from numpy_transformer.optim import Adam, clip_grad_norm
 from numpy_transformer.translator import tokenizers as data
 from numpy_transformer.translator.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -1326,6 +1327,227 @@ LATEST_CASES = [
     ),
 ]
 
+# -- a plain install (no extras), a lock of another program, Ctrl-C while starting, the workbook --------
+
+
+def without(library: str, run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """Run as where ``library`` is not installed (a plain ``pip install numpy_transformer``): its
+    import fails."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        saved = {name: module for name, module in sys.modules.items() if name.split(".")[0] == library}
+        blocked = dict.fromkeys([library, *saved])  # None: the import of each fails
+        sys.modules.update(blocked)
+        try:
+            return run(ws)
+        finally:
+            for name in blocked:
+                del sys.modules[name]
+            sys.modules.update(saved)
+
+    return wrapped
+
+
+def locked_by_another_program(ws: Path) -> tuple[int, str]:
+    """--out's lock names a live process that is no training run (its id reused after a kill)."""
+    other = subprocess.Popen(["sleep", str(TIME_LIMIT)])
+    try:
+        write("stale-lock/.lock", f"{other.pid}\n")(ws)
+        return cli("train", "--task", "copy", *TINY, "--out", "{ws}/stale-lock")(ws)
+    finally:
+        other.kill()
+        other.wait()
+
+
+STARTING = Path(__file__).with_name("interrupted_while_starting.py")
+
+
+def interrupted_while_starting(how: str, module: str) -> Callable[[Path], tuple[int, str]]:
+    """Ctrl-C while the command (``-m`` or the console ``script``) imports ``module``: exit status 130."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(Path(nt.__file__).resolve().parents[1]),
+            OPENBLAS_TIMEOUT_VAR: OPENBLAS_TIMEOUT,  # set: the command is not started again without the finder
+        }
+        done = subprocess.run(
+            [sys.executable, str(STARTING), how, module, "translate", "--checkpoint", str(ws / "run"), "abc"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=TIME_LIMIT - 5,
+        )
+        return (done.returncode if done.returncode == 130 else 0), done.stderr
+
+    return run
+
+
+def notebook_with(change: Callable[[list[dict]], None], name: str) -> Callable[[Path], Path]:
+    """A notebook workbook (learn start --notebook) at ``ws/name/my_backprop.ipynb``, its cells changed."""
+
+    def make(ws: Path) -> Path:
+        folder = ws / name
+        if not folder.exists():
+            code, err = cli("learn", "start", "--notebook", str(folder))(ws)
+            assert code == 0, err
+            notebook = json.loads((folder / "my_backprop.ipynb").read_text())
+            change(notebook["cells"])
+            (folder / "my_backprop.ipynb").write_text(json.dumps(notebook))
+        return folder / "my_backprop.ipynb"
+
+    return make
+
+
+def code_cell(source: str, cell_id: str) -> dict:
+    return {
+        "cell_type": "code",
+        "id": cell_id,
+        "metadata": {},
+        "source": source,
+        "outputs": [],
+        "execution_count": None,
+    }
+
+
+def above_the_first_and_solved(cells: list[dict]) -> None:
+    """The usual first cell a learner adds (imports) above the workbook's first, and relu solved below."""
+    cells.insert(0, code_cell("import numpy as np", "imports"))
+    cells.append(code_cell("def relu_backward(dout, cache):\n    return dout * cache\n", "solved"))
+
+
+BLOCKS_ON_THE_TEXTBOOK = """from numpy_transformer import blocks
+from numpy_transformer.learn import textbook
+
+
+def feed_forward_backward(dout, cache):
+    found = textbook(cache, dout)
+    return found["dx"], {name: found["d" + name] for name in ("w1", "b1", "w2", "b2")}
+
+
+def encoder_block_backward(dout, cache):
+    return blocks.encoder_block_backward(dout, cache)
+"""
+
+LEARN_TINY = [*TINY, "--no-compare", "--threads", "1"]
+
+STARTING_CASES = [
+    *(
+        Case("install", f"{what} without {library} (a plain pip install)", without(library, run), True, names)
+        for what, library, run, names in (
+            (
+                "train --task copy",
+                "sacrebleu",
+                cli("train", "--task", "copy", *TINY, "--out", "{ws}/plain1"),
+                ("sacrebleu", "pip install 'numpy_transformer[train]'"),
+            ),
+            (
+                "train --data (said before the corpus is read)",
+                "tokenizers",
+                cli("train", "--data", "{ws}/corpus.tsv", *TINY, "--out", "{ws}/plain2"),
+                ("the bpe tokenizer", "tokenizers", "pip install 'numpy_transformer[train]'"),
+            ),
+            (
+                "train --task numbers-en-fr",
+                "num2words",
+                cli("train", "--task", "numbers-en-fr", *TINY, "--out", "{ws}/plain3"),
+                ("numbers-en-fr", "num2words", "pip install 'numpy_transformer[train]'"),
+            ),
+            (
+                "evaluate",
+                "sacrebleu",
+                cli("evaluate", "--checkpoint", "{ws}/run"),
+                ("sacrebleu", "pip install 'numpy_transformer[train]'"),
+            ),
+            (
+                "plot curves",
+                "matplotlib",
+                cli("plot", "curves", "--run", "{ws}/run", "--out", "{ws}/curves.png"),
+                ("matplotlib", "pip install 'numpy_transformer[plot]'"),
+            ),
+            (
+                "learn start --notebook",
+                "jupytext",
+                cli("learn", "start", "--notebook", "{ws}/plain-notebook"),
+                ("jupytext", "pip install 'numpy_transformer[notebook]'"),
+            ),
+            (
+                "learn train",
+                "sacrebleu",
+                then(
+                    write("relu.py", "def relu_backward(dout, cache):\n    return dout * cache\n"),
+                    cli("learn", "train", "{ws}/relu.py", *LEARN_TINY, "--out", "{ws}/plain-learn"),
+                ),
+                ("sacrebleu", "pip install 'numpy_transformer[train]'"),
+            ),
+        )
+    ),
+    Case(
+        "install",
+        "translate with a bpe run without tokenizers (a plain pip install)",
+        then(
+            bpe_run_that_says("a"),
+            without("tokenizers", cli("translate", "--checkpoint", "{ws}/says-97", "abc")),
+        ),
+        True,
+        ("the bpe tokenizer", "tokenizers", "pip install 'numpy_transformer[train]'"),
+    ),
+    Case(
+        "install",
+        "import without safetensors (a plain pip install)",
+        then(marian(), without("safetensors", cli("import", "{ws}/opus-mt", "--out", "{ws}/plain-import"))),
+        True,
+        ("safetensors", "pip install 'numpy_transformer[pretrained]'"),
+    ),
+    Case(
+        "run dir",
+        "--out locked by a live process that is no training run (a reused process id)",
+        locked_by_another_program,
+        True,
+        ("stale-lock/.lock", "not numpy-transformer", "may be stale", "ps -p", "remove"),
+    ),
+    *(
+        Case(
+            "startup",
+            f"Ctrl-C while {how} imports {module}",
+            interrupted_while_starting(how, module),
+            True,
+            ("interrupted",),
+        )
+        for how in ("-m", "script")
+        for module in ("numpy_transformer.layers", "numpy_transformer.translator.decoder_cache")
+    ),
+    Case(
+        "learn",
+        "learn train on blocks that call textbook() and wrap the package's block",
+        then(
+            write("on-textbook.py", BLOCKS_ON_THE_TEXTBOOK),
+            cli("learn", "train", "{ws}/on-textbook.py", *LEARN_TINY, "--out", "{ws}/on-textbook"),
+        ),
+        False,
+    ),
+    Case(
+        "learn",
+        "learn check a notebook with a syntax error in a cell",
+        then(
+            notebook_with(lambda cells: cells[2].update(source="def f(:\n    pass\n"), "nb-syntax"),
+            cli("learn", "check", "{ws}/nb-syntax/my_backprop.ipynb"),
+        ),
+        True,
+        ("my_backprop.ipynb", "SyntaxError", "cell 3 line 1"),
+    ),
+    Case(
+        "learn",
+        "learn check a notebook with a code cell added above the first",
+        then(
+            notebook_with(above_the_first_and_solved, "nb-above"),
+            cli("learn", "check", "{ws}/nb-above/my_backprop.ipynb", "relu_backward"),
+        ),
+        False,
+    ),
+]
+
+
 CASES = [
     # -- the run directory: nothing saved is lost ---------------------------------------------------------
     Case(
@@ -2290,6 +2512,7 @@ CASES = [
     ),
     *ISSUE_CASES,
     *LATEST_CASES,
+    *STARTING_CASES,
     # MPI
     # under mpiexec -n 2 a refusal or failure on one rank stops every rank, said once; present where
     # mpiexec and mpi4py are (pip install -e '.[mpi]'), as tests/translator/test_distributed.py's runs
@@ -2317,7 +2540,7 @@ CASES = [
                     mpi("train", "--task", "copy", *TINY, "--out", "{ws}/mpi-locked"),
                 ),
                 True,
-                ("--out", "mpi-locked", "in use by another training run"),
+                ("--out", "mpi-locked", "is locked by process", "may be stale"),
             ),
             Case(
                 "mpi",

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -502,3 +503,53 @@ def test_score_names_an_empty_or_too_long_translation_by_its_line(checkpoint):
     result = _score(checkpoint, "abc\tcba\nabc\t" + "a" * 400 + "\n")
     assert result.returncode == 2 and "standard input:2's translation" in result.stderr
     assert "longer than the positional table" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, library, extra",
+    [
+        (["train", "--task", "copy", "--steps", "2", "--no-progress"], "sacrebleu", "train"),
+        (["train", "--task", "numbers-en-fr", "--steps", "2", "--no-progress"], "num2words", "train"),
+        (["learn", "start", "--notebook"], "jupytext", "notebook"),
+        (["plot", "gradients", "--layers", "1"], "matplotlib", "plot"),
+    ],
+)
+def test_a_library_a_plain_install_lacks_is_named_with_its_extra_before_any_work(
+    tmp_path, capsys, monkeypatch, argv, library, extra
+):
+    monkeypatch.setitem(
+        sys.modules, library, None
+    )  # its import fails, as after `pip install numpy_transformer`
+    out = tmp_path / "out"
+    where = [str(out)] if argv[0] == "learn" else ["--out", str(out / "x.png" if argv[0] == "plot" else out)]
+    assert main([*argv, *where]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"needs {library}, which is not installed: pip install 'numpy_transformer[{extra}]'" in line
+    assert not out.exists()  # refused before any work
+
+
+@pytest.mark.parametrize("how", ["-m", "script"])
+@pytest.mark.parametrize(
+    "module",
+    ["numpy_transformer.layers", "numpy_transformer.translator.decoder_cache"],
+    ids=["with-the-package", "with-the-command"],
+)
+def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130(checkpoint, how, module):
+    from numpy_transformer.machine import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR
+
+    harness = Path(__file__).parents[1] / "support" / "interrupted_while_starting.py"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(nt.__file__).resolve().parents[1]),
+        OPENBLAS_TIMEOUT_VAR: OPENBLAS_TIMEOUT,
+    }
+    done = subprocess.run(
+        [sys.executable, str(harness), how, module, "translate", "--checkpoint", str(checkpoint), "abc"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 130, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("numpy-transformer: interrupted") and done.stdout == ""

@@ -84,7 +84,9 @@ def test_unusable_out_paths_are_refused_before_any_work(tmp_path, capsys, make, 
 
 def test_a_second_run_into_a_locked_directory_is_refused_by_name(tmp_path):
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "numpy-transformer", "train"]
+    )
     try:
         out.mkdir()
         (out / ".lock").write_text(f"{holder.pid}\n")
@@ -96,6 +98,23 @@ def test_a_second_run_into_a_locked_directory_is_refused_by_name(tmp_path):
     with RunLock(out):  # the owner is gone: its lock is taken over
         assert (out / ".lock").read_text().strip() == str(os.getpid())
     assert not (out / ".lock").exists()
+
+
+def test_a_lock_held_by_a_live_process_that_is_no_run_may_be_stale_and_says_how_to_tell(tmp_path):
+    out = tmp_path / "run"
+    other = subprocess.Popen(["sleep", "60"])  # a killed run's process id, reused by another program
+    try:
+        out.mkdir()
+        (out / ".lock").write_text(f"{other.pid}\n")
+        with pytest.raises(ValueError) as refused:
+            RunLock(out).__enter__()
+    finally:
+        other.kill()
+        other.wait()
+    message = str(refused.value)
+    assert f"is locked by process {other.pid} ({out / '.lock'}), which runs `sleep 60`" in message
+    assert "may be stale" in message and f"ps -p {other.pid} -o args=" in message
+    assert f"remove {out / '.lock'}" in message
 
 
 def test_two_command_line_runs_into_one_directory(tmp_path):

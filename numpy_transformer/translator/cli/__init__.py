@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import warnings
 from collections.abc import Sequence
@@ -46,6 +47,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     Exit codes: 0 done; 2 refused (one line naming what is wrong); 130 interrupted (Ctrl-C); 141 the
     reader of standard output went away (``| head``), as 128 + SIGPIPE says for cat and its kin.
     """
+    if argv is None and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        # the modules are loaded (see numpy_transformer/__init__.py): Ctrl-C is a KeyboardInterrupt again
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # where no command handles it: nothing was written
+        print("numpy-transformer: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if argv is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ...machine import require
 from ..config import (
     DTYPES,
 )
@@ -34,6 +35,7 @@ def run_import(args: argparse.Namespace) -> int:
     from ...model import parameter_count
     from ..pretrained import import_run
 
+    require("import (a Marian model's weights and tokenizer)", "safetensors", "sentencepiece")
     written, model = import_run(args.directory, args.out, args.overwrite, args.dtype)
     run = written.parent
     print(

@@ -11,7 +11,8 @@ from typing import Any
 
 from ...kernels import using_kernels
 from ..distributed import launched_rank
-from .train import add_train_arguments, run_train
+from ..run_directory import CONFIG_NAME
+from .train import add_train_arguments, require_evaluation_library, run_train
 
 # learn train without --task, --data or --config: the copy task on a small model, under a minute on 2 cores
 LEARN_DEFAULTS = {
@@ -103,6 +104,7 @@ def run_learn(args: argparse.Namespace) -> int:
         if args.action == "hint":
             print(learn.next_hint(args.file, args.name))
             return 0
+        require_evaluation_library()
         block_table: dict[str, Callable] = {}
         table, verdicts = learn.learner_functions(args.file, block_table)
     except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
@@ -138,8 +140,8 @@ def run_learn(args: argparse.Namespace) -> int:
     raised = [v.name for v in verdicts if v.status == "error"]
     if raised:
         say(f"left to the textbook (your code raised in check): {', '.join(raised)}")
-    if not args.config and not {"train.task", "train.data"} & set(vars(args)):
-        for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen
+    if not args.config and not args.resume and not {"train.task", "train.data"} & set(vars(args)):
+        for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen or saved
             if not hasattr(args, dest):
                 setattr(args, dest, value)
     if args.out is None:  # beside the learner's file, a fresh folder for every run: nothing is replaced
@@ -174,8 +176,11 @@ def _learn_compare(args: argparse.Namespace, say: Callable[..., None]) -> int:
     textbook_args = argparse.Namespace(**vars(args))
     textbook_args.out = str(Path(args.out) / "textbook")
     textbook_args.show = 0
-    # a resumed run whose first session skipped the comparison starts the textbook's afresh
+    # a resumed run whose first session skipped the comparison starts the textbook's afresh, with
+    # the settings the learner's run was saved with
     textbook_args.resume = args.resume and Path(textbook_args.out).is_dir()
+    if args.resume and not textbook_args.resume:
+        textbook_args.config = str(Path(args.out) / CONFIG_NAME)
     say(f"the textbook's own code on the same seed, for comparison ({textbook_args.out}):")
     # on the textbook alone, as the learner's run is (its functions in place of the textbook's): the
     # kernels would round otherwise, and two runs of equal functions would drift apart
@@ -229,11 +234,10 @@ def _learn_blocks(
     }
     ran: set[str] = set()
     theirs = learn.guarded({**table, **block_table}, args.file, ran)
-    whole = theirs.pop("encoder_decoder_backward", None)
     started = time.perf_counter()
     try:
         with learn.blocks_using(theirs):
-            yours = learn.train_blocks(task, backward=whole, **settings)
+            yours = learn.train_blocks(task, **settings)
         seconds = time.perf_counter() - started
         textbook = learn.train_blocks(task, **settings) if args.compare else None
     except KeyboardInterrupt:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ...machine import require
 from .common import DEFAULT_OUT, positive_int
 
 
@@ -35,6 +36,7 @@ def add_plot(commands: argparse._SubParsersAction) -> None:
 def run_plot(args: argparse.Namespace) -> int:
     from .. import plots
 
+    require("plot", "matplotlib")
     folder = Path(args.out).expanduser().parent
     if not folder.is_dir():
         raise ValueError(

@@ -12,6 +12,7 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ...machine import require
 from ..checkpoint import FILENAME, CheckpointError
 from ..config import (
     MODEL_SIZES,
@@ -98,6 +99,7 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
         with ExitStack() as locked:
 
             def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
+                require_evaluation_library()
                 settings = _settings(args)  # every refusal of a setting comes before any work
                 _refuse_out_of_from(settings["train"].get("from_run"), args.out)
                 out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
@@ -115,6 +117,11 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
         for directory in created:  # stopped before anything was written: no empty directory stays
             with suppress(OSError):
                 directory.rmdir()
+
+
+def require_evaluation_library() -> None:
+    """sacrebleu, which a run's evaluation (BLEU and chrF) needs: its absence said before any work."""
+    require("a training run's evaluation (BLEU and chrF)", "sacrebleu")
 
 
 def _refuse_out_of_from(from_run: str | None, out: str) -> None:
