@@ -116,7 +116,13 @@ def line_batches(stream: Any, size: int, chunk: int = 1 << 16) -> Iterator[list[
 
 
 def read_tsv(path: str | Path) -> list[tuple[str, str]]:
-    """Pairs from a UTF-8 ``source<TAB>target`` file, one pair a line; blank lines are skipped.
+    """Pairs from a UTF-8 ``source<TAB>target`` file, one pair a line; blank lines are skipped
+    (:func:`read_numbered_tsv` without the line numbers)."""
+    return [(source, target) for _, source, target in read_numbered_tsv(path)]
+
+
+def read_numbered_tsv(path: str | Path) -> list[tuple[int, str, str]]:
+    """(line number, source, target) from a UTF-8 ``source<TAB>target`` file; blank lines are skipped.
 
     A line is refused by file:line when it is not UTF-8 text, lacks the tab, has more than two
     columns (a third column is never dropped unseen: cut it first, ``cut -f 1,2``) or an empty side.
@@ -148,7 +154,7 @@ def read_tsv(path: str | Path) -> list[tuple[str, str]]:
                     raise ValueError(
                         f"{path}:{number}: empty {side}, expected 'source<TAB>target': {line[:60]!r}"
                     )
-                pairs.append((source, target))
+                pairs.append((number, source, target))
     except OSError as error:
         raise ValueError(f"--data {path}: cannot be read ({error.strerror or error})") from error
     if not pairs:

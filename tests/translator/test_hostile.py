@@ -553,3 +553,14 @@ def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130(checkpoint, ho
     assert done.returncode == 130, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("numpy-transformer: interrupted") and done.stdout == ""
+
+
+@pytest.mark.parametrize("side", ["source", "target"])
+def test_evaluate_data_names_the_line_of_a_pair_too_long_for_the_model(checkpoint, tmp_path, capsys, side):
+    long = " ".join(["abc"] * 400)
+    pair = f"{long}\tabc" if side == "source" else f"abc\t{long}"
+    data = tmp_path / "pairs.tsv"
+    data.write_text("abc\tabc\n\nbca\tbca\n" + pair + "\ncab\tcab\n")
+    assert main(["evaluate", "--checkpoint", str(checkpoint), "--data", str(data)]) == 2
+    error = capsys.readouterr().err
+    assert f"{data}:4: the {side} ('abc abc" in error and "longer than the positional table" in error

@@ -8,11 +8,31 @@ import json
 import sys
 import warnings
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from ...machine import require
 from .common import DEFAULT_OUT, add_backend, add_decode_options, asked_decoding, positive_int
 
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
+
+
+def too_long(model: Any, tokenizer: Any, where: str, text: str, target: bool = False) -> str | None:
+    """Why ``text`` (a source, or a ``target`` translation to score, which gains <eos>) does not fit
+    the model's positional table, or None; a cheap bound first, so that a 25 MB line is never
+    tokenised."""
+    from ..corpora import printable
+
+    table, extra = (model.tgt_pos, 1) if target else (model.src_pos, 0)
+    length = tokenizer.fewest_tokens(text, table.seq_len) + extra
+    at_least = "at least " if length > table.seq_len else ""
+    if not at_least:
+        length = len((tokenizer.tokenize if target else tokenizer.tokenize_source)(text)) + extra
+    if length <= table.seq_len:
+        return None
+    return (
+        f"{where} ({printable(text[:40])!r}) has {at_least}{length:,} tokens, longer than the "
+        f"positional table's seq_len={table.seq_len}"
+    )
 
 
 def run_translate(args: argparse.Namespace) -> int:
@@ -34,28 +54,14 @@ def run_translate(args: argparse.Namespace) -> int:
             raise ValueError(f"sentence {empty[0]} of the arguments is empty: give text to translate")
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
 
-    def over_long(where: str, text: str, target: bool = False) -> str | None:
-        """Why ``text`` (a source, or a ``target`` translation to score, which gains <eos>) does not
-        fit the model's positional table, or None; a cheap bound first, so that a 25 MB line is
-        never tokenised."""
-        table, extra = (model.tgt_pos, 1) if target else (model.src_pos, 0)
-        length = tokenizer.fewest_tokens(text, table.seq_len) + extra
-        at_least = "at least " if length > table.seq_len else ""
-        if not at_least:
-            length = len((tokenizer.tokenize if target else tokenizer.tokenize_source)(text)) + extra
-        if length <= table.seq_len:
-            return None
-        return (
-            f"{where} ({printable(text[:40])!r}) has {at_least}{length:,} tokens, longer than the "
-            f"positional table's seq_len={table.seq_len}"
-        )
-
     def fitting(batch: list[tuple[str, str]], references: list[str]) -> list[int]:
         """The indices of the batch's lines that fit; each that does not is named on standard error."""
         kept = []
         for index, (where, sentence) in enumerate(batch):
-            why = over_long(where, sentence) or (
-                over_long(f"{where}'s translation", references[index], target=True) if references else None
+            why = too_long(model, tokenizer, where, sentence) or (
+                too_long(model, tokenizer, f"{where}'s translation", references[index], target=True)
+                if references
+                else None
             )
             if why is None:
                 kept.append(index)
@@ -69,7 +75,7 @@ def run_translate(args: argparse.Namespace) -> int:
     size = args.batch_size
     if args.sentences:
         numbered = [(f"sentence {number}", text) for number, text in enumerate(args.sentences, start=1)]
-        why = next(filter(None, (over_long(where, text) for where, text in numbered)), None)
+        why = next(filter(None, (too_long(model, tokenizer, where, text) for where, text in numbered)), None)
         if why is not None:  # every argument before any work
             raise ValueError(why)
         batches: Iterable[list[tuple[str, str]]] = (
@@ -161,14 +167,22 @@ def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from ..checkpoint import load_checkpoint, model_from_checkpoint, restore_model_and_task, saved_task
-    from ..corpora import read_tsv
+    from ..corpora import read_numbered_tsv
     from ..evaluation import evaluate
 
     require("evaluate's scoring (BLEU and chrF)", "sacrebleu")
     arrays, meta = load_checkpoint(args.checkpoint)
     if args.data:  # the model's own tokenizer and vocabularies: the training corpus is not needed
-        pairs = read_tsv(args.data)
+        numbered = read_numbered_tsv(args.data)
+        numbered = numbered[: args.limit] if args.limit else numbered
         model, task = model_from_checkpoint(args.checkpoint, arrays, meta), saved_task(args.checkpoint, meta)
+        for number, source, target in numbered:  # before any work: a pair too long is named by its line
+            why = too_long(model, task.tokenizer, "the source", source) or too_long(
+                model, task.tokenizer, "the target", target, target=True
+            )
+            if why:
+                raise ValueError(f"{args.data}:{number}: {why}; shorten or remove the line")
+        pairs = [(source, target) for _, source, target in numbered]
     else:  # the test split of the task it was trained on, rebuilt
         model, task = restore_model_and_task(args.checkpoint, arrays, meta)
         pairs = task.test
