@@ -20,7 +20,7 @@ PACKAGE = pathlib.Path(nt.__file__).parent
 def test_only_the_backend_imports_numpy():
     """Every layer takes xp from the backend. Host-side by design: gradcheck (compares on the host),
     tasks and batches (they sample text pairs and pad them on the host: a batch reaches the device in
-    one copy), checkpoint, run_state and pretrained (files hold NumPy arrays), learn and testing (they
+    one copy), checkpoint, run_state, pretrained and export (files hold NumPy arrays), learn and testing (they
     grade gradients on the host, as gradcheck does)."""
     allowed = {
         "backend.py",
@@ -30,6 +30,7 @@ def test_only_the_backend_imports_numpy():
         "checkpoint.py",
         "run_state.py",
         "pretrained.py",
+        "export.py",
         "learn.py",
         "testing.py",
     }
