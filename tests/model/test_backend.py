@@ -18,13 +18,16 @@ PACKAGE = pathlib.Path(nt.__file__).parent
 
 
 def test_only_the_backend_imports_numpy():
-    """Every layer takes xp from the backend. Host-side by design: gradcheck (compares on the host),
+    """Every layer takes xp from the backend. Host-side by design: gradcheck, finite_differences and
+    backward_contract (they compare on the host),
     tasks and batches (they sample text pairs and pad them on the host: a batch reaches the device in
     one copy), checkpoint, run_state, pretrained and export (files hold NumPy arrays), learn and testing (they
     grade gradients on the host, as gradcheck does)."""
     allowed = {
         "backend.py",
         "gradcheck.py",
+        "finite_differences.py",
+        "backward_contract.py",
         "tasks.py",
         "batches.py",
         "checkpoint.py",
