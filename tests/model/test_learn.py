@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from learn_mistakes import HEADER, MISTAKES
+from learn_mistakes import BLOCKS_ON_THE_TEXTBOOK, HEADER, MISTAKES
 
 from numpy_transformer import blocks, functional, learn
 from numpy_transformer.translator.cli import main
@@ -1068,20 +1068,6 @@ def test_blocks_using_patches_blocks_py_and_restores_it_even_on_error():
         assert seen == [original] and blocks.feed_forward_backward is patched  # theirs again after
         raise ValueError("theirs")
     assert blocks.feed_forward_backward is original
-
-
-BLOCKS_ON_THE_TEXTBOOK = """from numpy_transformer import blocks
-from numpy_transformer.learn import textbook
-
-
-def feed_forward_backward(dout, cache):
-    found = textbook(cache, dout)
-    return found["dx"], {name: found["d" + name] for name in ("w1", "b1", "w2", "b2")}
-
-
-def encoder_block_backward(dout, cache):
-    return blocks.encoder_block_backward(dout, cache)
-"""
 
 
 def test_learn_train_trains_blocks_that_call_textbook_or_wrap_the_packages_blocks(tmp_path):

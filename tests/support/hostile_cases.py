@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from learn_mistakes import BLOCKS_ON_THE_TEXTBOOK
 from marian_files import write_model
 
 import numpy_transformer as nt
@@ -1415,19 +1416,6 @@ def above_the_first_and_solved(cells: list[dict]) -> None:
     cells.insert(0, code_cell("import numpy as np", "imports"))
     cells.append(code_cell("def relu_backward(dout, cache):\n    return dout * cache\n", "solved"))
 
-
-BLOCKS_ON_THE_TEXTBOOK = """from numpy_transformer import blocks
-from numpy_transformer.learn import textbook
-
-
-def feed_forward_backward(dout, cache):
-    found = textbook(cache, dout)
-    return found["dx"], {name: found["d" + name] for name in ("w1", "b1", "w2", "b2")}
-
-
-def encoder_block_backward(dout, cache):
-    return blocks.encoder_block_backward(dout, cache)
-"""
 
 LEARN_TINY = [*TINY, "--no-compare", "--threads", "1"]
 

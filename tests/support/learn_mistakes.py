@@ -950,3 +950,18 @@ def solved_workbook(solved: tuple[str, ...] | None = None) -> str:
     return text + (
         "\n\nfrom numpy_transformer.functional import multi_head_backward  # noqa: E402 (the textbook's helper)\n"
     )
+
+
+# a learner's blocks that call the aids and the package's own blocks (learn check passes them; they train)
+BLOCKS_ON_THE_TEXTBOOK = """from numpy_transformer import blocks
+from numpy_transformer.learn import textbook
+
+
+def feed_forward_backward(dout, cache):
+    found = textbook(cache, dout)
+    return found["dx"], {name: found["d" + name] for name in ("w1", "b1", "w2", "b2")}
+
+
+def encoder_block_backward(dout, cache):
+    return blocks.encoder_block_backward(dout, cache)
+"""
