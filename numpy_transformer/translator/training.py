@@ -5,10 +5,12 @@
     trainer = Trainer.resume("runs/copy")  # continues exactly where the checkpoint stopped
 
 Files on disk are the checkpoint module's and the run directory's (RunFiles); what a checkpoint
-says of the run besides its model is a RunState (run_state); the ranks' share of each step and
-every agreement among them are distributed's (Ranks, MpiRanks); the fine-tune's settings are
-config's; scores are the evaluation module's. Here: how one optimiser step is taken (alone, in
-threads, or as one MPI rank of several) and the loop around it.
+says of the run besides its model is a RunState, and what each evaluation decides (best.npz,
+patience, the plateau cuts, the checkpoints averaged) is its EvaluationState's (run_state); the
+ranks' share of each step and every agreement among them are distributed's (Ranks, MpiRanks); the
+fine-tune's settings are config's; scores are the evaluation module's. Here: how one optimiser step
+is taken (alone, in threads, or as one MPI rank of several) and the loop around it: step, then ask
+the EvaluationState what an evaluation decides.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from .corpora import printable
 from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
 from .run_directory import RunFiles
-from .run_state import RunState
+from .run_state import EvaluationState, RunState
 from .tasks import FileTask, SubwordDropout, TranslationTask, make_task
 from .thread_parallel import DataParallel, auto_threads, mask_rows
 
@@ -171,10 +173,7 @@ class Trainer:
         )
         self._planned = step + PLAN_AFTER
         self.schedule = make_schedule(config, model.config.d_model, self.steps)
-        self.best_bleu = -1.0  # the best dev BLEU of this run so far (its checkpoint: best.npz)
-        self.evals_since_best = 0  # evaluations since it, for config.patience and config.plateau_cut
-        self.lr_scale = 1.0  # the plateau cuts' multiplier of the schedule (config.plateau_cut)
-        self.kept: list[str] = []  # the evaluation checkpoints (step-*.npz) this run wrote and keeps
+        self.evaluations = EvaluationState()  # the best dev BLEU, patience, plateau cuts, checkpoints kept
         # training batches' segmentations (config.bpe_dropout), never longer than the position tables
         self.subword_dropout = (
             SubwordDropout(task, config.bpe_dropout, (model.src_pos.seq_len, model.tgt_pos.seq_len - 1))
@@ -246,8 +245,7 @@ class Trainer:
             planned = state.steps_planned or 0  # a plan behind the run (it ended early): plan anew
             if keep_plan and planned > state.step:
                 self.plan_steps(planned)
-        self.best_bleu, self.evals_since_best = state.best_bleu, state.evals_since_best
-        self.lr_scale, self.kept = state.lr_scale, list(state.kept)
+        self.evaluations = EvaluationState.of(state)
         self.run_id = state.run_id or self.run_id  # None: saved before runs had an id, so a new one
 
     def run_state(self) -> RunState:
@@ -257,10 +255,7 @@ class Trainer:
             step=self.step,
             optimizer=self.optimizer.state_dict(),
             ranks=self.ranks.size,
-            best_bleu=self.best_bleu,
-            evals_since_best=self.evals_since_best,
-            lr_scale=self.lr_scale,
-            kept=tuple(self.kept),
+            **asdict(self.evaluations),
             steps_planned=self.steps,
             time_spent_s=self.budget.spent() if self.budget is not None else None,
         )
@@ -308,7 +303,9 @@ class Trainer:
                     with ranks.holding():  # under MPI a failure waits for the all-reduce to tell the others
                         loss += ranks.weigh(self._loss_and_backward(batch, part.rows, part.weight), part)
             ranks.all_reduce(model)
-        loss, stop, self.lr_scale = ranks.agree_on_step(loss, self.requested, self.lr_scale)
+        loss, stop, self.evaluations.lr_scale = ranks.agree_on_step(  # rank 0's plateau cuts, under MPI
+            loss, self.requested, self.evaluations.lr_scale
+        )
         if stop:
             self.stop = self.stop or self.requested or "another rank"
         grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
@@ -375,10 +372,8 @@ class Trainer:
         return self.config.steps if self.config.steps is not None else self._planned
 
     def learning_rate(self, step: int) -> float:
-        """The schedule's rate at optimiser step ``step`` times the plateau cuts' ``lr_scale``: the cuts
-        never take it below config.lr_floor, where the schedule itself may go (warm-up, the cosine's end)."""
-        scheduled = self.schedule(step)
-        return max(scheduled * self.lr_scale, min(scheduled, self.config.lr_floor))
+        """The schedule's rate at optimiser step ``step`` as the plateau cuts scale it (EvaluationState)."""
+        return self.evaluations.learning_rate(self.schedule(step), self.config.lr_floor)
 
     def plan_steps(self, steps: int) -> None:
         """End a time-budgeted run at ``steps`` (not before the current step); the schedule stretches
@@ -606,7 +601,8 @@ def _end(trainer: Trainer, run: RunFiles, bar: Any, records: list[dict[str, Any]
 
 
 def _evaluate_and_keep(trainer: Trainer, run: RunFiles | None, bar: Any) -> dict[str, Any]:
-    """Score the dev pairs; save the checkpoint (and best.npz when it improved); patience."""
+    """Score the dev pairs and do what the score decides (EvaluationState.judge): save the checkpoint
+    (and best.npz when it improved), cut the learning rate on a plateau, stop when patience runs out."""
     metrics = trainer._dev_metrics(trainer.model, trainer.config.eval_examples)
     record = {"step": trainer.step, "split": "dev", **metrics}
     bar.write(format_metrics(f"step {trainer.step} dev", metrics))
@@ -615,81 +611,68 @@ def _evaluate_and_keep(trainer: Trainer, run: RunFiles | None, bar: Any) -> dict
             f"  source     {printable(example['source'])}\n  reference  {printable(example['reference'])}\n"
             f"  model      {printable(example['translation'])}"
         )
-    improved = metrics["bleu"] > trainer.best_bleu
-    trainer.best_bleu = max(trainer.best_bleu, metrics["bleu"])
-    trainer.evals_since_best = 0 if improved else trainer.evals_since_best + 1
-    stopping = trainer.config.patience and trainer.evals_since_best >= trainer.config.patience
-    if not stopping:
-        _cut_on_plateau(trainer, bar)
+    evaluations = trainer.evaluations
+    verdict = evaluations.judge(metrics["bleu"], trainer.config, trainer.schedule(trainer.step + 1))
+    if verdict.cut:  # under MPI the next step's all-reduce gives every rank rank 0's lr_scale
+        lr = trainer.learning_rate(trainer.step + 1)
+        floor = " (its floor)" if lr == trainer.config.lr_floor else ""
+        bar.write(
+            f"dev BLEU has not improved for {evaluations.evals_since_best} evaluations: the learning rate "
+            f"is cut to {evaluations.lr_scale:g} times the schedule's, {lr:.2e} now{floor}"
+        )
     if run:
         run.log(record)
-        state = run.save_evaluated(trainer.run_state(), trainer.save, improved, trainer.checkpoints_kept)
-        trainer.kept = list(state.kept)
-    if stopping:
+        saved = run.save_evaluated(
+            trainer.run_state(), trainer.save, verdict.improved, trainer.checkpoints_kept
+        )
+        evaluations.kept = saved.kept
+    if verdict.stop:
         where = f", in {run.best_path}" if run else ""
         bar.write(
-            f"stopping early: dev BLEU has not improved for {trainer.evals_since_best} evaluations "
-            f"(best {trainer.best_bleu:.2f}{where})"
+            f"stopping early: dev BLEU has not improved for {evaluations.evals_since_best} evaluations "
+            f"(best {evaluations.best_bleu:.2f}{where})"
         )
         trainer.requested = trainer.requested or "patience"  # under MPI: every rank stops after one step more
     return record
 
 
-def _cut_on_plateau(trainer: Trainer, bar: Any) -> None:
-    """Multiply lr_scale by config.plateau_cut after every plateau_patience evaluations without a
-    better dev BLEU, unless the learning rate is at its floor already (under MPI the next step's
-    all-reduce gives every rank rank 0's lr_scale)."""
-    cut, evaluations = trainer.config.plateau_cut, trainer.evals_since_best
-    if cut == 1.0 or evaluations == 0 or evaluations % trainer.config.plateau_patience:
-        return
-    if trainer.schedule(trainer.step + 1) * trainer.lr_scale <= trainer.config.lr_floor:
-        return
-    trainer.lr_scale *= cut
-    lr = trainer.learning_rate(trainer.step + 1)
-    floor = " (its floor)" if lr == trainer.config.lr_floor else ""
-    bar.write(
-        f"dev BLEU has not improved for {evaluations} evaluations: the learning rate is cut to "
-        f"{trainer.lr_scale:g} times the schedule's, {lr:.2e} now{floor}"
-    )
-
-
 def _average_and_keep(trainer: Trainer, run: RunFiles, bar: Any, records: list[dict[str, Any]]) -> None:
     """At the end of the run: score on dev the average of its last ``average_last`` evaluation
-    checkpoints of its second half (the first half's weights are too far from the last ones to
-    average with them); best.npz becomes the average when it scores a higher dev BLEU than what
-    best.npz holds (the best single checkpoint), and its metadata says which it holds (``best``).
-    Then only the last ``keep_checkpoints`` evaluation checkpoints stay on disk."""
-    step_of = {name: int(Path(name).stem.removeprefix("step-")) for name in trainer.kept}
-    chosen = [
-        name for name in trainer.kept if 2 * step_of[name] > trainer.step and (run.directory / name).is_file()
-    ][-trainer.config.average_last :]  # one removed by hand is left out, not the run's end failed
+    checkpoints of its second half (EvaluationState.to_average); best.npz becomes the average when it
+    scores a higher dev BLEU than what best.npz holds (the best single checkpoint), and its metadata
+    says which it holds (``best``). Then only the last ``keep_checkpoints`` evaluation checkpoints stay
+    on disk."""
+    evaluations = trainer.evaluations
+    chosen = evaluations.to_average(trainer.step, trainer.config.average_last, run.directory)
     if trainer.averages and len(chosen) >= 2 and run.best_path.is_file():
-        arrays, meta = average_checkpoints([run.directory / name for name in chosen])
-        metrics = trainer._dev_metrics(model_from_checkpoint(run.directory / chosen[-1], arrays, meta))
-        steps, best_meta = [step_of[name] for name in chosen], load_meta(run.best_path)
+        paths, steps = [run.directory / name for name in chosen], list(chosen.values())
+        arrays, meta = average_checkpoints(paths)
+        metrics = trainer._dev_metrics(model_from_checkpoint(paths[-1], arrays, meta))
+        best_meta, single = load_meta(run.best_path), evaluations.best_bleu
         earlier_average = best_meta.get("best", {}).get("kept") == "average"  # a resumed run's
         held = (
             "the earlier average"
             if earlier_average
             else f"the best single checkpoint (step {best_meta['step']})"
         )
-        higher = metrics["bleu"] > trainer.best_bleu
+        higher = evaluations.judge_average(metrics["bleu"])
         choice = {
             "kept": "average" if higher else "checkpoint",
             "average": {"steps": steps, "bleu": metrics["bleu"]},
-            "checkpoint": {"step": best_meta["step"], "bleu": trainer.best_bleu},
+            "checkpoint": {"step": best_meta["step"], "bleu": single},
         }
         bar.write(format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics))
         if higher:
             bar.write(
                 f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} is above that of {held}, "
-                f"{trainer.best_bleu:.2f}"
+                f"{single:.2f}"
             )
-            trainer.best_bleu = metrics["bleu"]
-            save_checkpoint(run.best_path, arrays, {**meta, "best_bleu": trainer.best_bleu, "best": choice})
+            save_checkpoint(
+                run.best_path, arrays, {**meta, "best_bleu": evaluations.best_bleu, "best": choice}
+            )
         else:
             bar.write(
-                f"best.npz keeps {held}, dev BLEU {trainer.best_bleu:.2f}: the average scores {metrics['bleu']:.2f}"
+                f"best.npz keeps {held}, dev BLEU {single:.2f}: the average scores {metrics['bleu']:.2f}"
             )
             if not earlier_average:  # which says so already
                 save_checkpoint(
@@ -704,9 +687,7 @@ def _average_and_keep(trainer: Trainer, run: RunFiles, bar: Any, records: list[d
         }
         run.log(record)
         records.append(record)
-    trainer.kept = list(
-        run.keep_last(trainer.run_state(), trainer.save, trainer.config.keep_checkpoints).kept
-    )
+    evaluations.kept = run.keep_last(trainer.run_state(), trainer.save, trainer.config.keep_checkpoints).kept
 
 
 def _check_finite(model: Transformer, step: int, loss: float, grad_norm: float) -> None:

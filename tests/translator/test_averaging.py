@@ -396,7 +396,7 @@ def test_a_resumed_run_compares_its_new_average_with_the_earlier_one(tmp_path, m
     trainer.fit(tmp_path, progress=False)
     first = (tmp_path / "best.npz").read_bytes()
     resumed = Trainer.resume(tmp_path, steps=16)
-    assert resumed.best_bleu == 12.0  # the average's, recorded in model.npz
+    assert resumed.evaluations.best_bleu == 12.0  # the average's, recorded in model.npz
     resumed.fit(tmp_path, progress=False)
     assert (
         "best.npz keeps the earlier average, dev BLEU 12.00: the average scores 10.00"

@@ -1,12 +1,14 @@
-"""The run's saved state (RunState), the run directory's checkpoints written from it (RunFiles), and
-the ranks of a run alone (Ranks): each owns its part, and none reaches into the Trainer."""
+"""The run's saved state (RunState), what its evaluations decide (EvaluationState), the run
+directory's checkpoints written from it (RunFiles), and the ranks of a run alone (Ranks): each owns
+its part, and none reaches into the Trainer."""
 
 import numpy as np
 import pytest
 
+from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.distributed import Ranks
 from numpy_transformer.translator.run_directory import RunFiles
-from numpy_transformer.translator.run_state import RunState
+from numpy_transformer.translator.run_state import EvaluationState, RunState, Verdict
 
 
 def state(**changes):
@@ -62,6 +64,50 @@ def test_a_checkpoint_saved_before_a_field_existed_loads_with_its_default():
         1.0,
     )
     assert (back.kept, back.steps_planned, back.time_spent_s) == ((), None, None)
+
+
+def test_a_fresh_run_and_an_old_checkpoint_start_from_the_same_evaluation_state():
+    arrays, meta = state().to_checkpoint()
+    for name in ("best_bleu", "evals_since_best", "lr_scale", "kept"):
+        del meta[name]
+    assert EvaluationState.of(RunState.from_checkpoint(arrays, meta, "model.npz")) == EvaluationState()
+    saved = state(best_bleu=3.5, evals_since_best=2, lr_scale=0.25, kept=("step-0000002.npz",))
+    assert EvaluationState.of(saved) == EvaluationState(3.5, 2, 0.25, ("step-0000002.npz",))
+
+
+def test_each_evaluation_says_what_to_do_improve_cut_or_stop():
+    config = TrainConfig(patience=5, plateau_cut=0.5, plateau_patience=2, lr_floor=1e-4)
+    evaluations, verdicts = EvaluationState(), []
+    for bleu in (3.0, 2.0, 2.0, 4.0, 1.0, 1.0, 1.0, 1.0, 1.0):
+        verdicts.append(evaluations.judge(bleu, config, scheduled=1e-3))
+    improved, cut, stop = (
+        Verdict(True, False, False),
+        Verdict(False, False, True),
+        Verdict(False, True, False),
+    )
+    nothing = Verdict(False, False, False)
+    assert verdicts == [improved, nothing, cut, improved, nothing, cut, nothing, cut, stop]
+    assert (evaluations.best_bleu, evaluations.evals_since_best, evaluations.lr_scale) == (4.0, 5, 0.125)
+    # at the floor already: no cut, and the scaled rate never goes below the floor the schedule is above
+    at_floor = EvaluationState(best_bleu=4.0, evals_since_best=1, lr_scale=0.1)
+    assert at_floor.judge(1.0, config, scheduled=1e-3) == nothing and at_floor.lr_scale == 0.1
+    assert at_floor.learning_rate(1e-3, floor=1e-4) == 1e-4
+    assert at_floor.learning_rate(5e-5, floor=1e-4) == 5e-5  # the schedule's own, below the floor
+    assert EvaluationState(lr_scale=0.5).learning_rate(1e-3, floor=1e-4) == 5e-4
+    never = TrainConfig(patience=0)  # no patience, no plateau cut: every evaluation only records
+    assert EvaluationState(best_bleu=1.0, evals_since_best=99).judge(0.0, never, scheduled=1.0) == nothing
+
+
+def test_the_average_is_of_the_second_halfs_kept_checkpoints_on_disk_and_may_become_the_best(tmp_path):
+    kept = ("step-0000004.npz", "step-0000006.npz", "step-0000008.npz", "step-0000010.npz")
+    for name in kept[:-1]:
+        (tmp_path / name).write_bytes(b"")
+    evaluations = EvaluationState(best_bleu=5.0, kept=kept)
+    # step 4 is the run's first half (of 10 steps); step 10's file was removed by hand
+    assert evaluations.to_average(10, 3, tmp_path) == {"step-0000006.npz": 6, "step-0000008.npz": 8}
+    assert evaluations.to_average(10, 1, tmp_path) == {"step-0000008.npz": 8}
+    assert not evaluations.judge_average(5.0) and evaluations.best_bleu == 5.0
+    assert evaluations.judge_average(5.5) and evaluations.best_bleu == 5.5
 
 
 def test_the_run_directory_rotates_the_checkpoints_it_wrote_and_returns_what_it_kept(tmp_path):

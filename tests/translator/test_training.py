@@ -452,13 +452,13 @@ def test_the_learning_rate_is_cut_on_a_plateau_never_below_its_floor_and_resumed
         "for 4 evaluations: the learning rate is cut to 0.125 times the schedule's, 2.00e-04 now (its floor)"
         in said
     )
-    assert said.count("is cut to") == 3 and straight.lr_scale == 0.125
+    assert said.count("is cut to") == 3 and straight.evaluations.lr_scale == 0.125
     # the multiplier is the run's state: 10 steps, then --resume to 20, is the same run
     scripted_bleus(monkeypatch, PLATEAU_BLEUS)
     Trainer.create(TrainConfig(**PLATEAU, steps=10), TINY_MODEL).fit(tmp_path / "resumed", progress=False)
     assert load_checkpoint(tmp_path / "resumed")[1]["lr_scale"] == 0.5
     resumed = Trainer.resume(tmp_path / "resumed", steps=20)
-    assert resumed.lr_scale == 0.5 and resumed.evals_since_best == 1
+    assert resumed.evaluations.lr_scale == 0.5 and resumed.evaluations.evals_since_best == 1
     later = resumed.fit(tmp_path / "resumed", progress=False)
     assert [r["lr"] for r in later if "lr" in r] == pytest.approx(PLATEAU_LRS[10:], rel=1e-12)
     for name, value in load_checkpoint(tmp_path / "straight")[0].items():
@@ -471,7 +471,7 @@ def test_the_plateau_cut_is_a_multiplier_of_each_schedule_and_off_by_default():
     assert [trainer.learning_rate(step) for step in (1, 50, 100)] == [
         trainer.schedule(step) for step in (1, 50, 100)
     ]
-    trainer.lr_scale = 0.25
+    trainer.evaluations.lr_scale = 0.25
     assert trainer.learning_rate(50) == trainer.schedule(50) * 0.25
     assert trainer.learning_rate(1) == trainer.schedule(1)  # the warm-up below the floor: the schedule's
     assert trainer.learning_rate(70) == 1e-4 < trainer.schedule(70)  # the cut stops at the floor
