@@ -333,7 +333,8 @@ PLATEAU_ON_TWO_RANKS = textwrap.dedent("""
     config = {{**{config}, "eval_every": 2, "average_last": 0, "plateau_cut": 0.5, "plateau_patience": 1}}
     trainer = Trainer.create(TrainConfig(**config, steps=10), {model}, comm=comm)
     trainer.fit(None, progress=False)
-    np.save(sys.argv[1] + f"-{{comm.rank}}.npy", [trainer.evaluations.lr_scale, weights_checksum(trainer.model.parameters())])
+    weights = weights_checksum(trainer.model.parameters())
+    np.save(sys.argv[1] + f"-{{comm.rank}}.npy", [trainer.evaluations.lr_scale, weights])
 """)
 
 
