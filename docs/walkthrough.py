@@ -620,7 +620,7 @@ plt.show()
 # %% [markdown]
 # ## Blocks: where paths meet, gradients add
 #
-# Three facts carry the layers' backwards up to the whole model (`numpy_transformer/blocks.py`
+# Three facts carry the layers' backwards up to the whole model (`numpy_transformer/workbook/blocks.py`
 # writes each block as a functional pair over a plain parameter dict; the workbook asks for them).
 #
 # **Residual.** Pre-norm $y = x + f(\mathrm{norm}(x))$: $x$ reaches $y$ along the skip and along
@@ -636,7 +636,7 @@ plt.show()
 # target embedding $E[\text{ids}] \sqrt{D}$, $\bar E$ is the sum of the two uses' gradients.
 
 # %%
-from numpy_transformer import blocks  # noqa: E402
+from numpy_transformer.workbook import blocks  # noqa: E402
 
 for norm_first in (True, False):
     width = 4

@@ -12,7 +12,7 @@ every function a backend does not tune is the textbook's.
     set_kernels("learner")     # the textbook, with a learner's own functions where they wrote them
 
 The third set is filled by ``set_learner_functions`` (``numpy-transformer learn train`` gives it the
-functions of a learner's workbook, :mod:`numpy_transformer.learn`); empty, it is the textbook.
+functions of a learner's workbook, :mod:`numpy_transformer.workbook`); empty, it is the textbook.
 
 The environment variable ``NUMPY_TRANSFORMER_KERNELS=reference`` chooses the textbook for a whole
 run without changing its code.

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from learn_mistakes import BLOCKS_ON_THE_TEXTBOOK, HEADER, MISTAKES
 
-from numpy_transformer import blocks, functional, learn
+from numpy_transformer import functional, workbook
 from numpy_transformer.translator.cli import main
+from numpy_transformer.workbook import blocks
 
 
 def cli(*args):
@@ -18,18 +19,18 @@ def cli(*args):
 
 
 def test_the_textbook_passes_every_exercise(capsys):
-    verdicts = learn.check(functional.__file__)
-    assert [v.name for v in verdicts] == [e.backward for e in learn.EXERCISES]
-    assert all(v.status == "done" for v in verdicts), learn.format_verdicts(verdicts)
+    verdicts = workbook.check(functional.__file__)
+    assert [v.name for v in verdicts] == [e.backward for e in workbook.EXERCISES]
+    assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
     assert all(g.status == "exact" for v in verdicts for g in v.gradients)
     assert main(["learn", "check", functional.__file__]) == 0
-    assert f"{len(learn.EXERCISES)} done" in capsys.readouterr().out
+    assert f"{len(workbook.EXERCISES)} done" in capsys.readouterr().out
 
 
 def test_a_copy_of_the_textbook_loaded_from_its_path_passes(tmp_path):
     source = Path(functional.__file__).read_text().replace("from .backend", "from numpy_transformer.backend")
     (tmp_path / "copy.py").write_text(source)
-    report, code = learn.run_check(tmp_path / "copy.py", ["layer_norm_backward", "attention_backward"])
+    report, code = workbook.run_check(tmp_path / "copy.py", ["layer_norm_backward", "attention_backward"])
     assert code == 0, report
     assert report.count("✔ exact") == 6
 
@@ -40,22 +41,22 @@ def test_an_untouched_workbook_is_all_to_do_and_fails_without_a_traceback(tmp_pa
     done = cli("learn", "check", str(tmp_path / "my_backprop.py"))
     assert done.returncode == 1
     assert "Traceback" not in done.stdout + done.stderr
-    assert done.stdout.count("to do: raises NotImplementedError") == len(learn.EXERCISES)
-    assert f"{len(learn.EXERCISES)} to do" in done.stdout
+    assert done.stdout.count("to do: raises NotImplementedError") == len(workbook.EXERCISES)
+    assert f"{len(workbook.EXERCISES)} to do" in done.stdout
 
 
 def test_the_workbook_has_one_stub_per_exercise_and_the_guide_its_order(tmp_path):
-    learn.start(tmp_path)
+    workbook.start(tmp_path)
     source = (tmp_path / "my_backprop.py").read_text()
     guide = (tmp_path / "README.md").read_text()
-    for number, exercise in enumerate(learn.EXERCISES, 1):
+    for number, exercise in enumerate(workbook.EXERCISES, 1):
         assert f"def {exercise.backward}(" in source
         assert f"{number}. `{exercise.backward}`" in guide
-    assert source.count("\n    raise NotImplementedError\n") == len(learn.EXERCISES)
+    assert source.count("\n    raise NotImplementedError\n") == len(workbook.EXERCISES)
 
 
 def test_start_never_overwrites_a_workbook_unless_asked(tmp_path):
-    learn.start(tmp_path)
+    workbook.start(tmp_path)
     work = tmp_path / "my_backprop.py"
     work.write_text("# my work\n")
     refused = cli("learn", "start", str(tmp_path))
@@ -73,16 +74,16 @@ def test_start_never_overwrites_a_workbook_unless_asked(tmp_path):
 def test_each_catalogued_mistake_is_caught_and_named(tmp_path, mistake):
     path = tmp_path / "my_backprop.py"
     path.write_text(HEADER + mistake.source)
-    report, code = learn.run_check(path, [mistake.function])
+    report, code = workbook.run_check(path, [mistake.function])
     assert code == 1
     assert report.startswith(f"✖ {mistake.function}"), report
-    (verdict,) = learn.check(path, [mistake.function])
+    (verdict,) = workbook.check(path, [mistake.function])
     assert verdict.status == "wrong"
     found = [g.mistake for g in verdict.gradients if g.status == "wrong"]
     found += [verdict.localised.mistake] if verdict.localised else []
     if mistake.expected is not None:
         assert mistake.expected in found, report
-        assert learn.SENTENCES[mistake.expected].split(":")[0].split("{")[0] in report
+        assert workbook.SENTENCES[mistake.expected].split(":")[0].split("{")[0] in report
 
 
 SYMPTOMS = {"factor", "zero"}  # what the gradient looks like, not why
@@ -96,12 +97,12 @@ def test_a_cause_is_named_for_every_block_and_whole_model_mistake(tmp_path):
     assert len(BLOCK_MISTAKES) >= 43 and len(WHOLE_MISTAKES) >= 12
     named = {"block": 0, "whole": 0}
     total = {"block": 0, "whole": 0}
-    for i, mistake in enumerate(m for m in MISTAKES if learn.BY_NAME[m.function].params):
+    for i, mistake in enumerate(m for m in MISTAKES if workbook.BY_NAME[m.function].params):
         level = "whole" if mistake.function == "encoder_decoder_backward" else "block"
         path = tmp_path / f"m{i}.py"
         path.write_text(HEADER + mistake.source)
-        (verdict,) = learn.check(path, [mistake.function])
-        assert verdict.status == "wrong", learn.format_verdicts([verdict])
+        (verdict,) = workbook.check(path, [mistake.function])
+        assert verdict.status == "wrong", workbook.format_verdicts([verdict])
         keys = {g.mistake for g in verdict.gradients if g.status == "wrong"}
         keys |= {verdict.localised.mistake} if verdict.localised else set()
         total[level] += 1
@@ -144,7 +145,7 @@ def test_the_catalogue_is_large_and_covers_every_named_pattern():
         "wrong_cache",
     }
     assert promised <= {m.expected for m in MISTAKES}
-    assert {e.backward for e in learn.EXERCISES} <= {m.function for m in MISTAKES}  # every exercise
+    assert {e.backward for e in workbook.EXERCISES} <= {m.function for m in MISTAKES}  # every exercise
 
 
 def test_a_wrong_function_called_by_another_is_named_as_the_one_to_fix(tmp_path):
@@ -167,7 +168,7 @@ def multi_head_attention_backward(dout, cache):
     return dx_q, dx_k + dx_v, xp.concatenate([dw_q, dw_k, dw_v]), dw_o
 """
     )
-    report, code = learn.run_check(path)
+    report, code = workbook.run_check(path)
     assert code == 1
     assert "it calls your attention_backward, which is wrong: fix that first" in report
     assert "from the textbook" in report  # what the file does not define is not graded
@@ -191,12 +192,12 @@ def multi_head_attention_backward(dout, cache):
     return multi_head_backward_helper(dout, cache)
 """
     )
-    verdicts = {v.name: v for v in learn.check(path)}
+    verdicts = {v.name: v for v in workbook.check(path)}
     assert verdicts["relu_backward"].status == "done"
     assert verdicts["attention_backward"].status == "to do"
     assert verdicts["multi_head_attention_backward"].status == "to do"
     assert "waits on attention_backward" in verdicts["multi_head_attention_backward"].message
-    assert learn.run_check(path, ["relu_backward"])[1] == 0
+    assert workbook.run_check(path, ["relu_backward"])[1] == 0
 
 
 def test_the_learners_exceptions_are_theirs_with_file_and_line(tmp_path):
@@ -235,7 +236,7 @@ def linear_backward(dout, cache):
 def layer_norm_backward(dout, cache):
     return None, None, None
 """)
-    verdicts = {v.name: v for v in learn.check(path, ["linear_backward", "layer_norm_backward"])}
+    verdicts = {v.name: v for v in workbook.check(path, ["linear_backward", "layer_norm_backward"])}
     assert verdicts["linear_backward"].status == "error"
     assert (
         "returned one ndarray, expected the 3 values (dx, dweight, dbias)"
@@ -308,7 +309,7 @@ def test_learn_train_runs_the_learners_functions_and_restores_the_kernels(tmp_pa
     calls = []
     path = tmp_path / "mine.py"
     path.write_text("def relu_backward(dout, cache):\n    return dout * cache\n")
-    real = learn.guarded
+    real = workbook.training.guarded
 
     def counting(table, file, ran=None):
         guarded = real(table, file, ran)
@@ -316,7 +317,7 @@ def test_learn_train_runs_the_learners_functions_and_restores_the_kernels(tmp_pa
         guarded["relu_backward"] = lambda *a: calls.append(1) or inner(*a)
         return guarded
 
-    monkeypatch.setattr(learn, "guarded", counting)
+    monkeypatch.setattr(workbook.training, "guarded", counting)
     before = kernels.get_kernels()
     args = [
         "--task",
@@ -363,7 +364,7 @@ def softmax_backward(dout, cache):
 """
     )
     verdicts = {
-        v.name: v for v in learn.check(path, ["relu_backward", "layer_norm_backward", "softmax_backward"])
+        v.name: v for v in workbook.check(path, ["relu_backward", "layer_norm_backward", "softmax_backward"])
     }
     assert verdicts["relu_backward"].status == "error"
     assert "relu_backward changed dout in place" in verdicts["relu_backward"].message
@@ -397,10 +398,10 @@ def attention_backward(dout, cache):
 def test_a_backward_writing_into_its_cache_is_named_and_its_callers_failure_points_at_it(tmp_path):
     path = tmp_path / "mine.py"
     path.write_text(HEADER + SOFTMAX_INTO_ITS_CACHE + ATTENTION_CALLING_IT)
-    (softmax,) = learn.check(path, ["softmax_backward"])
+    (softmax,) = workbook.check(path, ["softmax_backward"])
     assert softmax.status == "error"
     assert "softmax_backward changed its cache in place, at cache (" in softmax.message
-    (attention,) = learn.check(path, ["attention_backward"])  # checked alone: softmax not asked for
+    (attention,) = workbook.check(path, ["attention_backward"])  # checked alone: softmax not asked for
     assert attention.status == "error"
     assert "attention_backward changed its cache in place, at cache.probs" in attention.message
     assert "your softmax_backward, which it calls, wrote into the cache it was handed" in attention.message
@@ -408,7 +409,7 @@ def test_a_backward_writing_into_its_cache_is_named_and_its_callers_failure_poin
     path.write_text(
         HEADER + SOFTMAX_INTO_ITS_CACHE.replace("y *= ", "y = y * (").replace("True)  #", "True))  #")
     )
-    assert [v.status for v in learn.check(path, ["softmax_backward"])] == ["done"]
+    assert [v.status for v in workbook.check(path, ["softmax_backward"])] == ["done"]
 
 
 def test_a_block_checked_alone_names_the_wrong_layer_of_theirs_it_calls_through_a_helper(tmp_path):
@@ -436,7 +437,7 @@ def residual_backward(dout, cache):
     return dx, {"gamma": dg, "beta": dbeta, "weight": dw, "bias": db}
 """
     )
-    report, code = learn.run_check(path, ["residual_backward"])
+    report, code = workbook.run_check(path, ["residual_backward"])
     assert code == 1 and report.startswith("✖ residual_backward")
     assert "it calls your layer_norm_backward, which is wrong: fix that first" in report
     assert "✖ layer_norm_backward" not in report  # graded to follow the call, reported where asked
@@ -521,7 +522,7 @@ def test_a_base_exception_of_theirs_is_reported_per_function(tmp_path):
         "def relu_backward(dout, cache):\n    raise Mine('no')\n\n" + "def softmax_backward(dout, cache):\n"
         "    y = cache\n    return y * (dout - (dout * y).sum(axis=-1, keepdims=True))\n"
     )
-    verdicts = {v.name: v for v in learn.check(path, ["relu_backward", "softmax_backward"])}
+    verdicts = {v.name: v for v in workbook.check(path, ["relu_backward", "softmax_backward"])}
     assert verdicts["relu_backward"].status == "error" and "Mine: no" in verdicts["relu_backward"].message
     assert verdicts["softmax_backward"].status == "done"
 
@@ -532,10 +533,10 @@ def test_a_backward_that_never_returns_is_stopped_and_said(tmp_path):
         "def relu_backward(dout, cache):\n    while True:\n        try:\n            pass\n"
         "        except Exception:\n            pass\n"
     )
-    (verdict,) = learn.check(path, ["relu_backward"], time_limit=1.0)
+    (verdict,) = workbook.check(path, ["relu_backward"], time_limit=1.0)
     assert verdict.status == "error" and "did not return within 1 seconds" in verdict.message
     path.with_name("ok.py").write_text(RELU)
-    (other,) = learn.check(path.with_name("ok.py"), ["relu_backward"])
+    (other,) = workbook.check(path.with_name("ok.py"), ["relu_backward"])
     assert other.status == "done"  # the timer is off again
 
 
@@ -560,25 +561,25 @@ def positional_encoding_backward(dout, cache):
 """)
     names = ["relu_backward", "linear_backward", "layer_norm_backward", "softmax_backward",
              "positional_encoding_backward"]  # fmt: skip
-    verdicts = {v.name: v for v in learn.check(path, names)}
+    verdicts = {v.name: v for v in workbook.check(path, names)}
     assert verdicts["relu_backward"].status == "wrong"
     assert "complex" in verdicts["relu_backward"].gradients[0].detail
     assert "returned a list, expected the tuple (dx, dweight, dbias)" in verdicts["linear_backward"].message
     assert "returned a generator" in verdicts["layer_norm_backward"].message
     assert "returned None (is its `return` missing?)" in verdicts["softmax_backward"].message
     assert "returned a list of 1, expected dx, an array" in verdicts["positional_encoding_backward"].message
-    assert "sum over rows" not in learn.format_verdicts(list(verdicts.values()))
+    assert "sum over rows" not in workbook.format_verdicts(list(verdicts.values()))
 
 
-def test_a_wrong_signature_names_their_function_not_learn_py(tmp_path):
+def test_a_wrong_signature_names_their_function_not_the_workbooks_code(tmp_path):
     path = tmp_path / "mine.py"
     path.write_text("def relu_backward(dout):\n    return dout\n")
-    (verdict,) = learn.check(path, ["relu_backward"])
+    (verdict,) = workbook.check(path, ["relu_backward"])
     assert verdict.status == "error"
     assert (
         "relu_backward cannot be called as the model calls it, relu_backward(dout, cache)" in verdict.message
     )
-    assert "learn.py" not in verdict.message
+    assert "workbook" not in verdict.message and "grading.py" not in verdict.message
 
 
 def test_a_nan_warning_names_their_function_and_line(tmp_path):
@@ -586,7 +587,7 @@ def test_a_nan_warning_names_their_function_and_line(tmp_path):
     path.write_text(
         "import numpy\n\ndef relu_backward(dout, cache):\n    return dout * cache / numpy.zeros(())\n"
     )
-    (verdict,) = learn.check(path, ["relu_backward"])
+    (verdict,) = workbook.check(path, ["relu_backward"])
     assert verdict.status == "error"
     assert "RuntimeWarning" in verdict.message and "mine.py:4 in relu_backward" in verdict.message
 
@@ -597,7 +598,7 @@ def test_their_file_imports_a_sibling_module_from_any_folder(tmp_path, monkeypat
         "from helpers import mask_of\n\ndef relu_backward(dout, cache):\n    return dout * mask_of(cache)\n"
     )
     monkeypatch.chdir("/")
-    (verdict,) = learn.check(tmp_path / "mine.py", ["relu_backward"])
+    (verdict,) = workbook.check(tmp_path / "mine.py", ["relu_backward"])
     assert verdict.status == "done"
     assert str(tmp_path) not in sys.path  # put there for the import only
 
@@ -623,7 +624,7 @@ def softmax_forward(x):
 def softmax_backward(dout, cache):
     return dout
 """)
-    verdicts = {v.name: v for v in learn.check(path, ["relu_backward", "softmax_backward"])}
+    verdicts = {v.name: v for v in workbook.check(path, ["relu_backward", "softmax_backward"])}
     assert verdicts["relu_backward"].status == "error"
     assert "your relu_forward differs from the textbook's on case" in verdicts["relu_backward"].message
     assert "keeps a cache of type NoneType" in verdicts["softmax_backward"].message
@@ -644,7 +645,7 @@ def embedding_backward(dout, cache):
         xp.add.at(dtable, ids.reshape(-1), dout.reshape(-1, shape[1]) * scale)
     return dtable
 """)
-    (verdict,) = learn.check(path, ["embedding_backward"])
+    (verdict,) = workbook.check(path, ["embedding_backward"])
     assert verdict.status == "wrong"
     assert verdict.gradients[0].mistake == "repeated_ids"
 
@@ -657,16 +658,16 @@ def linear_backward(dout, cache):
     rows, xr = dout.reshape(-1, dout.shape[-1]), x.reshape(-1, x.shape[-1])
     return dout @ weight, rows.T @ xr, (dout.sum(axis=(0, 1)) if has_bias else None)
 """)
-    (verdict,) = learn.check(path, ["linear_backward"])
+    (verdict,) = workbook.check(path, ["linear_backward"])
     assert verdict.status == "wrong"
     assert any("(2, 2, 3, 4)" in g.case for g in verdict.gradients if g.status == "wrong")
 
 
 def test_a_misspelled_name_gets_did_you_mean_and_names_are_optional():
     with pytest.raises(ValueError, match="did you mean layer_norm_backward"):
-        learn.check(functional.__file__, ["layer_norm_backwrd"])
+        workbook.check(functional.__file__, ["layer_norm_backwrd"])
     with pytest.raises(ValueError, match="did you mean relu_backward"):
-        learn.check(functional.__file__, ["relu"])
+        workbook.check(functional.__file__, ["relu"])
     usage = cli("learn", "check", "--help").stdout
     assert "FILE [NAME ...]" in usage
 
@@ -674,13 +675,13 @@ def test_a_misspelled_name_gets_did_you_mean_and_names_are_optional():
 def test_the_workbook_shows_each_forward_and_the_real_cache_layouts(tmp_path):
     import re
 
-    learn.start(tmp_path)
+    workbook.start(tmp_path)
     source = (tmp_path / "my_backprop.py").read_text()
     assert "functional.py: the backwards, the answers, are there" in source
-    for exercise in learn.EXERCISES:
+    for exercise in workbook.EXERCISES:
         assert f"#   def {exercise.forward}(" in source
         assert f"def {exercise.backward}(" not in source.split(f"def {exercise.backward}(")[0]
-    docs = "\n".join(e.doc for e in learn.EXERCISES)
+    docs = "\n".join(e.doc for e in workbook.EXERCISES)
     mentions = []
     for match in re.finditer(r"(\w+Cache)\(", docs):  # the fields inside its balanced parentheses
         depth, end = 1, match.end()
@@ -706,16 +707,16 @@ def test_the_workbook_shows_each_forward_and_the_real_cache_layouts(tmp_path):
 
 
 def test_hints_go_one_step_further_each_time_and_keep_their_state_beside_the_file(tmp_path):
-    learn.start(tmp_path)
+    workbook.start(tmp_path)
     path = tmp_path / "my_backprop.py"
     first = cli("learn", "hint", str(path), "softmax_backward")
     assert first.returncode == 0 and "hint 1 of 3" in first.stdout and "sum(" not in first.stdout
     assert "hint 2 of 3" in cli("learn", "hint", str(path), "softmax_backward").stdout
-    assert "dx = y * (dout - sum" in learn.next_hint(path, "softmax_backward")
-    assert "no more hints" in learn.next_hint(path, "softmax_backward")
-    assert "hint 1 of" in learn.next_hint(path, "relu_backward")
+    assert "dx = y * (dout - sum" in workbook.next_hint(path, "softmax_backward")
+    assert "no more hints" in workbook.next_hint(path, "softmax_backward")
+    assert "hint 1 of" in workbook.next_hint(path, "relu_backward")
     assert (tmp_path / ".my_backprop.py.hints.json").is_file()
-    assert set(learn.HINTS) == set(learn.BY_NAME)
+    assert all(exercise.hints for exercise in workbook.EXERCISES)
     refused = cli("learn", "hint", str(path), "softmax")
     assert refused.returncode == 2 and "did you mean softmax_backward" in refused.stderr
 
@@ -727,10 +728,10 @@ def test_cmp_compares_an_intermediate_with_the_textbooks(capsys, tmp_path):
     q, k, v = (rng.standard_normal((1, 2, 3, 4)) for _ in range(3))
     out, cache = functional.attention_forward(q, k, v, None)
     dout = rng.standard_normal(out.shape)
-    reference = learn.textbook(cache, dout)
-    assert learn.cmp("dv", cache.dropped.swapaxes(-1, -2) @ dout, reference["dv"])
-    assert learn.cmp("dscores", reference["dscores"] * (1 + 1e-12), reference["dscores"])
-    assert not learn.cmp("dprobs", dout, reference["dprobs"])
+    reference = workbook.textbook(cache, dout)
+    assert workbook.cmp("dv", cache.dropped.swapaxes(-1, -2) @ dout, reference["dv"])
+    assert workbook.cmp("dscores", reference["dscores"] * (1 + 1e-12), reference["dscores"])
+    assert not workbook.cmp("dprobs", dout, reference["dprobs"])
     lines = capsys.readouterr().out.splitlines()
     assert "exact" in lines[0] and "approximately equal" in lines[1] and "wrong" in lines[2]
 
@@ -793,8 +794,8 @@ def test_a_solved_workbook_passes_every_exercise_whole_model_included(tmp_path, 
     path = tmp_path / "my_backprop.py"
     path.write_text(solved_workbook())
     assert "\n    raise NotImplementedError\n" not in path.read_text()
-    verdicts = learn.check(path)
-    assert all(v.status == "done" for v in verdicts), learn.format_verdicts(verdicts)
+    verdicts = workbook.check(path)
+    assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
     assert [v.name for v in verdicts][-1] == "encoder_decoder_backward"
 
 
@@ -802,10 +803,10 @@ def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_pat
     from learn_mistakes import solved_workbook
 
     path = tmp_path / "my_backprop.py"
-    learn.start(tmp_path)
-    fresh = {rung.name: rung for rung in learn.status(path)}
+    workbook.start(tmp_path)
+    fresh = {rung.name: rung for rung in workbook.status(path)}
     assert {name for name, rung in fresh.items() if rung.state == "ready"} == {
-        e.backward for e in learn.EXERCISES if not learn.prerequisites(e.backward)
+        e.backward for e in workbook.EXERCISES if not workbook.progress.prerequisites(e.backward)
     }
     assert fresh["feed_forward_backward"].behind == ("relu_backward", "linear_backward")
     assert fresh["multi_head_attention_backward"].behind == ("linear_backward", "attention_backward")
@@ -815,7 +816,7 @@ def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_pat
         stub, "def _layer_norm_stub(dout, cache):"
     )
     path.write_text(text + HEADER + wrong_norm)
-    rungs = {rung.name: rung for rung in learn.status(path)}
+    rungs = {rung.name: rung for rung in workbook.status(path)}
     assert rungs["relu_backward"].state == rungs["linear_backward"].state == "done"
     assert rungs["feed_forward_backward"].state == "ready"
     assert rungs["residual_backward"].state == "locked"
@@ -839,19 +840,19 @@ def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(t
     assert done.returncode == 0, done.stderr
     notebook = tmp_path / "my_backprop.ipynb"
     cells = nbformat.read(notebook, as_version=4).cells
-    assert len(cells) == len(learn.EXERCISES) + 1
+    assert len(cells) == len(workbook.EXERCISES) + 1
     untouched = cli("learn", "check", str(notebook))
     assert untouched.returncode == 1 and "Traceback" not in untouched.stderr
-    assert untouched.stdout.count("to do: raises NotImplementedError") == len(learn.EXERCISES)
+    assert untouched.stdout.count("to do: raises NotImplementedError") == len(workbook.EXERCISES)
     assert "my_backprop.ipynb" in (tmp_path / "README.md").read_text()
     solved = jupytext.reads(solved_workbook(), fmt="py:percent")
     nbclient.NotebookClient(solved, timeout=120, kernel_name="python3").execute()  # it runs as a notebook
     nbformat.write(solved, tmp_path / "solved.ipynb")
-    verdicts = learn.check(tmp_path / "solved.ipynb")
-    assert all(v.status == "done" for v in verdicts), learn.format_verdicts(verdicts)
+    verdicts = workbook.check(tmp_path / "solved.ipynb")
+    assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
     broken = tmp_path / "broken.ipynb"
     broken.write_text(notebook.read_text().replace('"    raise NotImplementedError', '"    return 1 / 0', 1))
-    (relu,) = learn.check(broken, ["positional_encoding_backward"])
+    (relu,) = workbook.check(broken, ["positional_encoding_backward"])
     assert relu.status == "error" and "ZeroDivisionError" in relu.message
     cell = next(i for i, c in enumerate(cells, 1) if "def positional_encoding_backward" in c.source)
     line = cells[cell - 1].source.splitlines().index("    raise NotImplementedError") + 1
@@ -861,7 +862,7 @@ def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(t
 def test_the_notebook_names_itself_and_its_scratch_cells_never_run(tmp_path):
     import nbformat
 
-    (notebook, _) = learn.start(tmp_path, notebook=True)
+    (notebook, _) = workbook.start(tmp_path, notebook=True)
     cells = nbformat.read(notebook, as_version=4).cells
     assert "learn check my_backprop.ipynb relu_backward" in cells[0].source
     assert "my_backprop.py" not in cells[0].source and "# scratch" in cells[0].source
@@ -871,22 +872,22 @@ def test_the_notebook_names_itself_and_its_scratch_cells_never_run(tmp_path):
         nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
         cells.pop(1)
         if loads:
-            assert [v.status for v in learn.check(path, ["relu_backward"])] == ["to do"]
+            assert [v.status for v in workbook.check(path, ["relu_backward"])] == ["to do"]
         else:
-            with pytest.raises(learn.LearnerCodeError, match="ZeroDivisionError: tried"):
-                learn.check(path, ["relu_backward"])
+            with pytest.raises(workbook.LearnerCodeError, match="ZeroDivisionError: tried"):
+                workbook.check(path, ["relu_backward"])
 
 
 def test_the_docstrings_give_the_contract_and_the_first_hint_the_insight():
-    for exercise in learn.EXERCISES:
+    for exercise in workbook.EXERCISES:
         assert "Hint" not in exercise.doc and "Returns" in exercise.doc, exercise.backward
-    first = {name: hints[0] for name, hints in learn.HINTS.items()}
+    first = {exercise.backward: exercise.hints[0] for exercise in workbook.EXERCISES}
     assert "masked entirely" in first["attention_backward"]
     assert "your linear_backward" in first["multi_head_attention_backward"]
     assert "more than once" in first["encoder_decoder_backward"]
     assert "memory" in first["decoder_block_backward"]
-    workbook = learn.workbook_text()
-    assert "tgt_table is used twice" not in workbook and "feeds every decoder layer" not in workbook
+    text = workbook.writing.workbook_text()
+    assert "tgt_table is used twice" not in text and "feeds every decoder layer" not in text
 
 
 def test_a_nan_warning_during_learn_train_names_their_function(tmp_path):
@@ -905,7 +906,7 @@ def test_a_nan_warning_during_learn_train_names_their_function(tmp_path):
 def test_textbook_intermediates_cover_the_blocks_and_name_what_there_is():
     import numpy
 
-    from numpy_transformer import blocks
+    from numpy_transformer.workbook import blocks
 
     rng = numpy.random.default_rng(0)
     x = rng.standard_normal((2, 3, 4))
@@ -913,23 +914,23 @@ def test_textbook_intermediates_cover_the_blocks_and_name_what_there_is():
     params |= {"weight": rng.standard_normal((4, 4)), "bias": rng.standard_normal(4)}
     out, cache = blocks.residual_forward(x, params)
     dout = rng.standard_normal(out.shape)
-    reference = learn.textbook(cache, dout)
+    reference = workbook.textbook(cache, dout)
     dx, dparams = blocks.residual_backward(dout, cache)
     assert sorted(reference) == [
         "dbeta", "dbias", "dgamma", "dnorm", "dsublayer", "dweight", "dx",
         "norm.dbeta", "norm.dgamma", "norm.dx", "sublayer.dbias", "sublayer.dweight", "sublayer.dx",
     ]  # fmt: skip
-    assert learn.cmp(
+    assert workbook.cmp(
         "dnorm", functional.linear_backward(dout, cache.sublayer)[0], reference["dnorm"], quiet=True
     )
-    assert learn.cmp("dx", dx, reference["dx"], quiet=True)
-    assert learn.cmp("dweight", dparams["weight"], reference["dweight"], quiet=True)
+    assert workbook.cmp("dx", dx, reference["dx"], quiet=True)
+    assert workbook.cmp("dweight", dparams["weight"], reference["dweight"], quiet=True)
     with pytest.raises(
         KeyError, match="'dmemory': the textbook's intermediates here are dsublayer, sublayer.dx, "
     ):
         reference["dmemory"]
     with pytest.raises(TypeError, match="no intermediates known for a cache of type tuple: textbook"):
-        learn.textbook((1, 2), dout)
+        workbook.textbook((1, 2), dout)
 
 
 def test_textbook_intermediates_include_the_relu_inside_a_feed_forward_block():
@@ -937,22 +938,22 @@ def test_textbook_intermediates_include_the_relu_inside_a_feed_forward_block():
     params = {"w1": rng.standard_normal((6, 4)), "b1": rng.standard_normal(6)}
     params |= {"w2": rng.standard_normal((4, 6)), "b2": rng.standard_normal(4)}
     out, cache = blocks.feed_forward_forward(rng.standard_normal((2, 3, 4)), params)
-    reference = learn.textbook(cache, rng.standard_normal(out.shape))
-    assert learn.cmp("dactivation", reference["second.dx"], reference["dactivation"], quiet=True)
-    assert learn.cmp(
+    reference = workbook.textbook(cache, rng.standard_normal(out.shape))
+    assert workbook.cmp("dactivation", reference["second.dx"], reference["dactivation"], quiet=True)
+    assert workbook.cmp(
         "activation.dx", reference["dactivation"] * cache.activation, reference["activation.dx"], quiet=True
     )
-    assert learn.cmp("dfirst", reference["activation.dx"], reference["dfirst"], quiet=True)
-    assert not learn.cmp("dfirst", reference["dactivation"], reference["dfirst"], quiet=True)
+    assert workbook.cmp("dfirst", reference["activation.dx"], reference["dfirst"], quiet=True)
+    assert not workbook.cmp("dfirst", reference["dactivation"], reference["dfirst"], quiet=True)
 
 
 def test_an_error_raised_in_a_layer_names_the_block_that_called_it(tmp_path):
     path = tmp_path / "mine.py"
     path.write_text("def inner(x):\n    raise ValueError('shapes')\n\n\ndef outer(x):\n    return inner(x)\n")
-    module = learn.load_learner(path)
+    module = workbook.load_learner(path)
     with pytest.raises(ValueError) as raised:
         module.outer(1)
-    assert learn.describe_error(raised.value, path.resolve()) == (
+    assert workbook.loading.describe_error(raised.value, path.resolve()) == (
         "ValueError: shapes (mine.py:2 in inner, called from mine.py:6 in outer)"
     )
 
@@ -1059,7 +1060,7 @@ def test_blocks_using_patches_blocks_py_and_restores_it_even_on_error():
 
     with (
         pytest.raises(ValueError, match="theirs"),
-        learn.blocks_using({"feed_forward_backward": theirs, "no_such_name": theirs}),
+        workbook.training.blocks_using({"feed_forward_backward": theirs, "no_such_name": theirs}),
     ):
         assert blocks.feed_forward_backward is not original and not hasattr(blocks, "no_such_name")
         patched = blocks.feed_forward_backward
@@ -1102,17 +1103,17 @@ def test_learn_train_resume_continues_its_own_run_with_the_settings_it_was_saved
 
 def test_cmp_calls_equal_arrays_holding_nan_exact_and_a_nan_against_a_number_wrong(capsys):
     with_nan = np.array([1.0, np.nan, 3.0])
-    assert learn.cmp("dx", with_nan.copy(), with_nan)
+    assert workbook.cmp("dx", with_nan.copy(), with_nan)
     assert "exact" in capsys.readouterr().out
-    assert not learn.cmp("dx", np.array([1.0, 2.0, 3.0]), with_nan)
+    assert not workbook.cmp("dx", np.array([1.0, 2.0, 3.0]), with_nan)
     assert "wrong" in capsys.readouterr().out
-    assert learn.cmp("ids", np.array([1, 2]), np.array([1, 2]))  # integers compare as they are
+    assert workbook.cmp("ids", np.array([1, 2]), np.array([1, 2]))  # integers compare as they are
 
 
 def test_a_file_whose_top_level_never_ends_is_stopped_and_said(tmp_path, monkeypatch, capsys):
     path = tmp_path / "mine.py"
     path.write_text(RELU + "while True:\n    pass\n")
-    monkeypatch.setattr(learn, "TIME_LIMIT", 0.5)
+    monkeypatch.setattr(workbook.loading, "TIME_LIMIT", 0.5)
     assert main(["learn", "check", str(path)]) == 1
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "could not be imported: its top-level code was still running after 0.5 seconds (mine.py:" in line

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from numpy_transformer import learn
+from numpy_transformer import workbook
 
 FILE = """
 VALUE = None
@@ -52,7 +52,7 @@ objects = st.recursive(
 def _module(tmp_path_factory):
     path = tmp_path_factory.mktemp("learner") / "mine.py"
     path.write_text(FILE)
-    return path, learn.load_learner(path)
+    return path, workbook.load_learner(path)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -61,14 +61,14 @@ def test_any_returned_object_ends_in_a_verdict_or_one_clear_error(tmp_path_facto
     path, module = _module(tmp_path_factory)
     module.VALUE = value
     started = time.perf_counter()
-    (verdict,) = learn.check(path, [name], module=module, time_limit=20.0)
+    (verdict,) = workbook.check(path, [name], module=module, time_limit=20.0)
     assert time.perf_counter() - started < 20.0
     assert verdict.status in ("done", "wrong", "error")
     if verdict.status == "error":
         assert verdict.message and "\n" not in verdict.message and "Traceback" not in verdict.message
     if verdict.status == "wrong":
         assert all(g.detail for g in verdict.gradients if g.status == "wrong")
-    report = learn.format_verdicts([verdict])
+    report = workbook.format_verdicts([verdict])
     assert report.startswith(("✔", "✖"))
 
 
@@ -77,5 +77,5 @@ def test_any_returned_object_ends_in_a_verdict_or_one_clear_error(tmp_path_facto
 def test_a_complex_gradient_never_passes(tmp_path_factory, shift):
     path, module = _module(tmp_path_factory)
     module.relu_backward = lambda dout, cache: dout * cache + shift
-    (verdict,) = learn.check(path, ["relu_backward"], module=module)
+    (verdict,) = workbook.check(path, ["relu_backward"], module=module)
     assert verdict.status == "wrong"

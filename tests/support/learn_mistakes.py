@@ -1,5 +1,5 @@
 """Plausible wrong backward passes, each as a learner would write it, with the mistake `learn check`
-should name (a key of numpy_transformer.learn.SENTENCES, or None where no sentence is promised)."""
+should name (a key of numpy_transformer.workbook.SENTENCES, or None where no sentence is promised)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from numpy_transformer.functional import (
     positional_encoding_backward,
     sinusoidal_table,
 )
-from numpy_transformer.blocks import (
+from numpy_transformer.workbook.blocks import (
     decoder_block_backward,
     encoder_block_backward,
     feed_forward_backward,
@@ -647,7 +647,7 @@ def decoder_block_backward(dout, cache):
     return dx, 0 * dmemory, grads  # the memory's gradient dropped
 
 
-from numpy_transformer.blocks import decoder_block_backward as decoder_block_backward_textbook
+from numpy_transformer.workbook.blocks import decoder_block_backward as decoder_block_backward_textbook
 """,
     ),
     Mistake(
@@ -679,7 +679,7 @@ def textbook_with(function: str, expected: str | None, *replacements: tuple[str,
     import inspect
     import re
 
-    from numpy_transformer import blocks
+    from numpy_transformer.workbook import blocks
 
     source = inspect.getsource(getattr(blocks, function))
     source = re.sub(r"def (\w+)\((\w+).*?\) -> .*?:\n", r"def \1(\2, cache):\n", source, count=1, flags=re.S)
@@ -938,13 +938,13 @@ def solved_workbook(solved: tuple[str, ...] | None = None) -> str:
     import inspect
     import re
 
-    from numpy_transformer import learn
+    from numpy_transformer import workbook
 
-    text = learn.workbook_text()
-    for exercise in learn.EXERCISES:
+    text = workbook.writing.workbook_text()
+    for exercise in workbook.EXERCISES:
         if solved is not None and exercise.backward not in solved:
             continue
-        source = inspect.getsource(learn.textbook_function(exercise.backward))
+        source = inspect.getsource(workbook.curriculum.textbook_function(exercise.backward))
         stub = re.compile(rf"def {exercise.backward}\(.*?\n    raise NotImplementedError\n", re.S)
         text = stub.sub(lambda _, source=source: source, text, count=1)
     return text + (
@@ -953,8 +953,8 @@ def solved_workbook(solved: tuple[str, ...] | None = None) -> str:
 
 
 # a learner's blocks that call the aids and the package's own blocks (learn check passes them; they train)
-BLOCKS_ON_THE_TEXTBOOK = """from numpy_transformer import blocks
-from numpy_transformer.learn import textbook
+BLOCKS_ON_THE_TEXTBOOK = """from numpy_transformer.workbook import blocks
+from numpy_transformer.workbook import textbook
 
 
 def feed_forward_backward(dout, cache):

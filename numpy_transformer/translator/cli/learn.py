@@ -83,34 +83,34 @@ def add_learn(commands: argparse._SubParsersAction) -> None:
 def run_learn(args: argparse.Namespace) -> int:
     """learn start / check / status / hint / train: refusals are one line and exit 2, the learner's own code failing
     to import is one line (theirs, with their file:line) and exit 1; Ctrl-C ends with 130, no traceback."""
-    from ... import learn
+    from ... import workbook
 
     speak = launched_rank() == 0  # under mpiexec every rank loads the file, rank 0 speaks for them
     say = print if speak else (lambda *a, **k: None)
     try:
         if args.action == "start":
-            written = learn.start(args.directory, overwrite=args.overwrite, notebook=args.notebook)
+            written = workbook.start(args.directory, overwrite=args.overwrite, notebook=args.notebook)
             print(
                 f"wrote {written[0]} and {written[1]}; start with: numpy-transformer learn check {written[0]}"
             )
             return 0
         if args.action == "check":
-            report, code = learn.run_check(args.file, args.names)
+            report, code = workbook.run_check(args.file, args.names)
             print(report)
             return code
         if args.action == "status":
-            print(learn.format_status(learn.status(args.file)))
+            print(workbook.format_status(workbook.status(args.file)))
             return 0
         if args.action == "hint":
-            print(learn.next_hint(args.file, args.name))
+            print(workbook.next_hint(args.file, args.name))
             return 0
         require_evaluation_library()
         block_table: dict[str, Callable] = {}
-        table, verdicts = learn.learner_functions(args.file, block_table)
+        table, verdicts = workbook.learner_functions(args.file, block_table)
     except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
         print(f"numpy-transformer learn {args.action}: error: {refused}", file=sys.stderr)
         return 2
-    except learn.LearnerCodeError as theirs:
+    except workbook.LearnerCodeError as theirs:
         print(f"numpy-transformer learn {args.action}: {theirs}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -118,10 +118,12 @@ def run_learn(args: argparse.Namespace) -> int:
         return 130
     from ...kernels import get_kernels, set_kernels, set_learner_functions
 
-    yours = [v.name for v in verdicts if v.status in ("done", "wrong") and v.name not in learn.BLOCKS]
+    yours = [
+        v.name for v in verdicts if v.status in ("done", "wrong") and v.name not in workbook.curriculum.BLOCKS
+    ]
     wrong = [v.name for v in verdicts if v.status == "wrong"]
-    trained_blocks = [name for name in learn.TRAINED_BLOCKS if name in block_table]
-    checked_only = [name for name in block_table if name not in learn.TRAINED_BLOCKS]
+    trained_blocks = [name for name in workbook.training.TRAINED_BLOCKS if name in block_table]
+    checked_only = [name for name in block_table if name not in workbook.training.TRAINED_BLOCKS]
     say(
         f"your functions: {', '.join(yours)}"
         + (f" ({', '.join(w for w in wrong if w in yours)} wrong)" if set(wrong) & set(yours) else "")
@@ -148,7 +150,7 @@ def run_learn(args: argparse.Namespace) -> int:
         args.out = str(_fresh_learn_out(Path(args.file)))
     ran: set[str] = set()
     previous = get_kernels()
-    set_learner_functions(learn.guarded(table, args.file, ran))
+    set_learner_functions(workbook.training.guarded(table, args.file, ran))
     set_kernels("learner")
     try:
         code = run_train(args)
@@ -214,7 +216,7 @@ def _learn_blocks(
     on the textbook's alone (unless --no-compare), and both teacher-forced dev results on one line."""
     import time
 
-    from ... import learn
+    from ... import workbook
     from ..checkpoint import load_meta, trained_task
 
     meta = load_meta(args.out)
@@ -233,20 +235,20 @@ def _learn_blocks(
         "dev_pairs": task.dev[: train["eval_size"]],
     }
     ran: set[str] = set()
-    theirs = learn.guarded({**table, **block_table}, args.file, ran)
+    theirs = workbook.training.guarded({**table, **block_table}, args.file, ran)
     started = time.perf_counter()
     try:
-        with learn.blocks_using(theirs):
-            yours = learn.train_blocks(task, **settings)
+        with workbook.training.blocks_using(theirs):
+            yours = workbook.train_blocks(task, **settings)
         seconds = time.perf_counter() - started
-        textbook = learn.train_blocks(task, **settings) if args.compare else None
+        textbook = workbook.train_blocks(task, **settings) if args.compare else None
     except KeyboardInterrupt:
         print("numpy-transformer learn train: interrupted", file=sys.stderr)
         return 130
     except RuntimeError as error:  # their code raised (guarded says where)
         print(f"numpy-transformer learn train: blocks.py's encoder-decoder: {error}", file=sys.stderr)
         return 1
-    names = [name for name in learn.TRAINED_BLOCKS if name in ran] or ["nothing"]
+    names = [name for name in workbook.training.TRAINED_BLOCKS if name in ran] or ["nothing"]
     line = (
         f"the whole encoder-decoder of blocks.py on your {', '.join(names)}: dev loss {yours.dev_loss:.2f}, "
         f"token accuracy {yours.accuracy:.2f}"

@@ -2,7 +2,7 @@
 
 The same computations as :mod:`numpy_transformer.layers` (pre-norm by default, ReLU, no dropout),
 written with the textbook's functions of :mod:`numpy_transformer.functional` alone, so that the
-workbook of :mod:`numpy_transformer.learn` can ask for each block's backward as one function:
+workbook of :mod:`numpy_transformer.workbook` can ask for each block's backward as one function:
 ``forward(x, params, ...) -> (out, cache)`` and ``backward(dout, cache) -> (dx, ..., dparams)``,
 ``dparams`` a dict with the keys of ``params``. Each backward is its forward read in reverse.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .backend import Array, get_array_module
-from .functional import (
+from ..backend import Array, get_array_module
+from ..functional import (
     CrossEntropyCache,
     EmbeddingCache,
     LayerNormCache,

@@ -1,0 +1,51 @@
+"""Learn backprop by writing it: a workbook of every backward pass, graded on the spot.
+
+``start(directory)`` writes ``my_backprop.py`` (one exercise per backward of the textbook, its
+forward imported from :mod:`numpy_transformer.functional` or, for the blocks, from
+:mod:`numpy_transformer.workbook.blocks`, its body ``raise NotImplementedError``) and a
+``README.md`` giving the order to work in. ``check(path, names)`` loads the learner's file,
+matches the functions it defines to the textbook's by name and grades each on several drawn cases
+(masked attention rows, repeated token ids, padding targets, dropout on and off, length 1):
+float64 central differences of the learner's forward (see :mod:`numpy_transformer.gradcheck`),
+and the textbook's backward for whether the result is exact and, when it is wrong, which known
+mistake it looks like. ``learner_functions(path)`` gives the functions that ``learn train`` runs
+the model on (the "learner" kernel set of :mod:`numpy_transformer.kernels`).
+
+The learner's file is their code: it is run (that is the point), and whatever it raises is
+caught and shown as theirs, with their file and line, never as a traceback of this package.
+
+The rooms, by job: each exercise is declared once, with its cases, recognised mistakes and hints
+(``layer_exercises``, ``block_exercises``; what an exercise is: ``exercise``; their order:
+``curriculum``); the mistakes' sentences (``mistakes``); writing the workbook (``writing``);
+loading the learner's code (``loading``); grading (``grading``, ``verdicts``, ``recording``,
+``diagnosis``); the ladder (``progress``); the aids (``aids``); training on the learner's blocks
+(``training``); and the blocks' textbook (``blocks``). The workbook imports the model alone.
+"""
+
+from .aids import cmp, next_hint, textbook
+from .curriculum import BY_NAME, EXERCISES
+from .grading import check, format_verdicts, run_check
+from .loading import LearnerCodeError, load_learner
+from .mistakes import SENTENCES
+from .progress import format_status, status
+from .training import learner_functions, train_blocks
+from .writing import start
+
+__all__ = [
+    "BY_NAME",
+    "EXERCISES",
+    "SENTENCES",
+    "LearnerCodeError",
+    "check",
+    "cmp",
+    "format_status",
+    "format_verdicts",
+    "learner_functions",
+    "load_learner",
+    "next_hint",
+    "run_check",
+    "start",
+    "status",
+    "textbook",
+    "train_blocks",
+]

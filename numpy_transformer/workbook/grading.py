@@ -1,0 +1,468 @@
+"""learn check: each of the learner's functions graded on its exercise's drawn cases."""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy
+
+from ..backend import get_array_module, to_numpy
+from ..backward_contract import backward_writes, random_upstream
+from ..gradcheck import gradcheck
+from . import blocks
+from .curriculum import BY_NAME, EXERCISES, textbook_function, unknown_exercise
+from .diagnosis import RESIDUAL_BLOCKS, diagnose, localise, returned_gradients, returned_mistake
+from .exercise import Case, Exercise
+from .loading import TIME_LIMIT, TimedOut, describe_error, learners_function, load_learner, under_time_limit
+from .recording import RecordedCall, explain_writes, recording_calls, textbook_calls
+from .verdicts import EXACT, FunctionVerdict, GradientVerdict, Localised, Raised, ToDo, as_array, close_enough
+
+
+def _signature_problem(function: Callable, args: tuple, kwargs: dict[str, Any]) -> str | None:
+    """Why ``function`` cannot be called as the model calls it, or None."""
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except TypeError as error:
+        return str(error)
+    except ValueError:  # no signature to read (a builtin): let the call say
+        return None
+    return None
+
+
+def _call(function: Callable, path: Path, *args: Any, **kwargs: Any) -> Any:
+    """Run the learner's function; NotImplementedError is "to do", anything else it raises or
+    exits with is theirs (a NaN or overflow warning of NumPy included: it names their line)."""
+    name = getattr(function, "__name__", "the function")
+    problem = _signature_problem(function, args, kwargs)
+    if problem is not None:
+        given = ", ".join([*("dout" if i == 0 else "cache" for i in range(len(args))), *kwargs])
+        raise Raised(f"{name} cannot be called as the model calls it, {name}({given}): {problem}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            return function(*args, **kwargs)
+    except NotImplementedError as error:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve() == path]
+        raise ToDo(frames[-1].name if frames else name) from None
+    except (KeyboardInterrupt, TimedOut):
+        raise
+    except BaseException as error:  # SystemExit, GeneratorExit, a BaseException of theirs: all theirs
+        raise Raised(describe_error(error, path)) from None
+
+
+def _forward_call(forward: Callable, case: Case, inputs: dict[str, Any], path: Path) -> tuple[Any, Any]:
+    from ..backend import make_rng
+
+    extra = {"rng": make_rng(case.seed)} if case.seed is not None else {}
+    result = _call(forward, path, **inputs, **extra)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise Raised(
+            f"{getattr(forward, '__name__', 'the forward')} must return (out, cache), got {type(result).__name__}"
+        )
+    return result
+
+
+def _copy(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: _copy(value)
+        if isinstance(value, dict)
+        else value.copy()
+        if hasattr(value, "copy") and hasattr(value, "shape")
+        else value
+        for name, value in inputs.items()
+    }
+
+
+def _check_output(out: Any, case: Case, name: str) -> None:
+    """The learner's forward returned a number (a loss) or a floating array as its output."""
+    if case.dloss is not None:
+        try:
+            float(out)
+        except (TypeError, ValueError):
+            raise Raised(f"{name} must return the loss as a number, got {type(out).__name__}") from None
+        return
+    dtype = getattr(out, "dtype", None)
+    if dtype is None or not numpy.issubdtype(numpy.dtype(str(dtype)), numpy.floating):
+        raise Raised(f"{name} must return a floating array as its output, got {type(out).__name__}")
+
+
+def _flatten_params(name: str, grads: tuple[Any, ...], keys: list[str]) -> tuple[Any, ...]:
+    """A block's gradients with its dparams dict spread out in the order of ``keys``."""
+    dparams = grads[-1]
+    if not isinstance(dparams, dict):
+        raise Raised(
+            f"{name} must return dparams as a dict with the keys of params, got {type(dparams).__name__}"
+        )
+    missing = [key for key in keys if key not in dparams]
+    extra = [str(key) for key in dparams if key not in keys]
+    if missing or extra:
+        said = (f"lacks {', '.join(missing)}" if missing else "") + (
+            f"{'; ' if missing else ''}has keys params has not: {', '.join(extra)}" if extra else ""
+        )
+        raise Raised(f"{name}'s dparams {said}")
+    return (*grads[:-1], *[dparams[key] for key in keys])
+
+
+def _variable(inputs: dict[str, Any], name: str) -> Any:
+    """inputs[name], or inputs["params"][key] for the name "params.key"."""
+    if name.startswith("params."):
+        return inputs["params"][name.removeprefix("params.")]
+    return inputs[name]
+
+
+def _compare_forward(
+    name: str, out: Any, cache: Any, textbook_out: Any, textbook_cache: Any, case: Case
+) -> None:
+    """A forward of the learner's own must compute the textbook's output, and keep a cache the
+    model around it can read (the textbook's kind: the layers read its fields)."""
+    if case.dloss is not None:
+        yours, right = numpy.asarray(float(out)), numpy.asarray(float(textbook_out))
+    else:
+        yours, right = to_numpy(out), to_numpy(textbook_out)
+    if yours.shape != right.shape:
+        raise Raised(
+            f"your {name} differs from the textbook's on case {case.label}: output shape {yours.shape}, "
+            f"expected {right.shape}"
+        )
+    if not numpy.allclose(yours, right, rtol=1e-6, atol=1e-9, equal_nan=True):
+        difference = numpy.abs(yours.astype(numpy.float64) - right)
+        index = tuple(int(i) for i in numpy.unravel_index(int(numpy.nanargmax(difference)), difference.shape))
+        raise Raised(
+            f"your {name} differs from the textbook's on case {case.label}: at {index} yours "
+            f"{float(yours[index]):.6g}, the textbook's {float(right[index]):.6g} (largest difference "
+            f"{float(numpy.nanmax(difference)):.3g})"
+        )
+    fields = getattr(textbook_cache, "_fields", None)
+    if fields is not None and getattr(cache, "_fields", None) != fields:
+        raise Raised(
+            f"your {name} keeps a cache of type {type(cache).__name__}, the textbook's is a "
+            f"{type(textbook_cache).__name__}({', '.join(fields)}): the model around it reads that cache's "
+            "fields, so return one (import it from numpy_transformer.functional)"
+        )
+    if (
+        textbook_cache is not None
+        and hasattr(textbook_cache, "shape")
+        and getattr(cache, "shape", None) != textbook_cache.shape
+    ):
+        raise Raised(
+            f"your {name} keeps a cache of type {type(cache).__name__}, the textbook's is an array of shape "
+            f"{tuple(textbook_cache.shape)}: keep its layout"
+        )
+
+
+def _run_case(
+    exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int
+) -> tuple[list[GradientVerdict], Localised | None]:
+    """One case of one exercise: each returned gradient's verdict (raises ToDo or Raised), and
+    for a wrong block where its mistake is."""
+    backward = learners_function(module, exercise.backward) or textbook_function(exercise.backward)
+    textbook_forward = textbook_function(exercise.forward)
+    forward = learners_function(module, exercise.forward) or textbook_forward
+    inputs = _copy(case.inputs)
+    out, cache = _forward_call(forward, case, inputs, path)
+    _check_output(out, case, getattr(forward, "__name__", exercise.forward))
+    upstream: Any = case.dloss if case.dloss is not None else random_upstream(out.shape, seed)
+    given = upstream.copy() if hasattr(upstream, "copy") else upstream
+    calls: list[RecordedCall] = []
+    flat = {f"params.{k}": v for k, v in inputs.get("params", {}).items()} | inputs
+    spaces = [vars(module)] + [vars(blocks)] * exercise.params
+    with recording_calls(spaces, calls):
+        returned, writes = backward_writes(lambda d, c: _call(backward, path, d, c), given, cache, flat)
+    written = explain_writes(exercise.backward, writes, calls)
+    if written is not None:
+        raise Raised(written)
+    names = exercise.grads
+    grads = returned_gradients(exercise.backward, returned, names)
+    # the textbook on the same inputs: whether yours is exact, and which mistake it looks like
+    reference = _copy(case.inputs)
+    textbook_out, textbook_cache = _forward_call(textbook_forward, case, reference, path)
+    if forward is not textbook_forward:
+        _compare_forward(
+            getattr(forward, "__name__", exercise.forward), out, cache, textbook_out, textbook_cache, case
+        )
+    expected, right_calls = textbook_calls(exercise.backward, upstream, textbook_cache)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    if exercise.params:  # a block: dparams, a dict, graded key by key
+        keys = list(case.inputs["params"])
+        grads = _flatten_params(exercise.backward, grads, keys)
+        expected = (*expected[:-1], *[expected[-1][key] for key in keys])
+        names = (*names[:-1], *[f"dparams[{key}]" for key in keys])
+    candidates = case.candidates(textbook_cache, upstream) if case.candidates else {}
+
+    verdicts: dict[str, GradientVerdict] = {}
+    checked: dict[str, numpy.ndarray] = {}
+    for label, variable, grad, right in zip(names, case.grads, grads, expected):
+        if variable == "":
+            if grad is not None:
+                verdicts[label] = GradientVerdict(
+                    label,
+                    "wrong",
+                    case=case.label,
+                    detail="expected None (the layer has no bias), got a value",
+                )
+            continue
+        right = to_numpy(right)
+        yours = as_array(grad)
+        if isinstance(grad, complex) or (hasattr(grad, "dtype") and numpy.dtype(str(grad.dtype)).kind == "c"):
+            verdicts[label] = GradientVerdict(
+                label,
+                "wrong",
+                case=case.label,
+                detail=f"returned a complex {type(grad).__name__}: the gradient of a real function is real",
+            )
+        elif yours is None:
+            verdicts[label] = GradientVerdict(
+                label,
+                "wrong",
+                case=case.label,
+                detail=f"returned {type(grad).__name__}, expected an array of shape {tuple(right.shape)}",
+            )
+        elif yours.shape != right.shape:
+            mistake, _ = diagnose(yours, right, case, variable, [])
+            verdicts[label] = GradientVerdict(
+                label,
+                "wrong",
+                case=case.label,
+                mistake=mistake,
+                detail=f"shape {tuple(yours.shape)}, expected {tuple(right.shape)}",
+            )
+        else:
+            checked[variable] = yours
+
+    if checked:
+
+        def loss() -> float:
+            value, _ = _forward_call(forward, case, inputs, path)
+            return (
+                float(value) * upstream
+                if case.dloss is not None
+                else float((to_numpy(value) * to_numpy(upstream)).sum())
+            )
+
+        xp = get_array_module()
+        result = gradcheck(
+            loss,
+            {v: _variable(inputs, v) for v in checked},
+            {v: xp.asarray(g) for v, g in checked.items()},
+            max_entries=case.max_entries,
+            raise_on_failure=False,
+        )
+        scale = max(
+            [1.0] + [float(numpy.abs(to_numpy(r)).max(initial=0.0)) for r in expected if r is not None]
+        )
+        for report in result.reports:
+            variable = report.name
+            label = names[case.grads.index(variable)]
+            yours = checked[variable]
+            right = to_numpy(expected[case.grads.index(variable)])
+            differs = not close_enough(yours, right)  # entries the differences did not sample included
+            if not report.passed or differs:
+                mistake, factor = diagnose(
+                    yours,
+                    right,
+                    case,
+                    variable,
+                    [(to_numpy(c), key) for c, key in candidates.get(variable, [])],
+                )
+                if report.passed:  # wrong where no central difference was taken: against the textbook's
+                    worst = numpy.unravel_index(int(numpy.abs(yours - right).argmax()), right.shape)
+                    where = tuple(int(i) for i in worst)
+                    detail = f"at {where} yours {yours[worst]:.6g}, expected {right[worst]:.6g}"
+                else:
+                    index = report.worst_index
+                    detail = f"at {index if index else '()'} yours {report.analytic:.6g}, expected {report.numeric:.6g}"
+                verdicts[label] = GradientVerdict(
+                    label,
+                    "wrong",
+                    report.max_abs_error,
+                    report.relative_error,
+                    case.label,
+                    detail,
+                    mistake,
+                    factor,
+                )
+            else:
+                exact = float(numpy.abs(yours - right).max(initial=0.0)) <= EXACT * scale
+                verdicts[label] = GradientVerdict(
+                    label,
+                    "exact" if exact else "close",
+                    report.max_abs_error,
+                    report.relative_error,
+                    case.label,
+                )
+    localised = None
+    if exercise.params and any(v.status == "wrong" for v in verdicts.values()):
+        localised = localise(calls, cache, right_calls, textbook_cache, case.dloss) or returned_mistake(
+            names, grads, expected, verdicts, right_calls, isinstance(textbook_cache, RESIDUAL_BLOCKS)
+        )
+    return [verdicts[label] for label in names if label in verdicts], localised
+
+
+def check_function(
+    module: ModuleType, name: str, path: Path, seed: int = 0, time_limit: float | None = TIME_LIMIT
+) -> FunctionVerdict:
+    """Grade the learner's ``name`` (a key of BY_NAME) on every drawn case of it."""
+    exercise = BY_NAME[name]
+    if learners_function(module, name) is None:
+        return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
+    merged: dict[str, GradientVerdict] = {}
+    localised: Localised | None = None
+    rng = numpy.random.default_rng(seed)
+    try:
+        with under_time_limit(time_limit):
+            cases = list(enumerate(BY_NAME[name].cases(rng)))
+            for number, case in cases:
+                graded, where = _run_case(exercise, module, case, path, seed + number)
+                localised = localised or where
+                for verdict in graded:
+                    kept = merged.get(verdict.name)
+                    rank = {"exact": 0, "close": 1, "wrong": 2}
+                    if kept is None or rank[verdict.status] > rank[kept.status]:
+                        merged[verdict.name] = verdict
+                    elif kept.status == verdict.status == "close":
+                        kept.max_abs_error = max(kept.max_abs_error, verdict.max_abs_error)
+                        kept.relative_error = max(kept.relative_error, verdict.relative_error)
+    except ToDo as todo:
+        waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
+        return FunctionVerdict(name, "to do", message=f"raises NotImplementedError{waits}")
+    except Raised as raised:
+        return FunctionVerdict(name, "error", message=raised.line)
+    except TimedOut:
+        return FunctionVerdict(
+            name,
+            "error",
+            message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
+        )
+    gradients = list(merged.values())
+    status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
+    return FunctionVerdict(name, status, gradients, localised=localised)
+
+
+def check(
+    path: str | Path,
+    names: Sequence[str] | None = None,
+    seed: int = 0,
+    module: ModuleType | None = None,
+    time_limit: float | None = TIME_LIMIT,
+) -> list[FunctionVerdict]:
+    """Grade the learner's file: the exercises ``names`` (every exercise when None), in ladder order.
+
+    Raises ValueError for a name that is no exercise, FileNotFoundError, or LearnerCodeError when
+    the file cannot be imported.
+    """
+    for name in names or ():
+        if name not in BY_NAME:
+            raise ValueError(unknown_exercise(name))
+    module = module if module is not None else load_learner(path)
+    file = Path(module.__file__ or path).resolve()
+    wanted = [e.backward for e in EXERCISES if names is None or not names or e.backward in names]
+    verdicts = [check_function(module, name, file, seed, time_limit) for name in wanted]
+    graded = {v.name: v for v in verdicts}
+    for verdict in verdicts:  # a wrong function that calls a wrong one of theirs: say which to fix first
+        if verdict.status not in ("wrong", "error"):
+            continue
+        for callee in _callees(module, verdict.name):  # graded here even when not asked for
+            if callee not in graded:
+                graded[callee] = check_function(module, callee, file, seed, time_limit)
+            if graded[callee].status in ("wrong", "error"):
+                pointer = f"it calls your {callee}, which is wrong: fix that first"
+                if pointer not in verdict.message:
+                    verdict.message = f"{verdict.message}; {pointer}" if verdict.message else pointer
+                break
+    return verdicts
+
+
+def _callees(module: ModuleType, name: str) -> list[str]:
+    """The exercises of the learner's file that their ``name`` calls, directly or through any
+    function of their file (their helpers, their other exercises), in ladder order: the first is
+    the one to fix first."""
+    own = vars(module)
+    code = getattr(learners_function(module, name), "__code__", None)
+    codes = [code] if code is not None else []
+    seen: set[Any] = set()
+    found: set[str] = set()
+    while codes:
+        code = codes.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        codes += [const for const in code.co_consts if isinstance(const, type(code))]  # nested functions
+        for word in code.co_names:
+            value = own.get(word)
+            if word in BY_NAME and word != name and learners_function(module, word) is not None:
+                found.add(word)
+            if inspect.isfunction(value) and value.__globals__ is own:
+                codes.append(value.__code__)
+    return [e.backward for e in EXERCISES if e.backward in found]
+
+
+MAX_WRONG_SHOWN = 6  # a whole model has dozens of parameters: one mistake, not one wall of ✖ lines
+
+
+MARKS = {"done": "✔", "wrong": "✖", "error": "✖", "to do": "·", "textbook": "-"}
+
+
+def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -> str:
+    """The report: a line per function, and under it (``details``, or when wrong) one per gradient."""
+    width = max((len(v.name) for v in verdicts), default=0)
+    lines = []
+    for verdict in verdicts:
+        status = (
+            "from the textbook (not defined in the file)" if verdict.status == "textbook" else verdict.status
+        )
+        head = f"{MARKS[verdict.status]} {verdict.name:<{width}}  {status}"
+        if verdict.status in ("to do", "error") and verdict.message:
+            head += f": {verdict.message}"
+        lines.append(head)
+        if verdict.localised is not None:
+            lines.append(f"    {verdict.localised.explanation()}")
+        if verdict.status == "wrong" or (details and verdict.status == "done"):
+            pad = max(len(g.name) for g in verdict.gradients)
+            said: set[str] = set()  # a mistake explained once per function (a block has many gradients)
+            wrong = [g for g in verdict.gradients if g.status == "wrong"]
+            hidden = wrong[MAX_WRONG_SHOWN:]
+            for grad in verdict.gradients:
+                if grad in hidden:
+                    continue
+                if grad.status == "exact":
+                    lines.append(f"    {grad.name:<{pad}}  ✔ exact")
+                elif grad.status == "close":
+                    lines.append(
+                        f"    {grad.name:<{pad}}  ≈ close (largest abs error {grad.max_abs_error:.1e}, "
+                        f"rel {grad.relative_error:.1e})"
+                    )
+                else:
+                    lines.append(f"    {grad.name:<{pad}}  ✖ wrong, case {grad.case}: {grad.detail}")
+                    explanation = grad.explanation()
+                    if explanation and explanation in said:
+                        lines.append(f"    {'':<{pad}}    (the same mistake as above)")
+                    elif explanation:
+                        said.add(explanation)
+                        lines.append(f"    {'':<{pad}}    {explanation}")
+            if hidden:
+                lines.append(
+                    f"    ... and {len(hidden)} more gradients wrong: {', '.join(g.name for g in hidden)}"
+                )
+            if verdict.status == "wrong" and verdict.message:
+                lines.append(f"    {verdict.message}")
+    counts = {
+        status: sum(v.status == status for v in verdicts) for status in ("done", "wrong", "error", "to do")
+    }
+    summary = ", ".join(f"{count} {status}" for status, count in counts.items() if count)
+    lines.append(summary or "nothing of yours to check: every function is the textbook's")
+    return "\n".join(lines)
+
+
+def run_check(path: str | Path, names: Sequence[str] | None = None) -> tuple[str, int]:
+    """``learn check``: the report and the exit status (0 when every function checked passes)."""
+    verdicts = check(path, names)
+    checked = [v for v in verdicts if names or v.status != "textbook"]
+    return format_verdicts(verdicts, details=bool(names)), 0 if checked and all(
+        v.passed for v in checked
+    ) else 1

@@ -1,0 +1,193 @@
+"""Loading the learner's file (a script or a notebook) and running their code under a time limit:
+what it raises is shown as theirs, with their file and line."""
+
+from __future__ import annotations
+import __future__
+
+import importlib.util
+import re
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .. import functional
+from ..machine import require
+from . import blocks
+from .curriculum import BLOCKS
+
+SCRATCH = "# scratch"  # a notebook cell starting so is never run by check, status or train
+
+
+class LearnerCodeError(Exception):
+    """The learner's own code raised: the message is theirs, with their file and line."""
+
+
+_NOTEBOOK_CELLS: dict[Path, list[int]] = {}  # a loaded notebook's script: the line each cell starts at
+
+
+def _place(path: Path, line: int | None) -> str:
+    """'file:line', or for a notebook 'file, cell N line M' (its cells counted from 1 as shown)."""
+    starts = _NOTEBOOK_CELLS.get(path)
+    if not starts or line is None or line < starts[0]:
+        return f"{path.name}:{line}"
+    cell = max(i for i, start in enumerate(starts) if start <= line)
+    return f"{path.name}, cell {cell + 1} line {line - starts[cell]}"
+
+
+def _their_frames(error: BaseException, path: Path) -> str:
+    """'file:line in function' of the innermost frame of the learner's file in error's traceback,
+    and the outermost one too when they differ ('..., called from file:line in block_backward'):
+    a block's backward that passes the wrong array raises inside the layer it calls."""
+    frames = traceback.extract_tb(error.__traceback__)
+    theirs = [frame for frame in frames if Path(frame.filename).resolve() == path]
+    frame = theirs[-1] if theirs else (frames[-1] if frames else None)
+    if isinstance(error, SyntaxError) and error.filename and Path(error.filename).resolve() == path:
+        return _place(path, error.lineno)
+    if frame is None:
+        return ""
+    where = f"{_place(Path(frame.filename).resolve(), frame.lineno)} in {frame.name}"
+    if len(theirs) > 1 and theirs[0].name != frame.name:
+        where += f", called from {_place(path, theirs[0].lineno)} in {theirs[0].name}"
+    return where
+
+
+def describe_error(error: BaseException, path: Path) -> str:
+    """One line: the exception as the learner would read it, and where in their file it was raised."""
+    where = _their_frames(error, path)
+    said = error.msg if isinstance(error, SyntaxError) else str(error)  # its place is said once, as theirs
+    text = f"{type(error).__name__}: {said}" if said else type(error).__name__
+    return f"{text} ({where})" if where else text
+
+
+def load_learner(path: str | Path) -> ModuleType:
+    """Import the learner's file from its path (their code runs). The textbook's own file is the
+    textbook module itself. Raises FileNotFoundError, or LearnerCodeError when importing it raised."""
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a path to a Python file, got {type(path).__name__}")
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    if file.suffix not in (".py", ".ipynb"):
+        raise ValueError(f"{path}: expected a Python file (.py) or a notebook (.ipynb)")
+    if file == Path(functional.__file__).resolve():
+        return functional
+    name = f"numpy_transformer_learner_{abs(hash(str(file)))}"
+    if file.suffix == ".ipynb":
+        module = ModuleType(name)
+        module.__file__ = str(file)
+        script, flags = _notebook_source(file)
+
+        def run() -> None:  # a syntax error is theirs too, named by cell and line
+            exec(compile(script, str(file), "exec", flags=flags, dont_inherit=True), module.__dict__)
+
+    else:
+        spec = importlib.util.spec_from_file_location(name, file)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"{path}: cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        loader = spec.loader
+
+        def run() -> None:
+            loader.exec_module(module)
+
+    sys.modules[name] = module
+    folder = str(file.parent)  # their file may import a module of its own folder, wherever they run from
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        with under_time_limit(TIME_LIMIT):
+            run()
+    except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
+        sys.modules.pop(name, None)
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        if isinstance(error, TimedOut):
+            raise LearnerCodeError(
+                f"{path} could not be imported: its top-level code was still running after {TIME_LIMIT:g} "
+                f"seconds ({_their_frames(error, file)}); code outside a function runs on every import: "
+                'put it inside a function, or under `if __name__ == "__main__":`'
+            ) from None
+        raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}") from None
+    finally:
+        if added:
+            with suppress(ValueError):
+                sys.path.remove(folder)
+    return module
+
+
+def _notebook_source(file: Path) -> tuple[str, int]:
+    """A notebook's cells as one script (magics commented out, markdown as comments), each cell
+    after a ``# %%`` line; where each starts is kept so that an error names the cell. With it the
+    compiler flags of its ``from __future__`` imports, which are commented out: in Jupyter a cell
+    may hold them wherever it sits (a cell added above the first), in one script only its start."""
+    require(f"{file.name} (a notebook)", "jupytext")
+    import jupytext  # type: ignore[import-untyped]
+
+    try:
+        notebook = jupytext.read(file)
+    except Exception as error:  # not JSON, not a notebook
+        raise LearnerCodeError(f"{file.name} could not be read as a notebook: {error}") from None
+    for cell in notebook.cells:  # scratch cells are the learner's to try things in: never run
+        if cell.cell_type == "code" and cell.source.lstrip().startswith(SCRATCH):
+            cell.source = f"{SCRATCH} (not run)"
+    lines = str(jupytext.writes(notebook, fmt="py:percent")).split("\n")
+    _NOTEBOOK_CELLS[file] = [n for n, line in enumerate(lines, 1) if line.startswith("# %%")]
+    flags = 0
+    for number, line in enumerate(lines):
+        future = re.fullmatch(r"from __future__ import ([\w ,]+)", line.rstrip())
+        names = [name.strip() for name in future.group(1).split(",")] if future else []
+        if names and set(names) <= set(__future__.all_feature_names):  # an unknown one: compile names it
+            flags |= sum(getattr(__future__, name).compiler_flag for name in names)
+            lines[number] = f"# {line}"  # the same number of lines: an error names the cell and line
+    return "\n".join(lines), flags
+
+
+def learners_function(module: ModuleType, name: str) -> Callable | None:
+    """The function ``name`` as the learner's file defines it (None if absent or imported)."""
+    value = getattr(blocks if module is functional and name in BLOCKS else module, name, None)
+    if not callable(value):
+        return None
+    if module is functional:
+        return value
+    if value is getattr(functional, name, None) or value is getattr(blocks, name, None):
+        return None
+    return value
+
+
+class TimedOut(BaseException):
+    """Raised inside the learner's code when its function has run past its time (a BaseException,
+    so that their own ``except Exception`` cannot swallow it)."""
+
+
+TIME_LIMIT = 60.0  # seconds for importing the learner's file, and for every case of one exercise
+
+
+@contextmanager
+def under_time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise TimedOut in whatever runs after ``seconds`` (on the main thread, where signals can
+    interrupt it; elsewhere, or with None, no limit)."""
+    if seconds is None:
+        yield
+        return
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimedOut()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

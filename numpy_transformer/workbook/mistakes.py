@@ -1,0 +1,70 @@
+"""The recognisable mistakes: one sentence each, named so that the tests can ask for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SENTENCES = {
+    "rows_sum": "the sum over positions is missing or partial: a parameter is used at every position "
+    "of every leading axis, so its gradient adds up all of them",
+    "transposed": "it is transposed: a gradient has the shape of what it is the gradient of",
+    "sign": "the sign is flipped",
+    "factor": "it is off by a constant factor of {factor:.6g}",
+    "zero": "it is zero everywhere",
+    "ln_mean": "the mean term of layer norm is missing: x also reaches the output through mu",
+    "ln_var": "the variance term of layer norm is missing: x also reaches the output through sigma",
+    "ln_both": "both the mean and the variance terms of layer norm are missing: x also reaches "
+    "the output through mu and sigma",
+    "softmax_row_sum": "softmax backward without its row coupling: every output of a row depends on every "
+    "input of the row (the outputs sum to 1), so each dx entry has a term from the whole row",
+    "scale_forgotten": "the 1/sqrt(d) scale is forgotten: the scores were multiplied by it, so dq and dk are too",
+    "scale_twice": "the 1/sqrt(d) scale is applied twice",
+    "repeated_ids": "repeated ids are overwritten instead of added: every position holding a token "
+    "adds its gradient to that token's row (add.at, not assignment)",
+    "mask_leak": "masked positions leak gradient: a masked score is a constant, so its gradient is 0",
+    "padding_leak": "padding leaks gradient: positions whose target is padding take no part in the loss",
+    "dropout_scale": "the dropout mask is not rescaled: the forward divided by 1 - p, so the backward does too",
+    "dropout_mask": "the dropout mask is not applied: entries the forward dropped get no gradient",
+    "dropout_dv": "dv uses P where the forward used dropout(P): v was multiplied by the dropped probabilities",
+    "token_count": "the loss is not divided by its token count: it is the mean over the non-padding tokens",
+    "token_count_pad": "the loss is divided by every position's count, padding included: only the "
+    "non-padding tokens are counted",
+    "upstream": "the upstream gradient (dloss) is not multiplied in",
+    "label_smoothing": "label smoothing is left out: the target distribution is (1 - eps) one_hot + eps / V",
+    "embedding_scale": "the sqrt(D) scale of the embedding is forgotten: the forward multiplied the rows by it",
+    "residual_dropped": "a residual's skip path is dropped: x reaches the output along the skip and "
+    "along the branch, so its gradient is the sum of both",
+    "norm_path": "the norm's backward is on the wrong path: in pre-norm the norm is on the branch only (the "
+    "skip's gradient passes it by); in post-norm it comes after the sum (both paths' gradients pass through it)",
+    "memory_one_layer": "the encoder output's gradient is kept from one decoder layer only: it feeds the "
+    "cross-attention of every decoder layer, so their gradients add",
+    "tied_not_added": "the tied matrix gets only one of its gradients: tgt_table is the target embedding and "
+    "the output projection, so its two gradients add",
+    "layer_order": "the layers are undone in the forward's order: the backward goes through the last layer "
+    "first, each layer receiving the gradient of the one above it",
+    "skipped": "it is fed the gradient reaching {above}: a gradient comes back through every piece in "
+    "between, each through its own backward",
+    "positional_added": "the positional table is added on the way back: the forward added a constant, so "
+    "the gradient passes through unchanged",
+    "paths": "a tensor feeding several paths (queries, keys, values, the latent) gets only some of "
+    "their gradients: the gradients of every path must be added",
+    "relu_skipped": "the relu's backward is left out: the forward zeroed every hidden unit whose input was "
+    "not positive, so those units get no gradient (relu_backward with the forward's mask)",
+    "relu_mask": "the relu's mask is taken from the gradient: the slope is 1 where the forward's input was "
+    "positive (the mask in the cache), whatever the sign of the gradient",
+    "swapped": "a gradient is returned under another parameter's key: {name} holds the gradient of "
+    "{other}; each key takes the gradient of its own parameter",
+    "counted_twice": "a gradient is counted twice: where paths meet, each path's gradient is added once",
+    "averaged": "the paths' gradients are averaged: where paths meet, their gradients add",
+    "stray_factor": "it is scaled by {factor:.6g}, a constant the forward does not have: between its "
+    "pieces a block's backward hands each gradient on unchanged, or adds those that meet",
+    "memory_dropped": "the memory's gradient is dropped: the memory feeds the cross-attention's keys and "
+    "values, so dmemory is what that attention's backward returns for them (its dx_kv)",
+    "wrong_cache": "a piece's backward is handed another piece's cache: {where}'s is used twice, {other}'s "
+    "never; each backward takes the cache its own forward returned",
+}
+
+
+def sentence(key: str, **values: Any) -> str:
+    """The sentence of a recognised mistake, its numbers filled in."""
+    return SENTENCES[key].format(**values)

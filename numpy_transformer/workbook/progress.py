@@ -1,0 +1,76 @@
+"""learn status: the ladder of exercises, done, ready or locked behind what."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import functional
+from . import blocks
+from .curriculum import BY_NAME, EXERCISES, textbook_function
+from .grading import check
+from .verdicts import FunctionVerdict
+
+
+def prerequisites(name: str) -> tuple[str, ...]:
+    """The exercises the textbook's ``name`` calls, directly or through a helper of the textbook's
+    (multi_head_backward calls attention_backward), in ladder order: the rungs below it."""
+    found: set[str] = set()
+    codes = [textbook_function(name).__code__]
+    seen: set[Any] = set()
+    while codes:
+        code = codes.pop()
+        seen.add(code)
+        for called in code.co_names:
+            if called in BY_NAME and called != name:
+                found.add(called)
+                continue
+            helper = getattr(functional, called, None) or getattr(blocks, called, None)
+            inner = getattr(helper, "__code__", None)
+            if inner is not None and inner not in seen:
+                codes.append(inner)
+    return tuple(e.backward for e in EXERCISES if e.backward in found)
+
+
+@dataclass
+class Rung:
+    """One exercise on the ladder: ``done`` (passes learn check), ``ready`` (every rung below it
+    done) or ``locked`` (behind ``behind``, the rungs below it not done yet); ``verdict`` as check gave it."""
+
+    name: str
+    state: str
+    behind: tuple[str, ...]
+    verdict: FunctionVerdict
+
+
+def status(path: str | Path) -> list[Rung]:
+    """``learn status``: every exercise of the learner's file graded, and placed on the ladder."""
+    verdicts = {verdict.name: verdict for verdict in check(path)}
+    done = {name for name, verdict in verdicts.items() if verdict.passed}
+    rungs = []
+    for exercise in EXERCISES:
+        behind = tuple(name for name in prerequisites(exercise.backward) if name not in done)
+        state = "done" if exercise.backward in done else "locked" if behind else "ready"
+        rungs.append(Rung(exercise.backward, state, behind, verdicts[exercise.backward]))
+    return rungs
+
+
+def format_status(rungs: Sequence[Rung]) -> str:
+    """The ladder, a line per exercise, and what to do next."""
+    width = max(len(rung.name) for rung in rungs)
+    said = {"wrong": "wrong", "error": "raises", "textbook": "not in the file"}
+    lines = []
+    for number, rung in enumerate(rungs, 1):
+        line = f"{number:>2}. {rung.name:<{width}}  {rung.state}"
+        if rung.state == "locked":
+            line += f" behind {', '.join(rung.behind)}"
+        if rung.state != "done" and rung.verdict.status in ("wrong", "error", "textbook"):
+            line += f" (yours: {said[rung.verdict.status]})"
+        lines.append(line)
+    counts = {state: sum(rung.state == state for rung in rungs) for state in ("done", "ready", "locked")}
+    lines.append(", ".join(f"{count} {state}" for state, count in counts.items()))
+    ready = [rung.name for rung in rungs if rung.state == "ready"]
+    lines.append(f"next: {ready[0]}" if ready else "every exercise done")
+    return "\n".join(lines)

@@ -1,0 +1,190 @@
+"""learn train: the learner's functions as kernels, and the blocks' encoder-decoder trained on them."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy
+
+from .. import functional
+from ..backend import get_array_module
+from ..module import Parameter
+from ..optim import Adam
+from . import blocks
+from .curriculum import BLOCKS, BY_NAME
+from .grading import check
+from .loading import describe_error, learners_function, load_learner
+from .verdicts import FunctionVerdict
+
+
+def learner_functions(
+    path: str | Path, block_table: dict[str, Callable] | None = None
+) -> tuple[dict[str, Callable], list[FunctionVerdict]]:
+    """The functions of the learner's file that the "learner" kernel set runs: every exercise they
+    wrote (done or wrong: a wrong backward is theirs to see fail), with their forward where they
+    wrote one. Exercises still to do, or whose code raised, stay the textbook's. Their block
+    backwards (blocks.py's names), done or wrong, go into ``block_table`` where one is given."""
+    module = load_learner(path)
+    verdicts = check(path, module=module)
+    table: dict[str, Callable] = {}
+    for verdict in verdicts:
+        own_block = learners_function(module, verdict.name) if verdict.name in BLOCKS else None
+        if verdict.status in ("done", "wrong") and own_block is not None and block_table is not None:
+            block_table[verdict.name] = own_block
+        if verdict.status in ("done", "wrong") and verdict.name not in BLOCKS:
+            exercise = BY_NAME[verdict.name]
+            table[exercise.backward] = getattr(module, exercise.backward)
+            own_forward = learners_function(module, exercise.forward)
+            if own_forward is not None:
+                table[exercise.forward] = own_forward
+    return table, verdicts
+
+
+def guarded(
+    functions: dict[str, Callable], path: str | Path, ran: set[str] | None = None
+) -> dict[str, Callable]:
+    """The learner's functions, each raising a RuntimeError that says what their code raised or
+    exited with (with their file:line) instead of a traceback of the model around it; the name of
+    each that runs is added to ``ran``."""
+    file = Path(path).expanduser().resolve()
+
+    said: set[tuple[str, str]] = set()
+
+    def guard(name: str, function: Callable) -> Callable:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread() is not threading.main_thread():  # warnings' filters are global
+                return function(*args, **kwargs)
+            with warnings.catch_warnings(record=True) as caught:  # NumPy's NaN warnings: say whose
+                warnings.simplefilter("always", RuntimeWarning)
+                result = function(*args, **kwargs)
+            for warning in caught:
+                where = f"{Path(warning.filename).name}:{warning.lineno}"
+                if (name, str(warning.message)) not in said:
+                    said.add((name, str(warning.message)))
+                    warnings.warn(f"your {name}: {warning.message} ({where})", UserWarning, stacklevel=2)
+            return result
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if ran is not None:
+                ran.add(name)
+            try:
+                return call(*args, **kwargs)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:  # SystemExit included: their code ending the run is theirs to see
+                raise RuntimeError(f"your {name} raised {describe_error(error, file)}") from None
+
+        run.__name__ = name
+        return run
+
+    wrapped = {name: guard(name, function) for name, function in functions.items()}
+    for name, function in functions.items():  # their functions calling each other: guarded and counted too
+        space = getattr(function, "__globals__", None)
+        theirs = getattr(function, "__module__", None) not in (functional.__name__, blocks.__name__)
+        if theirs and isinstance(space, dict) and space.get(name) is function:
+            space[name] = wrapped[name]
+    return wrapped
+
+
+TRAINED_BLOCKS = ("feed_forward_backward", "encoder_block_backward", "decoder_block_backward",
+                  "encoder_decoder_backward")  # fmt: skip
+
+
+@contextmanager
+def blocks_using(functions: dict[str, Callable]) -> Iterator[None]:
+    """numpy_transformer.workbook.blocks calling ``functions`` (textbook names: blocks or layers) instead of
+    the textbook's wherever it calls them by name; its globals restored on the way out.
+
+    While one of ``functions`` runs, blocks.py is the textbook's own again: what the learner's code
+    calls (``blocks.encoder_block_backward`` wrapped, ``textbook()``) reaches the textbook's code,
+    never back into theirs."""
+    space = vars(blocks)
+    saved = {name: space[name] for name in functions if name in space}
+    theirs: dict[str, Callable] = {}
+
+    def on_the_textbook(function: Callable) -> Callable:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            space.update(saved)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                space.update(theirs)
+
+        call.__name__ = function.__name__
+        return call
+
+    theirs.update({name: on_the_textbook(functions[name]) for name in saved})
+    try:
+        space.update(theirs)
+        yield
+    finally:
+        space.update(saved)
+
+
+@dataclass
+class BlocksResult:
+    dev_loss: float
+    accuracy: float  # teacher-forced: the share of the dev targets (padding aside) predicted first
+    steps: int
+
+
+def train_blocks(
+    task: Any,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    width: int,
+    n_layers: int,
+    n_heads: int,
+    d_ff: int,
+    seed: int,
+    label_smoothing: float,
+    dev_pairs: Sequence[tuple[str, str]],
+) -> BlocksResult:
+    """Train blocks.encoder_decoder_forward's model (float64, blocks.init_params) on ``task``'s
+    training batches with the package's Adam (lr constant, betas 0.9, 0.98), the gradients from
+    blocks.encoder_decoder_backward as blocks.py reads it now (see blocks_using), and evaluate it
+    teacher-forced on ``dev_pairs``: the mean loss (without label smoothing) and the token accuracy."""
+    xp = get_array_module()
+    pad = task.ids.pad
+    initial = blocks.init_params(
+        numpy.random.default_rng(seed), len(task.src_vocab), len(task.tgt_vocab), width, d_ff, n_layers,
+        scale=width**-0.5,
+    )  # fmt: skip
+    parameters = {key: Parameter(value) for key, value in initial.items()}
+    params = {key: parameter.data for key, parameter in parameters.items()}  # updated in place by Adam
+    optimizer = Adam(list(parameters.items()), lr=lr)
+    for step in range(steps):
+        batch = task.train_batch(step, batch_size)
+        _, cache = blocks.encoder_decoder_forward(
+            batch.src, batch.tgt_in, batch.tgt_out, params, n_layers, n_heads, pad, label_smoothing
+        )
+        grads = blocks.encoder_decoder_backward(1.0, cache)
+        optimizer.zero_grad()
+        for key, parameter in parameters.items():
+            grad = xp.asarray(grads[key], dtype=parameter.data.dtype) if key in grads else None
+            if grad is None or grad.shape != parameter.shape:
+                got = "nothing" if grad is None else f"shape {grad.shape}"
+                raise RuntimeError(f"the gradient of {key} is {got}, not shape {parameter.shape}")
+            parameter.accumulate(grad)
+        optimizer.step()
+    total = correct = tokens = 0.0
+    for start in range(0, len(dev_pairs), 100):
+        batch = task.batch(dev_pairs[start : start + 100])
+        loss, cache = blocks.encoder_decoder_forward(
+            batch.src, batch.tgt_in, batch.tgt_out, params, n_layers, n_heads, pad, 0.0
+        )
+        predicted = cache.loss.probs.argmax(axis=-1)
+        valid = cache.loss.valid
+        n = float(valid.sum())
+        total += float(loss) * n
+        correct += float(((predicted == cache.loss.targets) & valid).sum())
+        tokens += n
+    return BlocksResult(total / max(tokens, 1.0), correct / max(tokens, 1.0), steps)
