@@ -65,6 +65,13 @@ def describe_error(error: BaseException, path: Path) -> str:
     return f"{text} ({where})" if where else text
 
 
+# where a workbook written by an earlier version imports from
+MOVED = {
+    "numpy_transformer.blocks": "numpy_transformer.workbook.blocks",
+    "numpy_transformer.learn": "numpy_transformer.workbook",
+}
+
+
 def load_learner(path: str | Path) -> ModuleType:
     """Import the learner's file from its path (their code runs). The textbook's own file is the
     textbook module itself. Raises FileNotFoundError, or LearnerCodeError when importing it raised."""
@@ -114,7 +121,9 @@ def load_learner(path: str | Path) -> ModuleType:
                 f"seconds ({_their_frames(error, file)}); code outside a function runs on every import: "
                 'put it inside a function, or under `if __name__ == "__main__":`'
             ) from None
-        raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}") from None
+        moved = MOVED.get(getattr(error, "name", None) or "") if isinstance(error, ImportError) else None
+        hint = f"; {error.name} is now {moved}: change the import" if moved else ""
+        raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}{hint}") from None
     finally:
         if added:
             with suppress(ValueError):

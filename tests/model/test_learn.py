@@ -1164,3 +1164,12 @@ def test_learn_start_notebook_without_jupytext_names_the_extra_and_writes_nothin
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "needs jupytext, which is not installed: pip install 'numpy_transformer[notebook]'" in line
     assert not (tmp_path / "book").exists()
+
+
+def test_a_workbook_importing_the_blocks_from_where_they_were_is_told_where_they_are(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("from numpy_transformer.blocks import feed_forward_forward\n" + RELU)
+    done = cli("learn", "check", str(path))
+    assert done.returncode == 1
+    assert "numpy_transformer.blocks is now numpy_transformer.workbook.blocks: change the import" in done.stderr
+    assert "mine.py:1" in done.stderr
