@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any
 
 from .backend import Array, get_array_module, make_rng, require_array, resolve_dtype
@@ -276,38 +276,42 @@ def parameter_count(config: TransformerConfig | Mapping[str, Any]) -> int:
     return tables + encoder + decoder + tgt_vocab
 
 
-FIELDS_CHECKED_AS_FLAGS = ("norm_first", "tie_embeddings", "shared_vocab", "attention_bias", "final_norm")
+DTYPES = ("float32", "float64")  # the weights' and activations' floating-point types
+POSITIVE = {"minimum": 1}  # the checks of a size: an integer >= 1
 
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """The model's shape and architecture: everything :func:`build_transformer` takes but the seed.
+    """The model's shape and architecture: every setting of it, declared once.
 
-    Stored on the model (``model.config``) and written into every checkpoint (``asdict``); the
-    defaults are the paper's base model. Every value is checked when the configuration is made,
-    before anything is allocated; integers and flags are stored as plain ``int`` and ``bool``, the
-    dtype as its name.
+    Each field is a setting's name, type and default (the paper's base model), and its ``metadata``
+    its checks: the bounds ``minimum`` and ``below`` (exclusive), the ``choices``. Every value is
+    checked against them when the configuration is made, before anything is allocated, and so are
+    the settings that depend on each other; integers and flags are stored as plain ``int`` and
+    ``bool``, the dtype as its name. :func:`build_transformer` builds the model it describes, taking
+    it or its fields; the model keeps it (``model.config``) and every checkpoint holds it (``asdict``);
+    the toolkit's ModelConfig makes its settings of a run from these fields.
     """
 
-    src_vocab_size: int
-    tgt_vocab_size: int
-    src_seq_len: int
-    tgt_seq_len: int
-    d_model: int = 512
-    N: int = 6
-    h: int = 8
-    dropout: float = 0.1
-    d_ff: int = 2048
-    attention: str = "mha"
+    src_vocab_size: int = field(metadata=POSITIVE)
+    tgt_vocab_size: int = field(metadata=POSITIVE)
+    src_seq_len: int = field(metadata=POSITIVE)
+    tgt_seq_len: int = field(metadata=POSITIVE)
+    d_model: int = field(default=512, metadata=POSITIVE)
+    N: int = field(default=6, metadata=POSITIVE)
+    h: int = field(default=8, metadata=POSITIVE)
+    dropout: float = field(default=0.1, metadata={"minimum": 0.0, "below": 1.0})
+    d_ff: int = field(default=2048, metadata=POSITIVE)
+    attention: str = field(default="mha", metadata={"choices": tuple(ATTENTION_KINDS)})
     norm_first: bool = True
-    dtype: str = "float32"
+    dtype: str = field(default="float32", metadata={"choices": DTYPES})
     tie_embeddings: bool = False
     shared_vocab: bool = False
-    activation: str = "relu"
+    activation: str = field(default="relu", metadata={"choices": ACTIVATIONS})
     attention_bias: bool = False
-    positions: str = "interleaved"
+    positions: str = field(default="interleaved", metadata={"choices": POSITION_LAYOUTS})
     final_norm: bool = True
-    padding_idx: int | None = None
+    padding_idx: int | None = field(default=None, metadata={"minimum": 0})  # below both vocabularies' sizes
 
     @classmethod
     def of(cls, config: TransformerConfig | Mapping[str, Any]) -> TransformerConfig:
@@ -327,48 +331,20 @@ class TransformerConfig:
         return cls(**{name: value for name, value in config.items() if name != "seed"})
 
     def __post_init__(self) -> None:
-        sizes = (
-            "src_vocab_size",
-            "tgt_vocab_size",
-            "src_seq_len",
-            "tgt_seq_len",
-            "d_model",
-            "N",
-            "h",
-            "d_ff",
-        )
-        for name in sizes:
-            value = getattr(self, name)  # NumPy integers are integers too
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-            object.__setattr__(self, name, int(value))
-        for name in FIELDS_CHECKED_AS_FLAGS:
-            flag = getattr(self, name)
-            if isinstance(flag, str) or flag not in (True, False):  # NumPy's booleans compare equal too
-                raise TypeError(f"{name} must be True or False, got {flag!r}")
-            object.__setattr__(self, name, bool(flag))
+        for item in fields(self):
+            object.__setattr__(self, item.name, _checked_setting(item, getattr(self, item.name)))
         src_vocab, tgt_vocab, d_model, h = self.src_vocab_size, self.tgt_vocab_size, self.d_model, self.h
+        attention, padding_idx = self.attention, self.padding_idx
         if self.shared_vocab and src_vocab != tgt_vocab:
             raise ValueError(
                 f"shared_vocab needs src_vocab_size == tgt_vocab_size, got {src_vocab} and {tgt_vocab}"
             )
-        dropout, attention, padding_idx = self.dropout, self.attention, self.padding_idx
-        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
-            raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
-        if not isinstance(attention, str) or attention not in ATTENTION_KINDS:  # a list is unhashable
-            raise ValueError(f"attention must be one of {sorted(ATTENTION_KINDS)}, got {attention!r}")
         if d_model % h != 0:
             raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
-        if self.positions not in POSITION_LAYOUTS:
-            raise ValueError(f"positions must be one of {POSITION_LAYOUTS}, got {self.positions!r}")
         if self.attention_bias and attention != "mha":
             raise ValueError(f"attention_bias=True needs attention='mha', got attention={attention!r}")
         if attention == "mla" and d_model % 4 != 0:
             raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
         if padding_idx is not None and (
             isinstance(padding_idx, bool)
             or not isinstance(padding_idx, numbers.Integral)
@@ -378,39 +354,47 @@ class TransformerConfig:
                 f"padding_idx must be None or a token id of both vocabularies, in [0, "
                 f"{min(src_vocab, tgt_vocab)}), got {padding_idx!r}"
             )
-        object.__setattr__(self, "dropout", float(dropout))
         object.__setattr__(self, "padding_idx", None if padding_idx is None else int(padding_idx))
-        object.__setattr__(self, "dtype", get_array_module().dtype(resolve_dtype(self.dtype)).name)
 
 
-def build_transformer(
-    src_vocab_size: int,
-    tgt_vocab_size: int,
-    src_seq_len: int,
-    tgt_seq_len: int,
-    d_model: int = 512,
-    N: int = 6,
-    h: int = 8,
-    dropout: float = 0.1,
-    d_ff: int = 2048,
-    attention: str = "mha",
-    norm_first: bool = True,
-    dtype: Any = "float32",
-    seed: int | None = 0,
-    tie_embeddings: bool = False,
-    shared_vocab: bool = False,
-    activation: str = "relu",
-    attention_bias: bool = False,
-    positions: str = "interleaved",
-    final_norm: bool = True,
-    padding_idx: int | None = None,
-) -> Transformer:
-    """Build the full model; every parameter with more than one dimension is Xavier-uniform.
+def _checked_setting(item: Field[Any], value: Any) -> Any:
+    """``value`` of TransformerConfig's field ``item``, checked against its type and metadata and
+    stored plainly; padding_idx, whose bound is the vocabularies' sizes, is checked with them."""
+    name, meta = item.name, item.metadata
+    if item.type == "bool":
+        if isinstance(value, str) or value not in (True, False):  # NumPy's booleans compare equal too
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+        return bool(value)
+    if item.type == "int":  # a size (POSITIVE); NumPy integers are integers too
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < meta["minimum"]:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        return int(value)
+    if item.type == "float":
+        bounds = f"[{meta['minimum']:g}, {meta['below']:g})"
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a number in {bounds}, got {value!r}")
+        if not meta["minimum"] <= float(value) < meta["below"]:
+            raise ValueError(f"{name} must be in {bounds}, got {value!r}")
+        return float(value)
+    if name == "dtype":  # a NumPy dtype too: stored as its name (the backend's check)
+        value = get_array_module().dtype(resolve_dtype(value)).name
+    if item.type == "str" and (not isinstance(value, str) or value not in meta["choices"]):
+        raise ValueError(f"{name} must be one of {meta['choices']}, got {value!r}")
+    return value
+
+
+def build_transformer(*args: Any, seed: int | None = 0, **settings: Any) -> Transformer:
+    """Build the model a TransformerConfig describes; every parameter with more than one dimension
+    is Xavier-uniform, drawn by one generator seeded with ``seed`` that later draws every dropout mask.
+
+    The arguments are the configuration's fields, by position or by name, with its defaults and
+    checks: ``build_transformer(src_vocab_size, tgt_vocab_size, src_seq_len, tgt_seq_len,
+    d_model=512, N=6, h=8, dropout=0.1, d_ff=2048, ...)``; or a TransformerConfig alone, whose fields
+    the keyword ``settings`` replace.
 
     ``attention`` chooses "mha" (the paper) or "mla" (Multi-Head Latent Attention: keys and values
     through a d_model/4 latent) for every attention block; ``norm_first`` chooses pre-norm (the
-    from-scratch design) or post-norm (the paper). One generator seeded with ``seed`` draws the
-    weights and, later, every dropout mask.
+    from-scratch design) or post-norm (the paper).
 
     ``tie_embeddings`` shares one (V, d_model) matrix between the target embedding and the
     pre-softmax projection, and with the source embedding too when ``shared_vocab`` says source
@@ -429,28 +413,9 @@ def build_transformer(
         raise TypeError(f"seed must be an integer or None, got {seed!r}")
     if seed is not None and seed < 0:  # NumPy's generators take none below 0
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
-    config = TransformerConfig(
-        src_vocab_size,
-        tgt_vocab_size,
-        src_seq_len,
-        tgt_seq_len,
-        d_model,
-        N,
-        h,
-        dropout,
-        d_ff,
-        attention,
-        norm_first,
-        dtype,
-        tie_embeddings,
-        shared_vocab,
-        activation,
-        attention_bias,
-        positions,
-        final_norm,
-        padding_idx,
-    )
-    return build_from_config(config, seed)
+    if len(args) == 1 and isinstance(args[0], TransformerConfig):
+        return build_from_config(replace(args[0], **settings), seed)
+    return build_from_config(TransformerConfig(*args, **settings), seed)
 
 
 def build_from_config(config: TransformerConfig, seed: int | None = 0) -> Transformer:

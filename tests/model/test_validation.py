@@ -210,3 +210,38 @@ def test_the_model_configuration_is_typed_and_frozen():
         nt.TransformerConfig.of({**dataclasses.asdict(config), "heads": 2})
     with pytest.raises(ValueError, match="d_model must be divisible by h, got d_model=8, h=3"):
         nt.TransformerConfig(10, 12, 6, 5, d_model=8, h=3)
+
+
+def test_build_transformer_takes_the_configuration_or_its_fields_in_their_order():
+    """The from-scratch design's call, by position or by name, and a TransformerConfig (its fields
+    replaced by keyword) build the same model; the defaults are the paper's base model."""
+    import dataclasses
+
+    config = nt.TransformerConfig(10, 12, 6, 5, d_model=8, N=1, h=2, dropout=0.0, d_ff=16)
+    by_position = nt.build_transformer(10, 12, 6, 5, 8, 1, 2, 0.0, 16, seed=3)
+    by_name = nt.build_transformer(
+        src_vocab_size=10,
+        tgt_vocab_size=12,
+        src_seq_len=6,
+        tgt_seq_len=5,
+        d_model=8,
+        N=1,
+        h=2,
+        dropout=0.0,
+        d_ff=16,
+        seed=3,
+    )
+    given = nt.build_transformer(config, seed=3)
+    for model in (by_name, given):
+        assert model.config == by_position.config == config
+        for name, value in model.state_dict().items():
+            np.testing.assert_array_equal(value, by_position.state_dict()[name], err_msg=name)
+    assert nt.build_transformer(config, N=2, attention="mla").config == dataclasses.replace(
+        config, N=2, attention="mla"
+    )
+    with pytest.raises(ValueError, match="N must be a positive integer, got 0"):
+        nt.build_transformer(config, N=0)
+    with pytest.raises(TypeError, match="heads"):
+        nt.build_transformer(config, heads=2)
+    base = nt.TransformerConfig(10, 12, 6, 5)
+    assert (base.d_model, base.N, base.h, base.dropout, base.d_ff) == (512, 6, 8, 0.1, 2048)
