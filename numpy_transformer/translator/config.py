@@ -3,7 +3,9 @@
 Each field carries its type, default, range and help. From them come the ``train`` command's
 flags (``add_arguments``), the checks every value passes whatever its source (a flag, a
 ``--config`` file or Python), the file a run saves beside its checkpoint (``config.toml``, which
-``--config`` reads back), and what ``--resume`` may change (``on_resume``)::
+``--config`` reads back), and what ``--resume`` may change (``on_resume``). The settings of the
+architecture are declared by the model's TransformerConfig: ModelConfig's fields are made from its
+fields, with the help of their flags (MODEL_FLAGS)::
 
     model = ModelConfig(d_model=256, N=3)
     train = TrainConfig(data="corpus.tsv", batch_size=32)
@@ -22,9 +24,8 @@ import typing
 from collections.abc import Mapping
 from dataclasses import Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..functional import ACTIVATIONS, POSITION_LAYOUTS
 from ..model import TransformerConfig
 from .corpora import MAX_LENGTH
 from .tokenizers import BPE_VOCAB_RANGE
@@ -50,10 +51,55 @@ FROM_WARMUP = 10  # train --from: a pretrained model needs little, and a large o
 AVERAGE_LAST = 5  # evaluation checkpoints averaged at the end of a run
 
 
-MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")
-DTYPES = ("float32", "float64")  # the weights' and activations' floating-point types
+MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")  # chosen by the run when not given
 TASK_SIZES = {"d_model": 128, "N": 2, "h": 4, "d_ff": 512, "dropout": 0.1}  # the generated tasks' model
 _SIZES = "chosen from the corpus with --data (sizes_for_corpus), else"
+
+
+class Flag(NamedTuple):
+    """How the train command shows a setting of the architecture: its help, and its flag where that
+    is not --field-name."""
+
+    help: str
+    name: str | None = None
+
+
+# The settings of the architecture a run may give, in the order the train command lists them: each
+# is a field of TransformerConfig, which declares it (its type, default and checks); here is how the
+# command shows it. TransformerConfig's other fields are the task's to decide (Trainer.create): the
+# vocabularies' sizes and their sharing, the positional tables' lengths.
+MODEL_FLAGS = {
+    "d_model": Flag("model width"),
+    "N": Flag("encoder and decoder blocks", "--layers"),
+    "h": Flag("attention heads", "--heads"),
+    "d_ff": Flag("feed-forward hidden width"),
+    "dropout": Flag("dropout probability"),
+    "attention": Flag("multi-head (mha) or multi-head latent attention (mla)"),
+    "norm_first": Flag(
+        "the paper's post-norm instead of the default pre-norm (the from-scratch design's choice)",
+        "--post-norm",
+    ),
+    "tie_embeddings": Flag(
+        "one matrix for the target embedding and the pre-softmax projection (and the source embedding "
+        "with --shared-vocab), as the paper does"
+    ),
+    "dtype": Flag("floating-point type of weights and activations"),
+    # the options a pretrained Marian (OPUS-MT) translator needs; an imported run sets them
+    "activation": Flag("the feed-forward blocks' activation (silu: Marian's swish)"),
+    "attention_bias": Flag("biases on the attention projections W_q, W_k, W_v, W_o (mha)"),
+    "positions": Flag(
+        "the sinusoids' layout: the paper's interleaved sines and cosines, or Marian's sines then cosines (split)"
+    ),
+    "final_norm": Flag(
+        "no layer normalisation after the last encoder and decoder blocks (Marian's post-norm models end "
+        "without one)",
+        "--no-final-norm",
+    ),
+    "padding_idx": Flag(
+        "a token id whose embedding lookups pass no gradient, as PyTorch's nn.Embedding(padding_idx=...) "
+        "(an imported Marian model's <pad>)"
+    ),
+}
 
 
 def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
@@ -241,60 +287,30 @@ class _Checked:
         return cls(**values)
 
 
-@dataclass(frozen=True)
-class ModelConfig(_Checked):
-    """The model's shape: build_transformer's arguments besides the vocabularies and table lengths."""
+def _settings_of_the_architecture(cls: type) -> type:
+    """Give ``cls`` a field for each setting of MODEL_FLAGS, made from TransformerConfig's field: its
+    type, default and checks (None the default of the MODEL_SIZES, which the run chooses), and the
+    flag MODEL_FLAGS gives it."""
+    architecture = {item.name: item for item in fields(TransformerConfig)}
+    cls.__annotations__ = {}
+    for name, flag in MODEL_FLAGS.items():
+        item, chosen = architecture[name], name in MODEL_SIZES
+        shown = f"{flag.help} (default {_SIZES} {TASK_SIZES[name]:g})" if chosen else flag.help
+        cls.__annotations__[name] = f"{item.type} | None" if chosen else item.type
+        setattr(cls, name, setting(None if chosen else item.default, shown, flag=flag.name, **item.metadata))
+    return cls
 
-    d_model: int | None = setting(
-        None, f"model width (default {_SIZES} {TASK_SIZES['d_model']:g})", minimum=1
-    )
-    N: int | None = setting(
-        None, f"encoder and decoder blocks (default {_SIZES} {TASK_SIZES['N']:g})", flag="--layers", minimum=1
-    )
-    h: int | None = setting(
-        None, f"attention heads (default {_SIZES} {TASK_SIZES['h']:g})", flag="--heads", minimum=1
-    )
-    d_ff: int | None = setting(
-        None, f"feed-forward hidden width (default {_SIZES} {TASK_SIZES['d_ff']:g})", minimum=1
-    )
-    dropout: float | None = setting(
-        None, f"dropout probability (default {_SIZES} {TASK_SIZES['dropout']:g})", minimum=0.0, below=1.0
-    )
-    attention: str = setting(
-        "mha", "multi-head (mha) or multi-head latent attention (mla)", choices=("mha", "mla")
-    )
-    norm_first: bool = setting(
-        True,
-        "the paper's post-norm instead of the default pre-norm (the from-scratch design's choice)",
-        flag="--post-norm",
-    )
-    tie_embeddings: bool = setting(
-        False,
-        "one matrix for the target embedding and the pre-softmax projection (and the source embedding "
-        "with --shared-vocab), as the paper does",
-    )
-    dtype: str = setting("float32", "floating-point type of weights and activations", choices=DTYPES)
-    # the options a pretrained Marian (OPUS-MT) translator needs; an imported run sets them
-    activation: str = setting(
-        "relu", "the feed-forward blocks' activation (silu: Marian's swish)", choices=ACTIVATIONS
-    )
-    attention_bias: bool = setting(False, "biases on the attention projections W_q, W_k, W_v, W_o (mha)")
-    positions: str = setting(
-        "interleaved",
-        "the sinusoids' layout: the paper's interleaved sines and cosines, or Marian's sines then cosines (split)",
-        choices=POSITION_LAYOUTS,
-    )
-    final_norm: bool = setting(
-        True,
-        "no layer normalisation after the last encoder and decoder blocks (Marian's post-norm models end without one)",
-        flag="--no-final-norm",
-    )
-    padding_idx: int | None = setting(
-        None,
-        "a token id whose embedding lookups pass no gradient, as PyTorch's nn.Embedding(padding_idx=...) "
-        "(an imported Marian model's <pad>)",
-        minimum=0,
-    )
+
+@dataclass(frozen=True)
+@_settings_of_the_architecture
+class ModelConfig(_Checked):
+    """The model's settings a run may give: TransformerConfig's fields that its task does not decide,
+    with their types, defaults and checks, the sizes (MODEL_SIZES) left to the run unless given."""
+
+    if TYPE_CHECKING:  # the fields are made from TransformerConfig's when the module loads
+
+        def __init__(self, **settings: Any) -> None: ...
+        def __getattr__(self, name: str) -> Any: ...
 
     def resolve(self, train_pairs: int | None = None, minutes: float | None = None) -> ModelConfig:
         """Every size not given filled in: for a corpus of ``train_pairs`` training pairs and a

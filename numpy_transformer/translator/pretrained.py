@@ -30,8 +30,7 @@ import numpy
 from ..backend import get_array_module, to_numpy
 from ..functional import sinusoidal_table
 from ..machine import available_memory, require
-from ..model import Transformer, TransformerConfig, build_from_config, parameter_count
-from .config import DTYPES
+from ..model import DTYPES, Transformer, TransformerConfig, build_from_config, parameter_count
 from .tokenizers import SentencePieceTokenizer
 from .vocabulary import SpecialIds, Vocab
 

@@ -1,6 +1,8 @@
 """One source of truth for a run's settings: the flags, --config files, the saved config.toml and
 --resume's checks all come from config.py's fields."""
 
+import ast
+import inspect
 import os
 from dataclasses import fields
 from pathlib import Path
@@ -8,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from numpy_transformer.model import TransformerConfig, build_transformer
+from numpy_transformer.translator import config as config_module
 from numpy_transformer.translator.checkpoint import load_checkpoint
 from numpy_transformer.translator.cli import build_parser, main
 from numpy_transformer.translator.config import (
@@ -15,6 +19,7 @@ from numpy_transformer.translator.config import (
     DATA_WEIGHT_DECAY,
     FROM_LR,
     FROM_WARMUP,
+    MODEL_SIZES,
     TASK_LR,
     TASK_SIZES,
     WARMUP,
@@ -61,6 +66,155 @@ def test_every_setting_has_one_flag_and_the_parser_knows_them_all():
         for item in fields(cls):
             assert flag_of(item) in flags, item.name
             assert item.metadata["help"], item.name
+
+
+# the settings of TransformerConfig that a run's task decides, not its [model] table
+TASK_DECIDED = {"src_vocab_size", "tgt_vocab_size", "src_seq_len", "tgt_seq_len", "shared_vocab"}
+
+
+def test_every_setting_of_the_architecture_is_declared_once_by_transformer_config():
+    """ModelConfig's fields are made from TransformerConfig's (type, default, checks), build_transformer
+    takes TransformerConfig's fields without naming any, and no class of the toolkit declares one."""
+    architecture = {item.name: item for item in fields(TransformerConfig)}
+    settings = {item.name: item for item in fields(ModelConfig)}
+    assert set(architecture) == set(settings) | TASK_DECIDED and not set(settings) & TASK_DECIDED
+    for name, item in settings.items():
+        declared, chosen = architecture[name], name in MODEL_SIZES  # the run chooses a size not given
+        assert item.type == (f"{declared.type} | None" if chosen else declared.type), name
+        assert item.default == (None if chosen else declared.default), name
+        for check in ("minimum", "below", "choices"):
+            assert item.metadata[check] == declared.metadata.get(check), (name, check)
+    assert set(inspect.signature(build_transformer).parameters) == {"args", "seed", "settings"}
+    toolkit = Path(config_module.__file__).parent
+    declared_again = [
+        f"{path.relative_to(toolkit)}: {node.name}.{statement.target.id}"
+        for path in toolkit.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+        for statement in node.body
+        if isinstance(statement, ast.AnnAssign)
+        and isinstance(statement.target, ast.Name)
+        and statement.target.id in architecture
+    ]
+    # TrainConfig.shared_vocab makes the task's one vocabulary, which the model's shared_vocab records
+    assert declared_again == ["config.py: TrainConfig.shared_vocab"]
+
+
+def test_a_setting_of_the_architecture_is_checked_as_transformer_config_declares_it(tmp_path, capsys):
+    for name, item in ((item.name, item) for item in fields(ModelConfig)):
+        if item.metadata["choices"]:
+            with pytest.raises(ValueError, match=f"{name.replace('_', '-')} must be one of "):
+                ModelConfig(**{name: "none of them"})
+    with pytest.raises(ValueError, match="padding-idx must be an integer >= 0, got -1"):
+        ModelConfig(padding_idx=-1)
+    with pytest.raises(SystemExit) as stopped:  # argparse: before anything is read
+        main(["train", "--attention", "gqa", "--out", str(tmp_path / "run")])
+    assert stopped.value.code == 2 and "argument --attention: expected one of mha, mla, got gqa" in (
+        capsys.readouterr().err
+    )
+
+
+# a run's config.toml and its checkpoint's model, as the version whose ModelConfig declared its fields
+# itself wrote them (train --task copy with the sizes below, every option of the architecture changed)
+EARLIER_CONFIG = """# The configuration this run resolved to: train --config FILE reads it back.
+
+[model]
+d_model = 16
+N = 1
+h = 2
+d_ff = 16
+dropout = 0.1
+attention = "mha"
+norm_first = false
+tie_embeddings = true
+dtype = "float64"
+activation = "silu"
+attention_bias = true
+positions = "split"
+final_norm = false
+padding_idx = 0
+
+[train]
+task = "copy"
+# data: not set
+# from_run: not set
+tokenizer = "char"
+# vocab_size: not set
+shared_vocab = false
+bpe_dropout = 0.0
+# max_length: not set
+steps = 2
+# time_budget: not set
+batch_size = 8
+# batch_tokens: not set
+accumulate = 1
+optimizer = "adam"
+lr = 0.001
+schedule = "cosine"
+warmup = 200
+factor = 1.0
+min_lr = 0.0
+weight_decay = 0.0
+clip = 1.0
+label_smoothing = 0.1
+bucket_steps = 100
+eval_every = 2
+eval_size = 4
+eval_examples = 2
+log_every = 50
+keep_checkpoints = 0
+average_last = 5
+patience = 0
+plateau_cut = 1.0
+plateau_patience = 2
+lr_floor = 1e-05
+seed = 0
+threads = 0
+"""
+EARLIER_MODEL = {
+    "src_vocab_size": 14,
+    "tgt_vocab_size": 14,
+    "src_seq_len": 28,
+    "tgt_seq_len": 30,
+    "d_model": 16,
+    "N": 1,
+    "h": 2,
+    "dropout": 0.1,
+    "d_ff": 16,
+    "attention": "mha",
+    "norm_first": False,
+    "dtype": "float64",
+    "tie_embeddings": True,
+    "shared_vocab": False,
+    "activation": "silu",
+    "attention_bias": True,
+    "positions": "split",
+    "final_norm": False,
+    "padding_idx": 0,
+}
+
+
+def test_a_config_and_a_checkpoint_an_earlier_version_wrote_still_load_as_the_same_run(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text(EARLIER_CONFIG)
+    model = ModelConfig.from_mapping(read_config_file(path)["model"])
+    assert (
+        model
+        == ModelConfig.from_model(EARLIER_MODEL)
+        == ModelConfig.from_model(TransformerConfig.of(EARLIER_MODEL))
+    )
+    assert (model.norm_first, model.final_norm, model.positions, model.padding_idx) == (
+        False,
+        False,
+        "split",
+        0,
+    )
+    assert (
+        main(["train", "--config", str(path), "--no-progress", "--show", "0", "--out", str(tmp_path / "run")])
+        == 0
+    )
+    assert (tmp_path / "run" / "config.toml").read_text() == EARLIER_CONFIG  # the run it wrote, again
+    assert load_checkpoint(tmp_path / "run")[1]["model"] == EARLIER_MODEL
 
 
 def test_a_config_file_and_the_same_flags_give_the_same_run(tmp_path):

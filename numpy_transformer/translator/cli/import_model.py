@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ...machine import require
-from ..config import (
-    DTYPES,
-)
+from ...model import DTYPES
 
 
 def add_import(commands: argparse._SubParsersAction) -> None:
