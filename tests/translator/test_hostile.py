@@ -509,6 +509,7 @@ def test_score_names_an_empty_or_too_long_translation_by_its_line(checkpoint):
     "argv, library, extra",
     [
         (["train", "--task", "copy", "--steps", "2", "--no-progress"], "sacrebleu", "train"),
+        (["train", "--task", "copy", "--steps", "2"], "tqdm", "train"),
         (["train", "--task", "numbers-en-fr", "--steps", "2", "--no-progress"], "num2words", "train"),
         (["learn", "start", "--notebook"], "jupytext", "notebook"),
         (["plot", "gradients", "--layers", "1"], "matplotlib", "plot"),

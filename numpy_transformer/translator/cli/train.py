@@ -100,6 +100,8 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
 
             def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
                 require_evaluation_library()
+                if not args.no_progress:
+                    require("a training run's progress bar (--no-progress trains without one)", "tqdm")
                 settings = _settings(args)  # every refusal of a setting comes before any work
                 _refuse_out_of_from(settings["train"].get("from_run"), args.out)
                 out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
