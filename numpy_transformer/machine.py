@@ -153,6 +153,7 @@ def restart_with_openblas_timeout() -> None:
 
 OPTIONAL_LIBRARIES = {  # the optional libraries the commands use, and the extra that installs each
     "sacrebleu": "train",
+    "tqdm": "train",
     "tokenizers": "train",
     "num2words": "train",
     "matplotlib": "plot",
