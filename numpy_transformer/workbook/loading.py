@@ -121,8 +121,8 @@ def load_learner(path: str | Path) -> ModuleType:
                 f"seconds ({_their_frames(error, file)}); code outside a function runs on every import: "
                 'put it inside a function, or under `if __name__ == "__main__":`'
             ) from None
-        moved = MOVED.get(getattr(error, "name", None) or "") if isinstance(error, ImportError) else None
-        hint = f"; {error.name} is now {moved}: change the import" if moved else ""
+        missing = (error.name or "") if isinstance(error, ImportError) else ""
+        hint = f"; {missing} is now {MOVED[missing]}: change the import" if missing in MOVED else ""
         raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}{hint}") from None
     finally:
         if added:
