@@ -1173,3 +1173,42 @@ def test_a_workbook_importing_the_blocks_from_where_they_were_is_told_where_they
     assert done.returncode == 1
     assert "numpy_transformer.blocks is now numpy_transformer.workbook.blocks: change the import" in done.stderr
     assert "mine.py:1" in done.stderr
+
+
+def test_the_proof_of_a_solved_workbook_is_the_textbooks_run_weight_for_weight(tmp_path):
+    """learn prove's engine on a solved workbook (a small recipe): the learner's run and the textbook's
+    have identical weights and translate the unseen numbers identically."""
+    from learn_mistakes import solved_workbook
+
+    from numpy_transformer.translator.tasks import make_task
+    from numpy_transformer.workbook.proof import Recipe, prove
+
+    path = tmp_path / "mine.py"
+    path.write_text(solved_workbook())
+    block_table: dict = {}
+    table, verdicts = workbook.learner_functions(path, block_table)
+    assert all(v.status == "done" for v in verdicts)
+    ran: set = set()
+    theirs = workbook.training.guarded({**table, **block_table}, path, ran)
+    recipe = Recipe(width=16, n_layers=1, n_heads=2, d_ff=32, steps=12, test_size=40)
+    result = prove(make_task("numbers-en-fr", seed=0), theirs, recipe)
+    assert "encoder_decoder_backward" in ran  # the learner's whole model ran, not the textbook's
+    assert result.identical and result.largest_difference == 0.0
+    assert result.yours_exact == result.textbook_exact
+    assert result.yours.dev_loss == result.textbook.dev_loss
+
+
+def test_the_proof_is_refused_its_name_while_a_function_is_wrong(tmp_path):
+    from learn_mistakes import solved_workbook
+
+    path = tmp_path / "mine.py"
+    text = solved_workbook(("layer_norm_backward",))
+    assert "return dx, dgamma, dbeta" in text
+    path.write_text(text.replace("return dx, dgamma, dbeta", "return 2 * dx, dgamma, dbeta", 1))
+    done = cli("learn", "prove", str(path), "--steps", "2", "--no-compare")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert "blocks.py's encoder-decoder on your layer_norm_backward (the rest the textbook's), 2 steps" in lines[0]
+    assert "not a proof yet: learn check finds layer_norm_backward wrong" in done.stdout
+    assert "proven" not in done.stdout
+    assert "learn check is the proof of each one" in lines[-1]

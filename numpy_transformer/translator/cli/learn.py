@@ -1,4 +1,4 @@
-"""``numpy-transformer learn``: the workbook's commands (start, check, status, hint, train)."""
+"""``numpy-transformer learn``: the workbook's commands (start, check, status, hint, train, prove)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,22 @@ def add_learn(commands: argparse._SubParsersAction) -> None:
     p.add_argument("file", metavar="FILE")
     p.add_argument("name", metavar="NAME")
     p = actions.add_parser(
+        "prove",
+        help="the last milestone: blocks.py's encoder-decoder on FILE's backwards (blocks and layers, "
+        "wherever it defines them) learns English number words to French and translates 1,000 "
+        "numbers it never saw, beside the textbook's identical run",
+    )
+    p.add_argument("file", metavar="FILE")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="training steps (default: the proof's own, 300); fewer is a rehearsal",
+    )
+    p.add_argument(
+        "--no-compare", dest="compare", action="store_false", help="skip the textbook's run beside yours"
+    )
+    p = actions.add_parser(
         "train",
         help="train a model on FILE's functions wherever it defines them (options as train's; without "
         "--task, --data or --config: the copy task, 400 steps of a one-layer model of width 32), then "
@@ -104,6 +120,8 @@ def run_learn(args: argparse.Namespace) -> int:
         if args.action == "hint":
             print(workbook.next_hint(args.file, args.name))
             return 0
+        if args.action == "prove":
+            return _learn_prove(args, say)
         require_evaluation_library()
         block_table: dict[str, Callable] = {}
         table, verdicts = workbook.learner_functions(args.file, block_table)
@@ -281,3 +299,70 @@ def _last_dev(out: Path) -> dict[str, Any] | None:
         return None
     dev = [r for r in records if r.get("split") == "dev" and "exact_match" in r]
     return dev[-1] if dev else None
+
+
+def _learn_prove(args: argparse.Namespace, say: Callable[..., None]) -> int:
+    """The proof (workbook.proof): the learner's encoder-decoder trains a real translator, beside the
+    textbook's identical run, and the verdict says what that does and does not show."""
+    from dataclasses import replace
+
+    from ... import workbook
+    from ...workbook.proof import PROOF, prove
+    from ..tasks import make_task
+
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps must be a positive integer, got {args.steps}")
+    recipe = PROOF if args.steps is None else replace(PROOF, steps=args.steps)
+    task = make_task(recipe.task, seed=0)  # before the learner's file runs: a missing library is said first
+    block_table: dict[str, Callable] = {}
+    table, verdicts = workbook.learner_functions(args.file, block_table)
+    wrong = [v.name for v in verdicts if v.status == "wrong"]
+    ran: set[str] = set()
+    theirs = workbook.training.guarded({**table, **block_table}, args.file, ran)
+    try:
+        result = prove(task, theirs, recipe, compare=args.compare)
+    except RuntimeError as error:  # their code raised (guarded says where)
+        print(f"numpy-transformer learn prove: {error}", file=sys.stderr)
+        return 1
+    mine = sorted(ran)
+    n = min(recipe.test_size, len(task.test))
+    line = (
+        f"blocks.py's encoder-decoder on your {', '.join(mine)} (the rest the textbook's)"
+        if mine
+        else "blocks.py's encoder-decoder on the textbook alone: FILE defines no backward this model runs"
+    )
+    say(
+        f"{line}, {recipe.steps} steps of {recipe.task}: exact on {result.yours_exact:.1%} of {n} numbers "
+        f"it never saw ({result.seconds:.0f} s, training and translating)"
+    )
+    if result.textbook is not None and result.textbook_exact is not None:
+        same = (
+            "identical"
+            if result.identical
+            else f"not identical (they differ by up to {result.largest_difference:.2g})"
+        )
+        say(
+            f"the textbook's run on the same seed: exact on {result.textbook_exact:.1%}; the weights are {same}"
+        )
+    reached = result.yours_exact >= recipe.target
+    if not mine:
+        verdict = "nothing of yours was proven: write the workbook's backwards first"
+    elif wrong:
+        verdict = f"not a proof yet: learn check finds {', '.join(wrong)} wrong"
+    elif not reached:
+        verdict = f"not yet: the target is {recipe.target:.0%} exact"
+    elif result.textbook is not None and not result.identical:
+        verdict = (
+            f"the target of {recipe.target:.0%} is reached, but your run is not the textbook's: some function "
+            "sums in another order, or carries a mistake too small for learn check's tolerance"
+        )
+    else:
+        verdict = f"proven: your encoder-decoder translates, {recipe.target:.0%} exact or better"
+    say(verdict)
+    say(
+        "what this shows: your backwards train a whole translator end to end. Identical weights mean "
+        "your functions compute what the textbook's compute on this run, operation for operation. A "
+        "good translation alone would not prove a gradient right (Adam divides out a constant factor): "
+        "learn check is the proof of each one."
+    )
+    return 0 if verdict.startswith("proven") else 1

@@ -1,0 +1,147 @@
+"""learn prove: the learner's own encoder-decoder trains a real translator, beside the textbook's.
+
+The proof is the workbook's last milestone. The whole encoder-decoder of blocks.py (float64) is
+trained on English number words to French ones, its gradients from the learner's block and layer
+backwards wherever their file defines them, then the same run on the textbook's own code; each
+translates the task's unseen test numbers greedily. When every function the run called computes
+what the textbook's computes, operation for operation, the two runs' weights are identical.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..backend import get_array_module, to_numpy
+from ..functional import CrossEntropyCache
+from . import blocks
+from .training import BlocksResult, blocks_using, train_blocks
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The proof's run: its task and sizes, and the share of unseen test sentences it must translate
+    exactly (the textbook's run reaches it at these settings; see docs/learn.md for its time)."""
+
+    task: str = "numbers-en-fr"
+    width: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    d_ff: int = 128
+    steps: int = 300
+    batch_size: int = 64
+    lr: float = 2e-3
+    label_smoothing: float = 0.1
+    seed: int = 1
+    test_size: int = 1000
+    target: float = 0.9
+
+
+PROOF = Recipe()
+
+
+def greedy_ids(
+    params: blocks.Params, src: Any, n_layers: int, n_heads: int, ids: Any, max_length: int
+) -> list[list[int]]:
+    """Greedy translations of the (B, S) source ids ``src`` with blocks.encoder_decoder_forward: each
+    step runs the whole forward on the prefix so far (no key/value cache: the workbook's model is
+    read, not served) and appends the most probable next token of its last position. ``ids``: the
+    vocabulary's special ids (pad, bos, eos). Returns each sentence's ids, without bos and eos."""
+    xp = get_array_module()
+    rows = src.shape[0]
+    prefix = xp.full((rows, 1), ids.bos, dtype=src.dtype)
+    finished = xp.zeros(rows, dtype=bool)
+    for _ in range(max_length):
+        labels = xp.full(
+            prefix.shape, ids.eos, dtype=src.dtype
+        )  # the loss needs labels; the probabilities do not
+        _, cache = blocks.encoder_decoder_forward(
+            src, prefix, labels, params, n_layers, n_heads, ids.pad, 0.0
+        )
+        probs = _loss_cache(cache).probs.reshape(rows, prefix.shape[1], -1)[:, -1]
+        chosen = xp.where(finished, ids.pad, probs.argmax(axis=-1))
+        prefix = xp.concatenate([prefix, chosen[:, None].astype(src.dtype)], axis=1)
+        finished = finished | (chosen == ids.eos)
+        if bool(finished.all()):
+            break
+    translations = []
+    for row in to_numpy(prefix[:, 1:]).tolist():
+        translations.append(row[: row.index(ids.eos)] if ids.eos in row else [t for t in row if t != ids.pad])
+    return translations
+
+
+def _loss_cache(cache: Any) -> CrossEntropyCache:
+    """The cross-entropy's cache inside the whole model's (it holds the softmax of the logits)."""
+    inside = [cache]
+    while inside:
+        item = inside.pop()
+        if isinstance(item, CrossEntropyCache):
+            return item
+        if isinstance(item, (tuple, list)):
+            inside.extend(item)
+    raise TypeError("the whole model's cache holds no cross-entropy cache")
+
+
+def exact_share(params: blocks.Params, task: Any, pairs: list[tuple[str, str]], recipe: Recipe) -> float:
+    """The share of ``pairs`` whose greedy translation is the reference, token for token."""
+    xp = get_array_module()
+    exact = 0
+    for start in range(0, len(pairs), 100):
+        chunk = pairs[start : start + 100]
+        references = task.encode_pairs(chunk)[1]
+        batch = task.batch(chunk)
+        longest = max(len(reference) for reference in references) + 2
+        translations = greedy_ids(
+            params, xp.asarray(batch.src), recipe.n_layers, recipe.n_heads, task.ids, longest
+        )
+        exact += sum(t == list(r) for t, r in zip(translations, references))
+    return exact / max(len(pairs), 1)
+
+
+@dataclass
+class ProofResult:
+    yours: BlocksResult
+    yours_exact: float
+    seconds: float  # the learner's run: training and translating
+    textbook: BlocksResult | None  # None when the comparison is skipped
+    textbook_exact: float | None
+    largest_difference: float | None  # between the two runs' weights: 0.0 when identical
+
+    @property
+    def identical(self) -> bool:
+        return self.largest_difference == 0.0
+
+
+def prove(
+    task: Any, functions: dict[str, Callable], recipe: Recipe = PROOF, compare: bool = True
+) -> ProofResult:
+    """Train blocks.py's encoder-decoder on ``task`` with ``functions`` (the learner's, by textbook
+    name, wrapped as training.guarded wraps them) in place of the textbook's, then on the textbook's
+    alone (unless ``compare`` is false); each translates ``recipe.test_size`` of the task's test pairs."""
+    settings: dict[str, Any] = {
+        "steps": recipe.steps,
+        "batch_size": recipe.batch_size,
+        "lr": recipe.lr,
+        "width": recipe.width,
+        "n_layers": recipe.n_layers,
+        "n_heads": recipe.n_heads,
+        "d_ff": recipe.d_ff,
+        "seed": recipe.seed,
+        "label_smoothing": recipe.label_smoothing,
+        "dev_pairs": task.dev[:200],
+    }
+    test = list(task.test[: recipe.test_size])
+    started = time.perf_counter()
+    with blocks_using(functions):
+        yours = train_blocks(task, **settings)
+    yours_exact = exact_share(yours.params, task, test, recipe)  # translated on the textbook's forward
+    seconds = time.perf_counter() - started
+    if not compare:
+        return ProofResult(yours, yours_exact, seconds, None, None, None)
+    textbook = train_blocks(task, **settings)
+    textbook_exact = exact_share(textbook.params, task, test, recipe)
+    xp = get_array_module()
+    largest = max(float(xp.abs(yours.params[key] - textbook.params[key]).max()) for key in textbook.params)
+    return ProofResult(yours, yours_exact, seconds, textbook, textbook_exact, largest)
