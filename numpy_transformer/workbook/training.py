@@ -132,6 +132,7 @@ class BlocksResult:
     dev_loss: float
     accuracy: float  # teacher-forced: the share of the dev targets (padding aside) predicted first
     steps: int
+    params: blocks.Params  # the trained weights
 
 
 def train_blocks(
@@ -187,4 +188,4 @@ def train_blocks(
         total += float(loss) * n
         correct += float(((predicted == cache.loss.targets) & valid).sum())
         tokens += n
-    return BlocksResult(total / max(tokens, 1.0), correct / max(tokens, 1.0), steps)
+    return BlocksResult(total / max(tokens, 1.0), correct / max(tokens, 1.0), steps, params)
