@@ -160,6 +160,7 @@ OPTIONAL_LIBRARIES = {  # the optional libraries the commands use, and the extra
     "sentencepiece": "pretrained",
     "safetensors": "pretrained",
     "jupytext": "notebook",
+    "ctranslate2": "ctranslate2",
 }
 
 

@@ -11,6 +11,15 @@ as Marian's ``source.spm``, ``target.spm`` and ``vocab.json``.
 
 Marian's architecture is post-norm blocks without final norms, multi-head attention and sines-then-
 cosines positions: a model of anything else is refused, naming what, before anything is written.
+
+``export_ctranslate2(model, vocabularies, DIR)`` writes a CTranslate2 model directory instead
+(``model.bin``, ``config.json`` and the vocabularies, float32), built with CTranslate2's own
+specification classes: ``ctranslate2.Translator(DIR)`` translates tokens as this package does. The
+decoder starts from the vocabulary's start token, as the model was trained; CTranslate2's converter
+of transformers' Marian models starts it from a zero vector instead (Marian's ``<pad>`` row), which
+only an imported OPUS-MT model's start token has. Pre-norm models, final norms after pre-norm
+blocks and either position layout convert too; latent attention and final norms after post-norm
+blocks are refused.
 """
 
 from __future__ import annotations
@@ -149,16 +158,16 @@ def marian_tensors(model: Transformer) -> dict[str, numpy.ndarray]:
     return tensors
 
 
-def check_destination(directory: str | Path, overwrite: bool) -> Path:
+def check_destination(directory: str | Path, overwrite: bool, written: tuple[str, ...] = WRITTEN) -> Path:
     """``directory`` as the export's: absent, an empty directory, or (``overwrite``) one to replace
-    the export's files in."""
+    the export's files (``written``) in."""
     path = Path(directory).expanduser()
     if path.exists() and not path.is_dir():
         raise ExportError(f"--to {directory}: not a directory (expected a directory to write the model into)")
     if path.is_dir() and any(path.iterdir()) and not overwrite:
         raise ExportError(
             f"--to {directory}: not empty; give an empty or new directory, or --overwrite to replace "
-            f"the files an export writes ({', '.join(WRITTEN)})"
+            f"the files an export writes ({', '.join(written)})"
         )
     if not path.parent.is_dir():
         raise ExportError(f"--to {directory}: its parent {path.parent} is not a directory")
@@ -235,16 +244,171 @@ def export_pretrained(
         save_file(marian_tensors(model), str(staging / WEIGHTS), metadata={"format": "pt"})
         for name, content in files.items():
             (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-        for name in WRITTEN:  # an earlier export's file this one does not write goes (overwrite)
-            if not (staging / name).exists():
-                (path / name).unlink(missing_ok=True)
-        written = []
-        for file in sorted(staging.iterdir()):
-            os.chmod(file, 0o644)
-            os.replace(file, path / file.name)
-            written.append(path / file.name)
+        written = _move_in(staging, path, WRITTEN)  # an earlier export's file this one lacks goes
     except OSError as error:
         raise SaveError.writing(path, error, "the files already moved in are whole") from error
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    return written
+
+
+CTRANSLATE2_WRITTEN = (
+    "config.json",
+    "model.bin",
+    "shared_vocabulary.json",
+    "source_vocabulary.json",
+    "target_vocabulary.json",
+)  # what a CTranslate2 export holds (one shared vocabulary, or the source's and the target's)
+CTRANSLATE2_ACTIVATIONS = {"relu": "RELU", "silu": "SWISH", "gelu_tanh": "GELUTanh"}  # common_spec.Activation
+
+
+def ctranslate2_unrepresentable(model: Transformer) -> list[str]:
+    """What of ``model``'s architecture CTranslate2's Transformer lacks (empty: it represents it)."""
+    config = model.config
+    reasons = []
+    if config.attention != "mha":
+        reasons.append(
+            f"attention {config.attention!r} (latent attention): CTranslate2's is multi-head ('mha')"
+        )
+    if config.final_norm and not config.norm_first:
+        reasons.append(
+            "final layer norms after post-norm blocks: CTranslate2 has them only after pre-norm blocks "
+            "(train --no-final-norm, or without --post-norm)"
+        )
+    if config.activation not in CTRANSLATE2_ACTIVATIONS:
+        reasons.append(
+            f"activation {config.activation!r}: CTranslate2's are {', '.join(CTRANSLATE2_ACTIVATIONS)}"
+        )
+    return reasons
+
+
+def ctranslate2_spec(model: Transformer, vocabularies: tuple[Vocab, Vocab]) -> Any:
+    """``model`` as a ``ctranslate2.specs.TransformerSpec`` of float32 weights (no attention biases:
+    zeros), its vocabularies' tokens and special tokens registered; the decoder starts from the
+    target vocabulary's start token. Check ctranslate2_unrepresentable first."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    config = model.config
+    state = {name: to_numpy(value).astype(numpy.float32) for name, value in model.state_dict().items()}
+    spec = transformer_spec.TransformerSpec.from_config(
+        (config.N, config.N),
+        config.h,
+        pre_norm=config.norm_first,
+        no_final_norm=not config.final_norm,
+        activation=getattr(common_spec.Activation, CTRANSLATE2_ACTIVATIONS[config.activation]),
+    )
+
+    def linear(layer: Any, *names: str) -> None:
+        """``layer`` the projections ``names`` stacked (one fused matrix, as CTranslate2 keeps q, k, v)."""
+        layer.weight = numpy.concatenate([state[f"{name}.weight"] for name in names])
+        layer.bias = numpy.concatenate(
+            [
+                state.get(f"{name}.bias", numpy.zeros(state[f"{name}.weight"].shape[0], numpy.float32))
+                for name in names
+            ]
+        )
+
+    def norm(layer: Any, name: str) -> None:
+        layer.gamma, layer.beta = state[f"{name}.gamma"], state[f"{name}.beta"]
+
+    def attention(block: Any, name: str, cross: bool) -> None:
+        q, k, v, o = (f"{name}.{part}" for part in ("w_q", "w_k", "w_v", "w_o"))
+        if cross:  # the query from the decoder, the keys and values from the encoder's output
+            linear(block.linear[0], q)
+            linear(block.linear[1], k, v)
+        else:
+            linear(block.linear[0], q, k, v)
+        linear(block.linear[-1], o)
+
+    def feed_forward(block: Any, name: str) -> None:
+        linear(block.linear_0, f"{name}.linear_1")
+        linear(block.linear_1, f"{name}.linear_2")
+
+    source_embedding = state["src_embed.embedding.weight"]
+    target_embedding = state.get("tgt_embed.embedding.weight", source_embedding)
+    for side, coder, embedding, positions in (
+        ("encoder", spec.encoder, source_embedding, model.src_pos.pe),
+        ("decoder", spec.decoder, target_embedding, model.tgt_pos.pe),
+    ):
+        table = coder.embeddings[0] if side == "encoder" else coder.embeddings
+        table.weight = embedding
+        coder.scale_embeddings = True  # by sqrt(d_model), as InputEmbeddings
+        coder.position_encodings.encodings = to_numpy(positions).astype(numpy.float32)
+        if config.final_norm:
+            norm(coder.layer_norm, f"{side}.norm")
+        for i, layer in enumerate(coder.layer):
+            name = f"{side}.layers.{i}"
+            attention(layer.self_attention, f"{name}.self_attention_block", cross=False)
+            norm(layer.self_attention.layer_norm, f"{name}.residual_connections.0.norm")
+            if side == "decoder":
+                attention(layer.attention, f"{name}.cross_attention_block", cross=True)
+                norm(layer.attention.layer_norm, f"{name}.residual_connections.1.norm")
+            feed_forward(layer.ffn, f"{name}.feed_forward_block")
+            norm(layer.ffn.layer_norm, f"{name}.residual_connections.{2 if side == 'decoder' else 1}.norm")
+    spec.decoder.projection.weight = state.get("projection_layer.proj.weight", target_embedding)
+    spec.decoder.projection.bias = state["projection_layer.proj.bias"]
+    source, target = vocabularies
+    spec.register_source_vocabulary(list(source.itos))
+    spec.register_target_vocabulary(list(target.itos))
+    ids = target.ids
+    spec.config.bos_token = target.itos[ids.bos]
+    spec.config.eos_token = target.itos[ids.eos]
+    spec.config.unk_token = target.itos[ids.unk]
+    spec.config.decoder_start_token = target.itos[ids.bos]
+    spec.config.add_source_bos = spec.config.add_source_eos = False  # a source is given as it is encoded
+    spec.config.layer_norm_epsilon = 1e-5  # LayerNormalization's
+    return spec
+
+
+def export_ctranslate2(
+    model: Transformer,
+    vocabularies: tuple[Vocab, Vocab],
+    directory: str | Path,
+    overwrite: bool = False,
+) -> list[Path]:
+    """Write ``model`` (its source and target ``vocabularies`` give the tokens and special tokens)
+    into ``directory`` as a CTranslate2 model of float32 weights (ctranslate2_spec): ``model.bin``,
+    ``config.json`` and the vocabularies' ``*_vocabulary.json``. ``ctranslate2.Translator(directory,
+    compute_type="int8")`` quantizes it as it loads. Returns the files written.
+
+    Checked first, as export_pretrained: the architecture (ctranslate2_unrepresentable), the
+    vocabularies' sizes, the directory (a non-empty one is refused unless ``overwrite``); the files
+    are written into a temporary directory beside it, then moved in."""
+    reasons = ctranslate2_unrepresentable(model)
+    if reasons:
+        raise ExportError(f"CTranslate2 cannot represent this model's {'; '.join(reasons)}")
+    for side, vocab, size in zip(
+        ("source", "target"), vocabularies, (model.config.src_vocab_size, model.config.tgt_vocab_size)
+    ):
+        if len(vocab) != size:
+            raise ExportError(
+                f"vocabularies: the {side} vocabulary has {len(vocab)} tokens, the model {size}"
+            )
+    path = check_destination(directory, overwrite, CTRANSLATE2_WRITTEN)
+    spec = ctranslate2_spec(model, vocabularies)
+    spec.validate()
+    spec.optimize(quantization="float32")
+    path.mkdir(exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        spec.save(str(staging))
+        written = _move_in(staging, path, CTRANSLATE2_WRITTEN)
+    except OSError as error:
+        raise SaveError.writing(path, error, "the files already moved in are whole") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return written
+
+
+def _move_in(staging: Path, path: Path, names: tuple[str, ...]) -> list[Path]:
+    """The files of ``staging`` moved into ``path``, each by a rename; a file of ``names`` that
+    ``staging`` lacks (an earlier export's) removed from ``path``."""
+    for name in names:
+        if not (staging / name).exists():
+            (path / name).unlink(missing_ok=True)
+    written = []
+    for file in sorted(staging.iterdir()):
+        os.chmod(file, 0o644)
+        os.replace(file, path / file.name)
+        written.append(path / file.name)
     return written

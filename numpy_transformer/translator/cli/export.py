@@ -1,4 +1,5 @@
-"""``numpy-transformer export``: a run as a Hugging Face Marian directory that transformers loads."""
+"""``numpy-transformer export``: a run as a Hugging Face Marian directory that transformers loads, or
+(``--ctranslate2``) as a CTranslate2 model directory."""
 
 from __future__ import annotations
 
@@ -9,18 +10,37 @@ def add_export(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "export",
         help="a run (post-norm, no final norms, split positions) as a Hugging Face Marian directory that "
-        "transformers' MarianMTModel.from_pretrained loads, and import reads back",
+        "transformers' MarianMTModel.from_pretrained loads, and import reads back; or (--ctranslate2) as a "
+        "CTranslate2 model directory",
     )
     p.add_argument("run", metavar="RUN", help="the run directory (or its model.npz) to export")
     p.add_argument("--to", required=True, metavar="DIR", help="the directory to write (new or empty)")
     p.add_argument("--overwrite", action="store_true", help="replace the files of an export in --to")
+    p.add_argument(
+        "--ctranslate2",
+        action="store_true",
+        help="write a CTranslate2 model directory instead (float32; ctranslate2.Translator(DIR, "
+        "compute_type='int8') quantizes it as it loads); any run of multi-head attention converts",
+    )
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from ...machine import require
     from ..checkpoint import load_for_inference
-    from ..export import check_destination, export_pretrained
+    from ..export import CTRANSLATE2_WRITTEN, check_destination, export_ctranslate2, export_pretrained
     from ..tokenizers import SentencePieceTokenizer
 
+    if args.ctranslate2:
+        require("export --ctranslate2", "ctranslate2")
+        check_destination(args.to, args.overwrite, CTRANSLATE2_WRITTEN)  # before the run is read
+        model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.run)
+        written = export_ctranslate2(model, (src_vocab, tgt_vocab), args.to, args.overwrite)
+        print(f"exported {args.run} into {args.to}: {', '.join(path.name for path in written)}")
+        print(
+            f"translate:  ctranslate2.Translator('{args.to}').translate_batch(tokens), the run's "
+            f"{tokenizer.name} tokenizer splitting the sources and joining the translations"
+        )
+        return 0
     check_destination(args.to, args.overwrite)  # before the run is read
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.run)
     written = export_pretrained(model, (src_vocab, tgt_vocab), args.to, tokenizer, args.overwrite)
