@@ -72,5 +72,11 @@ def format_status(rungs: Sequence[Rung]) -> str:
     counts = {state: sum(rung.state == state for rung in rungs) for state in ("done", "ready", "locked")}
     lines.append(", ".join(f"{count} {state}" for state, count in counts.items()))
     ready = [rung.name for rung in rungs if rung.state == "ready"]
-    lines.append(f"next: {ready[0]}" if ready else "every exercise done")
+    if ready:
+        lines.append(f"next: {ready[0]}")
+    else:
+        lines.append(
+            "every exercise done. The proof: numpy-transformer learn prove FILE (your encoder-decoder "
+            "learns a real translator beside the textbook's)"
+        )
     return "\n".join(lines)

@@ -797,6 +797,9 @@ def test_a_solved_workbook_passes_every_exercise_whole_model_included(tmp_path, 
     verdicts = workbook.check(path)
     assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
     assert [v.name for v in verdicts][-1] == "encoder_decoder_backward"
+    ladder = workbook.format_status([workbook.progress.Rung(v.name, "done", (), v) for v in verdicts])
+    assert ladder.endswith("every exercise done. The proof: numpy-transformer learn prove FILE (your "
+                           "encoder-decoder learns a real translator beside the textbook's)")  # fmt: skip
 
 
 def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_path, capsys):
