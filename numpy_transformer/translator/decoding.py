@@ -656,6 +656,15 @@ def beam_search(
     return ids[:, 0]
 
 
+def check_n_best(n_best: Any, beam_width: int, names: tuple[str, str] = ("n_best", "beam_width")) -> None:
+    """Refuse an ``n_best`` that is not an integer in [1, beam_width] (a beam keeps that many), by
+    ``names`` (the command line's flags where it asks)."""
+    if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_width:
+        raise ValueError(
+            f"{names[0]} must be an integer in [1, {names[1]}={beam_width}] (a beam keeps that many), got {n_best!r}"
+        )
+
+
 @_decoding_call
 def beam_search_n_best(
     model: Transformer,
@@ -678,8 +687,7 @@ def beam_search_n_best(
         raise ValueError(
             f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens"
         )
-    if isinstance(n_best, bool) or not isinstance(n_best, int) or not 1 <= n_best <= beam_width:
-        raise ValueError(f"n_best must be an integer in [1, beam_width={beam_width}], got {n_best!r}")
+    check_n_best(n_best, beam_width)
     stepper = _start(
         model,
         src,

@@ -460,7 +460,10 @@ def test_n_best_lists_the_beams_best_first_and_its_first_is_beam_search():
     for row in range(src.shape[0]):  # the three hypotheses of a source differ
         texts = {tuple(t[: list(t).index(EOS_ID)] if EOS_ID in t else t) for t in ids[row].tolist()}
         assert len(texts) == 3
-    with pytest.raises(ValueError, match=r"n_best must be an integer in \[1, beam_width=4\], got 5"):
+    with pytest.raises(
+        ValueError,
+        match=r"n_best must be an integer in \[1, beam_width=4\] \(a beam keeps that many\), got 5",
+    ):
         beam_search_n_best(model, src, mask, 12, BOS_ID, EOS_ID, beam_width=4, n_best=5)
 
 

@@ -38,16 +38,14 @@ def too_long(model: Any, tokenizer: Any, where: str, text: str, target: bool = F
 def run_translate(args: argparse.Namespace) -> int:
     from ..checkpoint import load_for_inference
     from ..corpora import printable
+    from ..decoding import check_n_best
     from ..tokenizers import encode_sentences
     from ..translating import score_ids, translate_ids, translate_n_best
 
     if args.n_best > 1 and (args.strategy not in (None, "beam") or args.score):
         used = "--score" if args.score else f"--strategy {args.strategy}"
         raise ValueError(f"--n-best {args.n_best} needs beam search, not {used}")
-    if args.n_best > args.beam_width:
-        raise ValueError(
-            f"--n-best {args.n_best} exceeds --beam-width {args.beam_width}: a beam keeps that many"
-        )
+    check_n_best(args.n_best, args.beam_width, ("--n-best", "--beam-width"))  # before the model loads
     if args.sentences:
         empty = [number for number, sentence in enumerate(args.sentences, start=1) if not sentence.strip()]
         if empty:
