@@ -2,7 +2,7 @@
 
 ``start(directory)`` writes ``my_backprop.py`` (one exercise per backward of the textbook, its
 forward imported from :mod:`numpy_transformer.functional` or, for the blocks, from
-:mod:`numpy_transformer.workbook.blocks`, its body ``raise NotImplementedError``) and a
+``numpy_transformer.workbook.blocks``, its body ``raise NotImplementedError``) and a
 ``README.md`` giving the order to work in. ``check(path, names)`` loads the learner's file,
 matches the functions it defines to the textbook's by name and grades each on several drawn cases
 (masked attention rows, repeated token ids, padding targets, dropout on and off, length 1):

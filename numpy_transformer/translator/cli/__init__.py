@@ -1,4 +1,5 @@
-"""``numpy-transformer`` / ``python -m numpy_transformer``: train, translate, evaluate, plot, import."""
+"""``numpy-transformer`` / ``python -m numpy_transformer``: train, translate, evaluate, average, plot, learn,
+import, export; one module per command, each registered here (build_parser, _main's handlers)."""
 
 from __future__ import annotations
 
