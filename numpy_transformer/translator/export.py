@@ -9,8 +9,15 @@ its own padding index, shared vocabularies of untied embeddings, source and targ
 ``<pad>`` is never emitted). A SentencePiece (Marian) tokenizer of one vocabulary goes with it
 as Marian's ``source.spm``, ``target.spm`` and ``vocab.json``.
 
-Marian's architecture is post-norm blocks without final norms, multi-head attention and sines-then-
-cosines positions: a model of anything else is refused, naming what, before anything is written.
+Marian's architecture is post-norm blocks without final norms, multi-head attention and sinusoidal
+positions computed as sines then cosines ('split'): a model of anything else is refused, naming what,
+before anything is written. A model of the paper's interleaved positions ('interleaved', sin and cos
+alternating) exports exactly all the same: the interleaved table is the split one with its columns
+reordered, and the model computes the same function when every axis of size d_model on the residual
+stream is reordered alike (residual_permutation, permuted_state: the embeddings' columns, every layer
+norm, the inputs of W_q, W_k, W_v and W1, the outputs of W_o and W2, the projection's inputs). Such an
+export, imported, is a model of split positions whose weights are reordered: the same function, not
+the same settings.
 
 ``export_ctranslate2(model, vocabularies, DIR)`` writes a CTranslate2 model directory instead
 (``model.bin``, ``config.json`` and the vocabularies, float32), built with CTranslate2's own
@@ -70,14 +77,56 @@ def unrepresentable(model: Transformer) -> list[str]:
         reasons.append(
             "final layer norms (final_norm): Marian has none after the last block (--no-final-norm)"
         )
-    if config.positions != "split":
-        reasons.append(
-            f"positions {config.positions!r}: Marian computes its sinusoids as sines then cosines "
-            "('split', --positions split)"
-        )
     if config.activation not in MARIAN_ACTIVATIONS:
         reasons.append(f"activation {config.activation!r}: Marian's are {', '.join(MARIAN_ACTIVATIONS)}")
     return reasons
+
+
+def residual_permutation(d_model: int) -> numpy.ndarray:
+    """The order of the interleaved sinusoids' columns that gives the split ones: ``split =
+    interleaved[:, order]`` (the sines, at the even columns, then the cosines, at the odd ones)."""
+    return numpy.concatenate([numpy.arange(0, d_model, 2), numpy.arange(1, d_model, 2)])
+
+
+RESIDUAL_INPUTS = ("w_q.weight", "w_k.weight", "w_v.weight", "w_kv_compress.weight", "linear_1.weight")
+RESIDUAL_OUTPUTS = ("w_o.weight", "w_o.bias", "linear_2.weight", "linear_2.bias")
+RESIDUAL_FREE = (  # parameters with no axis on the residual stream
+    "w_q.bias",
+    "w_k.bias",
+    "w_v.bias",
+    "w_k_decompress.weight",
+    "w_v_decompress.weight",
+    "linear_1.bias",
+    "projection_layer.proj.bias",
+)
+
+
+def permuted_state(state: dict[str, numpy.ndarray], order: numpy.ndarray) -> dict[str, numpy.ndarray]:
+    """``state`` (a model's parameters by name) with every axis of size d_model on the residual stream
+    reordered by ``order``: the embeddings' and the projection's columns (a tied table is one matrix,
+    reordered once), every layer norm's gamma and beta, the input columns of W_q, W_k, W_v (and of
+    latent attention's compression) and W1, the output rows and biases of W_o and W2. The model of
+    ``state`` so reordered computes what the model of ``state`` does on a residual stream reordered by
+    ``order``: with positions reordered alike, the same logits."""
+    permuted = {}
+    for name, value in state.items():
+        if name.endswith((".gamma", ".beta")) or name.endswith(RESIDUAL_OUTPUTS):
+            value = value[order]
+        elif name.endswith(("embedding.weight", "projection_layer.proj.weight", *RESIDUAL_INPUTS)):
+            value = value[:, order]
+        elif not name.endswith(RESIDUAL_FREE):
+            raise ValueError(f"{name}: not a parameter whose residual-stream axis is known")
+        permuted[name] = value
+    return permuted
+
+
+def exported_state(model: Transformer) -> dict[str, numpy.ndarray]:
+    """``model``'s parameters by name, as transformers' split sinusoids need them: a model of
+    interleaved positions reordered by residual_permutation (permuted_state), of split ones as it is."""
+    state = {name: to_numpy(value) for name, value in model.state_dict().items()}
+    if model.config.positions == "interleaved":
+        state = permuted_state(state, residual_permutation(model.config.d_model))
+    return state
 
 
 def marian_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
@@ -140,11 +189,14 @@ def generation_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
     }
 
 
-def marian_tensors(model: Transformer) -> dict[str, numpy.ndarray]:
+def marian_tensors(
+    model: Transformer, state: dict[str, numpy.ndarray] | None = None
+) -> dict[str, numpy.ndarray]:
     """Every weight of ``model`` under transformers' name (pretrained.marian_names), attention biases
-    as zeros in a model without them."""
+    as zeros in a model without them, reordered for split positions where the model's are
+    interleaved (exported_state; ``state``, where given, is it)."""
     config = model.config
-    state = {name: to_numpy(value) for name, value in model.state_dict().items()}
+    state = exported_state(model) if state is None else state
     tensors = {}
     for ours, theirs in marian_names(config.N, config.tie_embeddings, config.shared_vocab).items():
         if ours in state:
@@ -183,7 +235,9 @@ def export_pretrained(
 ) -> list[Path]:
     """Write ``model`` (its source and target ``vocabularies`` give the sizes and special ids) into
     ``directory`` as a Hugging Face Marian model, with ``tokenizer`` where it is Marian's
-    (SentencePiece) of one vocabulary. Returns the files written.
+    (SentencePiece) of one vocabulary. A model of interleaved positions is written reordered for
+    Marian's split ones (exported_state): its export computes the same logits, and imported is a
+    model of split positions, the same function of other weights. Returns the files written.
 
     Everything is checked first (the architecture, the vocabularies, the directory: a non-empty one
     is refused unless ``overwrite``); the files are written into a temporary directory beside it,
@@ -241,7 +295,11 @@ def export_pretrained(
     path.mkdir(exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        save_file(marian_tensors(model), str(staging / WEIGHTS), metadata={"format": "pt"})
+        save_file(  # safetensors writes each array's buffer as it lies: C order
+            {name: numpy.ascontiguousarray(value) for name, value in marian_tensors(model).items()},
+            str(staging / WEIGHTS),
+            metadata={"format": "pt"},
+        )
         for name, content in files.items():
             (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
         written = _move_in(staging, path, WRITTEN)  # an earlier export's file this one lacks goes

@@ -1,12 +1,15 @@
 """`numpy-transformer export`: a model of this package's as a Hugging Face Marian directory, checked
 by the tools themselves. transformers' MarianMTModel loads the export (no weight missing or left
 over) and gives our logits (float32, relative 1e-5) and our greedy and beam-search outputs token for
-token; ``import`` (load_pretrained, import_run) reads every setting and every weight back bit for
-bit; an imported OPUS-MT run's tokenizer goes out as Marian's files, which transformers'
+token, a model of interleaved positions too (exported with the model dimension reordered, which
+this package's own logits check first); ``import`` (load_pretrained, import_run) reads every setting
+and every weight back bit for bit (a model of interleaved positions: as split positions and the
+reordered weights); an imported OPUS-MT run's tokenizer goes out as Marian's files, which transformers'
 MarianTokenizer reads to our ids. Models Marian cannot represent are refused before anything is
 written. The transformers tests are skipped, with the reason, only where it cannot be imported.
 """
 
+import dataclasses
 import itertools
 import json
 
@@ -15,10 +18,17 @@ import pytest
 from marian_files import PAIRS, write_model
 
 import numpy_transformer as nt
+from numpy_transformer.model import build_from_config
 from numpy_transformer.translator.checkpoint import load_for_inference
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
-from numpy_transformer.translator.export import ExportError, export_pretrained
+from numpy_transformer.translator.export import (
+    ExportError,
+    export_pretrained,
+    exported_state,
+    permuted_state,
+    residual_permutation,
+)
 from numpy_transformer.translator.pretrained import MarianTokenizer, import_run, load_pretrained
 from numpy_transformer.translator.vocabulary import Vocab
 
@@ -85,7 +95,6 @@ def test_float64_and_another_padding_index_round_trip(tmp_path):
         ({"attention": "mla", "attention_bias": False}, "attention 'mla'"),
         ({"norm_first": True}, "pre-norm"),
         ({"final_norm": True}, "final layer norms"),
-        ({"positions": "interleaved"}, "positions 'interleaved'"),
     ],
 )
 def test_what_marian_lacks_is_refused_before_anything_is_written(tmp_path, options, named):
@@ -110,6 +119,78 @@ def test_bad_vocabularies_and_a_used_directory_are_refused(tmp_path):
     assert_same_model(load_pretrained(tmp_path / "used"), model)
 
 
+def logits_of(model, vocabularies, seed=0):
+    """Our logits on a batch of random sources (one padded) and targets from <bos>."""
+    rng = np.random.default_rng(seed)
+    (source, target), pad = vocabularies, vocabularies[1].ids.pad
+    src = rng.integers(4, len(source), (3, 7))
+    src[1, 4:] = pad
+    tgt = rng.integers(4, len(target), (3, 6))
+    tgt[:, 0] = target.ids.bos
+    src_mask = (src != pad)[:, None, None, :]
+    causal = np.tril(np.ones((6, 6), bool))[None, None]
+    return (
+        np.asarray(model.project(model.decode(model.encode(src, src_mask), src_mask, tgt, causal))),
+        src,
+        tgt,
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"norm_first": False, "final_norm": False},
+        {"norm_first": True, "final_norm": True},
+        {"attention": "mla"},
+    ],
+)
+@pytest.mark.parametrize("tied, shared", [(True, True), (True, False), (False, False)])
+def test_interleaved_positions_are_the_split_ones_with_the_model_dimension_reordered(tied, shared, options):
+    """The reordering export applies, checked by this package alone: the model of interleaved
+    positions and the model of split ones with its weights reordered give the same logits."""
+    model, vocabularies = random_model(
+        tied, shared, "silu", options.get("attention") != "mla", positions="interleaved", **options
+    )
+    order = residual_permutation(model.config.d_model)
+    split = build_from_config(dataclasses.replace(model.config, positions="split")).eval()
+    np.testing.assert_array_equal(np.asarray(model.src_pos.pe)[:, order], split.src_pos.pe)
+    np.testing.assert_array_equal(np.asarray(model.tgt_pos.pe)[:, order], split.tgt_pos.pe)
+    split.load_state_dict(exported_state(model))
+    ours, theirs = logits_of(model, vocabularies)[0], logits_of(split, vocabularies)[0]
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5 * np.abs(ours).max())
+    unordered = build_from_config(dataclasses.replace(model.config, positions="split")).eval()
+    unordered.load_state_dict(model.state_dict())  # the weights as they are: another function
+    assert np.abs(logits_of(unordered, vocabularies)[0] - ours).max() > 1e-2 * np.abs(ours).max()
+
+
+def test_the_reordering_is_a_permutation_of_every_residual_axis():
+    model, _ = random_model(True, False, "relu", True, positions="interleaved")
+    order = residual_permutation(16)
+    assert sorted(order.tolist()) == list(range(16)) and order[:3].tolist() == [0, 2, 4]
+    state = {name: np.asarray(value) for name, value in model.state_dict().items()}
+    permuted = permuted_state(state, order)
+    back = permuted_state(permuted, np.argsort(order))
+    assert all(np.array_equal(back[name], state[name]) for name in state)
+    assert np.array_equal(permuted["projection_layer.proj.bias"], state["projection_layer.proj.bias"])
+    name = "decoder.layers.1.feed_forward_block.linear_2"
+    assert np.array_equal(permuted[f"{name}.weight"], state[f"{name}.weight"][order])
+    with pytest.raises(ValueError, match="extra.weight"):
+        permuted_state({**state, "extra.weight": state[f"{name}.weight"]}, order)
+
+
+def test_an_interleaved_export_imports_as_split_positions_of_reordered_weights(tmp_path):
+    """Export then import of a model of interleaved positions: the same function, not the same
+    settings (split positions, the weights reordered), bit for bit the reordered weights."""
+    model, vocabularies = random_model(True, False, "relu", True, positions="interleaved")
+    export_pretrained(model, vocabularies, tmp_path / "hf")
+    back = load_pretrained(tmp_path / "hf")
+    assert back.config == dataclasses.replace(model.config, positions="split")
+    expected = exported_state(model)
+    assert all(np.array_equal(np.asarray(value), expected[name]) for name, value in back.state_dict().items())
+    ours, theirs = logits_of(model, vocabularies)[0], logits_of(back.eval(), vocabularies)[0]
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5 * np.abs(ours).max())
+
+
 torch = transformers = None  # the oracle's modules, imported by the fixture of the tests that need them
 
 
@@ -132,28 +213,21 @@ def theirs(directory):
 
 
 def logits_of_both(model, hf, vocabularies, seed=0):
-    rng = np.random.default_rng(seed)
-    (source, target), pad = vocabularies, vocabularies[1].ids.pad
-    src = rng.integers(4, len(source), (3, 7))
-    src[1, 4:] = pad
-    tgt = rng.integers(4, len(target), (3, 6))
-    tgt[:, 0] = target.ids.bos
-    src_mask = (src != pad)[:, None, None, :]
-    ours = model.project(
-        model.decode(model.encode(src, src_mask), src_mask, tgt, np.tril(np.ones((6, 6), bool))[None, None])
-    )
+    ours, src, tgt = logits_of(model, vocabularies, seed)
+    pad = vocabularies[1].ids.pad
     with torch.no_grad():
         out = hf(
             input_ids=torch.tensor(src),
             attention_mask=torch.tensor(src != pad),
             decoder_input_ids=torch.tensor(tgt),
         )
-    return np.asarray(ours), out.logits.numpy()
+    return ours, out.logits.numpy()
 
 
+@pytest.mark.parametrize("positions", ["split", "interleaved"])
 @pytest.mark.parametrize("tied, shared, activation, bias", COMBINATIONS)
-def test_transformers_gives_our_logits(oracle, tmp_path, tied, shared, activation, bias):
-    model, vocabularies = random_model(tied, shared, activation, bias)
+def test_transformers_gives_our_logits(oracle, tmp_path, tied, shared, activation, bias, positions):
+    model, vocabularies = random_model(tied, shared, activation, bias, positions=positions)
     export_pretrained(model, vocabularies, tmp_path / "hf")
     ours, their = logits_of_both(model, theirs(tmp_path / "hf"), vocabularies)
     np.testing.assert_allclose(ours, their, rtol=1e-5, atol=1e-5 * np.abs(their).max())
@@ -172,6 +246,7 @@ def generate(hf, src, pad, eos, beams, new_tokens):
             length_penalty=1.0,
             early_stopping=False,
             forced_eos_token_id=None,
+            renormalize_logits=False,  # ours: <pad> set aside after the log-softmax over every token
         ).tolist()
     return [up_to_end(row[1:], pad, eos) for row in rows]
 
@@ -181,16 +256,8 @@ def up_to_end(ids, pad, eos):
     return ids[: ids.index(eos) + 1] if eos in ids else ids
 
 
-def test_a_trained_run_exports_to_our_logits_and_translations(oracle, tmp_path):
-    run, hf = tmp_path / "run", tmp_path / "hf"
-    flags = "--d-model 16 --layers 2 --heads 2 --d-ff 32 --post-norm --no-final-norm --positions split"
-    train = f"train --task copy --steps 30 --eval-every 1000 --no-progress --activation silu --attention-bias {flags}"
-    assert main([*train.split(), "--out", str(run)]) == 0
-    assert main(["export", str(run), "--to", str(hf)]) == 0
-    model, _, source, target = load_for_inference(run)
-    their = theirs(hf)
-    ours, logits = logits_of_both(model, their, (source, target))
-    np.testing.assert_allclose(ours, logits, rtol=1e-5, atol=1e-5 * np.abs(logits).max())
+def assert_same_translations(model, their, source, target):
+    """transformers' generate() gives our greedy and four-beam translations token for token."""
     ids = target.ids
     rng = np.random.default_rng(1)
     src = rng.integers(4, len(source), (8, 6))
@@ -207,7 +274,22 @@ def test_a_trained_run_exports_to_our_logits_and_translations(oracle, tmp_path):
         assert [up_to_end(row, ids.pad, ids.eos) for row in np.asarray(out).tolist()] == expected, (
             f"beams {beams}"
         )
-    assert_same_model(load_pretrained(hf), model)
+
+
+@pytest.mark.parametrize("positions", ["split", "interleaved"])
+def test_a_trained_run_exports_to_our_logits_and_translations(oracle, tmp_path, positions):
+    run, hf = tmp_path / "run", tmp_path / "hf"
+    flags = f"--d-model 16 --layers 2 --heads 2 --d-ff 32 --post-norm --no-final-norm --positions {positions}"
+    train = f"train --task copy --steps 30 --eval-every 1000 --no-progress --activation silu --attention-bias {flags}"
+    assert main([*train.split(), "--out", str(run)]) == 0
+    assert main(["export", str(run), "--to", str(hf)]) == 0
+    model, _, source, target = load_for_inference(run)
+    their = theirs(hf)
+    ours, logits = logits_of_both(model, their, (source, target))
+    np.testing.assert_allclose(ours, logits, rtol=1e-5, atol=1e-5 * np.abs(logits).max())
+    assert_same_translations(model, their, source, target)
+    if positions == "split":
+        assert_same_model(load_pretrained(hf), model)
 
 
 LINES = [

@@ -9,9 +9,9 @@ import argparse
 def add_export(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "export",
-        help="a run (post-norm, no final norms, split positions) as a Hugging Face Marian directory that "
-        "transformers' MarianMTModel.from_pretrained loads, and import reads back; or (--ctranslate2) as a "
-        "CTranslate2 model directory",
+        help="a run (post-norm, no final norms; either position layout) as a Hugging Face Marian directory "
+        "that transformers' MarianMTModel.from_pretrained loads, and import reads back; or (--ctranslate2) "
+        "as a CTranslate2 model directory",
     )
     p.add_argument("run", metavar="RUN", help="the run directory (or its model.npz) to export")
     p.add_argument("--to", required=True, metavar="DIR", help="the directory to write (new or empty)")
