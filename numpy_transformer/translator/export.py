@@ -1,23 +1,29 @@
-"""A model of this package's as a Hugging Face Marian (MarianMT) directory, which transformers loads
-with ``MarianMTModel.from_pretrained`` and ``import`` reads back unchanged.
+"""A model of this package's as a Hugging Face directory that transformers loads: a Marian
+(MarianMTModel) of post-norm blocks without final norms, or a Pegasus (PegasusForConditionalGeneration)
+of pre-norm blocks with a final layer norm after each stack.
 
-``export_pretrained(model, vocabularies, DIR)`` writes ``config.json`` (Marian's settings, and under
-``numpy_transformer`` those of the model Marian has no key for: a model without attention biases,
-its own padding index, shared vocabularies of untied embeddings, source and target lengths),
-``model.safetensors`` (every weight under transformers' name, pretrained.marian_names) and
-``generation_config.json`` (OPUS-MT's: the decoder starts from the vocabulary's start token,
-``<pad>`` is never emitted). A SentencePiece (Marian) tokenizer of one vocabulary goes with it
-as Marian's ``source.spm``, ``target.spm`` and ``vocab.json``.
+``export_pretrained(model, vocabularies, DIR)`` picks the architecture (transformers_architecture)
+and writes ``config.json`` (the architecture's settings, and under ``numpy_transformer`` those of the
+model it has no key for: a model without attention biases, its own padding index, shared vocabularies
+of untied embeddings, source and target lengths), ``model.safetensors`` (every weight under
+transformers' name, pretrained.marian_names; Pegasus's are Marian's, and its final norms
+``encoder.layer_norm`` and ``decoder.layer_norm``) and ``generation_config.json`` (OPUS-MT's: the
+decoder starts from the vocabulary's start token, as the model was trained; ``<pad>`` is never
+emitted). A Marian export of a SentencePiece (Marian) tokenizer of one vocabulary goes with it as
+Marian's ``source.spm``, ``target.spm`` and ``vocab.json``; ``import`` reads a Marian export back.
 
-Marian's architecture is post-norm blocks without final norms, multi-head attention and sinusoidal
-positions computed as sines then cosines ('split'): a model of anything else is refused, naming what,
-before anything is written. A model of the paper's interleaved positions ('interleaved', sin and cos
-alternating) exports exactly all the same: the interleaved table is the split one with its columns
-reordered, and the model computes the same function when every axis of size d_model on the residual
-stream is reordered alike (residual_permutation, permuted_state: the embeddings' columns, every layer
-norm, the inputs of W_q, W_k, W_v and W1, the outputs of W_o and W2, the projection's inputs). Such an
-export, imported, is a model of split positions whose weights are reordered: the same function, not
-the same settings.
+Both architectures are multi-head attention of sinusoidal positions computed as sines then cosines
+('split'). A model of the paper's interleaved positions ('interleaved', sin and cos alternating)
+exports exactly all the same: the interleaved table is the split one with its columns reordered, and
+the model computes the same function when every axis of size d_model on the residual stream is
+reordered alike (residual_permutation, permuted_state: the embeddings' columns, every layer norm, the
+inputs of W_q, W_k, W_v and W1, the outputs of W_o and W2, the projection's inputs). Such an export,
+imported, is a model of split positions whose weights are reordered: the same function, not the same
+settings. Pegasus has one embedding, the encoder's, the decoder's and the projection's (``shared``):
+it carries pre-norm models of one vocabulary and tied embeddings (``train --shared-vocab
+--tie-embeddings``). Anything else (latent attention, pre-norm blocks without final norms, final norms
+after post-norm blocks, a pre-norm model of two vocabularies or untied embeddings) is refused,
+naming what, before anything is written.
 
 ``export_ctranslate2(model, vocabularies, DIR)`` writes a CTranslate2 model directory instead
 (``model.bin``, ``config.json`` and the vocabularies, float32), built with CTranslate2's own
@@ -42,6 +48,7 @@ import numpy
 
 from ..backend import to_numpy
 from ..files import SaveError
+from ..functional import sinusoidal_table
 from ..model import Transformer
 from .pretrained import (
     ACTIVATION_NAMES,
@@ -65,21 +72,72 @@ class ExportError(ValueError):
     """A model, vocabulary or directory export_pretrained cannot write: the message names it."""
 
 
-def unrepresentable(model: Transformer) -> list[str]:
-    """What of ``model``'s architecture Marian lacks (empty: Marian represents it)."""
+ARCHITECTURES = {  # what export_pretrained writes: transformers' class, and the models it carries
+    "marian": ("MarianMTModel", "post-norm blocks, no final norms"),
+    "pegasus": ("PegasusForConditionalGeneration", "pre-norm blocks, a final layer norm after each stack"),
+}
+
+
+def transformers_architecture(model: Transformer) -> tuple[str | None, list[str]]:
+    """The architecture of ARCHITECTURES that carries ``model``'s blocks ('marian' for post-norm
+    blocks without final norms, 'pegasus' for pre-norm blocks with them, None for neither), and what
+    of ``model`` that architecture lacks (empty: it represents the model)."""
     config = model.config
     reasons = []
     if config.attention != "mha":
-        reasons.append(f"attention {config.attention!r} (latent attention): Marian's is multi-head ('mha')")
-    if config.norm_first:
-        reasons.append("pre-norm blocks (norm_first): Marian's blocks are post-norm (train --post-norm)")
-    if config.final_norm:
         reasons.append(
-            "final layer norms (final_norm): Marian has none after the last block (--no-final-norm)"
+            f"attention {config.attention!r} (latent attention): transformers' Marian and Pegasus are "
+            "multi-head ('mha')"
+        )
+    architecture: str | None = None
+    if not config.norm_first and not config.final_norm:
+        architecture = "marian"
+    elif config.norm_first and config.final_norm:
+        architecture = "pegasus"
+        if not config.shared_vocab:
+            reasons.append(
+                "separate source and target vocabularies: Pegasus has one embedding for both (model.shared; "
+                "train --data with --shared-vocab --tie-embeddings)"
+            )
+        if not config.tie_embeddings:
+            reasons.append(
+                "untied embeddings: Pegasus's one embedding is also its projection (train --tie-embeddings, "
+                "with --shared-vocab)"
+            )
+    elif config.norm_first:
+        reasons.append(
+            "pre-norm blocks without final layer norms (--no-final-norm): Pegasus's pre-norm stacks end in "
+            "a layer norm (train without --no-final-norm), Marian's blocks are post-norm (--post-norm)"
+        )
+    else:
+        reasons.append(
+            "final layer norms after post-norm blocks: Marian has none after its last block (train "
+            "--no-final-norm), and Pegasus's blocks are pre-norm (train without --post-norm)"
         )
     if config.activation not in MARIAN_ACTIVATIONS:
-        reasons.append(f"activation {config.activation!r}: Marian's are {', '.join(MARIAN_ACTIVATIONS)}")
-    return reasons
+        reasons.append(f"activation {config.activation!r}: transformers' are {', '.join(MARIAN_ACTIVATIONS)}")
+    return architecture, reasons
+
+
+def unrepresentable(model: Transformer) -> list[str]:
+    """What of ``model``'s architecture the transformers architecture of its blocks lacks (empty: Marian
+    or Pegasus represents it; see transformers_architecture)."""
+    return transformers_architecture(model)[1]
+
+
+def refusal(model: Transformer) -> str | None:
+    """Why export_pretrained cannot write ``model`` (None: it can), naming what and the flags."""
+    architecture, reasons = transformers_architecture(model)
+    if not reasons:
+        return None
+    if architecture is None:
+        carrier = "neither of transformers' " + " nor ".join(
+            f"{name.capitalize()} ({blocks})" for name, (_, blocks) in ARCHITECTURES.items()
+        )
+    else:
+        carrier = f"{architecture.capitalize()} (transformers' {ARCHITECTURES[architecture][0]})"
+    verb = "can" if architecture is None else "cannot"  # neither ... nor ... can
+    return f"{carrier} {verb} represent this model's {'; '.join(reasons)}"
 
 
 def residual_permutation(d_model: int) -> numpy.ndarray:
@@ -210,6 +268,65 @@ def marian_tensors(
     return tensors
 
 
+def pegasus_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
+    """config.json of ``model`` as a Pegasus model (pre-norm blocks, final norms, one vocabulary and
+    one embedding), whose vocabulary's special ids are ``vocab``'s: the decoder starts from its start
+    token, as Marian's export does."""
+    config, ids = model.config, vocab.ids
+    settings = {
+        "attention_bias": config.attention_bias,
+        "shared_vocab": config.shared_vocab,
+        "padding_idx": config.padding_idx,
+        "src_seq_len": config.src_seq_len,
+        "tgt_seq_len": config.tgt_seq_len,
+    }
+    return {
+        "architectures": ["PegasusForConditionalGeneration"],
+        "model_type": "pegasus",
+        "vocab_size": config.tgt_vocab_size,
+        "d_model": config.d_model,
+        "encoder_layers": config.N,
+        "decoder_layers": config.N,
+        "encoder_attention_heads": config.h,
+        "decoder_attention_heads": config.h,
+        "encoder_ffn_dim": config.d_ff,
+        "decoder_ffn_dim": config.d_ff,
+        "max_position_embeddings": max(config.src_seq_len, config.tgt_seq_len),
+        "activation_function": MARIAN_ACTIVATIONS[config.activation],
+        "dropout": config.dropout,
+        "attention_dropout": 0.0,
+        "activation_dropout": 0.0,
+        "scale_embedding": True,
+        "tie_word_embeddings": True,
+        "pad_token_id": ids.pad,
+        "eos_token_id": ids.eos,
+        "bos_token_id": ids.bos,
+        "decoder_start_token_id": ids.bos,
+        "forced_eos_token_id": ids.eos,
+        "is_encoder_decoder": True,
+        "dtype": config.dtype,
+        SETTINGS: settings,
+    }
+
+
+def pegasus_tensors(model: Transformer) -> dict[str, numpy.ndarray]:
+    """Every weight of ``model`` (tied, shared: one embedding) under Pegasus's name: Marian's
+    (marian_tensors, the embedding as ``model.shared.weight``), the final norms as
+    ``model.encoder.layer_norm`` and ``model.decoder.layer_norm``, and the split sinusoids of our
+    positions as ``embed_positions`` (Pegasus keeps its table among its weights; Marian does not)."""
+    config = model.config
+    state = exported_state(model)
+    tensors = marian_tensors(model, state)
+    positions = to_numpy(
+        sinusoidal_table(max(config.src_seq_len, config.tgt_seq_len), config.d_model, config.dtype, "split")
+    )
+    for side in ("encoder", "decoder"):
+        tensors[f"model.{side}.layer_norm.weight"] = state[f"{side}.norm.gamma"]
+        tensors[f"model.{side}.layer_norm.bias"] = state[f"{side}.norm.beta"]
+        tensors[f"model.{side}.embed_positions.weight"] = positions
+    return tensors
+
+
 def check_destination(directory: str | Path, overwrite: bool, written: tuple[str, ...] = WRITTEN) -> Path:
     """``directory`` as the export's: absent, an empty directory, or (``overwrite``) one to replace
     the export's files (``written``) in."""
@@ -234,21 +351,22 @@ def export_pretrained(
     overwrite: bool = False,
 ) -> list[Path]:
     """Write ``model`` (its source and target ``vocabularies`` give the sizes and special ids) into
-    ``directory`` as a Hugging Face Marian model, with ``tokenizer`` where it is Marian's
-    (SentencePiece) of one vocabulary. A model of interleaved positions is written reordered for
-    Marian's split ones (exported_state): its export computes the same logits, and imported is a
-    model of split positions, the same function of other weights. Returns the files written.
+    ``directory`` as a Hugging Face model: Marian's (MarianMTModel) of post-norm blocks without final
+    norms, with ``tokenizer`` where it is Marian's (SentencePiece) of one vocabulary; Pegasus's
+    (PegasusForConditionalGeneration) of pre-norm blocks with final norms, one vocabulary and tied
+    embeddings, without a tokenizer. A model of interleaved positions is written reordered for
+    transformers' split ones (exported_state): its export computes the same logits, and imported is
+    a model of split positions, the same function of other weights. Returns the files written.
 
     Everything is checked first (the architecture, the vocabularies, the directory: a non-empty one
     is refused unless ``overwrite``); the files are written into a temporary directory beside it,
     then moved in, each by a rename."""
     from safetensors.numpy import save_file
 
-    reasons = unrepresentable(model)
-    if reasons:
-        raise ExportError(
-            f"Marian (transformers' MarianMTModel) cannot represent this model's {'; '.join(reasons)}"
-        )
+    why = refusal(model)
+    if why:
+        raise ExportError(why)
+    pegasus = transformers_architecture(model)[0] == "pegasus"
     source, target = vocabularies
     for side, vocab, size in (
         ("source", source, model.config.src_vocab_size),
@@ -258,17 +376,18 @@ def export_pretrained(
             raise ExportError(
                 f"vocabularies: the {side} vocabulary has {len(vocab)} tokens, the model {size}"
             )
-    spm = isinstance(tokenizer, SentencePieceTokenizer)
+    spm = isinstance(tokenizer, SentencePieceTokenizer) and not pegasus
     if spm and source.itos != target.itos:
         raise ExportError(
             "tokenizer: Marian's tokenizer of separate source and target vocabularies is not supported"
         )
     path = check_destination(directory, overwrite)
+    settings = pegasus_config(model, target) if pegasus else marian_config(model, target)
     files: dict[str, str | bytes] = {
-        CONFIG: json.dumps(marian_config(model, target), indent=2) + "\n",
+        CONFIG: json.dumps(settings, indent=2) + "\n",
         GENERATION: json.dumps(generation_config(model, target), indent=2) + "\n",
     }
-    if isinstance(tokenizer, SentencePieceTokenizer):
+    if spm and isinstance(tokenizer, SentencePieceTokenizer):
         files[SENTENCEPIECE_FILES[0]], files[SENTENCEPIECE_FILES[1]] = tokenizer.models.values()
         files[VOCAB] = json.dumps(
             {piece: index for index, piece in enumerate(target.itos)}, ensure_ascii=False
@@ -295,8 +414,9 @@ def export_pretrained(
     path.mkdir(exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
+        tensors = pegasus_tensors(model) if pegasus else marian_tensors(model)
         save_file(  # safetensors writes each array's buffer as it lies: C order
-            {name: numpy.ascontiguousarray(value) for name, value in marian_tensors(model).items()},
+            {name: numpy.ascontiguousarray(value) for name, value in tensors.items()},
             str(staging / WEIGHTS),
             metadata={"format": "pt"},
         )

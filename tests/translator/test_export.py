@@ -1,11 +1,14 @@
-"""`numpy-transformer export`: a model of this package's as a Hugging Face Marian directory, checked
-by the tools themselves. transformers' MarianMTModel loads the export (no weight missing or left
-over) and gives our logits (float32, relative 1e-5) and our greedy and beam-search outputs token for
-token, a model of interleaved positions too (exported with the model dimension reordered, which
-this package's own logits check first); ``import`` (load_pretrained, import_run) reads every setting
-and every weight back bit for bit (a model of interleaved positions: as split positions and the
-reordered weights); an imported OPUS-MT run's tokenizer goes out as Marian's files, which transformers'
-MarianTokenizer reads to our ids. Models Marian cannot represent are refused before anything is
+"""`numpy-transformer export`: a model of this package's as a Hugging Face directory, checked by the
+tools themselves. A post-norm model without final norms goes out as Marian: transformers'
+MarianMTModel loads the export (no weight missing or left over) and gives our logits (float32,
+relative 1e-5) and our greedy and beam-search outputs token for token, a model of interleaved
+positions too (exported with the model dimension reordered, which this package's own logits check
+first); ``import`` (load_pretrained, import_run) reads every setting and every weight back bit for
+bit (a model of interleaved positions: as split positions and the reordered weights); an imported
+OPUS-MT run's tokenizer goes out as Marian's files, which transformers' MarianTokenizer reads to our
+ids. A pre-norm model with final norms, one vocabulary and tied embeddings goes out as Pegasus:
+PegasusForConditionalGeneration loads it and gives our logits, and on a trained run our greedy and
+beam-search outputs. Models neither represents are refused, naming what, before anything is
 written. The transformers tests are skipped, with the reason, only where it cannot be imported.
 """
 
@@ -89,17 +92,55 @@ def test_float64_and_another_padding_index_round_trip(tmp_path):
     assert_same_model(load_pretrained(tmp_path / "hf", dtype="float64"), model)
 
 
+PEGASUS = {"norm_first": True, "final_norm": True}
+
+
 @pytest.mark.parametrize(
-    "options, named",
+    "tied, shared, options, named",
     [
-        ({"attention": "mla", "attention_bias": False}, "attention 'mla'"),
-        ({"norm_first": True}, "pre-norm"),
-        ({"final_norm": True}, "final layer norms"),
+        (True, True, {"attention": "mla", "attention_bias": False}, r"^Marian .*attention 'mla'"),
+        (
+            True,
+            True,
+            {"norm_first": True},
+            r"^neither of transformers' Marian .* nor Pegasus .* can represent this model's pre-norm blocks "
+            r"without final layer norms \(--no-final-norm\).*train without --no-final-norm.*\(--post-norm\)",
+        ),
+        (
+            True,
+            True,
+            {"final_norm": True},
+            r"^neither .*final layer norms after post-norm blocks.*\(train --no-final-norm\).*"
+            r"\(train without --post-norm\)",
+        ),
+        (
+            False,
+            True,
+            PEGASUS,
+            r"^Pegasus \(transformers' PegasusForConditionalGeneration\) cannot represent this model's "
+            r"untied embeddings.*\(train --tie-embeddings, with --shared-vocab\)$",
+        ),
+        (
+            True,
+            False,
+            PEGASUS,
+            r"^Pegasus .* cannot represent this model's separate source and target vocabularies.*"
+            r"--shared-vocab --tie-embeddings\)$",
+        ),
+        (
+            False,
+            False,
+            {**PEGASUS, "attention": "mla", "attention_bias": False},
+            r"^Pegasus .*'mla'.*; separate source and target vocabularies.*; untied embeddings",
+        ),
     ],
 )
-def test_what_marian_lacks_is_refused_before_anything_is_written(tmp_path, options, named):
+def test_what_transformers_lacks_is_refused_before_anything_is_written(
+    tmp_path, tied, shared, options, named
+):
+    options = dict(options)
     bias = options.pop("attention_bias", True)
-    model, vocabularies = random_model(True, True, "relu", bias, **options)
+    model, vocabularies = random_model(tied, shared, "relu", bias, **options)
     with pytest.raises(ExportError, match=named):
         export_pretrained(model, vocabularies, tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
@@ -206,8 +247,8 @@ def oracle():
     )
 
 
-def theirs(directory):
-    model, info = transformers.MarianMTModel.from_pretrained(directory, output_loading_info=True)
+def theirs(directory, architecture="MarianMTModel"):
+    model, info = getattr(transformers, architecture).from_pretrained(directory, output_loading_info=True)
     assert not any(info.values()), info  # no weight missing, unexpected or mismatched
     return model.eval()
 
@@ -290,6 +331,49 @@ def test_a_trained_run_exports_to_our_logits_and_translations(oracle, tmp_path, 
     assert_same_translations(model, their, source, target)
     if positions == "split":
         assert_same_model(load_pretrained(hf), model)
+
+
+@pytest.mark.parametrize("positions", ["split", "interleaved"])
+@pytest.mark.parametrize("activation, bias", list(itertools.product(("relu", "silu"), (True, False))))
+def test_a_pre_norm_model_exports_as_pegasus_to_our_logits(oracle, tmp_path, activation, bias, positions):
+    model, vocabularies = random_model(True, True, activation, bias, positions=positions, **PEGASUS)
+    export_pretrained(model, vocabularies, tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["model_type"] == "pegasus" and config["decoder_start_token_id"] == vocabularies[1].ids.bos
+    their = theirs(tmp_path / "hf", "PegasusForConditionalGeneration")
+    assert their.generation_config.decoder_start_token_id == vocabularies[1].ids.bos
+    split = np.asarray(build_from_config(dataclasses.replace(model.config, positions="split")).src_pos.pe)
+    np.testing.assert_array_equal(
+        their.model.encoder.embed_positions.weight.detach().numpy()[: len(split)], split
+    )
+    ours, logits = logits_of_both(model, their, vocabularies)
+    np.testing.assert_allclose(ours, logits, rtol=1e-5, atol=1e-5 * np.abs(logits).max())
+
+
+def test_a_trained_pre_norm_run_exports_as_pegasus_to_our_logits_and_translations(oracle, tmp_path):
+    """The default run's blocks, positions and final norms, of one vocabulary and tied embeddings."""
+    rng = np.random.default_rng(0)
+    pairs = ["".join(rng.choice(list("abcdefghij"), rng.integers(2, 9))) for _ in range(400)]
+    (tmp_path / "pairs.tsv").write_text("".join(f"{line}\t{line}\n" for line in pairs))
+    run, hf = tmp_path / "run", tmp_path / "hf"
+    flags = "--d-model 16 --layers 2 --heads 2 --d-ff 32 --activation silu --attention-bias --no-progress"
+    train = f"train --tokenizer char --shared-vocab --tie-embeddings --steps 200 --eval-every 1000 {flags}"
+    assert main([*train.split(), "--data", str(tmp_path / "pairs.tsv"), "--out", str(run)]) == 0
+    assert main(["export", str(run), "--to", str(hf)]) == 0
+    model, _, source, target = load_for_inference(run)
+    config = model.config
+    assert (config.norm_first, config.final_norm, config.positions) == (True, True, "interleaved")
+    their = theirs(hf, "PegasusForConditionalGeneration")
+    ours, logits = logits_of_both(model, their, (source, target))
+    np.testing.assert_allclose(ours, logits, rtol=1e-5, atol=1e-5 * np.abs(logits).max())
+    assert_same_translations(model, their, source, target)
+
+
+def test_a_pegasus_export_is_not_imported(tmp_path):
+    model, vocabularies = random_model(True, True, "relu", False, **PEGASUS)
+    export_pretrained(model, vocabularies, tmp_path / "hf")
+    with pytest.raises(ValueError, match="model_type is 'pegasus', expected 'marian'"):
+        load_pretrained(tmp_path / "hf")
 
 
 LINES = [
