@@ -232,7 +232,9 @@ def marian_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
 
 def generation_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
     """OPUS-MT's generation_config.json: four beams, ``<pad>`` never emitted, as long as the model's
-    target positions allow."""
+    target positions allow; but ``<pad>`` set aside after the log-softmax over every token, without
+    renormalising (``renormalize_logits`` false), as this package's beam search does, so that
+    ``generate()``'s defaults translate as ``translate`` does."""
     ids = vocab.ids
     return {
         "bad_words_ids": [[ids.pad]],
@@ -243,7 +245,7 @@ def generation_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
         "max_length": model.config.tgt_seq_len,
         "num_beams": 4,
         "pad_token_id": ids.pad,
-        "renormalize_logits": True,
+        "renormalize_logits": False,
     }
 
 

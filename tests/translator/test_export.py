@@ -287,7 +287,6 @@ def generate(hf, src, pad, eos, beams, new_tokens):
             length_penalty=1.0,
             early_stopping=False,
             forced_eos_token_id=None,
-            renormalize_logits=False,  # ours: <pad> set aside after the log-softmax over every token
         ).tolist()
     return [up_to_end(row[1:], pad, eos) for row in rows]
 
