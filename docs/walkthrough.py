@@ -661,7 +661,7 @@ result = nt.gradcheck(
     max_entries=8,
 )
 print(f"whole encoder-decoder, 2 layers: {len(result.reports)} tensors, all passed: {result.passed}")
-dprojection = F.linear_backward(F.cross_entropy_backward(1.0, cache.loss), cache.projection)[1]
+dprojection = F.linear_backward(F.cross_entropy_backward(1.0, cache.output.loss), cache.output.projection)[1]
 print(f"tgt_table: |projection's part| {np.abs(dprojection).sum():.3f}, "
       f"|embedding's part| {np.abs(grads['tgt_table'] - dprojection).sum():.3f}: both count")  # fmt: skip
 

@@ -87,14 +87,17 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
     is what that backward returns. So for an encoder block "dfeed_forward" is the block's dout,
     "dnorm_2" the feed-forward's dx, "dattention" the gradient between the two residuals,
     "dfeed_forward.activation" the gradient reaching the relu and "feed_forward.activation.dx" the one
-    past it (a feed-forward block's own: "dactivation", "activation.dx"); for a
-    decoder block "dcross_attention" and "cross_attention.dx_kv" (its dmemory); for the whole model
-    "dloss" (dloss), "dprojection" (dlogits), "ddecoder_norm", "ddecoder[i]" (the gradient reaching
-    layer i's output: "ddecoder[n-1]" is the stack's output), "decoder[i].dmemory" (layer i's part
-    of the memory's gradient), "dencoder_norm" (dmemory, every layer's added), "dtgt_embedding"
-    (after the positions, which pass it unchanged), "projection.dweight" and "tgt_embedding.dtable"
-    (the tied matrix's two gradients, before they add), and every block's own boundaries under its
-    place ("ddecoder[1].norm_3"). Attention's dscores is the gradient of the scaled scores S = q k^T
+    past it (a feed-forward block's own: "dactivation", "activation.dx"); a residual branch's dropout
+    "ddropout_2" (where the forward drew a mask); for a decoder block "dcross_attention" and
+    "cross_attention.dx_kv" (its dmemory); for a stack "dnorm" (the stack's dout), "dlayers[i]" (the
+    gradient reaching layer i's output: "dlayers[n-1]" is the final norm's dx) and, in the decoder's,
+    "layers[i].dmemory" (layer i's part of the memory's gradient); for the projection with its loss
+    "dloss" (dloss) and "dprojection" (dlogits); for the whole model "doutput" (dloss), "ddecoder" (the
+    gradient reaching the decoder stack's output), "decoder.dmemory" (every layer's added),
+    "dencoder" (the same dmemory, reaching the encoder stack), "dtgt_embedding" and "dsrc_embedding",
+    "output.dparams" and "tgt_embedding.dparams" (the tied matrix's two gradients, as the projection's
+    "weight" and the embedding's "table", before they add), and every piece's own boundaries under its
+    place ("ddecoder.layers[1].norm_3"). Attention's dscores is the gradient of the scaled scores S = q k^T
     * scale (masked entries 0), so dq = dscores @ k * scale.
     """
     xp = get_array_module()

@@ -161,11 +161,26 @@ def _boundary_mistake(
                 return "relu_skipped", {}
             if equal_to_rounding(yours, dhidden * (dhidden > 0)):
                 return "relu_mask", {}
+    if right[where].name == "encoder_stack_backward":  # the encoder fed the decoder's input gradient
+        stacks = [call for call in right.values() if call.name == "decoder_stack_backward"]
+        if any(_close_shaped(yours, call.result[0]) for call in stacks):
+            return "memory_swapped", {}
     a_norm = right[where].name == "layer_norm_backward"
     for other, call in right.items():
         dout = _array(call.dout)
         if other == where or dout.shape != expected.shape or equal_to_rounding(dout, expected):
             continue
+        if call.name == "dropout_backward":  # the dropout's backward left out, or its scale
+            if equal_to_rounding(yours, dout):
+                return "dropout_skipped", {}
+            if equal_to_rounding(yours, dout * _array(call.cache.keep)):
+                return "dropout_scale", {}
+        if (
+            isinstance(owner, STACKS)
+            and call.name == "layer_norm_backward"
+            and equal_to_rounding(yours, dout)
+        ):
+            return "final_norm_skipped", {}
         if equal_to_rounding(
             yours, dout
         ):  # a norm handed its branch's own gradient: the branch's backward skipped
@@ -214,6 +229,7 @@ def _boundary_mistake(
 
 
 RESIDUAL_BLOCKS = (blocks.EncoderBlockCache, blocks.DecoderBlockCache, blocks.ResidualCache)
+STACKS = (blocks.EncoderStackCache, blocks.DecoderStackCache)  # N blocks, then a final norm
 
 
 def _constant_factor(yours: numpy.ndarray, right: numpy.ndarray) -> float | None:
@@ -280,6 +296,9 @@ def returned_mistake(
             return Localised(label, "transposed", kind="returned")
         if label == "dmemory" and not yours.any():
             return Localised(label, "memory_dropped", kind="returned")
+        layers = [c for c in right_calls if c.name == "decoder_block_backward"]
+        if label == "dmemory" and len(layers) > 1 and any(_close_shaped(yours, c.result[1]) for c in layers):
+            return Localised(label, "memory_one_layer", kind="returned")
         if _counted_twice(yours, right, right_calls):
             return Localised(label, "counted_twice", kind="returned")
         if factor is not None:

@@ -60,6 +60,13 @@ SENTENCES = {
     "pieces a block's backward hands each gradient on unchanged, or adds those that meet",
     "memory_dropped": "the memory's gradient is dropped: the memory feeds the cross-attention's keys and "
     "values, so dmemory is what that attention's backward returns for them (its dx_kv)",
+    "dropout_skipped": "the dropout's backward is left out: the forward dropped entries and scaled the rest by "
+    "1 / (1 - p), so the gradient goes back through the same mask and scale (dropout_backward with the "
+    "forward's cache)",
+    "final_norm_skipped": "the stack's final norm is left out of the backward: the forward normalised the last "
+    "layer's output, so the gradient goes back through that norm before it reaches the last layer",
+    "memory_swapped": "the encoder is handed the gradient of the decoder's input: the encoder's output is the "
+    "memory, so the gradient it gets is the memory's (the dmemory the decoder stack returns)",
     "wrong_cache": "a piece's backward is handed another piece's cache: {where}'s is used twice, {other}'s "
     "never; each backward takes the cache its own forward returned",
 }

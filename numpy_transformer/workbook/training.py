@@ -92,8 +92,9 @@ def guarded(
     return wrapped
 
 
-TRAINED_BLOCKS = ("feed_forward_backward", "encoder_block_backward", "decoder_block_backward",
-                  "encoder_decoder_backward")  # fmt: skip
+TRAINED_BLOCKS = ("feed_forward_backward", "embedding_with_positions_backward", "encoder_block_backward",
+                  "decoder_block_backward", "encoder_stack_backward", "decoder_stack_backward",
+                  "projection_loss_backward", "encoder_decoder_backward")  # fmt: skip
 
 
 @contextmanager
@@ -182,10 +183,11 @@ def train_blocks(
         loss, cache = blocks.encoder_decoder_forward(
             batch.src, batch.tgt_in, batch.tgt_out, params, n_layers, n_heads, pad, 0.0
         )
-        predicted = cache.loss.probs.argmax(axis=-1)
-        valid = cache.loss.valid
+        output = cache.output.loss
+        predicted = output.probs.argmax(axis=-1)
+        valid = output.valid
         n = float(valid.sum())
         total += float(loss) * n
-        correct += float(((predicted == cache.loss.targets) & valid).sum())
+        correct += float(((predicted == output.targets) & valid).sum())
         tokens += n
     return BlocksResult(total / max(tokens, 1.0), correct / max(tokens, 1.0), steps, params)

@@ -37,6 +37,18 @@ def _cache_types(function: Callable) -> list[type]:
     return found
 
 
+def _block_helpers(forward: Callable) -> list[Callable]:
+    """The functions of blocks.py a block's forward calls that are no exercise's forward (the
+    attention sublayers, the masks): the workbook shows them with the forward."""
+    forwards = {e.forward for e in EXERCISES}
+    found: list[Callable] = []
+    for name in forward.__code__.co_names:
+        helper = getattr(blocks, name, None)
+        if inspect.isfunction(helper) and helper.__module__ == blocks.__name__ and name not in forwards:
+            found.append(helper)
+    return found
+
+
 def forward_source(exercise: Exercise, shown: set[str] | None = None) -> str:
     """The textbook's code of the exercise's forward, of the forwards it calls from the heads'
     plumbing, and of the cache NamedTuples it keeps: read from functional.py itself, so that the
@@ -45,6 +57,7 @@ def forward_source(exercise: Exercise, shown: set[str] | None = None) -> str:
     forward = textbook_function(exercise.forward)
     parts = []
     helpers = [functional.multi_head_forward] if "multi_head" in exercise.forward else []
+    helpers += _block_helpers(forward)
     for kind in _cache_types(forward) + _cache_types(functional.multi_head_forward) * bool(helpers):
         if kind.__name__ not in shown:
             shown.add(kind.__name__)
@@ -62,7 +75,8 @@ def workbook_text(name: str = WORKBOOK) -> str:
     """The source of a fresh workbook, ``name`` the file it is written to (my_backprop.py or the
     notebook): every exercise a stub raising NotImplementedError."""
     imports = sorted(
-        {e.forward for e in EXERCISES if e.forward not in BLOCKS} | {"merge_heads", "split_heads"}
+        {e.forward for e in EXERCISES if e.forward not in BLOCKS}
+        | {"merge_heads", "split_heads", "LatentAttentionCache"}
     )
     block_imports = sorted(e.forward for e in EXERCISES if e.forward in BLOCKS)
     lines = [
@@ -185,9 +199,8 @@ into `runs/{Path(WORKBOOK).stem}-N` beside this file, a new N each run.
 The model runs your layer functions wherever you wrote them (your forward too, if you wrote one)
 and says which of them it ran: the latent-attention exercises only with `--attention mla`. Its
 blocks are the textbook's modules composing your layer functions. When you have written block
-exercises too (`feed_forward_backward`, `encoder_block_backward`, `decoder_block_backward`,
-`encoder_decoder_backward`), learn train then trains the encoder-decoder of `blocks.py` itself on
-the same task, steps and sizes (float64, the package's Adam), its gradients from your
+exercises too (any of {layers + 2} to {len(EXERCISES)}), learn train then trains the encoder-decoder of
+`blocks.py` itself on the same task, steps and sizes (float64, the package's Adam), its gradients from your
 `encoder_decoder_backward` or else from the textbook's calling your blocks and layer functions,
 then the textbook's own blocks on the same seed, and prints both teacher-forced dev losses and
 token accuracies on one line (`residual_backward` is checked by `learn check` only: that model has

@@ -15,43 +15,63 @@ from numpy_transformer.functional import merge_heads, split_heads
 
 BLOCK_HEADER = """
 from numpy_transformer.functional import (
+    LatentAttentionCache,
+    cross_entropy_backward,
+    dropout_backward,
+    embedding_backward,
     layer_norm_backward,
     linear_backward,
-    relu_backward,
-    embedding_backward,
-    cross_entropy_backward,
     multi_head_attention_backward,
+    multi_head_latent_attention_backward,
+    multi_head_latent_self_attention_backward,
     multi_head_self_attention_backward,
     positional_encoding_backward,
+    relu_backward,
     sinusoidal_table,
 )
 from numpy_transformer.workbook.blocks import (
     decoder_block_backward,
+    decoder_stack_backward,
+    embedding_with_positions_backward,
     encoder_block_backward,
+    encoder_stack_backward,
     feed_forward_backward,
+    projection_loss_backward,
 )
 """  # a block's mistakes call the textbook's layer backwards (imported: graded as the textbook's)
 
 
-WHOLE = """
-def encoder_decoder_backward(dloss, cache):
-    grads = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dprojection, _ = linear_backward(dlogits, cache.projection)
-    dy, grads["dec_norm_gamma"], grads["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
-    dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dmemory_i, block = decoder_block_backward(dy, cache.decoder[i])
-        dmemory = dmemory + dmemory_i
-        grads.update({f"dec{i}_{key}": value for key, value in block.items()})
-    grads["tgt_table"] = dprojection + embedding_backward(dy, cache.tgt_embedding)
-    dx, grads["enc_norm_gamma"], grads["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, block = encoder_block_backward(dx, cache.encoder[i])
-        grads.update({f"enc{i}_{key}": value for key, value in block.items()})
-    grads["src_table"] = embedding_backward(dx, cache.src_embedding)
-    return grads
+EMBEDDING = (
+    BLOCK_HEADER
+    + """
+def embedding_with_positions_backward(dout, cache):
+    xp = get_array_module()
+    embedding = cache.embedding
+    dx = dropout_backward(dout, cache.dropout)
+    ids = embedding.ids.reshape(-1)
+    rows = dx.reshape(-1, embedding.table_shape[1]) * embedding.scale
+    dtable = xp.zeros(embedding.table_shape)
+    xp.add.at(dtable, ids, rows)
+    return {"table": dtable}
 """
+)  # the embedding with positions as a learner writes it out, the lookup's backward inline
+
+
+PROJECTION_LOSS = (
+    BLOCK_HEADER
+    + """
+def projection_loss_backward(dloss, cache):
+    xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache.loss
+    q = xp.full_like(probs, eps / shape[-1])
+    q[xp.arange(len(targets)), targets] += 1.0 - eps
+    dlogits = ((probs - q) * valid[:, None] * dloss / n_valid).reshape(shape)
+    x, weight, _ = cache.projection
+    dx = dlogits @ weight
+    dweight = dlogits.reshape(-1, shape[-1]).T @ x.reshape(-1, x.shape[-1])
+    return dx, {"weight": dweight, "bias": dlogits.reshape(-1, shape[-1]).sum(axis=0)}
+"""
+)  # the projection with its loss as a learner writes it out, the loss's backward inline
 
 
 class Mistake(NamedTuple):
@@ -519,13 +539,13 @@ def multi_head_latent_self_attention_backward(dout, cache):
         BLOCK_HEADER
         + """
 def residual_backward(dout, cache):
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache
     if norm_first:
-        dn, dw, db = linear_backward(dout, sublayer)
+        dn, dw, db = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx, dg, dbeta = layer_norm_backward(dn, norm)  # the skip's dout never added
     else:
         ds, dg, dbeta = layer_norm_backward(dout, norm)
-        dx, dw, db = linear_backward(ds, sublayer)
+        dx, dw, db = linear_backward(dropout_backward(ds, dropped), sublayer)
         dx = dx + ds
     return dx, {"gamma": dg, "beta": dbeta, "weight": dw, "bias": db}
 """,
@@ -536,15 +556,33 @@ def residual_backward(dout, cache):
         BLOCK_HEADER
         + """
 def residual_backward(dout, cache):
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache
     if norm_first:
-        dn, dw, db = linear_backward(dout, sublayer)
+        dn, dw, db = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx, dg, dbeta = layer_norm_backward(dn, norm)
         dx = dout + dx
     else:  # the norm's backward on the branch only, as if it were pre-norm
         ds, dg, dbeta = layer_norm_backward(dout, norm)
-        dx, dw, db = linear_backward(ds, sublayer)
+        dx, dw, db = linear_backward(dropout_backward(ds, dropped), sublayer)
         dx = dout + dx
+    return dx, {"gamma": dg, "beta": dbeta, "weight": dw, "bias": db}
+""",
+    ),
+    Mistake(
+        "residual_backward",
+        "dropout_skipped",
+        BLOCK_HEADER
+        + """
+def residual_backward(dout, cache):
+    norm, sublayer, dropped, norm_first = cache  # the branch's dropout forgotten on the way back
+    if norm_first:
+        dn, dw, db = linear_backward(dout, sublayer)
+        dx, dg, dbeta = layer_norm_backward(dn, norm)
+        dx = dout + dx
+    else:
+        ds, dg, dbeta = layer_norm_backward(dout, norm)
+        dx, dw, db = linear_backward(ds, sublayer)
+        dx = ds + dx
     return dx, {"gamma": dg, "beta": dbeta, "weight": dw, "bias": db}
 """,
     ),
@@ -555,7 +593,7 @@ def residual_backward(dout, cache):
         + """
 def feed_forward_backward(dout, cache):
     dh, dw2, db2 = linear_backward(dout, cache.second)
-    dh = relu_backward(dh, cache.activation)
+    dh = relu_backward(dropout_backward(dh, cache.dropout), cache.activation)
     dx, dw1, db1 = linear_backward(dh, cache.first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2.T.copy() if dw2.shape[0] == dw2.shape[1] else dw2.T, "b2": db2}
 """,
@@ -566,76 +604,86 @@ def feed_forward_backward(dout, cache):
         BLOCK_HEADER
         + """
 def feed_forward_backward(dout, cache):
-    dh, dw2, db2 = linear_backward(dout, cache.second)  # the relu forgotten
+    dh, dw2, db2 = linear_backward(dout, cache.second)
+    dh = dropout_backward(dh, cache.dropout)  # the relu forgotten
     dx, dw1, db1 = linear_backward(dh, cache.first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 """,
     ),
     Mistake(
-        "encoder_block_backward",
-        "residual_dropped",
+        "feed_forward_backward",
+        "dropout_skipped",
         BLOCK_HEADER
         + """
-def encoder_block_backward(dout, cache):
-    dh, grads = feed_forward_backward(dout, cache.feed_forward)
-    dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
-    dx = dh  # the feed-forward residual's skip dropped
-    dh, grads["w_qkv"], grads["w_o"], _, _ = multi_head_self_attention_backward(dx, cache.attention)
-    dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dh, cache.norm_1)
-    return dx + dh, grads
+def feed_forward_backward(dout, cache):
+    dh, dw2, db2 = linear_backward(dout, cache.second)
+    dh = relu_backward(dh, cache.activation)  # the hidden units' dropout forgotten
+    dx, dw1, db1 = linear_backward(dh, cache.first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 """,
     ),
     Mistake(
-        "encoder_block_backward",
-        "norm_path",
+        "feed_forward_backward",
+        "dropout_scale",
         BLOCK_HEADER
         + """
-def encoder_block_backward(dout, cache):
-    dh, grads = feed_forward_backward(dout, cache.feed_forward)
-    dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
-    dx = dout + dh
-    dh, grads["w_qkv"], grads["w_o"], _, _ = multi_head_self_attention_backward(dx, cache.attention)
-    dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dx + dh, cache.norm_1)
-    return dh, grads  # norm_1's backward on the sum: the skip's gradient passes through the norm
+def feed_forward_backward(dout, cache):
+    dh, dw2, db2 = linear_backward(dout, cache.second)
+    if cache.dropout is not None:
+        dh = dh * cache.dropout.keep  # the mask without its 1 / (1 - p)
+    dh = relu_backward(dh, cache.activation)
+    dx, dw1, db1 = linear_backward(dh, cache.first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 """,
     ),
+    # the embedding with positions, written by hand
     Mistake(
-        "decoder_block_backward",
-        "residual_dropped",
-        BLOCK_HEADER
-        + """
-def decoder_block_backward(dout, cache):
-    dh, grads = feed_forward_backward(dout, cache.feed_forward)
-    dh, grads["ln3_gamma"], grads["ln3_beta"] = layer_norm_backward(dh, cache.norm_3)
-    dx = dout + dh
-    dh, dmemory, grads["cross_w_qkv"], grads["cross_w_o"], _, _ = multi_head_attention_backward(
-        dx, cache.cross_attention
-    )
-    dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
-    dx = dh  # the cross-attention residual's skip dropped
-    dh, grads["self_w_qkv"], grads["self_w_o"], _, _ = multi_head_self_attention_backward(dx, cache.self_attention)
-    dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dh, cache.norm_1)
-    return dx + dh, dmemory, grads
-""",
+        "embedding_with_positions_backward",
+        "embedding_scale",
+        EMBEDDING.replace(" * embedding.scale", ""),
     ),
     Mistake(
-        "decoder_block_backward",
-        "norm_path",
-        BLOCK_HEADER
-        + """
-def decoder_block_backward(dout, cache):
-    dh, grads = feed_forward_backward(dout, cache.feed_forward)
-    _, grads["ln3_gamma"], grads["ln3_beta"] = layer_norm_backward(dh, cache.norm_3)
-    dx = dout + dh  # norm_3's backward left out of the feed-forward branch
-    dh, dmemory, grads["cross_w_qkv"], grads["cross_w_o"], _, _ = multi_head_attention_backward(
-        dx, cache.cross_attention
-    )
-    dh, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dh, cache.norm_2)
-    dx = dx + dh
-    dh, grads["self_w_qkv"], grads["self_w_o"], _, _ = multi_head_self_attention_backward(dx, cache.self_attention)
-    dh, grads["ln1_gamma"], grads["ln1_beta"] = layer_norm_backward(dh, cache.norm_1)
-    return dx + dh, dmemory, grads
-""",
+        "embedding_with_positions_backward",
+        "dropout_skipped",
+        EMBEDDING.replace("dx = dropout_backward(dout, cache.dropout)", "dx = dout"),
+    ),
+    Mistake(
+        "embedding_with_positions_backward",
+        "dropout_scale",
+        EMBEDDING.replace(
+            "dx = dropout_backward(dout, cache.dropout)",
+            "dx = dout if cache.dropout is None else dout * cache.dropout.keep",
+        ),
+    ),
+    Mistake(
+        "embedding_with_positions_backward",
+        "positional_added",
+        EMBEDDING.replace(
+            "dx = dropout_backward(dout, cache.dropout)",
+            "dx = dropout_backward(dout, cache.dropout) + sinusoidal_table(dout.shape[1], dout.shape[2], dout.dtype)",
+        ),
+    ),
+    Mistake(
+        "embedding_with_positions_backward",
+        "repeated_ids",
+        EMBEDDING.replace("xp.add.at(dtable, ids, rows)", "dtable[ids] = rows"),
+    ),
+    # the projection with its loss, written by hand
+    Mistake(
+        "projection_loss_backward",
+        "label_smoothing",
+        PROJECTION_LOSS.replace("eps / shape[-1]", "0.0").replace("1.0 - eps", "1.0"),
+    ),
+    Mistake("projection_loss_backward", "token_count", PROJECTION_LOSS.replace(" / n_valid", "")),
+    Mistake(
+        "projection_loss_backward", "token_count_pad", PROJECTION_LOSS.replace("/ n_valid", "/ len(targets)")
+    ),
+    Mistake("projection_loss_backward", "padding_leak", PROJECTION_LOSS.replace(" * valid[:, None]", "")),
+    Mistake("projection_loss_backward", "upstream", PROJECTION_LOSS.replace(" * dloss", "")),
+    Mistake(
+        "projection_loss_backward",
+        "rows_sum",
+        PROJECTION_LOSS.replace("dlogits.reshape(-1, shape[-1]).sum(axis=0)", "dlogits.sum(axis=0)"),
     ),
     Mistake(
         "decoder_block_backward",
@@ -650,32 +698,12 @@ def decoder_block_backward(dout, cache):
 from numpy_transformer.workbook.blocks import decoder_block_backward as decoder_block_backward_textbook
 """,
     ),
-    Mistake(
-        "encoder_decoder_backward",
-        "memory_one_layer",
-        BLOCK_HEADER
-        + WHOLE.replace("dmemory = dmemory + dmemory_i", "dmemory = dmemory_i  # the last one seen wins"),
-    ),
-    Mistake(
-        "encoder_decoder_backward",
-        "tied_not_added",
-        BLOCK_HEADER
-        + WHOLE.replace("dprojection + embedding_backward(dy, cache.tgt_embedding)", "dprojection"),
-    ),
-    Mistake(
-        "encoder_decoder_backward",
-        "tied_not_added",
-        BLOCK_HEADER
-        + WHOLE.replace(
-            "dprojection + embedding_backward(dy, cache.tgt_embedding)",
-            "embedding_backward(dy, cache.tgt_embedding)",
-        ),
-    ),
 ]
 
 
 def textbook_with(function: str, expected: str | None, *replacements: tuple[str, str]) -> Mistake:
-    """The textbook's block ``function`` as a learner would copy it, with one mistake written in."""
+    """The textbook's block ``function`` as a learner would copy it, with one mistake written in
+    (each replacement made wherever its text occurs: in a pre-norm and a post-norm branch alike)."""
     import inspect
     import re
 
@@ -700,22 +728,46 @@ def _norm_left_out(number: int) -> tuple[str, str]:
 
 PRE_SKIP = "dx = dout + dbranch"
 POST_SUM = "dx = dsum + dbranch"
-ENCODER_ATTENTION = "multi_head_self_attention_backward(dx, cache.attention)"
-DECODER_SELF = "multi_head_self_attention_backward(\n        dx, cache.self_attention\n    )"
-DECODER_CROSS = "multi_head_attention_backward(\n        dx, cache.cross_attention\n    )"
+PRE_ORDER = ("if not cache.norm_first:", "if False:"), ("if cache.norm_first:", "if True:")  # post as pre
+POST_ORDER = ("if not cache.norm_first:", "if True:"), ("if cache.norm_first:", "if False:")  # pre as post
+LATENT_SELF = 'dh, grads["w_q_compress"], grads["w_kv_decompress"], grads["w_o"] = (\n'
+LATENT_SELF += "            multi_head_latent_self_attention_backward(dh, cache.attention)"
+DECODER_LATENT_CROSS = (
+    'dh, dmemory, grads["cross_w_q_compress"], grads["cross_w_kv_decompress"], grads["cross_w_o"]'
+)
+DECODER_MHA_CROSS = "multi_head_attention_backward(\n            dh, cache.cross_attention\n        )"
 
 BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the textbook's blocks
     textbook_with("residual_backward", "residual_dropped", (PRE_SKIP, "dx = dbranch")),
-    textbook_with("residual_backward", "residual_dropped", (PRE_SKIP, "dx = dout")),
+    textbook_with("residual_backward", "branch_dropped", (PRE_SKIP, "dx = dout")),
     textbook_with("residual_backward", "norm_path", (PRE_SKIP, "dx = dout + dnormed")),
     textbook_with(
         "residual_backward",
         "norm_path",
         (PRE_SKIP, "dx = layer_norm_backward(dout + dnormed, norm_cache)[0]"),
     ),
-    textbook_with("residual_backward", "residual_dropped", (POST_SUM, "dx = dsum")),
+    textbook_with("residual_backward", "branch_dropped", (POST_SUM, "dx = dsum")),
     textbook_with(
         "residual_backward", "norm_path", (POST_SUM, "dx = dout + linear_backward(dout, sublayer_cache)[0]")
+    ),
+    textbook_with(
+        "residual_backward", "norm_path", ("if norm_first:", "if True:")
+    ),  # post-norm in pre-norm order
+    textbook_with(
+        "residual_backward", "norm_path", ("if norm_first:", "if False:")
+    ),  # pre-norm in post-norm order
+    textbook_with(
+        "residual_backward",
+        "dropout_skipped",
+        ("dbranch = dropout_backward(dout, dropped)", "dbranch = dout"),
+    ),
+    textbook_with(
+        "residual_backward",
+        "dropout_scale",
+        (
+            "dbranch = dropout_backward(dsum, dropped)",
+            "dbranch = dsum if dropped is None else dsum * dropped.keep",
+        ),
     ),
     textbook_with(
         "feed_forward_backward",
@@ -735,38 +787,56 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
             "dhidden = relu_backward(dhidden, cache.activation) * 0.5",
         ),
     ),
-    # the encoder block: two residuals
-    textbook_with("encoder_block_backward", "residual_dropped", ("dx = dout + dh", "dx = dout")),
     textbook_with(
-        "encoder_block_backward",
-        "residual_dropped",
-        (ENCODER_ATTENTION, ENCODER_ATTENTION.replace("(dx,", "(dout,")),
+        "feed_forward_backward",
+        "dropout_skipped",
+        ("    dhidden = dropout_backward(dhidden, cache.dropout)\n", ""),
     ),
+    # the encoder block: two residuals, pre- or post-norm, either attention
+    textbook_with("encoder_block_backward", "residual_dropped", ("dx = dx + dh", "dx = dh")),
+    textbook_with("encoder_block_backward", "residual_dropped", ("dx = dx + dh", "dx = dx")),
     textbook_with(
         "encoder_block_backward", "residual_dropped", ("return dx + dh, grads", "return dh, grads")
     ),
-    textbook_with(
-        "encoder_block_backward", "residual_dropped", ("return dx + dh, grads", "return dx, grads")
-    ),
+    textbook_with("encoder_block_backward", "branch_dropped", ("return dx + dh, grads", "return dx, grads")),
     textbook_with("encoder_block_backward", "norm_path", _norm_left_out(2)),
     textbook_with("encoder_block_backward", "norm_path", _norm_left_out(1)),
+    textbook_with("encoder_block_backward", "norm_path", *PRE_ORDER),
+    textbook_with("encoder_block_backward", "norm_path", *POST_ORDER),
     textbook_with(
         "encoder_block_backward",
         "norm_path",
         (
-            _norm(2) + "\n    dx = dout + dh",
-            _norm_left_out(2)[1] + "\n    dx = layer_norm_backward(dout + dh, cache.norm_2)[0]",
+            'dx, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dx, cache.norm_2)',
+            '_, grads["ln2_gamma"], grads["ln2_beta"] = layer_norm_backward(dx, cache.norm_2)',
         ),
     ),
-    textbook_with("encoder_block_backward", "counted_twice", ("dx = dout + dh", "dx = dout + dh + dh")),
+    textbook_with("encoder_block_backward", "counted_twice", ("dx = dx + dh", "dx = dx + dh + dh")),
     textbook_with(
         "encoder_block_backward", "averaged", ("return dx + dh, grads", "return (dx + dh) / 2, grads")
     ),
     textbook_with("encoder_block_backward", "counted_twice", (_norm(1), _norm(1, "dh * 2"))),
+    textbook_with(
+        "encoder_block_backward", "dropout_skipped", ("dh = dropout_backward(dx, cache.dropout_2)", "dh = dx")
+    ),
+    textbook_with(
+        "encoder_block_backward", "dropout_skipped", ("dh = dropout_backward(dx, cache.dropout_1)", "dh = dx")
+    ),
+    textbook_with(
+        "encoder_block_backward",
+        "swapped",
+        (
+            'grads["w_q_compress"], grads["w_kv_decompress"]',
+            'grads["w_kv_decompress"], grads["w_q_compress"]',
+        ),
+    ),
+    textbook_with(
+        "encoder_block_backward",
+        "paths",
+        (LATENT_SELF, LATENT_SELF.replace("dh, grads", "dh, _, grads").replace("latent_self", "latent")),
+    ),  # the latent self-attention's x given its queries' gradient only
     # the decoder block: three residuals and the memory
-    textbook_with("decoder_block_backward", "residual_dropped", ("dx = dout + dh", "dx = dh")),
-    textbook_with("decoder_block_backward", "residual_dropped", ("dx = dout + dh", "dx = dout")),
-    textbook_with("decoder_block_backward", "residual_dropped", ("dx = dx + dh", "dx = dx")),
+    textbook_with("decoder_block_backward", "residual_dropped", ("dx = dx + dh", "dx = dh")),
     textbook_with(
         "decoder_block_backward",
         "residual_dropped",
@@ -774,33 +844,13 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
     ),
     textbook_with(
         "decoder_block_backward",
-        "residual_dropped",
+        "branch_dropped",
         ("return dx + dh, dmemory, grads", "return dx, dmemory, grads"),
     ),
-    textbook_with(
-        "decoder_block_backward", "residual_dropped", (DECODER_CROSS, DECODER_CROSS.replace("dx,", "dout,"))
-    ),
-    textbook_with(
-        "decoder_block_backward", "residual_dropped", (DECODER_SELF, DECODER_SELF.replace("dx,", "dout,"))
-    ),
     textbook_with("decoder_block_backward", "norm_path", _norm_left_out(2)),
-    textbook_with("decoder_block_backward", "norm_path", _norm_left_out(1)),
-    textbook_with(
-        "decoder_block_backward",
-        "norm_path",
-        (
-            _norm(3) + "\n    dx = dout + dh",
-            _norm_left_out(3)[1] + "\n    dx = layer_norm_backward(dout + dh, cache.norm_3)[0]",
-        ),
-    ),
-    textbook_with(
-        "decoder_block_backward",
-        "norm_path",
-        (
-            _norm(2) + "\n    dx = dx + dh",
-            _norm_left_out(2)[1] + "\n    dx = layer_norm_backward(dx + dh, cache.norm_2)[0]",
-        ),
-    ),
+    textbook_with("decoder_block_backward", "norm_path", _norm_left_out(3)),
+    textbook_with("decoder_block_backward", "norm_path", *PRE_ORDER),
+    textbook_with("decoder_block_backward", "norm_path", *POST_ORDER),
     textbook_with(
         "decoder_block_backward",
         "stray_factor",
@@ -814,6 +864,26 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
             'grads["self_w_qkv"], grads["self_w_o"], _, _ = multi_head_self',
             'grads["cross_w_qkv"], grads["cross_w_o"], _, _ = multi_head_self',
         ),
+    ),
+    textbook_with(
+        "decoder_block_backward",
+        "swapped",
+        (DECODER_LATENT_CROSS, DECODER_LATENT_CROSS.replace("cross_w_q_compress", "self_w_q_compress")),
+        (
+            'grads["self_w_q_compress"], grads["self_w_kv_decompress"]',
+            'grads["cross_w_q_compress"], grads["self_w_kv_decompress"]',
+        ),
+    ),  # the latent attentions' compressions under each other's keys
+    textbook_with(
+        "decoder_block_backward", "dropout_skipped", ("dh = dropout_backward(dx, cache.dropout_2)", "dh = dx")
+    ),
+    textbook_with(
+        "decoder_block_backward", "dropout_skipped", ("dh = dropout_backward(dx, cache.dropout_3)", "dh = dx")
+    ),
+    textbook_with(
+        "decoder_block_backward",
+        "counted_twice",
+        ("return dx + dh, dmemory, grads", "return dx + dh, dmemory + dmemory, grads"),
     ),
     # returned under the wrong key, or with the wrong layout
     textbook_with(
@@ -829,103 +899,109 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
     textbook_with(
         "encoder_block_backward",
         "swapped",
-        (_norm(2), _norm(2).replace('"ln2_', '"ln1_')),
-        (_norm(1), _norm(1).replace('"ln1_', '"ln2_')),
+        ('grads["ln2_', 'grads["lnX_'),
+        ('grads["ln1_', 'grads["ln2_'),
+        ('grads["lnX_', 'grads["ln1_'),
     ),
     # a piece handed another's cache, or another piece's gradient
-    textbook_with(
-        "encoder_block_backward", "wrong_cache", (_norm(2), _norm(2).replace("norm_2)", "norm_1)"))
-    ),
-    textbook_with(
-        "decoder_block_backward", "wrong_cache", (_norm(3), _norm(3).replace("norm_3)", "norm_2)"))
-    ),
+    textbook_with("encoder_block_backward", "wrong_cache", ("cache.norm_2)", "cache.norm_1)")),
+    textbook_with("decoder_block_backward", "wrong_cache", ("cache.norm_3)", "cache.norm_2)")),
     textbook_with("encoder_block_backward", "skipped", (_norm(2), _norm(2, "dout"))),
     textbook_with("decoder_block_backward", "skipped", (_norm(1), _norm(1, "dx"))),
-    # a gradient added twice
-    textbook_with(
-        "decoder_block_backward",
-        "counted_twice",
-        ("return dx + dh, dmemory, grads", "return dx + dh, dmemory + dmemory, grads"),
-    ),
     textbook_with(
         "encoder_block_backward", "counted_twice", ("return dx + dh, grads", "return dx + dh + dout, grads")
     ),
+    # the stacks: N blocks and a final norm
+    textbook_with(
+        "encoder_stack_backward",
+        "final_norm_skipped",
+        ('dx, grads["enc_norm_gamma"]', '_, grads["enc_norm_gamma"]'),
+        ("cache.norm)\n", "cache.norm)\n    dx = dout\n"),
+    ),
+    textbook_with(
+        "encoder_stack_backward",
+        "layer_order",
+        ("reversed(range(len(cache.layers)))", "range(len(cache.layers))"),
+    ),
+    textbook_with(
+        "encoder_stack_backward",
+        "layer_order",
+        ("dx, layer = encoder_block_backward(dx,", "dx_i, layer = encoder_block_backward(dx,"),
+        ("    return dx, grads", "    return dx_i, grads"),
+    ),  # every layer handed the final norm's gradient
+    textbook_with(
+        "encoder_stack_backward", "swapped", ('f"enc{i}_{key}"', 'f"enc{len(cache.layers) - 1 - i}_{key}"')
+    ),
+    textbook_with(
+        "decoder_stack_backward", "memory_one_layer", ("dmemory = dmemory + dmemory_i", "dmemory = dmemory_i")
+    ),
+    textbook_with(
+        "decoder_stack_backward",
+        "memory_one_layer",
+        ("dmemory = dmemory + dmemory_i", "dmemory = dmemory_i if i == len(cache.layers) - 1 else dmemory"),
+    ),
+    textbook_with(
+        "decoder_stack_backward",
+        "final_norm_skipped",
+        ('dx, grads["dec_norm_gamma"]', '_, grads["dec_norm_gamma"]'),
+        ("cache.norm)\n", "cache.norm)\n    dx = dout\n"),
+    ),
+    textbook_with(
+        "decoder_stack_backward",
+        "layer_order",
+        ("reversed(range(len(cache.layers)))", "range(len(cache.layers))"),
+    ),
+    textbook_with(
+        "decoder_stack_backward",
+        "stray_factor",
+        ("return dx, dmemory, grads", "return dx, dmemory / len(cache.layers), grads"),
+    ),
 ]
 
-WHOLE_LOSS = "dlogits = cross_entropy_backward(dloss, cache.loss)"
-INLINE_LOSS = """xp = get_array_module()
-    probs, targets, valid, n_valid, eps, shape = cache.loss
-    q = xp.full_like(probs, eps / shape[-1])
-    q[xp.arange(len(targets)), targets] += 1.0 - eps
-    dlogits = ((probs - q) * valid[:, None] * dloss / n_valid).reshape(shape)"""
-
-WHOLE_MISTAKES = [  # the whole model's: the loss, the embeddings, the stacks, the norms
+WHOLE_MISTAKES = [  # the whole model's: the tied table, the memory, the loss's upstream gradient
     textbook_with(
         "encoder_decoder_backward",
-        "label_smoothing",
-        (WHOLE_LOSS, INLINE_LOSS.replace("eps / shape[-1]", "0.0").replace("1.0 - eps", "1.0")),
-    ),
-    textbook_with(
-        "encoder_decoder_backward", "token_count", (WHOLE_LOSS, INLINE_LOSS.replace(" / n_valid)", ")"))
+        "tied_not_added",
+        (
+            'grads["tgt_table"] = output["weight"] + tgt_embedding["table"]',
+            'grads["tgt_table"] = output["weight"]',
+        ),
     ),
     textbook_with(
         "encoder_decoder_backward",
-        "token_count_pad",
-        (WHOLE_LOSS, INLINE_LOSS.replace(" / n_valid)", " / len(targets))")),
+        "tied_not_added",
+        (
+            'grads["tgt_table"] = output["weight"] + tgt_embedding["table"]',
+            'grads["tgt_table"] = tgt_embedding["table"]',
+        ),
     ),
     textbook_with(
-        "encoder_decoder_backward", "padding_leak", (WHOLE_LOSS, INLINE_LOSS.replace(" * valid[:, None]", ""))
+        "encoder_decoder_backward",
+        "upstream",
+        ("projection_loss_backward(dloss, cache.output)", "projection_loss_backward(1.0, cache.output)"),
     ),
     textbook_with(
-        "encoder_decoder_backward", "upstream", (WHOLE_LOSS, WHOLE_LOSS.replace("(dloss,", "(1.0,"))
+        "encoder_decoder_backward",
+        "memory_swapped",
+        ("encoder_stack_backward(dmemory, cache.encoder)", "encoder_stack_backward(dy, cache.encoder)"),
     ),
     textbook_with(
         "encoder_decoder_backward",
         "positional_added",
         (
-            "dy = positional_encoding_backward(dy, None)",
-            "dy = dy + sinusoidal_table(dy.shape[1], dy.shape[2], dy.dtype)",
-        ),
-    ),
-    textbook_with(
-        "encoder_decoder_backward",
-        "layer_order",
-        (
-            "for i in reversed(range(cache.n_layers)):\n        dy,",
-            "for i in range(cache.n_layers):\n        dy,",
-        ),
-    ),
-    textbook_with(
-        "encoder_decoder_backward",
-        "layer_order",
-        (
-            "for i in reversed(range(cache.n_layers)):\n        dx,",
-            "for i in range(cache.n_layers):\n        dx,",
+            "embedding_with_positions_backward(dy, cache.tgt_embedding)",
+            "embedding_with_positions_backward(dy + sinusoidal_table(dy.shape[1], dy.shape[2], dy.dtype), "
+            "cache.tgt_embedding)",
         ),
     ),
     textbook_with(
         "encoder_decoder_backward",
         "skipped",
-        ("dmemory = 0.0", "dmemory, dtop = 0.0, dy"),
-        ("embedding_backward(dy, cache.tgt_embedding)", "embedding_backward(dtop, cache.tgt_embedding)"),
-    ),
-    textbook_with(
-        "encoder_decoder_backward", "skipped", ('dy, grads["dec_norm_gamma"]', '_, grads["dec_norm_gamma"]')
-    ),
-    textbook_with(
-        "encoder_decoder_backward",
-        "skipped",
-        ('dx, grads["enc_norm_gamma"]', '_, grads["enc_norm_gamma"]'),
         (
-            "layer_norm_backward(dmemory, cache.encoder_norm)",
-            "layer_norm_backward(dmemory, cache.encoder_norm)\n    dx = dmemory",
+            "embedding_with_positions_backward(dx, cache.src_embedding)",
+            "embedding_with_positions_backward(dmemory, cache.src_embedding)",
         ),
-    ),
-    textbook_with(
-        "encoder_decoder_backward",
-        "memory_one_layer",
-        ("dmemory = dmemory + dmemory_i", "dmemory = dmemory_i"),
-    ),
+    ),  # the encoder stack left out of the source embedding's path
 ]
 
 MISTAKES += BLOCK_MISTAKES + WHOLE_MISTAKES
