@@ -629,9 +629,15 @@ def draw_errors(
         figure.colorbar(shown, ax=axis, label="|analytic - numeric|")
         axis.set_title(f"{report.name}: |analytic - numeric| (rows: leading axes flattened)")
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    try:  # a failure to save is said in the message: it must never hide the failed check itself
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # the format named, so that a name without a suffix is the file written (not name.png)
+        figure.savefig(path, dpi=100, format=path.suffix[1:].lower() or "png")
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        return f"(no picture saved to {path}: {reason})"
+    finally:
+        plt.close(figure)
     return str(path)
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,8 @@ def gradcheck(
     values and errors.
     """
     _check_options(eps, atol, rtol, max_entries, mode, kinks, directions)
+    if picture is not None and not isinstance(picture, (str, os.PathLike)):
+        raise TypeError(f"picture must be a file name (str or Path) or None, got {type(picture).__name__}")
     if mode == "fast" and max_entries is not None:
         raise ValueError(
             f"max_entries={max_entries} samples entries for mode='exhaustive'; mode='fast' checks every entry "

@@ -331,6 +331,33 @@ def test_a_failure_lists_the_worst_entries_and_can_draw_them(tmp_path):
         assert f"picture of the error: {picture}" in message and picture.stat().st_size > 0
 
 
+@pytest.mark.parametrize("where", ["a directory", "no suffix", "an unknown suffix", "a file as its folder"])
+def test_a_picture_that_cannot_be_saved_as_named_never_hides_the_failure(tmp_path, where):
+    pytest.importorskip("matplotlib")
+    (tmp_path / "file").write_text("mine")
+    picture = {
+        "a directory": tmp_path,
+        "no suffix": tmp_path / "error",
+        "an unknown suffix": tmp_path / "error.txt",
+        "a file as its folder": tmp_path / "file" / "error.png",
+    }[where]
+    wrong = lambda dout, y: dout * (1 - y)  # noqa: E731
+    with pytest.raises(GradcheckError, match="gradient check failed") as failed:
+        assert_gradients(tanh_forward, wrong, x34(), picture=picture)
+    message = str(failed.value)
+    if where == "no suffix":  # the file named is the file written, a PNG
+        assert f"picture of the error: {picture}" in message and picture.read_bytes().startswith(b"\x89PNG")
+        assert not picture.with_suffix(".png").exists()
+    else:
+        assert f"no picture saved to {picture}: " in message
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_a_picture_that_is_no_file_name_is_refused_by_name():
+    with pytest.raises(TypeError, match="picture must be a file name .* got int"):
+        assert_gradients(tanh_forward, lambda dout, y: dout * (1 - y), x34(), picture=3)
+
+
 # -- the same checks on CuPy: the strict stand-in, and real CuPy where a GPU is present --------------
 
 
