@@ -16,8 +16,9 @@ from ..backend import get_array_module, to_numpy
 from ..backward_contract import backward_writes, random_upstream
 from ..gradcheck import gradcheck
 from . import blocks
+from .causes import block_mistake, dtype_drift, explain_raised, partial_sum
 from .curriculum import BY_NAME, EXERCISES, textbook_function, unknown_exercise
-from .diagnosis import RESIDUAL_BLOCKS, diagnose, localise, returned_gradients, returned_mistake
+from .diagnosis import RESIDUAL_BLOCKS, diagnose, returned_gradients
 from .exercise import Case, Exercise
 from .loading import TIME_LIMIT, TimedOut, describe_error, learners_function, load_learner, under_time_limit
 from .recording import RecordedCall, explain_writes, recording_calls, textbook_calls
@@ -172,8 +173,11 @@ def _run_case(
     calls: list[RecordedCall] = []
     flat = {f"params.{k}": v for k, v in inputs.get("params", {}).items()} | inputs
     spaces = [vars(module)] + [vars(blocks)] * exercise.params
-    with recording_calls(spaces, calls):
-        returned, writes = backward_writes(lambda d, c: _call(backward, path, d, c), given, cache, flat)
+    try:
+        with recording_calls(spaces, calls):
+            returned, writes = backward_writes(lambda d, c: _call(backward, path, d, c), given, cache, flat)
+    except Raised as raised:  # its file and line kept, with the cause where the calls it made show it
+        raise explain_raised(raised, exercise.backward, upstream, cache, calls) from None
     written = explain_writes(exercise.backward, writes, calls)
     if written is not None:
         raise Raised(written)
@@ -223,8 +227,11 @@ def _run_case(
                 case=case.label,
                 detail=f"returned {type(grad).__name__}, expected an array of shape {tuple(right.shape)}",
             )
+        elif (drift := dtype_drift(grad, right)) is not None:
+            verdicts[label] = GradientVerdict(label, "wrong", case=case.label, detail=drift, mistake="dtype")
         elif yours.shape != right.shape:
             mistake, _ = diagnose(yours, right, case, variable, [])
+            mistake = mistake or (partial_sum(yours, right) if exercise.params else None)
             verdicts[label] = GradientVerdict(
                 label,
                 "wrong",
@@ -298,9 +305,13 @@ def _run_case(
                 )
     localised = None
     if exercise.params and any(v.status == "wrong" for v in verdicts.values()):
-        localised = localise(calls, cache, right_calls, textbook_cache, case.dloss) or returned_mistake(
-            names, grads, expected, verdicts, right_calls, isinstance(textbook_cache, RESIDUAL_BLOCKS)
+        join = isinstance(textbook_cache, RESIDUAL_BLOCKS)
+        localised = block_mistake(
+            calls, cache, right_calls, textbook_cache, case.dloss, names, grads, expected, verdicts, join
         )
+        if localised is not None and localised.mistake == "branch_dropped":  # not the skip, as it looked
+            for verdict in verdicts.values():
+                verdict.mistake = None if verdict.mistake == "residual_dropped" else verdict.mistake
     return [verdicts[label] for label in names if label in verdicts], localised
 
 
@@ -332,7 +343,7 @@ def check_function(
         waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
         return FunctionVerdict(name, "to do", message=f"raises NotImplementedError{waits}")
     except Raised as raised:
-        return FunctionVerdict(name, "error", message=raised.line)
+        return FunctionVerdict(name, "error", message=raised.line, cause=raised.cause)
     except TimedOut:
         return FunctionVerdict(
             name,
@@ -420,6 +431,8 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
         if verdict.status in ("to do", "error") and verdict.message:
             head += f": {verdict.message}"
         lines.append(head)
+        if verdict.status == "wrong" and verdict.message:  # a wrong function it calls: fix that one first
+            lines.append(f"    {verdict.message}")
         if verdict.localised is not None:
             lines.append(f"    {verdict.localised.explanation()}")
         if verdict.status == "wrong" or (details and verdict.status == "done"):
@@ -449,8 +462,6 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
                 lines.append(
                     f"    ... and {len(hidden)} more gradients wrong: {', '.join(g.name for g in hidden)}"
                 )
-            if verdict.status == "wrong" and verdict.message:
-                lines.append(f"    {verdict.message}")
     counts = {
         status: sum(v.status == status for v in verdicts) for status in ("done", "wrong", "error", "to do")
     }

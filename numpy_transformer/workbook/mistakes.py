@@ -69,6 +69,40 @@ SENTENCES = {
     "memory, so the gradient it gets is the memory's (the dmemory the decoder stack returns)",
     "wrong_cache": "a piece's backward is handed another piece's cache: {where}'s is used twice, {other}'s "
     "never; each backward takes the cache its own forward returned",
+    # the causes of causes.py: read from the calls a learner's block made
+    "branch_dropped": "a residual's branch is dropped: the gradient coming back through {piece} is not added "
+    "where the paths meet; x reaches the output along the skip and along the branch, so its gradient is the "
+    "sum of both",
+    "piece_order": "the pieces are undone in the forward's order: yours starts at {started}; a backward starts "
+    "at the piece nearest the output ({last}, the forward's last) and goes back to the forward's first "
+    "({first}), each piece handed the gradient of the one after it",
+    "post_norm_order": "the post-norm residual is undone in pre-norm order: in post-norm, y = norm(x + f(x)), "
+    "the norm comes last, so its backward comes first and both the skip and the branch take its gradient "
+    "(cache.norm_first says which)",
+    "cache_swapped": "{where}'s and {other}'s caches are swapped: {function} is handed {other}'s cache with the "
+    "gradient reaching {where}; each backward takes the cache its own forward returned",
+    "not_chained": "the stack's layers are not chained: each layer is handed the gradient from above the stack, "
+    "but a layer's dout is the dx that the layer above it returns",
+    "relu_inverted": "the relu's mask is inverted: the gradient passes where the forward's input was positive "
+    "(where the mask in the cache is True) and is zero where it was not",
+    "relu_place": "the relu's backward is on the wrong side: the relu sits between the two linears, so its mask "
+    "(the forward's, from the cache) applies to the gradient reaching the hidden units, not to the block's dout",
+    "linear_dx_transposed": "the linear's input gradient uses W^T: the forward is y = x W^T, so dx = dout W",
+    "subtracted": "a gradient is subtracted where it adds: {what} is taken away; where paths meet (a tied "
+    "matrix's two uses too), their gradients add",
+    "qkv_part": "only part of w_qkv's gradient is kept: its {zero} rows are zero, its {kept} rows right; w_qkv "
+    "stacks the weights of the queries, keys and values, so each part takes the gradient of its own path",
+    "wrong_function": "{function} is used on {where}, which {right} undoes: each piece's backward is the one "
+    "of the forward that made its cache",
+    "shape": "the gradient handed to {where}'s backward has shape {shape}{what}, but {where}'s output, which "
+    "it is the gradient of, has shape {expected}: each piece takes the gradient of its own output",
+    "different_tensors": "{first} and {second}, which {function} returns, are added, but they are the "
+    "gradients of different tensors: a cross-attention's dx_q is the gradient of x (its queries' input), "
+    "its dx_kv that of the memory (dmemory)",
+    "foreign_term": "{what} is added to {label}, but it is the gradient of another tensor: {label} adds "
+    "only the gradients of the paths its own tensor takes",
+    "dtype": "a gradient is returned in another dtype than its input's: a backward computes in its input's "
+    "dtype (a lower one loses the precision the model trains in)",
 }
 
 

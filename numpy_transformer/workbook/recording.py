@@ -26,10 +26,15 @@ class RecordedCall:
     theirs: bool  # defined in the learner's file (not a textbook function they imported)
 
 
+_RECORDING: list[list[RecordedCall]] = []  # the lists being recorded into, the innermost last
+
+
 @contextmanager
 def recording_calls(spaces: Sequence[dict[str, Any]], calls: list[RecordedCall]) -> Iterator[None]:
     """Every exercise's backward that the module globals ``spaces`` hold, wrapped so that each call
-    appends a RecordedCall to ``calls``; the globals restored on the way out."""
+    appends a RecordedCall to ``calls``; the globals restored on the way out. A recording opened
+    inside (the textbook's run of the ``textbook`` aid, called from the learner's block) records
+    alone: its calls are not the learner's."""
     textbook = (vars(functional), vars(blocks))
     patched: list[tuple[dict[str, Any], str, Any]] = []
 
@@ -37,6 +42,8 @@ def recording_calls(spaces: Sequence[dict[str, Any]], calls: list[RecordedCall])
         theirs = getattr(function, "__globals__", None) not in textbook
 
         def recorded(dout: Any, cache: Any, *args: Any, **kwargs: Any) -> Any:
+            if _RECORDING and _RECORDING[-1] is not calls:  # an inner recording's call passing through
+                return function(dout, cache, *args, **kwargs)
             call = RecordedCall(name, dout.copy() if hasattr(dout, "copy") else dout, cache, None, [], theirs)
             calls.append(call)  # on the way in: a call comes before the calls it makes
             call.result, call.writes = backward_writes(
@@ -54,8 +61,11 @@ def recording_calls(spaces: Sequence[dict[str, Any]], calls: list[RecordedCall])
                 if callable(function):
                     patched.append((space, exercise.backward, function))
                     space[exercise.backward] = wrap(exercise.backward, function)
+        _RECORDING.append(calls)
         yield
     finally:
+        if _RECORDING and _RECORDING[-1] is calls:
+            _RECORDING.pop()
         for space, name, function in reversed(patched):
             space[name] = function
 

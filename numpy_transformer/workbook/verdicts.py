@@ -23,6 +23,7 @@ class Raised(Exception):
     def __init__(self, line: str) -> None:
         super().__init__(line)
         self.line = line
+        self.cause: str | None = None  # the key of SENTENCES the line ends with, when a cause is named
 
 
 @dataclass
@@ -51,6 +52,7 @@ class FunctionVerdict:
     status: str
     gradients: list[GradientVerdict] = field(default_factory=list)
     message: str = ""
+    cause: str | None = None  # an error: the key of SENTENCES its message names, if any
     localised: Localised | None = None  # a wrong block: where its gradients first differ, and why
 
     @property

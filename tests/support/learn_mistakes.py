@@ -794,7 +794,7 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
     ),
     # the encoder block: two residuals, pre- or post-norm, either attention
     textbook_with("encoder_block_backward", "residual_dropped", ("dx = dx + dh", "dx = dh")),
-    textbook_with("encoder_block_backward", "residual_dropped", ("dx = dx + dh", "dx = dx")),
+    textbook_with("encoder_block_backward", "branch_dropped", ("dx = dx + dh", "dx = dx")),
     textbook_with(
         "encoder_block_backward", "residual_dropped", ("return dx + dh, grads", "return dh, grads")
     ),
@@ -925,7 +925,7 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
     ),
     textbook_with(
         "encoder_stack_backward",
-        "layer_order",
+        "not_chained",
         ("dx, layer = encoder_block_backward(dx,", "dx_i, layer = encoder_block_backward(dx,"),
         ("    return dx, grads", "    return dx_i, grads"),
     ),  # every layer handed the final norm's gradient

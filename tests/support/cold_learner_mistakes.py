@@ -1,0 +1,2954 @@
+# ruff: noqa: E501  (the learner's code as they wrote it)
+"""A learner's own block-level mistakes, made cold (the workbook's source closed), one at a time into
+their correct workbook: each as the function(s) they changed, with the cause `learn check` should name:
+a key of numpy_transformer.workbook.SENTENCES, or a phrase of the grader's own message where the cause
+is told there (a write in place, a missing key), or None where no cause is promised."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+COLD_HEADER = """
+from numpy_transformer.backend import get_array_module
+from numpy_transformer.functional import (
+    cross_entropy_backward,
+    embedding_backward,
+    layer_norm_backward,
+    linear_backward,
+    multi_head_attention_backward,
+    multi_head_latent_self_attention_backward,
+    multi_head_self_attention_backward,
+    positional_encoding_backward,
+    relu_backward,
+)
+from numpy_transformer.workbook.blocks import (
+    decoder_block_backward,
+    encoder_block_backward,
+    feed_forward_backward,
+)
+"""  # the learner's other functions were right: the textbook's stand in for them
+
+
+class ColdMistake(NamedTuple):
+    id: str
+    function: str
+    expected: str | None  # a key of SENTENCES, a phrase of the grader's message, or None
+    mistake: str  # the learner's one line
+    source: str
+
+
+COLD_MISTAKES = [
+    ColdMistake(
+        "R01",
+        "residual_backward",
+        "residual_dropped",
+        "pre-norm: skip path forgotten (dx = branch only)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R02",
+        "residual_backward",
+        "branch_dropped",
+        "pre-norm: branch forgotten (dx = dout only)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R03",
+        "residual_backward",
+        "norm_path",
+        "pre-norm: layer norm backward left out of branch (dx = dout + dnormed)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dnormed
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R04",
+        "residual_backward",
+        "skipped",
+        "pre-norm: layer norm fed dout instead of the linear's dx",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R05",
+        "residual_backward",
+        "norm_path",
+        "post-norm: skip takes dout, not the norm's gradient (norm on branch only)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dout + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R06",
+        "residual_backward",
+        "residual_dropped",
+        "post-norm: skip forgotten (dx = branch only)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R07",
+        "residual_backward",
+        "post_norm_order",
+        "post-norm: linear undone before the norm (norm applied after the sum on the way back)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dx_branch, dweight, dbias = linear_backward(dout, sublayer)
+        dx, dgamma, dbeta = layer_norm_backward(dout + dx_branch, norm)
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R08",
+        "residual_backward",
+        "post_norm_order",
+        "norm_first flag ignored: always pre-norm formula",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if True:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R09",
+        "residual_backward",
+        "averaged",
+        "pre-norm: paths averaged instead of added",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = (dout + dx_norm) / 2
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R10",
+        "residual_backward",
+        "swapped",
+        "gamma and beta gradients returned under each other's keys",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dbeta, "beta": dgamma, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R11",
+        "residual_backward",
+        "transposed",
+        "weight gradient transposed (square D x D)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight.T, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R12",
+        "residual_backward",
+        "counted_twice",
+        "pre-norm: branch counted twice",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + 2 * dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R13",
+        "residual_backward",
+        "post_norm_order",
+        "post-norm: the two backwards swapped: linear fed dout, norm fed the linear's dx, skip takes dout",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dx_branch, dweight, dbias = linear_backward(dout, sublayer)
+        dsum, dgamma, dbeta = layer_norm_backward(dx_branch, norm)
+        dx = dsum + dout
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R14",
+        "residual_backward",
+        "rows_sum",
+        "pre-norm: bias gradient summed over the first axis only",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm; dbias = dout.sum(axis=0)
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R15",
+        "residual_backward",
+        "skipped",
+        "post-norm: the branch's linear fed dout instead of the norm's gradient",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dout, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R16",
+        "residual_backward",
+        "linear_dx_transposed",
+        "pre-norm: hand-written linear dx uses W^T instead of W (square)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer); dnormed = dout @ sublayer.weight.T
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "R17",
+        "residual_backward",
+        "transposed",
+        "post-norm: hand-written dweight = x^T dout (transposed, square)",
+        '''
+def residual_backward(dout, cache):
+    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
+        or post-norm y = norm(x + f(x)).
+
+        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
+        (D, D), bias (D,).
+    """
+    norm, sublayer, norm_first = cache
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dsum, sublayer); dweight = sublayer.x.reshape(-1, sublayer.x.shape[-1]).T @ dsum.reshape(-1, dsum.shape[-1])
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+''',
+    ),
+    ColdMistake(
+        "F01",
+        "feed_forward_backward",
+        "relu_skipped",
+        "relu backward left out",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+''',
+    ),
+    ColdMistake(
+        "F02",
+        "feed_forward_backward",
+        "relu_mask",
+        "relu mask taken from the gradient instead of the forward input",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = dhidden * (dhidden > 0)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+''',
+    ),
+    ColdMistake(
+        "F03",
+        "feed_forward_backward",
+        "piece_order",
+        "layers undone in forward order (first linear first)",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw1, db1 = linear_backward(dout, first)
+    dhidden = relu_backward(dhidden, activation)
+    dx, dw2, db2 = linear_backward(dhidden, second)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+''',
+    ),
+    ColdMistake(
+        "F04",
+        "feed_forward_backward",
+        "swapped",
+        "b1 and b2 gradients returned under swapped keys",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = relu_backward(dhidden, activation)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db2, "w2": dw2, "b2": db1}
+''',
+    ),
+    ColdMistake(
+        "F05",
+        "feed_forward_backward",
+        "transposed",
+        "w1 gradient transposed (non-square)",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = relu_backward(dhidden, activation)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1.T, "b1": db1, "w2": dw2, "b2": db2}
+''',
+    ),
+    ColdMistake(
+        "F06",
+        "feed_forward_backward",
+        "relu_place",
+        "relu backward at the wrong place (on dout, mask from the gradient)",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(relu_backward(dout, dout > 0), second)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+''',
+    ),
+    ColdMistake(
+        "F07",
+        "feed_forward_backward",
+        "stray_factor",
+        "bias b2 gradient not summed over batch (kept per-position, mean instead of sum)",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = relu_backward(dhidden, activation)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": dout.reshape(-1, dout.shape[-1]).mean(axis=0)}
+''',
+    ),
+    ColdMistake(
+        "F08",
+        "feed_forward_backward",
+        "changed its cache in place",
+        "writes into the cache's relu mask (mutates cache)",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = relu_backward(dhidden, activation); activation[..., 0] = True
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+''',
+    ),
+    ColdMistake(
+        "F09",
+        "feed_forward_backward",
+        "stray_factor",
+        "w2 gradient divided by the batch size (averaged instead of summed)",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = relu_backward(dhidden, activation)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2 / dout.shape[0], "b2": db2}
+''',
+    ),
+    ColdMistake(
+        "F10",
+        "feed_forward_backward",
+        "relu_inverted",
+        "relu mask inverted (~mask)",
+        '''
+def feed_forward_backward(dout, cache):
+    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+
+        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
+    """
+    first, activation, second = cache
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = relu_backward(dhidden, ~activation)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+''',
+    ),
+    ColdMistake(
+        "E01",
+        "encoder_block_backward",
+        "residual_dropped",
+        "skip forgotten at the feed-forward residual",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E02",
+        "encoder_block_backward",
+        "residual_dropped",
+        "skip forgotten at the attention residual",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E03",
+        "encoder_block_backward",
+        "norm_path",
+        "norm_2's backward left out (branch gradient added directly)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dh
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E04",
+        "encoder_block_backward",
+        "cache_swapped",
+        "norm_1 and norm_2 caches swapped",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_1)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_2)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E05",
+        "encoder_block_backward",
+        "branch_dropped",
+        "attention branch fed dout instead of the gradient after the FF residual",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dout, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E06",
+        "encoder_block_backward",
+        "piece_order",
+        "residuals undone in forward order (attention residual first)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dout, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dmid = dout + dx1
+    dh, ff = feed_forward_backward(dmid, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dx = dmid + dx2
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E07",
+        "encoder_block_backward",
+        "paths",
+        "self-attention treated as cross-attention: only dx_q kept (k,v paths dropped)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, _dkv, w_qkv, w_o, _, _ = multi_head_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E08",
+        "encoder_block_backward",
+        "changed dout in place",
+        "dout mutated in place (dout += dx2)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout; dmid += dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E09",
+        "encoder_block_backward",
+        "swapped",
+        "ln1 and ln2 gamma gradients under swapped keys",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln2_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln1_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E10",
+        "encoder_block_backward",
+        "transposed",
+        "w_o gradient transposed",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o.T,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E11",
+        "encoder_block_backward",
+        "averaged",
+        "paths averaged at the FF residual",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = (dout + dx2) / 2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E12",
+        "encoder_block_backward",
+        "skipped",
+        "norm_2's backward fed dout instead of the FF branch gradient",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E13",
+        "encoder_block_backward",
+        "norm_path",
+        "FF residual treated as post-norm (norm after the sum)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+    dh, ff = feed_forward_backward(dsum, feed_forward)
+    dmid = dsum + dh
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E14",
+        "encoder_block_backward",
+        "dparams lacks",
+        "feed-forward's dparams never merged (keys w1..b2 missing)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E15",
+        "encoder_block_backward",
+        "counted_twice",
+        "dout counted twice at the attention residual (dx = dout + dmid + dx1)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dout + dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E16",
+        "encoder_block_backward",
+        "wrong_function",
+        "wrong layer function: latent self-attention backward called on an MHA cache",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o = multi_head_latent_self_attention_backward(dmid, attention)[:3]
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E17",
+        "encoder_block_backward",
+        "skipped",
+        "norm_1's backward fed the gradient from above the attention (attention skipped in dx)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + layer_norm_backward(dmid, norm_1)[0]
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E18",
+        "encoder_block_backward",
+        "rows_sum",
+        "ln2_beta hand-summed over axis 0 only",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": dh.sum(axis=0)}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E19",
+        "encoder_block_backward",
+        "dtype",
+        "dx cast to float32 (dtype drift)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = (dmid + dx1).astype('float32')
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E20",
+        "encoder_block_backward",
+        "qkv_part",
+        "w_qkv gradient of q rows only kept (k and v rows zeroed)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv * (get_array_module().arange(w_qkv.shape[0]) < w_qkv.shape[1])[:, None], "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "E21",
+        "encoder_block_backward",
+        "branch_dropped",
+        "attention residual's branch dropped from dx (dx = dmid)",
+        '''
+def encoder_block_backward(dout, cache):
+    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
+        FeedForward(norm_2(x)).
+
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
+        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+    """
+    norm_1, attention, norm_2, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    dmid = dout + dx2
+    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = dmid
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+''',
+    ),
+    ColdMistake(
+        "D01",
+        "decoder_block_backward",
+        "memory_dropped",
+        "dmemory dropped (returned zeros)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, 0 * dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D02",
+        "decoder_block_backward",
+        "shape",
+        "dmemory returned as the cross-attention's dx_q (wrong output of MHA)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dmemory, dh, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D03",
+        "decoder_block_backward",
+        "different_tensors",
+        "cross-attention treated as self-attention: dx_q + dx_kv sent into x",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh + dmemory, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D04",
+        "decoder_block_backward",
+        "swapped",
+        "self_w_o and cross_w_o returned under swapped keys",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": cross_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": self_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D05",
+        "decoder_block_backward",
+        "cache_swapped",
+        "norm_2 and norm_3 caches swapped",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_2)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_3)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D06",
+        "decoder_block_backward",
+        "residual_dropped",
+        "skip forgotten at the cross-attention residual",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D07",
+        "decoder_block_backward",
+        "branch_dropped",
+        "self-attention residual's skip built from dout instead of d2",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = dout + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D08",
+        "decoder_block_backward",
+        "cache_swapped",
+        "self-attention backward handed the cross-attention's cache",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, cross_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D09",
+        "decoder_block_backward",
+        "piece_order",
+        "residuals undone in forward order (self-attn, cross-attn, FF)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dout, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    d1 = dout + dx1
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d1, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d2 = d1 + dx2
+    dh, ff = feed_forward_backward(d2, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    dx = d2 + dx3
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D10",
+        "decoder_block_backward",
+        "transposed",
+        "cross_w_o transposed",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o.T,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D11",
+        "decoder_block_backward",
+        "stray_factor",
+        "dmemory halved (thought K and V share it: averaged instead of summed)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory / 2, dparams
+''',
+    ),
+    ColdMistake(
+        "D12",
+        "decoder_block_backward",
+        "skipped",
+        "norm_3's backward fed dout instead of the FF branch's gradient",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D13",
+        "decoder_block_backward",
+        "changed dout in place",
+        "dout mutated in place at the FF residual (d2 = dout; d2 += dx3)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout; d2 += dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D14",
+        "decoder_block_backward",
+        "branch_dropped",
+        "cross-attention fed dout instead of the gradient after the FF residual",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dout, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D15",
+        "decoder_block_backward",
+        "dparams lacks",
+        "ln3_beta key missing from dparams",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D16",
+        "decoder_block_backward",
+        "swapped",
+        "self-attention's w_qkv returned as cross_w_qkv (cross's never)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": self_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D17",
+        "decoder_block_backward",
+        "wrong_cache",
+        "norm_3's backward handed norm_1's cache (norm_1's used twice)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_1)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D18",
+        "decoder_block_backward",
+        "wrong_function",
+        "wrong layer function: self-attention backward used on the cross-attention",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, cross_w_qkv, cross_w_o, _, _ = multi_head_self_attention_backward(d2, cross_attention); dmemory = dh
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "D19",
+        "decoder_block_backward",
+        "foreign_term",
+        "dmemory gets an extra term added (the x-path gradient's mean over positions)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    dparams.update(ff)
+    return dx, dmemory + d2.mean(axis=1, keepdims=True), dparams
+''',
+    ),
+    ColdMistake(
+        "D20",
+        "decoder_block_backward",
+        "swapped",
+        "ln2's gradients returned as ln3's and vice versa (all four keys)",
+        '''
+def decoder_block_backward(dout, cache):
+    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
+        encoder's output memory, feed-forward, each inside a residual connection.
+
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
+        norm_3, feed_forward).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
+        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
+        b1, w2, b2.
+    """
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
+    dh, ff = feed_forward_backward(dout, feed_forward)
+    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+    d2 = dout + dx3
+    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
+    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+    d1 = d2 + dx2
+    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
+    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+    dx = d1 + dx1
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
+               "ln2_gamma": ln3_gamma, "ln2_beta": ln3_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln2_gamma, "ln3_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+''',
+    ),
+    ColdMistake(
+        "M01",
+        "encoder_decoder_backward",
+        "tied_not_added",
+        "tied table: projection's gradient not added (embedding's only)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding)
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M02",
+        "encoder_decoder_backward",
+        "tied_not_added",
+        "tied table: embedding's gradient not added (projection's only)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M03",
+        "encoder_decoder_backward",
+        "memory_one_layer",
+        "dmemory overwritten in the loop (only decoder layer 0's kept)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M04",
+        "encoder_decoder_backward",
+        "memory_one_layer",
+        "dmemory taken from the top decoder layer only",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dm if i == cache.n_layers - 1 else dmemory
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M05",
+        "encoder_decoder_backward",
+        "layer_order",
+        "decoder layers undone in forward order",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in range(cache.n_layers):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M06",
+        "encoder_decoder_backward",
+        "layer_order",
+        "encoder layers undone in forward order",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in range(cache.n_layers):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M07",
+        "encoder_decoder_backward",
+        "label_smoothing",
+        "own loss gradient: label smoothing forgotten",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    xp = get_array_module()
+    lc = cache.loss
+    oh = xp.zeros_like(lc.probs); oh[xp.arange(oh.shape[0]), lc.targets] = 1.0
+    dlogits = ((lc.probs - oh) * lc.valid[:, None] * (dloss / lc.n_valid)).reshape(lc.shape)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M08",
+        "encoder_decoder_backward",
+        "padding_leak",
+        "own loss gradient: padding counted (valid ignored, mean over all tokens)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    xp = get_array_module()
+    lc = cache.loss
+    n, v = lc.probs.shape
+    q = xp.full_like(lc.probs, lc.label_smoothing / v); q[xp.arange(n), lc.targets] += 1.0 - lc.label_smoothing
+    dlogits = ((lc.probs - q) * (dloss / n)).reshape(lc.shape)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M09",
+        "encoder_decoder_backward",
+        "token_count",
+        "own loss gradient: sum instead of mean (no / n_valid)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    xp = get_array_module()
+    lc = cache.loss
+    n, v = lc.probs.shape
+    q = xp.full_like(lc.probs, lc.label_smoothing / v); q[xp.arange(n), lc.targets] += 1.0 - lc.label_smoothing
+    dlogits = ((lc.probs - q) * lc.valid[:, None] * dloss).reshape(lc.shape)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M10",
+        "encoder_decoder_backward",
+        "upstream",
+        "dloss ignored (1.0 assumed)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(1.0, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M11",
+        "encoder_decoder_backward",
+        "skipped",
+        "encoder's final norm skipped (dmemory straight into the encoder stack)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    _, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm); dx = dmemory
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M12",
+        "encoder_decoder_backward",
+        "skipped",
+        "decoder's final norm skipped",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    _, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M13",
+        "encoder_decoder_backward",
+        "skipped",
+        "target embedding fed the gradient from above the decoder stack",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dtop = dy
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dtop, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M14",
+        "encoder_decoder_backward",
+        "swapped",
+        "encoder layers' gradients named with reversed index",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{cache.n_layers - 1 - i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M15",
+        "encoder_decoder_backward",
+        "swapped",
+        "enc_norm and dec_norm gammas swapped",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["enc_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["dec_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M16",
+        "encoder_decoder_backward",
+        "not_chained",
+        "every encoder layer fed the gradient from the final norm (not chained)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dtop, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dtop, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M17",
+        "encoder_decoder_backward",
+        "stray_factor",
+        "dmemory averaged over decoder layers",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory / cache.n_layers, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M18",
+        "encoder_decoder_backward",
+        "subtracted",
+        "projection's gradient subtracted from the tied table (sign)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) - dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M19",
+        "encoder_decoder_backward",
+        "skipped",
+        "src embedding fed the gradient from the encoder's final norm (encoder stack's result dropped)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(layer_norm_backward(dmemory, cache.encoder_norm)[0], cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M20",
+        "encoder_decoder_backward",
+        "cache_swapped",
+        "src and tgt embedding caches swapped",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.src_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.tgt_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M21",
+        "encoder_decoder_backward",
+        None,
+        "projection's dweight computed with the decoder norm's xhat instead of its output (the projection input)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection); _xh = cache.decoder_norm.xhat; dproj = dlogits.reshape(-1, dlogits.shape[-1]).T @ _xh.reshape(-1, _xh.shape[-1])
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M22",
+        "encoder_decoder_backward",
+        "transposed",
+        "projection's gradient transposed before adding to the tied table",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj.T
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M23",
+        "encoder_decoder_backward",
+        "counted_twice",
+        "each decoder layer's dmemory counted twice",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + 2 * dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M24",
+        "encoder_decoder_backward",
+        "stray_factor",
+        "cross-entropy backward handed dloss divided by the batch size again",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss / cache.src_embedding.ids.shape[0], cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M25",
+        "encoder_decoder_backward",
+        "padding_leak",
+        "own loss gradient: padding counted but divided by n_valid",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    xp = get_array_module()
+    lc = cache.loss
+    n, v = lc.probs.shape
+    q = xp.full_like(lc.probs, lc.label_smoothing / v); q[xp.arange(n), lc.targets] += 1.0 - lc.label_smoothing
+    dlogits = ((lc.probs - q) * (dloss / lc.n_valid)).reshape(lc.shape)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M26",
+        "encoder_decoder_backward",
+        "changed its cache in place",
+        "own loss gradient written in place into the cache's probs (p[t] -= 1)",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    xp = get_array_module()
+    lc = cache.loss
+    n, v = lc.probs.shape
+    d = lc.probs
+    d -= lc.label_smoothing / v
+    d[xp.arange(n), lc.targets] -= 1.0 - lc.label_smoothing
+    dlogits = (d * lc.valid[:, None] * (dloss / lc.n_valid)).reshape(lc.shape)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M27",
+        "encoder_decoder_backward",
+        "stray_factor",
+        "target embedding's scale sqrt(D) applied again by hand",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy * cache.tgt_embedding.scale, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    return dparams
+''',
+    ),
+    ColdMistake(
+        "M28",
+        "encoder_decoder_backward",
+        "shape",
+        "src embedding handed the decoder-side gradient (dy) instead of the encoder's dx",
+        '''
+def encoder_decoder_backward(dloss, cache):
+    """Gradient of the whole Transformer's loss with respect to every parameter.
+
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
+        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
+        projection, loss, n_layers).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
+        enc_norm_*, dec_norm_*).
+    """
+    dparams = {}
+    dlogits = cross_entropy_backward(dloss, cache.loss)
+    dy, dproj, _ = linear_backward(dlogits, cache.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dmemory = 0.0
+    for i in reversed(range(cache.n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dy, None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
+    for i in reversed(range(cache.n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dx, None)
+    dparams["src_table"] = embedding_backward(dy, cache.src_embedding)
+    return dparams
+''',
+    ),
+]
