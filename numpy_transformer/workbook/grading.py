@@ -20,7 +20,15 @@ from .causes import block_mistake, dtype_drift, explain_raised, partial_sum
 from .curriculum import BY_NAME, EXERCISES, textbook_function, unknown_exercise
 from .diagnosis import RESIDUAL_BLOCKS, diagnose, returned_gradients
 from .exercise import Case, Exercise
-from .loading import TIME_LIMIT, TimedOut, describe_error, learners_function, load_learner, under_time_limit
+from .loading import (
+    TIME_LIMIT,
+    TimedOut,
+    describe_error,
+    learners_function,
+    load_learner,
+    needs_line_watch,
+    under_time_limit,
+)
 from .recording import RecordedCall, explain_writes, recording_calls, textbook_calls
 from .verdicts import EXACT, FunctionVerdict, GradientVerdict, Localised, Raised, ToDo, as_array, close_enough
 
@@ -326,7 +334,7 @@ def check_function(
     localised: Localised | None = None
     rng = numpy.random.default_rng(seed)
     try:
-        with under_time_limit(time_limit):
+        with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
             cases = list(enumerate(BY_NAME[name].cases(rng)))
             for number, case in cases:
                 graded, where = _run_case(exercise, module, case, path, seed + number)

@@ -4,17 +4,22 @@ what it raises is shown as theirs, with their file and line."""
 from __future__ import annotations
 import __future__
 
+import dis
 import importlib.util
+import os
 import re
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any
+
+import numpy
 
 from .. import functional
 from ..machine import require
@@ -109,7 +114,7 @@ def load_learner(path: str | Path) -> ModuleType:
     if added:
         sys.path.insert(0, folder)
     try:
-        with under_time_limit(TIME_LIMIT):
+        with under_time_limit(TIME_LIMIT, watch_lines=sys.version_info < (3, 11)):  # its code is unseen yet
             run()
     except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
         sys.modules.pop(name, None)
@@ -176,12 +181,40 @@ class TimedOut(BaseException):
 
 
 TIME_LIMIT = 60.0  # seconds for importing the learner's file, and for every case of one exercise
+_NOT_THEIRS = tuple(
+    os.path.join(os.path.dirname(module.__file__ or ""), "") for module in (functional, numpy)
+)
+
+
+def _loops_past_signals(code: CodeType) -> bool:
+    """Whether ``code``, or code inside it, has a loop that Python 3.10 never stops for a signal: one
+    whose jump back lands on the start of a try or with block (``while True: try: ...``), where its
+    eval loop never looks for one (3.11 and later do)."""
+    instructions, jumps = list(dis.get_instructions(code)), {*dis.hasjabs, *dis.hasjrel}
+    blocks = {i.offset for i in instructions if i.opname in ("SETUP_FINALLY", "SETUP_WITH")}
+    if any(i.opcode in jumps and i.argval in blocks and i.argval <= i.offset for i in instructions):
+        return True
+    return any(_loops_past_signals(const) for const in code.co_consts if isinstance(const, CodeType))
+
+
+def needs_line_watch(module: ModuleType) -> bool:
+    """Whether the learner's functions need under_time_limit's ``watch_lines`` to be stopped (only
+    ever on Python 3.10, and only for a loop like ``while True: try: ...``)."""
+    if sys.version_info >= (3, 11):
+        return False
+    file = getattr(module, "__file__", None)
+    functions = [
+        f for f in vars(module).values() if isinstance(f, FunctionType) and f.__code__.co_filename == file
+    ]
+    return any(_loops_past_signals(function.__code__) for function in functions)
 
 
 @contextmanager
-def under_time_limit(seconds: float | None) -> Iterator[None]:
+def under_time_limit(seconds: float | None, watch_lines: bool = False) -> Iterator[None]:
     """Raise TimedOut in whatever runs after ``seconds`` (on the main thread, where signals can
-    interrupt it; elsewhere, or with None, no limit)."""
+    interrupt it; elsewhere, or with None, no limit). ``watch_lines`` also looks at the clock on every
+    line of code outside the package and NumPy, for what no signal can stop (needs_line_watch); it
+    slows that code, so it is on only where needed."""
     if seconds is None:
         yield
         return
@@ -189,14 +222,33 @@ def under_time_limit(seconds: float | None) -> Iterator[None]:
     if not usable:
         yield
         return
+    fired = False  # TimedOut is raised once, by whichever of the two below comes first
+    deadline = time.monotonic() + seconds
 
     def expire(signum: int, frame: Any) -> None:
-        raise TimedOut()
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise TimedOut()
 
+    def line_by_line(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal fired
+        if event == "call":  # a new frame: its lines are watched unless it is the package's or NumPy's
+            return None if frame.f_code.co_filename.startswith(_NOT_THEIRS) else line_by_line
+        if event == "line" and not fired and time.monotonic() > deadline:
+            fired = True
+            raise TimedOut()
+        return line_by_line
+
+    previous_trace = sys.gettrace()
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    if watch_lines:
+        sys.settrace(line_by_line)
     try:
         yield
     finally:
+        if watch_lines:
+            sys.settrace(previous_trace)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
