@@ -187,22 +187,12 @@ def exported_state(model: Transformer) -> dict[str, numpy.ndarray]:
     return state
 
 
-def marian_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
-    """config.json for ``model``, whose target vocabulary's special ids are ``vocab``'s."""
+def bart_family_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
+    """config.json's keys that Marian and Pegasus share (both are BART's family): the sizes, the
+    activation, embeddings scaled by sqrt(d_model), the special ids of ``vocab`` (the decoder starts
+    from its start token), and under ``numpy_transformer`` the settings transformers has no key for."""
     config, ids = model.config, vocab.ids
-    shared = config.tie_embeddings and config.shared_vocab  # one matrix: Marian's shared embedding
-    settings = {
-        "attention_bias": config.attention_bias,
-        "shared_vocab": config.shared_vocab,
-        "padding_idx": config.padding_idx,
-        "src_seq_len": config.src_seq_len,
-        "tgt_seq_len": config.tgt_seq_len,
-    }
     return {
-        "architectures": ["MarianMTModel"],
-        "model_type": "marian",
-        "vocab_size": config.src_vocab_size,
-        "decoder_vocab_size": config.tgt_vocab_size,
         "d_model": config.d_model,
         "encoder_layers": config.N,
         "decoder_layers": config.N,
@@ -216,9 +206,6 @@ def marian_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
         "attention_dropout": 0.0,
         "activation_dropout": 0.0,
         "scale_embedding": True,
-        "normalize_before": False,
-        "share_encoder_decoder_embeddings": shared,
-        "tie_word_embeddings": config.tie_embeddings,
         "pad_token_id": ids.pad,
         "eos_token_id": ids.eos,
         "bos_token_id": ids.bos,
@@ -226,7 +213,29 @@ def marian_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
         "forced_eos_token_id": ids.eos,
         "is_encoder_decoder": True,
         "dtype": config.dtype,
-        SETTINGS: settings,
+        SETTINGS: {
+            "attention_bias": config.attention_bias,
+            "shared_vocab": config.shared_vocab,
+            "padding_idx": config.padding_idx,
+            "src_seq_len": config.src_seq_len,
+            "tgt_seq_len": config.tgt_seq_len,
+        },
+    }
+
+
+def marian_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
+    """config.json for ``model``, whose target vocabulary's special ids are ``vocab``'s."""
+    config = model.config
+    return {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": config.src_vocab_size,
+        "decoder_vocab_size": config.tgt_vocab_size,
+        "normalize_before": False,
+        # one matrix: Marian's shared embedding
+        "share_encoder_decoder_embeddings": config.tie_embeddings and config.shared_vocab,
+        "tie_word_embeddings": config.tie_embeddings,
+        **bart_family_config(model, vocab),
     }
 
 
@@ -274,40 +283,12 @@ def pegasus_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
     """config.json of ``model`` as a Pegasus model (pre-norm blocks, final norms, one vocabulary and
     one embedding), whose vocabulary's special ids are ``vocab``'s: the decoder starts from its start
     token, as Marian's export does."""
-    config, ids = model.config, vocab.ids
-    settings = {
-        "attention_bias": config.attention_bias,
-        "shared_vocab": config.shared_vocab,
-        "padding_idx": config.padding_idx,
-        "src_seq_len": config.src_seq_len,
-        "tgt_seq_len": config.tgt_seq_len,
-    }
     return {
         "architectures": ["PegasusForConditionalGeneration"],
         "model_type": "pegasus",
-        "vocab_size": config.tgt_vocab_size,
-        "d_model": config.d_model,
-        "encoder_layers": config.N,
-        "decoder_layers": config.N,
-        "encoder_attention_heads": config.h,
-        "decoder_attention_heads": config.h,
-        "encoder_ffn_dim": config.d_ff,
-        "decoder_ffn_dim": config.d_ff,
-        "max_position_embeddings": max(config.src_seq_len, config.tgt_seq_len),
-        "activation_function": MARIAN_ACTIVATIONS[config.activation],
-        "dropout": config.dropout,
-        "attention_dropout": 0.0,
-        "activation_dropout": 0.0,
-        "scale_embedding": True,
+        "vocab_size": model.config.tgt_vocab_size,
         "tie_word_embeddings": True,
-        "pad_token_id": ids.pad,
-        "eos_token_id": ids.eos,
-        "bos_token_id": ids.bos,
-        "decoder_start_token_id": ids.bos,
-        "forced_eos_token_id": ids.eos,
-        "is_encoder_decoder": True,
-        "dtype": config.dtype,
-        SETTINGS: settings,
+        **bart_family_config(model, vocab),
     }
 
 
