@@ -130,8 +130,11 @@ def read_numbered_tsv(path: str | Path) -> list[tuple[int, str, str]]:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"--data {path} is a directory: give the TSV file of sentence pairs")
-    if not path.is_file():
-        raise ValueError(f"--data {path}: no such file")
+    if not path.is_file():  # a FIFO or a device exists: "no such file" would send the user looking
+        what = (
+            "not a regular file, expected the TSV file of sentence pairs" if path.exists() else "no such file"
+        )
+        raise ValueError(f"--data {path}: {what}")
     pairs = []
     try:
         with open(path, "rb") as file:

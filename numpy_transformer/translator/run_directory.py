@@ -76,6 +76,32 @@ def check_run_directory(
     return path
 
 
+def check_fit_directory(directory: Path, run_id: str, resumed_in: Path | None) -> None:
+    """Trainer.fit's check of its directory, as check_run_directory is the command line's: a
+    ValueError when it is not a directory, another process's run holds its lock, or it holds a run
+    other than this one (its newest checkpoint records another run id), which training would
+    replace. ``resumed_in``: the directory the trainer was resumed from (a run saved before runs
+    recorded an id continues there)."""
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"{directory} exists and is not a directory: give the run directory to train into")
+    owner = RunLock(directory).owner()
+    if owner is not None and owner != os.getpid():
+        raise RunLock.in_use(directory, owner)
+    held = run_files(directory) if directory.is_dir() else []
+    if not held or (resumed_in is not None and directory.resolve() == resumed_in.resolve()):
+        return
+    try:
+        saved = load_meta(resume_checkpoint(directory)).get("run_id")
+    except (ValueError, OSError, KeyError):  # no checkpoint of a run, or not one that can be read
+        saved = None
+    if saved != run_id:
+        raise ValueError(
+            f"{directory} already holds another training run ({', '.join(p.name for p in held[:3])}), "
+            "which training into it would replace: give a new directory, continue that run with "
+            "Trainer.resume, or remove its run files first (run_directory.clear_run)"
+        )
+
+
 def check_average_out(out: str | Path, inputs: Sequence[str | Path], overwrite: bool) -> Path:
     """The file ``average`` writes for ``--out``, or a ValueError naming what is wrong, before any work.
 

@@ -61,7 +61,7 @@ from .config import ModelConfig, TrainConfig, config_toml, fine_tune_settings
 from .corpora import printable
 from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
-from .run_directory import RunFiles
+from .run_directory import RunFiles, check_fit_directory
 from .run_state import EvaluationState, RunState
 from .tasks import FileTask, SubwordDropout, TranslationTask, make_task
 from .thread_parallel import DataParallel, auto_threads, mask_rows
@@ -186,6 +186,7 @@ class Trainer:
         # own request waits in ``requested`` until the step's all-reduce makes every rank agree
         self.stop: str | None = None
         self.requested: str | None = None
+        self.resumed_in: Path | None = None  # the run directory resume() read: fit may continue it there
         self._parallel: dict[int, DataParallel] = {}
 
     # -- construction ---------------------------------------------------------------------------
@@ -228,6 +229,7 @@ class Trainer:
         )
         trainer = cls(model, task, config, step=state.step, comm=comm)
         trainer.restore(state, started, keep_plan=time_budget is None)
+        trainer.resumed_in = resolve_path(path).resolve().parent
         try:
             trainer.optimizer.load_state_dict(state.optimizer)
         except (ValueError, KeyError) as error:
@@ -350,7 +352,8 @@ class Trainer:
         with _stop_requests(self), ExitStack() as files:
             bar = files.enter_context(closing(_progress(self.steps, self.step, progress and ranks.is_root)))
             if run:
-                with ranks.holding():
+                with ranks.holding():  # a directory holding another run is refused before it is written
+                    check_fit_directory(run.directory, self.run_id, self.resumed_in)
                     run.write_config(config_toml(self.model_config, self.config))
                     files.enter_context(run)
             if self.budget is not None:

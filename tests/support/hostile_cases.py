@@ -1064,6 +1064,25 @@ FIVE_LINES = b"abc\ncab\n" + LONG_LINE + b"\nbca\nbb\n"
 HUGE_LINE = b"abc\n" + b"a" * (25 << 20) + b"\ncab\n"
 
 
+def new_trainer() -> Any:
+    from numpy_transformer.translator.training import Trainer
+
+    return Trainer.create(
+        TrainConfig(task="copy", steps=2, batch_size=4), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
+    )
+
+
+def fit_into_the_saved_run(ws: Path) -> None:
+    """A new run's fit into the workspace's run: the command line refuses it without --overwrite."""
+    new_trainer().fit(ws / "run", progress=False)
+
+
+def nt_trainer_resume(directory: Path) -> None:
+    from numpy_transformer.translator.training import Trainer
+
+    Trainer.resume(directory, steps=4).fit(directory, progress=False)
+
+
 LATEST_CASES = [
     Case("train", "train | head -n 1: the reader goes away mid-run", train_into_head, False),
     Case(
@@ -1325,6 +1344,49 @@ LATEST_CASES = [
         ),
         True,
         ("--length-penalty", "1e+300", "[0, 10]"),
+    ),
+    # a hostile user's sweep: the API's fit, a FIFO given as a corpus
+    Case(
+        "api",
+        "Trainer.fit into a directory holding another run",
+        api(fit_into_the_saved_run),
+        True,
+        ("already holds another training run", "Trainer.resume"),
+        keeps="run/model.npz",
+    ),
+    Case(
+        "api",
+        "Trainer.fit into a file",
+        api(lambda ws: new_trainer().fit(ws / "afile", progress=False)),
+        True,
+        ("afile", "not a directory"),
+        keeps="afile",
+    ),
+    Case(
+        "api",
+        "Trainer.resume, then fit into its own directory",
+        then(
+            lambda ws: shutil.copytree(ws / "run", ws / "run-resumed"),
+            api(lambda ws: nt_trainer_resume(ws / "run-resumed")),
+        ),
+        False,
+        check=lambda ws: load_checkpoint(ws / "run-resumed")[1]["step"] == 4,
+    ),
+    *(
+        [
+            Case(
+                "corpus",
+                "--data a named pipe (FIFO)",
+                then(
+                    lambda ws: os.mkfifo(ws / "pipe.tsv") if not (ws / "pipe.tsv").exists() else None,
+                    cli("train", "--data", "{ws}/pipe.tsv", *TINY, "--out", "{ws}/fifo-run"),
+                ),
+                True,
+                ("pipe.tsv", "not a regular file"),
+            )
+        ]
+        if hasattr(os, "mkfifo")
+        else []
     ),
 ]
 
