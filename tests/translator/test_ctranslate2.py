@@ -1,8 +1,9 @@
 """A run served by CTranslate2: ``export --ctranslate2`` (export_ctranslate2) writes a CTranslate2
 model that gives our log-probabilities (float32, relative 1e-5) on random models of every
 architecture it takes, and our greedy and beam-search translations token for token on a trained
-run; CTranslate2's own converter of transformers' Marian models gives our greedy translations of
-an imported OPUS-MT model from its ``export``. What CTranslate2 cannot represent is refused before
+run, and our log-probabilities on an imported OPUS-MT model whose start token (``<pad>``) is no
+longer a zero row; CTranslate2's own converter of transformers' Marian models gives our greedy
+translations of an imported OPUS-MT model (a zero start row) from its ``export``. What CTranslate2 cannot represent is refused before
 anything is written, and without ctranslate2 the command names it and its extra. The tests that
 translate are skipped, with the reason, where ctranslate2 (or, for the converter's, transformers)
 cannot be imported.
@@ -72,8 +73,9 @@ def their_log_probs(directory, src, tgt, vocabularies):
 def assert_same_log_probs(model, vocabularies, directory, seed=0):
     rng = np.random.default_rng(seed)
     (source, target), ids = vocabularies, vocabularies[1].ids
-    src = rng.integers(4, len(source), (6, 7))
-    tgt = rng.integers(4, len(target), (6, 5))
+    special = {ids.pad, ids.bos, ids.eos, ids.unk}
+    src = rng.choice([i for i in range(len(source)) if i not in special], (6, 7))
+    tgt = rng.choice([i for i in range(len(target)) if i not in special], (6, 5))
     ours = our_log_probs(model, src, tgt, ids)
     theirs = their_log_probs(directory, src, tgt, vocabularies)
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5 * np.abs(theirs).max())
@@ -201,6 +203,23 @@ def test_a_trained_run_exports_to_our_translations(ct2, tmp_path):
         assert sum(ids.eos in row for row in ours) >= 16, "too few translations end: the run learned little"
         theirs = their_translations(out, src, (source, target), beams, 12)
         assert theirs == ours, f"beams {beams}"
+
+
+def test_an_imported_opus_mt_model_converts_from_its_own_start_token(ct2, tmp_path):
+    """Marian's start token is <pad>, a zero row until a fine-tune moves it: the export starts the
+    decoder from that row, whatever it holds."""
+    import_run(write_model(tmp_path / "opus"), tmp_path / "run")
+    model, _, source, target = load_for_inference(tmp_path / "run")
+    start = target.ids.bos
+    assert start == target.ids.pad == len(target) - 1
+    rng = np.random.default_rng(2)
+    weight = model.tgt_embed.embedding.weight.data
+    weight[start] = (
+        rng.standard_normal(weight.shape[1]).astype(weight.dtype) * 0.5
+    )  # as train --from moves it
+    export_ctranslate2(model, (source, target), tmp_path / "ct2")
+    assert json.loads((tmp_path / "ct2" / "config.json").read_text())["decoder_start_token"] == "<pad>"
+    assert_same_log_probs(model, (source, target), tmp_path / "ct2")
 
 
 def test_ctranslate2s_own_converter_serves_an_imported_opus_mt_export(ct2, tmp_path):
