@@ -3,10 +3,10 @@ model that gives our log-probabilities (float32, relative 1e-5) on random models
 architecture it takes, and our greedy and beam-search translations token for token on a trained
 run, and our log-probabilities on an imported OPUS-MT model whose start token (``<pad>``) is no
 longer a zero row; CTranslate2's own converter of transformers' Marian models gives our greedy
-translations of an imported OPUS-MT model (a zero start row) from its ``export``. What CTranslate2 cannot represent is refused before
-anything is written, and without ctranslate2 the command names it and its extra. The tests that
-translate are skipped, with the reason, where ctranslate2 (or, for the converter's, transformers)
-cannot be imported.
+translations of an imported OPUS-MT model (a zero start row) from its ``export``. What CTranslate2
+cannot represent is refused before anything is written, and without ctranslate2 the command names
+it and its extra. The tests that translate are skipped, with the reason, where ctranslate2 (or, for
+the converter's, transformers) cannot be imported.
 
 CTranslate2's search as ours: ``translate_batch(beam_size=W, length_penalty=a, max_decoding_length=L,
 min_decoding_length=0, return_end_token=True)`` is ``beam_search(beam_width=W, length_penalty=a,
