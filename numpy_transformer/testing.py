@@ -108,6 +108,7 @@ def assert_gradients(
     ):
         raise TypeError(f"wrt must be a list of input names, got {wrt!r}")
     values = _in_float64(inputs)
+    wrt_given = wrt is not None
     if wrt is None:
         wrt = [name for name, value in values.items() if getattr(value, "dtype", None) == numpy.float64]
     wrt = list(wrt)
@@ -123,6 +124,12 @@ def assert_gradients(
             raise TypeError(
                 f"inputs[{numbers[0]!r}] is a {type(values[numbers[0]]).__name__}, not an array: the checker "
                 f"moves the entries of floating arrays; pass numpy.asarray(...) to check its gradient"
+            )
+        if not wrt_given and values:  # wrt not given: name what the inputs are instead of the empty wrt
+            kinds = ", ".join(f"{name!r} is {_kind(value)}" for name, value in values.items())
+            raise TypeError(
+                f"inputs hold no floating array to check ({kinds}): a gradient is checked for real "
+                "floating arrays only; pass one as numpy.asarray(x, dtype=float)"
             )
         raise ValueError(f"wrt: nothing to check, expected the names of floating inputs, got {wrt!r}")
     for name in filter(None, wrt):
@@ -164,6 +171,22 @@ def assert_module_gradients(
     call by name, unless ``unchecked`` names it (a float mask, say).
     Raises GradcheckError naming each wrong gradient.
     """
+    if isinstance(module, type) or not callable(getattr(module, "named_parameters", None)):
+        what = (
+            f"the class {module.__name__}, not one of its instances"
+            if isinstance(module, type)
+            else type(module).__name__
+        )
+        raise TypeError(f"module must be a Module (numpy_transformer.module.Module) to check, got {what}")
+    if not isinstance(inputs, Mapping):
+        raise TypeError(
+            f"inputs must map each forward argument's name to its value, got {type(inputs).__name__}"
+        )
+    if input_grads is not None and not callable(input_grads):
+        raise TypeError(
+            "input_grads must be a function of the backward's return value giving {input name: gradient}, "
+            f"got {type(input_grads).__name__}"
+        )
     if isinstance(unchecked, str) or not all(isinstance(name, str) for name in unchecked):
         raise TypeError(f"unchecked must be a tuple of input names, got {unchecked!r}")
     unknown = [name for name in unchecked if name not in inputs]
@@ -175,12 +198,21 @@ def assert_module_gradients(
                 f"module parameter {parameter_name!r} is {parameter.data.dtype}: build the module with "
                 "dtype='float64' to check it"
             )
-    module.eval()
     values = _in_float64(inputs)
+    # checked with dropout off; the module is given back as it came: each part's mode, every gradient
+    modes = [(part, part.training) for part in module.modules()] if hasattr(module, "modules") else []
+    owners = {id(p.owner): p.owner for _, p in module.named_parameters() if hasattr(p, "owner")}
+    grads = [(p, p.grad.copy()) for p in owners.values()]
+    module.eval()
     try:
         result = gradcheck_module(module, values, input_grads, seed=seed, **options)
     except GradcheckError as error:
         raise GradcheckError(f"{type(module).__name__}: {error}") from None
+    finally:
+        for part, training in modes:
+            object.__setattr__(part, "training", training)  # as Module.train sets it
+        for parameter, grad in grads:
+            parameter.grad[...] = grad
     checked = {report.name for report in result.reports}
     skipped = [
         name
@@ -194,6 +226,45 @@ def assert_module_gradients(
             f"(lambda dx: {{{skipped[0]!r}: dx}}), or name it in unchecked=(...) to leave it out on purpose"
         )
     return result
+
+
+def _kind(value: Any) -> str:
+    dtype = getattr(value, "dtype", None)
+    return f"{type(value).__name__} of {dtype}" if dtype is not None else f"a {type(value).__name__}"
+
+
+def _shape(label: str, shape: Any, empty: str | None = None) -> Any:
+    """``shape`` as given to a strategy: None, a Hypothesis strategy, or a shape (a whole number or a
+    tuple of them), checked now rather than where Hypothesis draws from it; ``empty``: why a side of
+    0 is refused (None: allowed)."""
+    if shape is None or hasattr(shape, "example"):  # a strategy of shapes is Hypothesis's to check
+        return shape
+    sides = (shape,) if isinstance(shape, (int, numpy.integer)) and not isinstance(shape, bool) else shape
+    if not isinstance(sides, (tuple, list)) or not all(
+        isinstance(side, (int, numpy.integer)) and not isinstance(side, bool) for side in sides
+    ):
+        raise TypeError(
+            f"{label}: shape must be a tuple of whole numbers, a strategy of shapes or None, got {shape!r}"
+        )
+    least = 0 if empty is None else 1
+    if any(side < least for side in sides):
+        reason = f": {empty}" if empty and any(side == 0 for side in sides) else ""
+        raise ValueError(f"{label}: every side of shape must be at least {least}, got {tuple(sides)}{reason}")
+    return tuple(int(side) for side in sides)
+
+
+def _allowed(magnitude: float, kinks: tuple[float, ...], margin: float) -> list[tuple[float, float]]:
+    """The closed intervals of [-magnitude, magnitude] at least ``margin`` from every kink."""
+    intervals = [(-magnitude, magnitude)]
+    for kink in sorted(kinks):
+        low, high = kink - margin, kink + margin
+        intervals = [
+            piece
+            for a, b in intervals
+            for piece in ((a, min(b, low)), (max(a, high), b))
+            if piece[0] <= piece[1]
+        ]
+    return intervals
 
 
 def shapes(min_dims: int = 1, max_dims: int = 3, min_side: int = 1, max_side: int = 5) -> Any:
@@ -268,20 +339,20 @@ def arrays(
         isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k) for k in away_from
     ):
         raise TypeError(f"away_from must be a tuple of finite numbers (the kinks), got {away_from!r}")
+    shape = _shape("arrays", shape, "an array with a side of 0 has no entry to check")
     hnp, st = _hypothesis("arrays")
-    elements = st.floats(-magnitude, magnitude, allow_nan=False, allow_infinity=False, width=64)
-    if away_from:
-        kinks = tuple(float(k) for k in away_from)
-        elements = elements.map(
-            lambda v: next(
-                (
-                    k + (margin if v >= k else -margin) if abs(v - k) < margin else v
-                    for k in kinks
-                    if abs(v - k) < margin
-                ),
-                v,
-            )
+    kinks = tuple(float(k) for k in away_from)
+    # drawn from what is left of [-magnitude, magnitude] around the kinks: a value moved off one kink
+    # could land past magnitude or beside another
+    intervals = _allowed(float(magnitude), kinks, float(margin)) if kinks else [(-magnitude, magnitude)]
+    if not intervals:
+        raise ValueError(
+            f"arrays: no value of [-{magnitude}, {magnitude}] is {margin} away from every kink of away_from="
+            f"{away_from!r}: give a larger magnitude or a smaller margin"
         )
+    elements = st.one_of(
+        [st.floats(a, b, allow_nan=False, allow_infinity=False, width=64) for a, b in intervals]
+    ).filter(lambda v: all(abs(v - k) >= margin for k in kinks))  # rounding at an interval's end
     return hnp.arrays(numpy.float64, shapes() if shape is None else shape, elements=elements)
 
 
@@ -303,6 +374,9 @@ def ids(vocab: int, shape: Any = None) -> Any:
     """A Hypothesis strategy of int64 id arrays with every id in [0, vocab): token ids for an
     embedding or a loss. ``shape``: a shape, a strategy of shapes, or None (``shapes()``)."""
     _whole("vocab", vocab, 1)
+    if vocab > numpy.iinfo(numpy.int64).max:
+        raise ValueError(f"vocab must be at most {numpy.iinfo(numpy.int64).max} (int64 ids), got {vocab}")
+    shape = _shape("ids", shape)
     hnp, st = _hypothesis("ids")
     return hnp.arrays(numpy.int64, shapes() if shape is None else shape, elements=st.integers(0, vocab - 1))
 
@@ -310,6 +384,9 @@ def ids(vocab: int, shape: Any = None) -> Any:
 def masks(shape: Any = None, at_least_one: bool = True) -> Any:
     """A Hypothesis strategy of boolean masks; with ``at_least_one`` each has a True entry (an
     all-masked attention row has no softmax to differentiate)."""
+    if not isinstance(at_least_one, bool):
+        raise TypeError(f"at_least_one must be True or False, got {at_least_one!r}")
+    shape = _shape("masks", shape, "an empty mask has no True entry" if at_least_one else None)
     hnp, st = _hypothesis("masks")
     strategy = hnp.arrays(numpy.bool_, shapes() if shape is None else shape, elements=st.booleans())
     return strategy.filter(lambda m: bool(m.any())) if at_least_one else strategy

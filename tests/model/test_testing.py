@@ -205,3 +205,67 @@ def test_the_array_strategies_keep_their_promises(x, token_ids, mask):
     assert mask.dtype == np.bool_ and mask.any()
     relu = (lambda x: (np.maximum(x, 0), x), lambda dout, x: dout * (x > 0))
     assert not assert_gradients(*relu, {"x": x}, kinks="fail").kinks
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    arrays((4,), magnitude=1e-3, away_from=(0.0,), margin=5e-4),
+    arrays((4,), magnitude=1.0, away_from=(0.0, 0.0015), margin=1e-3),
+)
+def test_values_kept_off_the_kinks_stay_within_magnitude_and_off_every_kink(near_zero, two_kinks):
+    assert np.abs(near_zero).max() <= 1e-3 and (np.abs(near_zero) >= 5e-4).all()
+    assert (np.abs(two_kinks) <= 1.0).all()
+    assert (np.abs(two_kinks) >= 1e-3).all() and (np.abs(two_kinks - 0.0015) >= 1e-3).all()
+
+
+@pytest.mark.parametrize(
+    "strategy, error, message",
+    [
+        (lambda: arrays((2,), magnitude=1e-3, away_from=(0.0,), margin=1.0), ValueError, "no value of"),
+        (lambda: arrays((0, 3)), ValueError, r"at least 1, got \(0, 3\): an array with a side of 0"),
+        (lambda: arrays((-1,)), ValueError, r"at least 1, got \(-1,\)"),
+        (lambda: arrays("abc"), TypeError, "arrays: shape must be a tuple of whole numbers"),
+        (lambda: ids(2**70), ValueError, "int64"),
+        (lambda: masks((0,)), ValueError, "an empty mask has no True entry"),
+        (lambda: masks((2,), at_least_one="no"), TypeError, "at_least_one must be True or False"),
+    ],
+)
+def test_a_strategy_refuses_what_it_cannot_draw_when_it_is_made(strategy, error, message):
+    with pytest.raises(error, match=message):
+        strategy()
+
+
+@pytest.mark.parametrize("value", [np.arange(4), np.ones(3) + 1j])
+def test_inputs_with_no_floating_array_say_what_they_are(value):
+    with pytest.raises(
+        TypeError, match=f"inputs hold no floating array to check \\('x' is ndarray of {value.dtype}\\)"
+    ):
+        assert_gradients(gelu_forward, gelu_backward, {"x": value})
+
+
+def test_a_module_check_refuses_what_is_not_a_module_its_inputs_or_input_grads_by_name():
+    x = {"x": np.ones((2, 4))}
+    with pytest.raises(TypeError, match="module must be a Module .* got object"):
+        assert_module_gradients(object(), x)
+    with pytest.raises(TypeError, match="got the class Linear, not one of its instances"):
+        assert_module_gradients(Linear, x)
+    layer = Linear(4, 3, dtype="float64", rng=np.random.default_rng(3))
+    with pytest.raises(TypeError, match="inputs must map"):
+        assert_module_gradients(layer, [np.ones((2, 4))])
+    with pytest.raises(TypeError, match="input_grads must be a function .* got int"):
+        assert_module_gradients(layer, x, input_grads=3)
+
+
+def test_a_module_is_given_back_in_its_mode_with_its_gradients():
+    from numpy_transformer.layers import FeedForwardBlock
+
+    block = FeedForwardBlock(4, 8, 0.5, dtype="float64", rng=np.random.default_rng(0))
+    for _, parameter in block.named_parameters():
+        parameter.grad[...] = 7.0  # a training step's gradients, not yet applied
+    x = np.random.default_rng(1).standard_normal((2, 3, 4))
+    assert_module_gradients(block, {"x": x}, lambda dx: {"x": dx})
+    assert all(part.training for part in block.modules())  # its dropout on again, as it was
+    assert all((parameter.grad == 7.0).all() for _, parameter in block.named_parameters())
+    block.eval()
+    assert_module_gradients(block, {"x": x}, lambda dx: {"x": dx})
+    assert not any(part.training for part in block.modules())
