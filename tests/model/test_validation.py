@@ -245,3 +245,11 @@ def test_build_transformer_takes_the_configuration_or_its_fields_in_their_order(
         nt.build_transformer(config, heads=2)
     base = nt.TransformerConfig(10, 12, 6, 5)
     assert (base.d_model, base.N, base.h, base.dropout, base.d_ff) == (512, 6, 8, 0.1, 2048)
+
+
+@pytest.mark.parametrize("args", [("config", 2), (10, "config")])
+def test_a_configuration_among_positional_arguments_is_named_not_read_as_a_vocabulary_size(args):
+    config = nt.TransformerConfig(10, 12, 6, 5, d_model=8, N=1, h=2, dropout=0.0, d_ff=16)
+    given = [config if arg == "config" else arg for arg in args]
+    with pytest.raises(TypeError, match="takes a TransformerConfig alone, its fields replaced by keyword"):
+        nt.build_transformer(*given)
