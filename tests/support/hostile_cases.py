@@ -1083,6 +1083,24 @@ def nt_trainer_resume(directory: Path) -> None:
     Trainer.resume(directory, steps=4).fit(directory, progress=False)
 
 
+def into_a_full_device(*argv: str) -> Callable[[Path], tuple[int, str]]:
+    """The command with its standard output on /dev/full (every write: no space left)."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        env = {**os.environ, "PYTHONPATH": str(Path(nt.__file__).resolve().parents[1])}
+        with open("/dev/full", "wb") as full:
+            done = subprocess.run(
+                [sys.executable, "-m", "numpy_transformer", *(arg.replace("{ws}", str(ws)) for arg in argv)],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                env=env,
+                timeout=TIME_LIMIT,
+            )
+        return done.returncode, done.stderr.decode(errors="replace")
+
+    return run
+
+
 LATEST_CASES = [
     Case("train", "train | head -n 1: the reader goes away mid-run", train_into_head, False),
     Case(
@@ -1371,6 +1389,26 @@ LATEST_CASES = [
         ),
         False,
         check=lambda ws: load_checkpoint(ws / "run-resumed")[1]["step"] == 4,
+    ),
+    *(
+        [
+            Case(
+                "translate",
+                "standard output on a full device names standard output, not the disk",
+                into_a_full_device("translate", "--checkpoint", "{ws}/run", "abc"),
+                True,
+                ("could not write to standard output", "No space left"),
+            ),
+            Case(
+                "translate",
+                "evaluate --json with standard output on a full device",
+                into_a_full_device("evaluate", "--checkpoint", "{ws}/run", "--json"),
+                True,
+                ("could not write to standard output",),
+            ),
+        ]
+        if Path("/dev/full").exists()
+        else []
     ),
     *(
         [

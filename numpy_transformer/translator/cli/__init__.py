@@ -95,5 +95,23 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # the work failed, not its input (a full disk: SaveError names the file)
+        # the operating system's own error without a file (not a SaveError naming its file) and a standard
+        # output that fails again: `> /dev/full`, not the run's disk
+        if error.filename is None and len(error.args) == 2 and _standard_output_fails():
+            silence(sys.stdout)
+            error = OSError(f"could not write to standard output ({error.strerror or error})")
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
         return 1
+
+
+def _standard_output_fails() -> bool:
+    """Whether standard output cannot take what is written to it (a full disk or a device that
+    refuses it), the failure an OSError without a file name then came from."""
+    try:
+        sys.stdout.write("\n" if sys.stdout.isatty() else "")
+        sys.stdout.flush()
+    except OSError:
+        return True
+    except ValueError:  # closed
+        return False
+    return False
