@@ -38,6 +38,14 @@ def evaluate(
     translating.translate_ids takes them (``strategy=beam_search, beam_width=4, length_penalty=1.0``...).
     ``examples`` > 0 adds the first ones as (source, reference, translation) under "examples".
     """
+    if isinstance(pairs, (str, bytes)) or not all(
+        isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(side, str) for side in pair)
+        for pair in pairs
+    ):
+        shown = repr(pairs) if len(repr(pairs)) <= 60 else repr(pairs)[:57] + "..."
+        raise TypeError(f"pairs must be a list of (source, target) strings, got {shown}")
+    if not pairs:
+        raise ValueError("pairs is empty: there is nothing to evaluate, expected (source, target) pairs")
     from sacrebleu.metrics import BLEU, CHRF
 
     special = task.ids

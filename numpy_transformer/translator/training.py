@@ -201,6 +201,15 @@ class Trainer:
         that run's, and ``model`` is a mapping of the model settings given, which must be the run's
         (``dropout`` alone may change).
         """
+        if not isinstance(config, TrainConfig):
+            raise TypeError(
+                f"config must be a TrainConfig (TrainConfig(task='copy', ...)), got {type(config).__name__}"
+            )
+        if model is not None and not isinstance(model, (ModelConfig, Mapping)):
+            raise TypeError(
+                "model must be a ModelConfig, a mapping of the model's settings ({'d_model': 64, 'N': 2, ...}) "
+                f"or None, got {type(model).__name__}"
+            )
         started = time.perf_counter()
         network, task, config = _new_run(config, model)
         trainer = cls(network, task, config, comm=comm)

@@ -1382,6 +1382,34 @@ LATEST_CASES = [
     ),
     Case(
         "api",
+        "Trainer.create with a dict for its TrainConfig",
+        api(lambda ws: new_trainer().create({"task": "copy"})),
+        True,
+        ("config must be a TrainConfig", "dict"),
+    ),
+    Case(
+        "api",
+        "Trainer.create with a list for its model settings",
+        api(lambda ws: new_trainer().create(TrainConfig(task="copy", steps=2), [16, 1])),
+        True,
+        ("model must be a ModelConfig", "list"),
+    ),
+    Case(
+        "api",
+        "Trainer.evaluate of no pairs",
+        api(lambda ws: new_trainer().evaluate([])),
+        True,
+        ("pairs is empty",),
+    ),
+    Case(
+        "api",
+        "Trainer.evaluate of a string",
+        api(lambda ws: new_trainer().evaluate("abc")),
+        True,
+        ("pairs must be a list of (source, target) strings", "'abc'"),
+    ),
+    Case(
+        "api",
         "Trainer.resume, then fit into its own directory",
         then(
             lambda ws: shutil.copytree(ws / "run", ws / "run-resumed"),
