@@ -94,6 +94,7 @@ def workbook_text(name: str = WORKBOOK) -> str:
         f"    numpy-transformer learn status {name}             # done, ready, locked behind what",
         f"    numpy-transformer learn hint {name} relu_backward # a hint, one step further each time",
         f"    numpy-transformer learn train {name}              # a translator on your backward passes",
+        f"    numpy-transformer learn prove {name}              # the last milestone: a real translator",
         "",
         "Each docstring gives the contract (what comes in, the cache, every shape, what to return);",
         "what to notice is yours to find, or learn hint's to give.",
@@ -205,6 +206,17 @@ exercises too (any of {layers + 2} to {len(EXERCISES)}), learn train then trains
 then the textbook's own blocks on the same seed, and prints both teacher-forced dev losses and
 token accuracies on one line (`residual_backward` is checked by `learn check` only: that model has
 no such block). A wrong backward shows: the model learns less, or not at all.
+
+When every exercise is done, the proof:
+
+```bash
+numpy-transformer learn prove {WORKBOOK}
+```
+
+trains the whole encoder-decoder of `blocks.py` on your backwards to translate English number
+words into French (300 steps), translates 1,000 numbers it never saw, and does the same on the
+textbook's code on the same seed. It says `proven` when `learn check` finds nothing of yours
+wrong, 90% or more of those numbers come out exactly, and the two runs' weights are identical.
 """
 
 
