@@ -1381,6 +1381,25 @@ LATEST_CASES = [
         keeps="afile",
     ),
     Case(
+        "config",
+        "a --config whose [model] heads do not divide its width names the file",
+        then(
+            write("heads.toml", "[model]\nd_model = 16\nh = 3\nN = 1\nd_ff = 16\n"),
+            cli(
+                "train",
+                "--config",
+                "{ws}/heads.toml",
+                "--steps",
+                "2",
+                "--no-progress",
+                "--out",
+                "{ws}/heads-run",
+            ),
+        ),
+        True,
+        ("divisible by h", "--config", "heads.toml"),
+    ),
+    Case(
         "api",
         "Trainer.create with a dict for its TrainConfig",
         api(lambda ws: new_trainer().create({"task": "copy"})),

@@ -212,6 +212,14 @@ def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return settings
 
 
+def _from_the_file(args: argparse.Namespace) -> bool:
+    """Whether settings of a --config file are in effect (not every one replaced by a flag)."""
+    if not args.config:
+        return False
+    from_file, given = read_config_file(args.config), given_settings(args)
+    return any(set(from_file.get(section, {})) - set(given[section]) for section in given)
+
+
 # a --config file's settings that belong to its task or corpus: dropped when a flag names another
 TASK_TIED = ("tokenizer", "vocab_size", "max_length", "bpe_dropout", "shared_vocab")
 
@@ -240,6 +248,10 @@ def _trainer(
             trainer = Trainer.resume(saved, comm=comm, **may_change)
         else:
             trainer = Trainer.create(TrainConfig(**settings["train"]), settings["model"], comm=comm)
+    except (ValueError, TypeError) as error:  # the model's checks, the memory estimate: the file took part
+        if not args.resume and "--config" not in str(error) and _from_the_file(args):
+            error.args = (f"{error} (with the settings of --config {args.config})",)
+        raise
     except KeyboardInterrupt as interrupt:
         kept = (
             f"the run saved in {out} is unchanged" if args.resume or args.overwrite else "nothing was written"
