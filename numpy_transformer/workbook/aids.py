@@ -12,6 +12,7 @@ from ..backend import get_array_module, to_numpy
 from ..files import write_text_atomically
 from .curriculum import BY_NAME, EXERCISES, unknown_exercise
 from .diagnosis import boundaries
+from .loading import learner_file
 from .recording import textbook_calls
 
 
@@ -26,9 +27,7 @@ def next_hint(path: str | Path, name: str) -> str:
 
     if name not in BY_NAME:
         raise ValueError(unknown_exercise(name))
-    file = Path(path).expanduser().resolve()
-    if not file.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    file = learner_file(path)
     state_file = _hint_file(file)
     try:
         state = json.loads(state_file.read_text(encoding="utf-8"))
@@ -42,8 +41,11 @@ def next_hint(path: str | Path, name: str) -> str:
     if level >= len(hints):
         return f"{name}: no more hints ({len(hints)} of {len(hints)} given); the last one: {hints[-1]}"
     state[name] = level + 1
-    write_text_atomically(state_file, json.dumps(state, indent=1, sort_keys=True) + "\n")
     more = "" if level + 1 == len(hints) else " (ask again for the next)"
+    try:
+        write_text_atomically(state_file, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    except OSError as error:  # a read-only folder: the hint still helps, the next one repeats it
+        more = f" (not remembered: {state_file} could not be written, {error.strerror or error})"
     return f"{name}, hint {level + 1} of {len(hints)}{more}: {hints[level]}"
 
 

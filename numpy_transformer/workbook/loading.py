@@ -77,14 +77,25 @@ MOVED = {
 }
 
 
+def learner_file(path: str | Path) -> Path:
+    """The learner's file, resolved: FileNotFoundError where nothing is there, ValueError where a
+    directory is (the workbook is a file inside it)."""
+    file = Path(path).expanduser().resolve()
+    if file.is_dir():
+        raise ValueError(
+            f"{path}: a directory, not a file (give the workbook's file, e.g. {Path(path) / 'my_backprop.py'})"
+        )
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    return file
+
+
 def load_learner(path: str | Path) -> ModuleType:
     """Import the learner's file from its path (their code runs). The textbook's own file is the
     textbook module itself. Raises FileNotFoundError, or LearnerCodeError when importing it raised."""
     if not isinstance(path, (str, Path)):
         raise TypeError(f"path must be a path to a Python file, got {type(path).__name__}")
-    file = Path(path).expanduser().resolve()
-    if not file.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    file = learner_file(path)
     if file.suffix not in (".py", ".ipynb"):
         raise ValueError(f"{path}: expected a Python file (.py) or a notebook (.ipynb)")
     if file == Path(functional.__file__).resolve():

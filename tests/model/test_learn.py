@@ -1242,3 +1242,24 @@ def test_the_proof_is_refused_its_name_while_a_function_is_wrong(tmp_path):
     assert "not a proof yet: learn check finds layer_norm_backward wrong" in done.stdout
     assert "proven" not in done.stdout
     assert "learn check is the proof of each one" in lines[-1]
+
+
+@pytest.mark.parametrize("action", ["check", "status", "prove", "hint"])
+def test_a_directory_given_for_the_workbook_is_named_as_a_directory(tmp_path, action):
+    extra = ["relu_backward"] if action == "hint" else []
+    done = cli("learn", action, str(tmp_path), *extra)
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"{tmp_path}: a directory, not a file (give the workbook's file, e.g. {tmp_path / 'my_backprop.py'})"
+        in done.stderr
+    )
+
+
+def test_a_hint_is_given_where_its_level_cannot_be_kept(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text(RELU)
+    (tmp_path / ".mine.py.hints.json").mkdir()  # where the level would be written: not writable as a file
+    done = cli("learn", "hint", str(path), "relu_backward")
+    assert done.returncode == 0, done.stderr
+    assert "relu_backward, hint 1 of 2 (not remembered:" in done.stdout
+    assert "The slope of max(x, 0)" in done.stdout
