@@ -126,6 +126,17 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     dev = [r for r in records if r.get("split") == "dev"]
     if not train:
         raise ValueError(f"{log_path}: holds no training records")
+    for kind, rows, keys in (
+        ("training", train, ("step", "loss", "lr")),
+        ("dev", dev, ("step", "loss", "bleu", "exact_match")),
+    ):
+        for record in rows:
+            missing = [key for key in keys if not isinstance(record.get(key), (int, float))]
+            if missing:
+                raise ValueError(
+                    f"{log_path}: a {kind} record without a number for {', '.join(missing)} ({record}); "
+                    f"train writes {', '.join(keys)} in each"
+                )
     figure, (loss_axis, bleu_axis, lr_axis) = plt.subplots(1, 3, figsize=(15, 4))
     loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
     if dev:

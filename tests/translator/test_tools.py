@@ -125,3 +125,13 @@ def test_curves_from_a_missing_log(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     assert main(["plot", "curves", "--run", str(tmp_path / "none"), "--out", str(tmp_path / "c.png")]) == 2
     assert "no such training log" in capsys.readouterr().err
+
+
+def test_curves_from_a_log_whose_record_lacks_a_field_say_which(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 1, "loss": 2.0, "lr": 0.001}\n{"step": 2, "loss": 1.5}\n')
+    assert main(["plot", "curves", "--run", str(tmp_path), "--out", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert "a training record without a number for lr" in err and "train writes step, loss, lr in each" in err
+    assert "Traceback" not in err and not (tmp_path / "c.png").exists()
