@@ -41,6 +41,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -394,9 +396,8 @@ def export_pretrained(
             ensure_ascii=False,
             indent=2,
         )
-    path.mkdir(exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+
+    def write(staging: Path) -> None:
         tensors = pegasus_tensors(model) if pegasus else marian_tensors(model)
         save_file(  # safetensors writes each array's buffer as it lies: C order
             {name: numpy.ascontiguousarray(value) for name, value in tensors.items()},
@@ -405,12 +406,8 @@ def export_pretrained(
         )
         for name, content in files.items():
             (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-        written = _move_in(staging, path, WRITTEN)  # an earlier export's file this one lacks goes
-    except OSError as error:
-        raise SaveError.writing(path, error, "the files already moved in are whole") from error
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return written
+
+    return write_export(path, write, WRITTEN)
 
 
 CTRANSLATE2_WRITTEN = (
@@ -549,27 +546,40 @@ def export_ctranslate2(
     spec = ctranslate2_spec(model, vocabularies)
     spec.validate()
     spec.optimize(quantization="float32")
-    path.mkdir(exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    return write_export(path, lambda staging: spec.save(str(staging)), CTRANSLATE2_WRITTEN)
+
+
+def write_export(path: Path, write: Callable[[Path], None], names: tuple[str, ...]) -> list[Path]:
+    """``write`` fills a temporary directory beside ``path``; its files are then moved into ``path``
+    (made if absent), each by a rename, and a file of ``names`` it lacks (an earlier export's) is
+    removed from ``path``. Returns the files moved in. A failure (OSError) raises a SaveError naming
+    the file and saying what is left; a ``path`` this export made and moved nothing into is removed."""
+    created = not path.exists()
+    moved: list[Path] = []
+    staging: Path | None = None
     try:
-        spec.save(str(staging))
-        written = _move_in(staging, path, CTRANSLATE2_WRITTEN)
+        path.mkdir(exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        write(staging)
+        for name in names:
+            if not (staging / name).exists():
+                (path / name).unlink(missing_ok=True)
+        for file in sorted(staging.iterdir()):
+            os.chmod(file, 0o644)
+            os.replace(file, path / file.name)
+            moved.append(path / file.name)
     except OSError as error:
-        raise SaveError.writing(path, error, "the files already moved in are whole") from error
+        if created and not moved:
+            with suppress(OSError):
+                path.rmdir()
+        if not moved:
+            kept = "nothing of the export was written" + (
+                " (the directory made for it is removed)" if created else ""
+            )
+        else:
+            kept = f"{', '.join(file.name for file in moved)} were moved in, each whole, the rest not: export again"
+        raise SaveError.writing(Path(error.filename2 or path), error, kept) from error
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return written
-
-
-def _move_in(staging: Path, path: Path, names: tuple[str, ...]) -> list[Path]:
-    """The files of ``staging`` moved into ``path``, each by a rename; a file of ``names`` that
-    ``staging`` lacks (an earlier export's) removed from ``path``."""
-    for name in names:
-        if not (staging / name).exists():
-            (path / name).unlink(missing_ok=True)
-    written = []
-    for file in sorted(staging.iterdir()):
-        os.chmod(file, 0o644)
-        os.replace(file, path / file.name)
-        written.append(path / file.name)
-    return written
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return moved

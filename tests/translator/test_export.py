@@ -160,6 +160,31 @@ def test_bad_vocabularies_and_a_used_directory_are_refused(tmp_path):
     assert_same_model(load_pretrained(tmp_path / "used"), model)
 
 
+def test_a_failed_write_leaves_no_directory_of_its_own_and_says_what_is_left(tmp_path, monkeypatch):
+    import safetensors.numpy
+
+    from numpy_transformer.files import SaveError
+
+    model, vocabularies = random_model(True, False, "relu", True)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", full)
+    with pytest.raises(SaveError, match=r"No space left on device; nothing of the export was written \(the "
+                       r"directory made for it is removed\)"):  # fmt: skip
+        export_pretrained(model, vocabularies, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists() and list(tmp_path.iterdir()) == []  # no staging left either
+    monkeypatch.undo()
+    (tmp_path / "used" / "config.json").mkdir(parents=True)  # a directory where a file of the export goes
+    with pytest.raises(
+        SaveError,
+        match=r"could not write .*used/config.json: \[Errno 21\] Is a directory; nothing of the export was written$",
+    ):
+        export_pretrained(model, vocabularies, tmp_path / "used", overwrite=True)
+    assert (tmp_path / "used" / "config.json").is_dir()
+
+
 def logits_of(model, vocabularies, seed=0):
     """Our logits on a batch of random sources (one padded) and targets from <bos>."""
     rng = np.random.default_rng(seed)
