@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -82,10 +84,21 @@ def test_unusable_out_paths_are_refused_before_any_work(tmp_path, capsys, make, 
     assert not (tmp_path / "model.npz").is_dir()  # nothing was created in its name
 
 
+def started(process: subprocess.Popen, word: str) -> subprocess.Popen:
+    """``process`` once its command line holds ``word``: until it has exec'd, /proc shows the
+    command line of this process, which forked it (a lock check then read pytest's)."""
+    deadline = time.monotonic() + 30
+    while word.encode() not in Path(f"/proc/{process.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, f"process {process.pid} never showed {word!r}"
+        time.sleep(0.01)
+    return process
+
+
 def test_a_second_run_into_a_locked_directory_is_refused_by_name(tmp_path):
     out = tmp_path / "run"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", "numpy-transformer", "train"]
+    holder = started(
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "numpy-transformer", "train"]),
+        "numpy-transformer",
     )
     try:
         out.mkdir()
@@ -102,7 +115,9 @@ def test_a_second_run_into_a_locked_directory_is_refused_by_name(tmp_path):
 
 def test_a_lock_held_by_a_live_process_that_is_no_run_may_be_stale_and_says_how_to_tell(tmp_path):
     out = tmp_path / "run"
-    other = subprocess.Popen(["sleep", "60"])  # a killed run's process id, reused by another program
+    other = started(
+        subprocess.Popen(["sleep", "60"]), "sleep"
+    )  # a killed run's id, reused by another program
     try:
         out.mkdir()
         (out / ".lock").write_text(f"{other.pid}\n")
