@@ -19,7 +19,7 @@ from .. import functional
 from ..backend import get_array_module, to_numpy
 from . import blocks
 from .curriculum import BY_NAME
-from .diagnosis import localise, returned_mistake
+from .diagnosis import PROJECTIONS, localise, loss_of, returned_mistake
 from .mistakes import sentence
 from .recording import RecordedCall, cache_paths, textbook_calls
 from .verdicts import GradientVerdict, Localised, Raised, as_array, equal_to_rounding
@@ -242,7 +242,7 @@ def _one_input_kept(yours: numpy.ndarray, calls: _Calls, where: str) -> bool:
 
 def _padding_counted(yours: numpy.ndarray, calls: _Calls, dloss: float | None) -> bool:
     """The loss's gradient with padding counted in the gradient and in the mean (over every position)."""
-    loss = getattr(calls.cache, "loss", None)
+    loss = loss_of(calls.cache)
     if loss is None or dloss is None or not hasattr(loss, "probs"):
         return False
     probs, targets = _array(loss.probs), numpy.asarray(to_numpy(loss.targets))
@@ -320,7 +320,7 @@ def _reaching_cause(
         return "linear_dx_transposed", {}
     if _one_input_kept(yours, calls, where):
         return "paths", {}
-    if where == "projection" and _padding_counted(yours, calls, dloss):
+    if where in PROJECTIONS and _padding_counted(yours, calls, dloss):
         return "padding_leak", {}
     return None
 
@@ -450,6 +450,22 @@ def _named(calls: _Calls) -> dict[str, numpy.ndarray]:
     return named
 
 
+def _handed_a_sibling(calls: _Calls) -> tuple[str, dict[str, Any]] | None:
+    """The last call before the error (its result then used) handed the gradient reaching a sibling
+    piece, that piece not yet undone: the two pieces' caches swapped."""
+    done = [(p, c) for p, c in calls.theirs if c.result is not None]
+    if not done:
+        return None
+    place, call = done[-1]
+    right = calls.right.get(place)
+    if right is None or right.name != call.name or _same(call.dout, right.dout):
+        return None
+    other = calls.reaching(call.dout, but=place)
+    if other is None or calls.right[other].name != call.name or other in {p for p, _ in done}:
+        return None
+    return "cache_swapped", {"where": other, "other": place, "function": call.name}
+
+
 def _raised_cause(calls: _Calls, line: str) -> tuple[str, dict[str, Any]] | None:
     failing = next(((p, c) for p, c in calls.theirs if c.result is None), None)
     if failing is not None:
@@ -486,6 +502,9 @@ def _raised_cause(calls: _Calls, line: str) -> tuple[str, dict[str, Any]] | None
             )
             return "shape", {"where": place, "shape": dout.shape, "what": said, "expected": wanted.shape}
         return None
+    swapped = _handed_a_sibling(calls)
+    if swapped is not None:
+        return swapped
     match = SHAPES.search(line)
     if match is None:
         return None

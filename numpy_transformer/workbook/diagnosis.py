@@ -203,8 +203,8 @@ def _boundary_mistake(
             return "memory_one_layer", {}
     if _counted_twice(yours, expected, right.values()):
         return "counted_twice", {}
-    loss = getattr(cache, "loss", None)
-    if loss is not None and where == "projection":
+    loss = loss_of(cache)
+    if loss is not None and where in PROJECTIONS:
         for candidate, key in cross_entropy_candidates(loss, dloss)["logits"]:
             if _close_shaped(yours, candidate):
                 return key, {}
@@ -226,6 +226,15 @@ def _boundary_mistake(
             return "upstream", {}
         return _factor_mistake(factor, residual)
     return None, {}
+
+
+PROJECTIONS = ("projection", "output.projection")  # the projection with its loss; the whole model's
+
+
+def loss_of(cache: Any) -> Any:
+    """The loss's cache: the projection with its loss holds it, the whole model under its output."""
+    loss = getattr(cache, "loss", None)
+    return loss if loss is not None else getattr(getattr(cache, "output", None), "loss", None)
 
 
 RESIDUAL_BLOCKS = (blocks.EncoderBlockCache, blocks.DecoderBlockCache, blocks.ResidualCache)

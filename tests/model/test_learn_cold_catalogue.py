@@ -1,31 +1,28 @@
 """A learner's own block-level mistakes, made cold (tests/support/cold_learner_mistakes.py): each is
 caught, and `learn check` names its cause; the share named at each level is measured."""
 
+import ast
 from collections import Counter
 
 import pytest
-from cold_learner_mistakes import COLD_HEADER, COLD_MISTAKES, ColdMistake
+from cold_learner_mistakes import COLD_CORRECT, COLD_HEADER, COLD_MISTAKES, ColdMistake
 
 from numpy_transformer import workbook
-from numpy_transformer.workbook import blocks
 from numpy_transformer.workbook.verdicts import FunctionVerdict
 
 SYMPTOMS = {"factor", "zero"}  # what a gradient looks like, not why
 
-# the learner wrote against the blocks before post-norm blocks, dropout and latent attention: their
-# functions unpack those caches; until their sources are ported, they run only on that layout
-WRITTEN_FOR = blocks.ResidualCache._fields == ("norm", "sublayer", "norm_first")
-on_their_blocks = pytest.mark.skipif(
-    not WRITTEN_FOR,
-    reason="the learner's sources unpack the caches of the blocks before dropout and post-norm",
-)
+_GRADED: dict[str, tuple[FunctionVerdict, str]] = {}  # each mistake graded once, for every test here
 
 
 def _graded(tmp_path, mistake: ColdMistake) -> tuple[FunctionVerdict, str]:
-    path = tmp_path / f"{mistake.id}.py"
-    path.write_text(COLD_HEADER + mistake.source)
-    (verdict,) = workbook.check(path, [mistake.function])
-    return verdict, workbook.format_verdicts([verdict])
+    """The verdict on the mistake's exercise alone, and its report."""
+    if mistake.id not in _GRADED:
+        path = tmp_path / f"{mistake.id}.py"
+        path.write_text(COLD_HEADER + mistake.source)
+        (verdict,) = workbook.check(path, [mistake.function])
+        _GRADED[mistake.id] = verdict, workbook.format_verdicts([verdict])
+    return _GRADED[mistake.id]
 
 
 def _named(verdict: FunctionVerdict) -> set[str]:
@@ -61,7 +58,28 @@ def test_the_cold_catalogue_holds_the_learners_96_mistakes():
         assert mistake.expected is None or " " in mistake.expected or mistake.expected in workbook.SENTENCES
 
 
-@on_their_blocks
+def test_the_learners_ported_functions_pass_and_each_mistake_changes_one(tmp_path):
+    path = tmp_path / "correct.py"
+    path.write_text(COLD_HEADER + COLD_CORRECT)
+    names = sorted({m.function for m in COLD_MISTAKES})
+    verdicts = workbook.check(path, names)
+    assert [v.status for v in verdicts] == ["done"] * len(names), workbook.format_verdicts(verdicts)
+    right = _functions(COLD_CORRECT)
+    for mistake in COLD_MISTAKES:
+        assert _functions(mistake.source)[mistake.function] != right[mistake.function], mistake.id
+
+
+def _functions(source: str) -> dict[str, str]:
+    """Each function of the source, its docstring left out, as ast.unparse writes it."""
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            if ast.get_docstring(node) is not None:
+                node.body = node.body[1:]
+            found[node.name] = ast.unparse(node)
+    return found
+
+
 @pytest.mark.parametrize("mistake", COLD_MISTAKES, ids=[m.id for m in COLD_MISTAKES])
 def test_each_cold_mistake_is_caught_and_its_cause_named(tmp_path, mistake):
     verdict, report = _graded(tmp_path, mistake)
@@ -73,20 +91,29 @@ def test_each_cold_mistake_is_caught_and_its_cause_named(tmp_path, mistake):
         assert verdict.localised.mistake == mistake.expected or verdict.localised.mistake is None, report
 
 
-@on_their_blocks
 def test_the_share_of_cold_mistakes_with_their_cause_named(tmp_path):
-    """Measured: 95 of the 96 with the right cause named (M21, a contrived one, is caught with none);
-    no wrong cause; each level at 0.9 or more."""
+    """Measured on the current blocks: all 96 caught; the right cause named for 95, none wrong: the
+    residual 17 of 17, the feed-forward 10 of 10, the encoder block 21 of 21, the decoder block 20 of
+    20, the whole model 27 of 28 (M21, a contrived one, is caught with no cause named)."""
     right: Counter[str] = Counter()
+    wrong: Counter[str] = Counter()
     total: Counter[str] = Counter()
     for mistake in COLD_MISTAKES:
         verdict, report = _graded(tmp_path, mistake)
         assert verdict.status in ("wrong", "error"), report
         total[mistake.function] += 1
-        right[mistake.function] += _right(mistake, verdict, report)
-    shares = {name: right[name] / total[name] for name in total}
-    assert all(share >= 0.9 for share in shares.values()), shares
-    assert sum(right.values()) / sum(total.values()) >= 0.98, shares
+        named_right = _right(mistake, verdict, report)
+        right[mistake.function] += named_right
+        wrong[mistake.function] += not named_right and bool(_named(verdict))
+    assert not +wrong, wrong
+    assert right == {
+        "residual_backward": 17,
+        "feed_forward_backward": 10,
+        "encoder_block_backward": 21,
+        "decoder_block_backward": 20,
+        "encoder_decoder_backward": 27,
+    }, right
+    assert all(right[name] / total[name] >= 0.9 for name in total), (right, total)
 
 
 def test_the_textbook_aid_inside_a_block_keeps_the_headline_and_its_cause(tmp_path):

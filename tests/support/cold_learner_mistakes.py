@@ -2,7 +2,13 @@
 """A learner's own block-level mistakes, made cold (the workbook's source closed), one at a time into
 their correct workbook: each as the function(s) they changed, with the cause `learn check` should name:
 a key of numpy_transformer.workbook.SENTENCES, or a phrase of the grader's own message where the cause
-is told there (a write in place, a missing key), or None where no cause is promised."""
+is told there (a write in place, a missing key), or None where no cause is promised.
+
+Written first against the blocks before dropout, post-norm and latent attention; ported since to the
+current blocks: their correct functions read the caches by name, take each dropout's backward, and
+undo a post-norm block (cache.norm_first) and latent attention (a LatentAttentionCache) as well; each
+mistake is the same change to the ported function, its post-norm residuals' on the post-norm path,
+the others' on the pre-norm path they were written for. All 96 exist on the current blocks."""
 
 from __future__ import annotations
 
@@ -11,11 +17,14 @@ from typing import NamedTuple
 COLD_HEADER = """
 from numpy_transformer.backend import get_array_module
 from numpy_transformer.functional import (
+    LatentAttentionCache,
     cross_entropy_backward,
+    dropout_backward,
     embedding_backward,
     layer_norm_backward,
     linear_backward,
     multi_head_attention_backward,
+    multi_head_latent_attention_backward,
     multi_head_latent_self_attention_backward,
     multi_head_self_attention_backward,
     positional_encoding_backward,
@@ -37,6 +46,135 @@ class ColdMistake(NamedTuple):
     source: str
 
 
+# the learner's five block functions, ported to the current blocks and right: each mistake below is a
+# change to one of them
+COLD_CORRECT = """
+def residual_backward(dout, cache):
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
+    if norm_first:
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
+        dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
+        dx = dout + dx_norm
+    else:
+        dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
+        dx = dsum + dx_branch
+    return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
+
+def feed_forward_backward(dout, cache):
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
+    dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = relu_backward(dropout_backward(dhidden, dropped), activation)
+    dx, dw1, db1 = linear_backward(dhidden, first)
+    return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
+
+def encoder_block_backward(dout, cache):
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
+    dparams.update(ff)
+    return dx, dparams
+
+def decoder_block_backward(dout, cache):
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
+    dparams.update(ff)
+    return dx, dmemory, dparams
+
+def encoder_decoder_backward(dloss, cache):
+    dparams = {}
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
+    dmemory = 0.0
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
+        dmemory = dmemory + dm
+        for key, value in dp.items():
+            dparams[f"dec{i}_{key}"] = value
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
+        for key, value in dp.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
+    return dparams
+"""
+
 COLD_MISTAKES = [
     ColdMistake(
         "R01",
@@ -45,21 +183,22 @@ COLD_MISTAKES = [
         "pre-norm: skip path forgotten (dx = branch only)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -71,21 +210,22 @@ def residual_backward(dout, cache):
         "pre-norm: branch forgotten (dx = dout only)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -97,21 +237,22 @@ def residual_backward(dout, cache):
         "pre-norm: layer norm backward left out of branch (dx = dout + dnormed)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dnormed
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -123,21 +264,22 @@ def residual_backward(dout, cache):
         "pre-norm: layer norm fed dout instead of the linear's dx",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dout, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -149,21 +291,22 @@ def residual_backward(dout, cache):
         "post-norm: skip takes dout, not the norm's gradient (norm on branch only)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dout + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -175,21 +318,22 @@ def residual_backward(dout, cache):
         "post-norm: skip forgotten (dx = branch only)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -201,20 +345,21 @@ def residual_backward(dout, cache):
         "post-norm: linear undone before the norm (norm applied after the sum on the way back)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
-        dx_branch, dweight, dbias = linear_backward(dout, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx, dgamma, dbeta = layer_norm_backward(dout + dx_branch, norm)
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -226,21 +371,22 @@ def residual_backward(dout, cache):
         "norm_first flag ignored: always pre-norm formula",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if True:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -252,21 +398,22 @@ def residual_backward(dout, cache):
         "pre-norm: paths averaged instead of added",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = (dout + dx_norm) / 2
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -278,21 +425,22 @@ def residual_backward(dout, cache):
         "gamma and beta gradients returned under each other's keys",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dbeta, "beta": dgamma, "weight": dweight, "bias": dbias}
 ''',
@@ -304,21 +452,22 @@ def residual_backward(dout, cache):
         "weight gradient transposed (square D x D)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight.T, "bias": dbias}
 ''',
@@ -330,21 +479,22 @@ def residual_backward(dout, cache):
         "pre-norm: branch counted twice",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + 2 * dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -356,20 +506,21 @@ def residual_backward(dout, cache):
         "post-norm: the two backwards swapped: linear fed dout, norm fed the linear's dx, skip takes dout",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
-        dx_branch, dweight, dbias = linear_backward(dout, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dsum, dgamma, dbeta = layer_norm_backward(dx_branch, norm)
         dx = dsum + dout
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
@@ -382,21 +533,22 @@ def residual_backward(dout, cache):
         "pre-norm: bias gradient summed over the first axis only",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
-        dx = dout + dx_norm; dbias = dout.sum(axis=0)
+        dx = dout + dx_norm; dbias = dropout_backward(dout, dropped).sum(axis=0)
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -408,21 +560,22 @@ def residual_backward(dout, cache):
         "post-norm: the branch's linear fed dout instead of the norm's gradient",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dout, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -434,21 +587,22 @@ def residual_backward(dout, cache):
         "pre-norm: hand-written linear dx uses W^T instead of W (square)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer); dnormed = dout @ sublayer.weight.T
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer); dnormed = dropout_backward(dout, dropped) @ sublayer.weight.T
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer)
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer)
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -460,21 +614,22 @@ def residual_backward(dout, cache):
         "post-norm: hand-written dweight = x^T dout (transposed, square)",
         '''
 def residual_backward(dout, cache):
-    """Gradient of a residual connection around a linear sublayer f, pre-norm y = x + f(norm(x))
-        or post-norm y = norm(x + f(x)).
+    """Gradient of a residual connection around a linear sublayer f, its branch through dropout:
+        pre-norm y = x + dropout(f(norm(x))) or post-norm y = norm(x + dropout(f(x))).
 
-        dout: (..., D); cache: ResidualCache(norm, sublayer, norm_first).
+        dout: (..., D); cache: ResidualCache(norm, sublayer, dropout, norm_first), dropout the
+        branch's DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): dparams a dict with params' keys gamma, beta (D,), weight
         (D, D), bias (D,).
     """
-    norm, sublayer, norm_first = cache
+    norm, sublayer, dropped, norm_first = cache.norm, cache.sublayer, cache.dropout, cache.norm_first
     if norm_first:
-        dnormed, dweight, dbias = linear_backward(dout, sublayer)
+        dnormed, dweight, dbias = linear_backward(dropout_backward(dout, dropped), sublayer)
         dx_norm, dgamma, dbeta = layer_norm_backward(dnormed, norm)
         dx = dout + dx_norm
     else:
         dsum, dgamma, dbeta = layer_norm_backward(dout, norm)
-        dx_branch, dweight, dbias = linear_backward(dsum, sublayer); dweight = sublayer.x.reshape(-1, sublayer.x.shape[-1]).T @ dsum.reshape(-1, dsum.shape[-1])
+        dx_branch, dweight, dbias = linear_backward(dropout_backward(dsum, dropped), sublayer); dweight = sublayer.x.reshape(-1, sublayer.x.shape[-1]).T @ dropout_backward(dsum, dropped).reshape(-1, dsum.shape[-1])
         dx = dsum + dx_branch
     return dx, {"gamma": dgamma, "beta": dbeta, "weight": dweight, "bias": dbias}
 ''',
@@ -486,13 +641,15 @@ def residual_backward(dout, cache):
         "relu backward left out",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(dout, second)
+    dhidden = dropout_backward(dhidden, dropped)
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 ''',
@@ -504,14 +661,15 @@ def feed_forward_backward(dout, cache):
         "relu mask taken from the gradient instead of the forward input",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(dout, second)
-    dhidden = dhidden * (dhidden > 0)
+    dhidden = dropout_backward(dhidden, dropped); dhidden = dhidden * (dhidden > 0)
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 ''',
@@ -523,14 +681,15 @@ def feed_forward_backward(dout, cache):
         "layers undone in forward order (first linear first)",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw1, db1 = linear_backward(dout, first)
-    dhidden = relu_backward(dhidden, activation)
+    dhidden = relu_backward(dropout_backward(dhidden, dropped), activation)
     dx, dw2, db2 = linear_backward(dhidden, second)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 ''',
@@ -542,14 +701,15 @@ def feed_forward_backward(dout, cache):
         "b1 and b2 gradients returned under swapped keys",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(dout, second)
-    dhidden = relu_backward(dhidden, activation)
+    dhidden = relu_backward(dropout_backward(dhidden, dropped), activation)
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1, "b1": db2, "w2": dw2, "b2": db1}
 ''',
@@ -561,14 +721,15 @@ def feed_forward_backward(dout, cache):
         "w1 gradient transposed (non-square)",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(dout, second)
-    dhidden = relu_backward(dhidden, activation)
+    dhidden = relu_backward(dropout_backward(dhidden, dropped), activation)
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1.T, "b1": db1, "w2": dw2, "b2": db2}
 ''',
@@ -580,13 +741,15 @@ def feed_forward_backward(dout, cache):
         "relu backward at the wrong place (on dout, mask from the gradient)",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(relu_backward(dout, dout > 0), second)
+    dhidden = dropout_backward(dhidden, dropped)
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 ''',
@@ -598,14 +761,15 @@ def feed_forward_backward(dout, cache):
         "bias b2 gradient not summed over batch (kept per-position, mean instead of sum)",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(dout, second)
-    dhidden = relu_backward(dhidden, activation)
+    dhidden = relu_backward(dropout_backward(dhidden, dropped), activation)
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": dout.reshape(-1, dout.shape[-1]).mean(axis=0)}
 ''',
@@ -617,14 +781,15 @@ def feed_forward_backward(dout, cache):
         "writes into the cache's relu mask (mutates cache)",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(dout, second)
-    dhidden = relu_backward(dhidden, activation); activation[..., 0] = True
+    dhidden = relu_backward(dropout_backward(dhidden, dropped), activation); activation[..., 0] = True
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 ''',
@@ -636,14 +801,15 @@ def feed_forward_backward(dout, cache):
         "w2 gradient divided by the batch size (averaged instead of summed)",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(dout, second)
-    dhidden = relu_backward(dhidden, activation)
+    dhidden = relu_backward(dropout_backward(dhidden, dropped), activation)
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2 / dout.shape[0], "b2": db2}
 ''',
@@ -655,14 +821,15 @@ def feed_forward_backward(dout, cache):
         "relu mask inverted (~mask)",
         '''
 def feed_forward_backward(dout, cache):
-    """Gradient of the feed-forward block y = relu(x W1^T + b1) W2^T + b2.
+    """Gradient of the feed-forward block y = dropout(relu(x W1^T + b1)) W2^T + b2.
 
-        dout: (..., D); cache: FeedForwardCache(first, activation, second).
+        dout: (..., D); cache: FeedForwardCache(first, activation, dropout, second), dropout the
+        hidden units' DropoutCache (None when p = 0).
         Returns (dx (..., D), dparams): a dict with the keys w1, b1, w2, b2.
     """
-    first, activation, second = cache
+    first, activation, dropped, second = cache.first, cache.activation, cache.dropout, cache.second
     dhidden, dw2, db2 = linear_backward(dout, second)
-    dhidden = relu_backward(dhidden, ~activation)
+    dhidden = relu_backward(dropout_backward(dhidden, dropped), ~activation)
     dx, dw1, db1 = linear_backward(dhidden, first)
     return dx, {"w1": dw1, "b1": db1, "w2": dw2, "b2": db2}
 ''',
@@ -674,21 +841,45 @@ def feed_forward_backward(dout, cache):
         "skip forgotten at the feed-forward residual",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -701,21 +892,45 @@ def encoder_block_backward(dout, cache):
         "skip forgotten at the attention residual",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -728,21 +943,45 @@ def encoder_block_backward(dout, cache):
         "norm_2's backward left out (branch gradient added directly)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dh
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dh
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -755,21 +994,45 @@ def encoder_block_backward(dout, cache):
         "norm_1 and norm_2 caches swapped",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_1)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_2)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_1)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_2)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -782,21 +1045,45 @@ def encoder_block_backward(dout, cache):
         "attention branch fed dout instead of the gradient after the FF residual",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dout, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dout, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -809,21 +1096,45 @@ def encoder_block_backward(dout, cache):
         "residuals undone in forward order (attention residual first)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dout, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dmid = dout + dx1
-    dh, ff = feed_forward_backward(dmid, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dx = dmid + dx2
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh = dropout_backward(dout, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dmid = dout + dx1
+        dh, ff = feed_forward_backward(dropout_backward(dmid, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dx = dmid + dx2
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -836,21 +1147,45 @@ def encoder_block_backward(dout, cache):
         "self-attention treated as cross-attention: only dx_q kept (k,v paths dropped)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, _dkv, w_qkv, w_o, _, _ = multi_head_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, _dkv, w_qkv, w_o, _, _ = multi_head_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -863,21 +1198,45 @@ def encoder_block_backward(dout, cache):
         "dout mutated in place (dout += dx2)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout; dmid += dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout; dmid += dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -890,21 +1249,45 @@ def encoder_block_backward(dout, cache):
         "ln1 and ln2 gamma gradients under swapped keys",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln2_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln2_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln1_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -917,21 +1300,45 @@ def encoder_block_backward(dout, cache):
         "w_o gradient transposed",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o.T,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o.T}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -944,21 +1351,45 @@ def encoder_block_backward(dout, cache):
         "paths averaged at the FF residual",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = (dout + dx2) / 2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = (dout + dx2) / 2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -971,21 +1402,45 @@ def encoder_block_backward(dout, cache):
         "norm_2's backward fed dout instead of the FF branch gradient",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -998,21 +1453,45 @@ def encoder_block_backward(dout, cache):
         "FF residual treated as post-norm (norm after the sum)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
-    dh, ff = feed_forward_backward(dsum, feed_forward)
-    dmid = dsum + dh
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid = dsum + dh
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -1025,21 +1504,45 @@ def encoder_block_backward(dout, cache):
         "feed-forward's dparams never merged (keys w1..b2 missing)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     return dx, dparams
 ''',
@@ -1051,21 +1554,45 @@ def encoder_block_backward(dout, cache):
         "dout counted twice at the attention residual (dx = dout + dmid + dx1)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dout + dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dout + dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -1078,21 +1605,45 @@ def encoder_block_backward(dout, cache):
         "wrong layer function: latent self-attention backward called on an MHA cache",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o = multi_head_latent_self_attention_backward(dmid, attention)[:3]
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o = multi_head_latent_self_attention_backward(dh, attention)[:3]
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -1105,21 +1656,45 @@ def encoder_block_backward(dout, cache):
         "norm_1's backward fed the gradient from above the attention (attention skipped in dx)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + layer_norm_backward(dmid, norm_1)[0]
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + layer_norm_backward(dmid, norm_1)[0]
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -1132,21 +1707,45 @@ def encoder_block_backward(dout, cache):
         "ln2_beta hand-summed over axis 0 only",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": dh.sum(axis=0)}
     dparams.update(ff)
     return dx, dparams
@@ -1159,21 +1758,45 @@ def encoder_block_backward(dout, cache):
         "dx cast to float32 (dtype drift)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = (dmid + dx1).astype('float32')
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = (dmid + dx1).astype('float32')
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -1186,21 +1809,45 @@ def encoder_block_backward(dout, cache):
         "w_qkv gradient of q rows only kept (k and v rows zeroed)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv * (get_array_module().arange(w_qkv.shape[0]) < w_qkv.shape[1])[:, None], "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid + dx1
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv * (get_array_module().arange(w_qkv.shape[0]) < w_qkv.shape[1])[:, None], "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -1213,21 +1860,45 @@ def encoder_block_backward(dout, cache):
         "attention residual's branch dropped from dx (dx = dmid)",
         '''
 def encoder_block_backward(dout, cache):
-    """Gradient of a pre-norm encoder block: x = x + SelfAttention(norm_1(x)), y = x +
-        FeedForward(norm_2(x)).
+    """Gradient of an encoder block: self-attention then feed-forward, each inside a residual
+        connection with its own norm and its branch through dropout; pre-norm x = x +
+        dropout(f(norm(x))) or post-norm x = norm(x + dropout(f(x))) (cache.norm_first says which).
 
-        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, norm_2, feed_forward).
-        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, w_qkv, w_o,
-        ln2_gamma, ln2_beta, w1, b1, w2, b2.
+        dout: (B, S, D); cache: EncoderBlockCache(norm_1, attention, dropout_1, norm_2, feed_forward,
+        dropout_2, norm_first).
+        Returns (dx (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta, ln2_gamma, ln2_beta,
+        w1, b1, w2, b2 and the attention's: w_qkv (3D, D) and w_o (D, D) where cache.attention is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, attention, norm_2, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    dmid = dout + dx2
-    dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dmid, attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = dmid
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "w_qkv": w_qkv, "w_o": w_o,
+    norm_1, attention, norm_2, feed_forward = cache.norm_1, cache.attention, cache.norm_2, cache.feed_forward
+    latent = isinstance(attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_2), feed_forward)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        dmid = dout + dx2
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = dmid
+    else:
+        dsum, ln2_gamma, ln2_beta = layer_norm_backward(dout, norm_2)
+        dh, ff = feed_forward_backward(dropout_backward(dsum, cache.dropout_2), feed_forward)
+        dmid, ln1_gamma, ln1_beta = layer_norm_backward(dsum + dh, norm_1)
+        dh = dropout_backward(dmid, cache.dropout_1)
+        if latent:
+            dh, w_q_compress, w_kv_decompress, w_o = multi_head_latent_self_attention_backward(dh, attention)
+        else:
+            dh, w_qkv, w_o, _, _ = multi_head_self_attention_backward(dh, attention)
+        dx = dmid + dh
+    if latent:
+        dattn = {"w_q_compress": w_q_compress, "w_kv_decompress": w_kv_decompress, "w_o": w_o}
+    else:
+        dattn = {"w_qkv": w_qkv, "w_o": w_o}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, **dattn,
                "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta}
     dparams.update(ff)
     return dx, dparams
@@ -1240,28 +1911,63 @@ def encoder_block_backward(dout, cache):
         "dmemory dropped (returned zeros)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, 0 * dmemory, dparams
 ''',
@@ -1273,28 +1979,63 @@ def decoder_block_backward(dout, cache):
         "dmemory returned as the cross-attention's dx_q (wrong output of MHA)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dmemory, dh, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dmemory, dh, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1306,28 +2047,63 @@ def decoder_block_backward(dout, cache):
         "cross-attention treated as self-attention: dx_q + dx_kv sent into x",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh + dmemory, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh + dmemory, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1339,28 +2115,63 @@ def decoder_block_backward(dout, cache):
         "self_w_o and cross_w_o returned under swapped keys",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": cross_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": self_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": cross_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": self_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1372,28 +2183,63 @@ def decoder_block_backward(dout, cache):
         "norm_2 and norm_3 caches swapped",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_2)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_3)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_2)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_3)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1405,28 +2251,63 @@ def decoder_block_backward(dout, cache):
         "skip forgotten at the cross-attention residual",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1438,28 +2319,63 @@ def decoder_block_backward(dout, cache):
         "self-attention residual's skip built from dout instead of d2",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = dout + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = dout + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1471,28 +2387,63 @@ def decoder_block_backward(dout, cache):
         "self-attention backward handed the cross-attention's cache",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, cross_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, cross_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1504,28 +2455,63 @@ def decoder_block_backward(dout, cache):
         "residuals undone in forward order (self-attn, cross-attn, FF)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dout, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    d1 = dout + dx1
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d1, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d2 = d1 + dx2
-    dh, ff = feed_forward_backward(d2, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    dx = d2 + dx3
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh = dropout_backward(dout, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        d1 = dout + dx1
+        dh = dropout_backward(d1, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d2 = d1 + dx2
+        dh, ff = feed_forward_backward(dropout_backward(d2, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        dx = d2 + dx3
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1537,28 +2523,63 @@ def decoder_block_backward(dout, cache):
         "cross_w_o transposed",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o.T,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o.T,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1570,28 +2591,63 @@ def decoder_block_backward(dout, cache):
         "dmemory halved (thought K and V share it: averaged instead of summed)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory / 2, dparams
 ''',
@@ -1603,28 +2659,63 @@ def decoder_block_backward(dout, cache):
         "norm_3's backward fed dout instead of the FF branch's gradient",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1636,28 +2727,63 @@ def decoder_block_backward(dout, cache):
         "dout mutated in place at the FF residual (d2 = dout; d2 += dx3)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout; d2 += dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout; d2 += dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1669,28 +2795,63 @@ def decoder_block_backward(dout, cache):
         "cross-attention fed dout instead of the gradient after the FF residual",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dout, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(dout, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1702,28 +2863,63 @@ def decoder_block_backward(dout, cache):
         "ln3_beta key missing from dparams",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1735,28 +2931,63 @@ def decoder_block_backward(dout, cache):
         "self-attention's w_qkv returned as cross_w_qkv (cross's never)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": self_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": self_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1768,28 +2999,63 @@ def decoder_block_backward(dout, cache):
         "norm_3's backward handed norm_1's cache (norm_1's used twice)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_1)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_1)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1801,28 +3067,63 @@ def decoder_block_backward(dout, cache):
         "wrong layer function: self-attention backward used on the cross-attention",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, cross_w_qkv, cross_w_o, _, _ = multi_head_self_attention_backward(d2, cross_attention); dmemory = dh
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, cross_w_qkv, cross_w_o, _, _ = multi_head_self_attention_backward(dh, cross_attention); dmemory = dh
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1834,28 +3135,63 @@ def decoder_block_backward(dout, cache):
         "dmemory gets an extra term added (the x-path gradient's mean over positions)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln2_gamma, "ln2_beta": ln2_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln3_gamma, "ln3_beta": ln3_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory + d2.mean(axis=1, keepdims=True), dparams
 ''',
@@ -1867,28 +3203,63 @@ def decoder_block_backward(dout, cache):
         "ln2's gradients returned as ln3's and vice versa (all four keys)",
         '''
 def decoder_block_backward(dout, cache):
-    """Gradient of a pre-norm decoder block: causal self-attention, cross-attention over the
-        encoder's output memory, feed-forward, each inside a residual connection.
+    """Gradient of a decoder block: causal self-attention, cross-attention over the encoder's
+        output memory, feed-forward, each inside a residual connection with its own norm and its
+        branch through dropout, pre-norm or post-norm (cache.norm_first).
 
-        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, norm_2, cross_attention,
-        norm_3, feed_forward).
-        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_gamma, ln1_beta,
-        self_w_qkv, self_w_o, ln2_gamma, ln2_beta, cross_w_qkv, cross_w_o, ln3_gamma, ln3_beta, w1,
-        b1, w2, b2.
+        dout: (B, T, D); cache: DecoderBlockCache(norm_1, self_attention, dropout_1, norm_2,
+        cross_attention, dropout_2, norm_3, feed_forward, dropout_3, norm_first).
+        Returns (dx (B, T, D), dmemory (B, S, D), dparams): a dict with the keys ln1_*, ln2_*, ln3_*
+        (gamma, beta), w1, b1, w2, b2, and each attention's under self_ (cross_): w_qkv (3D, D) and w_o (D, D) where cache.self_attention (cache.cross_attention) is a
+        MultiHeadAttentionCache; w_q_compress (D + L, D), w_kv_decompress (2D, L) and w_o (D, D)
+        where it is a LatentAttentionCache (L = D / 4).
     """
-    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = cache
-    dh, ff = feed_forward_backward(dout, feed_forward)
-    dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
-    d2 = dout + dx3
-    dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(d2, cross_attention)
-    dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
-    d1 = d2 + dx2
-    dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(d1, self_attention)
-    dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
-    dx = d1 + dx1
-    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_qkv": self_w_qkv, "self_w_o": self_w_o,
-               "ln2_gamma": ln3_gamma, "ln2_beta": ln3_beta, "cross_w_qkv": cross_w_qkv, "cross_w_o": cross_w_o,
-               "ln3_gamma": ln2_gamma, "ln3_beta": ln2_beta}
+    norm_1, self_attention, norm_2, cross_attention, norm_3, feed_forward = (
+        cache.norm_1, cache.self_attention, cache.norm_2, cache.cross_attention, cache.norm_3, cache.feed_forward
+    )
+    latent = isinstance(self_attention, LatentAttentionCache)
+    if cache.norm_first:
+        dh, ff = feed_forward_backward(dropout_backward(dout, cache.dropout_3), feed_forward)
+        dx3, ln3_gamma, ln3_beta = layer_norm_backward(dh, norm_3)
+        d2 = dout + dx3
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        dx2, ln2_gamma, ln2_beta = layer_norm_backward(dh, norm_2)
+        d1 = d2 + dx2
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx1, ln1_gamma, ln1_beta = layer_norm_backward(dh, norm_1)
+        dx = d1 + dx1
+    else:
+        d3, ln3_gamma, ln3_beta = layer_norm_backward(dout, norm_3)
+        dh, ff = feed_forward_backward(dropout_backward(d3, cache.dropout_3), feed_forward)
+        d2, ln2_gamma, ln2_beta = layer_norm_backward(d3 + dh, norm_2)
+        dh = dropout_backward(d2, cache.dropout_2)
+        if latent:
+            dh, dmemory, cross_w_q_compress, cross_w_kv_decompress, cross_w_o = multi_head_latent_attention_backward(dh, cross_attention)
+        else:
+            dh, dmemory, cross_w_qkv, cross_w_o, _, _ = multi_head_attention_backward(dh, cross_attention)
+        d1, ln1_gamma, ln1_beta = layer_norm_backward(d2 + dh, norm_1)
+        dh = dropout_backward(d1, cache.dropout_1)
+        if latent:
+            dh, self_w_q_compress, self_w_kv_decompress, self_w_o = multi_head_latent_self_attention_backward(dh, self_attention)
+        else:
+            dh, self_w_qkv, self_w_o, _, _ = multi_head_self_attention_backward(dh, self_attention)
+        dx = d1 + dh
+    if latent:
+        dattn = {"self_w_q_compress": self_w_q_compress, "self_w_kv_decompress": self_w_kv_decompress,
+                 "cross_w_q_compress": cross_w_q_compress, "cross_w_kv_decompress": cross_w_kv_decompress}
+    else:
+        dattn = {"self_w_qkv": self_w_qkv, "cross_w_qkv": cross_w_qkv}
+    dparams = {"ln1_gamma": ln1_gamma, "ln1_beta": ln1_beta, "self_w_o": self_w_o,
+               "ln2_gamma": ln3_gamma, "ln2_beta": ln3_beta, "cross_w_o": cross_w_o,
+               "ln3_gamma": ln2_gamma, "ln3_beta": ln2_beta, **dattn}
     dparams.update(ff)
     return dx, dmemory, dparams
 ''',
@@ -1902,31 +3273,32 @@ def decoder_block_backward(dout, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding)
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding)
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -1939,31 +3311,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
     dparams["tgt_table"] = dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -1976,31 +3349,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2013,31 +3387,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
-        dmemory = dm if i == cache.n_layers - 1 else dmemory
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
+        dmemory = dm if i == n_layers - 1 else dmemory
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2050,31 +3425,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in range(cache.n_layers):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in range(n_layers):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2087,31 +3463,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in range(cache.n_layers):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in range(n_layers):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2124,34 +3501,35 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
+    n_layers = len(cache.decoder.layers)
     xp = get_array_module()
-    lc = cache.loss
+    lc = cache.output.loss
     oh = xp.zeros_like(lc.probs); oh[xp.arange(oh.shape[0]), lc.targets] = 1.0
     dlogits = ((lc.probs - oh) * lc.valid[:, None] * (dloss / lc.n_valid)).reshape(lc.shape)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2164,35 +3542,36 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
+    n_layers = len(cache.decoder.layers)
     xp = get_array_module()
-    lc = cache.loss
+    lc = cache.output.loss
     n, v = lc.probs.shape
     q = xp.full_like(lc.probs, lc.label_smoothing / v); q[xp.arange(n), lc.targets] += 1.0 - lc.label_smoothing
     dlogits = ((lc.probs - q) * (dloss / n)).reshape(lc.shape)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2205,35 +3584,36 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
+    n_layers = len(cache.decoder.layers)
     xp = get_array_module()
-    lc = cache.loss
+    lc = cache.output.loss
     n, v = lc.probs.shape
     q = xp.full_like(lc.probs, lc.label_smoothing / v); q[xp.arange(n), lc.targets] += 1.0 - lc.label_smoothing
     dlogits = ((lc.probs - q) * lc.valid[:, None] * dloss).reshape(lc.shape)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2246,31 +3626,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(1.0, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(1.0, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2283,31 +3664,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    _, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm); dx = dmemory
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    _, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm); dx = dmemory
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2320,31 +3702,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    _, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    _, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2357,32 +3740,33 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dtop = dy
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dtop, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dtop, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2395,31 +3779,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
-            dparams[f"enc{cache.n_layers - 1 - i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+            dparams[f"enc{n_layers - 1 - i}_{key}"] = value
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2432,31 +3817,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["enc_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["enc_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["dec_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["dec_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2469,31 +3855,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dtop, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dtop, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dtop, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dtop, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2506,31 +3893,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory / cache.n_layers, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory / n_layers, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2543,31 +3931,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) - dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) - dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2580,31 +3969,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(layer_norm_backward(dmemory, cache.encoder_norm)[0], cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(layer_norm_backward(dmemory, cache.encoder.norm)[0], cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2617,31 +4007,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.src_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.src_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.tgt_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.tgt_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2654,31 +4045,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection); _xh = cache.decoder_norm.xhat; dproj = dlogits.reshape(-1, dlogits.shape[-1]).T @ _xh.reshape(-1, _xh.shape[-1])
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection); _xh = cache.decoder.norm.xhat; dproj = dlogits.reshape(-1, dlogits.shape[-1]).T @ _xh.reshape(-1, _xh.shape[-1])
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2691,31 +4083,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj.T
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj.T
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2728,31 +4121,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + 2 * dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2765,31 +4159,32 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss / cache.src_embedding.ids.shape[0], cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss / cache.src_embedding.embedding.ids.shape[0], cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2802,35 +4197,36 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
+    n_layers = len(cache.decoder.layers)
     xp = get_array_module()
-    lc = cache.loss
+    lc = cache.output.loss
     n, v = lc.probs.shape
     q = xp.full_like(lc.probs, lc.label_smoothing / v); q[xp.arange(n), lc.targets] += 1.0 - lc.label_smoothing
     dlogits = ((lc.probs - q) * (dloss / lc.n_valid)).reshape(lc.shape)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2843,37 +4239,38 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
+    n_layers = len(cache.decoder.layers)
     xp = get_array_module()
-    lc = cache.loss
+    lc = cache.output.loss
     n, v = lc.probs.shape
     d = lc.probs
     d -= lc.label_smoothing / v
     d[xp.arange(n), lc.targets] -= 1.0 - lc.label_smoothing
     dlogits = (d * lc.valid[:, None] * (dloss / lc.n_valid)).reshape(lc.shape)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
@@ -2886,68 +4283,70 @@ def encoder_decoder_backward(dloss, cache):
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy * cache.tgt_embedding.scale, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy * cache.tgt_embedding.embedding.scale, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dx, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dx, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
     ColdMistake(
         "M28",
         "encoder_decoder_backward",
-        "shape",
+        "skipped",
         "src embedding handed the decoder-side gradient (dy) instead of the encoder's dx",
         '''
 def encoder_decoder_backward(dloss, cache):
     """Gradient of the whole Transformer's loss with respect to every parameter.
 
-        dloss: a float; cache: EncoderDecoderCache(src_embedding, tgt_embedding, encoder (a list of
-        EncoderBlockCache), encoder_norm, decoder (a list of DecoderBlockCache), decoder_norm,
-        projection, loss, n_layers).
-        Returns dparams: a dict with every key of params (src_table, tgt_table, enc{i}_*, dec{i}_*,
-        enc_norm_*, dec_norm_*).
+        dloss: a float; cache: EncoderDecoderCache(src_embedding, encoder, tgt_embedding, decoder,
+        output): the embeddings' EmbeddingWithPositionsCache, the stacks' EncoderStackCache and
+        DecoderStackCache, the ProjectionLossCache (its weight is tgt_table, its bias proj_bias).
+        Returns dparams: a dict with every key of params (src_table, tgt_table, proj_bias, enc{i}_*,
+        enc_norm_*, dec{i}_*, dec_norm_*).
     """
     dparams = {}
-    dlogits = cross_entropy_backward(dloss, cache.loss)
-    dy, dproj, _ = linear_backward(dlogits, cache.projection)
-    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder_norm)
+    n_layers = len(cache.decoder.layers)
+    dlogits = cross_entropy_backward(dloss, cache.output.loss)
+    dy, dproj, dparams["proj_bias"] = linear_backward(dlogits, cache.output.projection)
+    dy, dparams["dec_norm_gamma"], dparams["dec_norm_beta"] = layer_norm_backward(dy, cache.decoder.norm)
     dmemory = 0.0
-    for i in reversed(range(cache.n_layers)):
-        dy, dm, dp = decoder_block_backward(dy, cache.decoder[i])
+    for i in reversed(range(n_layers)):
+        dy, dm, dp = decoder_block_backward(dy, cache.decoder.layers[i])
         dmemory = dmemory + dm
         for key, value in dp.items():
             dparams[f"dec{i}_{key}"] = value
-    dy = positional_encoding_backward(dy, None)
-    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding) + dproj
-    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder_norm)
-    for i in reversed(range(cache.n_layers)):
-        dx, dp = encoder_block_backward(dx, cache.encoder[i])
+    dy = positional_encoding_backward(dropout_backward(dy, cache.tgt_embedding.dropout), None)
+    dparams["tgt_table"] = embedding_backward(dy, cache.tgt_embedding.embedding) + dproj
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dmemory, cache.encoder.norm)
+    for i in reversed(range(n_layers)):
+        dx, dp = encoder_block_backward(dx, cache.encoder.layers[i])
         for key, value in dp.items():
             dparams[f"enc{i}_{key}"] = value
-    dx = positional_encoding_backward(dx, None)
-    dparams["src_table"] = embedding_backward(dy, cache.src_embedding)
+    dx = positional_encoding_backward(dropout_backward(dx, cache.src_embedding.dropout), None)
+    dparams["src_table"] = embedding_backward(dy, cache.src_embedding.embedding)
     return dparams
 ''',
     ),
