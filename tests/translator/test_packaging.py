@@ -1,16 +1,27 @@
-"""The package as users install it: the wheel and the sdist carry the license, and the wheel the
-py.typed marker that lets type checkers read the package's annotations."""
+"""The package as users install it: the wheel carries every file of the package, the license and the
+py.typed marker that lets type checkers read the package's annotations, the sdist the license; and the
+suite tests the copy of the package it means to (the checkout, or the installed wheel .ci/run names)."""
 
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
+import numpy_transformer
+
 ROOT = Path(__file__).resolve().parents[2]
-build_meta = pytest.importorskip("setuptools.build_meta", reason="building needs setuptools")
+INSTALLED_IN = "NUMPY_TRANSFORMER_INSTALLED_IN"  # .ci/run: the site-packages holding the wheel under test
+
+
+@pytest.fixture
+def build_meta():
+    """setuptools' build backend (pyproject.toml's), which a fresh environment of Python 3.12 or later lacks."""
+    return pytest.importorskip("setuptools.build_meta", reason="building needs setuptools")
 
 
 @pytest.fixture
@@ -27,7 +38,7 @@ def in_root(monkeypatch, tmp_path):
     monkeypatch.chdir(source)
 
 
-def test_the_wheel_carries_the_license_and_py_typed(tmp_path, in_root):
+def test_the_wheel_carries_the_license_and_py_typed(tmp_path, in_root, build_meta):
     wheel = tmp_path / build_meta.build_wheel(str(tmp_path))
     names = zipfile.ZipFile(wheel).namelist()
     assert "numpy_transformer/py.typed" in names
@@ -35,8 +46,45 @@ def test_the_wheel_carries_the_license_and_py_typed(tmp_path, in_root):
     assert "numpy_transformer/translator/cli/__init__.py" in names  # the command's package, whole
 
 
-def test_the_sdist_carries_the_license(tmp_path, in_root):
+def test_the_wheel_carries_every_file_of_the_package_and_nothing_else(tmp_path, in_root, build_meta):
+    """A subpackage without __init__.py, or a data file package_data does not name, would be left out."""
+    wheel = zipfile.ZipFile(tmp_path / build_meta.build_wheel(str(tmp_path)))
+    names = set(wheel.namelist())
+    package = {
+        path.as_posix()
+        for path in Path("numpy_transformer").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert len(package) > 50 and not package - names, f"the wheel lacks {sorted(package - names)}"
+    assert {name.split("/")[0] for name in names} == {"numpy_transformer", wheel_dist_info(names)}
+    entry_points = wheel.read(f"{wheel_dist_info(names)}/entry_points.txt").decode()
+    assert "numpy-transformer = numpy_transformer.translator.cli:main" in entry_points
+
+
+def wheel_dist_info(names):
+    (dist_info,) = {name.split("/")[0] for name in names if name.split("/")[0].endswith(".dist-info")}
+    return dist_info
+
+
+def test_the_sdist_carries_the_license(tmp_path, in_root, build_meta):
     sdist = tmp_path / build_meta.build_sdist(str(tmp_path))
     with tarfile.open(sdist) as archive:
         names = [os.path.basename(name) for name in archive.getnames()]
     assert "LICENSE" in names and "py.typed" in names
+
+
+def test_the_suite_tests_the_package_it_means_to(tmp_path):
+    """This checkout's package, or where NUMPY_TRANSFORMER_INSTALLED_IN names a site-packages folder
+    (.ci/run's run on the installed wheel, from a folder where the checkout is not importable), the one
+    there: in this process, and in a command started as the tests start the command line."""
+    expected = Path(os.environ.get(INSTALLED_IN) or ROOT).resolve() / "numpy_transformer" / "__init__.py"
+    started = subprocess.run(
+        [sys.executable, "-c", "import numpy_transformer; print(numpy_transformer.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    hint = f"install this checkout editable (pip install -e '.[dev]'), or set {INSTALLED_IN} to the copy's folder"
+    for imported in (numpy_transformer.__file__, started.stdout.strip()):
+        assert Path(imported).resolve() == expected, f"the tests import {imported}, not {expected}: {hint}"
