@@ -134,6 +134,14 @@ def make_schedule(config: TrainConfig, d_model: int, steps: int) -> Any:
     return WarmupCosineSchedule(config.lr, config.warmup, steps, config.min_lr)
 
 
+def make_optimizer(model: Transformer, config: TrainConfig, threads: int | None) -> Adam:
+    """The run's optimiser (config.optimizer): Adam, or AdamW with config.weight_decay."""
+    assert config.lr is not None and config.weight_decay is not None  # _check_settings refuses None
+    if config.optimizer == "adamw":
+        return AdamW(model, lr=config.lr, threads=threads, weight_decay=config.weight_decay)
+    return Adam(model, lr=config.lr, threads=threads)
+
+
 class Trainer:
     """Owns a model, its task, optimiser and schedule; trains, evaluates, saves and resumes.
 
@@ -160,11 +168,7 @@ class Trainer:
         assert config.lr is not None and config.weight_decay is not None  # _check_settings refuses None
         tune_cpu()  # the process-wide allocator setting a training loop wants (see machine.tune_cpu)
         self.cores = self.ranks.cores  # None: every core of the machine
-        self.optimizer: Adam = (
-            AdamW(model, lr=config.lr, threads=self.cores, weight_decay=config.weight_decay)
-            if config.optimizer == "adamw"
-            else Adam(model, lr=config.lr, threads=self.cores)
-        )
+        self.optimizer = make_optimizer(model, config, self.cores)
         # the run's last step: config.steps, or planned to fit the time budget (first after PLAN_AFTER steps)
         self.budget = (
             TimeBudget(config.time_budget, final_evaluations=2 if self.averages else 1)
