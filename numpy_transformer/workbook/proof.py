@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import get_array_module, to_numpy
-from ..functional import CrossEntropyCache
 from . import blocks
+from .diagnosis import loss_of
 from .training import BlocksResult, blocks_using, train_blocks
 
 
@@ -60,7 +60,7 @@ def greedy_ids(
         _, cache = blocks.encoder_decoder_forward(
             src, prefix, labels, params, n_layers, n_heads, ids.pad, 0.0
         )
-        probs = _loss_cache(cache).probs.reshape(rows, prefix.shape[1], -1)[:, -1]
+        probs = loss_of(cache).probs.reshape(rows, prefix.shape[1], -1)[:, -1]
         chosen = xp.where(finished, ids.pad, probs.argmax(axis=-1))
         prefix = xp.concatenate([prefix, chosen[:, None].astype(src.dtype)], axis=1)
         finished = finished | (chosen == ids.eos)
@@ -70,18 +70,6 @@ def greedy_ids(
     for row in to_numpy(prefix[:, 1:]).tolist():
         translations.append(row[: row.index(ids.eos)] if ids.eos in row else [t for t in row if t != ids.pad])
     return translations
-
-
-def _loss_cache(cache: Any) -> CrossEntropyCache:
-    """The cross-entropy's cache inside the whole model's (it holds the softmax of the logits)."""
-    inside = [cache]
-    while inside:
-        item = inside.pop()
-        if isinstance(item, CrossEntropyCache):
-            return item
-        if isinstance(item, (tuple, list)):
-            inside.extend(item)
-    raise TypeError("the whole model's cache holds no cross-entropy cache")
 
 
 def exact_share(params: blocks.Params, task: Any, pairs: list[tuple[str, str]], recipe: Recipe) -> float:
