@@ -3,6 +3,7 @@ cases recognise and its hints."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -14,23 +15,49 @@ from ..backend import Array, get_array_module, to_numpy
 from .exercise import Case, Exercise, away_from_zero, normal
 
 
+def _positional_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    return {"x": [(get_array_module().zeros_like(dout), "positional_zero")]}
+
+
 def _cases_positional_encoding(rng: numpy.random.Generator) -> list[Case]:
     table = functional.sinusoidal_table(16, 6, numpy.float64)
     return [
-        Case("x (2, 3, 6), start 0", {"x": normal(rng, 2, 3, 6), "table": table}, ("x",)),
-        Case("x (1, 1, 6), start 5", {"x": normal(rng, 1, 1, 6), "table": table, "start": 5}, ("x",)),
+        Case(
+            "x (2, 3, 6), start 0",
+            {"x": normal(rng, 2, 3, 6), "table": table},
+            ("x",),
+            candidates=_positional_candidates,
+        ),
+        Case(
+            "x (1, 1, 6), start 5",
+            {"x": normal(rng, 1, 1, 6), "table": table, "start": 5},
+            ("x",),
+            candidates=_positional_candidates,
+        ),
     ]
+
+
+def _relu_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+    return {"x": [(dout, "relu_unmasked")]}
 
 
 def _cases_relu(rng: numpy.random.Generator) -> list[Case]:
     return [
-        Case("x (3, 4)", {"x": away_from_zero(rng, 3, 4)}, ("x",)),
-        Case("x (2, 1, 5)", {"x": away_from_zero(rng, 2, 1, 5)}, ("x",)),
+        Case("x (3, 4)", {"x": away_from_zero(rng, 3, 4)}, ("x",), candidates=_relu_candidates),
+        Case("x (2, 1, 5)", {"x": away_from_zero(rng, 2, 1, 5)}, ("x",), candidates=_relu_candidates),
     ]
 
 
 def _dropout_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
-    return {} if cache is None else {"x": [(dout, "dropout_mask"), (dout / cache.keep_prob, "dropout_mask")]}
+    if cache is None:
+        return {}
+    return {
+        "x": [
+            (dout, "dropout_mask"),
+            (dout / cache.keep_prob, "dropout_mask"),
+            (dout * cache.keep * cache.keep_prob, "dropout_multiplied"),
+        ]
+    }
 
 
 def _cases_dropout(rng: numpy.random.Generator) -> list[Case]:
@@ -121,8 +148,16 @@ def _cases_embedding(rng: numpy.random.Generator) -> list[Case]:
     return cases
 
 
+def _softmax_variants(dout: Any, y: Any) -> list[tuple[Array, str]]:
+    """softmax_backward with one known mistake at a time."""
+    found = [(y * dout, "softmax_row_sum")]
+    for axis in range(y.ndim - 1):  # the row's sum taken along another axis than the last
+        found.append((y * (dout - (dout * y).sum(axis=axis, keepdims=True)), "softmax_axis"))
+    return found
+
+
 def _softmax_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
-    return {"x": [(cache * dout, "softmax_row_sum")]}
+    return {"x": _softmax_variants(dout, cache)}
 
 
 def _cases_softmax(rng: numpy.random.Generator) -> list[Case]:
@@ -198,6 +233,7 @@ def _layer_norm_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array,
             (rstd * (g - xhat * mean_g_xhat), "ln_mean"),
             (rstd * (g - mean_g), "ln_var"),
             (rstd * g, "ln_both"),
+            (g - mean_g - xhat * mean_g_xhat, "ln_rstd"),
         ]
     }
 
@@ -310,25 +346,48 @@ def _cases_attention(rng: numpy.random.Generator) -> list[Case]:
     ]
 
 
+def _multi_head_parts(cache: Any, dout: Any, latent: bool) -> dict[str, Any]:
+    """The textbook's attention backward, step by step: each input path's gradient (x_q, and x_kv
+    along the keys' and the values' paths) and each stacked parameter's parts, in the forward's order."""
+    dheads = functional.linear_backward(dout, cache.output)[0]
+    dq, dk, dv = functional.multi_head_backward(dheads, cache.heads)
+    dx_q, dw_q, db_q = functional.linear_backward(dq, cache.q)
+    if latent:
+        dlatent_k, dw_kd, _ = functional.linear_backward(dk, cache.k)
+        dlatent_v, dw_vd, _ = functional.linear_backward(dv, cache.v)
+        dx_k = functional.linear_backward(dlatent_k, cache.latent)[0]
+        dx_v = functional.linear_backward(dlatent_v, cache.latent)[0]
+        dw_c = functional.linear_backward(dlatent_k + dlatent_v, cache.latent)[1]
+        stacked = {"w_q_compress": [dw_q, dw_c], "w_kv_decompress": [dw_kd, dw_vd]}
+    else:
+        dx_k, dw_k, db_k = functional.linear_backward(dk, cache.k)
+        dx_v, dw_v, db_v = functional.linear_backward(dv, cache.v)
+        stacked = {"w_qkv": [dw_q, dw_k, dw_v]}
+        if db_q is not None:
+            stacked["b_qkv"] = [db_q, db_k, db_v]
+    return {"paths": (dx_q, dx_k, dx_v), "stacked": stacked}
+
+
 def _path_candidates(kind: str) -> Callable[[Any, Any], dict[str, list[tuple[Array, str]]]]:
-    """Candidates where a tensor feeding several paths gets only some of them."""
+    """Candidates of an attention's known mistakes: a tensor feeding several paths given only some
+    of their gradients; a stacked parameter's parts stacked in another order."""
 
     def candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
-        dheads, _, _ = functional.linear_backward(dout, cache.output)
-        dq, dk, dv = functional.multi_head_backward(dheads, cache.heads)
-        dx_q = functional.linear_backward(dq, cache.q)[0]
-        if kind.startswith("latent"):
-            dlatent_k = functional.linear_backward(dk, cache.k)[0]
-            dlatent_v = functional.linear_backward(dv, cache.v)[0]
-            dx_k = functional.linear_backward(dlatent_k, cache.latent)[0]
-            dx_v = functional.linear_backward(dlatent_v, cache.latent)[0]
-        else:
-            dx_k = functional.linear_backward(dk, cache.k)[0]
-            dx_v = functional.linear_backward(dv, cache.v)[0]
+        xp = get_array_module()
+        right = _multi_head_parts(cache, dout, kind.startswith("latent"))
+        dx_q, dx_k, dx_v = right["paths"]
+        found: dict[str, list[tuple[Array, str]]]
         if kind.endswith("self"):
             partial = [dx_q, dx_k, dx_v, dx_q + dx_k, dx_q + dx_v, dx_k + dx_v]
-            return {"x": [(grad, "paths") for grad in partial]}
-        return {"x_kv": [(dx_k, "paths"), (dx_v, "paths")]}
+            found = {"x": [(grad, "paths") for grad in partial]}
+        else:
+            found = {"x_kv": [(dx_k, "paths"), (dx_v, "paths")]}
+        for name, parts in right["stacked"].items():
+            orders = [
+                order for order in itertools.permutations(range(len(parts))) if list(order) != sorted(order)
+            ]
+            found[name] = [(xp.concatenate([parts[i] for i in order]), "stack_order") for order in orders]
+        return found
 
     return candidates
 

@@ -101,6 +101,20 @@ SENTENCES = {
     "its dx_kv that of the memory (dmemory)",
     "foreign_term": "{what} is added to {label}, but it is the gradient of another tensor: {label} adds "
     "only the gradients of the paths its own tensor takes",
+    # the layers' causes the first ones leave as a symptom (a constant factor, zero) or unnamed
+    "relu_unmasked": "the relu's mask is not applied: the slope of max(x, 0) is 0 where x was not positive, "
+    "so dx is dout where the cache (x > 0) is True and 0 elsewhere (dout * cache)",
+    "dropout_multiplied": "the kept entries are multiplied by 1 - p where the forward divided by it: inverted "
+    "dropout scales what it keeps up, so dx = dout * keep / keep_prob",
+    "softmax_axis": "the row's sum is taken along another axis than the last: softmax normalises along the "
+    "last axis, so the sum in its backward runs along it too (sum(dout * y, axis=-1, keepdims=True))",
+    "ln_rstd": "the 1/sigma factor is missing: xhat = (x - mu) / sigma, so every path from x to the output "
+    "is divided by sigma; multiply by rstd (the cache's 1 / sigma)",
+    "positional_zero": "the gradient is zeroed as if x were the constant: the table is the constant; y = x + PE, "
+    "so dy/dx is the identity and dx = dout",
+    "stack_order": "a stacked gradient's parts are in another order: each is stacked as the forward stacks "
+    "its weights ([dW_q; dW_k; dW_v] for w_qkv and b_qkv, [dW_q; dW_c] for w_q_compress, [dW_kd; dW_vd] for "
+    "w_kv_decompress), each part the gradient of its own weight",
     "dtype": "a gradient is returned in another dtype than its input's: a backward computes in its input's "
     "dtype (a lower one loses the precision the model trains in)",
 }

@@ -89,17 +89,13 @@ def test_each_catalogued_mistake_is_caught_and_named(tmp_path, mistake):
 SYMPTOMS = {"factor", "zero"}  # what the gradient looks like, not why
 
 
-def test_a_cause_is_named_for_every_block_and_whole_model_mistake(tmp_path):
-    """Measured on the catalogue: layers 31 of 37 with a cause (2 with a symptom only); every block-level
-    mistake caught with a cause named: the residual 15, the feed-forward 10, the embedding with positions
-    5, the encoder block 20, the decoder block 16, the encoder stack 4, the decoder stack 5, the
-    projection with its loss 6, the whole model 6 (68 of them written into the textbook's blocks)."""
-    from learn_mistakes import BLOCK_MISTAKES, WHOLE_MISTAKES
-
-    assert len(BLOCK_MISTAKES) >= 60 and len(WHOLE_MISTAKES) >= 6
+def _causes_named(tmp_path, mistakes) -> tuple[dict[str, int], dict[str, int], list[str]]:
+    """For each exercise, how many of its catalogued mistakes get a cause named (a symptom alone
+    does not count) out of how many; and the mistakes whose promised cause is not among those named."""
     named: dict[str, int] = {}
     total: dict[str, int] = {}
-    for i, mistake in enumerate(m for m in MISTAKES if workbook.BY_NAME[m.function].params):
+    missed = []
+    for i, mistake in enumerate(mistakes):
         path = tmp_path / f"m{i}.py"
         path.write_text(HEADER + mistake.source)
         (verdict,) = workbook.check(path, [mistake.function])
@@ -108,16 +104,69 @@ def test_a_cause_is_named_for_every_block_and_whole_model_mistake(tmp_path):
         keys |= {verdict.localised.mistake} if verdict.localised else set()
         total[mistake.function] = total.get(mistake.function, 0) + 1
         named[mistake.function] = named.get(mistake.function, 0) + bool(keys - SYMPTOMS - {None})
+        if mistake.expected is not None and mistake.expected not in keys:
+            missed.append(f"{i} {mistake.function} {mistake.expected}: {sorted(map(str, keys))}")
+    return named, total, missed
+
+
+def test_a_cause_is_named_for_every_block_and_whole_model_mistake(tmp_path):
+    """Measured on the catalogue: every block-level mistake caught with a cause named: the residual
+    15, the feed-forward 10, the embedding with positions 5, the encoder block 20, the decoder block
+    16, the encoder stack 4, the decoder stack 5, the projection with its loss 6, the whole model 6
+    (68 of them written into the textbook's blocks)."""
+    from learn_mistakes import BLOCK_MISTAKES, WHOLE_MISTAKES
+
+    assert len(BLOCK_MISTAKES) >= 60 and len(WHOLE_MISTAKES) >= 6
+    named, total, missed = _causes_named(
+        tmp_path, [m for m in MISTAKES if workbook.BY_NAME[m.function].params]
+    )
     assert named == total, (named, total)
+    assert not missed, missed
     assert set(total) == {e.backward for e in workbook.EXERCISES if e.params}
     assert min(total.values()) >= 4 and sum(total.values()) >= 85, total
+
+
+def test_a_cause_is_named_for_the_layer_mistakes(tmp_path):
+    """Measured on the catalogue: 37 of 37 layer mistakes with a cause named (31 before the relu's
+    mask left out, dropout's 1 - p multiplied in, softmax's sum along another axis, layer norm's
+    missing 1/sigma, a zeroed positional gradient and w_qkv's parts out of order were named; two of
+    those six were said only as a symptom, a constant factor or zero)."""
+    layers = [m for m in MISTAKES if not workbook.BY_NAME[m.function].params]
+    named, total, missed = _causes_named(tmp_path, layers)
+    assert not missed, missed  # every recogniser fires on the mistake it was written for
+    assert sum(named.values()) >= 0.9 * sum(total.values()), (named, total)
+    assert sum(total.values()) >= 37 and set(total) == {
+        e.backward for e in workbook.EXERCISES if not e.params
+    }
+
+
+def test_a_gradient_off_by_an_unknown_constant_or_zero_is_said_so(tmp_path):
+    """No known mistake fits: the symptom is said (the constant, or zero everywhere)."""
+    path = tmp_path / "mine.py"
+    path.write_text(
+        HEADER
+        + """
+def linear_backward(dout, cache):
+    x, weight, has_bias = cache
+    rows, xr = dout.reshape(-1, dout.shape[-1]), x.reshape(-1, x.shape[-1])
+    return 3 * (dout @ weight), rows.T @ xr, (rows.sum(axis=0) if has_bias else None)
+
+
+def relu_backward(dout, cache):
+    return 0 * dout
+"""
+    )
+    linear, relu = workbook.check(path, ["relu_backward", "linear_backward"])[::-1]
+    (dx,) = [g for g in linear.gradients if g.status == "wrong"]
+    assert (dx.name, dx.mistake, round(dx.factor, 9)) == ("dx", "factor", 3.0)
+    assert "off by a constant factor of 3" in workbook.format_verdicts([linear])
+    assert [g.mistake for g in relu.gradients] == ["zero"]
 
 
 def test_the_catalogue_is_large_and_covers_every_named_pattern():
     assert len(MISTAKES) >= 25
     promised = {
         "rows_sum",
-        "factor",
         "sign",
         "ln_mean",
         "softmax_row_sum",
@@ -148,6 +197,12 @@ def test_the_catalogue_is_large_and_covers_every_named_pattern():
         "dropout_skipped",
         "final_norm_skipped",
         "memory_swapped",
+        "relu_unmasked",
+        "dropout_multiplied",
+        "softmax_axis",
+        "ln_rstd",
+        "positional_zero",
+        "stack_order",
     }
     assert promised <= {m.expected for m in MISTAKES}
     assert {e.backward for e in workbook.EXERCISES} <= {m.function for m in MISTAKES}  # every exercise

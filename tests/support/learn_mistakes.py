@@ -125,7 +125,7 @@ def linear_backward(dout, cache):
     ),
     Mistake(
         "relu_backward",
-        None,
+        "relu_unmasked",
         """
 def relu_backward(dout, cache):
     return dout
@@ -161,7 +161,7 @@ def dropout_backward(dout, cache):
     ),
     Mistake(
         "dropout_backward",
-        "factor",
+        "dropout_multiplied",
         """
 def dropout_backward(dout, cache):
     if cache is None:
@@ -179,7 +179,7 @@ def softmax_backward(dout, cache):
     ),
     Mistake(
         "softmax_backward",
-        None,
+        "softmax_axis",
         """
 def softmax_backward(dout, cache):
     y = cache
@@ -233,7 +233,7 @@ def layer_norm_backward(dout, cache):
     ),
     Mistake(
         "layer_norm_backward",
-        None,
+        "ln_rstd",
         """
 def layer_norm_backward(dout, cache):
     xhat, rstd, gamma = cache
@@ -281,7 +281,7 @@ def embedding_backward(dout, cache):
     ),
     Mistake(
         "positional_encoding_backward",
-        "zero",
+        "positional_zero",
         """
 def positional_encoding_backward(dout, cache):
     return 0 * dout
@@ -478,7 +478,7 @@ def multi_head_attention_backward(dout, cache):
     ),
     Mistake(
         "multi_head_attention_backward",
-        None,
+        "stack_order",
         """
 from numpy_transformer.functional import attention_backward, linear_backward
 
