@@ -29,19 +29,25 @@ def next_hint(path: str | Path, name: str) -> str:
         raise ValueError(unknown_exercise(name))
     file = learner_file(path)
     state_file = _hint_file(file)
-    try:
-        state = json.loads(state_file.read_text(encoding="utf-8"))
-        if not isinstance(state, dict):
-            state = {}
-    except (OSError, ValueError):
+    state: Any = {}
+    unreadable = ""  # a state file that is not ours to read: said, then written afresh
+    if state_file.exists():
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            unreadable = f"{type(error).__name__}: {error}"
+        if not unreadable and not isinstance(state, dict):
+            unreadable = f"a JSON {type(state).__name__}, not an object"
+    if unreadable:
         state = {}
+        unreadable = f" (counting from hint 1 again: {state_file} held no hint levels, {unreadable})"
     hints = BY_NAME[name].hints
     level = state.get(name, 0)
-    level = level if isinstance(level, int) and level >= 0 else 0
+    level = level if isinstance(level, int) and not isinstance(level, bool) and level >= 0 else 0
     if level >= len(hints):
         return f"{name}: no more hints ({len(hints)} of {len(hints)} given); the last one: {hints[-1]}"
     state[name] = level + 1
-    more = "" if level + 1 == len(hints) else " (ask again for the next)"
+    more = unreadable + ("" if level + 1 == len(hints) else " (ask again for the next)")
     try:
         write_text_atomically(state_file, json.dumps(state, indent=1, sort_keys=True) + "\n")
     except OSError as error:  # a read-only folder: the hint still helps, the next one repeats it

@@ -40,6 +40,7 @@ class Recipe:
 
 
 PROOF = Recipe()
+MOST_STEPS = 10 * PROOF.steps  # learn prove --steps: longer proves nothing more, at about a second a step
 
 
 def greedy_ids(

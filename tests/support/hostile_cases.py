@@ -181,6 +181,19 @@ def write(relative: str, text: str | bytes) -> Callable[[Path], Path]:
     return make
 
 
+def hint_printed(folder: str, name: str) -> Callable[[Path], tuple[int, str]]:
+    """learn hint on ``ws/folder``'s workbook, its output kept in ``ws/folder.out`` for the case's check."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["learn", "hint", str(ws / folder / "my_backprop.py"), name])
+        (ws / f"{folder}.out").write_text(out.getvalue())
+        return code, err.getvalue()
+
+    return run
+
+
 def then(*steps: Callable[[Path], object]) -> Callable[[Path], tuple[int, str]]:
     """Prepare the workspace with all but the last step, then run the last one."""
 
@@ -1682,6 +1695,33 @@ STARTING_CASES = [
             cli("learn", "check", "{ws}/nb-above/my_backprop.ipynb", "relu_backward"),
         ),
         False,
+    ),
+    *(
+        Case(
+            "learn",
+            f"learn hint when the file keeping the hint levels holds {what}",
+            then(
+                cli("learn", "start", f"{{ws}}/hints-{i}"),
+                write(f"hints-{i}/.my_backprop.py.hints.json", content),
+                hint_printed(f"hints-{i}", "softmax_backward"),
+            ),
+            False,
+            check=lambda ws, i=i: (
+                "counting from hint 1 again" in (ws / f"hints-{i}.out").read_text()
+                and json.loads((ws / f"hints-{i}/.my_backprop.py.hints.json").read_text())
+                == {"softmax_backward": 1}
+            ),
+        )
+        for i, (what, content) in enumerate(
+            [("bytes that are not JSON", b"\x00\xff{"), ("a JSON list", "[1, 2]")]
+        )
+    ),
+    Case(
+        "learn",
+        "learn prove --steps 1000000000 (the proof's own is 300)",
+        cli("learn", "prove", "{ws}/my_backprop.py", "--steps", "1000000000"),
+        True,
+        ("--steps", "[1, 3000]", "1000000000"),
     ),
 ]
 

@@ -307,11 +307,13 @@ def _learn_prove(args: argparse.Namespace, say: Callable[..., None]) -> int:
     from dataclasses import replace
 
     from ... import workbook
-    from ...workbook.proof import PROOF, prove
+    from ...workbook.proof import MOST_STEPS, PROOF, prove
     from ..tasks import make_task
 
-    if args.steps is not None and args.steps < 1:
-        raise ValueError(f"--steps must be a positive integer, got {args.steps}")
+    if args.steps is not None and not 1 <= args.steps <= MOST_STEPS:
+        raise ValueError(
+            f"--steps must be an integer in [1, {MOST_STEPS}] (the proof's own: {PROOF.steps}), got {args.steps}"
+        )
     recipe = PROOF if args.steps is None else replace(PROOF, steps=args.steps)
     task = make_task(recipe.task, seed=0)  # before the learner's file runs: a missing library is said first
     block_table: dict[str, Callable] = {}
