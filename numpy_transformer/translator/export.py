@@ -57,16 +57,28 @@ from .pretrained import (
     CONFIG,
     SENTENCEPIECE_FILES,
     SETTINGS,
+    TARGET_TOKENIZER,
+    TOKENIZER_JSON,
     VOCAB,
     WEIGHTS,
     marian_names,
 )
-from .tokenizers import SentencePieceTokenizer, Tokenizer
+from .tokenizers import SentencePieceTokenizer, Tokenizer, huggingface_tokenizer
 from .vocabulary import Vocab
 
 GENERATION = "generation_config.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
-WRITTEN = (CONFIG, WEIGHTS, GENERATION, *SENTENCEPIECE_FILES, VOCAB, TOKENIZER_CONFIG)  # what an export holds
+TARGET_FILES = tuple(f"{TARGET_TOKENIZER}/{name}" for name in (TOKENIZER_JSON, TOKENIZER_CONFIG))
+WRITTEN = (  # what an export holds
+    CONFIG,
+    WEIGHTS,
+    GENERATION,
+    *SENTENCEPIECE_FILES,
+    VOCAB,
+    TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+    *TARGET_FILES,
+)
 MARIAN_ACTIVATIONS = {ours: theirs for theirs, ours in reversed(ACTIVATION_NAMES.items())}  # swish for silu
 
 
@@ -192,7 +204,8 @@ def exported_state(model: Transformer) -> dict[str, numpy.ndarray]:
 def bart_family_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
     """config.json's keys that Marian and Pegasus share (both are BART's family): the sizes, the
     activation, embeddings scaled by sqrt(d_model), the special ids of ``vocab`` (the decoder starts
-    from its start token), and under ``numpy_transformer`` the settings transformers has no key for."""
+    from its start token), and under ``numpy_transformer`` the settings transformers has no key for
+    (the position layout, the vocabularies' own sizes: the rows after them are aliased_tensors')."""
     config, ids = model.config, vocab.ids
     return {
         "d_model": config.d_model,
@@ -221,18 +234,22 @@ def bart_family_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
             "padding_idx": config.padding_idx,
             "src_seq_len": config.src_seq_len,
             "tgt_seq_len": config.tgt_seq_len,
+            "positions": config.positions,
+            "src_vocab_size": config.src_vocab_size,
+            "tgt_vocab_size": config.tgt_vocab_size,
         },
     }
 
 
-def marian_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
-    """config.json for ``model``, whose target vocabulary's special ids are ``vocab``'s."""
+def marian_config(model: Transformer, vocab: Vocab, aliases: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+    """config.json for ``model``, whose target vocabulary's special ids are ``vocab``'s, of
+    ``aliases`` more rows after each vocabulary's (aliased_tensors)."""
     config = model.config
     return {
         "architectures": ["MarianMTModel"],
         "model_type": "marian",
-        "vocab_size": config.src_vocab_size,
-        "decoder_vocab_size": config.tgt_vocab_size,
+        "vocab_size": config.src_vocab_size + aliases[0],
+        "decoder_vocab_size": config.tgt_vocab_size + aliases[1],
         "normalize_before": False,
         # one matrix: Marian's shared embedding
         "share_encoder_decoder_embeddings": config.tie_embeddings and config.shared_vocab,
@@ -269,7 +286,9 @@ def marian_tensors(
     config = model.config
     state = exported_state(model) if state is None else state
     tensors = {}
-    for ours, theirs in marian_names(config.N, config.tie_embeddings, config.shared_vocab).items():
+    for ours, theirs in marian_names(
+        config.N, config.tie_embeddings, config.shared_vocab, config.final_norm
+    ).items():
         if ours in state:
             value = state[ours]
         else:  # an attention bias of a model without them
@@ -281,14 +300,14 @@ def marian_tensors(
     return tensors
 
 
-def pegasus_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
+def pegasus_config(model: Transformer, vocab: Vocab, aliases: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     """config.json of ``model`` as a Pegasus model (pre-norm blocks, final norms, one vocabulary and
     one embedding), whose vocabulary's special ids are ``vocab``'s: the decoder starts from its start
-    token, as Marian's export does."""
+    token, as Marian's export does; of ``aliases`` more rows after the vocabulary's (aliased_tensors)."""
     return {
         "architectures": ["PegasusForConditionalGeneration"],
         "model_type": "pegasus",
-        "vocab_size": model.config.tgt_vocab_size,
+        "vocab_size": model.config.tgt_vocab_size + aliases[1],
         "tie_word_embeddings": True,
         **bart_family_config(model, vocab),
     }
@@ -296,20 +315,41 @@ def pegasus_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
 
 def pegasus_tensors(model: Transformer) -> dict[str, numpy.ndarray]:
     """Every weight of ``model`` (tied, shared: one embedding) under Pegasus's name: Marian's
-    (marian_tensors, the embedding as ``model.shared.weight``), the final norms as
-    ``model.encoder.layer_norm`` and ``model.decoder.layer_norm``, and the split sinusoids of our
+    (marian_tensors, the embedding as ``model.shared.weight``, the final norms as
+    ``model.encoder.layer_norm`` and ``model.decoder.layer_norm``), and the split sinusoids of our
     positions as ``embed_positions`` (Pegasus keeps its table among its weights; Marian does not)."""
     config = model.config
-    state = exported_state(model)
-    tensors = marian_tensors(model, state)
+    tensors = marian_tensors(model)
     positions = to_numpy(
         sinusoidal_table(max(config.src_seq_len, config.tgt_seq_len), config.d_model, config.dtype, "split")
     )
     for side in ("encoder", "decoder"):
-        tensors[f"model.{side}.layer_norm.weight"] = state[f"{side}.norm.gamma"]
-        tensors[f"model.{side}.layer_norm.bias"] = state[f"{side}.norm.beta"]
         tensors[f"model.{side}.embed_positions.weight"] = positions
     return tensors
+
+
+SOURCE_ROWS = ("model.encoder.embed_tokens.weight",)  # the source's rows; the others are the target's
+EMBEDDING_ROWS = (*SOURCE_ROWS, "model.shared.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
+
+
+def aliased_tensors(
+    tensors: dict[str, numpy.ndarray], aliases: tuple[int, int], unk: tuple[int, int]
+) -> dict[str, numpy.ndarray]:
+    """``tensors`` with ``aliases`` (source, target) more rows after each vocabulary's: the units of an
+    exported tokenizer that the run's vocabulary lacks (huggingface_tokenizer), each a copy of the
+    ``unk`` (source, target) row, as the run reads them; their logits' bias is -inf, so that they
+    are never predicted and the softmax over the others is the run's. A shared matrix (``shared``)
+    has one vocabulary: as many of either."""
+    if not any(aliases):
+        return tensors
+    out = dict(tensors)
+    for name, value in tensors.items():
+        side = 0 if name in SOURCE_ROWS else 1
+        if name in EMBEDDING_ROWS:
+            out[name] = numpy.concatenate([value, numpy.repeat(value[unk[side]][None], aliases[side], 0)])
+        elif name == "final_logits_bias":
+            out[name] = numpy.concatenate([value, numpy.full((1, aliases[1]), -numpy.inf, value.dtype)], 1)
+    return out
 
 
 def check_destination(directory: str | Path, overwrite: bool, written: tuple[str, ...] = WRITTEN) -> Path:
@@ -328,6 +368,46 @@ def check_destination(directory: str | Path, overwrite: bool, written: tuple[str
     return path
 
 
+def tokenizer_config(vocab: Vocab, length: int) -> str:
+    """tokenizer_config.json of an exported tokenizer.json (huggingface_tokenizer) of ``vocab``: its
+    padding, start and end tokens; a special token's text in a sentence is text, split as the run
+    splits it (``split_special_tokens``); no clean-up of spaces around punctuation. ``<unk>`` is not
+    declared: transformers would make it special, and leave it out of a decoded text, where
+    translate writes it."""
+    ids = vocab.ids
+    settings = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": vocab.itos[ids.bos],
+        "eos_token": vocab.itos[ids.eos],
+        "pad_token": vocab.itos[ids.pad],
+        "split_special_tokens": True,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": length,
+    }
+    return json.dumps(settings, ensure_ascii=False, indent=2) + "\n"
+
+
+def tokenizer_files(
+    model: Transformer, vocabularies: tuple[Vocab, Vocab], tokenizer: Tokenizer
+) -> tuple[dict[str, str], tuple[int, int]]:
+    """The files of ``tokenizer`` (a byte-level BPE or character run's) with ``vocabularies``' ids:
+    ``tokenizer.json`` and ``tokenizer_config.json`` of the source's, and of separate vocabularies the
+    target's in ``target/``; and how many units each vocabulary lacks (aliased_tensors). ExportError
+    for a tokenizer of none (word)."""
+    source, target = vocabularies
+    files: dict[str, str] = {}
+    try:
+        files[TOKENIZER_JSON], source_aliases = huggingface_tokenizer(tokenizer, source)
+        target_aliases = source_aliases
+        if source.itos != target.itos:
+            files[TARGET_FILES[0]], target_aliases = huggingface_tokenizer(tokenizer, target)
+            files[TARGET_FILES[1]] = tokenizer_config(target, model.config.tgt_seq_len)
+    except ValueError as error:
+        raise ExportError(str(error)) from None
+    files[TOKENIZER_CONFIG] = tokenizer_config(source, model.config.src_seq_len)
+    return files, (len(source_aliases), len(target_aliases))
+
+
 def export_pretrained(
     model: Transformer,
     vocabularies: tuple[Vocab, Vocab],
@@ -337,15 +417,18 @@ def export_pretrained(
 ) -> list[Path]:
     """Write ``model`` (its source and target ``vocabularies`` give the sizes and special ids) into
     ``directory`` as a Hugging Face model: Marian's (MarianMTModel) of post-norm blocks without final
-    norms, with ``tokenizer`` where it is Marian's (SentencePiece) of one vocabulary; Pegasus's
-    (PegasusForConditionalGeneration) of pre-norm blocks with final norms, one vocabulary and tied
-    embeddings, without a tokenizer. A model of interleaved positions is written reordered for
-    transformers' split ones (exported_state): its export computes the same logits, and imported is
-    a model of split positions, the same function of other weights. Returns the files written.
+    norms, Pegasus's (PegasusForConditionalGeneration) of pre-norm blocks with final norms, one
+    vocabulary and tied embeddings; with ``tokenizer`` (None: the model alone). Marian's SentencePiece
+    tokenizer of one vocabulary goes with a Marian export as Marian's files; a byte-level BPE or
+    character tokenizer as ``tokenizer.json`` (tokenizer_files; of separate vocabularies, the target's
+    in ``target/``), the model given a row of ``<unk>`` for each unit of it the vocabulary lacks
+    (aliased_tensors). A model of interleaved positions is written reordered for transformers' split
+    ones (exported_state): its export computes the same logits, and ``import`` reorders it back.
+    Returns the files written.
 
-    Everything is checked first (the architecture, the vocabularies, the directory: a non-empty one
-    is refused unless ``overwrite``); the files are written into a temporary directory beside it,
-    then moved in, each by a rename."""
+    Everything is checked first (the architecture, the vocabularies, the tokenizer, the directory: a
+    non-empty one is refused unless ``overwrite``); the files are written into a temporary directory
+    beside it, then moved in, each by a rename."""
     from safetensors.numpy import save_file
 
     why = refusal(model)
@@ -361,17 +444,22 @@ def export_pretrained(
             raise ExportError(
                 f"vocabularies: the {side} vocabulary has {len(vocab)} tokens, the model {size}"
             )
-    spm = isinstance(tokenizer, SentencePieceTokenizer) and not pegasus
+    spm = isinstance(tokenizer, SentencePieceTokenizer)
+    if spm and pegasus:
+        raise ExportError("tokenizer: Marian's SentencePiece tokenizer goes with a Marian export only")
     if spm and source.itos != target.itos:
         raise ExportError(
             "tokenizer: Marian's tokenizer of separate source and target vocabularies is not supported"
         )
+    files: dict[str, str | bytes] = {}
+    aliases = (0, 0)
+    if tokenizer is not None and not spm:
+        written, aliases = tokenizer_files(model, vocabularies, tokenizer)
+        files.update(written)
     path = check_destination(directory, overwrite)
-    settings = pegasus_config(model, target) if pegasus else marian_config(model, target)
-    files: dict[str, str | bytes] = {
-        CONFIG: json.dumps(settings, indent=2) + "\n",
-        GENERATION: json.dumps(generation_config(model, target), indent=2) + "\n",
-    }
+    settings = pegasus_config(model, target, aliases) if pegasus else marian_config(model, target, aliases)
+    files[CONFIG] = json.dumps(settings, indent=2) + "\n"
+    files[GENERATION] = json.dumps(generation_config(model, target), indent=2) + "\n"
     if spm and isinstance(tokenizer, SentencePieceTokenizer):
         files[SENTENCEPIECE_FILES[0]], files[SENTENCEPIECE_FILES[1]] = tokenizer.models.values()
         files[VOCAB] = json.dumps(
@@ -398,13 +486,18 @@ def export_pretrained(
         )
 
     def write(staging: Path) -> None:
-        tensors = pegasus_tensors(model) if pegasus else marian_tensors(model)
+        tensors = aliased_tensors(
+            pegasus_tensors(model) if pegasus else marian_tensors(model),
+            aliases,
+            (source.ids.unk, target.ids.unk),
+        )
         save_file(  # safetensors writes each array's buffer as it lies: C order
             {name: numpy.ascontiguousarray(value) for name, value in tensors.items()},
             str(staging / WEIGHTS),
             metadata={"format": "pt"},
         )
         for name, content in files.items():
+            (staging / name).parent.mkdir(exist_ok=True)
             (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
 
     return write_export(path, write, WRITTEN)
@@ -564,10 +657,15 @@ def write_export(path: Path, write: Callable[[Path], None], names: tuple[str, ..
         for name in names:
             if not (staging / name).exists():
                 (path / name).unlink(missing_ok=True)
-        for file in sorted(staging.iterdir()):
+                if "/" in name:  # a folder of the export's that is left empty (target/)
+                    with suppress(OSError):
+                        (path / name).parent.rmdir()
+        for file in sorted(file for file in staging.rglob("*") if file.is_file()):
             os.chmod(file, 0o644)
-            os.replace(file, path / file.name)
-            moved.append(path / file.name)
+            placed = path / file.relative_to(staging)
+            placed.parent.mkdir(exist_ok=True)
+            os.replace(file, placed)
+            moved.append(placed)
     except OSError as error:
         if created and not moved:
             with suppress(OSError):
@@ -577,7 +675,10 @@ def write_export(path: Path, write: Callable[[Path], None], names: tuple[str, ..
                 " (the directory made for it is removed)" if created else ""
             )
         else:
-            kept = f"{', '.join(file.name for file in moved)} were moved in, each whole, the rest not: export again"
+            kept = (
+                f"{', '.join(str(file.relative_to(path)) for file in moved)} were moved in, each whole, the "
+                "rest not: export again"
+            )
         raise SaveError.writing(Path(error.filename2 or path), error, kept) from error
     finally:
         if staging is not None:

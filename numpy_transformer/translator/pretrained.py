@@ -31,7 +31,7 @@ from ..backend import get_array_module, to_numpy
 from ..functional import sinusoidal_table
 from ..machine import available_memory, require
 from ..model import DTYPES, Transformer, TransformerConfig, build_from_config, parameter_count
-from .tokenizers import SentencePieceTokenizer
+from .tokenizers import SentencePieceTokenizer, Tokenizer, from_huggingface
 from .vocabulary import SpecialIds, Vocab
 
 CONFIG, WEIGHTS, VOCAB = "config.json", "model.safetensors", "vocab.json"
@@ -85,9 +85,11 @@ def read_config(directory: str | Path) -> dict[str, Any]:
         config = json.loads(_read_bounded(path, MAX_CONFIG).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise PretrainedError(f"{path}: not valid JSON ({error})") from error
-    if not isinstance(config, dict) or config.get("model_type") != "marian":
+    if not isinstance(config, dict) or config.get("model_type") not in MODEL_TYPES:
         found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
-        raise PretrainedError(f"{path}: model_type is {found!r}, expected 'marian' (an OPUS-MT model)")
+        raise PretrainedError(
+            f"{path}: model_type is {found!r}, expected 'marian' (an OPUS-MT model) or 'pegasus'"
+        )
     _check_values(config, path)
     pairs = (
         ("encoder_layers", "decoder_layers"),
@@ -110,8 +112,12 @@ def read_config(directory: str | Path) -> dict[str, Any]:
         raise PretrainedError(
             f"{path}: scale_embedding is false, but this package always scales embeddings by sqrt(d_model)"
         )
-    if config.get("normalize_before", False):
-        raise PretrainedError(f"{path}: normalize_before is true; Marian's blocks are post-norm")
+    pegasus = config["model_type"] == "pegasus"
+    if config.get("normalize_before", pegasus) != pegasus:
+        raise PretrainedError(
+            f"{path}: normalize_before is {str(not pegasus).lower()}; "
+            + ("Pegasus's blocks are pre-norm" if pegasus else "Marian's blocks are post-norm")
+        )
     vocab, decoder_vocab = vocab_sizes(config)
     if config.get("share_encoder_decoder_embeddings", True) and decoder_vocab != vocab:
         raise PretrainedError(
@@ -134,7 +140,11 @@ SETTING_TYPES = {  # each such setting, and what its value must be
     "padding_idx": "a token id or null",
     "src_seq_len": "a whole number in [1, max_position_embeddings]",
     "tgt_seq_len": "a whole number in [1, max_position_embeddings]",
+    "positions": "'split' or 'interleaved' (the weights reordered for split sinusoids)",
+    "src_vocab_size": "a whole number in [1, vocab_size] (the rows after it: its tokenizer's units read as <unk>)",
+    "tgt_vocab_size": "a whole number in [1, decoder_vocab_size]",
 }
+MODEL_TYPES = ("marian", "pegasus")  # Marian: post-norm blocks; Pegasus: pre-norm, final norms, one embedding
 
 
 def vocab_sizes(config: dict[str, Any]) -> tuple[int, int]:
@@ -160,6 +170,10 @@ def _check_settings(config: dict[str, Any], path: Path) -> None:
             valid = isinstance(value, bool)
         elif key == "padding_idx":
             valid = value is None or (_is_int(value) and 0 <= value < smallest)
+        elif key == "positions":
+            valid = value in ("split", "interleaved")
+        elif key in ("src_vocab_size", "tgt_vocab_size"):
+            valid = _is_int(value) and 1 <= value <= vocab_sizes(config)[key == "tgt_vocab_size"]
         else:
             valid = _is_int(value) and 1 <= value <= length
         if not valid:
@@ -364,9 +378,12 @@ def marian_embedding_names(tied: bool, shared: bool) -> dict[str, tuple[str, ...
     }
 
 
-def marian_names(layers: int, tied: bool = True, shared: bool = True) -> dict[str, tuple[str, ...]]:
+def marian_names(
+    layers: int, tied: bool = True, shared: bool = True, final_norm: bool = False
+) -> dict[str, tuple[str, ...]]:
     """numpy_transformer's parameter names -> the names Marian's tensor may have, transformers' own
-    first (each also under a "model." prefix); the embeddings as marian_embedding_names gives them."""
+    first (each also under a "model." prefix); the embeddings as marian_embedding_names gives them;
+    with ``final_norm``, the final norms as Pegasus names them (``encoder.layer_norm``)."""
 
     def attention(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
         return {
@@ -386,6 +403,8 @@ def marian_names(layers: int, tied: bool = True, shared: bool = True) -> dict[st
         }
 
     names = {**marian_embedding_names(tied, shared), "projection_layer.proj.bias": ("final_logits_bias",)}
+    if final_norm:
+        names |= norm("encoder.norm", "encoder.layer_norm") | norm("decoder.norm", "decoder.layer_norm")
     for i in range(layers):
         side = f"encoder.layers.{i}"
         names |= attention(f"{side}.self_attention_block", f"{side}.self_attn")
@@ -426,12 +445,13 @@ def model_shape(config: dict[str, Any], dtype: str, path: Path) -> TransformerCo
     ``numpy_transformer`` object gives (export_pretrained's: a model of this package's, exported)."""
     settings = config.get(SETTINGS, {})
     tied = config.get("tie_word_embeddings", True)
+    pegasus = config["model_type"] == "pegasus"  # pre-norm, final norms, one embedding (model.shared)
     vocab, decoder_vocab = vocab_sizes(config)
     length = config["max_position_embeddings"]
     try:
         return TransformerConfig(
-            vocab,
-            decoder_vocab,
+            settings.get("src_vocab_size", vocab),
+            settings.get("tgt_vocab_size", decoder_vocab),
             settings.get("src_seq_len", length),
             settings.get("tgt_seq_len", length),
             d_model=config["d_model"],
@@ -439,14 +459,16 @@ def model_shape(config: dict[str, Any], dtype: str, path: Path) -> TransformerCo
             h=config["encoder_attention_heads"],
             dropout=float(config.get("dropout", 0.1)),
             d_ff=config["encoder_ffn_dim"],
-            norm_first=False,
+            norm_first=pegasus,
             dtype=dtype,
             tie_embeddings=tied,
-            shared_vocab=settings.get("shared_vocab", config.get("share_encoder_decoder_embeddings", True)),
+            shared_vocab=settings.get(
+                "shared_vocab", pegasus or config.get("share_encoder_decoder_embeddings", True)
+            ),
             activation=ACTIVATION_NAMES[config.get("activation_function", "swish")],
             attention_bias=settings.get("attention_bias", True),
-            positions="split",
-            final_norm=False,
+            positions=settings.get("positions", "split"),
+            final_norm=pegasus,
             padding_idx=settings.get("padding_idx", config["pad_token_id"]),  # transformers' nn.Embedding's
         )
     except ValueError as error:
@@ -466,7 +488,7 @@ def plan_weights(
     (Marian's default) and ``share_encoder_decoder_embeddings`` one matrix is the source and target
     embedding and the projection (any copies the file holds under the other names have its shape)."""
     width, ffn, length = shape.d_model, shape.d_ff, config["max_position_embeddings"]
-    vocab, decoder_vocab = shape.src_vocab_size, shape.tgt_vocab_size
+    vocab, decoder_vocab = vocab_sizes(config)  # the file's rows: the model's, and any of <unk> after them
     layers, tied = shape.N, shape.tie_embeddings
     used: set[str] = set()
 
@@ -513,7 +535,7 @@ def plan_weights(
     zeros: list[TensorEntry] = []
     missing: list[str] = []
     embeddings = marian_embedding_names(tied, shape.shared_vocab)
-    for ours, theirs in marian_names(layers, tied, shape.shared_vocab).items():
+    for ours, theirs in marian_names(layers, tied, shape.shared_vocab, shape.final_norm).items():
         copies = [found for found in map(find, theirs) if found is not None]
         if not copies:
             untied = (
@@ -550,14 +572,15 @@ def plan_weights(
         more = f" and {len(unexpected) - 5} more" if len(unexpected) > 5 else ""
         raise PretrainedError(
             f"{path}: holds tensors config.json has no place for: {', '.join(unexpected[:5])}{more} "
-            f"(encoder_layers {layers}; this package builds Marian's post-norm blocks without "
-            "layernorm_embedding or final layer norms); refused rather than ignored"
+            f"(encoder_layers {layers}; this package builds Marian's post-norm blocks and Pegasus's "
+            "pre-norm ones, without layernorm_embedding); refused rather than ignored"
         )
     return plan, saved_positions, zeros
 
 
-def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transformer:
-    """The Marian model in ``directory`` (``config.json``, ``model.safetensors``) as a Transformer.
+def load_pretrained(directory: str | Path, dtype: str | None = None) -> Transformer:
+    """The Marian or Pegasus model in ``directory`` (``config.json``, ``model.safetensors``) as a
+    Transformer, in ``dtype`` (None: an export's own, float32 for any other model).
 
     Its ids are Marian's vocabulary's (see marian_special_ids); its configuration (``model.config``)
     is an ordinary one, so it saves, translates, evaluates and trains as any other model. The
@@ -568,13 +591,14 @@ def load_pretrained(directory: str | Path, dtype: str = "float32") -> Transforme
     return _load(directory, dtype, copies=1)
 
 
-def _load(directory: str | Path, dtype: str, copies: int) -> Transformer:
+def _load(directory: str | Path, dtype: str | None, copies: int) -> Transformer:
     """load_pretrained, refusing a model of which ``copies`` (the model, and what is saved of it)
     and its largest tensor as read do not fit the memory available."""
-    if dtype not in DTYPES:
+    if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     directory = Path(directory)
     config = read_config(directory)
+    dtype = dtype or own_dtype(config)
     path = weights_path(directory)
     shape = model_shape(config, dtype, directory / CONFIG)
     plan, saved_positions, zeros = plan_weights(config, read_header(path), path, shape)
@@ -605,10 +629,19 @@ def _load(directory: str | Path, dtype: str, copies: int) -> Transformer:
         raise AssertionError(f"parameters {sorted(set(own) ^ set(plan))} unplanned")
     for name, entry in plan.items():  # one tensor in memory at a time, beside the model
         value = entry.read()
+        weight = own[name].data
+        if name == "projection_layer.proj.bias":
+            value = value.reshape(-1)
+        # an export's rows after the vocabulary's: its tokenizer's units the run read as <unk>
+        value = value[: weight.shape[0]]
         if not numpy.isfinite(value).all():
             raise PretrainedError(f"{path}: tensor {entry.name!r} holds NaN or infinite values")
-        weight = own[name].data
         weight[...] = xp.asarray(value.reshape(weight.shape), dtype=weight.dtype)  # on the device, if any
+    if shape.positions == "interleaved":  # an export's weights, reordered for split sinusoids: undone
+        from .export import permuted_state, residual_permutation
+
+        state = {name: to_numpy(value) for name, value in model.state_dict().items()}
+        model.load_state_dict(permuted_state(state, numpy.argsort(residual_permutation(shape.d_model))))
     return model
 
 
@@ -710,13 +743,60 @@ def read_tokenizer(directory: str | Path, config: dict[str, Any]) -> tuple[Sente
     return tokenizer.splitter, Vocab.from_list(tokenizer.vocabulary.itos, special)
 
 
+def own_dtype(config: dict[str, Any]) -> str:
+    """The weights' type an export of this package's records (config.json's ``dtype``), float32 for
+    any other model (OPUS-MT's are float32)."""
+    return config["dtype"] if SETTINGS in config and config.get("dtype") in DTYPES else "float32"
+
+
+TOKENIZER_JSON, TARGET_TOKENIZER = "tokenizer.json", "target"  # the target's, of separate vocabularies
+
+
+def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[Tokenizer, tuple[Vocab, Vocab]]:
+    """The tokenizer and the source and target vocabularies of an export's ``tokenizer.json`` (a byte-level
+    BPE or character run's; of separate vocabularies, the target's in ``target/``), with config.json's
+    special ids: the ids each vocabulary's rows give (the units after them, read as <unk>, are left)."""
+    settings = config.get(SETTINGS, {})
+    sizes = vocab_sizes(config)
+    own = (settings.get("src_vocab_size", sizes[0]), settings.get("tgt_vocab_size", sizes[1]))
+    target_folder = directory / TARGET_TOKENIZER
+    found: list[tuple[Tokenizer, Vocab]] = []
+    for folder, size in (
+        (directory, own[0]),
+        (target_folder if target_folder.is_dir() else directory, own[1]),
+    ):
+        path = folder / TOKENIZER_JSON
+        try:
+            content = json.loads(_read_bounded(path, MAX_VOCAB).decode("utf-8"))
+            tokenizer, itos = from_huggingface(content, size)
+            if "<unk>" not in itos:
+                raise ValueError("its vocabulary has no '<unk>'")
+            pad, eos = config["pad_token_id"], config["eos_token_id"]
+            ids = SpecialIds(pad, config.get("decoder_start_token_id", pad), eos, itos.index("<unk>"))
+            found.append((tokenizer, Vocab.from_list(itos, ids)))
+        except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
+            if isinstance(error, PretrainedError):
+                raise
+            raise PretrainedError(f"{path}: not an exported tokenizer ({error})") from None
+    (tokenizer, source), (other, target) = found
+    if type(tokenizer) is not type(other) or getattr(tokenizer, "serialized", None) != getattr(
+        other, "serialized", None
+    ):
+        raise PretrainedError(
+            f"{target_folder / TOKENIZER_JSON}: splits text otherwise than {TOKENIZER_JSON}"
+        )
+    return tokenizer, (source, target)
+
+
 def import_run(
-    directory: str | Path, out: str | Path, overwrite: bool = False, dtype: str = "float32"
+    directory: str | Path, out: str | Path, overwrite: bool = False, dtype: str | None = None
 ) -> tuple[Path, Transformer]:
-    """Write the Marian model in ``directory`` as an ordinary run directory ``out``: ``model.npz`` (its
-    weights, its two SentencePiece models, its vocabulary and special ids, a run id of its own) and
-    ``config.toml`` (its [model] settings). translate, evaluate --data, plot attention and
-    train --from read it. Returns (the checkpoint's path, the model).
+    """Write the Marian or Pegasus model in ``directory`` as an ordinary run directory ``out``:
+    ``model.npz`` (its weights, its tokenizer, its vocabularies and special ids, a run id of its own)
+    and ``config.toml`` (its [model] settings). translate, evaluate --data, plot attention and
+    train --from read it. Returns (the checkpoint's path, the model). The tokenizer is an export's
+    ``tokenizer.json`` (byte-level BPE or characters: read_exported_tokenizer) where there is one,
+    else Marian's SentencePiece models (``source.spm``, ``target.spm``, ``vocab.json``).
 
     Every file is checked before the weights are read, and ``out`` as ``train --out`` is: a run there
     is replaced only with ``overwrite``, and only once the new one is written (atomically).
@@ -726,18 +806,29 @@ def import_run(
     from .run_directory import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
     from .tasks import TranslationTask
 
-    if dtype not in DTYPES:
+    if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"--dtype must be {' or '.join(DTYPES)}, got {dtype!r}")
     directory = Path(directory)
     config = read_config(directory)
     weights = weights_path(directory)
-    splitter, vocab = read_tokenizer(directory, config)
+    splitter: Tokenizer
+    if (directory / TOKENIZER_JSON).is_file():
+        splitter, (vocab, target_vocab) = read_exported_tokenizer(directory, config)
+    elif config["model_type"] == "pegasus":
+        raise PretrainedError(
+            f"{directory / TOKENIZER_JSON}: no such file: a Pegasus model's tokenizer is read only from the "
+            "tokenizer.json of this package's export (a byte-level BPE or character run's); another Pegasus "
+            "tokenizer (spiece.model) is not one this package has"
+        )
+    else:
+        splitter, vocab = read_tokenizer(directory, config)
+        target_vocab = vocab
     target = Path(out).expanduser()
     if target.resolve() == directory.resolve():
         raise ValueError(f"--out {out} is the model directory itself: choose a run directory of its own")
     target = check_run_directory(target, resume=False, overwrite=overwrite, command="import")
     model = _load(directory, dtype, copies=2)  # the model, and the host copy of its weights saved
-    task = TranslationTask(splitter, [], [], [], vocabularies=(vocab, vocab))
+    task = TranslationTask(splitter, [], [], [], vocabularies=(vocab, target_vocab))
     meta = {
         "model": asdict(model.config),
         "run_id": uuid.uuid4().hex,
@@ -746,7 +837,7 @@ def import_run(
         "optimizer": {},
         "task": task_recipe(task, TrainConfig()),
         "src_vocab": vocab.itos,
-        "tgt_vocab": vocab.itos,
+        "tgt_vocab": target_vocab.itos,
         "imported_from": {"directory": str(directory.resolve()), "weights_sha256": file_sha256(weights)},
     }
     arrays = {f"param/{name}": value for name, value in model.state_dict().items()}

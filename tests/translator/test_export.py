@@ -15,6 +15,7 @@ written. The transformers tests are skipped, with the reason, only where it cann
 import dataclasses
 import itertools
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -32,8 +33,13 @@ from numpy_transformer.translator.export import (
     permuted_state,
     residual_permutation,
 )
-from numpy_transformer.translator.pretrained import MarianTokenizer, import_run, load_pretrained
-from numpy_transformer.translator.vocabulary import Vocab
+from numpy_transformer.translator.pretrained import (
+    MarianTokenizer,
+    PretrainedError,
+    import_run,
+    load_pretrained,
+)
+from numpy_transformer.translator.vocabulary import SpecialIds, Vocab
 
 SIZES = {"d_model": 16, "N": 2, "h": 2, "d_ff": 32}
 MARIAN = {"norm_first": False, "final_norm": False, "positions": "split"}
@@ -79,9 +85,12 @@ def assert_same_model(back, model):
     assert not differ, f"weights {differ} changed"
 
 
+@pytest.mark.parametrize("positions", ["split", "interleaved"])
 @pytest.mark.parametrize("tied, shared, activation, bias", COMBINATIONS)
-def test_export_then_import_is_the_identity(tmp_path, tied, shared, activation, bias):
-    model, vocabularies = random_model(tied, shared, activation, bias, padding_idx=None if bias else 0)
+def test_export_then_import_is_the_identity(tmp_path, tied, shared, activation, bias, positions):
+    model, vocabularies = random_model(
+        tied, shared, activation, bias, padding_idx=None if bias else 0, positions=positions
+    )
     export_pretrained(model, vocabularies, tmp_path / "hf")
     assert_same_model(load_pretrained(tmp_path / "hf"), model)
 
@@ -89,10 +98,23 @@ def test_export_then_import_is_the_identity(tmp_path, tied, shared, activation, 
 def test_float64_and_another_padding_index_round_trip(tmp_path):
     model, vocabularies = random_model(True, True, "silu", True, padding_idx=3, dtype="float64")
     export_pretrained(model, vocabularies, tmp_path / "hf")
-    assert_same_model(load_pretrained(tmp_path / "hf", dtype="float64"), model)
+    assert_same_model(load_pretrained(tmp_path / "hf"), model)  # the export's dtype, by default
+    assert load_pretrained(tmp_path / "hf", dtype="float32").config.dtype == "float32"
 
 
 PEGASUS = {"norm_first": True, "final_norm": True}
+
+
+@pytest.mark.parametrize("positions", ["split", "interleaved"])
+@pytest.mark.parametrize(
+    "activation, bias", list(itertools.product(("relu", "silu", "gelu_tanh"), (True, False)))
+)
+def test_a_pegasus_export_imports_as_the_same_model(tmp_path, activation, bias, positions):
+    model, vocabularies = random_model(
+        True, True, activation, bias, padding_idx=0, dtype="float64", positions=positions, **PEGASUS
+    )
+    export_pretrained(model, vocabularies, tmp_path / "hf")
+    assert_same_model(load_pretrained(tmp_path / "hf"), model)
 
 
 @pytest.mark.parametrize(
@@ -244,19 +266,6 @@ def test_the_reordering_is_a_permutation_of_every_residual_axis():
         permuted_state({**state, "extra.weight": state[f"{name}.weight"]}, order)
 
 
-def test_an_interleaved_export_imports_as_split_positions_of_reordered_weights(tmp_path):
-    """Export then import of a model of interleaved positions: the same function, not the same
-    settings (split positions, the weights reordered), bit for bit the reordered weights."""
-    model, vocabularies = random_model(True, False, "relu", True, positions="interleaved")
-    export_pretrained(model, vocabularies, tmp_path / "hf")
-    back = load_pretrained(tmp_path / "hf")
-    assert back.config == dataclasses.replace(model.config, positions="split")
-    expected = exported_state(model)
-    assert all(np.array_equal(np.asarray(value), expected[name]) for name, value in back.state_dict().items())
-    ours, theirs = logits_of(model, vocabularies)[0], logits_of(back.eval(), vocabularies)[0]
-    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5 * np.abs(ours).max())
-
-
 torch = transformers = None  # the oracle's modules, imported by the fixture of the tests that need them
 
 
@@ -353,8 +362,7 @@ def test_a_trained_run_exports_to_our_logits_and_translations(oracle, tmp_path, 
     ours, logits = logits_of_both(model, their, (source, target))
     np.testing.assert_allclose(ours, logits, rtol=1e-5, atol=1e-5 * np.abs(logits).max())
     assert_same_translations(model, their, source, target)
-    if positions == "split":
-        assert_same_model(load_pretrained(hf), model)
+    assert_same_model(load_pretrained(hf), model)
 
 
 @pytest.mark.parametrize("positions", ["split", "interleaved"])
@@ -393,11 +401,47 @@ def test_a_trained_pre_norm_run_exports_as_pegasus_to_our_logits_and_translation
     assert_same_translations(model, their, source, target)
 
 
-def test_a_pegasus_export_is_not_imported(tmp_path):
-    model, vocabularies = random_model(True, True, "relu", False, **PEGASUS)
-    export_pretrained(model, vocabularies, tmp_path / "hf")
-    with pytest.raises(ValueError, match="model_type is 'pegasus', expected 'marian'"):
-        load_pretrained(tmp_path / "hf")
+def test_a_pegasus_model_of_transformers_own_loads_to_its_logits_and_its_tokenizer_is_named(oracle, tmp_path):
+    """A Pegasus directory made elsewhere (no numpy_transformer settings): of the exact GELU
+    (transformers' default), refused naming it; of ReLU (google/pegasus-large's), the model loads,
+    pre-norm with final norms, split positions and one embedding, to transformers' logits; import
+    refuses it for its tokenizer, naming the file it lacks."""
+    settings = {"d_model": 16, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 2}
+    settings |= {"decoder_attention_heads": 2, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "vocab_size": 30}
+    settings |= {
+        "max_position_embeddings": 40,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "decoder_start_token_id": 0,
+    }
+    settings |= {"scale_embedding": True, "activation_function": "relu"}  # google/pegasus-large's
+    torch.manual_seed(0)
+    their = transformers.PegasusForConditionalGeneration(transformers.PegasusConfig(**settings)).eval()
+    with torch.no_grad():  # away from the initial zeros and ones, so every bias and norm matters
+        for name, parameter in their.named_parameters():
+            if "embed_positions" not in name:
+                parameter.add_(torch.randn_like(parameter) * 0.2)
+    their.save_pretrained(tmp_path / "pegasus")
+    shutil.copytree(tmp_path / "pegasus", tmp_path / "gelu")
+    config = json.loads((tmp_path / "gelu" / "config.json").read_text())
+    for key, value in (("activation_function", "gelu"), ("scale_embedding", False)):  # transformers' defaults
+        (tmp_path / "gelu" / "config.json").write_text(json.dumps({**config, key: value}))
+        with pytest.raises(
+            PretrainedError, match=rf"config.json: {key} .*(not supported|this package always)"
+        ):
+            load_pretrained(tmp_path / "gelu")  # the exact GELU, and unscaled embeddings: not this package's
+    model = load_pretrained(tmp_path / "pegasus").eval()
+    config = model.config
+    assert (config.norm_first, config.final_norm, config.positions) == (True, True, "split")
+    assert (config.shared_vocab, config.tie_embeddings, config.activation) == (True, True, "relu")
+    vocab = Vocab.from_list([f"w{i}" for i in range(30)], SpecialIds(pad=0, bos=0, eos=1, unk=2))
+    ours, logits = logits_of_both(model, their, (vocab, vocab))
+    np.testing.assert_allclose(ours, logits, rtol=1e-5, atol=1e-5 * np.abs(logits).max())
+    with pytest.raises(
+        PretrainedError, match=r"pegasus/tokenizer.json: no such file: a Pegasus model's tokenizer"
+    ):
+        import_run(tmp_path / "pegasus", tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 LINES = [

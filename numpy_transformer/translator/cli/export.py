@@ -5,6 +5,7 @@ embeddings), or (``--ctranslate2``) as a CTranslate2 model directory."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_export(commands: argparse._SubParsersAction) -> None:
@@ -13,12 +14,19 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         help="a run as a Hugging Face directory that transformers loads: Marian (MarianMTModel, which "
         "import reads back) for post-norm runs without final norms (--post-norm --no-final-norm), Pegasus "
         "(PegasusForConditionalGeneration) for pre-norm runs with final norms of one vocabulary and tied "
-        "embeddings (--shared-vocab --tie-embeddings); either position layout. Or (--ctranslate2) a "
-        "CTranslate2 model directory",
+        "embeddings (--shared-vocab --tie-embeddings); either position layout; with the run's tokenizer "
+        "(byte-level BPE and characters as tokenizer.json, Marian's SentencePiece as its files). Or "
+        "(--ctranslate2) a CTranslate2 model directory",
     )
     p.add_argument("run", metavar="RUN", help="the run directory (or its model.npz) to export")
     p.add_argument("--to", required=True, metavar="DIR", help="the directory to write (new or empty)")
     p.add_argument("--overwrite", action="store_true", help="replace the files of an export in --to")
+    p.add_argument(
+        "--no-tokenizer",
+        action="store_true",
+        help="write the model alone, without the run's tokenizer (a word-tokenizer run's has no exact "
+        "tokenizer.json): give it the run's token ids",
+    )
     p.add_argument(
         "--ctranslate2",
         action="store_true",
@@ -38,7 +46,7 @@ def run_export(args: argparse.Namespace) -> int:
         export_pretrained,
         transformers_architecture,
     )
-    from ..tokenizers import SentencePieceTokenizer
+    from ..pretrained import TARGET_TOKENIZER
 
     if args.ctranslate2:
         require("export --ctranslate2", "ctranslate2")
@@ -53,16 +61,18 @@ def run_export(args: argparse.Namespace) -> int:
         return 0
     check_destination(args.to, args.overwrite)  # before the run is read
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.run)
-    written = export_pretrained(model, (src_vocab, tgt_vocab), args.to, tokenizer, args.overwrite)
+    given = None if args.no_tokenizer else tokenizer
+    written = export_pretrained(model, (src_vocab, tgt_vocab), args.to, given, args.overwrite)
     architecture = transformers_architecture(model)[0] or "marian"
     name = ARCHITECTURES[architecture][0]
     print(f"exported {args.run} into {args.to} as {architecture.capitalize()} ({name}): ", end="")
-    print(", ".join(path.name for path in written))
-    if isinstance(tokenizer, SentencePieceTokenizer) and architecture == "marian":
-        print(f"translate:  AutoTokenizer and {name}.from_pretrained('{args.to}'), then generate()")
-    else:
+    print(", ".join(str(path.relative_to(Path(args.to).expanduser())) for path in written))
+    if given is None:
+        print(f"its tokenizer is not exported (--no-tokenizer): give {name} the run's token ids")
+        return 0
+    print(f"translate:  AutoTokenizer and {name}.from_pretrained('{args.to}'), then generate()")
+    if any(path.parent.name == TARGET_TOKENIZER for path in written):
         print(
-            f"its {tokenizer.name} tokenizer is not exported (only Marian's SentencePiece is, with a "
-            f"Marian export): give {name} the run's token ids"
+            f"            the translations decoded by AutoTokenizer.from_pretrained('{args.to}/{TARGET_TOKENIZER}')"
         )
     return 0

@@ -1,4 +1,5 @@
-"""``numpy-transformer import``: a pretrained Marian (OPUS-MT) translator as a run."""
+"""``numpy-transformer import``: a pretrained Marian (OPUS-MT) translator, or a run's Marian or
+Pegasus export, as a run."""
 
 from __future__ import annotations
 
@@ -11,21 +12,23 @@ from ...model import DTYPES
 def add_import(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "import",
-        help="a pretrained Marian (OPUS-MT) translator, downloaded in the Hugging Face format, as a run "
-        "directory that translate, evaluate --data, plot attention and train --from read",
+        help="a pretrained Marian (OPUS-MT) translator, downloaded in the Hugging Face format, or a run's "
+        "Marian or Pegasus export, as a run directory that translate, evaluate --data, plot attention "
+        "and train --from read",
     )
     p.add_argument(
         "directory",
         metavar="DIR",
-        help="the model's directory: config.json, model.safetensors, source.spm, target.spm, vocab.json",
+        help="the model's directory: config.json, model.safetensors, and source.spm, target.spm, vocab.json "
+        "(Marian's tokenizer) or an export's tokenizer.json",
     )
     p.add_argument("--out", required=True, metavar="RUN", help="the run directory to write")
     p.add_argument("--overwrite", action="store_true", help="replace the run saved in --out")
     p.add_argument(
         "--dtype",
         choices=DTYPES,
-        default="float32",
-        help="the weights' type (default: float32)",
+        default=None,
+        help="the weights' type (default: an export's own, float32 for any other model)",
     )
 
 
@@ -33,7 +36,7 @@ def run_import(args: argparse.Namespace) -> int:
     from ...model import parameter_count
     from ..pretrained import import_run
 
-    require("import (a Marian model's weights and tokenizer)", "safetensors", "sentencepiece")
+    require("import (a model's weights)", "safetensors")  # its tokenizer's library is asked for when read
     written, model = import_run(args.directory, args.out, args.overwrite, args.dtype)
     run = written.parent
     print(

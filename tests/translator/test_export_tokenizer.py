@@ -1,0 +1,336 @@
+"""The tokenizer of a byte-level BPE or character run exported as a ``tokenizer.json``, checked by
+transformers' AutoTokenizer itself on every line of a corpus of accents, CJK, emoji, combining marks,
+right-to-left scripts, odd white space and the special tokens' own text: the same tokens, the ids
+the run reads (a unit the run's vocabulary lacks has an id of its own after the vocabulary's, whose
+row in the exported model is <unk>'s: transformers computes the run's logits on it), the same text
+decoded, and ``tokenizer.decode(generate(...)[0], skip_special_tokens=True)`` the run's translation;
+with a Marian export (one vocabulary or two: the target's tokenizer in ``target/``) and a Pegasus
+export. Export then ``import`` gives the run back: its settings, its weights bit for bit, its
+tokenizer and vocabularies, and its translations. A word tokenizer is refused before anything is
+written. Skipped, with the reason, only where transformers cannot be imported.
+"""
+
+import dataclasses
+import json
+import unicodedata
+
+import numpy as np
+import pytest
+
+import numpy_transformer as nt
+from numpy_transformer.translator.checkpoint import load_checkpoint, load_for_inference
+from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.decoding import beam_search, greedy_decode
+from numpy_transformer.translator.export import ExportError, export_pretrained
+from numpy_transformer.translator.pretrained import import_run
+from numpy_transformer.translator.tokenizers import BYTE_UNITS, BPETokenizer, CharTokenizer, WordTokenizer
+from numpy_transformer.translator.translating import translate_ids
+from numpy_transformer.translator.vocabulary import Vocab
+
+torch = pytest.importorskip(
+    "torch", reason="PyTorch and transformers are the oracle for the exported tokenizers"
+)
+transformers = pytest.importorskip(
+    "transformers", reason="transformers is the oracle for the exported tokenizers"
+)
+
+BASE = [
+    "The café is open.",
+    "Crème brûlée à la carte, s'il vous plaît !",
+    "Über den Straßen Zürichs fährt ein Bus.",
+    "¿Dónde está la estación? ¡Allí!",
+    "Ça coûte 12,50 € — ou 10 £.",
+    "東京の天気は晴れです。",
+    "我爱北京天安门。",
+    "서울은 한국의 수도입니다.",
+    "Ελληνικά: καλημέρα κόσμε",
+    "Привет, как дела?",
+    "مرحبا بالعالم",
+    "שלום עולם",
+    "नमस्ते दुनिया",
+    "สวัสดีชาวโลก",
+    "Party 🎉🙂 time!",
+    "Family: 👩‍👩‍👧‍👦 and flags 🇫🇷🇯🇵",
+    "Thumbs 👍🏽 up, hearts ❤️‍🔥",
+    "e\u0301te\u0301 (combining acute), n\u0303 and a\u0308",
+    "Z\u0351\u0364a\u0300\u0301l\u0303g\u0308o text",
+    "tabs\tbetween\twords",
+    "  leading and trailing spaces  ",
+    "many     spaces   inside",
+    "no\u00a0break\u00a0space and\u2009thin\u2009space",
+    "ideographic\u3000space\u3000here",
+    "zero\u200bwidth\u200bspace",
+    "carriage\rreturn and\nnewline",
+    "special tokens as text: <pad> <bos> <eos> <unk>",
+    "<eos>",
+    "math ∑ x² ≤ ∞ and → arrows ⇒",
+    "https://example.org/path?q=1&r=2",
+    "quotes “double” ‘single’ «guillemets»",
+    "numbers 0123456789 and 3.14159",
+    "ALL CAPS SENTENCE WITH ÉCLAT",
+    "mixed 日本語 and English 混合",
+    "ﬁ ligature, ½ fraction, Ⅻ numeral",
+    "a",
+    "",
+    "\t",
+    "😀",
+    "end.",
+]
+
+
+def corpus():
+    """About 240 lines: each base line as it is, in NFD (decomposed: more combining marks), upper
+    case, wrapped in odd white space, and joined to the next."""
+    lines = []
+    for i, line in enumerate(BASE):
+        lines += [line, unicodedata.normalize("NFD", line), line.upper(), f" \t{line}\u3000 "]
+        lines += [f"{line} {BASE[(i + 1) % len(BASE)]}", f"{line}\n{BASE[(i + 7) % len(BASE)]}"]
+    return lines
+
+
+LINES = corpus()
+
+
+def run_of(kind, shared, vocab_size=420):
+    """A tokenizer learned (bpe) from the corpus's first half, and vocabularies as a run builds them
+    from its training pairs (every byte's unit for BPE, then the units its text uses)."""
+    pairs = [(LINES[i], LINES[i + 1]) for i in range(0, len(LINES) // 2, 2)]
+    tokenizer = (
+        BPETokenizer.train((text for pair in pairs for text in pair), vocab_size)
+        if kind == "bpe"
+        else CharTokenizer()
+    )
+    src, tgt = (set(BYTE_UNITS), set(BYTE_UNITS)) if kind == "bpe" else (set(), set())
+    for source, target in pairs:
+        src.update(tokenizer.tokenize(source))
+        tgt.update(tokenizer.tokenize(target))
+    vocabularies = (Vocab(src | tgt),) * 2 if shared else (Vocab(src), Vocab(tgt))
+    return tokenizer, vocabularies
+
+
+ARCHITECTURES = {
+    "marian": {"norm_first": False, "final_norm": False, "positions": "split"},
+    "pegasus": {"norm_first": True, "final_norm": True, "positions": "interleaved"},
+}
+
+
+def random_model(vocabularies, architecture, tied=True, dtype="float32"):
+    source, target = vocabularies
+    shared = source is target
+    model = nt.build_transformer(
+        len(source),
+        len(target),
+        160,  # the longest line's units
+        16,
+        d_model=16,
+        N=2,
+        h=2,
+        d_ff=32,
+        **ARCHITECTURES[architecture],
+        tie_embeddings=tied,
+        shared_vocab=shared,
+        activation="silu",
+        attention_bias=True,
+        dtype=dtype,
+        seed=3,
+    )
+    rng = np.random.default_rng(3)
+    for _, parameter in model.named_parameters():
+        parameter.data[...] += rng.standard_normal(parameter.data.shape).astype(parameter.data.dtype) * 0.3
+    return model.eval()
+
+
+CASES = [("marian", True), ("marian", False), ("pegasus", True)]
+
+
+def exported(tmp_path, architecture, shared, kind="bpe"):
+    tokenizer, vocabularies = run_of(kind, shared)
+    model = random_model(vocabularies, architecture, tied=architecture == "pegasus" or shared)
+    export_pretrained(model, vocabularies, tmp_path / "hf", tokenizer)
+    return model, tokenizer, vocabularies
+
+
+def theirs(directory, architecture):
+    name = "MarianMTModel" if architecture == "marian" else "PegasusForConditionalGeneration"
+    model, info = getattr(transformers, name).from_pretrained(directory, output_loading_info=True)
+    assert not any(info.values()), info  # no weight missing, unexpected or mismatched
+    return model.eval()
+
+
+@pytest.mark.parametrize("architecture, shared", CASES)
+def test_autotokenizer_splits_every_line_as_the_run(tmp_path, architecture, shared):
+    """Tokens, ids and decoded text of every line, on both sides; the special tokens are the run's
+    and no end token is appended (the run's sources have none)."""
+    _, tokenizer, (source, target) = exported(tmp_path, architecture, shared)
+    their_source = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    their_target = (
+        their_source if shared else transformers.AutoTokenizer.from_pretrained(tmp_path / "hf" / "target")
+    )
+    assert not shared or not (tmp_path / "hf" / "target").exists()
+    for their, vocab in ((their_source, source), (their_target, target)):
+        ids = vocab.ids
+        assert (their.pad_token_id, their.bos_token_id, their.eos_token_id) == (ids.pad, ids.bos, ids.eos)
+        aliased = 0
+        for line in LINES:
+            tokens = tokenizer.tokenize(line)
+            expected, unknown = vocab.encode(tokens)
+            got = their(line)["input_ids"]
+            assert their.convert_ids_to_tokens(got) == tokens, line
+            # a unit the vocabulary lacks: an id after it, whose row is <unk>'s (the run reads <unk>)
+            assert [i if i < len(vocab) else ids.unk for i in got] == expected, line
+            assert all(i >= len(vocab) for i, token in zip(got, tokens) if token in unknown), line
+            aliased += bool(unknown)
+            assert their.decode(expected, skip_special_tokens=True) == tokenizer.detokenize(
+                vocab.decode(expected)
+            )
+            if not unknown:
+                assert got == expected and their.decode(got) == line, line
+        assert 0 < aliased < len(LINES) / 2, aliased  # both kinds of line are checked
+    # the special tokens' ids are left out of a decoded text, <unk> written, as translate does
+    ids = target.ids
+    some = target.encode(tokenizer.tokenize("Party time"))[0]
+    text = their_target.decode(
+        [ids.bos, *some, ids.unk, *some, ids.eos, ids.pad, ids.pad], skip_special_tokens=True
+    )
+    assert text == tokenizer.detokenize(target.decode([ids.bos, *some, ids.unk, *some, ids.eos, ids.pad]))
+    assert "<unk>" in text and "<eos>" not in text
+
+
+def generate(hf, batch, pad, eos, beams, new_tokens):
+    with torch.no_grad():
+        return hf.generate(
+            **batch,
+            num_beams=beams,
+            do_sample=False,
+            max_length=new_tokens + 1,
+            min_length=0,
+            length_penalty=1.0,
+            early_stopping=False,
+            forced_eos_token_id=None,  # ours does not force </s> at the length limit
+        )
+
+
+@pytest.mark.parametrize("architecture, shared", CASES)
+def test_transformers_translates_text_as_translate_does(tmp_path, architecture, shared):
+    """The tokenizer's ids (units the run lacks included) give the run's logits, and decode(generate())
+    gives the text of our greedy and four-beam translations."""
+    model, tokenizer, (source, target) = exported(tmp_path, architecture, shared)
+    hf = theirs(tmp_path / "hf", architecture)
+    their_source = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    their_target = (
+        their_source if shared else transformers.AutoTokenizer.from_pretrained(tmp_path / "hf" / "target")
+    )
+    unknown = {line: bool(source.encode(tokenizer.tokenize(line))[1]) for line in LINES if line.strip()}
+    # six lines of units the run's vocabulary lacks (read as <unk>), six without
+    lines = [line for line in unknown if unknown[line]][:6] + [line for line in unknown if not unknown[line]][
+        :6
+    ]
+    assert len(lines) == 12
+    batch = their_source(lines, return_tensors="pt", padding=True)
+    ids = target.ids
+    src = np.asarray(
+        [[i if i < len(source) else ids.unk for i in row] for row in batch["input_ids"].tolist()]
+    )
+    mask = (src != ids.pad)[:, None, None, :]
+    tgt = np.full((len(lines), 5), ids.bos)
+    tgt[:, 1:] = np.random.default_rng(0).integers(4, len(target), (len(lines), 4))
+    causal = np.tril(np.ones((5, 5), bool))[None, None]
+    ours = np.asarray(model.project(model.decode(model.encode(src, mask), mask, tgt, causal)))
+    with torch.no_grad():
+        logits = hf(**batch, decoder_input_ids=torch.tensor(tgt)).logits.numpy()
+    np.testing.assert_allclose(logits[..., : len(target)], ours, rtol=1e-5, atol=1e-5 * np.abs(ours).max())
+    assert np.isneginf(logits[..., len(target) :]).all()  # the aliases: never predicted
+    encoded = [source.encode(tokenizer.tokenize(line))[0] for line in lines]
+    for beams, strategy, options in (
+        (1, greedy_decode, {}),
+        (4, beam_search, {"beam_width": 4, "style": "transformers"}),
+    ):
+        outputs = translate_ids(model, encoded, 12, ids, strategy=strategy, **options)
+        texts = [tokenizer.detokenize(target.decode(row)) for row in outputs]
+        rows = generate(hf, batch, ids.pad, ids.eos, beams, 12)
+        assert their_target.batch_decode(rows, skip_special_tokens=True) == texts, f"beams {beams}"
+    assert len(set(texts)) > 1
+
+
+def assert_same_run(imported, original):
+    """The imported run's checkpoint holds the original's settings, weights, tokenizer and
+    vocabularies, and translates the corpus as it does (tokens and text)."""
+    arrays, meta = load_checkpoint(imported)
+    model, tokenizer, source, target = original
+    assert meta["model"] == dataclasses.asdict(model.config)
+    weights = {name[len("param/") :]: value for name, value in arrays.items() if name.startswith("param/")}
+    state = model.state_dict()
+    assert weights.keys() == state.keys()
+    assert all(np.array_equal(weights[name], np.asarray(state[name])) for name in state)
+    assert (meta["src_vocab"], meta["tgt_vocab"]) == (source.itos, target.itos)
+    assert meta["task"]["tokenizer"] == tokenizer.name and "special_ids" not in meta["task"]
+    assert meta["task"].get("tokenizer_json") == getattr(tokenizer, "serialized", None)
+    back, splitter, back_source, back_target = load_for_inference(imported)
+    lines = [line for line in LINES[::5] if line.strip()]
+    encoded = [source.encode(tokenizer.tokenize(line))[0] for line in lines]
+    assert [back_source.encode(splitter.tokenize_source(line))[0] for line in lines] == encoded
+    ids = target.ids
+    ours = translate_ids(model, encoded, 10, ids, strategy=beam_search, beam_width=3)
+    assert translate_ids(back, encoded, 10, ids, strategy=beam_search, beam_width=3) == ours
+    assert [splitter.detokenize(back_target.decode(row)) for row in ours] == [
+        tokenizer.detokenize(target.decode(row)) for row in ours
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    "architecture, shared, kind",
+    [*((a, s, "bpe") for a, s in CASES), ("marian", False, "char"), ("pegasus", True, "char")],
+)
+def test_export_then_import_gives_the_run_back(tmp_path, architecture, shared, kind, dtype):
+    tokenizer, vocabularies = run_of(kind, shared)
+    model = random_model(vocabularies, architecture, tied=architecture == "pegasus" or shared, dtype=dtype)
+    export_pretrained(model, vocabularies, tmp_path / "hf", tokenizer)
+    written, _ = import_run(tmp_path / "hf", tmp_path / "run")
+    assert_same_run(written, (model, tokenizer, *vocabularies))
+
+
+def test_a_character_tokenizer_json_reads_every_line_as_the_run(tmp_path):
+    """Characters the vocabulary lacks are <unk> there as here: the ids are the run's exactly."""
+    _, tokenizer, (source, target) = exported(tmp_path, "marian", False, kind="char")
+    their = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    unknown = 0
+    for line in LINES:
+        expected, missing = source.encode(tokenizer.tokenize(line))
+        assert their(line)["input_ids"] == expected, line
+        unknown += bool(missing)
+        if not missing:
+            assert their.decode(expected) == line
+    assert unknown > 0
+    json.loads(
+        (tmp_path / "hf" / "target" / "tokenizer.json").read_text()
+    )  # the target's, of its own vocabulary
+    their_target = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf" / "target")
+    ids = target.encode(tokenizer.tokenize("Ça coûte 12,50 €"))[0]
+    assert their_target.decode(ids) == tokenizer.detokenize(target.decode(ids))
+
+
+def test_a_word_tokenizer_is_refused_before_anything_is_written(tmp_path, capsys):
+    tokenizer = WordTokenizer()
+    vocab = Vocab(tokenizer.tokenize(" ".join(BASE)))
+    model = random_model((vocab, vocab), "marian")
+    with pytest.raises(ExportError, match=r"word tokenizer has no exact tokenizer.json.*--no-tokenizer"):
+        export_pretrained(model, (vocab, vocab), tmp_path / "hf", tokenizer)
+    assert not (tmp_path / "hf").exists()
+    data = tmp_path / "pairs.tsv"
+    data.write_text(
+        "".join(f"{line} {i}\t{line} {i}\n" for i, line in enumerate(["one two", "three four"] * 20))
+    )
+    run = tmp_path / "run"
+    train = "train --tokenizer word --steps 1 --d-model 16 --layers 1 --heads 2 --d-ff 32 --no-progress"
+    train += " --post-norm --no-final-norm"
+    assert main([*train.split(), "--data", str(data), "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["export", str(run), "--to", str(tmp_path / "hf")]) == 2
+    assert "--no-tokenizer" in capsys.readouterr().err and not (tmp_path / "hf").exists()
+    assert main(["export", str(run), "--to", str(tmp_path / "hf"), "--no-tokenizer"]) == 0
+    assert sorted(path.name for path in (tmp_path / "hf").iterdir()) == [
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+    ]
