@@ -1,29 +1,53 @@
 """A model of this package's as a Hugging Face directory that transformers loads: a Marian
 (MarianMTModel) of post-norm blocks without final norms, or a Pegasus (PegasusForConditionalGeneration)
-of pre-norm blocks with a final layer norm after each stack.
+of pre-norm blocks with a final layer norm after each stack; with the run's tokenizer.
 
-``export_pretrained(model, vocabularies, DIR)`` picks the architecture (transformers_architecture)
-and writes ``config.json`` (the architecture's settings, and under ``numpy_transformer`` those of the
-model it has no key for: a model without attention biases, its own padding index, shared vocabularies
-of untied embeddings, source and target lengths), ``model.safetensors`` (every weight under
-transformers' name, pretrained.marian_names; Pegasus's are Marian's, and its final norms
-``encoder.layer_norm`` and ``decoder.layer_norm``) and ``generation_config.json`` (OPUS-MT's: the
-decoder starts from the vocabulary's start token, as the model was trained; ``<pad>`` is never
-emitted). A Marian export of a SentencePiece (Marian) tokenizer of one vocabulary goes with it as
-Marian's ``source.spm``, ``target.spm`` and ``vocab.json``; ``import`` reads a Marian export back.
+``export_pretrained(model, vocabularies, DIR, tokenizer)`` picks the architecture
+(transformers_architecture) and writes ``config.json`` (the architecture's settings, and under
+``numpy_transformer`` those of the model it has no key for: a model without attention biases, its
+own padding index, shared vocabularies of untied embeddings, source and target lengths, the position
+layout, the vocabularies' own sizes), ``model.safetensors`` (every weight under transformers' name,
+pretrained.marian_names; Pegasus's are Marian's, and its final norms ``encoder.layer_norm`` and
+``decoder.layer_norm``) and ``generation_config.json`` (OPUS-MT's: the decoder starts from the
+vocabulary's start token, as the model was trained; ``<pad>`` is never emitted).
+
+The tokenizer: Marian's SentencePiece (an imported OPUS-MT run's) goes with a Marian export as
+Marian's ``source.spm``, ``target.spm`` and ``vocab.json``. Byte-level BPE and characters go with
+either as ``tokenizer.json`` and ``tokenizer_config.json`` (tokenizers.huggingface_tokenizer): the
+run's own subword model, or a word-level model over single characters, with the run's ids; the
+padding, start and end tokens special, a special token's text in a sentence split as text, no end
+token appended (the run's sources have none). transformers has one tokenizer a directory: of
+separate source and target vocabularies the source's is at the top (``AutoTokenizer
+.from_pretrained(DIR)`` encodes the sources), the target's in ``target/`` (it decodes the
+translations). The tokenizers library's BPE needs every unit its merges make under an id of its
+own, but a run's vocabulary holds only the units its corpus uses and reads any other as ``<unk>``:
+those units get the ids after the vocabulary's, and the model a row for each, a copy of ``<unk>``'s
+(aliased_tensors; their logits' bias -inf, never predicted), so that transformers computes on them
+what the run computes on ``<unk>``. A word tokenizer's ``##`` glue has no counterpart there: refused
+(export the model alone with ``tokenizer=None``, ``export --no-tokenizer``). In transformers::
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(DIR)  # DIR + "/target" decodes, of two vocabularies
+    model = AutoModelForSeq2SeqLM.from_pretrained(DIR)
+    batch = tokenizer(["A sentence."], return_tensors="pt", padding=True)
+    print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
+
+``import`` (pretrained.import_run) reads either export back as the run it was: every setting, every
+weight bit for bit, the tokenizer and the vocabularies.
 
 Both architectures are multi-head attention of sinusoidal positions computed as sines then cosines
 ('split'). A model of the paper's interleaved positions ('interleaved', sin and cos alternating)
 exports exactly all the same: the interleaved table is the split one with its columns reordered, and
 the model computes the same function when every axis of size d_model on the residual stream is
 reordered alike (residual_permutation, permuted_state: the embeddings' columns, every layer norm, the
-inputs of W_q, W_k, W_v and W1, the outputs of W_o and W2, the projection's inputs). Such an export,
-imported, is a model of split positions whose weights are reordered: the same function, not the same
-settings. Pegasus has one embedding, the encoder's, the decoder's and the projection's (``shared``):
-it carries pre-norm models of one vocabulary and tied embeddings (``train --shared-vocab
---tie-embeddings``). Anything else (latent attention, pre-norm blocks without final norms, final norms
-after post-norm blocks, a pre-norm model of two vocabularies or untied embeddings) is refused,
-naming what, before anything is written.
+inputs of W_q, W_k, W_v and W1, the outputs of W_o and W2, the projection's inputs). ``import``
+reorders such an export back (config.json's ``numpy_transformer.positions``). Pegasus has one
+embedding, the encoder's, the decoder's and the projection's (``shared``): it carries pre-norm models
+of one vocabulary and tied embeddings (``train --shared-vocab --tie-embeddings``). Anything else
+(latent attention, pre-norm blocks without final norms, final norms after post-norm blocks, a
+pre-norm model of two vocabularies or untied embeddings) is refused, naming what, before anything is
+written.
 
 ``export_ctranslate2(model, vocabularies, DIR)`` writes a CTranslate2 model directory instead
 (``model.bin``, ``config.json`` and the vocabularies, float32), built with CTranslate2's own

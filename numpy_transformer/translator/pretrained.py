@@ -1,4 +1,5 @@
-"""Pretrained Marian (OPUS-MT) translators, read from a local Hugging Face model directory.
+"""Pretrained Marian (OPUS-MT) translators, and Marian and Pegasus models (this package's exports,
+transformers' Pegasus), read from a local Hugging Face model directory.
 
 ``load_pretrained(DIR)`` reads ``config.json`` and ``model.safetensors`` (its JSON header first,
 checked against config.json before anything is built, then each tensor the model uses from a
@@ -9,6 +10,13 @@ embedding matrix for the source, the target and the projection, or with ``tie_wo
 false the file's own three, and ``final_logits_bias`` as the projection's bias). Its token ids
 are Marian's own (``vocab.json``): ``marian_special_ids`` gives the padding, the end of sentence
 and the decoder's start token (Marian starts decoding from the padding id).
+
+A Pegasus model (``model_type`` pegasus) is read as pre-norm blocks with a final layer norm after
+each stack and one embedding (``model.shared``); an export of this package's (config.json's
+``numpy_transformer`` settings) is read back as the model it was: its position layout (an
+interleaved model's weights, reordered for split sinusoids on export, reordered back), its
+vocabularies' own sizes (the rows after them, its tokenizer's units read as ``<unk>``, are left), its
+dtype, and by ``import_run`` its tokenizer (read_exported_tokenizer: ``tokenizer.json``).
 
 Nothing here reaches the network: the user downloads a model once (docs/translating.md, "Start
 from a pretrained translator").
