@@ -203,7 +203,9 @@ def check_value(cls: type, item: Any, value: Any, where: str = "") -> Any:
     """``value`` for the field ``item`` of ``cls``, checked; a ValueError/TypeError names the setting
     (``where`` says where it came from), the value and what was expected. Ints are accepted as floats."""
     kind, optional = _value_type(cls, item.name)
-    name = f"{where}{item.name.replace('_', '-')}"
+    name = (
+        f"{where}{item.name}"  # the name Python and a --config file use (argparse's messages name the flag)
+    )
     if value is None:
         if optional:
             return None

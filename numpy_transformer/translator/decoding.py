@@ -46,9 +46,23 @@ def check_decode_arguments(
             f"src must hold at least one sequence of at least one token, got shape {tuple(src.shape)}"
         )
     model.check_inputs(src, src_mask, None, None)
-    if max_len > model.tgt_pos.seq_len:
+    check_model_limits(model, max_len=max_len)
+
+
+def check_model_limits(
+    model: Transformer, max_len: int | None = None, beam_width: int | None = None, flags: bool = False
+) -> None:
+    """Refuse a ``max_len`` beyond the target positional table or a ``beam_width`` beyond the target
+    vocabulary, by their Python names or, with ``flags``, the command line's (--max-len, --beam-width)."""
+    if max_len is not None and max_len > model.tgt_pos.seq_len:
+        name = "--max-len" if flags else "max_len"
         raise ValueError(
-            f"max_len={max_len} exceeds the target positional table's seq_len={model.tgt_pos.seq_len}"
+            f"{name} {max_len} exceeds the target positional table of this model, {model.tgt_pos.seq_len} positions"
+        )
+    if beam_width is not None and beam_width > model.tgt_embed.vocab_size:
+        name = "--beam-width" if flags else "beam_width"
+        raise ValueError(
+            f"{name} {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens"
         )
 
 
@@ -683,10 +697,7 @@ def beam_search_n_best(
     search = BeamOptions(**options)
     beam_width, early_stopping = search.beam_width, search.early_stopping
     never = never_emitted(model.tgt_embed.vocab_size, bos_id, eos_id, search.pad_id)
-    if beam_width > model.tgt_embed.vocab_size:
-        raise ValueError(
-            f"beam_width {beam_width} exceeds the target vocabulary of {model.tgt_embed.vocab_size} tokens"
-        )
+    check_model_limits(model, beam_width=beam_width)
     check_n_best(n_best, beam_width)
     stepper = _start(
         model,

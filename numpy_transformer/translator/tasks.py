@@ -392,7 +392,8 @@ class FileTask(TranslationTask):
         pairs = _short_pairs(pairs, counter, max_length, path)
         if len(pairs) < 3:
             raise ValueError(
-                f"--data {path}: {len(pairs)} pairs are too few to split into train, dev and test{repeated}"
+                f"--data {path}: only {len(pairs)} pair{'' if len(pairs) == 1 else 's'}, too few to split into train, "
+                f"dev and test (3 at least){repeated}"
             )
         order = host_rng(seed, 11).permutation(len(pairs))
         n_dev = max(1, int(len(pairs) * dev_fraction))

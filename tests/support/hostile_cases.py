@@ -2013,7 +2013,14 @@ CASES = [
         "translate --beam-width wider than the vocabulary",
         cli("translate", "--checkpoint", "{ws}/run", "--strategy", "beam", "--beam-width", "100000", "abc"),
         True,
-        ("exceeds the target vocabulary",),
+        ("--beam-width 100000", "exceeds the target vocabulary"),
+    ),
+    Case(
+        "flags",
+        "translate --max-len beyond the model's positional table",
+        cli("translate", "--checkpoint", "{ws}/run", "--max-len", "100000000", "abc"),
+        True,
+        ("--max-len 100000000", "exceeds the target positional table"),
     ),
     Case(
         "flags",

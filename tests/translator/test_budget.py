@@ -144,7 +144,7 @@ def test_steps_or_a_time_budget(corpus):
         ValueError, match=r"give --steps or --time-budget, not both \(steps 100, time-budget 2\)"
     ):
         TrainConfig(**data, steps=100, time_budget=2.0).resolve()
-    with pytest.raises(ValueError, match="time-budget must be a positive finite number, got 0"):
+    with pytest.raises(ValueError, match="time_budget must be a positive finite number, got 0"):
         TrainConfig(**data, time_budget=0)
 
 
@@ -187,9 +187,12 @@ def test_a_resume_with_nothing_left_to_train_says_so(tmp_path, capsys):
     assert main(["train", *SMALL, *QUIET, "--steps", "3", "--out", out]) == 0
     capsys.readouterr()
     assert main(["train", "--resume", "--steps", "2", *QUIET[:3], "--out", out]) == 0
-    assert "at step 3 and --steps 2 asks for no more: nothing is left to train" in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "at step 3 and --steps 2 asks for no more: nothing is left to train" in said.err
+    assert "stays at step 3: nothing trained" in said.out and "resuming" not in said.out
     assert main(["train", "--resume", *QUIET[:3], "--out", out]) == 0
-    assert "nothing is left to train" in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "nothing is left to train" in said.err and "stays at step 3: nothing trained" in said.out
 
 
 def test_a_run_that_ended_its_plan_early_resumes_with_the_time_it_has_left(clock, corpus, tmp_path):

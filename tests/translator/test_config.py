@@ -104,9 +104,9 @@ def test_every_setting_of_the_architecture_is_declared_once_by_transformer_confi
 def test_a_setting_of_the_architecture_is_checked_as_transformer_config_declares_it(tmp_path, capsys):
     for name, item in ((item.name, item) for item in fields(ModelConfig)):
         if item.metadata["choices"]:
-            with pytest.raises(ValueError, match=f"{name.replace('_', '-')} must be one of "):
+            with pytest.raises(ValueError, match=f"{name} must be one of "):
                 ModelConfig(**{name: "none of them"})
-    with pytest.raises(ValueError, match="padding-idx must be an integer >= 0, got -1"):
+    with pytest.raises(ValueError, match="padding_idx must be an integer >= 0, got -1"):
         ModelConfig(padding_idx=-1)
     with pytest.raises(SystemExit) as stopped:  # argparse: before anything is read
         main(["train", "--attention", "gqa", "--out", str(tmp_path / "run")])
@@ -252,9 +252,9 @@ def test_the_saved_config_reads_back_as_the_same_run_and_flags_beside_it_win(tmp
     "document, named",
     [
         ("[train]\nbatch_sise = 8\n", "unknown setting 'batch_sise' in [train]"),
-        ("[model]\nd_model = 'wide'\n", "[model] d-model must be a positive integer, got 'wide'"),
+        ("[model]\nd_model = 'wide'\n", "[model] d_model must be a positive integer, got 'wide'"),
         ("[train]\nlr = -1.0\n", "[train] lr must be a positive finite number, got -1.0"),
-        ("[train]\nshared_vocab = 1\n", "[train] shared-vocab must be true or false, got 1"),
+        ("[train]\nshared_vocab = 1\n", "[train] shared_vocab must be true or false, got 1"),
         ("[optimiser]\nlr = 0.1\n", "unknown table [optimiser]"),
         ("[train\nlr = 0.1\n", "not valid TOML"),
         ("steps = 5\n", "steps = 5 is a setting outside any table; every setting belongs under [train]"),
@@ -301,7 +301,7 @@ def test_settings_that_cannot_apply_to_the_task_are_refused_not_dropped(tmp_path
 
 
 def test_settings_are_checked_whoever_makes_them():
-    with pytest.raises(ValueError, match="batch-size must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="batch_size must be a positive integer, got 0"):
         TrainConfig(batch_size=0)
     with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got 1\.0"):
         ModelConfig(dropout=1.0)
@@ -327,10 +327,10 @@ def test_the_vocab_size_range_holds_in_config_files_and_python(tmp_path):
     config = tmp_path / "big.toml"
     config.write_text("[train]\nvocab_size = 4294967296\n")
     with pytest.raises(
-        ValueError, match=r"\[train\] vocab-size must be an integer in \[256, 1000000\], got 4294967296"
+        ValueError, match=r"\[train\] vocab_size must be an integer in \[256, 1000000\], got 4294967296"
     ):
         read_config_file(config)
-    with pytest.raises(ValueError, match=r"vocab-size must be an integer in \[256, 1000000\], got 255"):
+    with pytest.raises(ValueError, match=r"vocab_size must be an integer in \[256, 1000000\], got 255"):
         TrainConfig(data="x.tsv", vocab_size=255)
     assert TrainConfig(data="x.tsv", vocab_size=1_000_000).vocab_size == 1_000_000
 

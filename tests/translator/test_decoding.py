@@ -227,7 +227,7 @@ def test_a_decoding_cache_is_freed_without_the_cycle_collector():
     "kwargs, message",
     [
         ({"max_len": 0}, "max_len must be an integer >= 1, got 0"),
-        ({"max_len": 50}, "max_len=50 exceeds the target positional table's seq_len=12"),
+        ({"max_len": 50}, "max_len 50 exceeds the target positional table of this model, 12 positions"),
         ({"bos_id": 13}, r"bos_id must be a token id in \[0, 13\), got 13"),
         ({"eos_id": -1}, "eos_id must be a token id"),
     ],

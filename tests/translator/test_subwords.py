@@ -428,7 +428,7 @@ def test_max_length_counts_subword_tokens_not_words(tmp_path):
 
 
 def test_too_few_pairs_after_removing_repeats_says_so(tmp_path):
-    with pytest.raises(ValueError, match=r"1 pairs are too few .*49 repeated pairs of its 50 removed"):
+    with pytest.raises(ValueError, match=r"only 1 pair, too few .*49 repeated pairs of its 50 removed"):
         FileTask(_pairs_file(tmp_path, [("same", "même")] * 50), "bpe")
 
 

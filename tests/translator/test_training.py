@@ -480,7 +480,7 @@ def test_the_plateau_cut_is_a_multiplier_of_each_schedule_and_off_by_default():
         ValueError, match=r"--plateau-patience 8 is not below --patience 8: the run would stop"
     ):
         TrainConfig(data="x.tsv", plateau_cut=0.5, plateau_patience=8).resolve()
-    with pytest.raises(ValueError, match=r"plateau-cut must be a number in \(0, 1\], got 1.5"):
+    with pytest.raises(ValueError, match=r"plateau_cut must be a number in \(0, 1\], got 1.5"):
         TrainConfig(plateau_cut=1.5)
 
 

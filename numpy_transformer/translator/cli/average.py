@@ -12,7 +12,9 @@ def run_average(args: argparse.Namespace) -> int:
     out = check_average_out(args.out, args.checkpoints, args.overwrite)
     arrays, meta = average_checkpoints(args.checkpoints, allow_no_run_id=args.allow_no_run_id)
     written = save_checkpoint(out, arrays, meta)  # atomic: replaces that one file and nothing else
-    print(f"averaged {len(args.checkpoints)} checkpoints into {written}")
+    print(
+        f"averaged {len(args.checkpoints)} checkpoint{'' if len(args.checkpoints) == 1 else 's'} into {written}"
+    )
     return 0
 
 

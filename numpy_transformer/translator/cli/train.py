@@ -281,6 +281,8 @@ def _trainer(
                 f"no more: nothing is left to train; give --steps above {trainer.step} to train on",
                 stacklevel=2,
             )
+        if trainer.step >= trainer.steps:  # said above: the run is left as it was saved
+            return trainer, f"{saved} stays at step {trainer.step}: nothing trained"
         return trainer, f"resuming {saved} at step {trainer.step} for {length}{ranks}"
     if args.overwrite and (comm is None or comm.rank == 0):
         clear_run(out)

@@ -38,7 +38,7 @@ def too_long(model: Any, tokenizer: Any, where: str, text: str, target: bool = F
 def run_translate(args: argparse.Namespace) -> int:
     from ..checkpoint import load_for_inference
     from ..corpora import printable
-    from ..decoding import check_n_best
+    from ..decoding import check_model_limits, check_n_best
     from ..tokenizers import encode_sentences
     from ..translating import score_ids, translate_ids, translate_n_best
 
@@ -51,6 +51,8 @@ def run_translate(args: argparse.Namespace) -> int:
         if empty:
             raise ValueError(f"sentence {empty[0]} of the arguments is empty: give text to translate")
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
+    searched = args.strategy == "beam" or args.n_best > 1
+    check_model_limits(model, args.max_len, args.beam_width if searched else None, flags=True)
 
     def fitting(batch: list[tuple[str, str]], references: list[str]) -> list[int]:
         """The indices of the batch's lines that fit; each that does not is named on standard error."""
