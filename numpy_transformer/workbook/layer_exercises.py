@@ -15,8 +15,18 @@ from ..backend import Array, get_array_module, to_numpy
 from .exercise import Case, Exercise, away_from_zero, normal
 
 
-def _positional_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
-    return {"x": [(get_array_module().zeros_like(dout), "positional_zero")]}
+def _positional_candidates(
+    table: Array, start: int
+) -> Callable[[Any, Any], dict[str, list[tuple[Array, str]]]]:
+    """dx zeroed, or with the table's rows the forward added added again."""
+
+    def candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
+        rows = table[start : start + dout.shape[1]]
+        return {
+            "x": [(get_array_module().zeros_like(dout), "positional_zero"), (dout + rows, "positional_added")]
+        }
+
+    return candidates
 
 
 def _cases_positional_encoding(rng: numpy.random.Generator) -> list[Case]:
@@ -26,19 +36,26 @@ def _cases_positional_encoding(rng: numpy.random.Generator) -> list[Case]:
             "x (2, 3, 6), start 0",
             {"x": normal(rng, 2, 3, 6), "table": table},
             ("x",),
-            candidates=_positional_candidates,
+            candidates=_positional_candidates(table, 0),
         ),
         Case(
             "x (1, 1, 6), start 5",
             {"x": normal(rng, 1, 1, 6), "table": table, "start": 5},
             ("x",),
-            candidates=_positional_candidates,
+            candidates=_positional_candidates(table, 5),
         ),
     ]
 
 
 def _relu_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
-    return {"x": [(dout, "relu_unmasked")]}
+    xp = get_array_module()
+    return {
+        "x": [
+            (dout, "relu_unmasked"),
+            (dout * (dout > 0), "relu_mask"),
+            (xp.where(cache, 0.0, dout), "relu_inverted"),
+        ]
+    }
 
 
 def _cases_relu(rng: numpy.random.Generator) -> list[Case]:
@@ -149,8 +166,13 @@ def _cases_embedding(rng: numpy.random.Generator) -> list[Case]:
 
 
 def _softmax_variants(dout: Any, y: Any) -> list[tuple[Array, str]]:
-    """softmax_backward with one known mistake at a time."""
-    found = [(y * dout, "softmax_row_sum")]
+    """softmax_backward with one known mistake at a time: the row's term left out, only the
+    Jacobian's diagonal, the row's sum unweighted by y, the sum along another axis."""
+    found = [
+        (y * dout, "softmax_row_sum"),
+        (y * (1 - y) * dout, "softmax_diagonal"),
+        (y * (dout - dout.sum(axis=-1, keepdims=True)), "softmax_unweighted"),
+    ]
     for axis in range(y.ndim - 1):  # the row's sum taken along another axis than the last
         found.append((y * (dout - (dout * y).sum(axis=axis, keepdims=True)), "softmax_axis"))
     return found
@@ -170,7 +192,8 @@ def _cases_softmax(rng: numpy.random.Generator) -> list[Case]:
 
 def cross_entropy_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
     """dlogits with each of the loss's known mistakes: label smoothing left out, padding counted
-    (in the gradient, or in the mean), the sum for the mean, dloss not multiplied in."""
+    (in the gradient, or in the mean), the sum for the mean, dloss not multiplied in, the gradient
+    with respect to the probabilities (the softmax left out)."""
     xp = get_array_module()
     probs, targets, valid, n_valid, smoothing, shape = cache
     rows = xp.arange(probs.shape[0])
@@ -185,6 +208,7 @@ def cross_entropy_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Arra
             ((right * n_valid).reshape(shape), "token_count"),
             ((right * n_valid / probs.shape[0]).reshape(shape), "token_count_pad"),
             ((right / dout).reshape(shape), "upstream"),
+            ((-smoothed / probs * valid[:, None] * (dout / n_valid)).reshape(shape), "ce_probs"),
         ]
     }
 
@@ -228,13 +252,18 @@ def _layer_norm_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array,
     g = dout * gamma
     mean_g = g.mean(axis=-1, keepdims=True)
     mean_g_xhat = (g * xhat).mean(axis=-1, keepdims=True)
+    sums = g.sum(axis=-1, keepdims=True), (g * xhat).sum(axis=-1, keepdims=True)
+    no_gamma = dout - dout.mean(axis=-1, keepdims=True) - xhat * (dout * xhat).mean(axis=-1, keepdims=True)
     return {
         "x": [
             (rstd * (g - xhat * mean_g_xhat), "ln_mean"),
             (rstd * (g - mean_g), "ln_var"),
             (rstd * g, "ln_both"),
             (g - mean_g - xhat * mean_g_xhat, "ln_rstd"),
-        ]
+            (rstd * (g - sums[0] - xhat * sums[1]), "ln_sum"),
+            (rstd * no_gamma, "ln_gamma"),
+        ],
+        "gamma": [(dout.reshape(-1, dout.shape[-1]).sum(axis=0), "ln_dgamma")],
     }
 
 
@@ -262,19 +291,23 @@ def _attention_variants(cache: Any, dout: Any) -> dict[str, list[tuple[Array, st
     q, k, v, mask, probs, dropped, dropout_cache, scale = cache
     found: dict[str, list[tuple[Array, str]]] = {"q": [], "k": [], "v": []}
 
-    def add(key: str, dprobs: Any, zero_masked: bool = True, row_sum: bool = True, dv: Any = None) -> None:
-        dscores = functional.softmax_backward(dprobs, probs) if row_sum else probs * dprobs
-        if mask is not None and zero_masked:
+    def add(key: str, dprobs: Any, masked: str = "zero", dscores: Any = None) -> None:
+        dscores = functional.softmax_backward(dprobs, probs) if dscores is None else dscores
+        if mask is not None and masked == "zero":
             dscores = xp.where(mask, dscores, 0.0)
+        elif mask is not None and masked == "inverted":  # zeroed where a query may see the key
+            dscores = xp.where(mask, 0.0, dscores)
         found["q"].append(((dscores @ k) * scale, key))
         found["k"].append(((dscores.swapaxes(-1, -2) @ q) * scale, key))
-        found["v"].append((dropped.swapaxes(-1, -2) @ dout if dv is None else dv, key))
+        found["v"].append((dropped.swapaxes(-1, -2) @ dout, key))
 
     ddropped = dout @ v.swapaxes(-1, -2)
     dprobs = functional.dropout_backward(ddropped, dropout_cache)
     if mask is not None:
-        add("mask_leak", dprobs, zero_masked=False)
-    add("softmax_row_sum", dprobs, row_sum=False)
+        add("mask_leak", dprobs, masked="kept")
+        add("mask_inverted", dprobs, masked="inverted")
+    for dscores, key in _softmax_variants(dprobs, probs):  # the softmax's backward with its mistakes
+        add(key, dprobs, dscores=dscores)
     if dropout_cache is not None:
         add("dropout_scale", ddropped * dropout_cache.keep)
         add("dropout_mask", ddropped)
@@ -346,11 +379,31 @@ def _cases_attention(rng: numpy.random.Generator) -> list[Case]:
     ]
 
 
-def _multi_head_parts(cache: Any, dout: Any, latent: bool) -> dict[str, Any]:
-    """The textbook's attention backward, step by step: each input path's gradient (x_q, and x_kv
-    along the keys' and the values' paths) and each stacked parameter's parts, in the forward's order."""
+def _split_by_reshape(x: Array, n_heads: int) -> Array:
+    """(B, T, D) -> (B, H, T, K) by a reshape alone: the head axis never moved (a learner's split)."""
+    batch, length, width = x.shape
+    return x.reshape(batch, n_heads, length, width // n_heads)
+
+
+def _merge_by_reshape(x: Array) -> Array:
+    """(B, H, T, K) -> (B, T, D) by a reshape alone (a learner's merge)."""
+    batch, n_heads, length, head_width = x.shape
+    return x.reshape(batch, length, n_heads * head_width)
+
+
+def _multi_head_parts(
+    cache: Any,
+    dout: Any,
+    latent: bool,
+    split: Callable[[Array, int], Array] = functional.split_heads,
+    merge: Callable[[Array], Array] = functional.merge_heads,
+) -> dict[str, Any]:
+    """The textbook's attention backward, step by step (with the heads split and merged by ``split``
+    and ``merge``): each input path's gradient (x_q, and x_kv along the keys' and the values' paths)
+    and each stacked parameter's parts, in the forward's order."""
     dheads = functional.linear_backward(dout, cache.output)[0]
-    dq, dk, dv = functional.multi_head_backward(dheads, cache.heads)
+    heads = functional.attention_backward(split(dheads, cache.heads.n_heads), cache.heads.attention)
+    dq, dk, dv = (merge(grad) for grad in heads)
     dx_q, dw_q, db_q = functional.linear_backward(dq, cache.q)
     if latent:
         dlatent_k, dw_kd, _ = functional.linear_backward(dk, cache.k)
@@ -358,26 +411,32 @@ def _multi_head_parts(cache: Any, dout: Any, latent: bool) -> dict[str, Any]:
         dx_k = functional.linear_backward(dlatent_k, cache.latent)[0]
         dx_v = functional.linear_backward(dlatent_v, cache.latent)[0]
         dw_c = functional.linear_backward(dlatent_k + dlatent_v, cache.latent)[1]
+        dw_c_k = functional.linear_backward(dlatent_k, cache.latent)[1]
+        dw_c_v = functional.linear_backward(dlatent_v, cache.latent)[1]
         stacked = {"w_q_compress": [dw_q, dw_c], "w_kv_decompress": [dw_kd, dw_vd]}
+        one_path = {"w_q_compress": [[dw_q, dw_c_k], [dw_q, dw_c_v]]}  # W_c given one path's gradient
     else:
         dx_k, dw_k, db_k = functional.linear_backward(dk, cache.k)
         dx_v, dw_v, db_v = functional.linear_backward(dv, cache.v)
         stacked = {"w_qkv": [dw_q, dw_k, dw_v]}
         if db_q is not None:
             stacked["b_qkv"] = [db_q, db_k, db_v]
-    return {"paths": (dx_q, dx_k, dx_v), "stacked": stacked}
+        one_path = {}
+    return {"paths": (dx_q, dx_k, dx_v), "stacked": stacked, "one_path": one_path}
 
 
 def _path_candidates(kind: str) -> Callable[[Any, Any], dict[str, list[tuple[Array, str]]]]:
     """Candidates of an attention's known mistakes: a tensor feeding several paths given only some
-    of their gradients; a stacked parameter's parts stacked in another order."""
+    of their gradients; a stacked parameter's parts stacked in another order; the heads split and
+    merged by a reshape alone."""
+    latent, self_attention = kind.startswith("latent"), kind.endswith("self")
 
     def candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
         xp = get_array_module()
-        right = _multi_head_parts(cache, dout, kind.startswith("latent"))
+        right = _multi_head_parts(cache, dout, latent)
         dx_q, dx_k, dx_v = right["paths"]
         found: dict[str, list[tuple[Array, str]]]
-        if kind.endswith("self"):
+        if self_attention:
             partial = [dx_q, dx_k, dx_v, dx_q + dx_k, dx_q + dx_v, dx_k + dx_v]
             found = {"x": [(grad, "paths") for grad in partial]}
         else:
@@ -387,6 +446,16 @@ def _path_candidates(kind: str) -> Callable[[Any, Any], dict[str, list[tuple[Arr
                 order for order in itertools.permutations(range(len(parts))) if list(order) != sorted(order)
             ]
             found[name] = [(xp.concatenate([parts[i] for i in order]), "stack_order") for order in orders]
+        for name, variants in right["one_path"].items():
+            found[name] += [(xp.concatenate(parts), "paths") for parts in variants]
+        for split in (functional.split_heads, _split_by_reshape):  # the merge alone, or both, by reshape
+            wrong = _multi_head_parts(cache, dout, latent, split, _merge_by_reshape)
+            wq, wk, wv = wrong["paths"]
+            inputs = {"x": wq + wk + wv} if self_attention else {"x_q": wq, "x_kv": wk + wv}
+            for name, grad in inputs.items():
+                found.setdefault(name, []).append((grad, "heads_reshape"))
+            for name, parts in wrong["stacked"].items():
+                found[name].append((xp.concatenate(parts), "heads_reshape"))
         return found
 
     return candidates

@@ -115,6 +115,24 @@ SENTENCES = {
     "stack_order": "a stacked gradient's parts are in another order: each is stacked as the forward stacks "
     "its weights ([dW_q; dW_k; dW_v] for w_qkv and b_qkv, [dW_q; dW_c] for w_q_compress, [dW_kd; dW_vd] for "
     "w_kv_decompress), each part the gradient of its own weight",
+    # the layers' causes of a learner's common slips
+    "softmax_diagonal": "only the Jacobian's diagonal, y (1 - y), is used, as for a sigmoid: every output of a "
+    "row depends on every input of the row, so dx = y * (dout - sum(dout * y)) over the row",
+    "softmax_unweighted": "the row's term sums dout alone: it is the sum of dout * y over the row (each output "
+    "weighs its share), so dx = y * (dout - sum(dout * y, axis=-1, keepdims=True))",
+    "ln_gamma": "gamma is left out of dx: y = gamma * xhat + beta, so the gradient reaching xhat is g = dout * "
+    "gamma, and every term of dx is built from g",
+    "ln_sum": "the row's terms are sums where they are means: mu and sigma average over the D entries of a row, "
+    "so each term carries a 1/D (mean(g) and mean(g * xhat), over the last axis)",
+    "ln_dgamma": "dgamma lacks xhat: y = gamma * xhat + beta, so dgamma sums dout * xhat over the rows (dbeta "
+    "sums dout)",
+    "mask_inverted": "the mask is read the wrong way round: it is True where a query may see a key, so the "
+    "scores' gradient is kept where it is True and is 0 where it is False",
+    "ce_probs": "this is the gradient with respect to the probabilities, -q / probs: the loss takes the logits, "
+    "and the softmax between them is part of its backward; together they give probs - q",
+    "heads_reshape": "the heads are split or merged by a reshape alone: split_heads reshapes (B, T, D) to "
+    "(B, T, H, K) and moves the head axis forward to (B, H, T, K), so merging moves it back before the reshape "
+    "(transpose(0, 2, 1, 3), as merge_heads does)",
     "dtype": "a gradient is returned in another dtype than its input's: a backward computes in its input's "
     "dtype (a lower one loses the precision the model trains in)",
 }

@@ -127,15 +127,18 @@ def test_a_cause_is_named_for_every_block_and_whole_model_mistake(tmp_path):
 
 
 def test_a_cause_is_named_for_the_layer_mistakes(tmp_path):
-    """Measured on the catalogue: 37 of 37 layer mistakes with a cause named (31 before the relu's
-    mask left out, dropout's 1 - p multiplied in, softmax's sum along another axis, layer norm's
-    missing 1/sigma, a zeroed positional gradient and w_qkv's parts out of order were named; two of
-    those six were said only as a symptom, a constant factor or zero)."""
+    """Measured on the catalogue: 53 of 53 layer mistakes with a cause named, each the one written in
+    (positional encoding 2, relu 4, dropout 3, linear 4, embedding 4, softmax 4, cross-entropy 7,
+    layer norm 8, attention 9, multi-head cross-attention 3, self-attention 1, latent cross-attention 3,
+    latent self-attention 1). Of the first 37, 31 had a cause before the relu's mask left out,
+    dropout's 1 - p multiplied in, softmax's sum along another axis, layer norm's missing 1/sigma, a
+    zeroed positional gradient and w_qkv's parts out of order were named (two of those six were said
+    only as a symptom, a constant factor or zero)."""
     layers = [m for m in MISTAKES if not workbook.BY_NAME[m.function].params]
     named, total, missed = _causes_named(tmp_path, layers)
     assert not missed, missed  # every recogniser fires on the mistake it was written for
     assert sum(named.values()) >= 0.9 * sum(total.values()), (named, total)
-    assert sum(total.values()) >= 37 and set(total) == {
+    assert sum(total.values()) >= 53 and set(total) == {
         e.backward for e in workbook.EXERCISES if not e.params
     }
 
@@ -203,6 +206,15 @@ def test_the_catalogue_is_large_and_covers_every_named_pattern():
         "ln_rstd",
         "positional_zero",
         "stack_order",
+        "softmax_diagonal",
+        "softmax_unweighted",
+        "ln_gamma",
+        "ln_sum",
+        "ln_dgamma",
+        "mask_inverted",
+        "ce_probs",
+        "heads_reshape",
+        "relu_inverted",
     }
     assert promised <= {m.expected for m in MISTAKES}
     assert {e.backward for e in workbook.EXERCISES} <= {m.function for m in MISTAKES}  # every exercise

@@ -533,6 +533,225 @@ def multi_head_latent_self_attention_backward(dout, cache):
     return dx_kv, dw_qc, dw_kvd, dw_o
 """,
     ),
+    # a learner's slips at the layer level: the relu's mask, softmax's and layer norm's terms, the
+    # attention's mask and scale, the loss's softmax, the positions, the heads, the stacked weights
+    Mistake(
+        "relu_backward",
+        "relu_mask",
+        """
+def relu_backward(dout, cache):
+    return dout * (dout > 0)
+""",
+    ),
+    Mistake(
+        "relu_backward",
+        "relu_inverted",
+        """
+def relu_backward(dout, cache):
+    xp = get_array_module()
+    return xp.where(cache, 0.0, dout)
+""",
+    ),
+    Mistake(
+        "positional_encoding_backward",
+        "positional_added",
+        """
+from numpy_transformer.functional import sinusoidal_table
+
+def positional_encoding_backward(dout, cache):
+    table = sinusoidal_table(16, dout.shape[-1], dout.dtype)
+    return dout + table[: dout.shape[1]]
+""",
+    ),
+    Mistake(
+        "softmax_backward",
+        "softmax_diagonal",
+        """
+def softmax_backward(dout, cache):
+    y = cache
+    return y * (1 - y) * dout
+""",
+    ),
+    Mistake(
+        "softmax_backward",
+        "softmax_unweighted",
+        """
+def softmax_backward(dout, cache):
+    y = cache
+    return y * (dout - dout.sum(axis=-1, keepdims=True))
+""",
+    ),
+    Mistake(
+        "layer_norm_backward",
+        "ln_gamma",
+        """
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    dx = rstd * (dout - dout.mean(axis=-1, keepdims=True) - xhat * (dout * xhat).mean(axis=-1, keepdims=True))
+    width = dout.shape[-1]
+    return dx, (dout * xhat).reshape(-1, width).sum(0), dout.reshape(-1, width).sum(0)
+""",
+    ),
+    Mistake(
+        "layer_norm_backward",
+        "ln_sum",
+        """
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    g = dout * gamma
+    dx = rstd * (g - g.sum(axis=-1, keepdims=True) - xhat * (g * xhat).sum(axis=-1, keepdims=True))
+    width = dout.shape[-1]
+    return dx, (dout * xhat).reshape(-1, width).sum(0), dout.reshape(-1, width).sum(0)
+""",
+    ),
+    Mistake(
+        "layer_norm_backward",
+        "ln_dgamma",
+        """
+def layer_norm_backward(dout, cache):
+    xhat, rstd, gamma = cache
+    g = dout * gamma
+    dx = rstd * (g - g.mean(axis=-1, keepdims=True) - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    rows = dout.reshape(-1, dout.shape[-1])
+    return dx, rows.sum(0), rows.sum(0)
+""",
+    ),
+    Mistake(
+        "embedding_backward",
+        "repeated_ids",
+        """
+def embedding_backward(dout, cache):
+    xp = get_array_module()
+    ids, table_shape, scale = cache
+    dtable = xp.zeros(table_shape)
+    for b in range(ids.shape[0]):  # one sentence at a time: a repeat inside a sentence is overwritten
+        dtable[ids[b]] += dout[b] * scale
+    return dtable
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "mask_inverted",
+        """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
+    if mask is not None:
+        dscores = xp.where(mask, 0.0, dscores)  # mask True read as "masked out"
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q * scale, dv
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "softmax_axis",
+        """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-2, keepdims=True))
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q * scale, dv
+""",
+    ),
+    Mistake(
+        "attention_backward",
+        "scale_forgotten",
+        """
+def attention_backward(dout, cache):
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    dv = dropped.swapaxes(-1, -2) @ dout
+    dprobs = dout @ v.swapaxes(-1, -2)
+    if dropout_cache is not None:
+        dprobs = dprobs * dropout_cache.keep / dropout_cache.keep_prob
+    dscores = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
+    if mask is not None:
+        dscores = xp.where(mask, dscores, 0.0)
+    return dscores @ k * scale, dscores.swapaxes(-1, -2) @ q, dv  # the scale on dq only
+""",
+    ),
+    Mistake(
+        "cross_entropy_backward",
+        "ce_probs",
+        """
+def cross_entropy_backward(dloss, cache):
+    xp = get_array_module()
+    probs, targets, valid, n_valid, eps, shape = cache
+    q = xp.full_like(probs, eps / shape[-1])
+    q[xp.arange(len(targets)), targets] += 1.0 - eps
+    return (-q / probs * valid[:, None] * dloss / n_valid).reshape(shape)  # d(-sum q log p)/dp
+""",
+    ),
+    Mistake(
+        "multi_head_attention_backward",
+        "heads_reshape",
+        """
+from numpy_transformer.functional import attention_backward, linear_backward
+
+def split(x, h):
+    b, t, d = x.shape
+    return x.reshape(b, h, t, d // h)
+
+def merge(x):
+    b, h, t, k = x.shape
+    return x.reshape(b, t, h * k)
+
+def multi_head_attention_backward(dout, cache):
+    xp = get_array_module()
+    dheads, dw_o, db_o = linear_backward(dout, cache.output)
+    dq, dk, dv = attention_backward(split(dheads, cache.heads.n_heads), cache.heads.attention)
+    dx_q, dw_q, db_q = linear_backward(merge(dq), cache.q)
+    dx_k, dw_k, db_k = linear_backward(merge(dk), cache.k)
+    dx_v, dw_v, db_v = linear_backward(merge(dv), cache.v)
+    db_qkv = None if db_q is None else xp.concatenate([db_q, db_k, db_v])
+    return dx_q, dx_k + dx_v, xp.concatenate([dw_q, dw_k, dw_v]), dw_o, db_qkv, db_o
+""",
+    ),
+    Mistake(
+        "multi_head_latent_attention_backward",
+        "stack_order",
+        """
+from numpy_transformer.functional import linear_backward, multi_head_backward
+
+def multi_head_latent_attention_backward(dout, cache):
+    xp = get_array_module()
+    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dq, dk, dv = multi_head_backward(dheads, cache.heads)
+    dlatent_k, dw_kd, _ = linear_backward(dk, cache.k)
+    dlatent_v, dw_vd, _ = linear_backward(dv, cache.v)
+    dx_kv, dw_c, _ = linear_backward(dlatent_k + dlatent_v, cache.latent)
+    dx_q, dw_q, _ = linear_backward(dq, cache.q)
+    return dx_q, dx_kv, xp.concatenate([dw_c, dw_q]), xp.concatenate([dw_kd, dw_vd]), dw_o
+""",
+    ),
+    Mistake(
+        "multi_head_latent_attention_backward",
+        "paths",
+        """
+from numpy_transformer.functional import linear_backward, multi_head_backward
+
+def multi_head_latent_attention_backward(dout, cache):
+    xp = get_array_module()
+    dheads, dw_o, _ = linear_backward(dout, cache.output)
+    dq, dk, dv = multi_head_backward(dheads, cache.heads)
+    dlatent_k, dw_kd, _ = linear_backward(dk, cache.k)
+    dlatent_v, dw_vd, _ = linear_backward(dv, cache.v)
+    dx_kv_k, dw_c, _ = linear_backward(dlatent_k, cache.latent)  # W_c's gradient from the keys' path
+    dx_kv_v, _, _ = linear_backward(dlatent_v, cache.latent)
+    dx_q, dw_q, _ = linear_backward(dq, cache.q)
+    return dx_q, dx_kv_k + dx_kv_v, xp.concatenate([dw_q, dw_c]), xp.concatenate([dw_kd, dw_vd]), dw_o
+""",
+    ),
     Mistake(
         "residual_backward",
         "residual_dropped",
