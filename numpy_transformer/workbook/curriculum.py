@@ -17,6 +17,12 @@ EXERCISES: tuple[Exercise, ...] = LAYER_EXERCISES + BLOCK_EXERCISES
 BY_NAME = {exercise.backward: exercise for exercise in EXERCISES}
 
 
+OPTIONAL = frozenset(
+    {"multi_head_latent_attention_backward", "multi_head_latent_self_attention_backward"}
+)  # the latent attentions: a block calls them only where its parameters are a latent attention's (learn
+# train --attention mla); a multi-head model never does, so no rung above them waits on them
+
+
 BLOCKS = (
     frozenset(e.backward for e in EXERCISES if e.params) | frozenset(e.forward for e in EXERCISES if e.params)
 )  # the exercises whose textbook is numpy_transformer.workbook.blocks (learn train trains them in its encoder-decoder)

@@ -9,14 +9,16 @@ from typing import Any
 
 from .. import functional
 from . import blocks
-from .curriculum import BY_NAME, EXERCISES, textbook_function
+from .curriculum import BY_NAME, EXERCISES, OPTIONAL, textbook_function
 from .grading import check
 from .verdicts import FunctionVerdict
 
 
 def prerequisites(name: str) -> tuple[str, ...]:
     """The exercises the textbook's ``name`` calls, directly or through a helper of the textbook's
-    (multi_head_backward calls attention_backward), in ladder order: the rungs below it."""
+    (multi_head_backward calls attention_backward), in ladder order: the rungs below it. The latent
+    attentions (OPTIONAL) are below their own rungs only: a block calls them only on its latent
+    cases, and there the textbook's stand in for a learner's still to do (grading.check_function)."""
     found: set[str] = set()
     codes = [textbook_function(name).__code__]
     seen: set[Any] = set()
@@ -25,7 +27,8 @@ def prerequisites(name: str) -> tuple[str, ...]:
         seen.add(code)
         for called in code.co_names:
             if called in BY_NAME and called != name:
-                found.add(called)
+                if called not in OPTIONAL or name in OPTIONAL:
+                    found.add(called)
                 continue
             helper = getattr(functional, called, None) or getattr(blocks, called, None)
             inner = getattr(helper, "__code__", None)

@@ -921,6 +921,44 @@ def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_pat
     assert main(["learn", "status", str(tmp_path / "missing.py")]) == 2
 
 
+LATENT = ("multi_head_latent_attention_backward", "multi_head_latent_self_attention_backward")
+
+
+def test_the_blocks_wait_on_the_latent_attentions_only_on_their_latent_cases(tmp_path):
+    """A multi-head block never calls the latent attentions, so no rung waits on them: while the
+    learner's are still to do, the textbook's stand in on the blocks' latent cases (and say so); once
+    written, theirs run."""
+    from learn_mistakes import solved_workbook
+
+    assert workbook.progress.prerequisites("encoder_block_backward") == (
+        "dropout_backward", "layer_norm_backward", "multi_head_self_attention_backward", "feed_forward_backward",
+    )  # fmt: skip
+    assert workbook.progress.prerequisites("decoder_block_backward") == (
+        "dropout_backward", "layer_norm_backward", "multi_head_attention_backward",
+        "multi_head_self_attention_backward", "feed_forward_backward",
+    )  # fmt: skip
+    assert workbook.progress.prerequisites(LATENT[1]) == (LATENT[0],)
+    path = tmp_path / "my_backprop.py"
+    text = solved_workbook(tuple(e.backward for e in workbook.EXERCISES if e.backward not in LATENT))
+    path.write_text(text)
+    rungs = {rung.name: rung for rung in workbook.status(path)}
+    assert {name for name, rung in rungs.items() if rung.state != "done"} == set(LATENT)
+    assert (rungs[LATENT[0]].state, rungs[LATENT[1]].state, rungs[LATENT[1]].behind) == (
+        "ready", "locked", (LATENT[0],),
+    )  # fmt: skip
+    stood = "the textbook's stood in on the latent-attention cases"
+    for name in ("encoder_block_backward", "decoder_block_backward", "encoder_decoder_backward"):
+        assert stood in rungs[name].verdict.message, (name, rungs[name].verdict.message)
+    report, code = workbook.run_check(path, ["encoder_block_backward"])
+    assert code == 0, report
+    assert f"your {LATENT[1]} still to do: {stood}" in report
+    wrong = next(m for m in MISTAKES if m.function == LATENT[1]).source
+    path.write_text(text.replace(f"def {LATENT[1]}(", "def _latent_stub(") + HEADER + wrong)
+    (verdict,) = workbook.check(path, ["encoder_block_backward"])  # theirs, once written, is what runs
+    assert verdict.status == "wrong" and f"it calls your {LATENT[1]}, which is wrong" in verdict.message
+    assert stood not in verdict.message
+
+
 def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(tmp_path):
     import jupytext
     import nbclient
