@@ -6,8 +6,13 @@ row in the exported model is <unk>'s: transformers computes the run's logits on 
 decoded, and ``tokenizer.decode(generate(...)[0], skip_special_tokens=True)`` the run's translation;
 with a Marian export (one vocabulary or two: the target's tokenizer in ``target/``) and a Pegasus
 export. Export then ``import`` gives the run back: its settings, its weights bit for bit, its
-tokenizer and vocabularies, and its translations. A word tokenizer is refused before anything is
-written. Skipped, with the reason, only where transformers cannot be imported.
+tokenizer and vocabularies, and its translations. Labels for fine-tuning in transformers (the
+target tokenizer's ids, then the end token, which it does not append) give the run's decoder input
+and loss. Through the command line: a BPE run trained on a TSV of the corpus, exported as Marian and
+as Pegasus, splits its own test split into its ids and translates it as ``translate`` does (greedy),
+and its import translates alike. A word tokenizer, and a subword model whose units are numbered
+otherwise than the library's trainer numbers them, are refused before anything is written.
+Skipped, with the reason, only where transformers cannot be imported.
 """
 
 import dataclasses
@@ -18,8 +23,15 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer.translator.checkpoint import load_checkpoint, load_for_inference
+from numpy_transformer.model import loss_and_backward
+from numpy_transformer.translator.batches import make_batch
+from numpy_transformer.translator.checkpoint import (
+    load_checkpoint,
+    load_for_inference,
+    restore_model_and_task,
+)
 from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.corpora import printable
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
 from numpy_transformer.translator.export import ExportError, export_pretrained
 from numpy_transformer.translator.pretrained import import_run
@@ -252,6 +264,52 @@ def test_transformers_translates_text_as_translate_does(tmp_path, architecture, 
     assert len(set(texts)) > 1
 
 
+@pytest.mark.parametrize("architecture, shared", CASES)
+def test_fine_tuning_labels_are_the_target_tokenizers_ids_and_the_end_token(tmp_path, architecture, shared):
+    """The target tokenizer appends no end token: transformers' models shift their ``labels`` right
+    after the decoder's start token, so labels of its ids, the end token's id, -100 for padding and
+    <unk>'s id for a unit the run's vocabulary lacks give the run's decoder input (<bos> y1..yn), its
+    labels (y1..yn <eos>) and its loss. Such a unit's own id as a label would make the loss infinite
+    (its logit is -inf)."""
+    model, tokenizer, (source, target) = exported(tmp_path, architecture, shared)
+    hf = theirs(tmp_path / "hf", architecture)
+    their_source = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    their_target = (
+        their_source if shared else transformers.AutoTokenizer.from_pretrained(tmp_path / "hf" / "target")
+    )
+    short = [line for line in dict.fromkeys(LINES) if line.strip() and len(tokenizer.tokenize(line)) < 16]
+    lines = short[::3]  # a target's units and <eos> within the model's 16 positions
+    pairs = list(zip(lines, lines[1:] + lines[:1]))
+    texts = [target_text for _, target_text in pairs]
+    ids = target.ids
+    rows = their_target(texts)["input_ids"]
+    assert not any(row and row[-1] == ids.eos for row in rows)  # no end token appended
+    assert any(i >= len(target) for row in rows for i in row)  # a unit the run's vocabulary lacks
+    width = max(map(len, rows)) + 1
+
+    def labels_of(rows):  # each row, the end token, -100 for padding
+        return torch.tensor([[*row, ids.eos] + [-100] * (width - len(row) - 1) for row in rows])
+
+    labels = labels_of([[i if i < len(target) else ids.unk for i in row] for row in rows])
+    src = [source.encode(tokenizer.tokenize_source(text))[0] for text, _ in pairs]
+    batch = make_batch(src, [target.encode(tokenizer.tokenize(text))[0] for text in texts], ids)
+    assert np.array_equal(np.where(labels.numpy() == -100, ids.pad, labels.numpy()), batch.tgt_out)
+    module = getattr(transformers.models, architecture)
+    shifted = getattr(module, f"modeling_{architecture}").shift_tokens_right(
+        labels, ids.pad, hf.config.decoder_start_token_id
+    )
+    labelled = labels.numpy() != -100  # a padded position's input (the end token, a pad) is never read
+    assert np.array_equal(shifted.numpy()[labelled], batch.tgt_in[labelled])
+    inputs = their_source([text for text, _ in pairs], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        theirs_loss = hf(**inputs, labels=labels).loss.item()
+        assert torch.isinf(hf(**inputs, labels=labels_of(rows)).loss)  # the units' own ids as labels
+    ours = loss_and_backward(
+        model, batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask, batch.tgt_out, ids.pad
+    )
+    assert theirs_loss == pytest.approx(ours, rel=1e-5)
+
+
 def assert_same_run(imported, original):
     """The imported run's checkpoint holds the original's settings, weights, tokenizer and
     vocabularies, and translates the corpus as it does (tokens and text)."""
@@ -327,10 +385,116 @@ def test_a_word_tokenizer_is_refused_before_anything_is_written(tmp_path, capsys
     assert main([*train.split(), "--data", str(data), "--out", str(run)]) == 0
     capsys.readouterr()
     assert main(["export", str(run), "--to", str(tmp_path / "hf")]) == 2
-    assert "--no-tokenizer" in capsys.readouterr().err and not (tmp_path / "hf").exists()
+    refused = capsys.readouterr()
+    assert len(refused.err.strip().splitlines()) == 1 and "--no-tokenizer" in refused.err, refused.err
+    assert "word tokenizer" in refused.err and not refused.out and not (tmp_path / "hf").exists()
     assert main(["export", str(run), "--to", str(tmp_path / "hf"), "--no-tokenizer"]) == 0
     assert sorted(path.name for path in (tmp_path / "hf").iterdir()) == [
         "config.json",
         "generation_config.json",
         "model.safetensors",
     ]
+
+
+def test_units_numbered_otherwise_than_the_trainer_numbers_them_are_refused(tmp_path):
+    """A subword model of the same merges whose units' ids are permuted splits every line as the
+    trained one does, but an import could not give it back from tokenizer.json: refused, naming
+    what, before anything is written."""
+    trained, _ = run_of("bpe", shared=True)
+    content = json.loads(trained.serialized)
+    units = sorted(content["model"]["vocab"], key=content["model"]["vocab"].get)
+    content["model"]["vocab"] = {unit: len(units) - 1 - i for i, unit in enumerate(units)}  # reversed
+    permuted = BPETokenizer(json.dumps(content, ensure_ascii=False))
+    assert all(permuted.tokenize(line) == trained.tokenize(line) for line in LINES)
+    vocab = Vocab(set(BYTE_UNITS) | {unit for line in LINES for unit in permuted.tokenize(line)})
+    model = random_model((vocab, vocab), "pegasus")
+    assert export_pretrained(model, (vocab, vocab), tmp_path / "hf", trained)  # the trainer's own: written
+    (tmp_path / "empty").mkdir()
+    for directory in (tmp_path / "new", tmp_path / "empty"):
+        with pytest.raises(ExportError) as refused:
+            export_pretrained(model, (vocab, vocab), directory, permuted)
+        message = str(refused.value)
+        assert message.startswith("tokenizer: its subword units are not numbered as the tokenizers library's")
+        assert "the alphabet by code point, then each merge's unit in order" in message
+        assert "--no-tokenizer" in message
+    assert not (tmp_path / "new").exists() and not any((tmp_path / "empty").iterdir())
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(".")]  # no staging left
+
+
+def tsv_corpus(path):
+    """The corpus's lines that a TSV line holds (no tab, no line break; stripped, as read_tsv strips
+    them): each as it is, in lower case and in title case, translated to itself as it is (a run of
+    two vocabularies has two that differ). A tiny model learns enough of it in 200 steps to translate the
+    lines apart."""
+    kept = dict.fromkeys(line.strip() for line in LINES if "\t" not in line and len(line.splitlines()) == 1)
+    pairs = {variant: line for line in kept if line for variant in (line, line.lower(), line.title())}
+    path.write_text("".join(f"{source}\t{target}\n" for source, target in pairs.items()), encoding="utf-8")
+
+
+TINY = (
+    "--tokenizer bpe --vocab-size 600 --steps 200 --lr 0.01 --warmup 5 --dropout 0 --batch-size 16 "
+    "--d-model 16 --layers 1 --heads 2 --d-ff 32 --eval-every 1000 --show 0 --no-progress"
+)
+EXPORTS = {  # the docs' flags for each architecture's run
+    "marian": "--post-norm --no-final-norm",  # two vocabularies: the target's tokenizer in target/
+    "pegasus": "--shared-vocab --tie-embeddings",  # the default pre-norm blocks and final norms
+}
+
+
+def translated(capsys, run, lines, max_len):
+    """``numpy-transformer translate``'s greedy translations of ``lines``, as it prints them."""
+    capsys.readouterr()
+    command = ["translate", "--checkpoint", str(run), "--strategy", "greedy", "--max-len", str(max_len)]
+    assert main([*command, *lines]) == 0
+    rows = [row.split("\t") for row in capsys.readouterr().out.split("\n")[:-1]]
+    assert [source for source, _ in rows] == [printable(line) for line in lines]
+    return [text for _, text in rows]
+
+
+@pytest.mark.parametrize("architecture", EXPORTS)
+def test_a_trained_bpe_run_exports_and_imports_through_the_command_line(tmp_path, capsys, architecture):
+    """train --data --tokenizer bpe, export: AutoTokenizer splits every source of the run's own test
+    split into the run's ids, and generate() on them gives translate's greedy text; import of the
+    export translates as the run does."""
+    tsv_corpus(tmp_path / "corpus.tsv")
+    run, hf, back = tmp_path / "run", tmp_path / "hf", tmp_path / "back"
+    train = ["train", *TINY.split(), *EXPORTS[architecture].split()]
+    assert main([*train, "--data", str(tmp_path / "corpus.tsv"), "--out", str(run)]) == 0
+    assert main(["export", str(run), "--to", str(hf)]) == 0
+    model, task = restore_model_and_task(run, *load_checkpoint(run))  # the test split, as evaluate reads it
+    tokenizer, source, target = task.tokenizer, task.src_vocab, task.tgt_vocab
+    lines = [line for line, _ in task.test]
+    assert len(lines) >= 8 and (source.itos == target.itos) == (architecture == "pegasus")
+    their_source = transformers.AutoTokenizer.from_pretrained(hf)
+    their_target = transformers.AutoTokenizer.from_pretrained(
+        hf / "target" if architecture == "marian" else hf
+    )
+    assert (hf / "target" / "tokenizer.json").exists() == (architecture == "marian")
+    # and four of the corpus's lines (not a TSV's: tabs, line breaks) of units the run's vocabulary lacks
+    lacking = [
+        line
+        for line in dict.fromkeys(LINES)
+        if line.strip() and max(their_source(line)["input_ids"]) >= len(source)
+    ]
+    assert len(lacking) >= 4
+    lines += lacking[:4]
+    encoded = []
+    for line in lines:
+        tokens = tokenizer.tokenize_source(line)
+        got = their_source(line)["input_ids"]
+        assert their_source.convert_ids_to_tokens(got) == tokens, line
+        encoded.append(source.encode(tokens)[0])
+        assert [i if i < len(source) else source.ids.unk for i in got] == encoded[-1], line
+    max_len = 16
+    texts = translated(capsys, run, lines, max_len)
+    assert len(set(texts)) > 2 and all(texts), texts  # the lines are translated apart
+    ids = target.ids
+    hf_model = theirs(hf, architecture)
+    rows = generate(
+        hf_model, their_source(lines, return_tensors="pt", padding=True), ids.pad, ids.eos, 1, max_len
+    )
+    assert [printable(text) for text in their_target.batch_decode(rows, skip_special_tokens=True)] == texts
+    ours = translate_ids(model.eval(), encoded, max_len, ids, strategy=greedy_decode)
+    assert [printable(tokenizer.detokenize(target.decode(row))) for row in ours] == texts
+    assert main(["import", str(hf), "--out", str(back)]) == 0
+    assert translated(capsys, back, lines, max_len) == texts
