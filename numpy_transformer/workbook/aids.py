@@ -109,6 +109,31 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
     * scale (masked entries 0), so dq = dscores @ k * scale.
     """
     xp = get_array_module()
+    if not hasattr(dout, "shape") or not hasattr(dout, "dtype"):
+        raise TypeError(
+            f"textbook(cache, dout): dout must be an array, the gradient of the forward's output, got "
+            f"{type(dout).__name__}"
+        )
+    if isinstance(cache, (numpy.ndarray, xp.ndarray)):
+        raise TypeError(
+            "textbook(cache, dout): a cache that is a bare array (relu's, softmax's) keeps no intermediates: "
+            "the backward's dx is its only gradient; compare with the textbook's own, "
+            "functional.relu_backward(dout, cache) or functional.softmax_backward(dout, cache)"
+        )
+    try:
+        return _textbook(cache, dout)
+    except (
+        ValueError,
+        IndexError,
+    ) as error:  # NumPy's broadcast and shape errors: said as the learner's dout
+        raise ValueError(
+            f"textbook(cache, dout): dout of shape {tuple(dout.shape)} does not fit this "
+            f"{type(cache).__name__} (give the gradient of the output its forward returned): {error}"
+        ) from None
+
+
+def _textbook(cache: Any, dout: Any) -> dict[str, Any]:
+    xp = get_array_module()
     if isinstance(cache, functional.AttentionCache):
         ddropped = dout @ cache.v.swapaxes(-1, -2)
         dprobs = functional.dropout_backward(ddropped, cache.dropout)

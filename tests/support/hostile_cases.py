@@ -194,6 +194,16 @@ def hint_printed(folder: str, name: str) -> Callable[[Path], tuple[int, str]]:
     return run
 
 
+def layer_norm_cache() -> Any:
+    return nt.functional.layer_norm_forward(np.ones((2, 3, 4)) * np.arange(4), np.ones(4), np.zeros(4))[1]
+
+
+def textbook_of(cache: Any, dout: Any) -> Any:
+    from numpy_transformer.workbook import textbook
+
+    return textbook(cache, dout)
+
+
 def then(*steps: Callable[[Path], object]) -> Callable[[Path], tuple[int, str]]:
     """Prepare the workspace with all but the last step, then run the last one."""
 
@@ -1715,6 +1725,28 @@ STARTING_CASES = [
         for i, (what, content) in enumerate(
             [("bytes that are not JSON", b"\x00\xff{"), ("a JSON list", "[1, 2]")]
         )
+    ),
+    *(
+        Case(
+            "learn",
+            f"textbook(cache, dout) with {what}",
+            api(lambda ws, make=make: textbook_of(*make())),
+            True,
+            names,
+        )
+        for what, make, names in [
+            ("dout None", lambda: (layer_norm_cache(), None), ("dout must be an array", "NoneType")),
+            (
+                "a dout of another shape",
+                lambda: (layer_norm_cache(), np.ones((5, 5))),
+                ("dout of shape (5, 5)",),
+            ),
+            (
+                "relu's cache (a bare array)",
+                lambda: (np.ones((2, 3)), np.ones((2, 3))),
+                ("bare array", "relu_backward"),
+            ),
+        ]
     ),
     Case(
         "learn",
