@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy
 
+from .. import functional
 from ..backend import get_array_module, to_numpy
 from ..backward_contract import backward_writes, random_upstream
 from ..gradcheck import gradcheck
@@ -286,7 +287,12 @@ def _run_case(
                     variable,
                     [(to_numpy(c), key) for c, key in candidates.get(variable, [])],
                 )
-                if report.passed:  # wrong where no central difference was taken: against the textbook's
+                broken = ~numpy.isfinite(yours) & numpy.isfinite(right)
+                if broken.any():  # a NaN or inf of theirs where the textbook's is a number: that entry, said so
+                    worst = numpy.unravel_index(int(broken.argmax()), right.shape)
+                    where = tuple(int(i) for i in worst)
+                    detail = f"at {where} yours is {yours[worst]}, expected {right[worst]:.6g}"
+                elif report.passed:  # wrong where no central difference was taken: against the textbook's
                     worst = numpy.unravel_index(int(numpy.abs(yours - right).argmax()), right.shape)
                     where = tuple(int(i) for i in worst)
                     detail = f"at {where} yours {yours[worst]:.6g}, expected {right[worst]:.6g}"
@@ -363,6 +369,14 @@ def check_function(
     """Grade the learner's ``name`` (a key of BY_NAME) on every drawn case of it."""
     exercise = BY_NAME[name]
     if learners_function(module, name) is None:
+        defined = None if module is functional else getattr(module, name, None)
+        if defined is not None and not callable(defined):  # relu_backward = 5: theirs, not the textbook's
+            return FunctionVerdict(
+                name,
+                "error",
+                message=f"{name} in {path.name} is {type(defined).__name__} {defined!r:.60}, not a function: "
+                f"define it with def {name}(...)",
+            )
         return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
     merged: dict[str, GradientVerdict] = {}
     localised: Localised | None = None

@@ -110,6 +110,11 @@ def load_learner(path: str | Path) -> ModuleType:
             exec(compile(script, str(file), "exec", flags=flags, dont_inherit=True), module.__dict__)
 
     else:
+        if b"\x00" in file.read_bytes():  # Python's own error would point into importlib
+            kind = "UTF-16 text" if file.read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff") else "not text"
+            raise LearnerCodeError(
+                f"{path} could not be imported: it holds NUL bytes ({kind}); save it as UTF-8 Python text"
+            )
         spec = importlib.util.spec_from_file_location(name, file)
         if spec is None or spec.loader is None:
             raise ValueError(f"{path}: cannot be imported as a Python module")
@@ -124,7 +129,13 @@ def load_learner(path: str | Path) -> ModuleType:
     added = folder not in sys.path
     if added:
         sys.path.insert(0, folder)
+    real_exit = os._exit  # which would end the check with status 0 and no word: made a SystemExit to report
+
+    def exit_reported(status: int) -> None:
+        raise SystemExit(f"os._exit({status}) at the top level of the file")
+
     try:
+        os._exit = exit_reported
         with under_time_limit(TIME_LIMIT, watch_lines=sys.version_info < (3, 11)):  # its code is unseen yet
             run()
     except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
@@ -141,6 +152,7 @@ def load_learner(path: str | Path) -> ModuleType:
         hint = f"; {missing} is now {MOVED[missing]}: change the import" if missing in MOVED else ""
         raise LearnerCodeError(f"{path} could not be imported: {describe_error(error, file)}{hint}") from None
     finally:
+        os._exit = real_exit
         if added:
             with suppress(ValueError):
                 sys.path.remove(folder)
@@ -158,7 +170,10 @@ def _notebook_source(file: Path) -> tuple[str, int]:
     try:
         notebook = jupytext.read(file)
     except Exception as error:  # not JSON, not a notebook
-        raise LearnerCodeError(f"{file.name} could not be read as a notebook: {error}") from None
+        raise LearnerCodeError(
+            f"{file.name} could not be read as a notebook ({type(error).__name__}: {error}); expected a Jupyter "
+            "notebook, JSON with its cells and metadata, as learn start --notebook writes"
+        ) from None
     for cell in notebook.cells:  # scratch cells are the learner's to try things in: never run
         if cell.cell_type == "code" and cell.source.lstrip().startswith(SCRATCH):
             cell.source = f"{SCRATCH} (not run)"

@@ -1,0 +1,69 @@
+"""The workbook's checker on files no learner means to write but some do: each is said for what it is, in
+one line or one verdict, never a silent pass or a message pointing elsewhere."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from numpy_transformer import workbook
+
+
+def learn(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "numpy_transformer", "learn", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_file_that_ends_the_process_at_import_is_an_error_not_a_pass(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text("import os\nos._exit(0)\n")
+    for action in ("check", "status"):
+        done = learn(action, str(mine))
+        assert done.returncode == 1, (action, done)
+        assert "os._exit(0) at the top level" in done.stderr and "mine.py:2" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "content, said",
+    [("x = 1\n".encode("utf-16"), "NUL bytes (UTF-16 text)"), (b"x = 1\n\x00\x01", "NUL bytes (not text)")],
+)
+def test_a_file_that_is_not_utf8_text_is_said_so(tmp_path, content, said):
+    mine = tmp_path / "mine.py"
+    mine.write_bytes(content)
+    with pytest.raises(
+        workbook.LearnerCodeError, match=re.escape(f"mine.py could not be imported: it holds {said}")
+    ):
+        workbook.load_learner(mine)
+
+
+def test_a_notebook_without_cells_names_what_a_notebook_is(tmp_path):
+    pytest.importorskip("jupytext", reason="notebooks need the notebook extra (jupytext)")
+    mine = tmp_path / "mine.ipynb"
+    mine.write_text("{}")
+    with pytest.raises(workbook.LearnerCodeError, match="expected a Jupyter notebook, JSON with its cells"):
+        workbook.load_learner(mine)
+
+
+def test_an_exercise_name_bound_to_something_else_than_a_function_is_theirs_and_said(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text("relu_backward = 5\n")
+    (verdict,) = workbook.check(mine, ["relu_backward"])
+    assert verdict.status == "error"
+    assert "relu_backward in mine.py is int 5, not a function" in verdict.message
+
+
+def test_a_nan_in_a_gradient_is_shown_beside_the_textbooks_number(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text(
+        "def relu_backward(dout, cache):\n    dx = dout * cache\n    dx.flat[5] = float('nan')\n    return dx\n"
+    )
+    (verdict,) = workbook.check(mine, ["relu_backward"])
+    (wrong,) = [g for g in verdict.gradients if g.status == "wrong"]
+    assert "yours is nan, expected " in wrong.detail and "expected nan" not in wrong.detail
