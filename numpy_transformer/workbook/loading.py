@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import CodeType, FrameType, FunctionType, ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy
 
@@ -131,7 +131,7 @@ def load_learner(path: str | Path) -> ModuleType:
         sys.path.insert(0, folder)
     real_exit = os._exit  # which would end the check with status 0 and no word: made a SystemExit to report
 
-    def exit_reported(status: int) -> None:
+    def exit_reported(status: int) -> NoReturn:
         raise SystemExit(f"os._exit({status}) at the top level of the file")
 
     try:
