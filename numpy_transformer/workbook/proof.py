@@ -40,7 +40,7 @@ class Recipe:
 
 
 PROOF = Recipe()
-MOST_STEPS = 10 * PROOF.steps  # learn prove --steps: longer proves nothing more, at about a second a step
+MOST_STEPS = 10 * PROOF.steps  # learn prove --steps: ten times the proof's own; longer proves nothing more
 
 
 def greedy_ids(
@@ -103,12 +103,34 @@ class ProofResult:
         return self.largest_difference == 0.0
 
 
+PROGRESS_EVERY = 50  # steps between two progress lines: six a run of the proof's 300 steps
+
+
+def _progress_of(say: Callable[[str], None] | None, whose: str, steps: int) -> Callable[[int], None] | None:
+    """A train_blocks on_step that says, every PROGRESS_EVERY steps and at the last, the steps done
+    and the seconds since the run began (``whose``: "your run", "the textbook's run")."""
+    if say is None:
+        return None
+    started = time.perf_counter()
+
+    def on_step(done: int) -> None:
+        if done % PROGRESS_EVERY == 0 or done == steps:
+            say(f"{whose}: step {done} of {steps} ({time.perf_counter() - started:.0f} s)")
+
+    return on_step
+
+
 def prove(
-    task: Any, functions: dict[str, Callable], recipe: Recipe = PROOF, compare: bool = True
+    task: Any,
+    functions: dict[str, Callable],
+    recipe: Recipe = PROOF,
+    compare: bool = True,
+    say: Callable[[str], None] | None = None,
 ) -> ProofResult:
     """Train blocks.py's encoder-decoder on ``task`` with ``functions`` (the learner's, by textbook
     name, wrapped as training.guarded wraps them) in place of the textbook's, then on the textbook's
-    alone (unless ``compare`` is false); each translates ``recipe.test_size`` of the task's test pairs."""
+    alone (unless ``compare`` is false); each translates ``recipe.test_size`` of the task's test pairs.
+    ``say`` gets a progress line now and then (the steps done, the seconds so far, the translating)."""
     settings: dict[str, Any] = {
         "steps": recipe.steps,
         "batch_size": recipe.batch_size,
@@ -124,12 +146,16 @@ def prove(
     test = list(task.test[: recipe.test_size])
     started = time.perf_counter()
     with blocks_using(functions):
-        yours = train_blocks(task, **settings)
+        yours = train_blocks(task, **settings, on_step=_progress_of(say, "your run", recipe.steps))
+    if say is not None:
+        say(f"your run: translating {len(test)} numbers it never saw")
     yours_exact = exact_share(yours.params, task, test, recipe)  # translated on the textbook's forward
     seconds = time.perf_counter() - started
     if not compare:
         return ProofResult(yours, yours_exact, seconds, None, None, None)
-    textbook = train_blocks(task, **settings)
+    textbook = train_blocks(task, **settings, on_step=_progress_of(say, "the textbook's run", recipe.steps))
+    if say is not None:
+        say(f"the textbook's run: translating {len(test)} numbers it never saw")
     textbook_exact = exact_share(textbook.params, task, test, recipe)
     xp = get_array_module()
     largest = max(float(xp.abs(yours.params[key] - textbook.params[key]).max()) for key in textbook.params)

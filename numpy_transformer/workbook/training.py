@@ -149,11 +149,13 @@ def train_blocks(
     seed: int,
     label_smoothing: float,
     dev_pairs: Sequence[tuple[str, str]],
+    on_step: Callable[[int], None] | None = None,
 ) -> BlocksResult:
     """Train blocks.encoder_decoder_forward's model (float64, blocks.init_params) on ``task``'s
     training batches with the package's Adam (lr constant, betas 0.9, 0.98), the gradients from
     blocks.encoder_decoder_backward as blocks.py reads it now (see blocks_using), and evaluate it
-    teacher-forced on ``dev_pairs``: the mean loss (without label smoothing) and the token accuracy."""
+    teacher-forced on ``dev_pairs``: the mean loss (without label smoothing) and the token accuracy.
+    ``on_step(n)`` is called after each step, n the steps done (a progress line's)."""
     xp = get_array_module()
     pad = task.ids.pad
     initial = blocks.init_params(
@@ -177,6 +179,8 @@ def train_blocks(
                 raise RuntimeError(f"the gradient of {key} is {got}, not shape {parameter.shape}")
             parameter.accumulate(grad)
         optimizer.step()
+        if on_step is not None:
+            on_step(step + 1)
     total = correct = tokens = 0.0
     for start in range(0, len(dev_pairs), 100):
         batch = task.batch(dev_pairs[start : start + 100])

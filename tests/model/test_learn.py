@@ -1323,8 +1323,16 @@ def test_the_proof_of_a_solved_workbook_is_the_textbooks_run_weight_for_weight(t
     ran: set = set()
     theirs = workbook.training.guarded({**table, **block_table}, path, ran)
     recipe = Recipe(width=16, n_layers=1, n_heads=2, d_ff=32, steps=12, test_size=40)
-    result = prove(make_task("numbers-en-fr", seed=0), theirs, recipe)
+    said: list[str] = []
+    result = prove(make_task("numbers-en-fr", seed=0), theirs, recipe, say=said.append)
     assert "encoder_decoder_backward" in ran  # the learner's whole model ran, not the textbook's
+    assert [line.split(" (")[0] for line in said] == [
+        "your run: step 12 of 12",
+        "your run: translating 40 numbers it never saw",
+        "the textbook's run: step 12 of 12",
+        "the textbook's run: translating 40 numbers it never saw",
+    ], said  # the last step said with the seconds so far (and every 50th, had there been 50)
+    assert all(line.endswith(" s)") for line in said if "step" in line), said
     assert result.identical and result.largest_difference == 0.0
     assert result.yours_exact == result.textbook_exact
     assert result.yours.dev_loss == result.textbook.dev_loss
@@ -1347,6 +1355,16 @@ def test_the_proof_is_refused_its_name_while_a_function_is_wrong(tmp_path):
     assert "not a proof yet: learn check finds layer_norm_backward wrong" in done.stdout
     assert "proven" not in done.stdout
     assert "learn check is the proof of each one" in lines[-1]
+    assert "learn prove: your run: step 2 of 2 (" in done.stderr  # progress on stderr, stdout the result
+    assert "learn prove: your run: translating 1000 numbers it never saw" in done.stderr
+
+
+def test_learn_prove_takes_no_progress_as_learn_train_does(tmp_path):
+    """--no-progress is accepted (the run it quiets is the proof's; refused here before it starts)."""
+    done = cli("learn", "prove", str(tmp_path), "--no-progress")
+    assert done.returncode == 2 and "a directory, not a file" in done.stderr, done.stderr
+    assert "unrecognized arguments" not in done.stderr
+    assert "--no-progress" in cli("learn", "prove", "--help").stdout
 
 
 @pytest.mark.parametrize("action", ["check", "status", "prove", "hint"])

@@ -71,6 +71,11 @@ def add_learn(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-compare", dest="compare", action="store_false", help="skip the textbook's run beside yours"
     )
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress lines (by default one every 50 steps, with the seconds so far, on stderr)",
+    )
     p = actions.add_parser(
         "train",
         help="train a model on FILE's functions wherever it defines them (options as train's; without "
@@ -301,6 +306,12 @@ def _last_dev(out: Path) -> dict[str, Any] | None:
     return dev[-1] if dev else None
 
 
+def _say_progress(line: str) -> None:
+    """A progress line of learn prove, on stderr as a training run's progress bar is: stdout keeps
+    the result alone."""
+    print(f"learn prove: {line}", file=sys.stderr, flush=True)
+
+
 def _learn_prove(args: argparse.Namespace, say: Callable[..., None]) -> int:
     """The proof (workbook.proof): the learner's encoder-decoder trains a real translator, beside the
     textbook's identical run, and the verdict says what that does and does not show."""
@@ -322,7 +333,8 @@ def _learn_prove(args: argparse.Namespace, say: Callable[..., None]) -> int:
     ran: set[str] = set()
     theirs = workbook.training.guarded({**table, **block_table}, args.file, ran)
     try:
-        result = prove(task, theirs, recipe, compare=args.compare)
+        progress = None if args.no_progress or say is not print else _say_progress
+        result = prove(task, theirs, recipe, compare=args.compare, say=progress)
     except RuntimeError as error:  # their code raised (guarded says where)
         print(f"numpy-transformer learn prove: {error}", file=sys.stderr)
         return 1
