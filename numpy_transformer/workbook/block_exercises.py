@@ -255,7 +255,12 @@ def _cases_embedding_with_positions(rng: numpy.random.Generator) -> list[Case]:
                 {"ids": token_ids, "params": {"table": normal(rng, vocab, width)}, "dropout": dropout},
                 ("params.table",),
                 seed=int(rng.integers(1 << 30)) if dropout else None,
-                factors={"params.table": [(1 / math.sqrt(width), "embedding_scale")]},
+                factors={
+                    "params.table": [
+                        (1 / math.sqrt(width), "embedding_scale"),
+                        (math.sqrt(width), "embedding_scale_twice"),
+                    ]
+                },
                 regions={"params.table": [(_repeated_rows(token_ids, vocab, width), "repeated_ids")]},
                 candidates=_embedding_with_positions_candidates,
             )
@@ -395,6 +400,7 @@ STACK_SETTINGS = (  # (label, batch, length, memory length, width, layers, heads
     ("x (2, 3, 8), 2 layers, 2 heads, pre-norm, dropout 0.1", 2, 3, 4, 8, 2, 2, "mha", True, 0.1),
     ("x (1, 2, 4), 2 layers, latent attention, post-norm", 1, 2, 3, 4, 2, 1, "mla", False, 0.0),
     ("x (1, 2, 4), 1 layer, pre-norm", 1, 2, 2, 4, 1, 2, "mha", True, 0.0),
+    ("x (1, 2, 4), 3 layers, pre-norm", 1, 2, 3, 4, 3, 1, "mha", True, 0.0),  # a sum over layers, not a pair
 )
 
 
@@ -411,7 +417,7 @@ def _cases_encoder_stack(rng: numpy.random.Generator) -> list[Case]:
                 ("x", *[f"params.{key}" for key in params]),
                 seed=int(rng.integers(1 << 30)) if dropout else None,
                 candidates=_encoder_stack_candidates,
-                max_entries=12,
+                max_entries=12 if layers < 3 else 4,
             )
         )
     return cases
@@ -430,8 +436,9 @@ def _cases_decoder_stack(rng: numpy.random.Generator) -> list[Case]:
                 inputs,
                 ("x", "memory", *[f"params.{key}" for key in params]),
                 seed=int(rng.integers(1 << 30)) if dropout else None,
+                factors={"memory": [(1 / layers, "memory_averaged")]} if layers > 1 else {},
                 candidates=_decoder_stack_candidates,
-                max_entries=12,
+                max_entries=12 if layers < 3 else 4,
             )
         )
     return cases
@@ -465,6 +472,8 @@ def _cases_projection_loss(rng: numpy.random.Generator) -> list[Case]:
         ("x (2, 1, 2), V 3, smoothing 0.2", [[2], [1]], 3, 2, 0, 0.2, 2.0),
     ):  # fmt: skip
         shape = numpy.asarray(targets).shape
+        n_valid = int((numpy.asarray(targets) != pad).sum())
+        twice = [(dloss, "upstream_twice"), (1 / n_valid, "token_count_twice")]  # a constant of its own again
         params = random_params(rng, weight=(vocab, width), bias=(vocab,))
         inputs = {"x": normal(rng, *shape, width), "targets": xp.asarray(targets), "params": params,
                   "pad_id": pad, "label_smoothing": smoothing}  # fmt: skip
@@ -474,6 +483,7 @@ def _cases_projection_loss(rng: numpy.random.Generator) -> list[Case]:
                 inputs,
                 ("x", "params.weight", "params.bias"),
                 dloss=dloss,
+                factors=dict.fromkeys(("x", "params.weight", "params.bias"), twice),
                 candidates=_projection_loss_candidates(dloss),
             )
         )
@@ -522,6 +532,19 @@ def _cases_encoder_decoder(rng: numpy.random.Generator) -> list[Case]:
             0.5,
             ("mla", False, 0.0),
         ),
+        (  # a sum over the layers, not a pair of them
+            "src (1, 3), tgt (1, 3), D 4, 3 layers, 1 head, pre-norm, smoothing 0.1",
+            [[1, 2, 3]],
+            [[1, 2, 3]],
+            [[2, 3, 1]],
+            (5, 4),
+            4,
+            3,
+            1,
+            0.1,
+            1.5,
+            ("mha", True, 0.0),
+        ),
     ):
         params = blocks.init_params(rng, vocab[0], vocab[1], width, 2 * width, layers, attention=kind)
         inputs = {
@@ -544,7 +567,7 @@ def _cases_encoder_decoder(rng: numpy.random.Generator) -> list[Case]:
                 seed=int(rng.integers(1 << 30)) if p else None,
                 dloss=dloss,
                 candidates=_whole_candidates(dloss),
-                max_entries=12,
+                max_entries=12 if layers < 3 else 2,
             )
         )
     return cases
@@ -571,9 +594,9 @@ BLOCK_EXERCISES: tuple[Exercise, ...] = (
         params=True,
         cases=_cases_residual,
         hints=(
-            "x reaches y along two paths, the skip and the branch: what happens to gradients where paths join?",
-            "They add. Pre-norm: the norm is on the branch only. Post-norm: the norm is after the sum, so "
-            "first go back through it. The branch's dropout mask is on the branch only.",
+            "x reaches y along two paths, the skip and the branch: where the paths join, their gradients add.",
+            "Pre-norm: the norm is on the branch only. Post-norm: the norm is after the sum, so first go back "
+            "through it, and both paths take its gradient. The branch's dropout mask is on the branch only.",
             "pre: dx = dout + layer_norm_backward(linear_backward(dropout_backward(dout))); post: ds = "
             "layer_norm_backward(dout), dx = ds + linear_backward(dropout_backward(ds)); dparams from the backwards.",
         ),
@@ -609,10 +632,10 @@ BLOCK_EXERCISES: tuple[Exercise, ...] = (
         params=True,
         cases=_cases_embedding_with_positions,
         hints=(
-            "Three steps forward (the lookup scaled by sqrt(D), the positions added, dropout): undo them in "
-            "reverse. What does adding a constant table do to a gradient?",
-            "The positions are a constant: the gradient passes them unchanged. dropout_backward first, then "
-            "your embedding_backward (the scale sqrt(D) and the repeated ids are its business).",
+            "Three steps forward (the lookup scaled by sqrt(D), the positions added, dropout), undone in "
+            "reverse; the positions are a constant, so the gradient passes them unchanged.",
+            "dropout_backward first, then your embedding_backward (the scale sqrt(D) and the repeated ids are "
+            "its business, once); return {'table': ...}.",
         ),
     ),
     Exercise(
@@ -675,10 +698,10 @@ BLOCK_EXERCISES: tuple[Exercise, ...] = (
         params=True,
         cases=_cases_encoder_stack,
         hints=(
-            "What comes last in the forward comes first in the backward: which piece is that here? And which "
-            "layer's output reaches it?",
-            "The final norm's backward first; then the layers from the last to the first, each handed the "
-            "gradient the layer above returned. Name layer i's gradients with the prefix enc{i}_.",
+            "Undone last first: the final norm came last in the forward, so its backward comes first; then "
+            "the layers, from the last to the first.",
+            "The last layer is handed the norm's dx, each layer below it the dx the layer above returned. Name "
+            "layer i's gradients with the prefix enc{i}_.",
         ),
     ),
     Exercise(
@@ -694,9 +717,11 @@ BLOCK_EXERCISES: tuple[Exercise, ...] = (
         params=True,
         cases=_cases_decoder_stack,
         hints=(
-            "The memory is an input of every layer, not of the first one only: how many gradients does it get?",
-            "The final norm's backward first, then the layers from the last to the first; add up every layer's "
-            "dmemory. Name layer i's gradients with the prefix dec{i}_.",
+            "The memory is an input of every layer, not of the first one only: its gradient is the sum of "
+            "every layer's dmemory.",
+            "The final norm's backward first, then the layers from the last to the first, each handed the dx "
+            "the layer above returned; add up every layer's dmemory. Name layer i's gradients with the prefix "
+            "dec{i}_.",
         ),
     ),
     Exercise(
@@ -732,10 +757,11 @@ BLOCK_EXERCISES: tuple[Exercise, ...] = (
         params=True,
         cases=_cases_encoder_decoder,
         hints=(
+            "It assembles the rungs above, and the forward uses two tensors more than once: the encoder "
+            "output's gradient is what the decoder stack returns for the memory, and tgt_table (the target "
+            "embedding and the projection) takes both its gradients, added.",
             "Go back from the loss: the projection with its loss, the decoder stack, the target embedding; "
-            "then the encoder stack and the source embedding. Which tensors does the forward use more than once?",
-            "The memory's gradient (the decoder stack's dmemory) is what the encoder stack gets. tgt_table is "
-            "used twice, as the target embedding and as the projection: add its two gradients.",
+            "then the encoder stack (handed the decoder stack's dmemory) and the source embedding.",
             "The stacks' dparams already carry the enc{i}_ and dec{i}_ names; proj_bias is the projection's bias.",
         ),
     ),

@@ -3,9 +3,11 @@ broadly, read from the calls the learner's block made: a residual's branch dropp
 skip), the pieces undone in the forward's order, two sibling caches swapped, a post-norm residual
 undone in pre-norm order, the norm applied after the sum, the relu's mask inverted or applied on the
 wrong side, a linear's input gradient through W^T, only one of an attention's input gradients kept,
-padding counted in the loss's mean, the layers of a stack not chained, a gradient subtracted where
-it adds, part of a matrix's gradient zeroed; and of a block that raised inside: which function was
-handed which cache, and a gradient of which shape."""
+padding counted in the loss's mean, the layers of a stack not chained or its final norm undone last,
+a gradient subtracted where it adds, part of a matrix's gradient zeroed; and of a block that raised
+inside: which function was handed which cache, and a gradient of which shape, an accumulator of zeros
+shaped like another tensor, the whole model's two tables' gradients mixed up, a dropout's cache read
+where dropout is off (None)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from .. import functional
 from ..backend import get_array_module, to_numpy
 from . import blocks
 from .curriculum import BY_NAME
-from .diagnosis import PROJECTIONS, localise, loss_of, returned_mistake
+from .diagnosis import PROJECTIONS, STACKS, localise, loss_of, returned_mistake
 from .mistakes import sentence
 from .recording import RecordedCall, cache_paths, textbook_calls
 from .verdicts import GradientVerdict, Localised, Raised, as_array, equal_to_rounding
@@ -136,6 +138,21 @@ def _path_dropped(
             if not _post_norm(owner) and equal_to_rounding(yours, expected - a - b):
                 return "branch_dropped", {"piece": f"{first} and through {second}"}
     return None
+
+
+def _norm_last(calls: _Calls, where: str) -> bool:
+    """A stack undone from its last layer, handed the stack's dout, its final norm after the layers."""
+    prefix = where.rsplit(".", 1)[0] + "." if "." in where else ""
+    if not isinstance(_owner(calls.cache, where), STACKS) or where != prefix + "norm":
+        return False
+    mine = [p for p, _ in calls.theirs if p.startswith(prefix) and "." not in p[len(prefix) :]]
+    first = calls.first(mine[0]) if mine else None
+    return (
+        first is not None
+        and mine[0] != where
+        and where in mine
+        and _same(first.dout, calls.right[where].dout)
+    )
 
 
 def _order(calls: _Calls, where: str) -> tuple[str, dict[str, Any]] | None:
@@ -310,6 +327,8 @@ def _reaching_cause(
             return "skipped", {"above": above}
     if _norm_after_sum(yours, calls, where):
         return "norm_path", {}
+    if _norm_last(calls, where):
+        return "final_norm_last", {}
     order = _order(calls, where)
     if order is not None:
         return order
@@ -406,7 +425,7 @@ def block_mistake(
     extra = _extra_call(found)
     if extra is not None:
         return extra
-    returned = returned_mistake(names, grads, expected, verdicts, right_calls, join)
+    returned = returned_mistake(names, grads, expected, verdicts, right_calls, join, right_cache, dloss)
     if returned is None or returned.mistake in BROAD:
         for label, grad, right in zip(names, grads, expected):
             yours, wanted = as_array(grad), _array(right)
@@ -466,7 +485,42 @@ def _handed_a_sibling(calls: _Calls) -> tuple[str, dict[str, Any]] | None:
     return "cache_swapped", {"where": other, "other": place, "function": call.name}
 
 
-def _raised_cause(calls: _Calls, line: str) -> tuple[str, dict[str, Any]] | None:
+def _table_shapes(cache: Any) -> set[tuple[int, ...]]:
+    """The whole model's two tables' shapes (src_table's, tgt_table's); empty for other caches."""
+    if not isinstance(cache, blocks.EncoderDecoderCache):
+        return set()
+    return {
+        tuple(cache.src_embedding.embedding.table_shape),
+        tuple(cache.tgt_embedding.embedding.table_shape),
+    }
+
+
+def _zeros_accumulator(
+    calls: _Calls, names: dict[str, Any], a: tuple[int, ...], b: tuple[int, ...]
+) -> dict[str, Any] | None:
+    """An array of zeros (a local of the learner's failing line) of one of the two shapes that met,
+    while a gradient of the textbook's boundaries, of the other shape, was to be added to it."""
+    named = _named(calls)
+    for name, value in names.items():
+        zeros = _array(value)
+        if zeros is None or zeros.shape not in (a, b) or a == b or not zeros.size or zeros.any():
+            continue
+        other = b if zeros.shape == a else a
+        for candidate in names.values():
+            array = _array(candidate)
+            if array is None or array.shape != other:
+                continue
+            what = next(
+                (n for n, v in named.items() if v.shape == other and equal_to_rounding(array, v)), None
+            )
+            if what is not None:
+                return {"name": name, "zeros": zeros.shape, "what": what, "other": other}
+    return None
+
+
+def _raised_cause(
+    calls: _Calls, line: str, names: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]] | None:
     failing = next(((p, c) for p, c in calls.theirs if c.result is None), None)
     if failing is not None:
         place, call = failing
@@ -491,7 +545,7 @@ def _raised_cause(calls: _Calls, line: str) -> tuple[str, dict[str, Any]] | None
         if dout is not None and wanted is not None and dout.shape != wanted.shape:
             named = _named(calls)
             same = [n for n, v in named.items() if v.shape == dout.shape and _same(v, dout)]
-            reaching = [n for n in same if "." not in n or n.startswith("d")]
+            reaching = [n for n in same if n.startswith("d") and n[1:] in calls.right]  # not "decoder.dx"
             what = reaching[0] if reaching else same[0] if same else None
             said = (
                 ""
@@ -511,6 +565,12 @@ def _raised_cause(calls: _Calls, line: str) -> tuple[str, dict[str, Any]] | None
     a, b = _shape(match.group(1)), _shape(match.group(2))
     if len(a) == 2 and a == b[::-1] and a != b:
         return "transposed", {}
+    tables = _table_shapes(calls.cache)
+    if len(tables) == 2 and {a, b} == tables:
+        return "tables_swapped", {"first": a, "second": b}
+    accumulator = _zeros_accumulator(calls, names or {}, a, b)
+    if accumulator is not None:
+        return "zeros_shape", accumulator
     last = next((c for p, c in reversed(calls.theirs) if c.result is not None and "." not in p), None)
     if last is not None and isinstance(last.result, tuple):
         grads = BY_NAME[last.name].grads
@@ -525,19 +585,41 @@ def _raised_cause(calls: _Calls, line: str) -> tuple[str, dict[str, Any]] | None
 def explain_raised(error: Raised, name: str, dout: Any, cache: Any, calls: list[RecordedCall]) -> Raised:
     """The error a learner's block raised, its file and line kept, with the cause where the recorded
     calls show it (the textbook's backward run on the same cache to compare)."""
+    if error.cause is None and DROPOUT_NONE.search(error.line) and _dropout_off(cache):
+        return _with_cause(error, "dropout_none", {})
     if not calls or not BY_NAME[name].params or error.cause is not None:
         return error
     try:
         _, right_calls = textbook_calls(name, dout, cache)
     except Exception:  # the learner's own forward's cache: no textbook run to compare with
         return error
-    cause = _raised_cause(_Calls(calls, cache, right_calls, cache), error.line)
-    if cause is None:
-        return error
-    key, values = cause
+    cause = _raised_cause(_Calls(calls, cache, right_calls, cache), error.line, error.names)
+    return error if cause is None else _with_cause(error, *cause)
+
+
+def _with_cause(error: Raised, key: str, values: dict[str, Any]) -> Raised:
     raised = Raised(f"{error.line}: {sentence(key, **values)}")
     raised.cause = key
     return raised
+
+
+DROPOUT_NONE = re.compile(r"'NoneType' object has no attribute '(keep|keep_prob)'")  # a DropoutCache's
+
+
+def _dropout_off(cache: Any) -> bool:
+    """Whether ``cache`` is, or holds, a dropout cache that is None (dropout off: p = 0)."""
+    if cache is None:
+        return True
+    if isinstance(cache, list):  # a stack's layers
+        return any(_dropout_off(layer) for layer in cache if layer is not None)
+    fields = getattr(cache, "_fields", None)
+    if fields is None:
+        return False
+    return any(
+        (field.startswith("dropout") and value is None)
+        or (isinstance(value, (tuple, list)) and _dropout_off(value))
+        for field, value in zip(fields, cache)
+    )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ of the whole model where a mistake lives, a constant factor, a gradient counted 
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -40,6 +41,8 @@ def diagnose(
             and equal_to_rounding(yours.T, right)
         ):
             return "transposed", None
+        if yours.size == right.size and equal_to_rounding(yours.reshape(right.shape), right):
+            return "reshaped", None
         return None, None
     for candidate, key in candidates:
         candidate = numpy.asarray(to_numpy(candidate), dtype=numpy.float64)
@@ -165,6 +168,8 @@ def _boundary_mistake(
         stacks = [call for call in right.values() if call.name == "decoder_stack_backward"]
         if any(_close_shaped(yours, call.result[0]) for call in stacks):
             return "memory_swapped", {}
+        if any(_close_shaped(yours - _array(call.result[0]), expected) for call in stacks):
+            return "memory_plus_input", {}
     a_norm = right[where].name == "layer_norm_backward"
     for other, call in right.items():
         dout = _array(call.dout)
@@ -224,7 +229,9 @@ def _boundary_mistake(
                     return key, {}
         if dloss is not None and abs(factor * dloss - 1) <= 1e-6:
             return "upstream", {}
-        return _factor_mistake(factor, residual)
+        embedding = right[where].name in ("embedding_backward", "embedding_with_positions_backward")
+        named = _named_constant(factor, cache, dloss, where, embedding)
+        return named if named is not None else _factor_mistake(factor, residual)
     return None, {}
 
 
@@ -248,6 +255,51 @@ def _constant_factor(yours: numpy.ndarray, right: numpy.ndarray) -> float | None
         return None
     factor = float((yours * right).sum()) / norm
     return factor if abs(factor - 1) > 1e-6 and equal_to_rounding(yours, factor * right) else None
+
+
+def _embedding_scales(cache: Any) -> list[float]:
+    """The sqrt(D) of every embedding in ``cache`` (an EmbeddingCache's scale)."""
+    if isinstance(cache, functional.EmbeddingCache):
+        return [float(cache.scale)]
+    if isinstance(cache, (tuple, list)):
+        return [scale for inner in cache for scale in _embedding_scales(inner)]
+    return []
+
+
+def _decoder_layers(cache: Any) -> int:
+    """The number of decoder layers of a decoder stack's cache or the whole model's; 0 for others."""
+    stack = cache if isinstance(cache, blocks.DecoderStackCache) else getattr(cache, "decoder", None)
+    return len(stack.layers) if isinstance(stack, blocks.DecoderStackCache) else 0
+
+
+def _named_constant(
+    factor: float, cache: Any, dloss: float | None, where: str, embedding: bool
+) -> tuple[str, dict[str, Any]] | None:
+    """A gradient off by one of the exercise's own constants, as the mistake that constant tells:
+    dloss twice, the mean twice, the embedding's sqrt(D) twice or undone, the memory's gradients
+    averaged over the layers, the tied matrix's two gradients averaged (``embedding``: the gradient
+    is an embedding's)."""
+
+    def near(value: float) -> bool:
+        return value not in (0.0, 1.0) and abs(factor - value) <= 1e-6 * abs(value)
+
+    if dloss is not None and near(float(dloss)):
+        return "upstream_twice", {}
+    loss = loss_of(cache)
+    if loss is not None and near(1 / float(loss.n_valid)):
+        return "token_count_twice", {}
+    if embedding or "table" in where:
+        for scale in _embedding_scales(cache):
+            if near(scale):
+                return "embedding_scale_twice", {}
+            if near(1 / scale):
+                return "embedding_scale", {}
+    layers = _decoder_layers(cache)
+    if "memory" in where and layers > 1 and near(1 / layers):
+        return "memory_averaged", {}
+    if "tgt_table" in where and near(0.5):
+        return "tied_averaged", {}
+    return None
 
 
 def _factor_mistake(factor: float, join: bool) -> tuple[str, dict[str, Any]]:
@@ -282,10 +334,14 @@ def returned_mistake(
     verdicts: dict[str, GradientVerdict],
     right_calls: list[RecordedCall],
     join: bool,
+    cache: Any = None,
+    dloss: float | None = None,
 ) -> Localised | None:
     """Why a block whose pieces were all handed the right gradients returns a wrong one: a gradient
-    under another parameter's key, a square matrix transposed, the memory's gradient dropped, a
-    path's gradient added twice, a constant factor; None when it is none of those."""
+    under another parameter's key, a square matrix transposed, the memory's gradient dropped or
+    gathered from some layers only, a path's gradient added twice, a constant factor (one of the
+    exercise's own constants (``cache``, ``dloss``) named as the mistake it tells); None when it is
+    none of those."""
     rights = [None if right is None else _array(right) for right in expected]
     for label, grad, right in zip(names, grads, rights):
         yours = as_array(grad)
@@ -308,12 +364,29 @@ def returned_mistake(
         layers = [c for c in right_calls if c.name == "decoder_block_backward"]
         if label == "dmemory" and len(layers) > 1 and any(_close_shaped(yours, c.result[1]) for c in layers):
             return Localised(label, "memory_one_layer", kind="returned")
+        if label == "dmemory" and len(layers) > 2:
+            kept = _layers_kept(yours, [_array(c.result[1]) for c in layers])
+            if kept:
+                return Localised(
+                    label, "memory_some_layers", {"kept": kept, "layers": len(layers)}, "returned"
+                )
         if _counted_twice(yours, right, right_calls):
             return Localised(label, "counted_twice", kind="returned")
         if factor is not None:
-            key, values = _factor_mistake(factor, join and label == "dx")
+            named = _named_constant(factor, cache, dloss, label, embedding=False)
+            key, values = named if named is not None else _factor_mistake(factor, join and label == "dx")
             return Localised(label, key, values, kind="returned")
     return None
+
+
+def _layers_kept(yours: numpy.ndarray, each: list[numpy.ndarray]) -> int:
+    """How many of the layers' gradients ``each`` a sum over only some of them (two or more, not
+    all) adds up to ``yours``; 0 when no such sum does."""
+    for size in range(2, len(each)):
+        for chosen in itertools.combinations(each, size):
+            if _close_shaped(yours, sum(chosen[1:], chosen[0])):
+                return size
+    return 0
 
 
 def returned_gradients(name: str, returned: Any, names: tuple[str, ...]) -> tuple[Any, ...]:

@@ -29,6 +29,7 @@ from .loading import (
     learners_function,
     load_learner,
     needs_line_watch,
+    their_arrays,
     under_time_limit,
 )
 from .recording import RecordedCall, explain_writes, recording_calls, textbook_calls
@@ -64,7 +65,9 @@ def _call(function: Callable, path: Path, *args: Any, **kwargs: Any) -> Any:
     except (KeyboardInterrupt, TimedOut):
         raise
     except BaseException as error:  # SystemExit, GeneratorExit, a BaseException of theirs: all theirs
-        raise Raised(describe_error(error, path)) from None
+        raised = Raised(describe_error(error, path))
+        raised.names = their_arrays(error, path)
+        raise raised from None
 
 
 def _forward_call(forward: Callable, case: Case, inputs: dict[str, Any], path: Path) -> tuple[Any, Any]:

@@ -193,13 +193,17 @@ def _cases_softmax(rng: numpy.random.Generator) -> list[Case]:
 def cross_entropy_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Array, str]]]:
     """dlogits with each of the loss's known mistakes: label smoothing left out, padding counted
     (in the gradient, or in the mean), the sum for the mean, dloss not multiplied in, the gradient
-    with respect to the probabilities (the softmax left out)."""
+    with respect to the probabilities (the softmax left out), probs - one_hot alone (no smoothing,
+    no padding left out, no mean), smoothing spread as eps / (V - 1) over the other classes."""
     xp = get_array_module()
     probs, targets, valid, n_valid, smoothing, shape = cache
     rows = xp.arange(probs.shape[0])
     one_hot = xp.zeros_like(probs)
     one_hot[rows, targets] = 1.0
     smoothed = (1 - smoothing) * one_hot + smoothing / probs.shape[-1]
+    spread = (1 - smoothing) * one_hot + smoothing / max(probs.shape[-1] - 1, 1) * (
+        1 - one_hot
+    )  # eps / (V - 1)
     right = (probs - smoothed) * valid[:, None] * (dout / n_valid)
     return {
         "logits": [
@@ -209,6 +213,8 @@ def cross_entropy_candidates(cache: Any, dout: Any) -> dict[str, list[tuple[Arra
             ((right * n_valid / probs.shape[0]).reshape(shape), "token_count_pad"),
             ((right / dout).reshape(shape), "upstream"),
             ((-smoothed / probs * valid[:, None] * (dout / n_valid)).reshape(shape), "ce_probs"),
+            (((probs - one_hot) * dout).reshape(shape), "ce_plain"),  # none of the three: probs - one_hot
+            (((probs - spread) * valid[:, None] * (dout / n_valid)).reshape(shape), "smoothing_convention"),
         ]
     }
 

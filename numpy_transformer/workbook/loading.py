@@ -62,6 +62,19 @@ def _their_frames(error: BaseException, path: Path) -> str:
     return where
 
 
+def their_arrays(error: BaseException, path: Path) -> dict[str, Any]:
+    """The arrays among the locals of the innermost frame of the learner's file in error's traceback:
+    what the line that raised could see (an accumulator of the wrong shape, say)."""
+    tb, found = error.__traceback__, None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == path:
+            found = tb.tb_frame
+        tb = tb.tb_next
+    if found is None:
+        return {}
+    return {name: value for name, value in found.f_locals.items() if hasattr(value, "shape")}
+
+
 def describe_error(error: BaseException, path: Path) -> str:
     """One line: the exception as the learner would read it, and where in their file it was raised."""
     where = _their_frames(error, path)

@@ -133,6 +133,38 @@ SENTENCES = {
     "heads_reshape": "the heads are split or merged by a reshape alone: split_heads reshapes (B, T, D) to "
     "(B, T, H, K) and moves the head axis forward to (B, H, T, K), so merging moves it back before the reshape "
     "(transpose(0, 2, 1, 3), as merge_heads does)",
+    # the causes of the rungs above the blocks: a constant of the exercise's own, a stack, the loss
+    "embedding_scale_twice": "the sqrt(D) scale is applied twice: embedding_backward already multiplies the "
+    "rows' gradient by it, once, as the forward multiplied the rows",
+    "upstream_twice": "the upstream gradient (dloss) is multiplied in twice: cross_entropy_backward(dloss, ...) "
+    "already multiplies by it, and what comes after it is linear",
+    "token_count_twice": "the mean is taken twice: cross_entropy_backward already divides by the token count "
+    "(n_valid), so nothing after it divides again",
+    "memory_averaged": "the layers' memory gradients are averaged: the memory feeds the cross-attention of every "
+    "decoder layer, so their gradients add (a sum, not a mean)",
+    "memory_some_layers": "the encoder output's gradient adds only {kept} of the {layers} decoder layers' "
+    "gradients: it feeds the cross-attention of every decoder layer, so every layer's dmemory adds",
+    "tied_averaged": "the tied matrix's two gradients are averaged: tgt_table is the target embedding and the "
+    "output projection, so its two gradients add (a sum, not a mean)",
+    "final_norm_last": "the stack's final norm is undone last: the forward applied it after the last layer, so "
+    "its backward comes first, and the last layer is handed the gradient it returns",
+    "memory_plus_input": "the encoder is handed the memory's gradient plus the decoder input's: the encoder's "
+    "output is the memory alone, so it gets dmemory alone (the decoder stack's dx goes to the target embedding)",
+    "tables_swapped": "src_table's and tgt_table's gradients are mixed up: a gradient of shape {first} meets one "
+    "of shape {second}; tgt_table's gradient adds the target embedding's and the projection's, src_table's is the "
+    "source embedding's alone",
+    "dropout_none": "the cache's dropout is None when dropout is off (p = 0): nothing was dropped, so the gradient "
+    "passes unchanged; check for None first (dropout_backward does)",
+    "zeros_shape": "{name} starts as zeros of shape {zeros}, but {what}, added to it, has shape {other}: an "
+    "accumulator takes the shape of the gradients it gathers (zeros of that shape, or the first of them)",
+    "ce_plain": "this is probs - one_hot, the plain cross-entropy's gradient: this loss also smooths the labels "
+    "((1 - eps) one_hot + eps / V), leaves padding out and takes the mean over the non-padding tokens "
+    "(cross_entropy_backward does all three)",
+    "smoothing_convention": "label smoothing is spread another way: the target distribution is (1 - eps) one_hot "
+    "+ eps / V, eps / V on every class, the target's included (1 - eps + eps / V there), not eps / (V - 1) on "
+    "the others",
+    "reshaped": "its values are right, its shape is not: a gradient has the shape of what it is the gradient of, "
+    "so reshape it back (dx.reshape(x.shape))",
     "dtype": "a gradient is returned in another dtype than its input's: a backward computes in its input's "
     "dtype (a lower one loses the precision the model trains in)",
 }

@@ -70,6 +70,9 @@ def recording_calls(spaces: Sequence[dict[str, Any]], calls: list[RecordedCall])
             space[name] = function
 
 
+RESIDUALS = frozenset({"residual_backward", "encoder_block_backward", "decoder_block_backward"})  # paths meet
+
+
 def explain_writes(name: str, writes: list[tuple[str, str]], calls: list[RecordedCall]) -> str | None:
     """Why a backward that wrote into dout, an input or its cache breaks the model around it, and
     which function of the learner's did it where one they call did; None when it wrote nothing."""
@@ -77,9 +80,10 @@ def explain_writes(name: str, writes: list[tuple[str, str]], calls: list[Recorde
         return None
     where, difference = writes[0]
     if where == "dout":
+        residual = " (a residual hands the same dout to its skip and its branch)" if name in RESIDUALS else ""
         said = (
-            f"{name} changed dout in place: the model hands the same dout to other layers too "
-            "(the residual path), so a backward must not write into it"
+            f"{name} changed dout in place: dout is the caller's array, which it may still read or hand to "
+            f"another backward too{residual}, so a backward must not write into it"
         )
     elif where.startswith("input "):
         said = (

@@ -24,6 +24,7 @@ class Raised(Exception):
         super().__init__(line)
         self.line = line
         self.cause: str | None = None  # the key of SENTENCES the line ends with, when a cause is named
+        self.names: dict[str, Any] = {}  # the arrays the learner's failing line could see, by name
 
 
 @dataclass

@@ -76,7 +76,7 @@ def workbook_text(name: str = WORKBOOK) -> str:
     notebook): every exercise a stub raising NotImplementedError."""
     imports = sorted(
         {e.forward for e in EXERCISES if e.forward not in BLOCKS}
-        | {"merge_heads", "split_heads", "LatentAttentionCache"}
+        | {"merge_heads", "split_heads", "LatentAttentionCache", "MultiHeadAttentionCache"}
     )
     block_imports = sorted(e.forward for e in EXERCISES if e.forward in BLOCKS)
     lines = [

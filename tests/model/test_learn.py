@@ -1014,9 +1014,31 @@ def test_the_docstrings_give_the_contract_and_the_first_hint_the_insight():
     assert "masked entirely" in first["attention_backward"]
     assert "your linear_backward" in first["multi_head_attention_backward"]
     assert "more than once" in first["encoder_decoder_backward"]
+    assert "tgt_table" in first["encoder_decoder_backward"] and "added" in first["encoder_decoder_backward"]
     assert "memory" in first["decoder_block_backward"]
+    assert "their gradients add" in first["residual_backward"]
+    assert "passes them unchanged" in first["embedding_with_positions_backward"]
+    assert "its backward comes first" in first["encoder_stack_backward"]
+    assert "sum of every layer's dmemory" in first["decoder_stack_backward"]
     text = workbook.writing.workbook_text()
     assert "tgt_table is used twice" not in text and "feeds every decoder layer" not in text
+
+
+def test_the_workbook_imports_both_attention_caches_its_docstrings_name():
+    text = workbook.writing.workbook_text()
+    imports = text.split("from numpy_transformer.functional import (")[1].split(")")[0]
+    assert "where cache.attention is a\n        MultiHeadAttentionCache;" in text  # the encoder block's
+    assert "    LatentAttentionCache," in imports and "    MultiHeadAttentionCache," in imports, imports
+
+
+def test_a_dout_written_in_place_names_the_residual_only_where_there_is_one():
+    from numpy_transformer.workbook.recording import explain_writes
+
+    embedding = explain_writes("embedding_with_positions_backward", [("dout", "")], [])
+    residual = explain_writes("residual_backward", [("dout", "")], [])
+    assert embedding is not None and residual is not None
+    assert "changed dout in place" in embedding and "residual" not in embedding
+    assert "a residual hands the same dout to its skip and its branch" in residual
 
 
 def test_a_nan_warning_during_learn_train_names_their_function(tmp_path):

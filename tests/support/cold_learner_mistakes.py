@@ -44,6 +44,7 @@ class ColdMistake(NamedTuple):
     expected: str | None  # a key of SENTENCES, a phrase of the grader's message, or None
     mistake: str  # the learner's one line
     source: str
+    header: str = COLD_HEADER  # what the learner's file imports (the textbook's stand-ins)
 
 
 # the learner's five block functions, ported to the current blocks and right: each mistake below is a
@@ -4277,7 +4278,7 @@ def encoder_decoder_backward(dloss, cache):
     ColdMistake(
         "M27",
         "encoder_decoder_backward",
-        "stray_factor",
+        "embedding_scale_twice",  # was "a constant the forward does not have": the constant is its own
         "target embedding's scale sqrt(D) applied again by hand",
         '''
 def encoder_decoder_backward(dloss, cache):
@@ -4349,5 +4350,1030 @@ def encoder_decoder_backward(dloss, cache):
     dparams["src_table"] = embedding_backward(dy, cache.src_embedding.embedding)
     return dparams
 ''',
+    ),
+]
+
+
+# ------------------------------------------------------------------------------------------------
+# A second learner, cold as well (never shown the package's source), on the rungs above the blocks:
+# the embedding with positions, the two stacks, the projection with its loss and the whole model.
+# They solved all 22 exercises, then made 51 mistakes of their own, one at a time into their solved
+# workbook; each is the one function they changed (its docstring left out), numbered as they
+# numbered it. Their other functions were right: the textbook's stand in for them here.
+
+COLD_RUNG_HEADER = """
+from numpy_transformer.backend import get_array_module
+from numpy_transformer.functional import (
+    cross_entropy_backward,
+    dropout_backward,
+    embedding_backward,
+    layer_norm_backward,
+    linear_backward,
+    positional_encoding_backward,
+)
+from numpy_transformer.workbook.blocks import (
+    decoder_block_backward,
+    decoder_stack_backward,
+    embedding_with_positions_backward,
+    encoder_block_backward,
+    encoder_stack_backward,
+    projection_loss_backward,
+)
+"""
+
+# their five functions of these rungs, right: each mistake below is a change to one of them
+COLD_RUNG_CORRECT = """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    dx = dropout_backward(dout, dropped)
+    dx = positional_encoding_backward(dx, None)
+    return {"table": embedding_backward(dx, embedding)}
+
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    for i in reversed(range(len(layers))):
+        dx, p = encoder_block_backward(dx, layers[i])
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    return dx, dparams
+
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        dmemory = dm if dmemory is None else dmemory + dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+
+def projection_loss_backward(dloss, cache):
+    projection, loss = cache
+    dlogits = cross_entropy_backward(dloss, loss)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = ptgt["table"] + pout["weight"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+"""
+
+COLD_RUNG_MISTAKES = [
+    ColdMistake(
+        "N01",
+        "embedding_with_positions_backward",
+        "dropout_skipped",
+        "left dropout_backward out",
+        """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    return {"table": embedding_backward(dout, embedding)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N02",
+        "embedding_with_positions_backward",
+        "dropout_scale",
+        "inline dropout dout*keep, no /keep_prob",
+        """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    dx = dout if dropped is None else dout * dropped.keep
+    return {"table": embedding_backward(dx, embedding)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N03",
+        "embedding_with_positions_backward",
+        "embedding_scale_twice",
+        "multiplied by sqrt(D) myself AND called embedding_backward (scale twice)",
+        """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    dx = dropout_backward(dout, dropped)
+    return {"table": embedding_backward(dx * embedding.scale, embedding)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N04",
+        "embedding_with_positions_backward",
+        "embedding_scale",
+        'divided by sqrt(D) "to undo the scale" before embedding_backward',
+        """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    dx = dropout_backward(dout, dropped)
+    return {"table": embedding_backward(dx / embedding.scale, embedding)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N05",
+        "embedding_with_positions_backward",
+        "repeated_ids",
+        "own scatter dtable[ids] += ... (repeated ids)",
+        """
+def embedding_with_positions_backward(dout, cache):
+    xp = get_array_module()
+    embedding, dropped = cache
+    dx = dropout_backward(dout, dropped)
+    dtable = xp.zeros(embedding.table_shape, dtype=dx.dtype)
+    dtable[embedding.ids] += dx * embedding.scale
+    return {"table": dtable}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N06",
+        "embedding_with_positions_backward",
+        "must return dparams as a dict",
+        'returned the bare array, not {"table": ...}',
+        """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    dx = dropout_backward(dout, dropped)
+    return embedding_backward(dx, embedding)
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N07",
+        "embedding_with_positions_backward",
+        "embedding_scale",
+        "own add.at scatter without the sqrt(D) scale",
+        """
+def embedding_with_positions_backward(dout, cache):
+    xp = get_array_module()
+    embedding, dropped = cache
+    dx = dropout_backward(dout, dropped)
+    dtable = xp.zeros(embedding.table_shape, dtype=dx.dtype)
+    xp.add.at(dtable, embedding.ids, dx)
+    return {"table": dtable}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N38",
+        "embedding_with_positions_backward",
+        "dropout_none",
+        "inline dropout without the cache is None (p=0) check",
+        """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    dx = dout * dropped.keep / dropped.keep_prob
+    return {"table": embedding_backward(dx, embedding)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N47",
+        "embedding_with_positions_backward",
+        "changed dout in place",
+        "dout *= keep; dout /= keep_prob in place",
+        """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    if dropped is not None:
+        dout *= dropped.keep
+        dout /= dropped.keep_prob
+    return {"table": embedding_backward(dout, embedding)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N48",
+        "embedding_with_positions_backward",
+        "has keys params has not",
+        'also returned a "positions" gradient',
+        """
+def embedding_with_positions_backward(dout, cache):
+    embedding, dropped = cache
+    dx = dropout_backward(dout, dropped)
+    return {"table": embedding_backward(dx, embedding), "positions": dx.sum(axis=0)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N08",
+        "encoder_stack_backward",
+        "final_norm_skipped",
+        "final norm's param grads computed but layers fed dout (norm skipped on the path)",
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    _, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    dx = dout
+    for i in reversed(range(len(layers))):
+        dx, p = encoder_block_backward(dx, layers[i])
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N09",
+        "encoder_stack_backward",
+        "layer_order",
+        "layers undone in forward order (range(n))",
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    for i in range(len(layers)):
+        dx, p = encoder_block_backward(dx, layers[i])
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N10",
+        "encoder_stack_backward",
+        "final_norm_last",
+        "final norm's backward done LAST (after the layers)",
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx = dout
+    dparams = {}
+    for i in reversed(range(len(layers))):
+        dx, p = encoder_block_backward(dx, layers[i])
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    dx, dparams["enc_norm_gamma"], dparams["enc_norm_beta"] = layer_norm_backward(dx, norm)
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N11",
+        "encoder_stack_backward",
+        "not_chained",
+        "every layer handed the post-norm gradient (not chained)",
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dnorm, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    for i in reversed(range(len(layers))):
+        dx, p = encoder_block_backward(dnorm, layers[i])
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N12",
+        "encoder_stack_backward",
+        "swapped",
+        "enumerate(reversed(layers)) -> layer names swapped",
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    for i, layer in enumerate(reversed(layers)):
+        dx, p = encoder_block_backward(dx, layer)
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N13",
+        "encoder_stack_backward",
+        "counted_twice",
+        "added an extra skip around each block (dx = dx + block_dx)",
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    for i in reversed(range(len(layers))):
+        dh, p = encoder_block_backward(dx, layers[i])
+        dx = dx + dh
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N14",
+        "encoder_stack_backward",
+        "dparams lacks",
+        "dparams.update(p) without the enc{i}_ prefix",
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    for i in reversed(range(len(layers))):
+        dx, p = encoder_block_backward(dx, layers[i])
+        dparams.update(p)
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N39",
+        "encoder_stack_backward",
+        "wrong_cache",
+        'used layers[-1].norm_2 as "the final norm"',
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, layers[-1].norm_2)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    for i in reversed(range(len(layers))):
+        dx, p = encoder_block_backward(dx, layers[i])
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N40",
+        "encoder_stack_backward",
+        "dparams lacks",
+        "range(n-1, 0, -1) skips layer 0",
+        """
+def encoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"enc_norm_gamma": dgamma, "enc_norm_beta": dbeta}
+    for i in range(len(layers) - 1, 0, -1):
+        dx, p = encoder_block_backward(dx, layers[i])
+        for key, value in p.items():
+            dparams[f"enc{i}_{key}"] = value
+    return dx, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N15",
+        "decoder_stack_backward",
+        "memory_one_layer",
+        "dmemory overwritten each layer (keeps layer 0's)",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    for i in reversed(range(len(layers))):
+        dx, dmemory, p = decoder_block_backward(dx, layers[i])
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N16",
+        "decoder_stack_backward",
+        "memory_one_layer",
+        "dmemory kept from the top layer only",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        if dmemory is None:
+            dmemory = dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N17",
+        "decoder_stack_backward",
+        "memory_averaged",
+        "dmemory averaged over layers",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    dms = []
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        dms.append(dm)
+        dmemory = sum(dms) / len(dms)
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N18",
+        "decoder_stack_backward",
+        "final_norm_skipped",
+        "final norm skipped on the path",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    _, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    dx = dout
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        dmemory = dm if dmemory is None else dmemory + dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N19",
+        "decoder_stack_backward",
+        "layer_order",
+        "layers in forward order",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    for i in range(len(layers)):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        dmemory = dm if dmemory is None else dmemory + dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N20",
+        "decoder_stack_backward",
+        "shape",
+        "unpacked dm, dx, p = decoder_block_backward(...)",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    for i in reversed(range(len(layers))):
+        dm, dx, p = decoder_block_backward(dx, layers[i])
+        dmemory = dm if dmemory is None else dmemory + dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N21",
+        "decoder_stack_backward",
+        "not_chained",
+        "not chained (each layer handed the post-norm gradient)",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    dtop = dx
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dtop, layers[i])
+        dmemory = dm if dmemory is None else dmemory + dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N22",
+        "decoder_stack_backward",
+        "different_tensors",
+        "added each layer's dmemory into dx",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        dmemory = dm if dmemory is None else dmemory + dm
+        dx = dx + dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N41",
+        "decoder_stack_backward",
+        "zeros_shape",
+        "dmemory = xp.zeros_like(dx) then dmemory + dm (accumulator shaped like x)",
+        """
+def decoder_stack_backward(dout, cache):
+    xp = get_array_module()
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = xp.zeros_like(dx)
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        dmemory = dmemory + dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N42",
+        "decoder_stack_backward",
+        "shape",
+        "ran the decoder's final norm backward on dmemory too",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    dmemory = None
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        dmemory = dm if dmemory is None else dmemory + dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    dmemory, _, _ = layer_norm_backward(dmemory, norm)
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N51",
+        "decoder_stack_backward",
+        "memory_some_layers",
+        "dmemory = dm + prev_dm (sums only two adjacent layers; right for <=2 layers)",
+        """
+def decoder_stack_backward(dout, cache):
+    layers, norm = cache
+    dx, dgamma, dbeta = layer_norm_backward(dout, norm)
+    dparams = {"dec_norm_gamma": dgamma, "dec_norm_beta": dbeta}
+    prev = None
+    for i in reversed(range(len(layers))):
+        dx, dm, p = decoder_block_backward(dx, layers[i])
+        dmemory = dm if prev is None else dm + prev
+        prev = dm
+        for key, value in p.items():
+            dparams[f"dec{i}_{key}"] = value
+    return dx, dmemory, dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N23",
+        "projection_loss_backward",
+        "upstream",
+        "cross_entropy_backward(1.0, ...) (dloss ignored)",
+        """
+def projection_loss_backward(dloss, cache):
+    projection, loss = cache
+    dlogits = cross_entropy_backward(1.0, loss)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N24",
+        "projection_loss_backward",
+        "ce_plain",
+        "own dlogits = probs - onehot (no smoothing, padding, mean)",
+        """
+def projection_loss_backward(dloss, cache):
+    xp = get_array_module()
+    projection, loss = cache
+    probs = loss.probs
+    onehot = xp.zeros_like(probs)
+    onehot[xp.arange(probs.shape[0]), loss.targets] = 1.0
+    dlogits = (probs - onehot).reshape(loss.shape) * dloss
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N25",
+        "projection_loss_backward",
+        "token_count_pad",
+        "own dlogits divided by N (all rows), padding masked",
+        """
+def projection_loss_backward(dloss, cache):
+    xp = get_array_module()
+    projection, loss = cache
+    probs = loss.probs
+    n, v = probs.shape
+    q = xp.full_like(probs, loss.label_smoothing / v)
+    q[xp.arange(n), loss.targets] += 1.0 - loss.label_smoothing
+    dlogits = ((probs - q) * loss.valid[:, None] / n * dloss).reshape(loss.shape)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N26",
+        "projection_loss_backward",
+        "padding_leak",
+        "own dlogits / n_valid, padding rows not masked",
+        """
+def projection_loss_backward(dloss, cache):
+    xp = get_array_module()
+    projection, loss = cache
+    probs = loss.probs
+    n, v = probs.shape
+    q = xp.full_like(probs, loss.label_smoothing / v)
+    q[xp.arange(n), loss.targets] += 1.0 - loss.label_smoothing
+    dlogits = ((probs - q) / loss.n_valid * dloss).reshape(loss.shape)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N27",
+        "projection_loss_backward",
+        "label_smoothing",
+        "own dlogits without label smoothing",
+        """
+def projection_loss_backward(dloss, cache):
+    xp = get_array_module()
+    projection, loss = cache
+    probs = loss.probs
+    n, v = probs.shape
+    q = xp.zeros_like(probs)
+    q[xp.arange(n), loss.targets] = 1.0
+    dlogits = ((probs - q) * loss.valid[:, None] / loss.n_valid * dloss).reshape(loss.shape)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N28",
+        "projection_loss_backward",
+        "upstream_twice",
+        "multiplied dx, dW, db by dloss again (dloss applied twice)",
+        """
+def projection_loss_backward(dloss, cache):
+    projection, loss = cache
+    dlogits = cross_entropy_backward(dloss, loss)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx * dloss, {"weight": dw * dloss, "bias": db * dloss}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N29",
+        "projection_loss_backward",
+        "token_count_twice",
+        "divided cross_entropy_backward's result by n_valid again (mean twice)",
+        """
+def projection_loss_backward(dloss, cache):
+    projection, loss = cache
+    dlogits = cross_entropy_backward(dloss, loss) / loss.n_valid
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N30",
+        "projection_loss_backward",
+        "rows_sum",
+        "own dbias = dlogits.sum(axis=0) on (B,T,V)",
+        """
+def projection_loss_backward(dloss, cache):
+    projection, loss = cache
+    dlogits = cross_entropy_backward(dloss, loss)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw.T @ dw @ dw.T if False else dw, "bias": dlogits.sum(axis=0)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N43",
+        "projection_loss_backward",
+        "reshaped",
+        "own linear: returned dx flattened (N, D)",
+        """
+def projection_loss_backward(dloss, cache):
+    projection, loss = cache
+    dlogits = cross_entropy_backward(dloss, loss)
+    v = dlogits.shape[-1]
+    d2 = dlogits.reshape(-1, v)
+    x2 = projection.x.reshape(-1, projection.x.shape[-1])
+    dx = d2 @ projection.weight
+    return dx, {"weight": d2.T @ x2, "bias": d2.sum(axis=0)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N44",
+        "projection_loss_backward",
+        "transposed",
+        "own dW = x^T dlogits (transposed)",
+        """
+def projection_loss_backward(dloss, cache):
+    projection, loss = cache
+    dlogits = cross_entropy_backward(dloss, loss)
+    v = dlogits.shape[-1]
+    d2 = dlogits.reshape(-1, v)
+    x2 = projection.x.reshape(-1, projection.x.shape[-1])
+    dx = dlogits @ projection.weight
+    return dx, {"weight": x2.T @ d2, "bias": d2.sum(axis=0)}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N46",
+        "projection_loss_backward",
+        "changed its cache in place",
+        "CS231n-style probs[...] -= 1 on cache.loss.probs",
+        """
+def projection_loss_backward(dloss, cache):
+    xp = get_array_module()
+    projection, loss = cache
+    probs = loss.probs
+    n, v = probs.shape
+    eps = loss.label_smoothing
+    probs -= eps / v
+    probs[xp.arange(n), loss.targets] -= 1.0 - eps
+    dlogits = (probs * loss.valid[:, None] * (dloss / loss.n_valid)).reshape(loss.shape)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N50",
+        "projection_loss_backward",
+        "smoothing_convention",
+        "smoothing as eps/(V-1) off-target, 1-eps on target",
+        """
+def projection_loss_backward(dloss, cache):
+    xp = get_array_module()
+    projection, loss = cache
+    probs = loss.probs
+    n, v = probs.shape
+    eps = loss.label_smoothing
+    q = xp.full_like(probs, eps / (v - 1))
+    q[xp.arange(n), loss.targets] = 1.0 - eps
+    dlogits = ((probs - q) * loss.valid[:, None] * (dloss / loss.n_valid)).reshape(loss.shape)
+    dx, dw, db = linear_backward(dlogits, projection)
+    return dx, {"weight": dw, "bias": db}
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N31",
+        "encoder_decoder_backward",
+        "tied_not_added",
+        "tgt_table = embedding grad only",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = ptgt["table"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N32",
+        "encoder_decoder_backward",
+        "tied_not_added",
+        "tgt_table = projection grad only",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = pout["weight"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N33",
+        "encoder_decoder_backward",
+        "memory_swapped",
+        "encoder fed the decoder's dx instead of dmemory",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dy, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = ptgt["table"] + pout["weight"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N34",
+        "encoder_decoder_backward",
+        "skipped",
+        "source embedding fed dmemory (encoder skipped)",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory, encoder)
+    psrc = embedding_with_positions_backward(dmemory, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = ptgt["table"] + pout["weight"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N35",
+        "encoder_decoder_backward",
+        "skipped",
+        "target embedding fed the gradient from above the decoder stack",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dtop = dy
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dtop, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = ptgt["table"] + pout["weight"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N36",
+        "encoder_decoder_backward",
+        "tables_swapped",
+        "src_table/tgt_table grads swapped",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = ptgt["table"]
+    dparams["tgt_table"] = psrc["table"] + pout["weight"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N37",
+        "encoder_decoder_backward",
+        "tied_averaged",
+        "tied table's two gradients averaged",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = (ptgt["table"] + pout["weight"]) / 2
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N45",
+        "encoder_decoder_backward",
+        "memory_plus_input",
+        "encoder fed dmemory + decoder's dx",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(dloss, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory + dy, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = ptgt["table"] + pout["weight"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
+    ),
+    ColdMistake(
+        "N49",
+        "encoder_decoder_backward",
+        "upstream",
+        "projection_loss_backward(1.0, ...) (dloss ignored)",
+        """
+def encoder_decoder_backward(dloss, cache):
+    src_embedding, encoder, tgt_embedding, decoder, output = cache
+    dy, pout = projection_loss_backward(1.0, output)
+    dy, dmemory, pdec = decoder_stack_backward(dy, decoder)
+    ptgt = embedding_with_positions_backward(dy, tgt_embedding)
+    dx, penc = encoder_stack_backward(dmemory, encoder)
+    psrc = embedding_with_positions_backward(dx, src_embedding)
+    dparams = {}
+    dparams.update(penc)
+    dparams.update(pdec)
+    dparams["src_table"] = psrc["table"]
+    dparams["tgt_table"] = ptgt["table"] + pout["weight"]
+    dparams["proj_bias"] = pout["bias"]
+    return dparams
+""",
+        COLD_RUNG_HEADER,
     ),
 ]

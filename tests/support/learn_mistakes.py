@@ -1172,7 +1172,7 @@ BLOCK_MISTAKES = [  # a learner's own block-level mistakes, written into the tex
     ),
     textbook_with(
         "decoder_stack_backward",
-        "stray_factor",
+        "memory_averaged",  # was "a constant the forward does not have": 1 / the layers, its own constant
         ("return dx, dmemory, grads", "return dx, dmemory / len(cache.layers), grads"),
     ),
 ]
