@@ -1,10 +1,17 @@
 """numpy_transformer: the encoder-decoder Transformer in NumPy, every backward written by hand."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _starting  # noqa: F401  (first: Ctrl-C while the command's modules load)
 from .backend import get_array_module, set_backend
-from .gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
+
+# the module numpy_transformer.gradcheck, callable as its function gradcheck: bound here under that
+# name, the function would hide the module from `import numpy_transformer.gradcheck as g`
+if TYPE_CHECKING:
+    from .gradcheck import gradcheck
+else:
+    from . import gradcheck
+from .gradcheck import GradcheckError, gradcheck_function, gradcheck_module
 from .kernels import get_kernels, set_kernels
 from .layers import (
     Decoder,

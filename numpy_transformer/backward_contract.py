@@ -371,7 +371,14 @@ def check_backward_contract(
     it is called again (a buffer it reuses). ``overwrites`` names what the backward writes into on
     purpose ("dout", "cache", or an input's name): the check then gives it a fresh copy each call.
     """
-    if isinstance(overwrites, str) or not all(isinstance(n, str) for n in overwrites):
+    check_mapping("inputs", inputs, "each forward argument's name to its value")
+    check_names("wrt", wrt, "input names, in the order backward returns their gradients", unique=True)
+    if isinstance(overwrites, str) or not isinstance(overwrites, (list, tuple, set, frozenset)):
+        kind = "the str" if isinstance(overwrites, str) else type(overwrites).__name__
+        raise TypeError(
+            f"overwrites must be a tuple of names ('dout', 'cache', or an input's), got {kind} {overwrites!r}"
+        )
+    if not all(isinstance(n, str) for n in overwrites):
         raise TypeError(
             f"overwrites must be a tuple of names ('dout', 'cache', or an input's), got {overwrites!r}"
         )
@@ -512,6 +519,33 @@ def check_backward_contract(
             )
     raise_faults(faults, "backward broke its contract")
     return first, upstream
+
+
+def check_names(label: str, names: Any, what: str, unique: bool = False) -> None:
+    """TypeError unless ``names`` is a list or tuple of strings (``what`` says what they name): a bare
+    string would be iterated as its characters, each taken for a name; ValueError for a name given
+    twice when ``unique`` (a non-empty one: "" leaves a returned value unchecked)."""
+    if isinstance(names, str):
+        raise TypeError(
+            f"{label} must be a list of {what}, got the str {names!r} (its characters would be taken as "
+            f"names): write [{names!r}] for one"
+        )
+    if not isinstance(names, (list, tuple)):
+        raise TypeError(f"{label} must be a list of {what}, got {type(names).__name__} {names!r}")
+    odd = [name for name in names if not isinstance(name, str)]
+    if odd:
+        raise TypeError(f"{label} must be a list of {what}, got {type(odd[0]).__name__} {odd[0]!r} in it")
+    repeated = [name for k, name in enumerate(names) if name and name in names[:k]]
+    if unique and repeated:
+        raise ValueError(
+            f"{label} names {repeated[0]!r} more than once: each input's gradient is checked once"
+        )
+
+
+def check_mapping(label: str, value: Any, what: str) -> None:
+    """TypeError unless ``value`` is a mapping (a dict of names)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{label} must map {what}, got {type(value).__name__}")
 
 
 def check_seed(seed: Any) -> None:

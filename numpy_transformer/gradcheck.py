@@ -36,13 +36,22 @@ before any difference is taken (:func:`check_backward_contract`): the forward le
 given and computes in the precision it is given; the backward leaves ``dout``, the inputs and the
 cache as given, returns each gradient in its input's dtype, shape and array library, returns the same
 bits for the same arguments, and returns arrays that a later call does not overwrite.
+
+This module is callable: ``numpy_transformer.gradcheck(...)`` calls :func:`gradcheck` (a module whose
+class adds ``__call__``, with the function's signature). The package's attribute ``gradcheck`` is
+this module, so ``import numpy_transformer.gradcheck as g`` gives the module (``g.gradcheck_function``)
+rather than the function of the same name, and ``from numpy_transformer.gradcheck import gradcheck``
+gives the function itself.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
+import sys
+import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +64,7 @@ from .backward_contract import (
     changed_since,
     check_backward_contract,
     check_gradient_type,
+    check_mapping,
     check_seed,
     first_difference,
     first_not_finite,
@@ -159,6 +169,8 @@ def gradcheck(
     values and errors.
     """
     _check_options(eps, atol, rtol, max_entries, mode, kinks, directions)
+    check_mapping("variables", variables, "each name to its array")
+    check_mapping("analytic", analytic, "each name to its array")
     if picture is not None and not isinstance(picture, (str, os.PathLike)):
         raise TypeError(f"picture must be a file name (str or Path) or None, got {type(picture).__name__}")
     if mode == "fast" and max_entries is not None:
@@ -396,6 +408,7 @@ def gradcheck_module(
     returned input gradient is not overwritten by a later call.
     """
     check_seed(seed)
+    check_mapping("inputs", inputs, "each forward argument's name to its value")
     if not list(module.named_parameters()) and input_grads is None:
         raise ValueError(
             f"{type(module).__name__} has no parameters and input_grads is None: nothing to check; map the "
@@ -407,7 +420,11 @@ def gradcheck_module(
 
     def once(upstream: Any | None) -> tuple[Any, dict[str, Any], Any]:
         module.zero_grad()
-        out = run(**inputs)
+        try:
+            out = run(**inputs)
+        except TypeError as error:
+            _refuse_integer_inputs(run, inputs, type(module).__name__, error)
+            raise
         if out is None:
             raise TypeError("the module's forward returned None (nothing), expected its output array")
         shape = output_shape(out, "the module's forward")
@@ -421,6 +438,11 @@ def gradcheck_module(
         mapped: dict[str, Any] = {}
         if input_grads is not None:
             mapped = dict(_mapped(input_grads(returned), inputs))
+        for name in mapped:
+            if not _floating(inputs[name]):
+                raise TypeError(
+                    f"inputs[{name!r}] is {_kind(inputs[name])}: a gradient is checked for a floating array only"
+                )
         grads = {name: parameter.grad.copy() for name, parameter in module.named_parameters()}
         both = [name for name in mapped if name in grads]
         if both:
@@ -525,6 +547,38 @@ def _data_pointer(array: Any) -> int | None:
     return getattr(data, "ptr", None)
 
 
+def _floating(value: Any) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and numpy.dtype(str(dtype)).kind in "fc"
+
+
+def _kind(value: Any) -> str:
+    dtype = getattr(value, "dtype", None)
+    return f"{type(value).__name__}{' of ' + str(dtype) if dtype is not None else ''}"
+
+
+def _refuse_integer_inputs(
+    run: Callable[..., Any], inputs: Mapping[str, Any], owner: str, error: TypeError
+) -> None:
+    """A forward that failed with a TypeError (a numpy casting error deep in a kernel, say) and runs
+    with one integer input as float64 instead: that input is named, from ``error``. An integer input
+    the forward needs as such (token ids) fails again as float64 and is not blamed."""
+    xp = get_array_module()
+    for name, value in inputs.items():
+        if getattr(value, "dtype", None) is None or numpy.dtype(str(value.dtype)).kind not in "iu":
+            continue
+        try:
+            run(**{**inputs, name: xp.asarray(value, dtype=xp.float64)})
+        except Exception:  # not this input's dtype: the next one, or the forward's own error
+            continue
+        first = str(error).splitlines()[0] if str(error) else ""
+        raise TypeError(
+            f"inputs[{name!r}] is {_kind(inputs[name])} and {owner}'s forward failed on it "
+            f"({type(error).__name__}: {first}): expected a floating array (checked in float64; integer arrays "
+            f"are for token ids), pass numpy.asarray({name}, dtype=float)"
+        ) from error
+
+
 def _mapped(mapped: Any, inputs: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     if not isinstance(mapped, Mapping):
         raise TypeError(f"input_grads must return {{input name: gradient}}, got {type(mapped).__name__}")
@@ -532,3 +586,18 @@ def _mapped(mapped: Any, inputs: Mapping[str, Any]) -> Iterator[tuple[str, Any]]
         if name not in inputs:
             raise ValueError(f"input_grads names {name!r}, which is not one of the inputs {list(inputs)}")
         yield name, grad
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`gradcheck`: the package binds the module under the function's
+    name, and ``nt.gradcheck(...)`` must go on calling the function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> GradcheckResult:
+        return gradcheck(*args, **kwargs)
+
+    @property
+    def __signature__(self) -> inspect.Signature:  # help() and inspect show the function's arguments
+        return inspect.signature(gradcheck)
+
+
+sys.modules[__name__].__class__ = _CallableModule

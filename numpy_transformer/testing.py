@@ -34,6 +34,7 @@ from typing import Any
 import numpy
 
 from .backend import get_array_module
+from .backward_contract import check_names
 from .gradcheck import GradcheckError, GradcheckResult, gradcheck_function, gradcheck_module
 
 __all__ = [
@@ -103,10 +104,8 @@ def assert_gradients(
         raise TypeError(
             f"inputs must map each forward argument's name to its value, got {type(inputs).__name__}"
         )
-    if wrt is not None and (
-        isinstance(wrt, str) or not isinstance(wrt, (list, tuple)) or not all(isinstance(n, str) for n in wrt)
-    ):
-        raise TypeError(f"wrt must be a list of input names, got {wrt!r}")
+    if wrt is not None:
+        check_names("wrt", wrt, "input names, in the order backward returns their gradients")
     values = _in_float64(inputs)
     wrt_given = wrt is not None
     if wrt is None:
@@ -187,7 +186,11 @@ def assert_module_gradients(
             "input_grads must be a function of the backward's return value giving {input name: gradient}, "
             f"got {type(input_grads).__name__}"
         )
-    if isinstance(unchecked, str) or not all(isinstance(name, str) for name in unchecked):
+    if (
+        isinstance(unchecked, str)
+        or not isinstance(unchecked, (tuple, list))
+        or not all(isinstance(name, str) for name in unchecked)
+    ):
         raise TypeError(f"unchecked must be a tuple of input names, got {unchecked!r}")
     unknown = [name for name in unchecked if name not in inputs]
     if unknown:

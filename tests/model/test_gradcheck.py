@@ -98,3 +98,82 @@ def test_tied_embeddings_gradient_is_the_sum_of_their_uses(textbook, shared):
         forward=lambda src, tgt: model.forward(src, tgt, nt.make_src_mask(src, 0), None),
     )
     assert result.passed
+
+
+def test_the_module_numpy_transformer_gradcheck_is_the_module_and_callable_as_the_function():
+    """``import numpy_transformer.gradcheck as g`` gives the documented module (not the function of
+    its name), and ``nt.gradcheck(...)`` still runs the function, with its signature."""
+    import inspect
+
+    import numpy_transformer.gradcheck as g
+    from numpy_transformer import gradcheck as from_package
+
+    assert g.gradcheck_function is gradcheck_function and g.gradcheck is gradcheck
+    assert from_package is g and nt.gradcheck is g
+    x = np.linspace(-1.0, 1.0, 5)
+    for call in (nt.gradcheck, g, from_package, gradcheck):
+        result = call(lambda: float((x**2).sum()), {"x": x}, {"x": 2 * x})
+        assert result.passed and [report.name for report in result.reports] == ["x"], str(result)
+    with pytest.raises(GradcheckError, match="x: FAILED"):
+        nt.gradcheck(lambda: float((x**2).sum()), {"x": x}, {"x": 3 * x})
+    assert inspect.signature(nt.gradcheck) == inspect.signature(gradcheck)
+
+
+@pytest.mark.parametrize(
+    "wrt, expected",
+    [
+        ("ab", r"wrt must be a list of input names.*got the str 'ab'.*\['ab'\]"),
+        (None, r"wrt must be a list of input names.*got NoneType None"),
+        (iter(["a", "b"]), r"wrt must be a list of input names.*got list_iterator"),
+        (["a", 2], r"wrt must be a list of input names.*got int 2 in it"),
+        (["a", "a"], r"wrt names 'a' more than once"),
+    ],
+)
+def test_gradcheck_function_refuses_a_wrt_that_is_not_a_list_of_names(wrt, expected):
+    def forward(a, b):
+        return a * b, (a, b)
+
+    def backward(dout, cache):
+        return dout * cache[1], dout * cache[0]
+
+    inputs = {"a": np.linspace(0.5, 1.5, 4), "b": np.linspace(-1.0, 2.0, 4), "ab": np.ones(4)}
+    calls = []
+
+    def watched(**given):
+        calls.append(1)
+        return forward(given["a"], given["b"])
+
+    with pytest.raises((TypeError, ValueError), match=expected):
+        gradcheck_function(watched, backward, inputs, wrt)
+    assert calls == [], "refused before the forward runs"
+
+
+@pytest.mark.parametrize(
+    "overwrites, expected",
+    [(5, r"overwrites must be a tuple of names.*got int 5"), (None, r"overwrites.*got NoneType None")],
+)
+def test_gradcheck_function_refuses_overwrites_that_are_not_names(overwrites, expected):
+    inputs = {"x": np.linspace(0.5, 1.5, 4)}
+    with pytest.raises(TypeError, match=expected):
+        gradcheck_function(lambda x: (x * x, x), lambda d, c: 2 * d * c, inputs, ["x"], overwrites=overwrites)
+
+
+@pytest.mark.parametrize("argument", ["variables", "analytic"])
+def test_gradcheck_refuses_variables_or_analytic_that_are_not_mappings(argument):
+    x = np.linspace(0.5, 1.5, 4)
+    given = {"variables": {"x": x}, "analytic": {"x": 2 * x}}
+    given[argument] = [given[argument]["x"]]
+    with pytest.raises(TypeError, match=rf"{argument} must map each name to its array, got list"):
+        gradcheck(lambda: float((x**2).sum()), given["variables"], given["analytic"])
+
+
+def test_gradcheck_function_and_module_refuse_inputs_that_are_not_a_mapping():
+    x = np.linspace(0.5, 1.5, 4)
+    with pytest.raises(
+        TypeError, match="inputs must map each forward argument's name to its value, got list"
+    ):
+        gradcheck_function(lambda x: (x * x, x), lambda d, c: 2 * d * c, [x], ["x"])
+    with pytest.raises(
+        TypeError, match="inputs must map each forward argument's name to its value, got list"
+    ):
+        gradcheck_module(nt.Linear(4, 2, dtype="float64"), [x.reshape(1, 4)])

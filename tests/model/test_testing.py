@@ -269,3 +269,40 @@ def test_a_module_is_given_back_in_its_mode_with_its_gradients():
     block.eval()
     assert_module_gradients(block, {"x": x}, lambda dx: {"x": dx})
     assert not any(part.training for part in block.modules())
+
+
+@pytest.mark.parametrize("input_grads", [lambda dx: {"x": dx}, None])
+def test_an_integer_input_a_module_cannot_take_is_refused_naming_it_and_its_dtype(input_grads):
+    """LayerNormalization's forward fails on an int array deep in a kernel; the check names the input."""
+    from numpy_transformer import LayerNormalization
+
+    module = LayerNormalization(6, dtype="float64")
+    x = np.arange(12).reshape(2, 6)
+    with pytest.raises(
+        TypeError,
+        match=r"inputs\['x'\] is ndarray of int64 and LayerNormalization's forward failed on it .*"
+        r"expected a floating array.*numpy.asarray\(x, dtype=float\)",
+    ) as caught:
+        assert_module_gradients(module, {"x": x}, input_grads)
+    assert "\n" not in str(caught.value)
+    assert isinstance(caught.value.__cause__, TypeError), "the module's own error stays visible as the cause"
+    assert module.gamma.grad.sum() == 0 and module.training, "the module is given back as it came"
+
+
+def test_an_integer_input_whose_gradient_is_mapped_is_refused_as_assert_gradients_refuses_it():
+    """Linear's forward takes an int array, but its gradient cannot be checked: said of the input,
+    not blamed on the backward's dtype."""
+    layer = Linear(3, 2, dtype="float64")
+    with pytest.raises(
+        TypeError, match=r"inputs\['x'\] is ndarray of int64: a gradient is checked for a floating array only"
+    ):
+        assert_module_gradients(layer, {"x": np.arange(6).reshape(2, 3)}, lambda dx: {"x": dx})
+    with pytest.raises(TypeError, match=r"inputs\['x'\] is ndarray of int64: a gradient is checked"):
+        assert_gradients(lambda x: (x * 2.0, None), lambda d, c: 2.0 * d, {"x": np.arange(3)}, ["x"])
+
+
+@pytest.mark.parametrize("unchecked", [5, None, ("x", 1)])
+def test_unchecked_that_is_not_a_tuple_of_names_is_refused(unchecked):
+    layer = Linear(3, 2, dtype="float64")
+    with pytest.raises(TypeError, match=r"unchecked must be a tuple of input names, got"):
+        assert_module_gradients(layer, {"x": np.ones((2, 3))}, lambda dx: {"x": dx}, unchecked=unchecked)
