@@ -103,6 +103,16 @@ WRITTEN = (  # what an export holds
     TOKENIZER_JSON,
     *TARGET_FILES,
 )
+CTRANSLATE2_WRITTEN = (
+    "config.json",
+    "model.bin",
+    "shared_vocabulary.json",
+    "source_vocabulary.json",
+    "target_vocabulary.json",
+)  # what a CTranslate2 export holds (one shared vocabulary, or the source's and the target's)
+# every file either kind of export writes: an export with --overwrite removes the other kind's too, so
+# that the directory holds one model (transformers cannot load a Marian directory beside model.bin)
+EXPORTS_WRITTEN = tuple(dict.fromkeys((*WRITTEN, *CTRANSLATE2_WRITTEN)))
 MARIAN_ACTIVATIONS = {ours: theirs for theirs, ours in reversed(ACTIVATION_NAMES.items())}  # swish for silu
 
 
@@ -376,9 +386,11 @@ def aliased_tensors(
     return out
 
 
-def check_destination(directory: str | Path, overwrite: bool, written: tuple[str, ...] = WRITTEN) -> Path:
+def check_destination(
+    directory: str | Path, overwrite: bool, written: tuple[str, ...] = EXPORTS_WRITTEN
+) -> Path:
     """``directory`` as the export's: absent, an empty directory, or (``overwrite``) one to replace
-    the export's files (``written``) in."""
+    the files of an export (``written``: either kind's, EXPORTS_WRITTEN) in."""
     path = Path(directory).expanduser()
     if path.exists() and not path.is_dir():
         raise ExportError(f"--to {directory}: not a directory (expected a directory to write the model into)")
@@ -524,16 +536,9 @@ def export_pretrained(
             (staging / name).parent.mkdir(exist_ok=True)
             (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
 
-    return write_export(path, write, WRITTEN)
+    return write_export(path, write, EXPORTS_WRITTEN)
 
 
-CTRANSLATE2_WRITTEN = (
-    "config.json",
-    "model.bin",
-    "shared_vocabulary.json",
-    "source_vocabulary.json",
-    "target_vocabulary.json",
-)  # what a CTranslate2 export holds (one shared vocabulary, or the source's and the target's)
 CTRANSLATE2_ACTIVATIONS = {"relu": "RELU", "silu": "SWISH", "gelu_tanh": "GELUTanh"}  # common_spec.Activation
 
 
@@ -659,18 +664,19 @@ def export_ctranslate2(
             raise ExportError(
                 f"vocabularies: the {side} vocabulary has {len(vocab)} tokens, the model {size}"
             )
-    path = check_destination(directory, overwrite, CTRANSLATE2_WRITTEN)
+    path = check_destination(directory, overwrite)
     spec = ctranslate2_spec(model, vocabularies)
     spec.validate()
     spec.optimize(quantization="float32")
-    return write_export(path, lambda staging: spec.save(str(staging)), CTRANSLATE2_WRITTEN)
+    return write_export(path, lambda staging: spec.save(str(staging)), EXPORTS_WRITTEN)
 
 
 def write_export(path: Path, write: Callable[[Path], None], names: tuple[str, ...]) -> list[Path]:
     """``write`` fills a temporary directory beside ``path``; its files are then moved into ``path``
-    (made if absent), each by a rename, and a file of ``names`` it lacks (an earlier export's) is
-    removed from ``path``. Returns the files moved in. A failure (OSError) raises a SaveError naming
-    the file and saying what is left; a ``path`` this export made and moved nothing into is removed."""
+    (made if absent), each by a rename, and a file of ``names`` it lacks (an earlier export's, of
+    either kind: EXPORTS_WRITTEN) is removed from ``path``. Returns the files moved in. A failure
+    (OSError) raises a SaveError naming the file and saying what is left; a ``path`` this export
+    made and moved nothing into is removed."""
     created = not path.exists()
     moved: list[Path] = []
     staging: Path | None = None

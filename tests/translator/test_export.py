@@ -182,6 +182,33 @@ def test_bad_vocabularies_and_a_used_directory_are_refused(tmp_path):
     assert_same_model(load_pretrained(tmp_path / "used"), model)
 
 
+def test_an_overwrite_across_the_two_kinds_leaves_one_export_and_the_users_files(tmp_path):
+    pytest.importorskip("ctranslate2", reason="the CTranslate2 export needs ctranslate2")
+    from numpy_transformer.translator.export import CTRANSLATE2_WRITTEN, WRITTEN, export_ctranslate2
+
+    model, vocabularies = random_model(True, False, "relu", True)
+    folder = tmp_path / "used"
+
+    def files():
+        return {str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()}
+
+    export_pretrained(model, vocabularies, folder)
+    (folder / "notes.txt").write_text("mine")
+    export_ctranslate2(model, vocabularies, folder, overwrite=True)
+    assert files() == {
+        "notes.txt",
+        "config.json",
+        "model.bin",
+        "source_vocabulary.json",
+        "target_vocabulary.json",
+    }
+    export_pretrained(model, vocabularies, folder, overwrite=True)
+    assert "model.bin" not in files() and files() - {"notes.txt"} <= set(WRITTEN)
+    assert not files() & (set(CTRANSLATE2_WRITTEN) - set(WRITTEN))
+    assert (folder / "notes.txt").read_text() == "mine"
+    assert_same_model(load_pretrained(folder), model)  # the directory is one model again
+
+
 def test_a_failed_write_leaves_no_directory_of_its_own_and_says_what_is_left(tmp_path, monkeypatch):
     import safetensors.numpy
 

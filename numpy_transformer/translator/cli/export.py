@@ -20,7 +20,12 @@ def add_export(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run", metavar="RUN", help="the run directory (or its model.npz) to export")
     p.add_argument("--to", required=True, metavar="DIR", help="the directory to write (new or empty)")
-    p.add_argument("--overwrite", action="store_true", help="replace the files of an export in --to")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the files of an export in --to (either kind's: a Hugging Face export's or "
+        "a CTranslate2 one's, so that --to holds one model; other files are left)",
+    )
     p.add_argument(
         "--no-tokenizer",
         action="store_true",
@@ -40,7 +45,6 @@ def run_export(args: argparse.Namespace) -> int:
     from ..checkpoint import load_for_inference
     from ..export import (
         ARCHITECTURES,
-        CTRANSLATE2_WRITTEN,
         check_destination,
         export_ctranslate2,
         export_pretrained,
@@ -50,7 +54,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     if args.ctranslate2:
         require("export --ctranslate2", "ctranslate2")
-        check_destination(args.to, args.overwrite, CTRANSLATE2_WRITTEN)  # before the run is read
+        check_destination(args.to, args.overwrite)  # before the run is read
         model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.run)
         written = export_ctranslate2(model, (src_vocab, tgt_vocab), args.to, args.overwrite)
         print(f"exported {args.run} into {args.to}: {', '.join(path.name for path in written)}")
