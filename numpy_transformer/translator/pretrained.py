@@ -43,6 +43,7 @@ from .tokenizers import SentencePieceTokenizer, Tokenizer, from_huggingface
 from .vocabulary import SpecialIds, Vocab
 
 CONFIG, WEIGHTS, VOCAB = "config.json", "model.safetensors", "vocab.json"
+TARGET_VOCAB = "target_vocab.json"  # the target's vocabulary of a Marian tokenizer of separate ones
 SENTENCEPIECE_FILES = ("source.spm", "target.spm")
 PICKLED = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
 ACTIVATION_NAMES = {
@@ -74,7 +75,10 @@ def _read_bounded(path: Path, limit: int) -> bytes:
     except OSError as error:
         raise PretrainedError(f"{path}: cannot be read ({error.strerror or error})") from None
     if len(data) > limit:
-        raise PretrainedError(f"{path}: larger than {limit >> 20} MiB, expected a JSON file of that model's")
+        raise PretrainedError(
+            f"{path}: larger than {limit >> 20} MiB (a model directory's {path.name} is far smaller): "
+            "not the file of a model this package reads"
+        )
     return data
 
 
@@ -93,8 +97,14 @@ def read_config(directory: str | Path) -> dict[str, Any]:
         config = json.loads(_read_bounded(path, MAX_CONFIG).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise PretrainedError(f"{path}: not valid JSON ({error})") from error
-    if not isinstance(config, dict) or config.get("model_type") not in MODEL_TYPES:
-        found = config.get("model_type") if isinstance(config, dict) else type(config).__name__
+    if not isinstance(config, dict):
+        kinds = {list: "a list", str: "a string", bool: "true or false", type(None): "null"}
+        raise PretrainedError(
+            f"{path}: expected a JSON object, got {kinds.get(type(config), 'a number')} "
+            "(a Hugging Face model's config.json is an object of its settings)"
+        )
+    if config.get("model_type") not in MODEL_TYPES:
+        found = config.get("model_type")
         raise PretrainedError(
             f"{path}: model_type is {found!r}, expected 'marian' (an OPUS-MT model) or 'pegasus'"
         )
@@ -730,6 +740,11 @@ def read_tokenizer(directory: str | Path, config: dict[str, Any]) -> tuple[Sente
         raise PretrainedError(
             f"{path}: vocab_size {config['vocab_size']} and decoder_vocab_size {config['decoder_vocab_size']} "
             f"differ: a tokenizer of separate vocabularies is not supported yet, only one {VOCAB}"
+        )
+    if (Path(directory) / TARGET_VOCAB).exists():  # Marian's separate_vocabs: its targets' ids differ
+        raise PretrainedError(
+            f"{Path(directory) / TARGET_VOCAB}: a tokenizer of separate source and target vocabularies is "
+            f"not supported yet, only one {VOCAB}"
         )
     tokenizer = MarianTokenizer(directory)
     ids = marian_special_ids(config)
