@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.corpora import line_batches
+from numpy_transformer.translator.corpora import line_batches, printable
 from numpy_transformer.translator.training import Trainer
 
 TIMEOUT = 120  # seconds any one exchange may take; a hang fails the test instead of stopping the suite
@@ -154,3 +154,21 @@ def test_line_batches_hand_on_what_has_come_when_the_input_pauses():
         writer.write(b"three\n")
         threading.Thread(target=lambda: got.put(next(batches)), daemon=True).start()
         assert got.get(timeout=TIMEOUT) == [b"three\n"]
+
+
+def test_format_controls_are_printed_as_escapes_and_emoji_and_joiners_kept():
+    import unicodedata
+
+    # every format control Python's Unicode knows is escaped (nothing a terminal's bidi would obey),
+    # but the joiners, which emoji sequences and Persian or Indic text hold
+    format_controls = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    kept = [c for c in format_controls if printable(c) == c]
+    assert kept == ["\u200c", "\u200d"]
+    assert (
+        printable("\u202eevil\u2066x\u2069 \u200b\u200f\ufeff")
+        == "\\u202eevil\\u2066x\\u2069 \\u200b\\u200f\\ufeff"
+    )
+    text = "café 日本 👨\u200d👩\u200d👧 👍🏽 🇫🇷 \U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+    assert printable(text) == text  # accents, CJK, emoji of joiners, modifiers, flags (England's of tags)
+    assert printable("\U000e0067\U000e0062 hidden") == "\\U000e0067\\U000e0062 hidden"  # tags outside a flag
+    assert printable("a\tb\x1b[31m\u2028") == "a\\tb\\x1b[31m\\u2028"
