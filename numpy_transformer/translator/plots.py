@@ -29,6 +29,27 @@ def _pyplot() -> Any:
     return plt
 
 
+def picture_path(out: str | Path, default_name: str) -> Path:
+    """The file a picture asked for as ``out`` is written to: ``out`` itself, ``out/default_name``
+    where ``out`` is an existing directory, ``out`` with ``.png`` where it has no extension (as
+    matplotlib names it). Refused (ValueError naming --out) where the extension is not a format
+    matplotlib writes, before any work."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(out).expanduser()
+    if path.is_dir():
+        path = path / default_name
+    if not path.suffix:
+        return path.with_name(path.name + ".png")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix[1:].lower() not in formats:
+        raise ValueError(
+            f"--out {out}: {path.suffix} is not a picture format matplotlib writes (expected "
+            f"{', '.join('.' + name for name in sorted(formats))}; .png without one)"
+        )
+    return path
+
+
 def attention_maps(
     model: Transformer, src_ids: Sequence[int], max_len: int | None = None, ids: SpecialIds = DEFAULT_IDS
 ) -> tuple[list[int], dict]:
@@ -61,8 +82,11 @@ def attention_maps(
 def plot_attention(
     model: Transformer, tokenizer: Any, src_vocab: Any, tgt_vocab: Any, sentence: str, out: str | Path
 ) -> list[Path]:
-    """Three PNGs, ``<out stem>-encoder.png``, ``-decoder.png``, ``-cross.png``: a layer x head grid each."""
+    """Three PNGs, ``<out stem>-encoder.png``, ``-decoder.png``, ``-cross.png`` (in ``out`` itself,
+    ``attention-*.png``, where it is a directory): a layer x head grid each."""
     plt = _pyplot()
+    if not sentence.strip():
+        raise ValueError("sentence 1 of the arguments is empty: give text to translate")
     src_tokens = tokenizer.tokenize_source(sentence)
     src_ids, _ = src_vocab.encode(src_tokens)
     target, maps = attention_maps(model, src_ids, ids=tgt_vocab.ids)
@@ -72,7 +96,8 @@ def plot_attention(
         "decoder self-attention": (tgt_tokens, tgt_tokens),
         "cross-attention": (tgt_tokens, src_tokens),
     }
-    out = Path(out)
+    out = Path(out).expanduser()
+    out = out / "attention.png" if out.is_dir() else out
     written = []
     for (title, layers), suffix in zip(maps.items(), ("encoder", "decoder", "cross")):
         rows, cols = len(layers), layers[0].shape[0]
@@ -115,8 +140,10 @@ def read_log(log_path: Path) -> list[dict[str, Any]]:
 
 def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     """Training loss, dev loss, dev BLEU, chrF and exact match, and the learning rate against the
-    step, from a log.jsonl."""
+    step, from a log.jsonl. Returns the file written (picture_path: ``out/curves.png`` where
+    ``out`` is a directory)."""
     plt = _pyplot()
+    out = picture_path(out, "curves.png")
     log_path = Path(log_path)
     log_path = log_path / "log.jsonl" if log_path.is_dir() else log_path
     if not log_path.is_file():
@@ -154,7 +181,6 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train])
     lr_axis.set(xlabel="step", title="learning rate")
     figure.tight_layout()
-    out = Path(out)
     figure.savefig(out, dpi=90)
     plt.close(figure)
     return out
@@ -190,8 +216,10 @@ def gradient_norms(
 
 
 def plot_gradient_flow(config: dict, task: TranslationTask, out: str | Path, seed: int = 0) -> Path:
-    """Per-stage gradient norms of the same fresh model with pre-norm and with post-norm, one batch."""
+    """Per-stage gradient norms of the same fresh model with pre-norm and with post-norm, one batch.
+    Returns the file written (picture_path: ``out/gradients.png`` where ``out`` is a directory)."""
     plt = _pyplot()
+    out = picture_path(out, "gradients.png")
     batch = task.train_batch(0, 32)
     figure, axis = plt.subplots(figsize=(12, 4.5))
     for offset, norm_first in ((-0.2, True), (0.2, False)):
@@ -212,7 +240,6 @@ def plot_gradient_flow(config: dict, task: TranslationTask, out: str | Path, see
     )
     axis.legend()
     figure.tight_layout()
-    out = Path(out)
     figure.savefig(out, dpi=90)
     plt.close(figure)
     return out

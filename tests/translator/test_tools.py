@@ -1,6 +1,7 @@
 """The shape trace and the pictures."""
 
 import io
+import re
 import sys
 
 import numpy as np
@@ -90,6 +91,49 @@ def test_gradient_flow_picture(trained_run, tmp_path):
         main(["plot", "gradients", "--checkpoint", str(trained_run), "--out", str(tmp_path / "run.png")]) == 0
     )
     assert is_png(tmp_path / "run.png")
+
+
+def test_a_picture_into_a_directory_or_without_an_extension_is_where_it_says(trained_run, tmp_path, capsys):
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    assert main(["plot", "curves", "--run", str(trained_run), "--out", str(folder)]) == 0
+    assert is_png(folder / "curves.png") and not (tmp_path / "pictures.png").exists()
+    assert main(["plot", "gradients", "--layers", "2", "--out", str(tmp_path / "flow")]) == 0
+    assert is_png(tmp_path / "flow.png")
+    assert capsys.readouterr().out.splitlines() == [
+        f"wrote {folder / 'curves.png'}",
+        f"wrote {tmp_path / 'flow.png'}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["curves", "--out", "{tmp}/x.txt"],
+            r"--out .*x.txt: .txt is not a picture format matplotlib writes",
+        ),
+        (["gradients", "--out", "{tmp}/model.npz"], r"--out .*model.npz: .npz is not a picture format"),
+        (["gradients", "--layers", "1000000"], r"--layers 1000000: at most 48"),
+        (
+            ["gradients", "--checkpoint", "{run}", "--layers", "3"],
+            r"--layers 3 cannot apply with --checkpoint",
+        ),
+        (["attention", "--checkpoint", "{run}", " "], r"sentence 1 of the arguments is empty"),
+        (
+            ["attention", "--checkpoint", "{run}", "a" * 500],
+            r"sentence 1 of the arguments .* longer than the",
+        ),
+    ],
+)
+def test_plot_refuses_what_cannot_apply_in_one_line_before_any_work(
+    trained_run, tmp_path, capsys, argv, message
+):
+    argv = [arg.replace("{tmp}", str(tmp_path)).replace("{run}", str(trained_run)) for arg in argv]
+    assert main(["plot", *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and re.search(message, err), err
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_gradient_norms_cover_every_stage():
