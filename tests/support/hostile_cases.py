@@ -1758,6 +1758,203 @@ STARTING_CASES = [
 ]
 
 
+# -- the toolkit's exports, imports, pictures and printed text ------------------------------------------
+
+
+def imported_run(name: str) -> Callable[[Path], Path]:
+    """``ws/name``: the tiny Marian model (marian()) imported as a run, once."""
+
+    def make(ws: Path) -> Path:
+        if not (ws / name / "model.npz").is_file():
+            code, err = cli("import", str(marian()(ws)), "--out", str(ws / name))(ws)
+            assert code == 0, err
+        return ws / name
+
+    return make
+
+
+def printed(*argv: str, into: str) -> Callable[[Path], tuple[int, str]]:
+    """Run the command (``{ws}`` replaced), its standard output kept in ``ws/into`` for the check."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([arg.replace("{ws}", str(ws)) for arg in argv])
+            except SystemExit as exit:
+                code = exit.code
+        (ws / into).write_text(out.getvalue(), encoding="utf-8")
+        return code, err.getvalue()
+
+    return run
+
+
+def one_export_beside_the_notes(folder_name: str, kind: str) -> Callable[[Path], bool]:
+    """``ws/folder_name`` holds the user's notes.txt and the files of one export of ``kind`` only."""
+
+    def check(ws: Path) -> bool:
+        from numpy_transformer.translator.export import CTRANSLATE2_WRITTEN, WRITTEN
+
+        folder = ws / folder_name
+        names = {str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()}
+        own = set(CTRANSLATE2_WRITTEN if kind == "ctranslate2" else WRITTEN)
+        other = set(WRITTEN if kind == "ctranslate2" else CTRANSLATE2_WRITTEN) - own
+        return (
+            (folder / "notes.txt").read_text() == "mine"
+            and names - {"notes.txt"} <= own
+            and not names & other
+            and ("model.bin" if kind == "ctranslate2" else "model.safetensors") in names
+        )
+
+    return check
+
+
+BIDI = "\u202eevil\u2066 \u200bx\u200f"  # right-to-left override, an isolate, a zero-width space, a mark
+FAMILY = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # an emoji of three joined by U+200D (ZWJ)
+
+
+def escaped_not_obeyed(ws: Path) -> bool:
+    out = (ws / "tk-bidi.out").read_text(encoding="utf-8")
+    return (
+        not any(c in out for c in "\u202e\u2066\u200b\u200f")
+        and out.startswith("\\u202eevil\\u2066 \\u200bx\\u200f\t")
+        and f"{FAMILY}\t" in out
+    )
+
+
+TOOLKIT_CASES = [
+    Case(
+        "export",
+        "export --overwrite --ctranslate2 over a Marian export (the user's notes beside it)",
+        then(
+            imported_run("tk-imp"),
+            cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-export"),
+            write("tk-export/notes.txt", "mine"),
+            cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-export", "--overwrite", "--ctranslate2"),
+        ),
+        False,
+        check=one_export_beside_the_notes("tk-export", "ctranslate2"),
+    ),
+    Case(
+        "export",
+        "export --overwrite (Marian) over a CTranslate2 export (the user's notes beside it)",
+        then(
+            imported_run("tk-imp"),
+            cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-export2", "--ctranslate2"),
+            write("tk-export2/notes.txt", "mine"),
+            cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-export2", "--overwrite"),
+        ),
+        False,
+        check=one_export_beside_the_notes("tk-export2", "marian"),
+    ),
+    Case(
+        "import",
+        "import a Marian model of separate vocabularies (target_vocab.json)",
+        then(
+            marian(
+                "m-target-vocab",
+                lambda d: shutil.copy(d / "vocab.json", d / "target_vocab.json"),
+            ),
+            cli("import", "{ws}/m-target-vocab", "--out", "{ws}/imp-target-vocab"),
+        ),
+        True,
+        ("target_vocab.json", "separate"),
+    ),
+    Case(
+        "import",
+        "import a config.json that is a JSON array",
+        then(
+            marian("m-list", lambda d: (d / "config.json").write_text("[1, 2]")),
+            cli("import", "{ws}/m-list", "--out", "{ws}/imp-list"),
+        ),
+        True,
+        ("config.json", "expected a JSON object, got a list"),
+    ),
+    Case(
+        "import",
+        "import a config.json over 1 MiB",
+        then(
+            marian("m-huge", lambda d: (d / "config.json").write_text(" " * (1 << 20) + "{}")),
+            cli("import", "{ws}/m-huge", "--out", "{ws}/imp-huge"),
+        ),
+        True,
+        ("config.json", "larger than 1 MiB", "far smaller"),
+    ),
+    Case(
+        "translate",
+        "bidi overrides, isolates and zero-width controls printed as escapes, emoji kept",
+        printed("translate", "--checkpoint", "{ws}/run", BIDI, FAMILY, into="tk-bidi.out"),
+        False,
+        check=escaped_not_obeyed,
+    ),
+    Case(
+        "plot",
+        "plot curves --out an existing directory",
+        then(
+            lambda ws: (ws / "tk-pictures").mkdir(exist_ok=True),
+            printed("plot", "curves", "--run", "{ws}/run", "--out", "{ws}/tk-pictures", into="tk-plot.out"),
+        ),
+        False,
+        check=lambda ws: (
+            (ws / "tk-pictures" / "curves.png").is_file()
+            and not (ws / "tk-pictures.png").exists()
+            and (ws / "tk-plot.out").read_text().strip() == f"wrote {ws / 'tk-pictures' / 'curves.png'}"
+        ),
+    ),
+    Case(
+        "plot",
+        "plot curves --out x.txt",
+        cli("plot", "curves", "--run", "{ws}/run", "--out", "{ws}/x.txt"),
+        True,
+        ("--out", "x.txt", ".png"),
+    ),
+    Case(
+        "plot",
+        "plot gradients --checkpoint RUN --layers 3",
+        cli("plot", "gradients", "--checkpoint", "{ws}/run", "--layers", "3", "--out", "{ws}/g.png"),
+        True,
+        ("--layers 3", "--checkpoint"),
+    ),
+    Case(
+        "plot",
+        "plot gradients --layers 1000000",
+        cli("plot", "gradients", "--layers", "1000000", "--out", "{ws}/g.png"),
+        True,
+        ("--layers", "1000000", "at most"),
+    ),
+    Case(
+        "plot",
+        "plot gradients --checkpoint an imported run",
+        then(
+            imported_run("tk-imp"),
+            cli("plot", "gradients", "--checkpoint", "{ws}/tk-imp", "--out", "{ws}/g.png"),
+        ),
+        True,
+        ("tk-imp", "imported", "without --checkpoint"),
+    ),
+    *(
+        Case(
+            "plot",
+            f"plot attention of an empty sentence ({what})",
+            then(
+                imported_run("tk-imp"),
+                cli("plot", "attention", "--checkpoint", f"{{ws}}/{run}", sentence, "--out", "{ws}/att"),
+            ),
+            True,
+            ("sentence 1 of the arguments is empty",),
+        )
+        for what, run, sentence in (("an imported run", "tk-imp", ""), ("a character run", "run", "  "))
+    ),
+    Case(
+        "plot",
+        "plot attention of a sentence longer than the model's positional table",
+        cli("plot", "attention", "--checkpoint", "{ws}/run", "a" * 500, "--out", "{ws}/att"),
+        True,
+        ("sentence 1 of the arguments", "seq_len"),
+    ),
+]
+
+
 CASES = [
     # -- the run directory: nothing saved is lost ---------------------------------------------------------
     Case(
@@ -2730,6 +2927,7 @@ CASES = [
     *ISSUE_CASES,
     *LATEST_CASES,
     *STARTING_CASES,
+    *TOOLKIT_CASES,
     # MPI
     # under mpiexec -n 2 a refusal or failure on one rank stops every rank, said once; present where
     # mpiexec and mpi4py are (pip install -e '.[mpi]'), as tests/translator/test_distributed.py's runs
