@@ -18,7 +18,7 @@ import numpy
 
 Array = Any
 ENV_VAR = "NUMPY_TRANSFORMER_BACKEND"
-_BACKENDS = ("numpy", "cupy")
+BACKENDS = _BACKENDS = ("numpy", "cupy")
 
 _xp: Any = None
 _on_change: list[Callable[[], None]] = []
@@ -71,7 +71,10 @@ def set_backend(name_or_module: str | Any) -> Any:
 def get_array_module() -> Any:
     """The array module in use (NumPy unless the environment variable or set_backend chose otherwise)."""
     if _xp is None:
-        set_backend(os.environ.get(ENV_VAR, "numpy"))
+        name = os.environ.get(ENV_VAR, "numpy")
+        if name not in _BACKENDS:  # named as the variable it came from, not as a set_backend argument
+            raise ValueError(f"{ENV_VAR} must be one of {_BACKENDS}, got {name!r}")
+        set_backend(name)
     return _xp
 
 

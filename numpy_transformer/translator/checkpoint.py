@@ -325,8 +325,10 @@ def average_checkpoints(
     and one run (the ``run_id`` a run records in every checkpoint it saves). A checkpoint saved
     before runs recorded one is refused unless ``allow_no_run_id`` (the caller vouches for it);
     the ids that are there must still agree. Then the weights are summed in float64, one
-    checkpoint in memory at a time, and divided at the end. The optimiser state and metadata are
-    the last one's, with ``averaged_from`` naming them all.
+    checkpoint in memory at a time, and divided at the end; a weight that is NaN or infinite is
+    refused by file and name (CheckpointError). The optimiser state and metadata are the last
+    one's, with ``averaged_from`` naming them all (what tells an average from a training run's
+    checkpoint, which --resume refuses).
     """
     if not paths:
         raise ValueError("average needs at least one checkpoint")
@@ -350,6 +352,11 @@ def average_checkpoints(
         if total and weights.keys() != total.keys():
             raise CheckpointError(f"checkpoint {path}: its weights are not named as those of {files[0]}")
         for name, value in weights.items():
+            if value.dtype.kind == "f" and not numpy.isfinite(value).all():  # the average would be too
+                raise CheckpointError(
+                    f"checkpoint {path}: its weight {name} holds NaN or infinite values, which no "
+                    "checkpoint is written with: it cannot be averaged"
+                )
             if name not in total:
                 total[name] = value.astype(numpy.float64)  # a copy
             elif value.shape != total[name].shape:

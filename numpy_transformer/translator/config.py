@@ -486,6 +486,11 @@ class TrainConfig(_Checked):
             )
         # a run is resumed, evaluated and plotted from any working directory
         for name in ("data", "from_run"):
+            if getattr(self, name) == "":  # not the working directory: most often an unset shell variable
+                raise ValueError(
+                    f"{flag_of(_FIELDS[name])} is empty: expected a path; an empty argument is most often "
+                    "a shell variable that is not set"
+                )
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().resolve()))
         # None: bpe or, with --from, the run's own (Trainer.create checks that one)
@@ -505,12 +510,36 @@ class TrainConfig(_Checked):
                 f"{self.bucket_steps * self.batch_size} pairs at once, expected at most {MAX_BUCKET_PAIRS}: "
                 "give a smaller --bucket-steps"
             )
+        pairs_a_step = self.accumulate * self.batch_size  # every micro-batch of a step is drawn before it
+        if self.batch_tokens is None and self.batch_size <= MAX_BUCKET_PAIRS < pairs_a_step:
+            raise ValueError(
+                f"--accumulate {self.accumulate} with --batch-size {self.batch_size} draws {pairs_a_step} "
+                f"pairs a step, expected at most {MAX_BUCKET_PAIRS}: give a smaller --accumulate"
+            )
+        self._check_rates()
         patience = DATA_PATIENCE if self.patience is None and self.data else self.patience
         if self.plateau_cut < 1.0 and patience and self.plateau_patience >= patience:
             raise ValueError(
                 f"--plateau-patience {self.plateau_patience} is not below --patience {patience}: the "
                 "run would stop before it cuts its learning rate; give a smaller --plateau-patience or a "
                 "larger --patience (0: never stop)"
+            )
+
+    def _check_rates(self) -> None:
+        """Refuse a cosine that would climb to --min-lr, and a --lr-floor that leaves --plateau-cut
+        nothing to cut, once the peak is known (given, or chosen by resolve: replace checks again).
+        The noam schedule's peak is not --lr: its rates are not compared."""
+        if self.lr is None or self.schedule == "noam":
+            return
+        if self.schedule == "cosine" and self.min_lr > self.lr:
+            raise ValueError(
+                f"--min-lr {self.min_lr:g} is above --lr {self.lr:g}: the cosine schedule would climb to it "
+                "instead of decaying; give a --min-lr below --lr"
+            )
+        if self.plateau_cut < 1.0 and self.lr_floor >= self.lr:
+            raise ValueError(
+                f"--lr-floor {self.lr_floor:g} is not below --lr {self.lr:g}: --plateau-cut "
+                f"{self.plateau_cut:g} could never cut the learning rate; give a --lr-floor below --lr"
             )
 
     def resolve(self) -> TrainConfig:
@@ -597,6 +626,7 @@ class TrainConfig(_Checked):
         return optimizer, DATA_WEIGHT_DECAY if new_model_on_data and optimizer == "adamw" else 0.0
 
 
+_FIELDS = {item.name: item for item in fields(TrainConfig)}
 SECTIONS: dict[str, Any] = {"model": ModelConfig, "train": TrainConfig}
 MAX_CONFIG_BYTES = 1 << 20  # a --config file is read up to this size
 
@@ -783,6 +813,18 @@ def fine_tune_settings(
                 f"{difference}: a fine-tune keeps the model it starts from (only --dropout may change)"
             )
     shared = bool(meta["model"].get("shared_vocab", False))
+    if given.vocab_size is not None and recipe.get("vocab_size") is None:  # no subwords of its own learned
+        src, tgt = len(meta["src_vocab"]), len(meta["tgt_vocab"])
+        kind = "SentencePiece (Marian) " if recipe.get("tokenizer") == "marian" else ""
+        units = (
+            f"vocabulary of {src:,}"
+            if src == tgt
+            else f"source and target vocabularies of {src:,} and {tgt:,}"
+        )
+        raise ValueError(
+            f"--vocab-size {given.vocab_size} cannot apply to a fine-tune of --from {path}: it keeps that "
+            f"run's {recipe.get('tokenizer')} tokenizer and its {kind}{units} units"
+        )
     for flag, value, kept in (
         ("--tokenizer", given.tokenizer, recipe.get("tokenizer")),
         ("--vocab-size", given.vocab_size, recipe.get("vocab_size")),

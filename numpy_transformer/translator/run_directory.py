@@ -41,6 +41,7 @@ def check_run_directory(
     ``check_lock`` False skips the lock (the MPI ranks besides rank 0, which takes it); ``command``
     "import" writes a run that no --resume continues.
     """
+    refuse_empty(out)
     path = Path(out).expanduser()
     resolved = path.resolve()
     if resume and overwrite:
@@ -61,6 +62,7 @@ def check_run_directory(
     owner = RunLock(path).owner() if check_lock else None
     if owner is not None:
         raise RunLock.in_use(path, owner)
+    RunLock(path).check_file()
     held = run_files(path)
     if resume and not (path / FILENAME).is_file() and not _evaluation_checkpoints(path):
         raise ValueError(
@@ -110,6 +112,7 @@ def check_average_out(out: str | Path, inputs: Sequence[str | Path], overwrite: 
     nothing else. Refused even with ``--overwrite``: one of the checkpoints being averaged, and any
     file of a training run (its model.npz holds the optimiser state a --resume needs).
     """
+    refuse_empty(out)
     path = Path(out).expanduser()
     resolved = path.resolve()
     if any(resolved == root or root in resolved.parents for root in SYSTEM_ROOTS):
@@ -158,6 +161,14 @@ def check_average_out(out: str | Path, inputs: Sequence[str | Path], overwrite: 
     return target
 
 
+def refuse_empty(out: str | Path | None, name: str = "--out") -> None:
+    """``out`` "" would be the working directory: an empty argument is most often an unset shell variable."""
+    if out == "":
+        raise ValueError(
+            f"{name} is empty: expected a path; an empty argument is most often a shell variable that is not set"
+        )
+
+
 class RunLock:
     """``with RunLock(directory):`` holds ``directory/.lock`` (the owner's process id) while a run writes there.
 
@@ -170,6 +181,7 @@ class RunLock:
 
     def __enter__(self) -> RunLock:
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.check_file()
         for _ in range(2):
             try:
                 handle = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -188,6 +200,15 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.path.unlink(missing_ok=True)
+
+    def check_file(self) -> None:
+        """Refuse a lock path that is no file (a directory): no run made it, and none can take it."""
+        if self.path.exists() and not self.path.is_file():
+            what = "a directory" if self.path.is_dir() else "not a regular file"
+            raise ValueError(
+                f"--out {self.directory}: its lock {self.path} is {what}, not the lock file a run writes: "
+                f"remove it if it holds nothing of yours (rm -r {self.path}), or choose another --out"
+            )
 
     def owner(self) -> int | None:
         """The process id holding the lock, if that process is alive; else None."""

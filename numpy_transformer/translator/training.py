@@ -61,7 +61,7 @@ from .config import ModelConfig, TrainConfig, config_toml, fine_tune_settings
 from .corpora import printable
 from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
-from .run_directory import RunFiles, check_fit_directory
+from .run_directory import RunFiles, check_fit_directory, refuse_empty
 from .run_state import EvaluationState, RunState
 from .tasks import FileTask, SubwordDropout, TranslationTask, make_task
 from .thread_parallel import DataParallel, auto_threads, mask_rows
@@ -358,6 +358,7 @@ class Trainer:
         the next step's all-reduce, or at the end of the loop (one more collective call per run).
         """
         ranks = self.ranks
+        refuse_empty(out_dir, "out_dir")  # Path("") is the working directory
         run = RunFiles(Path(out_dir)) if out_dir is not None and ranks.is_root else None
         records: list[dict[str, Any]] = []
         self.stop = self.requested = ranks.failure = None
@@ -528,9 +529,10 @@ def _saved_run(
     """Trainer.resume's model, task, settings and run state from the checkpoint ``path``, refused on
     another number of ``ranks`` than saved it, and when its time counts from."""
     arrays, meta = load_checkpoint(path)
-    if "imported_from" in meta:
+    held = "an imported model" if "imported_from" in meta else "an average" if "averaged_from" in meta else ""
+    if held:  # an average's optimiser state is its last checkpoint's, which its weights did not reach
         raise ValueError(
-            f"--resume: {resolve_path(path)} holds an imported model, not a training run: fine-tune it "
+            f"--resume: {resolve_path(path)} holds {held}, not a training run: fine-tune it "
             f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
         )
     state = RunState.from_checkpoint(arrays, meta, path)

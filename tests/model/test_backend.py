@@ -87,6 +87,18 @@ def test_environment_variable_selects_backend():
     assert out.stdout.strip() == "numpy"
 
 
+def test_a_bad_environment_variable_is_named_as_the_variable():
+    code = "import numpy_transformer as nt; nt.get_array_module()"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"NUMPY_TRANSFORMER_BACKEND": "bogus"},
+    )
+    assert out.returncode != 0
+    assert "NUMPY_TRANSFORMER_BACKEND must be one of ('numpy', 'cupy'), got 'bogus'" in out.stderr
+
+
 def test_random_uint16_is_uniform_in_every_bit_of_every_lane():
     """Each 64-bit draw is cut into four 16-bit integers: every lane and every bit must be fair."""
     draws = backend.random_uint16(np.random.default_rng(0), (200_000, 4))  # column j = lane j of each word

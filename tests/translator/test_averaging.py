@@ -403,3 +403,31 @@ def test_a_resumed_run_compares_its_new_average_with_the_earlier_one(tmp_path, m
         in capsys.readouterr().out
     )
     assert (tmp_path / "best.npz").read_bytes() == first
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_checkpoint_holding_nan_or_inf_is_refused_by_file_and_weight(run, tmp_path, capsys, bad):
+    arrays, meta = load_checkpoint(run / "step-0000004.npz")
+    arrays["param/projection_layer.proj.weight"].flat[3] = bad
+    damaged = save_checkpoint(tmp_path / "damaged.npz", arrays, meta)
+    with pytest.raises(ValueError, match="its weight projection_layer.proj.weight holds NaN or infinite"):
+        average_checkpoints([damaged, run / "step-0000006.npz"])
+    out = tmp_path / "average.npz"
+    assert main(["average", str(run / "step-0000006.npz"), str(damaged), "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and f"checkpoint {damaged}: its weight" in error
+    assert not out.exists()  # nothing written
+
+
+def test_resume_refuses_an_average_as_it_refuses_an_imported_model(run, tmp_path, capsys):
+    out = tmp_path / "averaged"
+    steps = [str(run / f"step-000000{step}.npz") for step in (6, 8)]
+    assert main(["average", *steps, "--out", str(out)]) == 0
+    saved = (out / "model.npz").read_bytes()
+    assert main(["train", "--resume", "--out", str(out), "--steps", "12", "--no-progress"]) == 2
+    error = capsys.readouterr().err
+    assert f"{out / 'model.npz'} holds an average, not a training run: fine-tune it" in error
+    with pytest.raises(ValueError, match="holds an average, not a training run"):
+        Trainer.resume(out)
+    assert sorted(path.name for path in out.iterdir()) == ["model.npz"]
+    assert (out / "model.npz").read_bytes() == saved

@@ -4,6 +4,7 @@
 import ast
 import inspect
 import os
+import re
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -554,3 +555,57 @@ def test_a_refusal_the_config_file_takes_part_in_names_the_file(tmp_path, capsys
     assert _train(*RUN[2:], "--vocab-size", "300", "--config", str(path), "--out", str(tmp_path / "r")) == 2
     error = capsys.readouterr().err
     assert "--vocab-size applies to --data corpora only" in error and "--config " + str(path) in error
+
+
+@pytest.mark.parametrize(
+    "settings, refused",
+    [
+        ({"lr": 1e-3, "min_lr": 1.0}, "--min-lr 1 is above --lr 0.001: the cosine schedule would climb"),
+        ({"min_lr": 0.01}, "--min-lr 0.01 is above --lr 0.001"),  # the task's default peak, chosen by resolve
+        (
+            {"plateau_cut": 0.5, "lr_floor": 1.0},
+            "--lr-floor 1 is not below --lr 0.001: --plateau-cut 0.5 could never",
+        ),
+        ({"plateau_cut": 0.5, "lr": 1e-5}, "--lr-floor 1e-05 is not below --lr 1e-05"),  # the default floor
+    ],
+)
+def test_rates_that_undo_the_schedule_are_refused(settings, refused):
+    with pytest.raises(ValueError, match=refused.replace("(", r"\(")):
+        TrainConfig(task="copy", **settings).resolve()
+
+
+def test_rates_the_schedule_does_not_compare_are_kept():
+    assert TrainConfig(task="copy", lr=1e-3, min_lr=1e-3).resolve().min_lr == 1e-3  # a flat cosine
+    assert TrainConfig(task="copy", lr_floor=1.0).resolve().lr_floor == 1.0  # no --plateau-cut: no floor
+    # noam's peak is d_model ** -0.5 * factor, not --lr
+    assert TrainConfig(task="copy", schedule="noam", min_lr=1.0, plateau_cut=0.5, lr_floor=1.0).resolve()
+
+
+def test_accumulated_micro_batches_count_in_the_pairs_drawn_at_once():
+    with pytest.raises(
+        ValueError, match="--accumulate 200000 with --batch-size 8 draws 1600000 pairs a step"
+    ):
+        TrainConfig(task="copy", batch_size=8, accumulate=200_000)
+    assert TrainConfig(task="copy", batch_size=8, accumulate=125_000).accumulate == 125_000  # 1,000,000
+
+
+@pytest.mark.parametrize("name, flag", [("data", "--data"), ("from_run", "--from")])
+def test_an_empty_path_is_refused_not_read_as_the_working_directory(name, flag):
+    with pytest.raises(ValueError, match=f"^{flag} is empty: expected a path"):
+        TrainConfig(**{name: ""})
+
+
+@pytest.mark.parametrize("tokenizer", ["marian", "char"])
+def test_a_vocab_size_for_a_fine_tune_without_subwords_of_its_own_says_what_it_keeps(tokenizer):
+    from numpy_transformer.translator.config import fine_tune_settings
+
+    given = TrainConfig(data="pairs.tsv", from_run="imported", vocab_size=500)
+    meta = {"model": {}, "task": {"tokenizer": tokenizer}, "src_vocab": ["a"] * 56, "tgt_vocab": ["b"] * 56}
+    kind = "SentencePiece \\(Marian\\) " if tokenizer == "marian" else ""
+    with pytest.raises(ValueError) as refused:
+        fine_tune_settings(given, given.resolve(), None, meta)
+    assert re.match(
+        f"--vocab-size 500 cannot apply to a fine-tune of --from .*imported: it keeps that run's {tokenizer} "
+        f"tokenizer and its {kind}vocabulary of 56 units$",
+        str(refused.value),
+    )

@@ -222,3 +222,57 @@ def test_a_checkpoints_kept_names_never_reach_outside_the_run(tmp_path):
     save_checkpoint(out / "model.npz", arrays, {k: v for k, v in meta.items() if k != "format"})
     assert train(out, "--resume", "--steps", "12", "--keep-checkpoints", "1") == 0
     assert all(victim.read_text() == "keep me" for victim in victims)
+
+
+def test_an_empty_out_is_refused_never_taken_for_the_working_directory(tmp_path, monkeypatch, capsys):
+    from numpy_transformer.translator.run_directory import check_average_out
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as refused:  # by the parser, as any argument it refuses
+        train("")
+    assert refused.value.code == 2 and "--out is empty: expected a path" in capsys.readouterr().err
+    for check in (
+        lambda: check_run_directory("", False, False),
+        lambda: check_average_out("", ["run"], False),
+    ):
+        with pytest.raises(ValueError, match="^--out is empty: expected a path"):
+            check()
+    assert list(tmp_path.iterdir()) == []  # nothing written where the command ran
+
+
+def test_a_lock_that_is_a_directory_is_named_with_what_to_do(tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / ".lock").mkdir(parents=True)
+    assert train(out) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "Errno" not in error
+    assert f"its lock {out / '.lock'} is a directory" in error and f"rm -r {out / '.lock'}" in error
+    with pytest.raises(ValueError, match="is a directory, not the lock file a run writes"):
+        RunLock(out).__enter__()  # a run of the library meets the same
+    assert sorted(path.name for path in out.iterdir()) == [".lock"]
+
+
+@pytest.mark.parametrize(
+    "given, default",
+    [
+        (["--task", "reverse"], "runs/reverse"),
+        (["--data", "{tmp}/pairs.tsv"], "runs/pairs"),
+        (["--config", "{tmp}/mine.toml"], "runs/copy"),  # the task the file names
+        ([], "runs/numbers-en-fr"),  # neither: the default task's
+    ],
+)
+def test_the_default_out_is_named_after_what_the_run_learns(tmp_path, monkeypatch, given, default):
+    from numpy_transformer.translator.cli import build_parser
+    from numpy_transformer.translator.cli.train import _default_out
+
+    (tmp_path / "mine.toml").write_text('[train]\ntask = "copy"\n')
+    args = build_parser().parse_args(["train", *(arg.replace("{tmp}", str(tmp_path)) for arg in given)])
+    assert args.out is None and _default_out(args) == default
+
+
+def test_train_without_out_saves_into_its_tasks_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", *TINY]) == 0  # --task copy
+    assert sorted(str(path.parent) for path in tmp_path.rglob("model.npz")) == [
+        str(Path("runs/copy").resolve())
+    ]

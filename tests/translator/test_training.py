@@ -1,6 +1,7 @@
 """Training end to end: learning, exact resume, checkpoints, divergence, Ctrl-C and the command line."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -554,3 +555,27 @@ def test_a_fine_tune_from_a_run_resumes_exactly_and_keeps_to_its_tables(tmp_path
     Trainer.resume(tmp_path / "halves", steps=4).fit(tmp_path / "halves", False)
     for name, value in load_checkpoint(tmp_path / "whole")[0].items():
         np.testing.assert_array_equal(load_checkpoint(tmp_path / "halves")[0][name], value, err_msg=name)
+
+
+def test_fit_refuses_an_empty_directory_name_never_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trainer = Trainer.create(TrainConfig(task="copy", steps=1, batch_size=4, eval_every=1), TINY_MODEL)
+    with pytest.raises(ValueError, match="^out_dir is empty"):
+        trainer.fit("", progress=False)
+    assert trainer.step == 0 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "variable, choices",
+    [("NUMPY_TRANSFORMER_BACKEND", "numpy, cupy"), ("NUMPY_TRANSFORMER_KERNELS", "fast, reference, learner")],
+)
+def test_a_bad_environment_variable_is_named_before_any_work(tmp_path, variable, choices):
+    env = {**os.environ, variable: "bogus"}
+    for argv in (
+        ["train", "--task", "copy", "--out", str(tmp_path / "run")],
+        ["translate", "--checkpoint", str(tmp_path), "a"],
+    ):
+        result = cli(*argv, env=env)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1
+        assert f"the environment variable {variable} is 'bogus', expected one of {choices}" in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -4,6 +4,7 @@ import, export; one module per command, each registered here (build_parser, _mai
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import warnings
@@ -16,7 +17,7 @@ from ...machine import restart_with_openblas_timeout, tune_cpu
 from ..checkpoint import CheckpointError
 from ..distributed import launched_rank
 from .average import add_average, run_average
-from .common import BROKEN_PIPE, Parser
+from .common import BROKEN_PIPE, Parser, refuse_empty_paths
 from .export import add_export, run_export
 from .import_model import add_import, run_import
 from .learn import add_learn, run_learn
@@ -61,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    refuse_empty_paths(parser, args)
+    refused = _environment_refused(args)
+    if refused:  # before any work: else it surfaces inside whatever first asks for the backend
+        if launched_rank() == 0:  # under mpiexec every rank reads the same environment
+            print(f"numpy-transformer {args.command}: error: {refused}", file=sys.stderr)
+        return 2
     if argv is None:
         restart_with_openblas_timeout()
         tune_cpu()
@@ -102,6 +109,27 @@ def _main(argv: Sequence[str] | None) -> int:
             error = OSError(f"could not write to standard output ({error.strerror or error})")
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
         return 1
+
+
+def _environment_refused(args: argparse.Namespace) -> str | None:
+    """What is wrong with NUMPY_TRANSFORMER_BACKEND (unless --backend replaces it) or
+    NUMPY_TRANSFORMER_KERNELS, naming the variable, its value and the choices; None when nothing."""
+    from ...backend import BACKENDS
+    from ...backend import ENV_VAR as BACKEND_VAR
+    from ...kernels import ENV_VAR as KERNELS_VAR
+    from ...kernels import KERNEL_SETS
+
+    variables: list[tuple[str, tuple[str, ...]]] = [(KERNELS_VAR, KERNEL_SETS)]
+    if not getattr(args, "backend", None):
+        variables.insert(0, (BACKEND_VAR, BACKENDS))
+    for name, choices in variables:
+        value = os.environ.get(name)
+        if value is not None and value not in choices:
+            return (
+                f"the environment variable {name} is {value!r}, expected one of {', '.join(choices)} "
+                "(or leave it unset)"
+            )
+    return None
 
 
 def _standard_output_fails() -> bool:

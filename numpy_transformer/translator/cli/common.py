@@ -76,6 +76,31 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, said)
 
 
+# the arguments that are text, not paths: an empty sentence has its own refusal, by position
+TEXT_ARGUMENTS = ("sentences", "sentence", "names", "name")
+
+
+def refuse_empty_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, through the (sub)command's parser, a path argument given as '': ``--out ""`` would
+    be the working directory, and an empty argument is most often a shell variable left unset."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                refuse_empty_paths(action.choices[chosen], args)
+            continue
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        if action.dest in TEXT_ARGUMENTS or "" not in values:
+            continue
+        name = "/".join(action.option_strings) or action.metavar or action.dest.upper()
+        where = f" (argument {values.index('') + 1})" if isinstance(value, list) and len(value) > 1 else ""
+        parser.error(
+            f"{name} is empty{where}: expected a path; an empty argument is most often a shell "
+            "variable that is not set"
+        )
+
+
 def add_backend(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--backend",
