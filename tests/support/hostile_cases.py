@@ -1955,6 +1955,238 @@ TOOLKIT_CASES = [
 ]
 
 
+# -- the training toolkit's settings, paths and inputs ----------------------------------------------------
+
+
+def kept_steps(ws: Path) -> Path:
+    """``ws/k4``: a run of 4 steps that keeps its evaluation checkpoints of steps 2 and 4, once."""
+    if not (ws / "k4" / "step-0000004.npz").is_file():
+        code, err = cli(
+            "train", "--task", "copy", *TINY, "--steps", "4", "--keep-checkpoints", "2", "--out", "{ws}/k4"
+        )(ws)
+        assert code == 0, err
+    return ws / "k4"
+
+
+def nan_step(ws: Path) -> Path:
+    """``ws/nan-step.npz``: k4's step 2 with one weight made NaN, saved as a run saves it."""
+    arrays, meta = load_checkpoint(kept_steps(ws) / "step-0000002.npz")
+    arrays["param/projection_layer.proj.weight"].flat[3] = np.nan
+    return save_checkpoint(ws / "nan-step.npz", arrays, meta)
+
+
+def average_of_nan(ws: Path) -> tuple[int, str]:
+    """average a NaN checkpoint with a sound one: refused, and no average written."""
+    nan_step(ws)
+    code, err = cli("average", "{ws}/nan-step.npz", "{ws}/k4/step-0000004.npz", "--out", "{ws}/nan-avg.npz")(
+        ws
+    )
+    return (0, "an average was written") if (ws / "nan-avg.npz").exists() else (code, err)
+
+
+def in_folder(name: str, run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """Run in ``ws/name`` as the working directory (made empty first); a case that fails writes there,
+    never where the tests run."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        folder = ws / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        before = Path.cwd()
+        os.chdir(folder)
+        try:
+            return run(ws)
+        finally:
+            os.chdir(before)
+
+    return wrapped
+
+
+def with_environment(name: str, value: str, run: Callable[[Path], tuple[int, str]]) -> Callable:
+    """Run with the environment variable ``name`` set to ``value``, as a shell would give it."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        previous = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            return run(ws)
+        finally:
+            if previous is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = previous
+
+    return wrapped
+
+
+def trained_into(*relative: str) -> Callable[[Path], bool]:
+    """The run landed in ``ws/relative`` (under the case's working directory) and nowhere else."""
+
+    def check(ws: Path) -> bool:
+        folder = ws.joinpath(*relative)
+        runs = [path.parent for path in (ws / relative[0]).rglob("model.npz")]
+        return (folder / "model.npz").is_file() and runs == [folder]
+
+    return check
+
+
+EMPTY = "(an empty argument: most often an unset shell variable)"
+TRAINING_TOOLKIT_CASES = [
+    Case(
+        "average",
+        "average a checkpoint holding a NaN weight",
+        average_of_nan,
+        True,
+        ("nan-step.npz", "projection_layer.proj.weight", "NaN or infinite", "cannot be averaged"),
+    ),
+    Case(
+        "train",
+        "--min-lr above --lr (the cosine would climb)",
+        cli("train", "--task", "copy", *TINY, "--min-lr", "1", "--out", "{ws}/min-lr"),
+        True,
+        ("--min-lr 1", "above --lr 0.001"),
+    ),
+    Case(
+        "train",
+        "TrainConfig(min_lr=0.01) above the default peak, in Python",
+        api(lambda ws: TrainConfig(task="copy", min_lr=0.01).resolve()),
+        True,
+        ("--min-lr 0.01", "above --lr 0.001"),
+    ),
+    Case(
+        "train",
+        "--plateau-cut with --lr-floor above --lr (it could never cut)",
+        cli(
+            "train", "--task", "copy", *TINY, "--plateau-cut", "0.5", "--lr-floor", "1", "--out", "{ws}/floor"
+        ),
+        True,
+        ("--lr-floor 1", "not below --lr 0.001", "--plateau-cut 0.5 could never cut"),
+    ),
+    *(
+        Case("paths", f"{what} '' {EMPTY}", in_folder("empty-cwd", cli(*argv)), True, names)
+        for what, argv, names in (
+            ("train --out", ("train", "--task", "copy", *TINY, "--out", ""), ("--out", "is empty")),
+            ("import --out", ("import", "{ws}/run", "--out", ""), ("--out", "is empty")),
+            ("learn start", ("learn", "start", ""), ("DIR", "is empty")),
+            ("average --out", ("average", "{ws}/run", "--out", ""), ("--out", "is empty")),
+            ("export --to", ("export", "{ws}/run", "--to", ""), ("--to", "is empty")),
+            (
+                "translate --checkpoint",
+                ("translate", "--checkpoint", "", "abc"),
+                ("--checkpoint", "is empty"),
+            ),
+            (
+                "evaluate --data",
+                ("evaluate", "--checkpoint", "{ws}/run", "--data", ""),
+                ("--data", "is empty"),
+            ),
+            (
+                "plot curves --out",
+                ("plot", "curves", "--run", "{ws}/run", "--out", ""),
+                ("--out", "is empty"),
+            ),
+            ("train --config", ("train", "--task", "copy", *TINY, "--config", ""), ("--config", "is empty")),
+            ("train --data", ("train", "--data", "", *TINY, "--out", "{ws}/e-data"), ("--data", "is empty")),
+        )
+    ),
+    Case(
+        "paths",
+        "TrainConfig(data='') in Python",
+        api(lambda ws: TrainConfig(data="")),
+        True,
+        ("--data", "is empty"),
+    ),
+    Case(
+        "run dir",
+        "--resume an average's directory (average --out DIR)",
+        then(
+            lambda ws: cli(
+                "average",
+                f"{kept_steps(ws)}/step-0000002.npz",
+                "{ws}/k4/step-0000004.npz",
+                "--out",
+                "{ws}/avg-dir",
+            )(ws),
+            cli("train", "--out", "{ws}/avg-dir", "--resume", "--steps", "6", "--no-progress", "--show", "0"),
+        ),
+        True,
+        ("avg-dir/model.npz", "holds an average", "not a training run", "--from"),
+    ),
+    Case(
+        "run dir",
+        "train --task copy without --out: runs/copy, never the default task's directory",
+        in_folder("default-out", cli("train", "--task", "copy", *TINY)),
+        False,
+        check=trained_into("default-out", "runs", "copy"),
+    ),
+    Case(
+        "run dir",
+        "train --data corpus.tsv without --out: runs/corpus",
+        in_folder("default-data-out", cli("train", "--data", "{ws}/corpus.tsv", *TINY)),
+        False,
+        check=trained_into("default-data-out", "runs", "corpus"),
+    ),
+    Case(
+        "train",
+        "--accumulate 200000 with --batch-size 8 (1.6 million pairs a step)",
+        cli("train", "--task", "copy", *TINY, "--accumulate", "200000", "--out", "{ws}/acc"),
+        True,
+        ("--accumulate 200000", "--batch-size 8", "1600000 pairs", "at most 1000000"),
+    ),
+    Case(
+        "run dir",
+        "--out whose .lock is a directory",
+        then(
+            write("lock-dir/.lock/inside", "x"),
+            cli("train", "--task", "copy", *TINY, "--out", "{ws}/lock-dir"),
+        ),
+        True,
+        ("lock-dir/.lock", "is a directory", "remove it"),
+    ),
+    Case(
+        "fine-tune",
+        "--from an imported run with --vocab-size",
+        then(
+            lambda ws: (
+                (ws / "imp-vocab").is_dir() or cli("import", str(marian()(ws)), "--out", "{ws}/imp-vocab")(ws)
+            ),
+            cli(
+                "train",
+                "--from",
+                "{ws}/imp-vocab",
+                "--data",
+                "{ws}/corpus.tsv",
+                "--vocab-size",
+                "500",
+                *FINE_TUNE,
+                "--out",
+                "{ws}/ft-vocab",
+            ),
+        ),
+        True,
+        ("--vocab-size 500", "cannot apply", "marian", "vocabulary of", "units"),
+    ),
+    *(
+        Case(
+            "environment",
+            f"{variable}=bogus with {what}",
+            with_environment(variable, "bogus", in_folder("env-cwd", cli(*argv))),
+            True,
+            (variable, "'bogus'", choices),
+        )
+        for variable, choices in (
+            ("NUMPY_TRANSFORMER_BACKEND", "numpy, cupy"),
+            ("NUMPY_TRANSFORMER_KERNELS", "fast, reference, learner"),
+        )
+        for what, argv in (
+            ("translate", ("translate", "--checkpoint", "{ws}/run", "abc")),
+            ("train", ("train", "--task", "copy", *TINY, "--out", "{ws}/env-run")),
+            ("learn start", ("learn", "start", "{ws}/env-workbook")),
+        )
+    ),
+]
+
+
 CASES = [
     # -- the run directory: nothing saved is lost ---------------------------------------------------------
     Case(
@@ -2927,6 +3159,7 @@ CASES = [
     *ISSUE_CASES,
     *LATEST_CASES,
     *STARTING_CASES,
+    *TRAINING_TOOLKIT_CASES,
     *TOOLKIT_CASES,
     # MPI
     # under mpiexec -n 2 a refusal or failure on one rank stops every rank, said once; present where
