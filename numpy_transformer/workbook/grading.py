@@ -291,7 +291,8 @@ def _run_case(
                     [(to_numpy(c), key) for c, key in candidates.get(variable, [])],
                 )
                 broken = ~numpy.isfinite(yours) & numpy.isfinite(right)
-                if broken.any():  # a NaN or inf of theirs where the textbook's is a number: that entry, said so
+                # a NaN or inf of theirs where the textbook's is a number: that entry, said so
+                if broken.any():
                     worst = numpy.unravel_index(int(broken.argmax()), right.shape)
                     where = tuple(int(i) for i in worst)
                     detail = f"at {where} yours is {yours[worst]}, expected {right[worst]:.6g}"

@@ -120,7 +120,6 @@ def run_plot(args: argparse.Namespace) -> int:
 
     if args.picture == "attention":
         from ..checkpoint import load_for_inference
-
         from .translate import too_long
 
         model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
