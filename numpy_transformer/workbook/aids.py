@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,8 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
     * scale (masked entries 0), so dq = dscores @ k * scale.
     """
     xp = get_array_module()
-    if not hasattr(dout, "shape") or not hasattr(dout, "dtype"):
+    number = isinstance(dout, numbers.Real) and not isinstance(dout, bool)  # a loss's dloss is a number
+    if not number and (not hasattr(dout, "shape") or not hasattr(dout, "dtype")):
         raise TypeError(
             f"textbook(cache, dout): dout must be an array, the gradient of the forward's output, got "
             f"{type(dout).__name__}"
@@ -127,7 +129,7 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
         IndexError,
     ) as error:  # NumPy's broadcast and shape errors: said as the learner's dout
         raise ValueError(
-            f"textbook(cache, dout): dout of shape {tuple(dout.shape)} does not fit this "
+            f"textbook(cache, dout): dout of shape {tuple(numpy.shape(dout))} does not fit this "
             f"{type(cache).__name__} (give the gradient of the output its forward returned): {error}"
         ) from None
 
