@@ -18,13 +18,14 @@ UTF8_BOM = b"\xef\xbb\xbf"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-# Unicode's format controls (category Cf) but the joiners, which emoji sequences and many scripts'
-# ordinary text hold: bidi embeddings, overrides and isolates, marks, zero-width space, word joiner,
-# invisible operators, the byte-order mark, interlinear annotations, and the tags outside a flag
+# Unicode's format controls (category Cf) that change how a terminal shows the text around them, or
+# hide in it: bidi embeddings, overrides, isolates and marks, zero-width space, word joiner,
+# invisible operators, the byte-order mark, interlinear annotations, and the tags outside a flag.
+# The others are text: the joiners (emoji sequences, Persian, Indic scripts), the soft hyphen,
+# Arabic's number signs and the format controls of Mongolian, hieroglyphs, shorthand and music.
 _FORMAT = (
-    r"\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b\u200e\u200f"
-    r"\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
-    r"\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+    r"\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    r"\U000e0001\U000e0020-\U000e007f"
 )
 # an emoji flag of tags (England's: U+1F3F4, tag letters, the cancel tag) is kept whole, the first
 # alternative; any other control is the second
@@ -44,8 +45,9 @@ def printable(text: str) -> str:
     U+202A-U+202E and U+2066-U+2069, the marks U+200E and U+200F, zero-width space U+200B, the
     byte-order mark, ...) written as Python escapes (\\t, \\n, \\x1b, \\u2028, \\u202e): one line
     of output per sentence, shown in the order it was written, and nothing a terminal would obey.
-    The joiners U+200C and U+200D and an emoji flag's tags are text (emoji sequences, Persian,
-    Indic scripts) and are kept."""
+    The other format controls are text and are kept: the joiners U+200C and U+200D and an emoji
+    flag's tags (emoji sequences, Persian, Indic scripts), the soft hyphen, Arabic's number signs,
+    and the format controls of Mongolian, Egyptian hieroglyphs, shorthand and musical notation."""
     return _CONTROL.sub(_escaped, text)
 
 

@@ -159,11 +159,18 @@ def test_line_batches_hand_on_what_has_come_when_the_input_pauses():
 def test_format_controls_are_printed_as_escapes_and_emoji_and_joiners_kept():
     import unicodedata
 
-    # every format control Python's Unicode knows is escaped (nothing a terminal's bidi would obey),
-    # but the joiners, which emoji sequences and Persian or Indic text hold
+    # every format control a terminal's bidi would obey, or that hides in the text, is escaped; the
+    # others are text: the joiners (emoji sequences, Persian, Indic), the soft hyphen, Arabic's number
+    # signs, Mongolian's vowel separator, the format controls of hieroglyphs, shorthand and music
     format_controls = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
-    kept = [c for c in format_controls if printable(c) == c]
-    assert kept == ["\u200c", "\u200d"]
+    escaped = {c for c in format_controls if printable(c) != c}
+    hiding = {0x61C, 0x200B, 0x200E, 0x200F, 0xFEFF, 0xE0001, *range(0x202A, 0x202F), *range(0x2060, 0x2065)}
+    hiding |= {*range(0x2066, 0x2070), *range(0xFFF9, 0xFFFC), *range(0xE0020, 0xE0080)}
+    assert escaped == {chr(c) for c in hiding if unicodedata.category(chr(c)) == "Cf"}
+    assert (
+        printable("Mi\u00adnis\u00adter \u0600\u0661\u0662 \U00013430")
+        == "Mi\u00adnis\u00adter \u0600\u0661\u0662 \U00013430"
+    )
     assert (
         printable("\u202eevil\u2066x\u2069 \u200b\u200f\ufeff")
         == "\\u202eevil\\u2066x\\u2069 \\u200b\\u200f\\ufeff"
