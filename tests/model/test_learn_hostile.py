@@ -30,6 +30,20 @@ def test_a_file_that_ends_the_process_at_import_is_an_error_not_a_pass(tmp_path)
         assert "os._exit(0) at the top level" in done.stderr and "mine.py:2" in done.stderr
 
 
+def test_a_process_the_file_forks_at_import_ends_as_it_asks(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text(
+        "import multiprocessing\n"
+        "def f():\n    pass\n"
+        "process = multiprocessing.get_context('fork').Process(target=f)\n"
+        "process.start()\nprocess.join()\n"
+        "def relu_backward(dout, cache):\n    return dout * cache\n"
+    )
+    done = learn("check", str(mine), "relu_backward")
+    assert done.returncode == 0, done
+    assert done.stdout.count("relu_backward") == 1 and "could not be imported" not in done.stderr
+
+
 @pytest.mark.parametrize(
     "content, said",
     [("x = 1\n".encode("utf-16"), "NUL bytes (UTF-16 text)"), (b"x = 1\n\x00\x01", "NUL bytes (not text)")],
