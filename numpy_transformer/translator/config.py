@@ -516,7 +516,6 @@ class TrainConfig(_Checked):
                 f"--accumulate {self.accumulate} with --batch-size {self.batch_size} draws {pairs_a_step} "
                 f"pairs a step, expected at most {MAX_BUCKET_PAIRS}: give a smaller --accumulate"
             )
-        self._check_rates()
         patience = DATA_PATIENCE if self.patience is None and self.data else self.patience
         if self.plateau_cut < 1.0 and patience and self.plateau_patience >= patience:
             raise ValueError(
@@ -527,8 +526,8 @@ class TrainConfig(_Checked):
 
     def _check_rates(self) -> None:
         """Refuse a cosine that would climb to --min-lr, and a --lr-floor that leaves --plateau-cut
-        nothing to cut, once the peak is known (given, or chosen by resolve: replace checks again).
-        The noam schedule's peak is not --lr: its rates are not compared."""
+        nothing to cut, once the peak is known (resolve's, for a new run only: a run saved before
+        these refusals resumes). The noam schedule's peak is not --lr: its rates are not compared."""
         if self.lr is None or self.schedule == "noam":
             return
         if self.schedule == "cosine" and self.min_lr > self.lr:
@@ -542,10 +541,22 @@ class TrainConfig(_Checked):
                 f"{self.plateau_cut:g} could never cut the learning rate; give a --lr-floor below --lr"
             )
 
-    def resolve(self) -> TrainConfig:
+    def resolve(self, *, saved: bool = False) -> TrainConfig:
         """The configuration with every setting the run chooses filled in; refuses settings that
         cannot apply to the chosen task instead of dropping them. Without --steps, a --data run
-        has a time budget, and the Trainer plans its steps to fit it (training.TimeBudget)."""
+        has a time budget, and the Trainer plans its steps to fit it (training.TimeBudget).
+
+        ``saved``: the settings of a saved run read back (Trainer.resume), which the rates a new run
+        is refused (a --min-lr above --lr, a --lr-floor not below it) never refuse: the run was
+        saved before those refusals, or with them.
+        """
+        resolved = self._resolved()
+        if not saved:
+            resolved._check_rates()
+        return resolved
+
+    def _resolved(self) -> TrainConfig:
+        """resolve's settings, its rates unchecked."""
         if self.steps is not None and self.time_budget is not None:
             raise ValueError(
                 f"give --steps or --time-budget, not both (steps {self.steps}, time-budget {self.time_budget:g})"

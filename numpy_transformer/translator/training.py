@@ -544,9 +544,9 @@ def _saved_run(
             + ("" if saved_ranks > 1 else " or without mpiexec")
         )
     started = time.perf_counter()
-    config = TrainConfig(**meta["train"]).resolve()
+    config = TrainConfig(**meta["train"]).resolve(saved=True)  # as saved: a new run's refusals aside
     if steps is not None or time_budget is not None:  # the one given replaces the run's length
-        config = replace(config, steps=steps, time_budget=time_budget).resolve()
+        config = replace(config, steps=steps, time_budget=time_budget).resolve(saved=True)
     if threads is not None:
         config = replace(config, threads=threads)
     model, task = restore_model_and_task(path, arrays, meta)

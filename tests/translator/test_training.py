@@ -579,3 +579,29 @@ def test_a_bad_environment_variable_is_named_before_any_work(tmp_path, variable,
         assert result.returncode == 2 and result.stderr.count("\n") == 1
         assert f"the environment variable {variable} is 'bogus', expected one of {choices}" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "saved_rates",
+    [
+        {"lr": 1e-5, "plateau_cut": 0.5},  # the default --lr-floor 1e-5, not below this --lr
+        {"lr": 1e-4, "min_lr": 1e-3},  # a cosine --min-lr above --lr
+    ],
+)
+def test_a_run_saved_with_rates_a_new_run_is_refused_resumes(tmp_path, capsys, saved_rates):
+    """Refused for a new run, never when a run saved before those refusals is read back."""
+    out = tmp_path / "run"
+    given = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16"]
+    given += ["--batch-size", "4", "--eval-every", "2", "--eval-size", "4", "--no-progress", "--show", "0"]
+    assert main(["train", *given, "--steps", "2", "--out", str(out)]) == 0
+    arrays, meta = load_checkpoint(out / "model.npz")
+    meta["train"] = {**meta["train"], **saved_rates}  # as a run saved before the refusals holds them
+    save_checkpoint(out / "model.npz", arrays, meta)
+    with pytest.raises(ValueError, match="is (above|not below) --lr"):
+        TrainConfig(**meta["train"]).resolve()  # a new run's settings: refused
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", "--steps", "4", "--no-progress", "--show", "0"]) == 0
+    assert "error" not in capsys.readouterr().err
+    arrays, meta = load_checkpoint(out / "model.npz")
+    assert meta["step"] == 4 and all(meta["train"][name] == value for name, value in saved_rates.items())
+    assert Trainer.resume(out / "model.npz", steps=6).config.lr == saved_rates["lr"]
