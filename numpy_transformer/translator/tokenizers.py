@@ -417,8 +417,15 @@ def huggingface_tokenizer(tokenizer: Tokenizer, vocab: Vocab) -> tuple[str, list
     of ``vocab`` (a character it lacks is ``<unk>``) over single characters, decoded by joining them.
     ``<pad>``, the start token and the end token are special (``decode(..., skip_special_tokens=True)``
     leaves them out, as translate does); ``<unk>`` is not (translate writes it). Word tokens have no
-    exact counterpart (their ``##`` glue depends on the text around them): refused."""
-    library = tokenizer_library(BPETokenizer.name)
+    exact counterpart (their ``##`` glue depends on the text around them): refused, needing no library."""
+    if not isinstance(tokenizer, (BPETokenizer, CharTokenizer)):
+        raise TokenizerExportError(
+            f"tokenizer: the run's {tokenizer.name} tokenizer has no exact tokenizer.json (the tokenizers "
+            "library's models cannot glue a token to the one before it as the word tokenizer's '##' does): "
+            "export with --no-tokenizer to write the model alone, and give it the run's token ids"
+        )
+    require(f"the {tokenizer.name} tokenizer's tokenizer.json", "tokenizers")  # it writes both kinds
+    library = importlib.import_module("tokenizers")
     ids = vocab.ids
     special = [
         {
@@ -446,18 +453,12 @@ def huggingface_tokenizer(tokenizer: Tokenizer, vocab: Vocab) -> tuple[str, list
                 "give the run's subword model back: export with --no-tokenizer"
             )
         return json.dumps(content, ensure_ascii=False), aliases
-    if isinstance(tokenizer, CharTokenizer):
-        built = library.Tokenizer(library.models.WordLevel(stoi, unk_token=vocab.itos[ids.unk]))
-        built.pre_tokenizer = library.pre_tokenizers.Split(library.Regex(CHAR_PATTERN), "isolated")
-        built.decoder = library.decoders.Fuse()
-        content = json.loads(built.to_str())
-        content["added_tokens"] = special
-        return json.dumps(content, ensure_ascii=False), []
-    raise TokenizerExportError(
-        f"tokenizer: the run's {tokenizer.name} tokenizer has no exact tokenizer.json (the tokenizers "
-        "library's models cannot glue a token to the one before it as the word tokenizer's '##' does): "
-        "export with --no-tokenizer to write the model alone, and give it the run's token ids"
-    )
+    built = library.Tokenizer(library.models.WordLevel(stoi, unk_token=vocab.itos[ids.unk]))  # char
+    built.pre_tokenizer = library.pre_tokenizers.Split(library.Regex(CHAR_PATTERN), "isolated")
+    built.decoder = library.decoders.Fuse()
+    content = json.loads(built.to_str())
+    content["added_tokens"] = special
+    return json.dumps(content, ensure_ascii=False), []
 
 
 def library_bpe(content: dict[str, Any]) -> str:

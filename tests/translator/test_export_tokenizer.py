@@ -17,6 +17,7 @@ Skipped, with the reason, only where transformers cannot be imported.
 
 import dataclasses
 import json
+import sys
 import unicodedata
 
 import numpy as np
@@ -498,3 +499,15 @@ def test_a_trained_bpe_run_exports_and_imports_through_the_command_line(tmp_path
     assert [printable(tokenizer.detokenize(target.decode(row))) for row in ours] == texts
     assert main(["import", str(hf), "--out", str(back)]) == 0
     assert translated(capsys, back, lines, max_len) == texts
+
+
+def test_a_word_run_is_refused_without_the_tokenizers_library_and_a_char_run_names_what_needs_it(monkeypatch):
+    from numpy_transformer.machine import MissingLibrary
+    from numpy_transformer.translator.tokenizers import TokenizerExportError, huggingface_tokenizer
+
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # not installed: importing it raises ImportError
+    vocab = Vocab(["a", "b"])
+    with pytest.raises(TokenizerExportError, match="--no-tokenizer"):
+        huggingface_tokenizer(WordTokenizer(), vocab)
+    with pytest.raises(MissingLibrary, match=r"the char tokenizer's tokenizer\.json needs tokenizers"):
+        huggingface_tokenizer(CharTokenizer(), vocab)
