@@ -2019,17 +2019,6 @@ def with_environment(name: str, value: str, run: Callable[[Path], tuple[int, str
     return wrapped
 
 
-def trained_into(*relative: str) -> Callable[[Path], bool]:
-    """The run landed in ``ws/relative`` (under the case's working directory) and nowhere else."""
-
-    def check(ws: Path) -> bool:
-        folder = ws.joinpath(*relative)
-        runs = [path.parent for path in (ws / relative[0]).rglob("model.npz")]
-        return (folder / "model.npz").is_file() and runs == [folder]
-
-    return check
-
-
 EMPTY = "(an empty argument: most often an unset shell variable)"
 TRAINING_TOOLKIT_CASES = [
     Case(
@@ -2111,20 +2100,6 @@ TRAINING_TOOLKIT_CASES = [
         ),
         True,
         ("avg-dir/model.npz", "holds an average", "not a training run", "--from"),
-    ),
-    Case(
-        "run dir",
-        "train --task copy without --out: runs/copy, never the default task's directory",
-        in_folder("default-out", cli("train", "--task", "copy", *TINY)),
-        False,
-        check=trained_into("default-out", "runs", "copy"),
-    ),
-    Case(
-        "run dir",
-        "train --data corpus.tsv without --out: runs/corpus",
-        in_folder("default-data-out", cli("train", "--data", "{ws}/corpus.tsv", *TINY)),
-        False,
-        check=trained_into("default-data-out", "runs", "corpus"),
     ),
     Case(
         "train",

@@ -252,27 +252,18 @@ def test_a_lock_that_is_a_directory_is_named_with_what_to_do(tmp_path, capsys):
     assert sorted(path.name for path in out.iterdir()) == [".lock"]
 
 
-@pytest.mark.parametrize(
-    "given, default",
-    [
-        (["--task", "reverse"], "runs/reverse"),
-        (["--data", "{tmp}/pairs.tsv"], "runs/pairs"),
-        (["--config", "{tmp}/mine.toml"], "runs/copy"),  # the task the file names
-        ([], "runs/numbers-en-fr"),  # neither: the default task's
-    ],
-)
-def test_the_default_out_is_named_after_what_the_run_learns(tmp_path, monkeypatch, given, default):
+def test_train_saves_where_translate_evaluate_and_plot_read_whatever_the_task(capsys):
     from numpy_transformer.translator.cli import build_parser
-    from numpy_transformer.translator.cli.train import _default_out
 
-    (tmp_path / "mine.toml").write_text('[train]\ntask = "copy"\n')
-    args = build_parser().parse_args(["train", *(arg.replace("{tmp}", str(tmp_path)) for arg in given)])
-    assert args.out is None and _default_out(args) == default
-
-
-def test_train_without_out_saves_into_its_tasks_directory(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert main(["train", *TINY]) == 0  # --task copy
-    assert sorted(str(path.parent) for path in tmp_path.rglob("model.npz")) == [
-        str(Path("runs/copy").resolve())
-    ]
+    parse = build_parser().parse_args
+    written = {parse(["train", *given]).out for given in ([], ["--task", "copy"], ["--data", "pairs.tsv"])}
+    read = {
+        parse(["translate", "a"]).checkpoint,
+        parse(["evaluate"]).checkpoint,
+        parse(["plot", "attention", "a"]).checkpoint,
+        parse(["plot", "curves"]).run,
+    }
+    assert written == read == {"runs/numbers-en-fr"}
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "evaluate and plot read by default" in " ".join(capsys.readouterr().out.split())

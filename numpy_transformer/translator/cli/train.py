@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ...machine import require
 from ..checkpoint import FILENAME, CheckpointError
 from ..config import (
-    DEFAULT_TASK,
     MODEL_SIZES,
     ModelConfig,
     TrainConfig,
@@ -35,15 +34,8 @@ from .common import BROKEN_PIPE, DEFAULT_OUT, add_backend, non_negative_int
 T = TypeVar("T")
 
 
-# train's --out when not given: the directory of what the run learns (_default_out)
-DEFAULT_OUT_HELP = (
-    f"run directory (default: runs/TASK for --task TASK, runs/STEM for --data STEM.tsv, a fine-tune's "
-    f"too; {DEFAULT_OUT} with neither, the default task's)"
-)
-
-
 def add_train(commands: argparse._SubParsersAction) -> None:
-    add_train_arguments(commands.add_parser("train", help="train a translation model"), None)
+    add_train_arguments(commands.add_parser("train", help="train a translation model"), DEFAULT_OUT)
 
 
 def add_train_arguments(p: argparse.ArgumentParser, default_out: str | None) -> None:
@@ -60,7 +52,8 @@ def add_train_arguments(p: argparse.ArgumentParser, default_out: str | None) -> 
     run.add_argument(
         "--out",
         default=default_out,
-        help=f"run directory (default: {default_out})" if default_out else DEFAULT_OUT_HELP,
+        help=f"run directory (default: {default_out}, whatever the task or --data: the directory translate, "
+        "evaluate and plot read by default)",
     )
     run.add_argument(
         "--resume",
@@ -81,8 +74,6 @@ def run_train(args: argparse.Namespace) -> int:
     from ..distributed import Communicator, RanksStopped
 
     comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
-    if args.out is None:
-        args.out = _default_out(args)
     if comm is None:
         try:
             return _train_run(args, None)
@@ -133,18 +124,6 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
         for directory in created:  # stopped before anything was written: no empty directory stays
             with suppress(OSError):
                 directory.rmdir()
-
-
-def _default_out(args: argparse.Namespace) -> str:
-    """--out not given: runs/TASK, or runs/STEM of the --data file (a fine-tune's too), as the flags
-    and the --config file name them; a run of one task never lands in another's directory."""
-    try:
-        train = _settings(args)["train"]
-    except (OSError, ValueError, TypeError):  # refused again, and said, when the run claims --out
-        train = given_settings(args)["train"]
-    if train.get("data"):
-        return str(Path("runs") / Path(train["data"]).expanduser().stem)
-    return str(Path("runs") / (train.get("task") or DEFAULT_TASK))
 
 
 def require_evaluation_library() -> None:
