@@ -188,10 +188,10 @@ def assert_module_gradients(
         )
     if (
         isinstance(unchecked, str)
-        or not isinstance(unchecked, (tuple, list))
+        or not isinstance(unchecked, (tuple, list, set, frozenset))
         or not all(isinstance(name, str) for name in unchecked)
     ):
-        raise TypeError(f"unchecked must be a tuple of input names, got {unchecked!r}")
+        raise TypeError(f"unchecked must be a tuple (or a set) of input names, got {unchecked!r}")
     unknown = [name for name in unchecked if name not in inputs]
     if unknown:
         raise ValueError(f"unchecked names {unknown[0]!r}, which is not one of the inputs {list(inputs)}")

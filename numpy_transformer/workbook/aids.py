@@ -124,10 +124,9 @@ def textbook(cache: Any, dout: Any) -> dict[str, Any]:
         )
     try:
         return _textbook(cache, dout)
-    except (
-        ValueError,
-        IndexError,
-    ) as error:  # NumPy's broadcast and shape errors: said as the learner's dout
+    except (ValueError, IndexError, AttributeError) as error:  # NumPy's shape errors: the learner's dout
+        if isinstance(error, AttributeError) and not number:  # only a number lacks an array's attributes
+            raise
         raise ValueError(
             f"textbook(cache, dout): dout of shape {tuple(numpy.shape(dout))} does not fit this "
             f"{type(cache).__name__} (give the gradient of the output its forward returned): {error}"

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from numpy_transformer import workbook
@@ -81,3 +82,12 @@ def test_a_nan_in_a_gradient_is_shown_beside_the_textbooks_number(tmp_path):
     (verdict,) = workbook.check(mine, ["relu_backward"])
     (wrong,) = [g for g in verdict.gradients if g.status == "wrong"]
     assert "yours is nan, expected " in wrong.detail and "expected nan" not in wrong.detail
+
+
+def test_textbook_takes_a_number_as_the_losss_dloss_and_refuses_it_for_an_array_output():
+    from numpy_transformer import functional
+
+    x, weight = np.ones((2, 3, 4)), np.ones((5, 4))
+    _, cache = functional.linear_forward(x, weight, np.zeros(5))
+    with pytest.raises(ValueError, match=r"dout of shape \(\) does not fit this LinearCache"):
+        workbook.textbook(cache, 1.0)

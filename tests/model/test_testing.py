@@ -301,8 +301,14 @@ def test_an_integer_input_whose_gradient_is_mapped_is_refused_as_assert_gradient
         assert_gradients(lambda x: (x * 2.0, None), lambda d, c: 2.0 * d, {"x": np.arange(3)}, ["x"])
 
 
-@pytest.mark.parametrize("unchecked", [5, None, ("x", 1)])
+@pytest.mark.parametrize("unchecked", [5, None, ("x", 1), "x"])
 def test_unchecked_that_is_not_a_tuple_of_names_is_refused(unchecked):
     layer = Linear(3, 2, dtype="float64")
-    with pytest.raises(TypeError, match=r"unchecked must be a tuple of input names, got"):
+    with pytest.raises(TypeError, match=r"unchecked must be a tuple \(or a set\) of input names, got"):
         assert_module_gradients(layer, {"x": np.ones((2, 3))}, lambda dx: {"x": dx}, unchecked=unchecked)
+
+
+@pytest.mark.parametrize("unchecked", [("x",), ["x"], {"x"}, frozenset({"x"})])
+def test_unchecked_names_may_come_in_a_tuple_a_list_or_a_set(unchecked):
+    layer = Linear(3, 2, dtype="float64")
+    assert_module_gradients(layer, {"x": np.ones((2, 3))}, unchecked=unchecked)
