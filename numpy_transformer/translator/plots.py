@@ -86,7 +86,7 @@ def plot_attention(
     ``attention-*.png``, where it is a directory): a layer x head grid each."""
     plt = _pyplot()
     if not sentence.strip():
-        raise ValueError("sentence 1 of the arguments is empty: give text to translate")
+        raise ValueError("sentence is empty: give text to draw the attention of")
     src_tokens = tokenizer.tokenize_source(sentence)
     src_ids, _ = src_vocab.encode(src_tokens)
     target, maps = attention_maps(model, src_ids, ids=tgt_vocab.ids)
