@@ -68,13 +68,25 @@ def set_backend(name_or_module: str | Any) -> Any:
     return _xp
 
 
+def environment_choice(variable: str, choices: tuple[str, ...], default: str) -> str:
+    """The environment variable ``variable``'s value, ``default`` when it is unset; a value not in
+    ``choices`` refused (ValueError) naming the variable, its value and the choices. The one check of
+    NUMPY_TRANSFORMER_BACKEND and NUMPY_TRANSFORMER_KERNELS, for the model and the command line alike."""
+    value = os.environ.get(variable)
+    if value is None:
+        return default
+    if value not in choices:
+        raise ValueError(
+            f"the environment variable {variable} is {value!r}, expected one of {', '.join(choices)} "
+            "(or leave it unset)"
+        )
+    return value
+
+
 def get_array_module() -> Any:
     """The array module in use (NumPy unless the environment variable or set_backend chose otherwise)."""
-    if _xp is None:
-        name = os.environ.get(ENV_VAR, "numpy")
-        if name not in _BACKENDS:  # named as the variable it came from, not as a set_backend argument
-            raise ValueError(f"{ENV_VAR} must be one of {_BACKENDS}, got {name!r}")
-        set_backend(name)
+    if _xp is None:  # a bad value named as the variable it came from, not as a set_backend argument
+        set_backend(environment_choice(ENV_VAR, _BACKENDS, "numpy"))
     return _xp
 
 

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from .. import functional
-from ..backend import backend_name, on_backend_change
+from ..backend import backend_name, environment_choice, on_backend_change
 
 KERNEL_SETS = ("fast", "reference", "learner")
 ENV_VAR = "NUMPY_TRANSFORMER_KERNELS"
@@ -114,10 +113,7 @@ def get_kernels() -> str:
     """``"fast"`` or ``"reference"``: what set_kernels chose (else NUMPY_TRANSFORMER_KERNELS, else "fast")."""
     global _selected
     if _selected is None:
-        name = os.environ.get(ENV_VAR, "fast")
-        if name not in KERNEL_SETS:
-            raise ValueError(f"{ENV_VAR} must be one of {KERNEL_SETS}, got {name!r}")
-        _selected = name
+        _selected = environment_choice(ENV_VAR, KERNEL_SETS, "fast")
     return _selected
 
 

@@ -484,13 +484,11 @@ class TrainConfig(_Checked):
             raise ValueError(
                 f"give a generated task or --data, not both (task {self.task!r}, data {self.data!r})"
             )
+        from .run_directory import refuse_empty  # which reads run states, made of TrainConfig
+
         # a run is resumed, evaluated and plotted from any working directory
         for name in ("data", "from_run"):
-            if getattr(self, name) == "":  # not the working directory: most often an unset shell variable
-                raise ValueError(
-                    f"{flag_of(_FIELDS[name])} is empty: expected a path; an empty argument is most often "
-                    "a shell variable that is not set"
-                )
+            refuse_empty(getattr(self, name), flag_of(_FIELDS[name]))  # not the working directory
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().resolve()))
         # None: bpe or, with --from, the run's own (Trainer.create checks that one)

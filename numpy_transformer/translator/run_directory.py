@@ -161,11 +161,13 @@ def check_average_out(out: str | Path, inputs: Sequence[str | Path], overwrite: 
     return target
 
 
-def refuse_empty(out: str | Path | None, name: str = "--out") -> None:
-    """``out`` "" would be the working directory: an empty argument is most often an unset shell variable."""
+def refuse_empty(out: str | Path | None, name: str = "--out", where: str = "") -> None:
+    """``out`` "" would be the working directory: an empty argument is most often an unset shell variable.
+    The one refusal of an empty path: the parser's (``where`` which of several), TrainConfig's, the run's."""
     if out == "":
         raise ValueError(
-            f"{name} is empty: expected a path; an empty argument is most often a shell variable that is not set"
+            f"{name} is empty{where}: expected a path; an empty argument is most often a shell variable "
+            "that is not set"
         )
 
 

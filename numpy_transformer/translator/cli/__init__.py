@@ -4,7 +4,6 @@ import, export; one module per command, each registered here (build_parser, _mai
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import warnings
@@ -114,21 +113,17 @@ def _main(argv: Sequence[str] | None) -> int:
 def _environment_refused(args: argparse.Namespace) -> str | None:
     """What is wrong with NUMPY_TRANSFORMER_BACKEND (unless --backend replaces it) or
     NUMPY_TRANSFORMER_KERNELS, naming the variable, its value and the choices; None when nothing."""
-    from ...backend import BACKENDS
+    from ...backend import BACKENDS, environment_choice
     from ...backend import ENV_VAR as BACKEND_VAR
     from ...kernels import ENV_VAR as KERNELS_VAR
     from ...kernels import KERNEL_SETS
 
-    variables: list[tuple[str, tuple[str, ...]]] = [(KERNELS_VAR, KERNEL_SETS)]
-    if not getattr(args, "backend", None):
-        variables.insert(0, (BACKEND_VAR, BACKENDS))
-    for name, choices in variables:
-        value = os.environ.get(name)
-        if value is not None and value not in choices:
-            return (
-                f"the environment variable {name} is {value!r}, expected one of {', '.join(choices)} "
-                "(or leave it unset)"
-            )
+    try:  # the model's own check, which would otherwise surface inside the first work asking for it
+        if not getattr(args, "backend", None):
+            environment_choice(BACKEND_VAR, BACKENDS, "numpy")
+        environment_choice(KERNELS_VAR, KERNEL_SETS, "fast")
+    except ValueError as refused:
+        return str(refused)
     return None
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ..distributed import launched_rank
+from ..run_directory import refuse_empty
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 
@@ -95,10 +96,10 @@ def refuse_empty_paths(parser: argparse.ArgumentParser, args: argparse.Namespace
             continue
         name = "/".join(action.option_strings) or action.metavar or action.dest.upper()
         where = f" (argument {values.index('') + 1})" if isinstance(value, list) and len(value) > 1 else ""
-        parser.error(
-            f"{name} is empty{where}: expected a path; an empty argument is most often a shell "
-            "variable that is not set"
-        )
+        try:
+            refuse_empty("", str(name), where)
+        except ValueError as empty:
+            parser.error(str(empty))
 
 
 def add_backend(p: argparse.ArgumentParser) -> None:
