@@ -18,7 +18,7 @@ import numpy
 
 Array = Any
 ENV_VAR = "NUMPY_TRANSFORMER_BACKEND"
-BACKENDS = _BACKENDS = ("numpy", "cupy")
+BACKENDS = ("numpy", "cupy")
 
 _xp: Any = None
 _on_change: list[Callable[[], None]] = []
@@ -54,14 +54,14 @@ def set_backend(name_or_module: str | Any) -> Any:
     """
     global _xp
     if isinstance(name_or_module, str):
-        if name_or_module not in _BACKENDS:
-            raise ValueError(f"backend must be one of {_BACKENDS}, got {name_or_module!r}")
+        if name_or_module not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {name_or_module!r}")
         _xp = numpy if name_or_module == "numpy" else _load_cupy()
     elif hasattr(name_or_module, "asarray") and hasattr(name_or_module, "matmul"):
         _xp = name_or_module
     else:
         raise TypeError(
-            f"backend must be a name in {_BACKENDS} or an array module, got {type(name_or_module).__name__}"
+            f"backend must be a name in {BACKENDS} or an array module, got {type(name_or_module).__name__}"
         )
     for callback in _on_change:
         callback()
@@ -86,7 +86,7 @@ def environment_choice(variable: str, choices: tuple[str, ...], default: str) ->
 def get_array_module() -> Any:
     """The array module in use (NumPy unless the environment variable or set_backend chose otherwise)."""
     if _xp is None:  # a bad value named as the variable it came from, not as a set_backend argument
-        set_backend(environment_choice(ENV_VAR, _BACKENDS, "numpy"))
+        set_backend(environment_choice(ENV_VAR, BACKENDS, "numpy"))
     return _xp
 
 

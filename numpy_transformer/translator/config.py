@@ -203,9 +203,8 @@ def check_value(cls: type, item: Any, value: Any, where: str = "") -> Any:
     """``value`` for the field ``item`` of ``cls``, checked; a ValueError/TypeError names the setting
     (``where`` says where it came from), the value and what was expected. Ints are accepted as floats."""
     kind, optional = _value_type(cls, item.name)
-    name = (
-        f"{where}{item.name}"  # the name Python and a --config file use (argparse's messages name the flag)
-    )
+    # the name Python and a --config file use (argparse's messages name the flag)
+    name = f"{where}{item.name}"
     if value is None:
         if optional:
             return None

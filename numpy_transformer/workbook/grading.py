@@ -499,9 +499,8 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
         if verdict.status in ("to do", "error") and verdict.message:
             head += f": {verdict.message}"
         lines.append(head)
-        if (
-            verdict.status in ("wrong", "done") and verdict.message
-        ):  # a wrong one it calls, or one stood in for
+        # a wrong one it calls, or one the textbook's stood in for
+        if verdict.status in ("wrong", "done") and verdict.message:
             lines.append(f"    {verdict.message}")
         if verdict.localised is not None:
             lines.append(f"    {verdict.localised.explanation()}")
