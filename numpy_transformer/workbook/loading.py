@@ -23,6 +23,7 @@ import numpy
 
 from .. import functional
 from ..machine import require
+from ..moved import MOVED
 from . import blocks
 from .curriculum import BLOCKS
 
@@ -81,13 +82,6 @@ def describe_error(error: BaseException, path: Path) -> str:
     said = error.msg if isinstance(error, SyntaxError) else str(error)  # its place is said once, as theirs
     text = f"{type(error).__name__}: {said}" if said else type(error).__name__
     return f"{text} ({where})" if where else text
-
-
-# where a workbook written by an earlier version imports from
-MOVED = {
-    "numpy_transformer.blocks": "numpy_transformer.workbook.blocks",
-    "numpy_transformer.learn": "numpy_transformer.workbook",
-}
 
 
 def learner_file(path: str | Path) -> Path:
