@@ -4,7 +4,8 @@ fine-tuned, as hashes of every saved array and the translations' text.
 ``saved/`` (a run directory) was written by revision 6d4604d (``train --task numbers-en-fr --d-model 8 --layers 1
 --heads 2 --d-ff 16 --dropout 0.1 --steps 20 --eval-every 20 --eval-size 8 --eval-examples 0
 --keep-checkpoints 0``), and
-``expected.json`` by this file run with that revision importable::
+``expected.json`` by this file run with that revision importable, once per kernel set
+(``NUMPY_TRANSFORMER_KERNELS=reference`` for the textbook's) on each CPU whose BLAS core it records::
 
     PYTHONPATH=<checkout at 6d4604d> python tests/translator/old_runs/6d4604d/outcomes.py
 
@@ -14,6 +15,7 @@ them equal, bit for bit.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
@@ -104,10 +106,27 @@ def outcomes() -> dict[str, object]:
         }
 
 
+def blas_core() -> str:
+    """The kernels NumPy's OpenBLAS chose for this CPU (Haswell, SkylakeX, Zen...): each rounds float32
+    products its own way, so the same run gives other bits on another core. "unknown" for another BLAS."""
+    for library in sorted((Path(np.__file__).parent.parent / "numpy.libs").glob("*openblas*")):
+        for symbol in (
+            "scipy_openblas_get_corename64_",
+            "scipy_openblas_get_corename",
+            "openblas_get_corename",
+        ):
+            corename = getattr(ctypes.CDLL(str(library)), symbol, None)
+            if corename is not None:
+                corename.restype = ctypes.c_char_p
+                return corename().decode()
+    return "unknown"
+
+
 def recorded_under() -> str:
-    """The conditions bit-for-bit equality holds under: the kernel set and NumPy's minor version (its BLAS)."""
+    """The conditions bit-for-bit equality holds under: the kernel set, NumPy's minor version and the core
+    its BLAS runs for this CPU."""
     kernels = os.environ.get("NUMPY_TRANSFORMER_KERNELS", "fast")
-    return f"kernels={kernels} numpy={'.'.join(np.__version__.split('.')[:2])}"
+    return f"kernels={kernels} numpy={'.'.join(np.__version__.split('.')[:2])} blas={blas_core()}"
 
 
 if __name__ == "__main__":
