@@ -163,7 +163,7 @@ def main() -> int:
     from numpy_transformer.translator.checkpoint import load_checkpoint, restore_model_and_task
     from numpy_transformer.translator.decoding import beam_search, greedy_decode
     from numpy_transformer.translator.evaluation import evaluate
-    from numpy_transformer.translator.export import export_ctranslate2
+    from numpy_transformer.translator.huggingface import export_ctranslate2
 
     checkpoint = Path(args.run) / args.checkpoint
     arrays, meta = load_checkpoint(checkpoint)

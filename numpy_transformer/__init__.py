@@ -48,7 +48,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     """The toolkit's ``load_pretrained``, imported on first use so that the model loads alone."""
     if name == "load_pretrained":
-        from .translator.pretrained import load_pretrained
+        from .translator.huggingface import load_pretrained
 
         return load_pretrained
     raise AttributeError(f"module 'numpy_transformer' has no attribute {name!r}")

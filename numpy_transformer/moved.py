@@ -13,6 +13,8 @@ from typing import NoReturn
 MOVED: dict[str, str] = {
     "numpy_transformer.blocks": "numpy_transformer.workbook.blocks",
     "numpy_transformer.learn": "numpy_transformer.workbook",
+    "numpy_transformer.translator.export": "numpy_transformer.translator.huggingface",
+    "numpy_transformer.translator.pretrained": "numpy_transformer.translator.huggingface",
 }
 
 

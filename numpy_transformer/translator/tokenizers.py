@@ -413,8 +413,9 @@ def huggingface_tokenizer(tokenizer: Tokenizer, vocab: Vocab) -> tuple[str, list
     The library's BPE needs every unit a merge makes in its vocabulary, each under an id of its own
     (it merges ids), but a run's vocabulary holds only the units its corpus's text uses, and reads
     any other as ``<unk>``: those units are given the ids after ``vocab``'s, in the library's order
-    (returned, for the model's rows of ``<unk>``: export.aliased_tensors). Char: a word-level model
-    of ``vocab`` (a character it lacks is ``<unk>``) over single characters, decoded by joining them.
+    (returned, for the model's rows of ``<unk>``: huggingface.weights.aliased_tensors). Char: a
+    word-level model of ``vocab`` (a character it lacks is ``<unk>``) over single characters, decoded
+    by joining them.
     ``<pad>``, the start token and the end token are special (``decode(..., skip_special_tokens=True)``
     leaves them out, as translate does); ``<unk>`` is not (translate writes it). Word tokens have no
     exact counterpart (their ``##`` glue depends on the text around them): refused, needing no library."""

@@ -157,8 +157,8 @@ def test_importing_the_package_loads_the_model_alone():
 def test_the_toolkit_names_at_the_top_load_on_first_use():
     code = (
         "import sys, numpy_transformer as nt\n"
-        "assert 'numpy_transformer.translator.pretrained' not in sys.modules\n"
+        "assert 'numpy_transformer.translator.huggingface' not in sys.modules\n"
         "print(nt.load_pretrained.__module__)"
     )
     module = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert module.strip() == "numpy_transformer.translator.pretrained"
+    assert module.strip() == "numpy_transformer.translator.huggingface.loading"

@@ -46,7 +46,7 @@ from numpy_transformer.translator.checkpoint import CheckpointError, load_checkp
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
-from numpy_transformer.translator.pretrained import import_run
+from numpy_transformer.translator.huggingface import import_run
 from numpy_transformer.translator.tokenizers import BPETokenizer
 
 COLUMNS = ("clean", "traceback", "wrong", "loss", "hang")
@@ -1055,14 +1055,14 @@ def with_memory(available: int, run: Callable[[Path], tuple[int, str]]) -> Calla
     """Run on a machine with ``available`` bytes of memory available, as the package reads it."""
 
     def wrapped(ws: Path) -> tuple[int, str]:
-        from numpy_transformer.translator import pretrained
+        from numpy_transformer.translator.huggingface import loading
 
-        real = pretrained.available_memory
-        pretrained.available_memory = lambda: available
+        real = loading.available_memory
+        loading.available_memory = lambda: available
         try:
             return run(ws)
         finally:
-            pretrained.available_memory = real
+            loading.available_memory = real
 
     return wrapped
 
@@ -1793,7 +1793,7 @@ def one_export_beside_the_notes(folder_name: str, kind: str) -> Callable[[Path],
     """``ws/folder_name`` holds the user's notes.txt and the files of one export of ``kind`` only."""
 
     def check(ws: Path) -> bool:
-        from numpy_transformer.translator.export import CTRANSLATE2_WRITTEN, WRITTEN
+        from numpy_transformer.translator.huggingface.directory import CTRANSLATE2_WRITTEN, WRITTEN
 
         folder = ws / folder_name
         names = {str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file()}

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 import numpy_transformer as nt
-from numpy_transformer.translator.pretrained import marian_names
+from numpy_transformer.translator.huggingface.weights import marian_names
 
 PAIRS = [
     ("Open the file and save it.", "Öffnen Sie die Datei und speichern Sie sie."),

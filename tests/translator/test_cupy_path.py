@@ -246,7 +246,7 @@ def test_a_pretrained_model_loads_onto_the_device(gpu, tmp_path):
     """The importer reads each tensor on the host and writes it into the device's weight."""
     from marian_files import write_model
 
-    from numpy_transformer.translator.pretrained import load_pretrained
+    from numpy_transformer.translator.huggingface import load_pretrained
 
     model = load_pretrained(write_model(tmp_path))
     on_host = cpu(lambda: load_pretrained(tmp_path).state_dict())

@@ -26,18 +26,18 @@ from numpy_transformer.model import build_from_config
 from numpy_transformer.translator.checkpoint import load_for_inference
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
-from numpy_transformer.translator.export import (
+from numpy_transformer.translator.huggingface import (
     ExportError,
+    MarianTokenizer,
+    PretrainedError,
     export_pretrained,
+    import_run,
+    load_pretrained,
+)
+from numpy_transformer.translator.huggingface.weights import (
     exported_state,
     permuted_state,
     residual_permutation,
-)
-from numpy_transformer.translator.pretrained import (
-    MarianTokenizer,
-    PretrainedError,
-    import_run,
-    load_pretrained,
 )
 from numpy_transformer.translator.vocabulary import SpecialIds, Vocab
 
@@ -184,7 +184,8 @@ def test_bad_vocabularies_and_a_used_directory_are_refused(tmp_path):
 
 def test_an_overwrite_across_the_two_kinds_leaves_one_export_and_the_users_files(tmp_path):
     pytest.importorskip("ctranslate2", reason="the CTranslate2 export needs ctranslate2")
-    from numpy_transformer.translator.export import CTRANSLATE2_WRITTEN, WRITTEN, export_ctranslate2
+    from numpy_transformer.translator.huggingface import export_ctranslate2
+    from numpy_transformer.translator.huggingface.directory import CTRANSLATE2_WRITTEN, WRITTEN
 
     model, vocabularies = random_model(True, False, "relu", True)
     folder = tmp_path / "used"

@@ -34,8 +34,7 @@ from numpy_transformer.translator.checkpoint import (
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.corpora import printable
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
-from numpy_transformer.translator.export import ExportError, export_pretrained
-from numpy_transformer.translator.pretrained import import_run
+from numpy_transformer.translator.huggingface import ExportError, export_pretrained, import_run
 from numpy_transformer.translator.tokenizers import BYTE_UNITS, BPETokenizer, CharTokenizer, WordTokenizer
 from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import Vocab

@@ -11,12 +11,9 @@ from hypothesis import strategies as st
 
 from numpy_transformer.translator.config import read_config_file
 from numpy_transformer.translator.corpora import read_tsv
-from numpy_transformer.translator.pretrained import (
-    POSITIVE,
-    PretrainedError,
-    load_pretrained,
-    read_header,
-)
+from numpy_transformer.translator.huggingface import PretrainedError, load_pretrained
+from numpy_transformer.translator.huggingface.config_json import POSITIVE
+from numpy_transformer.translator.huggingface.safetensors_reader import read_header
 
 pytest.importorskip("safetensors", reason="the Marian model directory is written with safetensors")
 pytest.importorskip("sentencepiece", reason="the Marian model directory's tokenizer needs sentencepiece")

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from numpy_transformer.translator.pretrained import MarianTokenizer, PretrainedError
+from numpy_transformer.translator.huggingface import MarianTokenizer, PretrainedError
 
 sentencepiece = pytest.importorskip("sentencepiece", reason="sentencepiece trains the tiny models")
 transformers = pytest.importorskip("transformers", reason="transformers' MarianTokenizer is the oracle")

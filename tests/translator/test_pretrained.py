@@ -15,7 +15,8 @@ from conftest import relative_error
 import numpy_transformer as nt
 from numpy_transformer import functional as F
 from numpy_transformer.translator.decoding import greedy_decode
-from numpy_transformer.translator.pretrained import PretrainedError, _state_dict, marian_special_ids
+from numpy_transformer.translator.huggingface import PretrainedError, marian_special_ids
+from numpy_transformer.translator.huggingface.weights import _state_dict
 
 torch = pytest.importorskip("torch", reason="PyTorch and transformers are the oracle for the Marian models")
 transformers = pytest.importorskip("transformers", reason="transformers is the oracle for the Marian models")
@@ -313,14 +314,14 @@ def test_an_unexpected_large_tensor_is_refused_from_the_header_without_being_rea
 def test_a_model_larger_than_the_memory_available_is_refused_before_it_is_built(tmp_path, monkeypatch):
     """As train does: estimated from the header and config.json; the estimate is not below the
     weights the model holds."""
-    from numpy_transformer.translator import pretrained
+    from numpy_transformer.translator.huggingface import loading
 
     directory = save_marian(marian_oracle(), tmp_path)
     model = nt.load_pretrained(directory)
     held = sum(parameter.data.nbytes for _, parameter in model.named_parameters())
     built = []
-    monkeypatch.setattr(pretrained, "build_from_config", lambda *args, **kwargs: built.append(1))
-    monkeypatch.setattr(pretrained, "available_memory", lambda: held)
+    monkeypatch.setattr(loading, "build_from_config", lambda *args, **kwargs: built.append(1))
+    monkeypatch.setattr(loading, "available_memory", lambda: held)
     with pytest.raises(
         PretrainedError, match=r"model.safetensors: the model needs about [\d.,]+ MiB .* but only"
     ):
@@ -329,13 +330,13 @@ def test_a_model_larger_than_the_memory_available_is_refused_before_it_is_built(
 
 
 def test_only_the_tensors_the_model_uses_are_read(tmp_path, monkeypatch):
-    from numpy_transformer.translator import pretrained
+    from numpy_transformer.translator.huggingface.safetensors_reader import TensorEntry
 
     oracle = marian_oracle(tie_word_embeddings=False)  # its file also holds model.shared.weight, unused
     directory = save_marian(oracle, tmp_path)
     read = []
-    original = pretrained.TensorEntry.read
-    monkeypatch.setattr(pretrained.TensorEntry, "read", lambda self: read.append(self.name) or original(self))
+    original = TensorEntry.read
+    monkeypatch.setattr(TensorEntry, "read", lambda self: read.append(self.name) or original(self))
     nt.load_pretrained(directory)
     assert "model.shared.weight" not in read and len(read) == len(set(read))
 

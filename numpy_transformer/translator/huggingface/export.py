@@ -1,0 +1,198 @@
+"""A model of this package's as a Hugging Face directory that transformers loads: a Marian
+(MarianMTModel) of post-norm blocks without final norms, or a Pegasus (PegasusForConditionalGeneration)
+of pre-norm blocks with a final layer norm after each stack; with the run's tokenizer.
+
+``export_pretrained(model, vocabularies, DIR, tokenizer)`` picks the architecture
+(transformers_architecture) and writes ``config.json`` (config_json.marian_config or pegasus_config:
+the architecture's settings, and under ``numpy_transformer`` those of the model it has no key for),
+``model.safetensors`` (every weight under transformers' name, weights.marian_tensors; Pegasus's are
+Marian's, and its final norms ``encoder.layer_norm`` and ``decoder.layer_norm``),
+``generation_config.json`` (OPUS-MT's: the decoder starts from the vocabulary's start token, as the
+model was trained; ``<pad>`` is never emitted) and the tokenizer's files (tokenizer_files). In
+transformers::
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(DIR)  # DIR + "/target" decodes, of two vocabularies
+    model = AutoModelForSeq2SeqLM.from_pretrained(DIR)
+    batch = tokenizer(["A sentence."], return_tensors="pt", padding=True)
+    print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
+
+``import`` (run_import.import_run) reads either export back as the run it was: every setting, every
+weight bit for bit, the tokenizer and the vocabularies.
+
+Both architectures are multi-head attention of sinusoidal positions computed as sines then cosines;
+a model of interleaved positions is written reordered (weights.permuted_state). Pegasus has one
+embedding, the encoder's, the decoder's and the projection's (``shared``): it carries pre-norm models
+of one vocabulary and tied embeddings (``train --shared-vocab --tie-embeddings``). Anything else
+(latent attention, pre-norm blocks without final norms, final norms after post-norm blocks, a
+pre-norm model of two vocabularies or untied embeddings) is refused, naming what, before anything is
+written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy
+
+from ...model import Transformer
+from ..tokenizers import SentencePieceTokenizer, Tokenizer
+from ..vocabulary import Vocab
+from .config_json import MARIAN_ACTIVATIONS, generation_config, marian_config, pegasus_config
+from .directory import (
+    CONFIG,
+    EXPORTS_WRITTEN,
+    GENERATION,
+    WEIGHTS,
+    ExportError,
+    check_destination,
+    write_export,
+)
+from .tokenizer_files import marian_tokenizer_files, tokenizer_files
+from .weights import aliased_tensors, marian_tensors, pegasus_tensors
+
+ARCHITECTURES = {  # what export_pretrained writes: transformers' class, and the models it carries
+    "marian": ("MarianMTModel", "post-norm blocks, no final norms"),
+    "pegasus": ("PegasusForConditionalGeneration", "pre-norm blocks, a final layer norm after each stack"),
+}
+
+
+def transformers_architecture(model: Transformer) -> tuple[str | None, list[str]]:
+    """The architecture of ARCHITECTURES that carries ``model``'s blocks ('marian' for post-norm
+    blocks without final norms, 'pegasus' for pre-norm blocks with them, None for neither), and what
+    of ``model`` that architecture lacks (empty: it represents the model)."""
+    config = model.config
+    reasons = []
+    if config.attention != "mha":
+        reasons.append(
+            f"attention {config.attention!r} (latent attention): transformers' Marian and Pegasus are "
+            "multi-head ('mha')"
+        )
+    architecture: str | None = None
+    if not config.norm_first and not config.final_norm:
+        architecture = "marian"
+    elif config.norm_first and config.final_norm:
+        architecture = "pegasus"
+        if not config.shared_vocab:
+            reasons.append(
+                "separate source and target vocabularies: Pegasus has one embedding for both (model.shared; "
+                "train --data with --shared-vocab --tie-embeddings)"
+            )
+        if not config.tie_embeddings:
+            reasons.append(
+                "untied embeddings: Pegasus's one embedding is also its projection (train --tie-embeddings, "
+                "with --shared-vocab)"
+            )
+    elif config.norm_first:
+        reasons.append(
+            "pre-norm blocks without final layer norms (--no-final-norm): Pegasus's pre-norm stacks end in "
+            "a layer norm (train without --no-final-norm), Marian's blocks are post-norm (--post-norm)"
+        )
+    else:
+        reasons.append(
+            "final layer norms after post-norm blocks: Marian has none after its last block (train "
+            "--no-final-norm), and Pegasus's blocks are pre-norm (train without --post-norm)"
+        )
+    if config.activation not in MARIAN_ACTIVATIONS:
+        reasons.append(f"activation {config.activation!r}: transformers' are {', '.join(MARIAN_ACTIVATIONS)}")
+    return architecture, reasons
+
+
+def unrepresentable(model: Transformer) -> list[str]:
+    """What of ``model``'s architecture the transformers architecture of its blocks lacks (empty: Marian
+    or Pegasus represents it; see transformers_architecture)."""
+    return transformers_architecture(model)[1]
+
+
+def refusal(model: Transformer) -> str | None:
+    """Why export_pretrained cannot write ``model`` (None: it can), naming what and the flags."""
+    architecture, reasons = transformers_architecture(model)
+    if not reasons:
+        return None
+    if architecture is None:
+        carrier = "neither of transformers' " + " nor ".join(
+            f"{name.capitalize()} ({blocks})" for name, (_, blocks) in ARCHITECTURES.items()
+        )
+    else:
+        carrier = f"{architecture.capitalize()} (transformers' {ARCHITECTURES[architecture][0]})"
+    verb = "can" if architecture is None else "cannot"  # neither ... nor ... can
+    return f"{carrier} {verb} represent this model's {'; '.join(reasons)}"
+
+
+def check_vocabulary_sizes(model: Transformer, vocabularies: tuple[Vocab, Vocab]) -> None:
+    """ExportError where the source or the target vocabulary has not as many tokens as ``model``'s."""
+    for side, vocab, size in zip(
+        ("source", "target"), vocabularies, (model.config.src_vocab_size, model.config.tgt_vocab_size)
+    ):
+        if len(vocab) != size:
+            raise ExportError(
+                f"vocabularies: the {side} vocabulary has {len(vocab)} tokens, the model {size}"
+            )
+
+
+def export_pretrained(
+    model: Transformer,
+    vocabularies: tuple[Vocab, Vocab],
+    directory: str | Path,
+    tokenizer: Tokenizer | None = None,
+    overwrite: bool = False,
+) -> list[Path]:
+    """Write ``model`` (its source and target ``vocabularies`` give the sizes and special ids) into
+    ``directory`` as a Hugging Face model: Marian's (MarianMTModel) of post-norm blocks without final
+    norms, Pegasus's (PegasusForConditionalGeneration) of pre-norm blocks with final norms, one
+    vocabulary and tied embeddings; with ``tokenizer`` (None: the model alone). Marian's SentencePiece
+    tokenizer of one vocabulary goes with a Marian export as Marian's files; a byte-level BPE or
+    character tokenizer as ``tokenizer.json`` (tokenizer_files; of separate vocabularies, the target's
+    in ``target/``), the model given a row of ``<unk>`` for each unit of it the vocabulary lacks
+    (aliased_tensors). A model of interleaved positions is written reordered for transformers' split
+    ones (exported_state): its export computes the same logits, and ``import`` reorders it back.
+    Returns the files written.
+
+    Everything is checked first (the architecture, the vocabularies, the tokenizer, the directory: a
+    non-empty one is refused unless ``overwrite``); the files are written into a temporary directory
+    beside it, then moved in, each by a rename."""
+    from safetensors.numpy import save_file
+
+    why = refusal(model)
+    if why:
+        raise ExportError(why)
+    pegasus = transformers_architecture(model)[0] == "pegasus"
+    check_vocabulary_sizes(model, vocabularies)
+    source, target = vocabularies
+    spm = isinstance(tokenizer, SentencePieceTokenizer)
+    if spm and pegasus:
+        raise ExportError("tokenizer: Marian's SentencePiece tokenizer goes with a Marian export only")
+    if spm and source.itos != target.itos:
+        raise ExportError(
+            "tokenizer: Marian's tokenizer of separate source and target vocabularies is not supported"
+        )
+    files: dict[str, str | bytes] = {}
+    aliases = (0, 0)
+    if tokenizer is not None and not spm:
+        written, aliases = tokenizer_files(model, vocabularies, tokenizer)
+        files.update(written)
+    path = check_destination(directory, overwrite)
+    settings = pegasus_config(model, target, aliases) if pegasus else marian_config(model, target, aliases)
+    files[CONFIG] = json.dumps(settings, indent=2) + "\n"
+    files[GENERATION] = json.dumps(generation_config(model, target), indent=2) + "\n"
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        files.update(marian_tokenizer_files(tokenizer, target, model.config.src_seq_len))
+
+    def write(staging: Path) -> None:
+        tensors = aliased_tensors(
+            pegasus_tensors(model) if pegasus else marian_tensors(model),
+            aliases,
+            (source.ids.unk, target.ids.unk),
+        )
+        save_file(  # safetensors writes each array's buffer as it lies: C order
+            {name: numpy.ascontiguousarray(value) for name, value in tensors.items()},
+            str(staging / WEIGHTS),
+            metadata={"format": "pt"},
+        )
+        for name, content in files.items():
+            (staging / name).parent.mkdir(exist_ok=True)
+            (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+
+    return write_export(path, write, EXPORTS_WRITTEN)

@@ -1,0 +1,253 @@
+"""A model directory's tokenizer files, both ways: Marian's SentencePiece tokenizer (``source.spm``,
+``target.spm``, ``vocab.json``) and an export's ``tokenizer.json`` read as this package's tokenizer
+and vocabularies, and a run's tokenizer written as either.
+
+Marian's SentencePiece (an imported OPUS-MT run's) goes with a Marian export as Marian's files.
+Byte-level BPE and characters go with either architecture as ``tokenizer.json`` and
+``tokenizer_config.json`` (tokenizers.huggingface_tokenizer): the run's own subword model, or a
+word-level model over single characters, with the run's ids; the padding, start and end tokens
+special, a special token's text in a sentence split as text, no end token appended (the run's
+sources have none). transformers has one tokenizer a directory: of separate source and target
+vocabularies the source's is at the top (``AutoTokenizer.from_pretrained(DIR)`` encodes the
+sources), the target's in ``target/`` (it decodes the translations). The tokenizers library's BPE
+needs every unit its merges make under an id of its own, but a run's vocabulary holds only the
+units its corpus uses and reads any other as ``<unk>``: those units get the ids after the
+vocabulary's, and the model a row for each, a copy of ``<unk>``'s (weights.aliased_tensors; their
+logits' bias -inf, never predicted). A word tokenizer's ``##`` glue has no counterpart there:
+refused (export the model alone with ``tokenizer=None``, ``export --no-tokenizer``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ...model import Transformer
+from ..tokenizers import SentencePieceTokenizer, Tokenizer, from_huggingface, huggingface_tokenizer
+from ..vocabulary import SpecialIds, Vocab
+from .config_json import SETTINGS, marian_special_ids, vocab_sizes
+from .directory import (
+    CONFIG,
+    MAX_VOCAB,
+    SENTENCEPIECE_FILES,
+    TARGET_FILES,
+    TARGET_TOKENIZER,
+    TARGET_VOCAB,
+    TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+    VOCAB,
+    ExportError,
+    PretrainedError,
+    read_bounded,
+)
+
+
+class MarianTokenizer:
+    """Marian's subwords: ``source.spm`` splits the source, ``target.spm`` the target (SentencePiece
+    models, through the ``sentencepiece`` library: data.SentencePieceTokenizer), and ``vocab.json``
+    maps each piece to the model's id (a piece it lacks is ``<unk>``), as transformers'
+    MarianTokenizer does. A leading language code (``>>fra<<``) is one token. No punctuation
+    normalisation is applied (transformers applies Moses' only where sacremoses is installed).
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        for name in (*SENTENCEPIECE_FILES, VOCAB):
+            if not (directory / name).is_file():
+                what = "not a regular file" if (directory / name).exists() else "no such file"
+                raise PretrainedError(f"{directory / name}: {what} (a Marian model directory holds it)")
+        paths = [directory / name for name in SENTENCEPIECE_FILES]
+        try:
+            source, target = (path.read_bytes() for path in paths)
+            self.splitter = SentencePieceTokenizer(source, target, (str(paths[0]), str(paths[1])))
+        except (ValueError, RuntimeError) as error:  # names the file; or the library is missing
+            raise PretrainedError(str(error)) from None
+        itos = read_vocabulary(directory)
+        self.vocab: dict[str, int] = {piece: index for index, piece in enumerate(itos)}
+        self.pieces = dict(enumerate(itos))
+        self.eos_id: int = self.vocab["</s>"]
+        self.unk_id: int = self.vocab["<unk>"]
+        self.pad_id: int = self.vocab["<pad>"]
+        # Marian's decoder starts from <pad> (config.json's decoder_start_token_id: read_tokenizer checks it)
+        ids = SpecialIds(pad=self.pad_id, bos=self.pad_id, eos=self.eos_id, unk=self.unk_id)
+        self.vocabulary = Vocab.from_list(itos, ids)
+
+    def encode_source(self, text: str) -> list[int]:
+        """The source sentence's ids, ``</s>`` last."""
+        return self.vocabulary.encode(self.splitter.tokenize_source(text))[0]
+
+    def encode_target(self, text: str) -> list[int]:
+        """The target sentence's ids (what fine-tuning predicts), ``</s>`` last."""
+        return [*self.vocabulary.encode(self.splitter.tokenize(text))[0], self.eos_id]
+
+    def decode(self, ids: list[int]) -> str:
+        """The target text of ``ids``, without ``</s>``, ``<pad>`` and ``<unk>`` (transformers'
+        ``decode(ids, skip_special_tokens=True)``)."""
+        return self.splitter.detokenize([self.pieces[i] for i in ids if i in self.pieces])
+
+
+def read_vocabulary(directory: str | Path) -> list[str]:
+    """``vocab.json``'s pieces in the order of their ids, which must be 0 .. N - 1, each once, with
+    the special pieces ``</s>``, ``<unk>`` and ``<pad>`` among them."""
+    path = Path(directory) / VOCAB
+    try:
+        vocab = json.loads(read_bounded(path, MAX_VOCAB).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PretrainedError(f"{path}: not valid JSON ({error})") from error
+    if not isinstance(vocab, dict) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()
+    ):
+        raise PretrainedError(f"{path}: expected an object of piece -> integer id")
+    for special in SentencePieceTokenizer.SPECIAL_PIECES:
+        if special not in vocab:
+            raise PretrainedError(f"{path}: has no {special!r} entry")
+    itos = {index: piece for piece, index in vocab.items()}
+    missing = next((index for index in range(len(vocab)) if index not in itos), None)
+    if missing is not None:
+        raise PretrainedError(
+            f"{path}: its ids are not 0 .. {len(vocab) - 1}, each once (no piece has id {missing})"
+        )
+    return [itos[index] for index in range(len(vocab))]
+
+
+def read_tokenizer(directory: str | Path, config: dict[str, Any]) -> tuple[SentencePieceTokenizer, Vocab]:
+    """The model's tokenizer and its vocabulary (``vocab.json``) with the special ids, checked against
+    ``config.json``: the padding and end of sentence it names are vocab.json's <pad> and </s>, and
+    vocab.json has a piece for every row of the embedding (``vocab_size``)."""
+    path = Path(directory) / CONFIG
+    if len(set(vocab_sizes(config))) > 1:
+        raise PretrainedError(
+            f"{path}: vocab_size {config['vocab_size']} and decoder_vocab_size {config['decoder_vocab_size']} "
+            f"differ: a tokenizer of separate vocabularies is not supported yet, only one {VOCAB}"
+        )
+    if (Path(directory) / TARGET_VOCAB).exists():  # Marian's separate_vocabs: its targets' ids differ
+        raise PretrainedError(
+            f"{Path(directory) / TARGET_VOCAB}: a tokenizer of separate source and target vocabularies is "
+            f"not supported yet, only one {VOCAB}"
+        )
+    tokenizer = MarianTokenizer(directory)
+    ids = marian_special_ids(config)
+    for key, name, piece in (("pad_token_id", "pad_id", "<pad>"), ("eos_token_id", "eos_id", "</s>")):
+        if ids[name] != tokenizer.vocab[piece]:
+            raise PretrainedError(
+                f"{path}: {key} is {ids[name]}, but {VOCAB} gives {piece} the id {tokenizer.vocab[piece]}"
+            )
+    size = len(tokenizer.pieces)
+    if config.get("vocab_size") != size:
+        raise PretrainedError(
+            f"{path}: vocab_size is {config.get('vocab_size')!r}, but {VOCAB} holds {size} pieces"
+        )
+    if not 0 <= ids["bos_id"] < size:
+        raise PretrainedError(
+            f"{path}: decoder_start_token_id {ids['bos_id']} is not an id of the {size} pieces"
+        )
+    special = SpecialIds(pad=ids["pad_id"], bos=ids["bos_id"], eos=ids["eos_id"], unk=tokenizer.unk_id)
+    return tokenizer.splitter, Vocab.from_list(tokenizer.vocabulary.itos, special)
+
+
+def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[Tokenizer, tuple[Vocab, Vocab]]:
+    """The tokenizer and the source and target vocabularies of an export's ``tokenizer.json`` (a byte-level
+    BPE or character run's; of separate vocabularies, the target's in ``target/``), with config.json's
+    special ids: the ids each vocabulary's rows give (the units after them, read as <unk>, are left)."""
+    settings = config.get(SETTINGS, {})
+    sizes = vocab_sizes(config)
+    own = (settings.get("src_vocab_size", sizes[0]), settings.get("tgt_vocab_size", sizes[1]))
+    target_folder = directory / TARGET_TOKENIZER
+    found: list[tuple[Tokenizer, Vocab]] = []
+    for folder, size in (
+        (directory, own[0]),
+        (target_folder if target_folder.is_dir() else directory, own[1]),
+    ):
+        path = folder / TOKENIZER_JSON
+        try:
+            content = json.loads(read_bounded(path, MAX_VOCAB).decode("utf-8"))
+            tokenizer, itos = from_huggingface(content, size)
+            if "<unk>" not in itos:
+                raise ValueError("its vocabulary has no '<unk>'")
+            pad, eos = config["pad_token_id"], config["eos_token_id"]
+            ids = SpecialIds(pad, config.get("decoder_start_token_id", pad), eos, itos.index("<unk>"))
+            found.append((tokenizer, Vocab.from_list(itos, ids)))
+        except (UnicodeDecodeError, json.JSONDecodeError, ValueError) as error:
+            if isinstance(error, PretrainedError):
+                raise
+            raise PretrainedError(f"{path}: not an exported tokenizer ({error})") from None
+    (tokenizer, source), (other, target) = found
+    if type(tokenizer) is not type(other) or getattr(tokenizer, "serialized", None) != getattr(
+        other, "serialized", None
+    ):
+        raise PretrainedError(
+            f"{target_folder / TOKENIZER_JSON}: splits text otherwise than {TOKENIZER_JSON}"
+        )
+    return tokenizer, (source, target)
+
+
+def tokenizer_config(vocab: Vocab, length: int) -> str:
+    """tokenizer_config.json of an exported tokenizer.json (huggingface_tokenizer) of ``vocab``: its
+    padding, start and end tokens; a special token's text in a sentence is text, split as the run
+    splits it (``split_special_tokens``); no clean-up of spaces around punctuation. ``<unk>`` is not
+    declared: transformers would make it special, and leave it out of a decoded text, where
+    translate writes it."""
+    ids = vocab.ids
+    settings = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": vocab.itos[ids.bos],
+        "eos_token": vocab.itos[ids.eos],
+        "pad_token": vocab.itos[ids.pad],
+        "split_special_tokens": True,
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": length,
+    }
+    return json.dumps(settings, ensure_ascii=False, indent=2) + "\n"
+
+
+def tokenizer_files(
+    model: Transformer, vocabularies: tuple[Vocab, Vocab], tokenizer: Tokenizer
+) -> tuple[dict[str, str], tuple[int, int]]:
+    """The files of ``tokenizer`` (a byte-level BPE or character run's) with ``vocabularies``' ids:
+    ``tokenizer.json`` and ``tokenizer_config.json`` of the source's, and of separate vocabularies the
+    target's in ``target/``; and how many units each vocabulary lacks (aliased_tensors). ExportError
+    for a tokenizer of none (word)."""
+    source, target = vocabularies
+    files: dict[str, str] = {}
+    try:
+        files[TOKENIZER_JSON], source_aliases = huggingface_tokenizer(tokenizer, source)
+        target_aliases = source_aliases
+        if source.itos != target.itos:
+            files[TARGET_FILES[0]], target_aliases = huggingface_tokenizer(tokenizer, target)
+            files[TARGET_FILES[1]] = tokenizer_config(target, model.config.tgt_seq_len)
+    except ValueError as error:
+        raise ExportError(str(error)) from None
+    files[TOKENIZER_CONFIG] = tokenizer_config(source, model.config.src_seq_len)
+    return files, (len(source_aliases), len(target_aliases))
+
+
+def marian_tokenizer_files(
+    tokenizer: SentencePieceTokenizer, vocab: Vocab, length: int
+) -> dict[str, str | bytes]:
+    """Marian's tokenizer files of ``tokenizer`` (an imported OPUS-MT run's) and its one vocabulary
+    ``vocab``: ``source.spm``, ``target.spm``, ``vocab.json`` and ``tokenizer_config.json``
+    (transformers' MarianTokenizer, of sentences up to ``length`` tokens)."""
+    files: dict[str, str | bytes] = {}
+    files[SENTENCEPIECE_FILES[0]], files[SENTENCEPIECE_FILES[1]] = tokenizer.models.values()
+    files[VOCAB] = json.dumps({piece: index for index, piece in enumerate(vocab.itos)}, ensure_ascii=False)
+    files[TOKENIZER_CONFIG] = json.dumps(
+        {
+            "tokenizer_class": "MarianTokenizer",
+            "source_lang": None,
+            "target_lang": None,
+            "separate_vocabs": False,
+            "model_max_length": length,
+            **{
+                key: vocab.itos[index]
+                for key, index in (
+                    ("eos_token", vocab.ids.eos),
+                    ("unk_token", vocab.ids.unk),
+                    ("pad_token", vocab.ids.pad),
+                )
+            },
+        },
+        ensure_ascii=False,
+        indent=2,
+    )
+    return files
