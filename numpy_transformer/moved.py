@@ -13,6 +13,9 @@ from typing import NoReturn
 MOVED: dict[str, str] = {
     "numpy_transformer.blocks": "numpy_transformer.workbook.blocks",
     "numpy_transformer.learn": "numpy_transformer.workbook",
+    "numpy_transformer.translator.checkpoint": "numpy_transformer.translator.run.checkpoint",
+    "numpy_transformer.translator.run_directory": "numpy_transformer.translator.run.directory",
+    "numpy_transformer.translator.run_state": "numpy_transformer.translator.run.state",
 }
 
 

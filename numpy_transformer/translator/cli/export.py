@@ -42,7 +42,6 @@ def add_export(commands: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     from ...machine import require
-    from ..checkpoint import load_for_inference
     from ..export import (
         ARCHITECTURES,
         check_destination,
@@ -51,6 +50,7 @@ def run_export(args: argparse.Namespace) -> int:
         transformers_architecture,
     )
     from ..pretrained import TARGET_TOKENIZER
+    from ..run.checkpoint import load_for_inference
 
     if args.ctranslate2:
         require("export --ctranslate2", "ctranslate2")
