@@ -160,10 +160,10 @@ def main() -> int:
     import ctranslate2
 
     from numpy_transformer.machine import blas_threads
-    from numpy_transformer.translator.checkpoint import load_checkpoint, restore_model_and_task
     from numpy_transformer.translator.decoding import beam_search, greedy_decode
     from numpy_transformer.translator.evaluation import evaluate
     from numpy_transformer.translator.huggingface import export_ctranslate2
+    from numpy_transformer.translator.run.checkpoint import load_checkpoint, restore_model_and_task
 
     checkpoint = Path(args.run) / args.checkpoint
     arrays, meta = load_checkpoint(checkpoint)

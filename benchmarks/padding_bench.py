@@ -32,6 +32,7 @@ import numpy_transformer as nt
 from numpy_transformer.kernels import ops
 from numpy_transformer.translator import thread_parallel, training
 from numpy_transformer.translator.config import TrainConfig
+from numpy_transformer.translator.training import trainer as trainer_module
 
 WARM_UP = 5  # steps of each contender left out of the figures
 
@@ -48,7 +49,7 @@ def whole_grid(
 
 def use_loss(function: Any) -> None:
     """Make the Trainer and its row shards call ``function`` for the forward, loss and backward."""
-    training.loss_and_backward = thread_parallel.loss_and_backward = function
+    trainer_module.loss_and_backward = thread_parallel.loss_and_backward = function
 
 
 def batch_shape(trainer: training.Trainer, step: int) -> tuple[int, int, int]:

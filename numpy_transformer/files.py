@@ -1,6 +1,7 @@
 """Writing files so that nothing a user saved is ever lost: through a temporary file in the same
-folder, then a rename, so a crash leaves the old file or the new one and never half of one. And
-standard streams whose reader went away (``| head``), which must never stop the work mid-save."""
+folder, then a rename, so a crash leaves the old file or the new one and never half of one; an empty
+path refused before it can mean the working directory. And standard streams whose reader went away
+(``| head``), which must never stop the work mid-save."""
 
 from __future__ import annotations
 
@@ -41,6 +42,16 @@ def write_text_atomically(path: Path, text: str) -> None:
         if isinstance(error, OSError):
             raise SaveError.writing(path, error, kept) from error
         raise
+
+
+def refuse_empty(out: str | Path | None, name: str = "--out", where: str = "") -> None:
+    """``out`` "" would be the working directory: an empty argument is most often an unset shell variable.
+    The one refusal of an empty path: the parser's (``where`` which of several), TrainConfig's, the run's."""
+    if out == "":
+        raise ValueError(
+            f"{name} is empty{where}: expected a path; an empty argument is most often a shell variable "
+            "that is not set"
+        )
 
 
 def silence(stream: IO[str]) -> None:

@@ -15,6 +15,9 @@ MOVED: dict[str, str] = {
     "numpy_transformer.learn": "numpy_transformer.workbook",
     "numpy_transformer.translator.export": "numpy_transformer.translator.huggingface",
     "numpy_transformer.translator.pretrained": "numpy_transformer.translator.huggingface",
+    "numpy_transformer.translator.checkpoint": "numpy_transformer.translator.run.checkpoint",
+    "numpy_transformer.translator.run_directory": "numpy_transformer.translator.run.directory",
+    "numpy_transformer.translator.run_state": "numpy_transformer.translator.run.state",
 }
 
 

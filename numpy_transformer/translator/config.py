@@ -26,6 +26,7 @@ from dataclasses import Field, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..files import refuse_empty
 from ..model import TransformerConfig
 from .corpora import MAX_LENGTH
 from .tokenizers import BPE_VOCAB_RANGE
@@ -483,8 +484,6 @@ class TrainConfig(_Checked):
             raise ValueError(
                 f"give a generated task or --data, not both (task {self.task!r}, data {self.data!r})"
             )
-        from .run_directory import refuse_empty  # which reads run states, made of TrainConfig
-
         # a run is resumed, evaluated and plotted from any working directory
         for name in ("data", "from_run"):
             refuse_empty(getattr(self, name), flag_of(_FIELDS[name]))  # not the working directory

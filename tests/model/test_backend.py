@@ -21,7 +21,7 @@ def test_only_the_backend_imports_numpy():
     """Every layer takes xp from the backend. Host-side by design: gradcheck, finite_differences and
     backward_contract (they compare on the host),
     tasks and batches (they sample text pairs and pad them on the host: a batch reaches the device in
-    one copy), checkpoint, run_state and the Hugging Face formats (files hold NumPy arrays), testing and the
+    one copy), the run's checkpoint and state, the Hugging Face formats (files hold NumPy arrays), testing and the
     workbook's modules (they grade gradients on the host, as gradcheck does) but its blocks' textbook."""
     allowed = {
         "backend.py",
@@ -31,7 +31,7 @@ def test_only_the_backend_imports_numpy():
         "tasks.py",
         "batches.py",
         "checkpoint.py",
-        "run_state.py",
+        "state.py",
         "safetensors_reader.py",
         "weights.py",
         "loading.py",

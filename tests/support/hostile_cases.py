@@ -42,11 +42,11 @@ import numpy_transformer as nt
 from numpy_transformer.machine import OPENBLAS_TIMEOUT, OPENBLAS_TIMEOUT_VAR
 from numpy_transformer.optim import Adam, clip_grad_norm
 from numpy_transformer.translator import tokenizers as data
-from numpy_transformer.translator.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
 from numpy_transformer.translator.huggingface import import_run
+from numpy_transformer.translator.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.translator.tokenizers import BPETokenizer
 
 COLUMNS = ("clean", "traceback", "wrong", "loss", "hang")

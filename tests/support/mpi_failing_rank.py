@@ -15,6 +15,7 @@ import sys
 from mpi4py import MPI
 
 from numpy_transformer.translator import cli, training
+from numpy_transformer.translator.training import keeping, trainer
 
 FAILURES = ("disk full", "unreadable data", "out of memory", "second ctrl-c")
 
@@ -25,13 +26,13 @@ def fail(failure: str) -> None:
         def save_checkpoint(path, *args, **kwargs):
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-        training.save_checkpoint = save_checkpoint
+        trainer.save_checkpoint = keeping.save_checkpoint = save_checkpoint
     elif failure == "unreadable data":
 
         def make_task(*args, **kwargs):
             raise ValueError("--data corpus.tsv cannot be read on this host")
 
-        training.make_task = make_task
+        trainer.make_task = make_task
     else:
         error = {
             "out of memory": MemoryError("Unable to allocate 4.00 GiB for an array"),

@@ -12,16 +12,16 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from numpy_transformer.translator import training
-from numpy_transformer.translator.checkpoint import (
+from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.config import TrainConfig
+from numpy_transformer.translator.run.checkpoint import (
     SaveError,
     average_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from numpy_transformer.translator.cli import main
-from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.training import Trainer
+from numpy_transformer.translator.training import trainer as trainer_module
 
 TINY = [
     "--task",
@@ -294,7 +294,7 @@ def scripted_evaluations(monkeypatch, bleus):
         metrics = {"loss": 1.0, "token_accuracy": 0.5, "exact_match": 0.0, "chrf": 0.0, "n": len(pairs)}
         return {**metrics, "bleu": float(next(scores))}
 
-    monkeypatch.setattr(training, "evaluate", evaluate)
+    monkeypatch.setattr(trainer_module, "evaluate", evaluate)
     return seen, models
 
 

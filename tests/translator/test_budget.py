@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from numpy_transformer.translator import training
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TASK_STEPS, TrainConfig
-from numpy_transformer.translator.training import PLAN_AFTER, TimeBudget, Trainer
+from numpy_transformer.translator.training import PLAN_AFTER, TimeBudget, Trainer, budget, loop
+from numpy_transformer.translator.training import trainer as trainer_module
 
 TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
 
@@ -26,7 +26,8 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch):
     fake = FakeClock()
-    monkeypatch.setattr(training, "time", fake)
+    for module in (budget, loop, trainer_module):  # every clock of the run
+        monkeypatch.setattr(module, "time", fake)
     return fake
 
 
@@ -40,7 +41,7 @@ def corpus(tmp_path):
 def timed(trainer, clock, step_s, evaluation_s):
     """Each step and each evaluation of ``trainer`` (the average's at the end too) takes the given
     seconds on ``clock``."""
-    train_step, dev_metrics = trainer.train_step, trainer._dev_metrics
+    train_step, dev_metrics = trainer.train_step, trainer.dev_metrics
 
     def step():
         clock.now += step_s
@@ -50,7 +51,7 @@ def timed(trainer, clock, step_s, evaluation_s):
         clock.now += evaluation_s
         return dev_metrics(model, examples)
 
-    trainer.train_step, trainer._dev_metrics = step, evaluation
+    trainer.train_step, trainer.dev_metrics = step, evaluation
 
 
 def test_the_plan_fills_the_time_left_with_steps_and_their_evaluations(clock):

@@ -14,7 +14,6 @@ import pytest
 
 from numpy_transformer.model import TransformerConfig, build_transformer
 from numpy_transformer.translator import config as config_module
-from numpy_transformer.translator.checkpoint import load_checkpoint
 from numpy_transformer.translator.cli import build_parser, main
 from numpy_transformer.translator.config import (
     DATA_LR,
@@ -30,6 +29,7 @@ from numpy_transformer.translator.config import (
     flag_of,
     read_config_file,
 )
+from numpy_transformer.translator.run.checkpoint import load_checkpoint
 from numpy_transformer.translator.tokenizers import subword_vocab_size
 from numpy_transformer.translator.training import Trainer
 

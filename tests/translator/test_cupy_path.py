@@ -14,9 +14,9 @@ from cupy_standin import SYNCS, UPLOADS, make_module
 from numpy_transformer import backend
 from numpy_transformer.model import make_src_mask
 from numpy_transformer.translator.batches import make_batch
-from numpy_transformer.translator.checkpoint import load_for_inference
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.decoding import beam_search, greedy_decode, sample_decode
+from numpy_transformer.translator.run.checkpoint import load_for_inference
 from numpy_transformer.translator.training import Trainer
 from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID

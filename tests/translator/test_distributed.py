@@ -20,7 +20,6 @@ import pytest
 from numpy_transformer.backend import step_rng
 from numpy_transformer.module import Parameter
 from numpy_transformer.translator import distributed
-from numpy_transformer.translator.checkpoint import load_checkpoint
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.distributed import (
     AnotherRankFailed,
@@ -29,6 +28,7 @@ from numpy_transformer.translator.distributed import (
     launched_ranks,
     weights_checksum,
 )
+from numpy_transformer.translator.run.checkpoint import load_checkpoint
 from numpy_transformer.translator.training import Trainer
 
 MPIEXEC = shutil.which(
@@ -320,7 +320,7 @@ def test_under_mpiexec_rank_0_averages_the_last_checkpoints_at_the_end(tmp_path)
 
 PLATEAU_ON_TWO_RANKS = textwrap.dedent("""
     import sys, numpy as np
-    from numpy_transformer.translator import training
+    from numpy_transformer.translator.training import trainer as trainer_module
     from numpy_transformer.translator.distributed import Communicator, weights_checksum
     from numpy_transformer.translator.config import TrainConfig
     from numpy_transformer.translator.training import Trainer
@@ -328,7 +328,7 @@ PLATEAU_ON_TWO_RANKS = textwrap.dedent("""
     def evaluate(model, task, pairs, label_smoothing=0.0, batch_size=100, examples=0):
         return {{"loss": 1.0, "token_accuracy": 0.5, "exact_match": 0.0, "chrf": 0.0, "n": 2,
                  "bleu": next(scores)}}
-    training.evaluate = evaluate
+    trainer_module.evaluate = evaluate
     comm = Communicator.from_environment()
     config = {{**{config}, "eval_every": 2, "average_last": 0, "plateau_cut": 0.5, "plateau_patience": 1}}
     trainer = Trainer.create(TrainConfig(**config, steps=10), {model}, comm=comm)

@@ -23,7 +23,6 @@ from marian_files import PAIRS, write_model
 
 import numpy_transformer as nt
 from numpy_transformer.model import build_from_config
-from numpy_transformer.translator.checkpoint import load_for_inference
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
 from numpy_transformer.translator.huggingface import (
@@ -39,6 +38,7 @@ from numpy_transformer.translator.huggingface.weights import (
     permuted_state,
     residual_permutation,
 )
+from numpy_transformer.translator.run.checkpoint import load_for_inference
 from numpy_transformer.translator.vocabulary import SpecialIds, Vocab
 
 SIZES = {"d_model": 16, "N": 2, "h": 2, "d_ff": 32}

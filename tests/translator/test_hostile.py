@@ -18,7 +18,7 @@ from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.corpora import read_tsv
 from numpy_transformer.translator.decoding import greedy_decode
 from numpy_transformer.translator.plots import read_log
-from numpy_transformer.translator.run_directory import RunLock
+from numpy_transformer.translator.run.directory import RunLock
 from numpy_transformer.translator.tasks import make_task
 from numpy_transformer.translator.training import Trainer, TrainingDiverged
 
@@ -226,7 +226,7 @@ RUN = [
 
 
 def test_resume_keeps_the_saved_run_and_refuses_a_flag_that_differs(tmp_path, capsys):
-    from numpy_transformer.translator.checkpoint import load_checkpoint
+    from numpy_transformer.translator.run.checkpoint import load_checkpoint
 
     out = str(tmp_path / "run")
     assert main(["train", *RUN, "--steps", "3", "--lr", "0.002", "--out", out]) == 0
@@ -269,7 +269,7 @@ def test_a_beam_wider_than_the_vocabulary_is_refused():
     ],
 )
 def test_malformed_checkpoint_metadata_is_named(checkpoint, tmp_path, capsys, damage, message):
-    from numpy_transformer.translator.checkpoint import load_checkpoint, save_checkpoint
+    from numpy_transformer.translator.run.checkpoint import load_checkpoint, save_checkpoint
 
     arrays, meta = load_checkpoint(checkpoint)
     damage(meta)
@@ -312,10 +312,10 @@ def test_parameter_count_from_the_sizes_alone_is_the_built_models(attention, siz
 
 
 def test_a_step_that_cannot_fit_in_memory_is_refused_before_anything_is_built(monkeypatch, capsys):
-    from numpy_transformer.translator import training as train
+    from numpy_transformer.translator.training import trainer as trainer_module
 
     built = []
-    monkeypatch.setattr(train, "build_transformer", lambda *a, **k: built.append(1))
+    monkeypatch.setattr(trainer_module, "build_transformer", lambda *a, **k: built.append(1))
     with pytest.raises(
         ValueError, match=r"needs about [\d.]+ GiB .*batch_size 1000000000.* GiB is available"
     ):

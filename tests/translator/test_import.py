@@ -18,7 +18,6 @@ from marian_files import PAIRS, SIZES, marian_config, write_tokenizer
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.translator.checkpoint import load_checkpoint, load_for_inference
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import (
     FROM_LR,
@@ -30,6 +29,7 @@ from numpy_transformer.translator.config import (
 from numpy_transformer.translator.decoding import beam_search_n_best
 from numpy_transformer.translator.huggingface import import_run
 from numpy_transformer.translator.huggingface.weights import _state_dict
+from numpy_transformer.translator.run.checkpoint import load_checkpoint, load_for_inference
 from numpy_transformer.translator.training import Trainer
 
 torch = pytest.importorskip("torch", reason="PyTorch and transformers are the oracle for the Marian models")
@@ -330,8 +330,8 @@ def test_the_translating_guide_commands_run(marian, tmp_path, capsys, monkeypatc
 
 
 def test_evaluation_in_several_batches_scores_as_one(marian, tmp_path):
-    from numpy_transformer.translator.checkpoint import load_meta, saved_task
     from numpy_transformer.translator.evaluation import evaluate
+    from numpy_transformer.translator.run.checkpoint import load_meta, saved_task
 
     _, _, directory = marian
     written, model = import_run(directory, tmp_path / "run")

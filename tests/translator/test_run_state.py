@@ -7,8 +7,8 @@ import pytest
 
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.distributed import Ranks
-from numpy_transformer.translator.run_directory import RunFiles
-from numpy_transformer.translator.run_state import EvaluationState, RunState, Verdict
+from numpy_transformer.translator.run.directory import RunFiles
+from numpy_transformer.translator.run.state import EvaluationState, RunState, Verdict
 
 
 def state(**changes):

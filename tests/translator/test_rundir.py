@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from numpy_transformer.translator.cli import main
-from numpy_transformer.translator.run_directory import RunLock, check_run_directory
+from numpy_transformer.translator.run.directory import RunLock, check_run_directory
 
 TINY = [
     "--task",
@@ -210,7 +210,7 @@ def test_train_from_a_run_into_itself_is_refused_even_with_overwrite(tmp_path, c
 def test_a_checkpoints_kept_names_never_reach_outside_the_run(tmp_path):
     """The names of kept evaluation checkpoints come back from model.npz's metadata: a tampered one
     naming another file (a path, or a name the run never writes) is not removed by the rotation."""
-    from numpy_transformer.translator.checkpoint import load_checkpoint, save_checkpoint
+    from numpy_transformer.translator.run.checkpoint import load_checkpoint, save_checkpoint
 
     out = tmp_path / "run"
     assert train(out, "--keep-checkpoints", "1") == 0
@@ -225,7 +225,7 @@ def test_a_checkpoints_kept_names_never_reach_outside_the_run(tmp_path):
 
 
 def test_an_empty_out_is_refused_never_taken_for_the_working_directory(tmp_path, monkeypatch, capsys):
-    from numpy_transformer.translator.run_directory import check_average_out
+    from numpy_transformer.translator.run.directory import check_average_out
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as refused:  # by the parser, as any argument it refuses

@@ -7,16 +7,16 @@ from dataclasses import replace
 import pytest
 
 from numpy_transformer.translator.batches import host_rng
-from numpy_transformer.translator.checkpoint import (
+from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.config import TrainConfig
+from numpy_transformer.translator.corpora import read_tsv
+from numpy_transformer.translator.evaluation import evaluate
+from numpy_transformer.translator.run.checkpoint import (
     load_checkpoint,
     load_for_inference,
     restore_model_and_task,
     save_checkpoint,
 )
-from numpy_transformer.translator.cli import main
-from numpy_transformer.translator.config import TrainConfig
-from numpy_transformer.translator.corpora import read_tsv
-from numpy_transformer.translator.evaluation import evaluate
 from numpy_transformer.translator.tasks import FileTask, SubwordDropout, _uniforms
 from numpy_transformer.translator.tokenizers import BPETokenizer
 from numpy_transformer.translator.training import Trainer

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer.translator import training
-from numpy_transformer.translator.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
+from numpy_transformer.translator.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from numpy_transformer.translator.training import Trainer, TrainingDiverged
+from numpy_transformer.translator.training import trainer as trainer_module
 
 SMALL = {"d_model": 32, "N": 1, "h": 2, "d_ff": 64, "dropout": 0.1}
 TINY_MODEL = {"d_model": 16, "N": 1, "h": 2, "d_ff": 16}
@@ -203,8 +203,8 @@ def test_a_second_ctrl_c_stops_at_once_with_one_line_and_a_whole_checkpoint(tmp_
     def step_then_two_interrupts(self):
         calls.append(1)
         if len(calls) == 3:
-            self._request_stop(signal.SIGINT, None)
-            self._request_stop(signal.SIGINT, None)  # raises KeyboardInterrupt, as a second Ctrl-C does
+            self.requests.on_signal(signal.SIGINT, None)
+            self.requests.on_signal(signal.SIGINT, None)  # raises KeyboardInterrupt, as a second Ctrl-C does
         return original(self)
 
     monkeypatch.setattr(TrainerClass, "train_step", step_then_two_interrupts)
@@ -416,7 +416,7 @@ def scripted_bleus(monkeypatch, bleus):
         metrics = {"loss": 1.0, "token_accuracy": 0.5, "exact_match": 0.0, "chrf": 0.0, "n": len(pairs)}
         return {**metrics, "bleu": float(next(scores))}
 
-    monkeypatch.setattr(training, "evaluate", evaluate)
+    monkeypatch.setattr(trainer_module, "evaluate", evaluate)
 
 
 PLATEAU = {

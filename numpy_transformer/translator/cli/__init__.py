@@ -13,8 +13,8 @@ from typing import Any
 from ...backend import set_backend
 from ...files import silence
 from ...machine import restart_with_openblas_timeout, tune_cpu
-from ..checkpoint import CheckpointError
 from ..distributed import launched_rank
+from ..run.checkpoint import CheckpointError
 from .average import add_average, run_average
 from .common import BROKEN_PIPE, Parser, refuse_empty_paths
 from .export import add_export, run_export

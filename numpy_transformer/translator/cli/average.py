@@ -6,8 +6,8 @@ import argparse
 
 
 def run_average(args: argparse.Namespace) -> int:
-    from ..checkpoint import average_checkpoints, save_checkpoint
-    from ..run_directory import check_average_out
+    from ..run.checkpoint import average_checkpoints, save_checkpoint
+    from ..run.directory import check_average_out
 
     out = check_average_out(args.out, args.checkpoints, args.overwrite)
     arrays, meta = average_checkpoints(args.checkpoints, allow_no_run_id=args.allow_no_run_id)

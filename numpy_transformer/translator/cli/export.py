@@ -42,10 +42,10 @@ def add_export(commands: argparse._SubParsersAction) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     from ...machine import require
-    from ..checkpoint import load_for_inference
     from ..huggingface.ctranslate2_export import export_ctranslate2
     from ..huggingface.directory import TARGET_TOKENIZER, check_destination
     from ..huggingface.export import ARCHITECTURES, export_pretrained, transformers_architecture
+    from ..run.checkpoint import load_for_inference
 
     if args.ctranslate2:
         require("export --ctranslate2", "ctranslate2")

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...kernels import using_kernels
 from ..distributed import launched_rank
-from ..run_directory import CONFIG_NAME
+from ..run.directory import CONFIG_NAME
 from .train import add_train_arguments, require_evaluation_library, run_train
 
 # learn train without --task, --data or --config: the copy task on a small model, under a minute on 2 cores
@@ -240,7 +240,7 @@ def _learn_blocks(
     import time
 
     from ... import workbook
-    from ..checkpoint import load_meta, trained_task
+    from ..run.checkpoint import load_meta, trained_task
 
     meta = load_meta(args.out)
     model, train = meta["model"], meta["train"]
@@ -296,7 +296,7 @@ def _fresh_learn_out(file: Path) -> Path:
 def _last_dev(out: Path) -> dict[str, Any] | None:
     """The last dev evaluation a run logged, or None."""
     from ..plots import read_log
-    from ..run_directory import LOG_NAME
+    from ..run.directory import LOG_NAME
 
     try:
         records = read_log(out / LOG_NAME)  # a torn line skipped, as everywhere a log is read

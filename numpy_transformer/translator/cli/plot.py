@@ -56,7 +56,7 @@ def add_plot(commands: argparse._SubParsersAction) -> None:
 
 def _gradient_model(args: argparse.Namespace) -> tuple[dict, TranslationTask]:
     """(model configuration, task) of plot gradients: the run's of --checkpoint, else the copy task's."""
-    from ..checkpoint import load_meta, trained_task
+    from ..run.checkpoint import load_meta, trained_task
     from ..tasks import make_task
 
     if args.checkpoint:
@@ -119,7 +119,7 @@ def run_plot(args: argparse.Namespace) -> int:
         )
 
     if args.picture == "attention":
-        from ..checkpoint import load_for_inference
+        from ..run.checkpoint import load_for_inference
         from .translate import too_long
 
         model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)

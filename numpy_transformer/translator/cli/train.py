@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...machine import require
-from ..checkpoint import FILENAME, CheckpointError
 from ..config import (
     MODEL_SIZES,
     ModelConfig,
@@ -25,10 +24,11 @@ from ..config import (
     resumable_flags,
     resume_conflicts,
 )
+from ..run.checkpoint import FILENAME, CheckpointError
 
 if TYPE_CHECKING:
     from ..distributed import Communicator
-    from ..training import Trainer
+    from ..training.trainer import Trainer
 from .common import BROKEN_PIPE, DEFAULT_OUT, add_backend, non_negative_int
 
 T = TypeVar("T")
@@ -95,7 +95,7 @@ def run_train(args: argparse.Namespace) -> int:
 def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
     """train, alone or as one rank of several; under MPI each stage ends with the ranks agreeing
     (_on_every_rank), so that a refusal or failure on any rank stops every rank, said once."""
-    from ..run_directory import RunLock, check_run_directory
+    from ..run.directory import RunLock, check_run_directory
 
     root = comm is None or comm.rank == 0
     say = print if root else (lambda *a, **k: None)
@@ -158,7 +158,7 @@ def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[]
 def _failure(error: BaseException, out: Path, rank: int = 0) -> tuple[int, str]:
     """The exit status of ``train`` stopped by ``error`` and the line that says why (naming the MPI
     rank where it is not rank 0): 2 for a refusal, 1 for a failure, 130 for a second Ctrl-C."""
-    from ..training import TrainingDiverged
+    from ..training.step import TrainingDiverged
 
     where = f"rank {rank}: " if rank else ""
     if isinstance(error, _InterruptedBeforeTraining):
@@ -235,9 +235,9 @@ def _trainer(
     """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
     what it trains. With --overwrite the old run is cleared only now, once the new one is ready: a
     refusal or a Ctrl-C before this point keeps it."""
-    from ..run_directory import clear_run, resume_checkpoint
+    from ..run.directory import clear_run, resume_checkpoint
     from ..tasks import FileTask
-    from ..training import Trainer
+    from ..training.trainer import Trainer
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
     saved = resume_checkpoint(out) if args.resume else out / FILENAME
@@ -317,7 +317,7 @@ class _InterruptedBeforeTraining(Exception):
 
 def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..., None]) -> int:
     """Train, then show translations of unseen test sources; ``say`` prints on rank 0 only."""
-    from ..training import TrainingDiverged
+    from ..training.step import TrainingDiverged
 
     if args.resume and trainer.step >= trainer.steps:  # said when it resumed: nothing is rewritten
         return 0

@@ -36,9 +36,9 @@ def too_long(model: Any, tokenizer: Any, where: str, text: str, target: bool = F
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    from ..checkpoint import load_for_inference
     from ..corpora import printable
     from ..decoding import check_model_limits, check_n_best
+    from ..run.checkpoint import load_for_inference
     from ..tokenizers import encode_sentences
     from ..translating import score_ids, translate_ids, translate_n_best
 
@@ -166,9 +166,9 @@ def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from ..checkpoint import load_checkpoint, model_from_checkpoint, restore_model_and_task, saved_task
     from ..corpora import read_numbered_tsv
     from ..evaluation import evaluate
+    from ..run.checkpoint import load_checkpoint, model_from_checkpoint, restore_model_and_task, saved_task
 
     require("evaluate's scoring (BLEU and chrF)", "sacrebleu")
     arrays, meta = load_checkpoint(args.checkpoint)

@@ -31,9 +31,9 @@ def import_run(
     is replaced only with ``overwrite``, and only once the new one is written (atomically).
     """
     # the run's machinery, loaded only to write a run (load_pretrained needs none of it)
-    from ..checkpoint import FILENAME, file_sha256, save_checkpoint, task_recipe
     from ..config import ModelConfig, TrainConfig, config_toml
-    from ..run_directory import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
+    from ..run.checkpoint import FILENAME, file_sha256, save_checkpoint, task_recipe
+    from ..run.directory import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
     from ..tasks import TranslationTask
 
     if dtype is not None and dtype not in DTYPES:
