@@ -2755,10 +2755,21 @@ CASES = [
     ),
     Case(
         "translate",
-        "standard input that is not UTF-8",
+        "standard input whose line 2 is not UTF-8",
         piped("abc\ncafé\n".encode("latin-1"), "translate", "--checkpoint", "{ws}/run"),
         True,
-        ("standard input:2", "not UTF-8"),
+        ("1 of 2 lines of standard input were not translated", "not UTF-8"),  # line 2 named in a warning
+    ),
+    Case(
+        "translate",
+        "300 lines at once, line 290 not UTF-8 (past the first batch of 256): every other line printed",
+        translated_lines(
+            b"".join(b"caf\xe9\n" if n == 290 else b"abc\n" for n in range(1, 301)),
+            "{ws}/run",
+            expect=[b"abc"] * 299,
+        ),
+        True,
+        ("1 of 300 lines of standard input were not translated", "not UTF-8"),
     ),
     Case(
         "corpus",
