@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ..distributed import launched_rank
 from ..run_directory import refuse_empty
+from ..translating import Decoding
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 
@@ -139,7 +139,12 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: beam for a subword (bpe, marian) model, as the paper evaluates; greedy for the others",
     )
-    p.add_argument("--beam-width", type=positive_int, default=_DefaultInt(4))
+    p.add_argument(
+        "--beam-width",
+        type=positive_int,
+        default=_DefaultInt(4),
+        help="beam search's width: the partial translations kept at each step (default 4)",
+    )
     p.add_argument(
         "--length-penalty",
         type=_length_penalty,
@@ -180,21 +185,6 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="never repeat an n-gram of N tokens in one translation (0: off)",
     )
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """The decoding the flags ask for: a search (greedy_decode, sample_decode or beam_search) and the
-    settings it is called with, as keywords."""
-
-    search: Callable[..., Any]
-    settings: dict[str, Any]
-
-    def describe(self) -> str:
-        """The decoding in words, as evaluate reports it beside its scores."""
-        name = self.search.__name__.removesuffix("_decode").removesuffix("_search")
-        settings = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in self.settings.items())
-        return f"{name} ({settings})"
 
 
 def asked_decoding(args: argparse.Namespace, tokenizer: Any) -> Decoding:

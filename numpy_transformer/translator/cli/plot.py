@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...machine import require
-from .common import DEFAULT_OUT, positive_int
+from .common import DEFAULT_OUT, add_decode_options, asked_decoding, positive_int
 
 if TYPE_CHECKING:
     from ..tasks import TranslationTask
@@ -20,14 +20,25 @@ def add_plot(commands: argparse._SubParsersAction) -> None:
         "plot", help="pictures: attention maps, training curves, gradient flow (needs matplotlib)"
     )
     kinds = plot.add_subparsers(dest="picture", required=True)
-    p = kinds.add_parser("attention", help="layer x head attention heatmaps for one sentence")
-    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p = kinds.add_parser(
+        "attention",
+        help="layer x head attention heatmaps of one sentence and its translation, the one translate "
+        "prints with the same decoding flags",
+    )
+    p.add_argument(
+        "--checkpoint",
+        default=DEFAULT_OUT,
+        help="run directory (its model.npz, the last checkpoint) or a checkpoint file (best.npz, step-*.npz)",
+    )
     p.add_argument(
         "--out",
         default="attention.png",
         help="writes <stem>-encoder.png, -decoder.png, -cross.png (into a directory: attention-*.png)",
     )
-    p.add_argument("sentence")
+    p.add_argument(
+        "sentence", help="the source sentence to translate and draw the attention of (one, quoted)"
+    )
+    add_decode_options(p)
     p = kinds.add_parser("curves", help="loss, dev BLEU and learning rate from a training log")
     p.add_argument("--run", default=DEFAULT_OUT, help="run directory or its log.jsonl")
     p.add_argument(
@@ -120,13 +131,20 @@ def run_plot(args: argparse.Namespace) -> int:
 
     if args.picture == "attention":
         from ..checkpoint import load_for_inference
+        from ..decoding import check_model_limits
         from .translate import too_long
 
         model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.checkpoint)
         why = too_long(model, tokenizer, "sentence 1 of the arguments", args.sentence)
         if why is not None:  # as translate refuses it, naming the sentence
             raise ValueError(why)
-        written = plots.plot_attention(model, tokenizer, src_vocab, tgt_vocab, args.sentence, out)
+        decoding = asked_decoding(args, tokenizer)  # translate's: the picture shows the translation it prints
+        check_model_limits(
+            model, args.max_len, args.beam_width if args.strategy == "beam" else None, flags=True
+        )
+        written = plots.plot_attention(
+            model, tokenizer, src_vocab, tgt_vocab, args.sentence, out, decoding, max_len=args.max_len
+        )
     elif args.picture == "curves":
         written = [plots.plot_curves(args.run, out)]
     else:
