@@ -431,7 +431,8 @@ def line_by_line(ws: Path) -> tuple[int, str]:
 
 
 def reader_gone(ws: Path) -> tuple[int, str]:
-    """translate into a reader that stops after one line: exit code 141, nothing on standard error."""
+    """translate into a reader that stops after one line: exit code 141, nothing on standard error
+    but the note naming the checkpoint the run directory stands for (said before any work)."""
     process = command("translate", "--checkpoint", str(ws / "run"), *["abc"] * 5000)  # more than a pipe holds
     try:
         first = process.stdout.readline()
@@ -440,7 +441,8 @@ def reader_gone(ws: Path) -> tuple[int, str]:
     finally:
         process.kill()
         process.wait()
-    if code == 141 and not err and first.startswith(b"abc\t"):
+    said = [line for line in err.splitlines() if ": note: read " not in line]
+    if code == 141 and not said and first.startswith(b"abc\t"):
         return 0, ""
     return code or 1, err or f"exit code {code}"
 
@@ -3340,7 +3342,10 @@ def classify(case: Case, ws: Path) -> tuple[str, str]:
     if case.refused:
         if code == 0:
             return "wrong", "accepted"
-        lines = [line for line in err.strip().splitlines() if "warning:" not in line]
+        # beside the refusal: warnings, and the note naming the checkpoint a run directory stands for
+        lines = [
+            line for line in err.strip().splitlines() if "warning:" not in line and ": note: " not in line
+        ]
         if "Traceback" in err or len(lines) != 1 or not all(name in lines[0] for name in case.names):
             return "traceback", f"unclear: {err.strip()[:200]!r}"
         return "clean", message

@@ -223,3 +223,21 @@ def test_format_controls_are_printed_as_escapes_and_emoji_and_joiners_kept():
     assert printable(text) == text  # accents, CJK, emoji of joiners, modifiers, flags (England's of tags)
     assert printable("\U000e0067\U000e0062 hidden") == "\\U000e0067\\U000e0062 hidden"  # tags outside a flag
     assert printable("a\tb\x1b[31m\u2028") == "a\\tb\\x1b[31m\\u2028"
+
+
+def test_train_draws_no_progress_bar_into_a_file(tmp_path):
+    """A bar redrawn by carriage returns would make standard error sent to a file one long line:
+    where it is not a terminal there is none, and the log lines (standard output) tell the progress."""
+    pytest.importorskip("tqdm")
+    argv = ["train", "--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16"]
+    argv += ["--batch-size", "8", "--steps", "6", "--eval-every", "3", "--log-every", "1", "--show", "0"]
+    with open(tmp_path / "err.txt", "wb") as err:
+        done = subprocess.run(
+            [sys.executable, "-m", "numpy_transformer", *argv, "--out", str(tmp_path / "run")],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            timeout=TIMEOUT,
+        )
+    assert done.returncode == 0
+    assert b"\r" not in (tmp_path / "err.txt").read_bytes()
+    assert b"step 6" in done.stdout or b"6/6" in done.stdout, done.stdout.decode()

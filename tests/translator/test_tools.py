@@ -232,3 +232,14 @@ def test_plot_attention_decodes_as_translate_does_and_every_argument_has_help(tr
     )
     assert main(["plot", "attention", *argv, "--temperature", "2", "--out", str(tmp_path)]) == 2
     assert "--temperature 2.0 applies to --strategy sample only" in capsys.readouterr().err
+
+
+def test_a_run_directory_given_as_checkpoint_says_which_file_was_read(trained_run, capsys):
+    assert main(["translate", "--checkpoint", str(trained_run), "abc"]) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said == [
+        f"numpy-transformer translate: note: read {trained_run / 'model.npz'}, the run's last checkpoint; "
+        f"{trained_run / 'best.npz'} is the best on dev"
+    ]
+    assert main(["translate", "--checkpoint", str(trained_run / "best.npz"), "abc"]) == 0
+    assert capsys.readouterr().err == ""  # the file named is the file read

@@ -4,7 +4,9 @@ decoding options, and the decoding the flags ask for."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from ..distributed import launched_rank
@@ -15,6 +17,30 @@ DEFAULT_OUT = "runs/numbers-en-fr"
 
 
 BROKEN_PIPE = 141  # the exit code when the reader of standard output has gone: 128 + SIGPIPE, as cat's
+
+
+CHECKPOINT_HELP = (
+    "a run directory (its model.npz, the last checkpoint, is read: said on standard error) or a "
+    "checkpoint file (best.npz, the best on dev; step-*.npz; an average)"
+)
+
+
+def say_checkpoint_read(command: str, given: str | Path) -> None:
+    """Where ``--checkpoint`` named a run directory, one line on standard error naming the file read
+    (its model.npz, the last checkpoint) and the run's best.npz where it has one: a directory does
+    not say which of its checkpoints it stands for."""
+    from ..checkpoint import resolve_path
+    from ..run_directory import BEST_NAME
+
+    given = Path(given)
+    if not given.is_dir():
+        return
+    best = given / BEST_NAME
+    also = f"; {best} is the best on dev" if best.is_file() else ""
+    print(
+        f"numpy-transformer {command}: note: read {resolve_path(given)}, the run's last checkpoint{also}",
+        file=sys.stderr,
+    )
 
 
 def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:

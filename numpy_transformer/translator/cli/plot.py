@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...machine import require
-from .common import DEFAULT_OUT, add_decode_options, asked_decoding, positive_int
+from .common import (
+    CHECKPOINT_HELP,
+    DEFAULT_OUT,
+    add_decode_options,
+    asked_decoding,
+    positive_int,
+    say_checkpoint_read,
+)
 
 if TYPE_CHECKING:
     from ..tasks import TranslationTask
@@ -28,7 +35,7 @@ def add_plot(commands: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--checkpoint",
         default=DEFAULT_OUT,
-        help="run directory (its model.npz, the last checkpoint) or a checkpoint file (best.npz, step-*.npz)",
+        help=CHECKPOINT_HELP,
     )
     p.add_argument(
         "--out",
@@ -142,6 +149,7 @@ def run_plot(args: argparse.Namespace) -> int:
         check_model_limits(
             model, args.max_len, args.beam_width if args.strategy == "beam" else None, flags=True
         )
+        say_checkpoint_read("plot", args.checkpoint)  # every refusal before the work is behind
         written = plots.plot_attention(
             model, tokenizer, src_vocab, tgt_vocab, args.sentence, out, decoding, max_len=args.max_len
         )
@@ -149,6 +157,8 @@ def run_plot(args: argparse.Namespace) -> int:
         written = [plots.plot_curves(args.run, out)]
     else:
         config, task = _gradient_model(args)
+        if args.checkpoint:
+            say_checkpoint_read("plot", args.checkpoint)
         written = [plots.plot_gradient_flow(config, task, out)]
     for path in written:
         print(f"wrote {path}")

@@ -11,7 +11,15 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ...machine import require
-from .common import DEFAULT_OUT, add_backend, add_decode_options, asked_decoding, positive_int
+from .common import (
+    CHECKPOINT_HELP,
+    DEFAULT_OUT,
+    add_backend,
+    add_decode_options,
+    asked_decoding,
+    positive_int,
+    say_checkpoint_read,
+)
 
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
 
@@ -88,6 +96,7 @@ def run_translate(args: argparse.Namespace) -> int:
     else:
         batches = _standard_input_batches(size)
     decoding = asked_decoding(args, tokenizer)
+    say_checkpoint_read(args.command, args.checkpoint)  # every refusal before the work is behind
     translated = skipped = 0
     why_skipped: dict[str, None] = {}  # the reasons lines were left out, in the order met
     for batch, unreadable in batches:  # batch by batch: memory stays bounded, each printed once done
@@ -210,6 +219,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         pairs = task.test
     pairs = pairs[: args.limit] if args.limit else pairs
     decoding = asked_decoding(args, task.tokenizer)
+    say_checkpoint_read(args.command, args.checkpoint)  # every refusal before the work is behind
     metrics = evaluate(model, task, pairs, strategy=decoding.search, **decoding.settings)
     metrics["decoding"] = decoding.describe()
     if args.json:
@@ -226,7 +236,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def add_translate(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("translate", help="translate sentences with a trained model")
-    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help=CHECKPOINT_HELP)
     p.add_argument(
         "sentences", nargs="*", help="sentences to translate (default: one per line from standard input)"
     )
@@ -257,7 +267,7 @@ def add_translate(commands: argparse._SubParsersAction) -> None:
 
 def add_evaluate(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("evaluate", help="loss, token accuracy, exact match, BLEU and chrF on a test set")
-    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help=CHECKPOINT_HELP)
     p.add_argument(
         "--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split"
     )
