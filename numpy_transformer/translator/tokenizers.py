@@ -406,14 +406,15 @@ def encode_sentences(
     sentences: Sequence[str], tokenizer: Tokenizer, vocab: Vocab, target: bool = False
 ) -> list[list[int]]:
     """Ids for user sentences, sources (or ``target`` sentences, split as targets are); unknown
-    tokens become <unk> with a warning naming them."""
+    tokens become <unk> with a warning naming them (as text: Tokenizer.shown)."""
     split = tokenizer.tokenize if target else tokenizer.tokenize_source
     encoded = []
     for sentence in sentences:
         ids, unknown = vocab.encode(split(sentence))
         if unknown:
             warnings.warn(
-                f"{sentence!r}: tokens outside the vocabulary mapped to <unk>: {sorted(set(unknown))}",
+                f"{sentence!r}: tokens outside the vocabulary mapped to <unk>: "
+                f"{sorted(set(tokenizer.shown(unknown)))}",  # as text: ▁öffnen, never ĠÃ¶ffnen
                 stacklevel=2,
             )
         encoded.append(ids)

@@ -183,7 +183,13 @@ def test_curves_from_a_log_whose_record_lacks_a_field_say_which(tmp_path, capsys
 
 def test_subwords_are_shown_as_their_text_a_space_as_a_mark():
     pytest.importorskip("tokenizers")
-    from numpy_transformer.translator.tokenizers import SPACE_MARK, BPETokenizer, CharTokenizer
+    from numpy_transformer.translator.tokenizers import (
+        SPACE_MARK,
+        BPETokenizer,
+        CharTokenizer,
+        encode_sentences,
+    )
+    from numpy_transformer.translator.vocabulary import Vocab
 
     tokenizer = BPETokenizer.train(["Datei öffnen", "die Datei öffnen", "Could not save"] * 20, 300)
     tokens = tokenizer.tokenize("die Datei öffnen\x1b")
@@ -194,6 +200,8 @@ def test_subwords_are_shown_as_their_text_a_space_as_a_mark():
     assert tokenizer.shown(["<bos>", "<eos>"]) == ["<bos>", "<eos>"]
     assert tokenizer.shown(["Ã"]) == ["\\xc3"]  # half of ö: its byte, escaped
     assert CharTokenizer().shown(list("a b")) == ["a", SPACE_MARK, "b"]
+    with pytest.warns(UserWarning, match=f"mapped to <unk>: \\['{SPACE_MARK}öffnen'\\]"):
+        encode_sentences(["Datei öffnen"], tokenizer, Vocab(tokenizer.tokenize("Datei")))
 
 
 def test_the_attention_picture_is_of_the_translation_the_search_finds(trained_run):
