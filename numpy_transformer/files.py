@@ -28,18 +28,25 @@ class SaveError(OSError):
 def write_text_atomically(path: Path, text: str) -> None:
     """Write ``text`` through a temporary file in the same folder, then rename: never half a file.
     A failed write (OSError) raises a SaveError naming ``path``."""
+    write_atomically(path, lambda file: file.write(text.encode("utf-8")))
+
+
+def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write ``path`` by ``write(file)`` on a temporary binary file in the same folder, then rename:
+    never half a file. A failed write (OSError) raises a SaveError naming ``path`` and saying that
+    the file it would have replaced is unchanged, or that nothing was written there."""
     kept = f"the previous {path.name} is unchanged" if path.exists() else "nothing was written there"
     temporary = None
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
+        with os.fdopen(handle, "wb") as file:
+            write(file)
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException as error:
         if temporary is not None:
             Path(temporary).unlink(missing_ok=True)
-        if isinstance(error, OSError):
+        if isinstance(error, OSError) and not isinstance(error, SaveError):
             raise SaveError.writing(path, error, kept) from error
         raise
 

@@ -53,38 +53,52 @@ def printable(text: str) -> str:
 
 def text_lines(lines: Iterable[bytes], name: str, start: int = 1) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line of UTF-8 ``lines``, as a binary file yields them; ``name``
-    (a file, "standard input") and the number name a line that is not UTF-8 text in a ValueError.
+    (a file, "standard input") and the number name a line that is not UTF-8 text in a ValueError
+    (text_line's).
 
     Lines end at b"\\n" only, so the numbers are the file's own, whatever the text holds (U+2028,
     U+0085, \\x0c and a lone \\r are characters of the line, where str.splitlines would end it);
-    a CRLF line loses its \\r and line 1 its byte-order mark (``start`` numbers the first line
-    given: a stream read in parts). A NUL byte is valid UTF-8 but
-    never text: it is refused as what it nearly always is, UTF-16 or a binary file.
+    ``start`` numbers the first line given (a stream read in parts).
     """
     for number, line in enumerate(lines, start=start):
-        line = line[:-1] if line.endswith(b"\n") else line
-        line = line[:-1] if line.endswith(b"\r") else line
         if number == 1:
-            if line.startswith(UTF16_BOMS):
-                raise ValueError(
-                    f"{name}:1: not UTF-8 text: it starts with a UTF-16 byte-order mark (convert it: "
-                    "iconv -f UTF-16 -t UTF-8)"
-                )
-            line = line.removeprefix(UTF8_BOM)
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ValueError(
-                f"{name}:{number}: not UTF-8 text: the line's byte {error.start + 1}, "
-                f"{line[error.start]:#04x}, is not UTF-8 (a Latin-1 or Windows-1252 file? convert it: "
-                "iconv -f LATIN1 -t UTF-8)"
-            ) from None
-        if "\0" in text:
-            raise ValueError(
-                f"{name}:{number}: not UTF-8 text: the line holds a NUL byte (a UTF-16 or binary file? "
-                "convert UTF-16 with iconv -f UTF-16 -t UTF-8)"
-            )
-        yield number, text
+            refuse_utf16(line, name)
+        yield number, text_line(line, name, number)
+
+
+def refuse_utf16(first_line: bytes, name: str) -> None:
+    """Refuse (ValueError naming ``name``) a text whose first line starts with a UTF-16 byte-order
+    mark: none of its lines is UTF-8."""
+    if first_line.startswith(UTF16_BOMS):
+        raise ValueError(
+            f"{name}:1: not UTF-8 text: it starts with a UTF-16 byte-order mark (convert it: "
+            "iconv -f UTF-16 -t UTF-8)"
+        )
+
+
+def text_line(line: bytes, name: str, number: int) -> str:
+    """The text of line ``number`` of ``name``, as a binary file yields it: its b"\\n" and a CRLF's
+    \\r dropped, and line 1's UTF-8 byte-order mark. A line that is not UTF-8 is refused by name and
+    number (ValueError); so is a NUL byte, valid UTF-8 but never text: it is what a UTF-16 or a
+    binary file nearly always holds."""
+    line = line[:-1] if line.endswith(b"\n") else line
+    line = line[:-1] if line.endswith(b"\r") else line
+    if number == 1:
+        line = line.removeprefix(UTF8_BOM)
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(
+            f"{name}:{number}: not UTF-8 text: the line's byte {error.start + 1}, "
+            f"{line[error.start]:#04x}, is not UTF-8 (a Latin-1 or Windows-1252 file? convert it: "
+            "iconv -f LATIN1 -t UTF-8)"
+        ) from None
+    if "\0" in text:
+        raise ValueError(
+            f"{name}:{number}: not UTF-8 text: the line holds a NUL byte (a UTF-16 or binary file? "
+            "convert UTF-16 with iconv -f UTF-16 -t UTF-8)"
+        )
+    return text
 
 
 def line_batches(stream: Any, size: int, chunk: int = 1 << 16) -> Iterator[list[bytes]]:

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..backend import to_numpy
+from ..files import SaveError, write_atomically
 from ..kernels import ops
 from ..machine import require
 from ..model import Transformer, build_transformer, make_src_mask
 from .batches import Batch, pad, target_mask
-from .decoding import greedy_decode
+from .corpora import printable
 from .tasks import TranslationTask
+from .translating import Decoding, translate_ids
 from .vocabulary import DEFAULT_IDS, PAD_ID, SpecialIds
+
+GREEDY = Decoding()  # the search a picture's translation is found by unless told
 
 
 def _pyplot() -> Any:
@@ -51,20 +56,26 @@ def picture_path(out: str | Path, default_name: str) -> Path:
 
 
 def attention_maps(
-    model: Transformer, src_ids: Sequence[int], max_len: int | None = None, ids: SpecialIds = DEFAULT_IDS
+    model: Transformer,
+    src_ids: Sequence[int],
+    max_len: int | None = None,
+    ids: SpecialIds = DEFAULT_IDS,
+    decoding: Decoding = GREEDY,
 ) -> tuple[list[int], dict]:
-    """Translate one source greedily, then re-run it with the translation as the decoder input.
+    """Translate one source by ``decoding`` (greedily unless told), then re-run it with the
+    translation as the decoder input.
 
-    Returns (target ids with <bos> first, {"encoder self-attention": [(H, S, S) per layer],
-    "decoder self-attention": [(H, T, T)], "cross-attention": [(H, T, S)]}).
+    Returns (target ids, <bos> first and <eos> last where it was reached (a translation that fills the
+    target positional table loses its last token), {"encoder self-attention":
+    [(H, S, S) per layer], "decoder self-attention": [(H, T, T)], "cross-attention": [(H, T, S)]}).
     """
-    xp_src = pad([list(src_ids)], ids.pad)
-    src_mask = make_src_mask(xp_src, ids.pad)
-    length = max_len or model.tgt_pos.seq_len - 1
-    generated = greedy_decode(model, xp_src, src_mask, length, ids.bos, ids.eos, pad_id=ids.pad)
-    target = [ids.bos] + [int(t) for t in to_numpy(generated)[0]]
-    tgt = pad([target], ids.pad)
-    model.eval().forward(xp_src, tgt, src_mask, target_mask(tgt, ids))
+    (generated,) = translate_ids(
+        model, [list(src_ids)], max_len, ids, strategy=decoding.search, **decoding.settings
+    )
+    ended = generated.index(ids.eos) + 1 if ids.eos in generated else len(generated)
+    target = [ids.bos, *generated[:ended]][: model.tgt_pos.seq_len]  # the table holds <bos> and L - 1
+    xp_src, tgt = pad([list(src_ids)], ids.pad), pad([target], ids.pad)
+    model.eval().forward(xp_src, tgt, make_src_mask(xp_src, ids.pad), target_mask(tgt, ids))
     maps = {
         "encoder self-attention": [
             to_numpy(l.self_attention_block.attention_probs[0]) for l in model.encoder.layers
@@ -79,44 +90,91 @@ def attention_maps(
     return target, maps
 
 
+# what each map's rows and columns are: (the query tokens, the key tokens), source or target
+_MAP_AXES = {
+    "encoder self-attention": ("source", "source"),
+    "decoder self-attention": ("target", "target"),
+    "cross-attention": ("target", "source"),
+}
+
+
 def plot_attention(
-    model: Transformer, tokenizer: Any, src_vocab: Any, tgt_vocab: Any, sentence: str, out: str | Path
+    model: Transformer,
+    tokenizer: Any,
+    src_vocab: Any,
+    tgt_vocab: Any,
+    sentence: str,
+    out: str | Path,
+    decoding: Decoding = GREEDY,
+    max_len: int | None = None,
 ) -> list[Path]:
-    """Three PNGs, ``<out stem>-encoder.png``, ``-decoder.png``, ``-cross.png`` (in ``out`` itself,
-    ``attention-*.png``, where it is a directory): a layer x head grid each."""
+    """Three pictures, ``<out stem>-encoder.png``, ``-decoder.png``, ``-cross.png`` (in ``out`` itself,
+    ``attention-*.png``, where it is a directory): a layer x head grid each, of the translation
+    ``decoding`` finds (greedy unless told; the command line's default is translate's) in at most
+    ``max_len`` tokens (default: the target positional table's), its title naming that search.
+
+    The axes are the tokens as text (Tokenizer.shown: a byte-level unit's bytes decoded, a space as
+    ▁, a control character escaped), with one colour scale: the attention weights, 0 to 1. Each
+    file is written whole or not at all: a failed write (a full disk) raises a SaveError naming
+    it, what is left of it, and the pictures written before it."""
     plt = _pyplot()
     if not sentence.strip():
         raise ValueError("sentence is empty: give text to draw the attention of")
     src_tokens = tokenizer.tokenize_source(sentence)
     src_ids, _ = src_vocab.encode(src_tokens)
-    target, maps = attention_maps(model, src_ids, ids=tgt_vocab.ids)
-    tgt_tokens = [tgt_vocab.itos[i] for i in target]
-    axes_tokens = {
-        "encoder self-attention": (src_tokens, src_tokens),
-        "decoder self-attention": (tgt_tokens, tgt_tokens),
-        "cross-attention": (tgt_tokens, src_tokens),
+    target, maps = attention_maps(model, src_ids, max_len, tgt_vocab.ids, decoding)
+    labels = {
+        "source": [printable(token) for token in tokenizer.shown(src_tokens)],
+        "target": [printable(token) for token in tokenizer.shown([tgt_vocab.itos[i] for i in target])],
     }
+    translation = tokenizer.detokenize(tgt_vocab.decode(target[1:]))
     out = Path(out).expanduser()
     out = out / "attention.png" if out.is_dir() else out
-    written = []
+    written: list[Path] = []
     for (title, layers), suffix in zip(maps.items(), ("encoder", "decoder", "cross")):
         rows, cols = len(layers), layers[0].shape[0]
-        figure, grid = plt.subplots(rows, cols, figsize=(2.6 * cols + 1, 2.6 * rows + 1), squeeze=False)
-        queries, keys = axes_tokens[title]
+        figure, grid = plt.subplots(
+            rows, cols, figsize=(2.8 * cols + 1.5, 2.8 * rows + 1.6), squeeze=False, layout="constrained"
+        )
+        queries, keys = _MAP_AXES[title]
         for layer, heads in enumerate(layers):
             for head, weights in enumerate(heads):
                 axis = grid[layer][head]
-                axis.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0)
-                axis.set_title(f"layer {layer} head {head}", fontsize=8)
-                axis.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
-                axis.set_yticks(range(len(queries)), queries, fontsize=6)
-        figure.suptitle(f"{title}: {sentence!r} -> {tokenizer.detokenize(tgt_vocab.decode(target[1:]))!r}")
-        figure.tight_layout()
+                image = axis.imshow(weights, cmap="viridis", vmin=0.0, vmax=1.0)
+                axis.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=8)
+                axis.set_xticks(range(len(labels[keys])), labels[keys], rotation=90, fontsize=6)
+                axis.set_yticks(range(len(labels[queries])), labels[queries], fontsize=6)
+        figure.colorbar(image, ax=grid, shrink=0.8, label="attention weight (each row sums to 1)")
+        figure.supxlabel(f"{keys} token attended to (key)", fontsize=9)
+        figure.supylabel(f"{queries} token attending (query)", fontsize=9)
+        heading = (
+            f"{title}; decoding: {decoding.describe()}",
+            f"{printable(sentence)}  \u2192  {printable(translation)}",
+        )
+        width = 45 * cols + 20  # characters of the title's lines, about the figure's width
+        figure.suptitle(
+            "\n".join(part for line in heading for part in textwrap.wrap(line, width, max_lines=3)),
+            fontsize=9,
+        )
         path = out.with_name(f"{out.stem}-{suffix}.png")
-        figure.savefig(path, dpi=90)
-        plt.close(figure)
+        try:
+            save_figure(figure, path)
+        except SaveError as error:
+            if not written:
+                raise
+            before = SaveError(f"{error} ({', '.join(str(done) for done in written)} written before it)")
+            before.errno = error.errno
+            raise before from error
+        finally:
+            plt.close(figure)
         written.append(path)
     return written
+
+
+def save_figure(figure: Any, path: Path) -> None:
+    """Write ``figure`` to ``path`` in the format its extension names, atomically (files.write_atomically):
+    a failed write (a full disk) raises a SaveError naming the file and what is left of it."""
+    write_atomically(path, lambda file: figure.savefig(file, format=path.suffix[1:].lower(), dpi=90))
 
 
 def read_log(log_path: Path) -> list[dict[str, Any]]:
@@ -175,15 +233,38 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
             [r["step"] for r in dev], [100 * r["exact_match"] for r in dev], "s--", label="exact match %"
         )
         bleu_axis.legend()
-    loss_axis.set(xlabel="step", ylabel="label-smoothed cross-entropy", title="loss")
+    else:
+        bleu_axis.text(0.5, 0.5, "no dev evaluation in this log", ha="center", transform=bleu_axis.transAxes)
+    loss_axis.set(xlabel="step", ylabel="label-smoothed cross-entropy (nats per token)", title="loss")
     loss_axis.legend()
-    bleu_axis.set(xlabel="step", title="dev BLEU / chrF / exact match", ylim=(0, 101))
+    bleu_axis.set(
+        xlabel="step", ylabel="score (0 to 100)", title="dev BLEU / chrF / exact match", ylim=(0, 101)
+    )
     lr_axis.plot([r["step"] for r in train], [r["lr"] for r in train])
-    lr_axis.set(xlabel="step", title="learning rate")
+    lr_axis.set(xlabel="step", ylabel="learning rate", title="learning rate")
+    figure.suptitle(f"training curves of {printable(str(log_path))}", fontsize=10)
     figure.tight_layout()
-    figure.savefig(out, dpi=90)
-    plt.close(figure)
+    try:
+        save_figure(figure, out)
+    finally:
+        plt.close(figure)
     return out
+
+
+GRADIENT_BATCH = 32  # training pairs plot_gradient_flow's gradients are of
+
+
+def _stage_name(group: str) -> str:
+    """A stage of gradient_norms (``encoder.layers.0``) in words (``encoder layer 1``)."""
+    names = {
+        "src_embed": "source embedding",
+        "tgt_embed": "target embedding",
+        "encoder.norm": "encoder final norm",
+        "decoder.norm": "decoder final norm",
+        "projection_layer": "output projection",
+    }
+    stack, _, layer = group.partition(".layers.")
+    return names.get(group, f"{stack} layer {int(layer) + 1}" if layer else group)
 
 
 def gradient_norms(
@@ -220,7 +301,9 @@ def plot_gradient_flow(config: dict, task: TranslationTask, out: str | Path, see
     Returns the file written (picture_path: ``out/gradients.png`` where ``out`` is a directory)."""
     plt = _pyplot()
     out = picture_path(out, "gradients.png")
-    batch = task.train_batch(0, 32)
+    from matplotlib.ticker import LogLocator, StrMethodFormatter
+
+    batch = task.train_batch(0, GRADIENT_BATCH)
     figure, axis = plt.subplots(figsize=(12, 4.5))
     for offset, norm_first in ((-0.2, True), (0.2, False)):
         model = build_transformer(**{**config, "norm_first": norm_first}, seed=seed)
@@ -232,14 +315,20 @@ def plot_gradient_flow(config: dict, task: TranslationTask, out: str | Path, see
             width=0.4,
             label="pre-norm (from-scratch design)" if norm_first else "post-norm (paper)",
         )
-    axis.set_xticks(range(len(norms)), list(norms), rotation=60, ha="right", fontsize=8)
+    axis.set_xticks(range(len(norms)), [_stage_name(group) for group in norms], rotation=30, ha="right")
     axis.set_yscale("log")
+    axis.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 5)))
+    for ticks in (axis.yaxis.set_major_formatter, axis.yaxis.set_minor_formatter):
+        ticks(StrMethodFormatter("{x:g}"))  # 0.3, not 3 x 10^-1
     axis.set(
-        ylabel="gradient norm",
-        title=f"gradient flow at initialisation, N={config['N']}, d_model={config['d_model']}",
+        ylabel="gradient norm (L2, log scale)",
+        title=f"gradient of each stage at initialisation, one batch of {GRADIENT_BATCH} {task.name} pairs: "
+        f"{config['N']} layers a stack, d_model={config['d_model']}",
     )
     axis.legend()
     figure.tight_layout()
-    figure.savefig(out, dpi=90)
-    plt.close(figure)
+    try:
+        save_figure(figure, out)
+    finally:
+        plt.close(figure)
     return out

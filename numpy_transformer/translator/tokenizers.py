@@ -27,6 +27,10 @@ NO_DROPOUT = itertools.repeat(1.0)  # draws that skip no merge (BPETokenizer.mer
 NOT_LEARNED = sys.maxsize  # the rank of a pair of units that is never merged
 
 
+# a space where tokens are shown: SentencePiece's own mark, which Marian's pieces carry already
+SPACE_MARK = "\u2581"
+
+
 class Tokenizer:
     """Text -> tokens -> text. Source and target are split alike unless a tokenizer has a model of
     its own for each side (Marian's): ``tokenize_source`` splits a source, ``tokenize`` a target."""
@@ -42,6 +46,11 @@ class Tokenizer:
 
     def tokenize_source(self, text: str) -> list[str]:
         return self.tokenize(text)
+
+    def shown(self, tokens: Sequence[str]) -> list[str]:
+        """Each token as a reader is shown it (a picture's labels): the text it stands for, a space
+        in it as SPACE_MARK. Control characters are left as they are (corpora.printable escapes them)."""
+        return [token.replace(" ", SPACE_MARK) for token in tokens]
 
     def fewest_tokens(self, text: str, limit: int) -> int:
         """A lower bound of the tokens of ``text`` on either side, found without tokenizing it (a
@@ -149,6 +158,17 @@ class BPETokenizer(Tokenizer):
     def detokenize(self, tokens: Sequence[str]) -> str:
         return self._tokenizer.decoder.decode(list(tokens))
 
+    def shown(self, tokens: Sequence[str]) -> list[str]:
+        """Each unit's bytes as text (its byte-level characters, Ġ for a space, Ã¶ for ö, decoded); a
+        unit that holds part of a character shows its bytes as escapes (\\xc3); a special token
+        (``<eos>``) is itself."""
+        shown = []
+        for token in tokens:
+            if all(unit in _BYTE_OF_UNIT for unit in token):
+                token = bytes(_BYTE_OF_UNIT[unit] for unit in token).decode("utf-8", "backslashreplace")
+            shown.append(token)
+        return super().shown(shown)
+
     def word_pieces(self, text: str) -> list[list[str]]:
         """``tokenize``'s subwords of the text, a list per word (as the model cuts the text before
         merging: words in byte-level characters, each the concatenation of its pieces)."""
@@ -215,6 +235,9 @@ BYTE_UNITS = tuple(
     else chr(256 + sum(1 for c in range(b) if not (33 <= c <= 126 or 161 <= c <= 172 or 174 <= c <= 255)))
     for b in range(256)
 )
+
+
+_BYTE_OF_UNIT = {unit: byte for byte, unit in enumerate(BYTE_UNITS)}
 
 
 def _wait_interruptibly(work: Callable[[], object]) -> None:
@@ -383,14 +406,15 @@ def encode_sentences(
     sentences: Sequence[str], tokenizer: Tokenizer, vocab: Vocab, target: bool = False
 ) -> list[list[int]]:
     """Ids for user sentences, sources (or ``target`` sentences, split as targets are); unknown
-    tokens become <unk> with a warning naming them."""
+    tokens become <unk> with a warning naming them (as text: Tokenizer.shown)."""
     split = tokenizer.tokenize if target else tokenizer.tokenize_source
     encoded = []
     for sentence in sentences:
         ids, unknown = vocab.encode(split(sentence))
         if unknown:
             warnings.warn(
-                f"{sentence!r}: tokens outside the vocabulary mapped to <unk>: {sorted(set(unknown))}",
+                f"{sentence!r}: tokens outside the vocabulary mapped to <unk>: "
+                f"{sorted(set(tokenizer.shown(unknown)))}",  # as text: ▁öffnen, never ĠÃ¶ffnen
                 stacklevel=2,
             )
         encoded.append(ids)

@@ -4,6 +4,7 @@ scoring given translations (log P(target | source))."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..backend import Array, get_array_module, to_numpy
@@ -11,6 +12,21 @@ from ..model import Transformer, make_src_mask
 from .batches import make_batch, pad
 from .decoding import beam_search_n_best, greedy_decode
 from .vocabulary import DEFAULT_IDS, SpecialIds
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A search (greedy_decode, sample_decode or beam_search) and the settings it is called with, as
+    keywords: the decoding translate's flags ask for (cli.common.asked_decoding)."""
+
+    search: Callable[..., Any] = greedy_decode
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """The decoding in words, as evaluate reports it beside its scores."""
+        name = self.search.__name__.removesuffix("_decode").removesuffix("_search")
+        settings = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in self.settings.items())
+        return f"{name} ({settings})" if settings else name
 
 
 def translate_ids(

@@ -338,6 +338,53 @@ def full_disk(run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[
     return wrapped
 
 
+def full_disk_for_pictures(
+    run: Callable[[Path], tuple[int, str]], after: int = 0, kept: tuple[str, bytes] | None = None
+) -> Callable[[Path], tuple[int, str]]:
+    """Run with matplotlib's savefig writing part of a picture, then failing as a full disk does
+    (ENOSPC), once ``after`` pictures were written; ``kept``: (a file of the workspace, its bytes),
+    written first, which must be the same after (exit 1 and why, where it is not)."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        from matplotlib.figure import Figure
+
+        real, saved = Figure.savefig, []
+
+        def savefig(self: Figure, *args: Any, **kwargs: Any) -> None:
+            if len(saved) < after:
+                saved.append(1)
+                return real(self, *args, **kwargs)
+            target, half = args[0], b"\x89PNG half a picture"
+            if isinstance(target, (str, Path)):  # matplotlib opens the file itself
+                Path(target).write_bytes(half)
+            else:
+                target.write(half)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        if kept is not None:
+            write(*kept)(ws)
+        Figure.savefig = savefig
+        try:
+            code, err = run(ws)
+        finally:
+            Figure.savefig = real
+        if kept is not None and (ws / kept[0]).read_bytes() != kept[1]:
+            return 1, f"{kept[0]} was changed: {err}"
+        return code, err
+
+    return wrapped
+
+
+def no_raw_escape(run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """Run, and fail (exit 1) where standard error holds a raw ESC, which a terminal would obey."""
+
+    def checked(ws: Path) -> tuple[int, str]:
+        code, err = run(ws)
+        return (1, f"a raw ESC on standard error: {err!r}") if "\x1b" in err else (code, err)
+
+    return checked
+
+
 def command(*argv: str, stdin: bytes | None = None) -> subprocess.Popen:
     """The command in a process of its own (standard input and output are real pipes), this
     checkout's package first on its path; ``{ws}`` in ``argv`` is replaced by the caller."""
@@ -384,7 +431,8 @@ def line_by_line(ws: Path) -> tuple[int, str]:
 
 
 def reader_gone(ws: Path) -> tuple[int, str]:
-    """translate into a reader that stops after one line: exit code 141, nothing on standard error."""
+    """translate into a reader that stops after one line: exit code 141, nothing on standard error
+    but the note naming the checkpoint the run directory stands for (said before any work)."""
     process = command("translate", "--checkpoint", str(ws / "run"), *["abc"] * 5000)  # more than a pipe holds
     try:
         first = process.stdout.readline()
@@ -393,7 +441,8 @@ def reader_gone(ws: Path) -> tuple[int, str]:
     finally:
         process.kill()
         process.wait()
-    if code == 141 and not err and first.startswith(b"abc\t"):
+    said = [line for line in err.splitlines() if ": note: read " not in line]
+    if code == 141 and not said and first.startswith(b"abc\t"):
         return 0, ""
     return code or 1, err or f"exit code {code}"
 
@@ -2569,6 +2618,48 @@ CASES = [
     ),
     Case(
         "plot",
+        "curves over an earlier picture on a full disk",
+        full_disk_for_pictures(
+            cli("plot", "curves", "--run", "{ws}/run", "--out", "{ws}/full/curves.png"),
+            kept=("full/curves.png", b"the earlier picture"),
+        ),
+        True,
+        (
+            "could not write",
+            "full/curves.png",
+            "No space left on device",
+            "the previous curves.png is unchanged",
+        ),
+    ),
+    Case(
+        "plot",
+        "attention on a disk that fills after the first of its three pictures",
+        full_disk_for_pictures(
+            cli("plot", "attention", "--checkpoint", "{ws}/run", "abc", "--out", "{ws}/full-att.png"),
+            after=1,
+        ),
+        True,
+        (
+            "could not write",
+            "full-att-decoder.png",
+            "No space left",
+            "nothing was written there",
+            "full-att-encoder.png written before it",
+        ),
+    ),
+    Case(
+        "plot",
+        "attention of a sentence holding ESC: nothing raw on the terminal",
+        no_raw_escape(
+            cli("plot", "attention", "--checkpoint", "{ws}/run", "ab\x1b[31mc", "--out", "{ws}/esc.png")
+        ),
+        False,
+        check=lambda ws: all(
+            (ws / f"esc-{part}.png").stat().st_size > 0 for part in ("encoder", "decoder", "cross")
+        ),
+    ),
+    Case(
+        "plot",
         "curves of a log with a torn line",
         then(
             lambda ws: (ws / "run" / "log.jsonl").open("a").write('{"step": 9, "lo\n'),
@@ -2755,10 +2846,21 @@ CASES = [
     ),
     Case(
         "translate",
-        "standard input that is not UTF-8",
+        "standard input whose line 2 is not UTF-8",
         piped("abc\ncafé\n".encode("latin-1"), "translate", "--checkpoint", "{ws}/run"),
         True,
-        ("standard input:2", "not UTF-8"),
+        ("1 of 2 lines of standard input were not translated", "not UTF-8"),  # line 2 named in a warning
+    ),
+    Case(
+        "translate",
+        "300 lines at once, line 290 not UTF-8 (past the first batch of 256): every other line printed",
+        translated_lines(
+            b"".join(b"caf\xe9\n" if n == 290 else b"abc\n" for n in range(1, 301)),
+            "{ws}/run",
+            expect=[b"abc"] * 299,
+        ),
+        True,
+        ("1 of 300 lines of standard input were not translated", "not UTF-8"),
     ),
     Case(
         "corpus",
@@ -3240,7 +3342,10 @@ def classify(case: Case, ws: Path) -> tuple[str, str]:
     if case.refused:
         if code == 0:
             return "wrong", "accepted"
-        lines = [line for line in err.strip().splitlines() if "warning:" not in line]
+        # beside the refusal: warnings, and the note naming the checkpoint a run directory stands for
+        lines = [
+            line for line in err.strip().splitlines() if "warning:" not in line and ": note: " not in line
+        ]
         if "Traceback" in err or len(lines) != 1 or not all(name in lines[0] for name in case.names):
             return "traceback", f"unclear: {err.strip()[:200]!r}"
         return "clean", message

@@ -101,26 +101,70 @@ def test_the_whole_pipeline_with_head(checkpoint):  # 5,000 translations: more t
     assert result.stderr == ""
 
 
+def test_standard_input_in_utf16_is_refused_whole_by_its_first_line(checkpoint):
+    process = translate(checkpoint)
+    out, error = process.communicate("abc\ncab\n".encode("utf-16"), timeout=TIMEOUT)
+    assert process.returncode == 2 and out == b""
+    lines = error.decode().splitlines()
+    assert (
+        len(lines) == 1 and "standard input:1: not UTF-8 text: it starts with a UTF-16 byte-order" in lines[0]
+    )
+
+
 @pytest.mark.parametrize(
-    "content, message",
+    "content, translated, messages",
     [
-        ("abc\ncafé\n".encode("latin-1"), "standard input:2: not UTF-8 text: the line's byte 4, 0xe9"),
-        ("abc\ncab\n".encode("utf-16-le"), "standard input:1: not UTF-8 text: the line holds a NUL byte"),
-        ("abc\n".encode("utf-16"), "standard input:1: not UTF-8 text: it starts with a UTF-16 byte-order"),
         (
-            "a\u2028b\x0cc\x85d\re\n\nabc\n".encode() + "café\n".encode("cp1252"),
-            "standard input:4: not UTF-8 text",
+            "abc\ncafé\n".encode("latin-1"),
+            ["abc"],
+            ["standard input:2: not UTF-8 text: the line's byte 4, 0xe9"],
+        ),
+        (
+            "abc\ncab\n".encode("utf-16-le"),
+            [],
+            [f"standard input:{n}: not UTF-8 text: the line holds a NUL byte" for n in (1, 2, 3)],
+        ),
+        (
+            "a\u2028b\x0cc\x85d\re\n\nabc\n".encode() + "café\n".encode("cp1252") + b"cab\n",
+            ["a\\u2028b\\x0cc\\x85d\\re", "abc", "cab"],
+            ["standard input:4: not UTF-8 text"],
         ),
     ],
 )
-def test_standard_input_that_is_not_utf8_or_too_long_is_named_by_line(checkpoint, content, message):
+def test_a_line_of_standard_input_that_is_not_utf8_is_named_by_line_and_left_out(
+    checkpoint, content, translated, messages
+):
     process = translate(checkpoint)
-    content = content if isinstance(content, bytes) else content.encode()
-    _, error = process.communicate(content, timeout=TIMEOUT)
+    out, error = process.communicate(content, timeout=TIMEOUT)
     assert process.returncode == 2
-    lines = [line for line in error.decode().splitlines() if "warning:" not in line]
-    assert len(lines) == 1 and message in lines[0], error.decode()
-    assert "Traceback" not in error.decode()
+    assert [line.split("\t")[0] for line in out.decode().splitlines()] == translated
+    *said, summary = error.decode().splitlines()
+    warnings = [line for line in said if "not translated" in line]  # beside the <unk> ones of the copy task
+    assert len(warnings) == len(messages) and all(
+        "warning: not translated: " + message in warning for warning, message in zip(warnings, messages)
+    ), error.decode()
+    assert summary.endswith(
+        f"error: {len(messages)} of {len(messages) + len(translated)} lines of standard input were not "
+        "translated (each named above): not UTF-8 text"
+    )
+
+
+def test_every_good_line_is_translated_whatever_the_timing_of_a_bad_one_after_the_first_batch(checkpoint):
+    """300 lines written at once: the first batch (256 lines) is full before line 290, which is not
+    UTF-8, is read. Lines 257-289 and 291-300 are translated all the same."""
+    lines = [b"abc" if n % 2 else b"cab" for n in range(1, 301)]
+    lines[289] = "café".encode("latin-1")
+    process = translate(checkpoint)
+    out, error = process.communicate(b"\n".join(lines) + b"\n", timeout=TIMEOUT)
+    assert process.returncode == 2
+    assert [line.split(b"\t")[0] for line in out.splitlines()] == lines[:289] + lines[290:]
+    assert error.decode().splitlines() == [
+        "numpy-transformer translate: warning: not translated: standard input:290: not UTF-8 text: the "
+        "line's byte 4, 0xe9, is not UTF-8 (a Latin-1 or Windows-1252 file? convert it: iconv -f LATIN1 -t "
+        "UTF-8)",
+        "numpy-transformer translate: error: 1 of 300 lines of standard input were not translated (each "
+        "named above): not UTF-8 text",
+    ]
 
 
 def test_a_line_too_long_is_named_and_left_out_and_the_others_translated(checkpoint):
@@ -179,3 +223,21 @@ def test_format_controls_are_printed_as_escapes_and_emoji_and_joiners_kept():
     assert printable(text) == text  # accents, CJK, emoji of joiners, modifiers, flags (England's of tags)
     assert printable("\U000e0067\U000e0062 hidden") == "\\U000e0067\\U000e0062 hidden"  # tags outside a flag
     assert printable("a\tb\x1b[31m\u2028") == "a\\tb\\x1b[31m\\u2028"
+
+
+def test_train_draws_no_progress_bar_into_a_file(tmp_path):
+    """A bar redrawn by carriage returns would make standard error sent to a file one long line:
+    where it is not a terminal there is none, and the log lines (standard output) tell the progress."""
+    pytest.importorskip("tqdm")
+    argv = ["train", "--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16"]
+    argv += ["--batch-size", "8", "--steps", "6", "--eval-every", "3", "--log-every", "1", "--show", "0"]
+    with open(tmp_path / "err.txt", "wb") as err:
+        done = subprocess.run(
+            [sys.executable, "-m", "numpy_transformer", *argv, "--out", str(tmp_path / "run")],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            timeout=TIMEOUT,
+        )
+    assert done.returncode == 0
+    assert b"\r" not in (tmp_path / "err.txt").read_bytes()
+    assert b"step 6" in done.stdout or b"6/6" in done.stdout, done.stdout.decode()

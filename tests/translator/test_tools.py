@@ -179,3 +179,75 @@ def test_curves_from_a_log_whose_record_lacks_a_field_say_which(tmp_path, capsys
     err = capsys.readouterr().err
     assert "a training record without a number for lr" in err and "train writes step, loss, lr in each" in err
     assert "Traceback" not in err and not (tmp_path / "c.png").exists()
+
+
+def test_subwords_are_shown_as_their_text_a_space_as_a_mark():
+    pytest.importorskip("tokenizers")
+    from numpy_transformer.translator.tokenizers import (
+        SPACE_MARK,
+        BPETokenizer,
+        CharTokenizer,
+        encode_sentences,
+    )
+    from numpy_transformer.translator.vocabulary import Vocab
+
+    tokenizer = BPETokenizer.train(["Datei öffnen", "die Datei öffnen", "Could not save"] * 20, 300)
+    tokens = tokenizer.tokenize("die Datei öffnen\x1b")
+    assert "Ġ" in "".join(tokens) and "Ã¶" in "".join(tokens)  # the units are byte-level characters
+    shown = tokenizer.shown(tokens)
+    assert "".join(shown) == f"die{SPACE_MARK}Datei{SPACE_MARK}öffnen\x1b"  # ESC is printable's to escape
+    assert not any("Ġ" in token or "Ã" in token for token in shown)
+    assert tokenizer.shown(["<bos>", "<eos>"]) == ["<bos>", "<eos>"]
+    assert tokenizer.shown(["Ã"]) == ["\\xc3"]  # half of ö: its byte, escaped
+    assert CharTokenizer().shown(list("a b")) == ["a", SPACE_MARK, "b"]
+    with pytest.warns(UserWarning, match=f"mapped to <unk>: \\['{SPACE_MARK}öffnen'\\]"):
+        encode_sentences(["Datei öffnen"], tokenizer, Vocab(tokenizer.tokenize("Datei")))
+
+
+def test_the_attention_picture_is_of_the_translation_the_search_finds(trained_run):
+    from numpy_transformer.translator.decoding import beam_search
+    from numpy_transformer.translator.plots import attention_maps
+    from numpy_transformer.translator.run.checkpoint import load_for_inference
+    from numpy_transformer.translator.translating import Decoding, translate_ids
+
+    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(trained_run)
+    src_ids, _ = src_vocab.encode(tokenizer.tokenize_source("abcde"))
+    for decoding in (Decoding(), Decoding(beam_search, {"beam_width": 3, "length_penalty": 0.5})):
+        (translated,) = translate_ids(
+            model, [src_ids], None, tgt_vocab.ids, strategy=decoding.search, **decoding.settings
+        )
+        target, maps = attention_maps(model, src_ids, ids=tgt_vocab.ids, decoding=decoding)
+        assert target == [tgt_vocab.ids.bos, *translated[: translated.index(tgt_vocab.ids.eos) + 1]]
+        assert [layer.shape[1:] for layer in maps["cross-attention"]] == [(len(target), len(src_ids))] * 2
+
+
+def test_plot_attention_decodes_as_translate_does_and_every_argument_has_help(trained_run, tmp_path, capsys):
+    import argparse
+
+    from numpy_transformer.translator.cli import build_parser
+
+    plot = next(
+        action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)
+    ).choices["plot"]
+    pictures = next(action for action in plot._actions if isinstance(action, argparse._SubParsersAction))
+    for name, parser in pictures.choices.items():
+        unexplained = [a.dest for a in parser._actions if a.dest != "help" and not a.help]
+        assert unexplained == [], f"plot {name}: {unexplained} without help"
+    argv = ["--checkpoint", str(trained_run), "abcde"]
+    assert (
+        main(["plot", "attention", *argv, "--strategy", "beam", "--beam-width", "3", "--out", str(tmp_path)])
+        == 0
+    )
+    assert main(["plot", "attention", *argv, "--temperature", "2", "--out", str(tmp_path)]) == 2
+    assert "--temperature 2.0 applies to --strategy sample only" in capsys.readouterr().err
+
+
+def test_a_run_directory_given_as_checkpoint_says_which_file_was_read(trained_run, capsys):
+    assert main(["translate", "--checkpoint", str(trained_run), "abc"]) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said == [
+        f"numpy-transformer translate: note: read {trained_run / 'model.npz'}, the run's last checkpoint; "
+        f"{trained_run / 'best.npz'} is the best on dev"
+    ]
+    assert main(["translate", "--checkpoint", str(trained_run / "best.npz"), "abc"]) == 0
+    assert capsys.readouterr().err == ""  # the file named is the file read

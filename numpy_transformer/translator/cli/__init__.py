@@ -13,6 +13,7 @@ from typing import Any
 from ...backend import set_backend
 from ...files import silence
 from ...machine import restart_with_openblas_timeout, tune_cpu
+from ..corpora import printable
 from ..distributed import launched_rank
 from ..run.checkpoint import CheckpointError
 from .average import add_average, run_average
@@ -83,7 +84,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
     def say_warning(message: Warning | str, *_: Any, **__: Any) -> None:  # one line, not a source location
         if launched_rank() == 0:  # under mpiexec the ranks read the same data, and rank 0 speaks for them
-            print(f"numpy-transformer {args.command}: warning: {message}", file=sys.stderr)
+            # a library's warning may quote the text it was given (matplotlib's missing glyph: an ESC)
+            print(f"numpy-transformer {args.command}: warning: {printable(str(message))}", file=sys.stderr)
 
     try:
         with warnings.catch_warnings():

@@ -4,17 +4,43 @@ decoding options, and the decoding the flags ask for."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 from ...files import refuse_empty
 from ..distributed import launched_rank
+from ..translating import Decoding
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 
 
 BROKEN_PIPE = 141  # the exit code when the reader of standard output has gone: 128 + SIGPIPE, as cat's
+
+
+CHECKPOINT_HELP = (
+    "a run directory (its model.npz, the last checkpoint, is read: said on standard error) or a "
+    "checkpoint file (best.npz, the best on dev; step-*.npz; an average)"
+)
+
+
+def say_checkpoint_read(command: str, given: str | Path) -> None:
+    """Where ``--checkpoint`` named a run directory, one line on standard error naming the file read
+    (its model.npz, the last checkpoint) and the run's best.npz where it has one: a directory does
+    not say which of its checkpoints it stands for."""
+    from ..run.checkpoint import resolve_path
+    from ..run.directory import BEST_NAME
+
+    given = Path(given)
+    if not given.is_dir():
+        return
+    best = given / BEST_NAME
+    also = f"; {best} is the best on dev" if best.is_file() else ""
+    print(
+        f"numpy-transformer {command}: note: read {resolve_path(given)}, the run's last checkpoint{also}",
+        file=sys.stderr,
+    )
 
 
 def _int_at_least(minimum: int, description: str) -> Callable[[str], int]:
@@ -139,7 +165,12 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         default=None,
         help="default: beam for a subword (bpe, marian) model, as the paper evaluates; greedy for the others",
     )
-    p.add_argument("--beam-width", type=positive_int, default=_DefaultInt(4))
+    p.add_argument(
+        "--beam-width",
+        type=positive_int,
+        default=_DefaultInt(4),
+        help="beam search's width: the partial translations kept at each step (default 4)",
+    )
     p.add_argument(
         "--length-penalty",
         type=_length_penalty,
@@ -180,21 +211,6 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="never repeat an n-gram of N tokens in one translation (0: off)",
     )
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """The decoding the flags ask for: a search (greedy_decode, sample_decode or beam_search) and the
-    settings it is called with, as keywords."""
-
-    search: Callable[..., Any]
-    settings: dict[str, Any]
-
-    def describe(self) -> str:
-        """The decoding in words, as evaluate reports it beside its scores."""
-        name = self.search.__name__.removesuffix("_decode").removesuffix("_search")
-        settings = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in self.settings.items())
-        return f"{name} ({settings})"
 
 
 def asked_decoding(args: argparse.Namespace, tokenizer: Any) -> Decoding:

@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...machine import require
-from .common import DEFAULT_OUT, positive_int
+from .common import (
+    CHECKPOINT_HELP,
+    DEFAULT_OUT,
+    add_decode_options,
+    asked_decoding,
+    positive_int,
+    say_checkpoint_read,
+)
 
 if TYPE_CHECKING:
     from ..tasks import TranslationTask
@@ -20,14 +27,25 @@ def add_plot(commands: argparse._SubParsersAction) -> None:
         "plot", help="pictures: attention maps, training curves, gradient flow (needs matplotlib)"
     )
     kinds = plot.add_subparsers(dest="picture", required=True)
-    p = kinds.add_parser("attention", help="layer x head attention heatmaps for one sentence")
-    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p = kinds.add_parser(
+        "attention",
+        help="layer x head attention heatmaps of one sentence and its translation, the one translate "
+        "prints with the same decoding flags",
+    )
+    p.add_argument(
+        "--checkpoint",
+        default=DEFAULT_OUT,
+        help=CHECKPOINT_HELP,
+    )
     p.add_argument(
         "--out",
         default="attention.png",
         help="writes <stem>-encoder.png, -decoder.png, -cross.png (into a directory: attention-*.png)",
     )
-    p.add_argument("sentence")
+    p.add_argument(
+        "sentence", help="the source sentence to translate and draw the attention of (one, quoted)"
+    )
+    add_decode_options(p)
     p = kinds.add_parser("curves", help="loss, dev BLEU and learning rate from a training log")
     p.add_argument("--run", default=DEFAULT_OUT, help="run directory or its log.jsonl")
     p.add_argument(
@@ -119,6 +137,7 @@ def run_plot(args: argparse.Namespace) -> int:
         )
 
     if args.picture == "attention":
+        from ..decoding import check_model_limits
         from ..run.checkpoint import load_for_inference
         from .translate import too_long
 
@@ -126,11 +145,20 @@ def run_plot(args: argparse.Namespace) -> int:
         why = too_long(model, tokenizer, "sentence 1 of the arguments", args.sentence)
         if why is not None:  # as translate refuses it, naming the sentence
             raise ValueError(why)
-        written = plots.plot_attention(model, tokenizer, src_vocab, tgt_vocab, args.sentence, out)
+        decoding = asked_decoding(args, tokenizer)  # translate's: the picture shows the translation it prints
+        check_model_limits(
+            model, args.max_len, args.beam_width if args.strategy == "beam" else None, flags=True
+        )
+        say_checkpoint_read("plot", args.checkpoint)  # every refusal before the work is behind
+        written = plots.plot_attention(
+            model, tokenizer, src_vocab, tgt_vocab, args.sentence, out, decoding, max_len=args.max_len
+        )
     elif args.picture == "curves":
         written = [plots.plot_curves(args.run, out)]
     else:
         config, task = _gradient_model(args)
+        if args.checkpoint:
+            say_checkpoint_read("plot", args.checkpoint)
         written = [plots.plot_gradient_flow(config, task, out)]
     for path in written:
         print(f"wrote {path}")

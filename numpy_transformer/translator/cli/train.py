@@ -61,7 +61,12 @@ def add_train_arguments(p: argparse.ArgumentParser, default_out: str | None) -> 
         help=f"continue the run saved in --out as it was saved ({', '.join(resumable_flags())} may change)",
     )
     run.add_argument("--overwrite", action="store_true", help="replace the run saved in --out with a new one")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (there is none where standard error is not a terminal: a file or a pipe gets "
+        "the log lines on standard output alone)",
+    )
     run.add_argument(
         "--show",
         type=non_negative_int,
@@ -322,7 +327,8 @@ def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..
     if args.resume and trainer.step >= trainer.steps:  # said when it resumed: nothing is rewritten
         return 0
     try:
-        trainer.fit(out, progress=not args.no_progress)
+        # a bar redraws its line with carriage returns: into a file it would make one endless line
+        trainer.fit(out, progress=not args.no_progress and sys.stderr.isatty())
     except (KeyboardInterrupt, TrainingDiverged) as error:
         if (
             trainer.comm is not None

@@ -11,9 +11,21 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ...machine import require
-from .common import DEFAULT_OUT, add_backend, add_decode_options, asked_decoding, positive_int
+from .common import (
+    CHECKPOINT_HELP,
+    DEFAULT_OUT,
+    add_backend,
+    add_decode_options,
+    asked_decoding,
+    positive_int,
+    say_checkpoint_read,
+)
 
 TRANSLATE_BATCH = 256  # sentences decoded together by translate
+
+
+# why a line of standard input is left out (the others are translated)
+NOT_TEXT, TOO_LONG = "not UTF-8 text", "longer than the model's positional table"
 
 
 def too_long(model: Any, tokenizer: Any, where: str, text: str, target: bool = False) -> str | None:
@@ -78,14 +90,19 @@ def run_translate(args: argparse.Namespace) -> int:
         why = next(filter(None, (too_long(model, tokenizer, where, text) for where, text in numbered)), None)
         if why is not None:  # every argument before any work
             raise ValueError(why)
-        batches: Iterable[list[tuple[str, str]]] = (
-            numbered[start : start + size] for start in range(0, len(numbered), size)
+        batches: Iterable[tuple[list[tuple[str, str]], int]] = (
+            (numbered[start : start + size], 0) for start in range(0, len(numbered), size)
         )
     else:
         batches = _standard_input_batches(size)
     decoding = asked_decoding(args, tokenizer)
+    say_checkpoint_read(args.command, args.checkpoint)  # every refusal before the work is behind
     translated = skipped = 0
-    for batch in batches:  # batch by batch: memory stays bounded, and each is printed as soon as it is done
+    why_skipped: dict[str, None] = {}  # the reasons lines were left out, in the order met
+    for batch, unreadable in batches:  # batch by batch: memory stays bounded, each printed once done
+        if unreadable:
+            skipped += unreadable
+            why_skipped[NOT_TEXT] = None
         references = []
         if args.score:  # each line: source, tab, the translation to score
             pairs = [(where, _source_and_reference(where, text)) for where, text in batch]
@@ -94,6 +111,8 @@ def run_translate(args: argparse.Namespace) -> int:
         if not args.sentences or args.score:  # a line that does not fit is left out, the others go on
             kept = fitting(batch, references)
             skipped += len(batch) - len(kept)
+            if len(kept) < len(batch):
+                why_skipped[TOO_LONG] = None
             batch = [batch[index] for index in kept]
             references = [references[index] for index in kept] if references else []
             if not batch:
@@ -123,7 +142,7 @@ def run_translate(args: argparse.Namespace) -> int:
     if skipped:
         raise ValueError(
             f"{skipped} of {skipped + translated} lines of standard input were not translated (each named "
-            "above): longer than the model's positional table"
+            f"above): {' or '.join(why_skipped)}"
         )
     if not translated:
         raise ValueError("no sentences given: pass them as arguments or one per line on standard input")
@@ -146,23 +165,35 @@ def _source_and_reference(where: str, text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def _standard_input_batches(size: int) -> Iterator[list[tuple[str, str]]]:
+def _standard_input_batches(size: int) -> Iterator[tuple[list[tuple[str, str]], int]]:
     """(where, sentence) of each line of standard input, in batches of at most ``size`` handed on as
     the lines come (line_batches): a pipe that stays open, a ``tail -f`` or a user typing gets each
-    translation without waiting for the end of the input. Blank lines are not sentences."""
-    from ..corpora import line_batches, text_lines
+    translation without waiting for the end of the input. Blank lines are not sentences. With each
+    batch, how many of its lines were not UTF-8 text: each is named in a warning and left out, and
+    the lines around it go on (a UTF-16 input, whose first line says so, is refused whole)."""
+    from ..corpora import line_batches, refuse_utf16, text_line
 
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # no standard input at all (closed)
         return
     stream = getattr(stream, "raw", stream)  # unbuffered: a read returns what has come
-    first = 1
+    number = 0
     for lines in line_batches(stream, size):
-        numbered = text_lines(lines, "standard input", start=first)
-        batch = [(f"standard input:{n}", text.strip()) for n, text in numbered if text.strip()]
-        first += len(lines)
-        if batch:
-            yield batch
+        batch, unreadable = [], 0
+        for line in lines:
+            number += 1
+            if number == 1:
+                refuse_utf16(line, "standard input")
+            try:
+                text = text_line(line, "standard input", number).strip()
+            except ValueError as why:
+                warnings.warn(f"not translated: {why}", stacklevel=2)
+                unreadable += 1
+                continue
+            if text:
+                batch.append((f"standard input:{number}", text))
+        if batch or unreadable:
+            yield batch, unreadable
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -188,6 +219,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         pairs = task.test
     pairs = pairs[: args.limit] if args.limit else pairs
     decoding = asked_decoding(args, task.tokenizer)
+    say_checkpoint_read(args.command, args.checkpoint)  # every refusal before the work is behind
     metrics = evaluate(model, task, pairs, strategy=decoding.search, **decoding.settings)
     metrics["decoding"] = decoding.describe()
     if args.json:
@@ -204,7 +236,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def add_translate(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("translate", help="translate sentences with a trained model")
-    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help=CHECKPOINT_HELP)
     p.add_argument(
         "sentences", nargs="*", help="sentences to translate (default: one per line from standard input)"
     )
@@ -235,7 +267,7 @@ def add_translate(commands: argparse._SubParsersAction) -> None:
 
 def add_evaluate(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("evaluate", help="loss, token accuracy, exact match, BLEU and chrF on a test set")
-    p.add_argument("--checkpoint", default=DEFAULT_OUT, help="run directory or model.npz")
+    p.add_argument("--checkpoint", default=DEFAULT_OUT, help=CHECKPOINT_HELP)
     p.add_argument(
         "--data", metavar="FILE.tsv", help="evaluate on this file instead of the task's test split"
     )
