@@ -328,7 +328,7 @@ def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..
         return 0
     try:
         # a bar redraws its line with carriage returns: into a file it would make one endless line
-        trainer.fit(out, progress=not args.no_progress and sys.stderr.isatty())
+        trainer.fit(out, progress=not args.no_progress)
     except (KeyboardInterrupt, TrainingDiverged) as error:
         if (
             trainer.comm is not None

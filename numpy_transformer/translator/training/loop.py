@@ -4,6 +4,7 @@ evaluations and saves (Keeper); at its end the last save and the average of the 
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import ExitStack
 from typing import Any
@@ -146,7 +147,9 @@ class NoBar:
 
 
 def progress_bar(total: int | None, initial: int, enabled: bool) -> Any:
-    if not enabled:
+    """tqdm's bar where asked and standard error is a terminal (into a file the bar is one endless line of
+    carriage returns); else no bar, the log lines telling the progress."""
+    if not enabled or not sys.stderr.isatty():
         return NoBar()
     try:
         from tqdm import tqdm
