@@ -45,8 +45,8 @@ from numpy_transformer.translator import tokenizers as data
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
-from numpy_transformer.translator.huggingface import import_run
 from numpy_transformer.translator.run.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from numpy_transformer.translator.run.importing import import_run
 from numpy_transformer.translator.tokenizers import BPETokenizer
 
 COLUMNS = ("clean", "traceback", "wrong", "loss", "hang")

@@ -27,9 +27,10 @@ from test_export import COMBINATIONS, random_model
 
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
-from numpy_transformer.translator.huggingface import ExportError, export_ctranslate2, import_run
+from numpy_transformer.translator.huggingface import ExportError, export_ctranslate2
 from numpy_transformer.translator.huggingface.directory import CTRANSLATE2_WRITTEN
 from numpy_transformer.translator.run.checkpoint import load_for_inference
+from numpy_transformer.translator.run.importing import import_run
 
 ctranslate2 = None  # imported by the fixture of the tests that need it
 

@@ -30,7 +30,6 @@ from numpy_transformer.translator.huggingface import (
     MarianTokenizer,
     PretrainedError,
     export_pretrained,
-    import_run,
     load_pretrained,
 )
 from numpy_transformer.translator.huggingface.weights import (
@@ -39,6 +38,7 @@ from numpy_transformer.translator.huggingface.weights import (
     residual_permutation,
 )
 from numpy_transformer.translator.run.checkpoint import load_for_inference
+from numpy_transformer.translator.run.importing import import_run
 from numpy_transformer.translator.vocabulary import SpecialIds, Vocab
 
 SIZES = {"d_model": 16, "N": 2, "h": 2, "d_ff": 32}

@@ -29,12 +29,13 @@ from numpy_transformer.translator.batches import make_batch
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.corpora import printable
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
-from numpy_transformer.translator.huggingface import ExportError, export_pretrained, import_run
+from numpy_transformer.translator.huggingface import ExportError, export_pretrained
 from numpy_transformer.translator.run.checkpoint import (
     load_checkpoint,
     load_for_inference,
     restore_model_and_task,
 )
+from numpy_transformer.translator.run.importing import import_run
 from numpy_transformer.translator.tokenizers import BYTE_UNITS, BPETokenizer, CharTokenizer, WordTokenizer
 from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import Vocab

@@ -27,9 +27,9 @@ from numpy_transformer.translator.config import (
     read_config_file,
 )
 from numpy_transformer.translator.decoding import beam_search_n_best
-from numpy_transformer.translator.huggingface import import_run
 from numpy_transformer.translator.huggingface.weights import _state_dict
 from numpy_transformer.translator.run.checkpoint import load_checkpoint, load_for_inference
+from numpy_transformer.translator.run.importing import import_run
 from numpy_transformer.translator.training import Trainer
 
 torch = pytest.importorskip("torch", reason="PyTorch and transformers are the oracle for the Marian models")

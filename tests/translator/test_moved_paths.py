@@ -12,7 +12,6 @@ from numpy_transformer.moved import MOVED
 HUGGING_FACE = {
     "numpy_transformer.translator.pretrained": (
         "load_pretrained",
-        "import_run",
         "read_config",
         "MarianTokenizer",
     ),

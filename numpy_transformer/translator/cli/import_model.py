@@ -34,7 +34,7 @@ def add_import(commands: argparse._SubParsersAction) -> None:
 
 def run_import(args: argparse.Namespace) -> int:
     from ...model import parameter_count
-    from ..huggingface import import_run
+    from ..run.importing import import_run
 
     require("import (a model's weights)", "safetensors")  # its tokenizer's library is asked for when read
     written, model = import_run(args.directory, args.out, args.overwrite, args.dtype)

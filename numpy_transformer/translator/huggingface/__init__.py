@@ -1,13 +1,14 @@
 """The Hugging Face formats, both ways: a Marian (OPUS-MT) or Pegasus model directory read as a
-Transformer or a run, and a run written as one that transformers loads, or as a CTranslate2 model.
+Transformer (written as a run by the run package: run.importing), and a run written as one that
+transformers loads, or as a CTranslate2 model.
 
 The rooms, one concept each: a model directory's file names, bounded reads and atomic export writes
 (``directory``); the safetensors header reader (``safetensors_reader``); config.json read and checked,
 and written (``config_json``); the weights under transformers' names and the reordering of
 interleaved positions, both ways (``weights``); loading a model (``loading``: load_pretrained,
 plan_weights); the tokenizer files, both ways (``tokenizer_files``: MarianTokenizer, tokenizer.json);
-a model directory written as a run (``run_import``: import_run); the transformers export
-(``export``: export_pretrained) and the CTranslate2 one (``ctranslate2_export``: export_ctranslate2).
+the transformers export (``export``: export_pretrained) and the CTranslate2 one
+(``ctranslate2_export``: export_ctranslate2).
 Nothing here reaches the network, and nothing is unpickled.
 """
 
@@ -16,7 +17,6 @@ from .ctranslate2_export import export_ctranslate2
 from .directory import ExportError, PretrainedError
 from .export import export_pretrained
 from .loading import load_pretrained
-from .run_import import import_run
 from .tokenizer_files import MarianTokenizer
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "PretrainedError",
     "export_ctranslate2",
     "export_pretrained",
-    "import_run",
     "load_pretrained",
     "marian_special_ids",
     "read_config",

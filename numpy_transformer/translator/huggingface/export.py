@@ -18,7 +18,7 @@ transformers::
     batch = tokenizer(["A sentence."], return_tensors="pt", padding=True)
     print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
 
-``import`` (run_import.import_run) reads either export back as the run it was: every setting, every
+``import`` (run.importing.import_run) reads either export back as the run it was: every setting, every
 weight bit for bit, the tokenizer and the vocabularies.
 
 Both architectures are multi-head attention of sinusoidal positions computed as sines then cosines;

@@ -5,5 +5,6 @@ atomically) and what comes back from it: the model, its task, tokenizer and voca
 ``state``: what a checkpoint records of the run besides its model (RunState), and its evaluations'
 part with what each evaluation decides (EvaluationState). ``directory``: the run directory of
 ``train --out``, checked, locked and written (RunFiles). ``continuing``: a live run written into a
-checkpoint, and read back to be resumed or fine-tuned.
+checkpoint, and read back to be resumed or fine-tuned. ``importing``: a Hugging Face model directory
+written as a run (``numpy-transformer import``).
 """

@@ -1,6 +1,7 @@
 """A Hugging Face model directory written as a run directory (``numpy-transformer import``): the
-model (loading), its tokenizer and vocabularies (tokenizer_files), a checkpoint and a config.toml
-that translate, evaluate --data, plot attention and train --from read."""
+model and its tokenizer and vocabularies, read by the Hugging Face formats (huggingface.loading,
+huggingface.tokenizer_files), saved as a checkpoint and a config.toml that translate, evaluate
+--data, plot attention and train --from read."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ...model import DTYPES, Transformer
+from ..config import ModelConfig, TrainConfig, config_toml
+from ..huggingface.config_json import read_config
+from ..huggingface.directory import TOKENIZER_JSON, PretrainedError, weights_path
+from ..huggingface.loading import load_model
+from ..huggingface.tokenizer_files import read_exported_tokenizer, read_tokenizer
+from ..tasks import TranslationTask
 from ..tokenizers import Tokenizer
-from .config_json import read_config
-from .directory import TOKENIZER_JSON, PretrainedError, weights_path
-from .loading import load_model
-from .tokenizer_files import read_exported_tokenizer, read_tokenizer
+from .checkpoint import FILENAME, file_sha256, save_checkpoint, task_recipe
+from .directory import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
 
 
 def import_run(
@@ -30,12 +35,6 @@ def import_run(
     Every file is checked before the weights are read, and ``out`` as ``train --out`` is: a run there
     is replaced only with ``overwrite``, and only once the new one is written (atomically).
     """
-    # the run's machinery, loaded only to write a run (load_pretrained needs none of it)
-    from ..config import ModelConfig, TrainConfig, config_toml
-    from ..run.checkpoint import FILENAME, file_sha256, save_checkpoint, task_recipe
-    from ..run.directory import CONFIG_NAME, RunLock, check_run_directory, run_files, write_text_atomically
-    from ..tasks import TranslationTask
-
     if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"--dtype must be {' or '.join(DTYPES)}, got {dtype!r}")
     directory = Path(directory)
