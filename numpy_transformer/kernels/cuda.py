@@ -18,7 +18,8 @@ these kernels do the textbook's work in fewer launches, as kernels.cpu does it i
   Adam's update is a handful of whole-model operations instead of a dozen per parameter tensor.
 
 All are plain array operations: they run on NumPy too, which is how tests/model/test_kernels.py
-proves them equal to the textbook in float64 without a GPU.
+proves them equal to the textbook in float64 without a GPU. The fused CUDA kernels that go further
+(one launch for a layer norm) live in kernels.cuda_fused, each off until a GPU run proves it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from ..functional import (
     softmax_forward,
 )
 from .cpu import FusedAttentionCache, column_sum, row_mean
+from .cuda_fused import enabled
+from .cuda_fused import layer_norm as fused_layer_norm
 
 
 def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, LinearCache]:
@@ -63,7 +66,10 @@ def linear_backward(dout: Array, cache: LinearCache) -> tuple[Array, Array, Arra
 def layer_norm_forward(
     x: Array, gamma: Array, beta: Array, eps: float = 1e-5
 ) -> tuple[Array, LayerNormCache]:
-    """The means as GEMVs, every other pass in place: nine launches where the textbook's are thirteen."""
+    """The means as GEMVs, every other pass in place: nine launches where the textbook's are thirteen
+    (one with the fused kernel switched on)."""
+    if enabled("layer_norm"):
+        return fused_layer_norm.forward(x, gamma, beta, eps)
     xhat = x - row_mean(x)
     rstd = (row_mean(xhat * xhat) + eps) ** -0.5
     xhat *= rstd
@@ -73,7 +79,10 @@ def layer_norm_forward(
 
 
 def layer_norm_backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
-    """mean(g) and mean(g * xhat) as products with gamma / D, dy * xhat shared with dgamma."""
+    """mean(g) and mean(g * xhat) as products with gamma / D, dy * xhat shared with dgamma (one launch
+    with the fused kernel switched on)."""
+    if enabled("layer_norm"):
+        return fused_layer_norm.backward(dout, cache)
     xhat, rstd, gamma = cache
     width = dout.shape[-1]
     dout_xhat = dout * xhat

@@ -14,6 +14,8 @@ import pytest
 from cupy_launches import LAUNCHES
 from cupy_standin import make_module
 
+from numpy_transformer.kernels import cuda_fused
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "benchmarks")]
 
@@ -29,6 +31,17 @@ BUDGETS = {
     ("seed", "mha"): (2158, 3, 396),
     ("base", "mha"): (2158, 3, 396),
     ("base", "mla"): (2302, 3, 528),
+}
+# the same with every fused kernel switched on (NUMPY_TRANSFORMER_FUSED=all): what a GPU run that proves
+# them all would launch
+FUSED_BUDGETS = {
+    ("tiny", "mha"): (634, 3, 92),
+    ("small", "mha"): (634, 3, 92),
+    ("small", "mla"): (682, 3, 136),
+    ("corpus", "mha"): (502, 3, 92),
+    ("seed", "mha"): (1582, 3, 244),
+    ("base", "mha"): (1582, 3, 244),
+    ("base", "mla"): (1726, 3, 376),
 }
 
 
@@ -71,18 +84,22 @@ def test_small_shapes_launch_what_the_configurations_launch():
 
 
 def test_every_configuration_of_the_benchmark_has_a_budget():
-    assert set(BUDGETS) == set(bench.RUNS)
+    assert set(BUDGETS) == set(FUSED_BUDGETS) == set(bench.RUNS)
 
 
+@pytest.mark.parametrize("fused", ["none", "all"])
 @pytest.mark.parametrize("run", sorted(BUDGETS))
-def test_a_training_step_and_a_decoding_token_keep_to_their_budgets(run):
-    launches, syncs, per_token = BUDGETS[run]
+def test_a_training_step_and_a_decoding_token_keep_to_their_budgets(run, fused, monkeypatch):
+    monkeypatch.setenv(cuda_fused.ENV_VAR, fused)
+    launches, syncs, per_token = (BUDGETS if fused == "none" else FUSED_BUDGETS)[run]
     counted = gpu_launches.count_launches(*run, small_shapes=True)
     training = counted["training"]
     assert training["launches"] <= launches, training["by_family"]
     assert training["syncs"] <= syncs, training["syncs_by_kind"]
     assert counted["decoding"]["launches"] <= per_token, counted["decoding"]
     assert cupy_launches.total() > 0  # the stand-in counted (a decode ran last)
+    fused_families = {family for family in training["by_family"] if family.startswith("fused:")}
+    assert fused_families == ({f"fused:{name}" for name in cuda_fused.KERNELS} if fused == "all" else set())
 
 
 def test_the_script_prints_its_last_line(capsys, monkeypatch):

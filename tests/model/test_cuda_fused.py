@@ -1,0 +1,158 @@
+"""The fused CUDA kernels without a GPU: each twin equal to the textbook in float64, the switches, and
+every source compiled by NVRTC for the GPUs lent (H100 and H200: compute_90).
+
+On a GPU, benchmarks/gpu_check.py proves each kernel equal to its twin; here the twin, which runs in
+the kernel's place off a GPU (the CuPy stand-in counts it as one launch), is proven equal to the
+textbook, and the CUDA kernel set with the kernel switched on equal to the textbook too.
+"""
+
+import importlib
+import os
+import re
+
+import numpy as np
+import pytest
+from conftest import KERNEL_TOLERANCE, relative_error
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from numpy_transformer import functional as F
+from numpy_transformer.kernels import cuda, cuda_fused
+from numpy_transformer.kernels.cuda_fused import layer_norm
+
+SETTINGS = settings(max_examples=25, deadline=None)
+TWIN_TESTS = {"layer_norm"}  # the kernels whose twin a test below proves
+ARCHITECTURES = ("compute_90",)  # H100 and H200
+
+
+def assert_close(kernel, textbook, what):
+    assert np.shape(kernel) == np.shape(textbook), what
+    error = relative_error(kernel, textbook)
+    assert error <= KERNEL_TOLERANCE, f"{what}: relative error {error:.2e}"
+
+
+def test_every_fused_kernel_has_a_twin_test():
+    assert set(cuda_fused.KERNELS) == TWIN_TESTS
+
+
+@SETTINGS
+@given(rows=st.integers(1, 40), width=st.integers(2, 600), seed=st.integers(0, 99))
+@example(rows=3, width=257, seed=0)  # a row wider than a block's threads
+def test_layer_norm_twin_equals_the_textbook(rows, width, seed):
+    rng = np.random.default_rng(seed)
+    x, gamma, beta = (
+        rng.standard_normal((2, rows, width)),
+        rng.standard_normal(width),
+        rng.standard_normal(width),
+    )
+    dout = rng.standard_normal((2, rows, width))
+    out, cache = F.layer_norm_forward(x, gamma, beta)
+    grads = F.layer_norm_backward(dout, cache)
+    originals = [np.copy(a) for a in (x, gamma, beta, dout)]
+    for forward, backward in [
+        (layer_norm.forward_twin, layer_norm.backward_twin),
+        (layer_norm.forward, layer_norm.backward),  # off a GPU: the twin
+        (cuda.layer_norm_forward, cuda.layer_norm_backward),  # the CUDA kernel set, switched on
+    ]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cuda_fused.ENV_VAR, "layer_norm")
+            out_twin, cache_twin = forward(x, gamma, beta)
+            gradients = backward(dout, cache_twin)
+        assert_close(out_twin, out, f"{forward.__qualname__}")
+        for name, twin, textbook in zip(("dx", "dgamma", "dbeta"), gradients, grads):
+            assert_close(twin, textbook, f"{backward.__qualname__}: {name}")
+    for after, before in zip((x, gamma, beta, dout), originals):
+        np.testing.assert_array_equal(after, before)  # the inputs left as they were
+
+
+@pytest.mark.parametrize(
+    "value, on",
+    [
+        (None, cuda_fused.PROVEN_ON_GPU),
+        ("all", cuda_fused.KERNELS),
+        ("none", ()),
+        ("layer_norm", ("layer_norm",)),
+    ],
+)
+def test_the_switches(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv(cuda_fused.ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(cuda_fused.ENV_VAR, value)
+    assert cuda_fused.switched_on() == on
+    assert cuda_fused.enabled("layer_norm") == ("layer_norm" in on)
+
+
+def test_no_fused_kernel_is_on_by_default_until_a_gpu_proves_it(monkeypatch):
+    monkeypatch.delenv(cuda_fused.ENV_VAR, raising=False)
+    assert cuda_fused.PROVEN_ON_GPU == () and cuda_fused.switched_on() == ()
+
+
+@pytest.mark.parametrize("value", ["layer_nrom", "layer_norm,", ",", "ALL"])
+def test_an_unknown_kernel_name_is_refused_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv(cuda_fused.ENV_VAR, value)
+    if value == "layer_norm,":  # a trailing comma names nothing more: accepted
+        assert cuda_fused.switched_on() == ("layer_norm",)
+        return
+    with pytest.raises(
+        ValueError, match=f"{cuda_fused.ENV_VAR} is {re.escape(repr(value))}, expected all, none"
+    ):
+        cuda_fused.switched_on()
+
+
+# -- every source compiled for the GPUs lent, without one ---------------------------------------------
+
+
+def _nvrtc():
+    """cuda-bindings' NVRTC (pip install nvidia-cuda-nvrtc cuda-bindings); CI installs both (.ci/run)
+    and sets NUMPY_TRANSFORMER_REQUIRE_NVRTC=1, so that there a missing compiler fails, never skips."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        if os.environ.get("NUMPY_TRANSFORMER_REQUIRE_NVRTC") == "1":
+            raise
+        pytest.skip("NVRTC is not installed here: pip install nvidia-cuda-nvrtc cuda-bindings")
+    return nvrtc
+
+
+def compile_to_ptx(source, name, architecture):
+    """(PTX, log) of ``source`` compiled by NVRTC for ``architecture``; PTX is None on an error."""
+    nvrtc = _nvrtc()
+
+    def checked(result):
+        error, *values = result
+        assert error == nvrtc.nvrtcResult.NVRTC_SUCCESS, f"NVRTC: {error}"
+        return values[0] if len(values) == 1 else values
+
+    program = checked(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []))
+    options = [
+        f"--gpu-architecture={architecture}".encode(),
+        *(o.encode() for o in cuda_fused.COMPILE_OPTIONS),
+    ]
+    (error,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+    log = bytearray(checked(nvrtc.nvrtcGetProgramLogSize(program)))
+    checked(nvrtc.nvrtcGetProgramLog(program, log))
+    ptx = None
+    if error == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        ptx = bytearray(checked(nvrtc.nvrtcGetPTXSize(program)))
+        checked(nvrtc.nvrtcGetPTX(program, ptx))
+    checked(nvrtc.nvrtcDestroyProgram(program))
+    return (None if ptx is None else bytes(ptx).decode(errors="replace")), bytes(log).decode(errors="replace")
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("name", cuda_fused.KERNELS)
+def test_every_fused_source_compiles_for_the_gpus_lent(name, architecture):
+    source = importlib.import_module(f"{cuda_fused.__name__}.{name}").SOURCE
+    ptx, log = compile_to_ptx(source, name, architecture)
+    assert ptx is not None, f"{name}.cu does not compile for {architecture}:\n{log}"
+    for dtype in cuda_fused.C_TYPES.values():  # every entry the launches ask for, by dtype
+        for entry in re.findall(r"\b(\w+)_##T\(", source):
+            assert f".entry {entry}_{dtype}(" in ptx, f"{name}: no entry {entry}_{dtype} in the PTX"
+
+
+def test_a_compile_error_is_named_with_its_line():
+    source = 'extern "C" __global__ void broken(float* x) {\n    x[0] = undefined_name;\n}\n'
+    ptx, log = compile_to_ptx(source, "broken", ARCHITECTURES[0])
+    assert ptx is None
+    assert re.search(r"broken\.cu\(2\): error: identifier \"undefined_name\" is undefined", log), log
