@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from .. import functional
 from ..backend import Array, get_array_module
 from ..functional import (
     MASKED_SCORE,
@@ -36,12 +37,11 @@ from ..functional import (
     LayerNormCache,
     LinearCache,
     MultiHeadCache,
-    dropout_backward,
-    dropout_forward,
     softmax_backward,
     softmax_forward,
 )
 from .cpu import FusedAttentionCache, column_sum, row_mean
+from .cuda_fused import dropout as fused_dropout
 from .cuda_fused import enabled
 from .cuda_fused import layer_norm as fused_layer_norm
 
@@ -61,6 +61,21 @@ def linear_backward(dout: Array, cache: LinearCache) -> tuple[Array, Array, Arra
     dx = (dout_rows @ weight).reshape(x.shape)
     dweight = dout_rows.T @ x.reshape(-1, x.shape[-1])
     return dx, dweight, column_sum(dout_rows) if has_bias else None
+
+
+def dropout_forward(x: Array, p: float, rng: Any, training: bool) -> tuple[Array, Any]:
+    """The textbook's; with the fused kernel switched on, one launch whose mask (Philox, from a seed
+    drawn from ``rng``) is never stored: the backward recomputes it."""
+    if training and p != 0.0 and enabled("dropout"):
+        return fused_dropout.forward(x, p, rng)
+    return functional.dropout_forward(x, p, rng, training)
+
+
+def dropout_backward(dout: Array, cache: Any) -> Array:
+    """The textbook's, or the fused kernel's where the forward ran it."""
+    if isinstance(cache, fused_dropout.PhiloxDropoutCache):
+        return fused_dropout.backward(dout, cache)
+    return functional.dropout_backward(dout, cache)
 
 
 def layer_norm_forward(

@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from numpy_transformer import functional as F
 from numpy_transformer.kernels import cuda, cuda_fused
-from numpy_transformer.kernels.cuda_fused import layer_norm
+from numpy_transformer.kernels.cuda_fused import dropout, layer_norm
 
 SETTINGS = settings(max_examples=25, deadline=None)
-TWIN_TESTS = {"layer_norm"}  # the kernels whose twin a test below proves
+TWIN_TESTS = {"layer_norm", "dropout"}  # the kernels whose twin a test below proves
 ARCHITECTURES = ("compute_90",)  # H100 and H200
 
 
@@ -63,6 +63,61 @@ def test_layer_norm_twin_equals_the_textbook(rows, width, seed):
             assert_close(twin, textbook, f"{backward.__qualname__}: {name}")
     for after, before in zip((x, gamma, beta, dout), originals):
         np.testing.assert_array_equal(after, before)  # the inputs left as they were
+
+
+# Random123's known-answer vectors of Philox4x32-10 (its kat_vectors file): counter, key -> output
+PHILOX_KNOWN_ANSWERS = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    (
+        (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+        (0xA4093822, 0x299F31D0),
+        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+    ),
+]
+
+
+@pytest.mark.parametrize("counter, key, expected", PHILOX_KNOWN_ANSWERS)
+def test_the_twins_philox_gives_the_known_answers(counter, key, expected):
+    words = dropout.philox4x32(*(np.array([c], dtype=np.uint64) for c in counter), *map(np.uint64, key))
+    assert tuple(int(word[0]) for word in words) == expected
+
+
+@SETTINGS
+@given(
+    shape=st.sampled_from([(1,), (3, 5), (2, 7, 9), (4, 33, 16)]),
+    p=st.sampled_from([0.1, 0.5, 0.9]),
+    seed=st.integers(0, 99),
+)
+def test_dropout_twin_equals_the_textbook_with_its_mask(shape, p, seed):
+    """The textbook's formula with the kernel's mask, forward and backward, the mask recomputed from
+    the seed alone; through the CUDA kernel set with the kernel switched on too."""
+    rng = np.random.default_rng(seed)
+    x, dout = rng.standard_normal(shape), rng.standard_normal(shape)
+    originals = [np.copy(x), np.copy(dout)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "dropout")
+        out, cache = cuda.dropout_forward(x, p, np.random.default_rng(seed), True)
+        dx = cuda.dropout_backward(dout, cache)
+    assert isinstance(cache, dropout.PhiloxDropoutCache)
+    keep = dropout.keep_mask(cache.seed, shape, cache.threshold)
+    expected = F.DropoutCache(keep, cache.keep_prob)
+    assert cache.keep_prob == F.dropout_forward(x, p, np.random.default_rng(0), True)[1].keep_prob
+    assert_close(out, x * keep / cache.keep_prob, "forward")
+    assert_close(dx, F.dropout_backward(dout, expected), "backward")
+    assert_close(dropout.backward(dout, cache), dx, "the backward again")  # the same mask every time
+    for after, before in zip((x, dout), originals):
+        np.testing.assert_array_equal(after, before)
+
+
+def test_the_philox_mask_keeps_one_minus_p():
+    keep_prob = []
+    for seed in range(4):
+        cache = dropout.forward(np.ones(2**16), 0.1, np.random.default_rng(seed))[1]
+        keep_prob.append(dropout.keep_mask(cache.seed, (2**16,), cache.threshold).mean())
+    kept = np.mean(keep_prob)  # 2^18 entries: the standard error of the kept fraction is 5.9e-4
+    assert abs(kept - 0.9) < 6 * 5.9e-4, kept
+    assert len(set(keep_prob)) == 4  # each seed its own mask
 
 
 @pytest.mark.parametrize(
