@@ -41,6 +41,7 @@ from ..functional import (
     softmax_forward,
 )
 from .cpu import FusedAttentionCache, column_sum, row_mean
+from .cuda_fused import attention_softmax as fused_softmax
 from .cuda_fused import dropout as fused_dropout
 from .cuda_fused import enabled
 from .cuda_fused import layer_norm as fused_layer_norm
@@ -213,14 +214,18 @@ def attention_forward(
     training: bool = False,
     scale: float | None = None,
 ) -> tuple[Array, AttentionCache]:
-    """The textbook's, the scale and the mask applied in place."""
+    """The textbook's, the scale and the mask applied in place (with the softmax in one launch where
+    the fused kernel is switched on)."""
     xp = get_array_module()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ k.swapaxes(-1, -2)
-    scores *= scale
-    if mask is not None:
-        scores = xp.where(mask, scores, MASKED_SCORE)
-    probs, _ = softmax_forward(scores)
+    if enabled("attention_softmax"):
+        probs = fused_softmax.forward(scores, mask, scale)
+    else:
+        scores *= scale
+        if mask is not None:
+            scores = xp.where(mask, scores, MASKED_SCORE)
+        probs, _ = softmax_forward(scores)
     dropped, dropout_cache = dropout_forward(probs, dropout_p, rng, training)
     return dropped @ v, AttentionCache(q, k, v, mask, probs, dropped, dropout_cache, scale)
 
@@ -238,10 +243,14 @@ def _attention_backward_into(dout: Array, cache: AttentionCache, dq: Array, dk: 
     xp = get_array_module()
     q, k, v, mask, probs, dropped, dropout_cache, scale = cache
     xp.matmul(dropped.swapaxes(-1, -2), dout, out=dv)
-    dscores = softmax_backward(dropout_backward(dout @ v.swapaxes(-1, -2), dropout_cache), probs)
-    if mask is not None:
-        dscores *= mask  # in place: cheaper than where(), and dscores is finite
-    dscores *= scale
+    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), dropout_cache)
+    if enabled("attention_softmax"):
+        dscores = fused_softmax.backward(dprobs, probs, mask, scale)
+    else:
+        dscores = softmax_backward(dprobs, probs)
+        if mask is not None:
+            dscores *= mask  # in place: cheaper than where(), and dscores is finite
+        dscores *= scale
     xp.matmul(dscores, k, out=dq)
     xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
 

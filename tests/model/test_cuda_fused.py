@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from numpy_transformer import functional as F
 from numpy_transformer.kernels import cuda, cuda_fused
-from numpy_transformer.kernels.cuda_fused import dropout, layer_norm
+from numpy_transformer.kernels.cuda_fused import attention_softmax, dropout, layer_norm
 
 SETTINGS = settings(max_examples=25, deadline=None)
-TWIN_TESTS = {"layer_norm", "dropout"}  # the kernels whose twin a test below proves
+TWIN_TESTS = {"layer_norm", "dropout", "attention_softmax"}  # the kernels whose twin a test below proves
 ARCHITECTURES = ("compute_90",)  # H100 and H200
 
 
@@ -63,6 +63,52 @@ def test_layer_norm_twin_equals_the_textbook(rows, width, seed):
             assert_close(twin, textbook, f"{backward.__qualname__}: {name}")
     for after, before in zip((x, gamma, beta, dout), originals):
         np.testing.assert_array_equal(after, before)  # the inputs left as they were
+
+
+@SETTINGS
+@given(
+    batch=st.integers(1, 3),
+    heads=st.integers(1, 4),
+    t=st.integers(1, 12),
+    s=st.integers(1, 200),
+    mask_kind=st.sampled_from([None, "keys", "causal"]),
+    p=st.sampled_from([0.0, 0.3]),
+    seed=st.integers(0, 99),
+)
+@example(batch=2, heads=2, t=3, s=130, mask_kind="keys", p=0.3, seed=0)  # a row wider than a block
+def test_attention_softmax_twin_equals_the_textbook(batch, heads, t, s, mask_kind, p, seed):
+    """The twin against the textbook's scale, mask and softmax (and their backward); the CUDA kernel
+    set's attention with the kernel switched on against the textbook's attention."""
+    rng = np.random.default_rng(seed)
+    scores, dprobs = rng.standard_normal((batch, heads, t, s)) * 3, rng.standard_normal((batch, heads, t, s))
+    mask = None
+    if mask_kind == "keys":
+        mask = rng.random((batch, 1, 1, s)) > 0.3
+    elif mask_kind == "causal":
+        mask = np.broadcast_to(np.tril(np.ones((t, s), dtype=bool)), (batch, 1, t, s)).copy()
+    scale = 0.37
+    textbook_scores = scores * scale if mask is None else np.where(mask, scores * scale, F.MASKED_SCORE)
+    probs = F.softmax_forward(textbook_scores)[0]
+    dscores = F.softmax_backward(dprobs, probs) * scale
+    dscores = dscores if mask is None else np.where(mask, dscores, 0.0)
+    for forward, backward in [
+        (attention_softmax.forward_twin, attention_softmax.backward_twin),
+        (attention_softmax.forward, attention_softmax.backward),  # off a GPU: the twin
+    ]:
+        twin_probs = forward(scores, mask, scale)
+        assert_close(twin_probs, probs, forward.__qualname__)
+        assert_close(backward(dprobs, twin_probs, mask, scale), dscores, backward.__qualname__)
+    q, k, v = (rng.standard_normal((batch, heads, n, 4)) for n in (t, s, s))
+    dout = rng.standard_normal((batch, heads, t, 4))
+    out, cache = F.attention_forward(q, k, v, mask, p, np.random.default_rng(seed), p > 0)
+    gradients = F.attention_backward(dout, cache)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "attention_softmax")
+        fused_out, fused_cache = cuda.attention_forward(q, k, v, mask, p, np.random.default_rng(seed), p > 0)
+        fused_gradients = cuda.attention_backward(dout, fused_cache)
+    assert_close(fused_out, out, "cuda.attention_forward")
+    for name, fused, textbook in zip(("dq", "dk", "dv"), fused_gradients, gradients):
+        assert_close(fused, textbook, f"cuda.attention_backward: {name}")
 
 
 # Random123's known-answer vectors of Philox4x32-10 (its kat_vectors file): counter, key -> output

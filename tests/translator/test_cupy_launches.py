@@ -35,13 +35,13 @@ BUDGETS = {
 # the same with every fused kernel switched on (NUMPY_TRANSFORMER_FUSED=all): what a GPU run that proves
 # them all would launch
 FUSED_BUDGETS = {
-    ("tiny", "mha"): (568, 3, 92),
-    ("small", "mha"): (568, 3, 92),
-    ("small", "mla"): (616, 3, 136),
-    ("corpus", "mha"): (502, 3, 92),
-    ("seed", "mha"): (1396, 3, 244),
-    ("base", "mha"): (1396, 3, 244),
-    ("base", "mla"): (1540, 3, 376),
+    ("tiny", "mha"): (502, 3, 70),
+    ("small", "mha"): (502, 3, 70),
+    ("small", "mla"): (550, 3, 114),
+    ("corpus", "mha"): (436, 3, 70),
+    ("seed", "mha"): (1198, 3, 178),
+    ("base", "mha"): (1198, 3, 178),
+    ("base", "mla"): (1342, 3, 310),
 }
 
 
