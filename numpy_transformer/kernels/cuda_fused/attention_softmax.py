@@ -110,8 +110,8 @@ def _mask_strides(mask: Array | None, shape: tuple[int, ...]) -> tuple[Array, tu
     """The mask (all-visible where None) and its strides in elements along B, H and T (0 where it
     broadcasts); its last axis is the keys', contiguous."""
     xp = get_array_module()
-    if mask is None:
-        return xp.ones((1,), dtype=bool), (0, 0, 0)
+    if mask is None:  # every key visible: one row of them, read at every row's offset 0
+        return xp.ones((shape[3],), dtype=bool), (0, 0, 0)
     mask = xp.ascontiguousarray(mask.reshape((1,) * (4 - mask.ndim) + mask.shape))
     _, heads, queries, keys = mask.shape
     return mask, (
