@@ -9,8 +9,6 @@ backward.
 
 from __future__ import annotations
 
-import numpy
-
 from ...backend import Array, get_array_module
 from ...functional import MASKED_SCORE
 from . import FusedKernel, on_a_gpu
@@ -145,9 +143,9 @@ def forward(scores: Array, mask: Array | None, scale: float) -> Array:
         scores,
         bool_mask,
         probs,
-        *map(numpy.int64, (keys, heads, queries, stride_b, stride_h, stride_t)),
-        numpy.float64(scale),
-        numpy.float64(MASKED_SCORE),
+        *map(xp.int64, (keys, heads, queries, stride_b, stride_h, stride_t)),
+        xp.float64(scale),
+        xp.float64(MASKED_SCORE),
     )
     KERNEL.launch("attention_softmax_forward", scores.dtype, batch * heads * queries, THREADS, args)
     return probs
@@ -169,8 +167,8 @@ def backward(dout: Array, probs: Array, mask: Array | None, scale: float) -> Arr
         probs,
         bool_mask,
         dscores,
-        *map(numpy.int64, (keys, heads, queries, stride_b, stride_h, stride_t)),
-        numpy.float64(scale),
+        *map(xp.int64, (keys, heads, queries, stride_b, stride_h, stride_t)),
+        xp.float64(scale),
     )
     KERNEL.launch("attention_softmax_backward", dout.dtype, batch * heads * queries, THREADS, args)
     return dscores

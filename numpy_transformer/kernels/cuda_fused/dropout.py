@@ -10,9 +10,8 @@ bytes are never written.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
-
-import numpy
 
 from ...backend import DROPOUT_LEVELS, Array, get_array_module, random_uint16
 from . import FusedKernel, on_a_gpu
@@ -105,9 +104,9 @@ def _apply(x: Array, cache: PhiloxDropoutCache) -> Array:
         source,
         out,
         cache.seed,
-        numpy.uint32(cache.threshold),
-        numpy.float64(cache.keep_prob),
-        numpy.int64(size),
+        xp.uint32(cache.threshold),
+        xp.float64(cache.keep_prob),
+        xp.int64(size),
     )
     KERNEL.launch("dropout_apply", x.dtype, max(1, -(-size // THREADS)), THREADS, args)
     return out
@@ -124,7 +123,7 @@ def apply_twin(x: Array, cache: PhiloxDropoutCache) -> Array:
 def keep_mask(seed: Array, shape: tuple[int, ...], threshold: int) -> Array:
     """The kernel's mask: entry i kept where the top 16 bits of its Philox word are >= threshold."""
     xp = get_array_module()
-    size = int(numpy.prod(shape))
+    size = math.prod(shape)
     counters = xp.arange(-(-size // 4), dtype=xp.uint64)
     s = seed.astype(xp.uint64)
     zeros = xp.zeros_like(counters)

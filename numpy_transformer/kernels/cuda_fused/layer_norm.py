@@ -9,8 +9,6 @@ so dgamma and dbeta come out the same at every run (no atomics).
 
 from __future__ import annotations
 
-import numpy
-
 from ...backend import Array, get_array_module
 from ...functional import LayerNormCache
 from . import FusedKernel, on_a_gpu
@@ -117,7 +115,7 @@ def forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Arr
     rows = xp.ascontiguousarray(x).reshape(-1, width)
     out, xhat = xp.empty_like(rows), xp.empty_like(rows)
     rstd = xp.empty((rows.shape[0], 1), dtype=x.dtype)
-    args = (rows, gamma, beta, out, xhat, rstd, numpy.int64(width), numpy.float64(eps))
+    args = (rows, gamma, beta, out, xhat, rstd, xp.int64(width), xp.float64(eps))
     KERNEL.launch("layer_norm_forward", x.dtype, rows.shape[0], THREADS, args)
     return out.reshape(x.shape), LayerNormCache(xhat.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1), gamma)
 
@@ -134,7 +132,7 @@ def backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
     rows = dy.shape[0]
     dx = xp.empty_like(dy)
     dgamma, dbeta = xp.empty_like(gamma), xp.empty_like(gamma)
-    args = (dy, xhat, rstd, gamma, dx, dgamma, dbeta, numpy.int64(rows), numpy.int64(width))
+    args = (dy, xhat, rstd, gamma, dx, dgamma, dbeta, xp.int64(rows), xp.int64(width))
     column_blocks = -(-width // THREADS)
     KERNEL.launch("layer_norm_backward", dout.dtype, rows + column_blocks, THREADS, args)
     return dx.reshape(dout.shape), dgamma, dbeta
