@@ -23,7 +23,10 @@ Sections, each timed and recorded even when another fails:
   compared, device memory of each;
 - ``numbers_en_fr``: ``numpy-transformer train --task numbers-en-fr --backend cupy``, then
   ``evaluate`` on the 1,000 unseen test numbers; wall time, steps, and when the dev set first
-  reached exact match 1.0.
+  reached exact match 1.0;
+- ``fused_kernels`` and ``launch_counts`` (benchmarks/gpu_fused_check.py): each fused CUDA kernel
+  against its NumPy twin on the device; CUPTI's kernels per step beside the stand-in's count, and the
+  step against PyTorch eager's, with the fused kernels off and on.
 
 The report is ``report.md`` and ``report.json`` in ``--out``; the exit status is 0 when every
 section passed, 1 otherwise. ``--deadline-s`` stops a section that runs past the whole run's
@@ -55,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests" / "support")]
 
 import bench  # noqa: E402
+import gpu_fused_check  # noqa: E402
 import numpy as np  # noqa: E402
 import translate_bench  # noqa: E402
 
@@ -517,6 +521,10 @@ SECTIONS: dict[str, Callable[[Device, argparse.Namespace], dict]] = {
     "training_step": section_training_step,
     "translate": section_translate,
     "numbers_en_fr": section_numbers_en_fr,
+    "fused_kernels": gpu_fused_check.section_fused_kernels,
+    "launch_counts": lambda device, args: gpu_fused_check.section_launch_counts(
+        device, args, OursOnDevice, torch_device(device)
+    ),
 }
 
 

@@ -1,5 +1,15 @@
 """Kernels for CuPy (a CUDA GPU): where the textbook's way costs a GPU determinism or launches.
 
+A CuPy step is bound by the host launching kernels (about 25 us each; benchmarks/README.md), so
+these kernels do the textbook's work in fewer launches, as kernels.cpu does it in fewer BLAS calls:
+
+* Products fold every leading axis into the rows of one 2-D GEMM, the weight's transpose passed as a
+  flag: CuPy runs a 3-D ``x @ W.T`` on its batched path (the weight copied, three pointer-array
+  kernels and a batched GEMM: five launches for one).
+* Row means and column sums are products with a cached vector (one GEMV, where ``mean`` is two).
+* Attention makes Q, K and V (MLA's query and latent) with one product, lays the heads out with one
+  copy, writes each head's gradients into one buffer and merges them with one copy more, so no
+  product meets a ``split_heads`` view (each would be copied first).
 * ``embedding_backward``: the textbook's ``add.at`` adds repeated ids with atomics on a GPU, in
   an order that changes from run to run, so two identical runs (or a run and its resumption)
   drift apart in the last bits. Here each id's rows are summed as a segment of the ids sorted
@@ -7,9 +17,9 @@
 * ``AdamUpdate``: the model's parameters live in one flat buffer (module.FlatParameters), so
   Adam's update is a handful of whole-model operations instead of a dozen per parameter tensor.
 
-Both are plain array operations (they run on NumPy too, which is how the tests prove them equal
-to the textbook without a GPU). Fused ``ElementwiseKernel``s would save more launches; none is
-here because none could be tested on a GPU yet.
+All are plain array operations: they run on NumPy too, which is how tests/model/test_kernels.py
+proves them equal to the textbook in float64 without a GPU. The fused CUDA kernels that go further
+(one launch for a layer norm) live in kernels.cuda_fused, each off until a GPU run proves it.
 """
 
 from __future__ import annotations
@@ -18,8 +28,86 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from .. import functional
 from ..backend import Array, get_array_module
-from ..functional import EmbeddingCache
+from ..functional import (
+    MASKED_SCORE,
+    AttentionCache,
+    EmbeddingCache,
+    LayerNormCache,
+    LinearCache,
+    MultiHeadCache,
+    softmax_backward,
+    softmax_forward,
+)
+from .cpu import FusedAttentionCache, column_sum, row_mean
+from .cuda_fused import attention_softmax as fused_softmax
+from .cuda_fused import dropout as fused_dropout
+from .cuda_fused import enabled
+from .cuda_fused import layer_norm as fused_layer_norm
+
+
+def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, LinearCache]:
+    """One 2-D GEMM over the folded rows (the transpose a flag), the bias added in place."""
+    out = x.reshape(-1, x.shape[-1]) @ weight.T
+    if bias is not None:
+        out += bias
+    return out.reshape(*x.shape[:-1], weight.shape[0]), LinearCache(x, weight, bias is not None)
+
+
+def linear_backward(dout: Array, cache: LinearCache) -> tuple[Array, Array, Array | None]:
+    """dx and dW as 2-D GEMMs over the folded rows, db as one GEMV with a column of ones."""
+    x, weight, has_bias = cache
+    dout_rows = dout.reshape(-1, dout.shape[-1])
+    dx = (dout_rows @ weight).reshape(x.shape)
+    dweight = dout_rows.T @ x.reshape(-1, x.shape[-1])
+    return dx, dweight, column_sum(dout_rows) if has_bias else None
+
+
+def dropout_forward(x: Array, p: float, rng: Any, training: bool) -> tuple[Array, Any]:
+    """The textbook's; with the fused kernel switched on, one launch whose mask (Philox, from a seed
+    drawn from ``rng``) is never stored: the backward recomputes it."""
+    if training and p != 0.0 and enabled("dropout"):
+        return fused_dropout.forward(x, p, rng)
+    return functional.dropout_forward(x, p, rng, training)
+
+
+def dropout_backward(dout: Array, cache: Any) -> Array:
+    """The textbook's, or the fused kernel's where the forward ran it."""
+    if isinstance(cache, fused_dropout.PhiloxDropoutCache):
+        return fused_dropout.backward(dout, cache)
+    return functional.dropout_backward(dout, cache)
+
+
+def layer_norm_forward(
+    x: Array, gamma: Array, beta: Array, eps: float = 1e-5
+) -> tuple[Array, LayerNormCache]:
+    """The means as GEMVs, every other pass in place: nine launches where the textbook's are thirteen
+    (one with the fused kernel switched on)."""
+    if enabled("layer_norm"):
+        return fused_layer_norm.forward(x, gamma, beta, eps)
+    xhat = x - row_mean(x)
+    rstd = (row_mean(xhat * xhat) + eps) ** -0.5
+    xhat *= rstd
+    out = xhat * gamma
+    out += beta
+    return out, LayerNormCache(xhat, rstd, gamma)
+
+
+def layer_norm_backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
+    """mean(g) and mean(g * xhat) as products with gamma / D, dy * xhat shared with dgamma (one launch
+    with the fused kernel switched on)."""
+    if enabled("layer_norm"):
+        return fused_layer_norm.backward(dout, cache)
+    xhat, rstd, gamma = cache
+    width = dout.shape[-1]
+    dout_xhat = dout * xhat
+    column = gamma.reshape(width, 1) * (1.0 / width)
+    dx = dout * gamma
+    dx -= (dout.reshape(-1, width) @ column).reshape(*dout.shape[:-1], 1)
+    dx -= xhat * (dout_xhat.reshape(-1, width) @ column).reshape(*dout.shape[:-1], 1)
+    dx *= rstd
+    return dx, column_sum(dout_xhat), column_sum(dout)
 
 
 def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
@@ -110,3 +198,245 @@ class AdamUpdate:
         # lr * m_hat / (sqrt(v_hat) + eps) = k * m / (sqrt(v) + eps'), k = lr sqrt(1 - b2^t) / (1 - b1^t)
         root_correction2 = math.sqrt(1.0 - beta2**t)
         data -= (lr * root_correction2 / (1.0 - beta1**t)) * m / (xp.sqrt(v) + eps * root_correction2)
+
+
+# ----------------------------------------------------------------------------------------------
+# attention: contiguous heads for CuPy's batched products, which copy any operand that is not
+
+
+def attention_forward(
+    q: Array,
+    k: Array,
+    v: Array,
+    mask: Array | None,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
+    scale: float | None = None,
+) -> tuple[Array, AttentionCache]:
+    """The textbook's, the scale and the mask applied in place (with the softmax in one launch where
+    the fused kernel is switched on)."""
+    xp = get_array_module()
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ k.swapaxes(-1, -2)
+    if enabled("attention_softmax"):
+        probs = fused_softmax.forward(scores, mask, scale)
+    else:
+        scores *= scale
+        if mask is not None:
+            scores = xp.where(mask, scores, MASKED_SCORE)
+        probs, _ = softmax_forward(scores)
+    dropped, dropout_cache = dropout_forward(probs, dropout_p, rng, training)
+    return dropped @ v, AttentionCache(q, k, v, mask, probs, dropped, dropout_cache, scale)
+
+
+def attention_backward(dout: Array, cache: AttentionCache) -> tuple[Array, Array, Array]:
+    """The textbook's, each gradient written by its product into a buffer of its own."""
+    xp = get_array_module()
+    dq, dk, dv = (xp.empty(a.shape, dtype=dout.dtype) for a in (cache.q, cache.k, cache.v))
+    _attention_backward_into(dout, cache, dq, dk, dv)
+    return dq, dk, dv
+
+
+def _attention_backward_into(dout: Array, cache: AttentionCache, dq: Array, dk: Array, dv: Array) -> None:
+    """attention_backward's gradients written into dq, dk and dv (C-contiguous: each product's output)."""
+    xp = get_array_module()
+    q, k, v, mask, probs, dropped, dropout_cache, scale = cache
+    xp.matmul(dropped.swapaxes(-1, -2), dout, out=dv)
+    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), dropout_cache)
+    if enabled("attention_softmax"):
+        dscores = fused_softmax.backward(dprobs, probs, mask, scale)
+    else:
+        dscores = softmax_backward(dprobs, probs)
+        if mask is not None:
+            dscores *= mask  # in place: cheaper than where(), and dscores is finite
+        dscores *= scale
+    xp.matmul(dscores, k, out=dq)
+    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+
+
+def _heads(x: Array, n_heads: int, parts: int) -> Array:
+    """(B, T, parts * D) -> (parts, B, H, T, K), C-contiguous: the heads of each part in one copy."""
+    batch, length, width = x.shape
+    head_width = width // (parts * n_heads)
+    split = x.reshape(batch, length, parts, n_heads, head_width).transpose(2, 0, 3, 1, 4)
+    return get_array_module().ascontiguousarray(split)
+
+
+def _merged(heads: Array) -> Array:
+    """(parts, B, H, T, K) -> (B, T, parts * D): the inverse of _heads, one copy."""
+    parts, batch, n_heads, length, head_width = heads.shape
+    return heads.transpose(1, 3, 0, 2, 4).reshape(batch, length, parts * n_heads * head_width)
+
+
+def _fused_forward(
+    x_q: Array,
+    x_kv: Array | None,
+    w_in: Array,
+    w_decompress: Array | None,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float,
+    rng: Any,
+    training: bool,
+    b_in: Array | None = None,
+    b_o: Array | None = None,
+) -> tuple[Array, FusedAttentionCache]:
+    """kernels.cpu's four attention blocks in one, for CuPy: w_in's first D rows make Q from x_q, its
+    other rows [K | V] (MHA) or the latent (MLA, then decompressed by w_decompress) from x_kv, or, with
+    x_kv None (self-attention), one product of x_q by all of w_in makes both; the heads are laid out
+    contiguous by one copy for Q, K and V together where one product made them."""
+    width = w_o.shape[0]
+    if x_kv is None:
+        both, inputs_cache = linear_forward(x_q, w_in, b_in)
+        kv_inputs_cache = None
+        if w_decompress is None:
+            q, k, v = _heads(both, n_heads, 3)
+        else:
+            q = _heads(both[..., :width], n_heads, 1)[0]
+        kv_source = both[..., width:]
+    else:
+        query, inputs_cache = linear_forward(x_q, w_in[:width], None if b_in is None else b_in[:width])
+        q = _heads(query, n_heads, 1)[0]
+        kv_source, kv_inputs_cache = linear_forward(
+            x_kv, w_in[width:], None if b_in is None else b_in[width:]
+        )
+    decompress_cache = None
+    if w_decompress is not None:
+        kv_source, decompress_cache = linear_forward(kv_source, w_decompress)
+    if x_kv is not None or w_decompress is not None:
+        k, v = _heads(kv_source, n_heads, 2)
+    heads, attention_cache = attention_forward(q, k, v, mask, dropout_p, rng, training)
+    out, output_cache = linear_forward(_merged(heads[None]), w_o, b_o)
+    heads_cache = MultiHeadCache(attention_cache, n_heads)
+    return out, FusedAttentionCache(
+        inputs_cache, kv_inputs_cache, decompress_cache, heads_cache, output_cache
+    )
+
+
+def _fused_backward(
+    dout: Array, cache: FusedAttentionCache
+) -> tuple[Array, Array | None, Array, Array | None, Array, Array | None, Array | None]:
+    """dx_q, dx_kv (None in self-attention), dw_in, dw_decompress (None for MHA), dw_o, db_in and
+    db_o (None without biases). Q's, K's and V's gradients are written into one buffer where one
+    product made them, and merged by one copy."""
+    xp = get_array_module()
+    attention = cache.heads.attention
+    dheads, dw_o, db_o = linear_backward(dout, cache.output)
+    dheads = _heads(dheads, cache.heads.n_heads, 1)[0]
+    one_product = cache.kv_inputs is None and cache.decompress is None  # MHA self-attention
+    gradients = xp.empty((3, *attention.q.shape), dtype=dheads.dtype) if one_product else None
+    dq_heads = (
+        gradients[:1] if gradients is not None else xp.empty((1, *attention.q.shape), dtype=dheads.dtype)
+    )
+    dkv_heads = (
+        gradients[1:] if gradients is not None else xp.empty((2, *attention.k.shape), dtype=dheads.dtype)
+    )
+    _attention_backward_into(dheads, attention, dq_heads[0], dkv_heads[0], dkv_heads[1])
+    if gradients is not None:
+        dx, dw_in, db_in = linear_backward(_merged(gradients), cache.inputs)
+        return dx, None, dw_in, None, dw_o, db_in, db_o
+    dq, dkv = _merged(dq_heads), _merged(dkv_heads)
+    dw_decompress = None
+    if cache.decompress is not None:
+        dkv, dw_decompress, _ = linear_backward(dkv, cache.decompress)
+    if cache.kv_inputs is None:  # MLA self-attention: the query's and the latent's rows of one product
+        dx, dw_in, db_in = linear_backward(xp.concatenate([dq, dkv], axis=-1), cache.inputs)
+        return dx, None, dw_in, dw_decompress, dw_o, db_in, db_o
+    dx_q, dw_q, db_q = linear_backward(dq, cache.inputs)
+    dx_kv, dw_kv, db_kv = linear_backward(dkv, cache.kv_inputs)
+    db_in = None if db_q is None else xp.concatenate([db_q, db_kv])
+    return dx_q, dx_kv, xp.concatenate([dw_q, dw_kv]), dw_decompress, dw_o, db_in, db_o
+
+
+def multi_head_attention_forward(
+    x_q: Array,
+    x_kv: Array,
+    w_qkv: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
+    b_qkv: Array | None = None,
+    b_o: Array | None = None,
+) -> tuple[Array, FusedAttentionCache]:
+    return _fused_forward(x_q, x_kv, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
+
+
+def multi_head_attention_backward(
+    dout: Array, cache: FusedAttentionCache
+) -> tuple[Array, Array, Array, Array, Array | None, Array | None]:
+    dx_q, dx_kv, dw_qkv, _, dw_o, db_qkv, db_o = _fused_backward(dout, cache)
+    return dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o
+
+
+def multi_head_self_attention_forward(
+    x: Array,
+    w_qkv: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
+    b_qkv: Array | None = None,
+    b_o: Array | None = None,
+) -> tuple[Array, FusedAttentionCache]:
+    return _fused_forward(x, None, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
+
+
+def multi_head_self_attention_backward(
+    dout: Array, cache: FusedAttentionCache
+) -> tuple[Array, Array, Array, Array | None, Array | None]:
+    dx, _, dw_qkv, _, dw_o, db_qkv, db_o = _fused_backward(dout, cache)
+    return dx, dw_qkv, dw_o, db_qkv, db_o
+
+
+def multi_head_latent_attention_forward(
+    x_q: Array,
+    x_kv: Array,
+    w_q_compress: Array,
+    w_kv_decompress: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
+) -> tuple[Array, FusedAttentionCache]:
+    return _fused_forward(
+        x_q, x_kv, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
+    )
+
+
+def multi_head_latent_attention_backward(
+    dout: Array, cache: FusedAttentionCache
+) -> tuple[Array, Array, Array, Array, Array]:
+    dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o, _, _ = _fused_backward(dout, cache)
+    return dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o
+
+
+def multi_head_latent_self_attention_forward(
+    x: Array,
+    w_q_compress: Array,
+    w_kv_decompress: Array,
+    w_o: Array,
+    mask: Array | None,
+    n_heads: int,
+    dropout_p: float = 0.0,
+    rng: Any = None,
+    training: bool = False,
+) -> tuple[Array, FusedAttentionCache]:
+    return _fused_forward(
+        x, None, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
+    )
+
+
+def multi_head_latent_self_attention_backward(
+    dout: Array, cache: FusedAttentionCache
+) -> tuple[Array, Array, Array, Array]:
+    dx, _, dw_q_compress, dw_kv_decompress, dw_o, _, _ = _fused_backward(dout, cache)
+    return dx, dw_q_compress, dw_kv_decompress, dw_o

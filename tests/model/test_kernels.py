@@ -56,8 +56,8 @@ def compares(*kernels):
 
 
 def both(name):
-    """The CPU kernel pair ``name``_forward and _backward."""
-    return ("cpu", f"{name}_forward"), ("cpu", f"{name}_backward")
+    """The kernel pair ``name``_forward and _backward of each kernel module (CPU and CUDA)."""
+    return tuple((module, f"{name}_{way}") for module in ("cpu", "cuda") for way in ("forward", "backward"))
 
 
 def rand(rng, *shape):
@@ -74,13 +74,20 @@ def assert_same(kernel, textbook, what):
 
 
 def compare(name, make_inputs, upstream_seed=0, dloss=None):
-    """Run ``name``_forward and _backward on the textbook and on the CPU kernel, each on fresh inputs
-    from ``make_inputs()`` (so a generator inside starts from the same state), and compare."""
+    """Run ``name``_forward and _backward on the textbook and on each kernel module's (the CUDA
+    kernels are array operations: here on NumPy), each on fresh inputs from ``make_inputs()`` (so a
+    generator inside starts from the same state), and compare."""
+    for module in (cpu, cuda):
+        _compare_module(module, name, make_inputs, upstream_seed, dloss)
+
+
+def _compare_module(module, name, make_inputs, upstream_seed, dloss):
     forward, backward = f"{name}_forward", f"{name}_backward"
-    COMPARED.update({("cpu", forward), ("cpu", backward)})
+    module_name = module.__name__.rsplit(".", 1)[-1]
+    COMPARED.update({(module_name, forward), (module_name, backward)})
     kernel_forward, kernel_backward = (
-        getattr(cpu, forward, getattr(F, forward)),
-        getattr(cpu, backward, getattr(F, backward)),
+        getattr(module, forward, getattr(F, forward)),
+        getattr(module, backward, getattr(F, backward)),
     )
     textbook_args, kernel_args = make_inputs(), make_inputs()
     originals = [np.copy(a) if isinstance(a, np.ndarray) else a for a in kernel_args]

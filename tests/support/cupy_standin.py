@@ -25,7 +25,10 @@ It behaves like CuPy where CuPy differs from NumPy, and counts what costs on a G
 - its random generator draws other numbers than NumPy's for the same seed, as cuRAND does;
 - ``max`` and ``min`` refuse NumPy's ``initial`` and ``where``, as CuPy's do;
 - ``get_default_memory_pool()`` counts the bytes the pool holds: arrays in use, and blocks freed
-  but kept until ``free_all_blocks()``.
+  but kept until ``free_all_blocks()``;
+- it counts in ``LAUNCHES`` every kernel CuPy would launch for what is called, by family, the way
+  CuPy launches them (cupy_launches.py: a 3-D product on its batched path, a mean as two kernels);
+  ``one_kernel(name)`` runs a fused kernel's twin as the one launch the kernel is on a GPU.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ import weakref
 from collections import Counter
 from typing import Any, ClassVar
 
+import cupy_launches as launches
 import numpy as np
+from cupy_launches import one_kernel
 
 SYNCS: Counter = Counter()  # device -> host synchronisations, by kind
 UPLOADS: Counter = Counter()  # host -> device copies, by function
@@ -82,6 +87,7 @@ POOL = _MemoryPool()
 
 def _sync(kind: str) -> None:
     SYNCS[kind] += 1
+    launches.count("memcpy")  # the device-to-host copy the host waits for
 
 
 class HostArrayError(TypeError):
@@ -127,14 +133,19 @@ def _masked(key: Any) -> bool:
 _NO_INITIAL = {"max", "min", "amax", "amin", "ndarray.max", "ndarray.min"}
 
 
-def _call(function: Any, where: str) -> Any:
+def _call(function: Any, where: str, source: np.ndarray | None = None) -> Any:
+    """CuPy's function (or, with the array ``source``, its method) ``where``: launches counted."""
+
     def call(*args: Any, **kwargs: Any) -> Any:
         if where in _SIZED_ON_HOST:
             _sync(where)
         refused = sorted({"initial", "where"} & set(kwargs)) if where in _NO_INITIAL else []
         if refused:
             raise TypeError(f"{where.split('.')[-1]}() got an unexpected keyword argument '{refused[0]}'")
-        return _wrap(function(*_unwrap(args, where), **_unwrap(kwargs, where)))
+        args, kwargs = _unwrap(args, where), _unwrap(kwargs, where)
+        result = function(*args, **kwargs)
+        launches.of_call(where, args if source is None else (source, *args), kwargs, result)
+        return _wrap(result)
 
     call.__name__ = getattr(function, "__name__", where)
     return call
@@ -268,13 +279,17 @@ class ndarray:
     def __getitem__(self, key: Any) -> Any:
         if _masked(key):
             _sync("boolean-mask index")
-        return _wrap(self._a[_wrapped_indices(_unwrap(key, "an index"), self.shape)])
+        key = _unwrap(key, "an index")
+        launches.of_getitem(key)
+        return _wrap(self._a[_wrapped_indices(key, self.shape)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if _masked(key):
             _sync("boolean-mask index")
-        key = _wrapped_indices(_unwrap(key, "an index"), self.shape)
+        key = _unwrap(key, "an index")
         value = _unwrap(value, "__setitem__")
+        launches.of_setitem(key, value)
+        key = _wrapped_indices(key, self.shape)
         shuffled = _shuffled_leading_indices(self._a, key, value)
         if shuffled is None:
             self._a[key] = value
@@ -289,27 +304,36 @@ class ndarray:
         if name == "argsort":  # (ndarray.sort sorts in place: NumPy's, stable, below)
             return lambda axis=-1, kind=None: _STABLE_SORTS[name](self, axis, kind)
         if name in _METHODS:
-            return _call(getattr(self._a, name), f"ndarray.{name}")
+            return _call(getattr(self._a, name), f"ndarray.{name}", self._a)
         raise AttributeError(f"the CuPy stand-in's ndarray has no attribute {name!r}")
 
     def __neg__(self) -> ndarray:
+        launches.count("elementwise")
         return ndarray(-self._a)
 
     def __pos__(self) -> ndarray:
+        launches.count("elementwise")
         return ndarray(+self._a)
 
     def __abs__(self) -> ndarray:
+        launches.count("elementwise")
         return ndarray(abs(self._a))
 
     def __invert__(self) -> ndarray:
+        launches.count("elementwise")
         return ndarray(~self._a)
 
 
 def _binary(name: str) -> Any:
     def method(self: ndarray, other: Any) -> Any:
-        result = getattr(self._a, name)(_unwrap(other, f"ndarray.{name}"))
+        other = _unwrap(other, f"ndarray.{name}")
+        result = getattr(self._a, name)(other)
         if result is NotImplemented:
             return result
+        if "matmul" in name:
+            launches.add(launches.matmul(*((other, self._a) if name == "__rmatmul__" else (self._a, other))))
+        else:
+            launches.count("elementwise")
         return self if name.startswith("__i") else _wrap(result)
 
     method.__name__ = name
@@ -380,6 +404,7 @@ def _shuffled_leading_indices(target: np.ndarray, key: Any, value: Any) -> tuple
 def _take(array: ndarray, indices: Any, axis: int | None = None) -> ndarray:
     """CuPy's take: out-of-range indices wrap (it has no ``mode``)."""
     indices = np.asarray(_unwrap(indices, "take"))
+    launches.count("index")
     size = array.size if axis is None else array.shape[axis]
     return _wrap(np.take(array._a, indices % size if size else indices, axis=axis))
 
@@ -392,6 +417,7 @@ def _full_sort(kind: str) -> Any:
             raise TypeError(f"cupy.{kind} takes kth as an int or a sequence of ints, not an array")
         a = array._a.reshape(-1) if axis is None else array._a
         axis = -1 if axis is None else axis
+        launches.count("sort", launches.SORT_LAUNCHES)
         order = np.argsort(a, axis=axis, kind="stable")
         # ties broken at random: sort a random permutation of each row stably, then map back
         permutation = np.argsort(_UNDEFINED.random(a.shape), axis=axis)
@@ -413,6 +439,7 @@ def _stable_sort(kind_of_sort: str) -> Any:
             raise ValueError(
                 f"kind={kind!r}: cupy.{kind_of_sort} supports only a stable sort (None or 'stable')"
             )
+        launches.count("sort", launches.SORT_LAUNCHES)
         return ndarray(getattr(np, kind_of_sort)(_unwrap(array, kind_of_sort), axis=axis, kind="stable"))
 
     return sort
@@ -423,6 +450,7 @@ _STABLE_SORTS = {"sort": _stable_sort("sort"), "argsort": _stable_sort("argsort"
 
 def _at_in_any_order(function: Any, target: np.ndarray, indices: Any, values: Any) -> None:
     """ufunc.at with the (location, value) pairs in a random order: atomics' order on a GPU."""
+    launches.count("scatter")
     if isinstance(indices, tuple) or values is None:
         function(target, indices, *(() if values is None else (values,)))
         return
@@ -631,6 +659,7 @@ class _Generator:
         self._rng = np.random.default_rng(
             None if seed is None else np.random.SeedSequence([int(seed), 0xC0DA])
         )
+        launches.count("rng")  # cuRAND's states initialised on the device, one per thread
         self.bit_generator = types.SimpleNamespace(state=lambda: id(self._rng))  # a device pointer, in CuPy
 
     def __getattr__(self, name: str) -> Any:
@@ -640,6 +669,7 @@ class _Generator:
 
         def draw(*args: Any, **kwargs: Any) -> Any:
             result = method(*_unwrap(args, name), **_unwrap(kwargs, name))
+            launches.count("rng")
             return ndarray(np.asarray(result))  # a 0-d array too, never a host scalar
 
         return draw
@@ -647,18 +677,33 @@ class _Generator:
 
 def _asarray(value: Any, dtype: Any = None, **kwargs: Any) -> ndarray:
     if isinstance(value, ndarray):
-        return value if dtype is None or value.dtype == dtype else ndarray(value._a.astype(dtype))
+        if dtype is None or value.dtype == dtype:
+            return value
+        launches.count("elementwise")
+        return ndarray(value._a.astype(dtype))
     UPLOADS["asarray"] += 1
+    launches.count("memcpy")
     return ndarray(np.array(value, dtype=dtype, **kwargs))
 
 
 def _array(value: Any, dtype: Any = None, copy: bool | None = True, **kwargs: Any) -> ndarray:
     if isinstance(value, ndarray):
-        return ndarray(np.array(value._a, dtype=dtype, copy=copy, **kwargs))
+        result = np.array(value._a, dtype=dtype, copy=copy, **kwargs)
+        if not np.may_share_memory(result, value._a):
+            launches.count("copy")
+        return ndarray(result)
     # host data is copied to the device whatever ``copy`` says (CuPy 14.2 as measured on a GPU; NumPy 2
     # would raise for copy=False)
     UPLOADS["array"] += 1
+    launches.count("memcpy")
     return ndarray(np.array(value, dtype=dtype, **kwargs))
+
+
+def _ascontiguousarray(value: Any, dtype: Any = None) -> ndarray:
+    if isinstance(value, ndarray) and not value._a.flags.c_contiguous:
+        launches.count("copy")
+        value = ndarray(np.ascontiguousarray(value._a))
+    return _asarray(value, dtype)
 
 
 def asnumpy(value: Any) -> np.ndarray:
@@ -730,7 +775,7 @@ def make_module() -> types.ModuleType:
     ):
         setattr(module, name, getattr(np, name))
     module.asarray, module.array, module.asnumpy = _asarray, _array, asnumpy
-    module.ascontiguousarray = lambda value, dtype=None: _asarray(value, dtype)
+    module.ascontiguousarray = _ascontiguousarray
     module.get_array_module = lambda *arrays: module
     module.take = lambda a, indices, axis=None: _take(a, indices, axis)
     module.partition, module.argpartition = (
@@ -739,6 +784,7 @@ def make_module() -> types.ModuleType:
     )
     module.sort, module.argsort = _STABLE_SORTS["sort"], _STABLE_SORTS["argsort"]
     module.get_default_memory_pool = lambda: POOL
+    module.one_kernel = one_kernel  # the stand-in's own: a fused kernel's twin counted as its one launch
     module.random = types.SimpleNamespace(default_rng=_Generator, Generator=_Generator)
     module.cuda = types.SimpleNamespace(
         Device=_Device,

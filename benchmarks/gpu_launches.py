@@ -1,0 +1,131 @@
+"""The kernels a GPU step launches, counted without a GPU: the step run on the CuPy stand-in.
+
+    python benchmarks/gpu_launches.py --config base             # one configuration of bench.py
+    python benchmarks/gpu_launches.py --config base --attention mla --fused all
+
+The stand-in (tests/support/cupy_standin.py) counts every kernel CuPy 14 would launch for what the
+package calls, the way CuPy launches them (tests/support/cupy_launches.py: a 3-D product on its
+batched path, a mean as two kernels, a fused kernel as one), and every device-to-host
+synchronisation. For one training step (zero grads, forward, label-smoothed loss, backward, Adam:
+the step gpu_profile.py times on a GPU, after a first step that builds what later ones reuse) and
+one token of cached greedy decoding (the launches of 32 tokens less those of 16, over 16), it prints
+the launches by family and the synchronisations by kind; the last line is
+``launches per training step: N, syncs: S``.
+
+``--fused NAMES`` switches fused kernels on (their NumPy twins run on the stand-in, one launch each):
+``all``, ``none`` (the default, as a GPU run without the variable) or names joined by commas; it sets
+NUMPY_TRANSFORMER_FUSED for the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests" / "support")]
+
+import bench  # noqa: E402
+import cupy_launches  # noqa: E402
+import cupy_standin  # noqa: E402
+
+import numpy_transformer as nt  # noqa: E402
+from numpy_transformer import backend  # noqa: E402
+from numpy_transformer.optim import Adam  # noqa: E402
+from numpy_transformer.translator.decoding import greedy_decode  # noqa: E402
+
+DECODE_TOKENS = (16, 32)  # a decoding step: the launches of the second less the first, per token
+SMALL = {"width": 4, "vocab": 40, "batch": 8, "length": 8}  # small_shapes: per head width, vocabularies...
+
+
+def count_launches(name: str, attention: str = "mha", small_shapes: bool = False) -> dict:
+    """Launches and synchronisations of one training step and one decoding token of ``name``/``attention``,
+    on the stand-in (installed for the call, the previous backend restored after).
+
+    ``small_shapes``: the configuration's structure (layers, heads, attention, dropout, a quarter of the
+    batch padded) with every size small (SMALL): the same launches, since CuPy launches per operation
+    whatever its size, in a fraction of the time (tests/model/test_launches.py holds the two equal)."""
+    previous = backend.get_array_module()
+    xp = backend.set_backend(cupy_standin.make_module())
+    try:
+        config = bench.model_config(name, attention)
+        batch, length = bench.CONFIGS[name][6], bench.CONFIGS[name][7]
+        if small_shapes:
+            d_model = config["h"] * SMALL["width"]
+            vocab, batch, length = SMALL["vocab"], SMALL["batch"], SMALL["length"]
+            config = {**config, "d_model": d_model, "d_ff": 2 * d_model}
+            config.update(src_vocab_size=vocab, tgt_vocab_size=vocab)
+        model = nt.build_transformer(**config).train()
+        optimizer = Adam(model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        src, tgt, labels = (xp.asarray(a) for a in bench.make_data(config, batch, length))
+        src_mask, tgt_mask = nt.make_src_mask(src, bench.PAD), nt.make_tgt_mask(tgt, bench.PAD)
+
+        def step() -> None:
+            optimizer.zero_grad()
+            nt.loss_and_backward(model, src, tgt, src_mask, tgt_mask, labels, bench.PAD, 0.1)
+            optimizer.step()
+
+        step()
+        training = _counted(step)
+        model.projection_layer.proj.bias.data[bench.EOS] = -1e4  # never stop early: decode every token
+        model.eval()
+        one = src[:1]
+        one_mask = nt.make_src_mask(one, bench.PAD)
+        absorbed = attention == "mla"
+        decodes = [
+            _counted(
+                lambda n=n: greedy_decode(model, one, one_mask, n, bench.BOS, bench.EOS, absorbed=absorbed)
+            )
+            for n in DECODE_TOKENS
+        ]
+        short, long = decodes
+        per_token = {
+            "launches": (long["launches"] - short["launches"]) / (DECODE_TOKENS[1] - DECODE_TOKENS[0]),
+            "syncs": (long["syncs"] - short["syncs"]) / (DECODE_TOKENS[1] - DECODE_TOKENS[0]),
+        }
+        return {"config": name, "attention": attention, "training": training, "decoding": per_token}
+    finally:
+        backend.set_backend(previous)
+
+
+def _counted(call) -> dict:
+    cupy_launches.LAUNCHES.clear()
+    cupy_standin.SYNCS.clear()
+    call()
+    return {
+        "launches": cupy_launches.total(),
+        "by_family": dict(cupy_launches.LAUNCHES.most_common()),
+        "syncs": sum(cupy_standin.SYNCS.values()),
+        "syncs_by_kind": dict(cupy_standin.SYNCS),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", required=True, choices=sorted(bench.CONFIGS))
+    parser.add_argument("--attention", default="mha", choices=["mha", "mla"])
+    parser.add_argument(
+        "--fused", default=None, help="fused kernels on: all, none or NAME,NAME (default: none)"
+    )
+    args = parser.parse_args()
+    if args.fused is not None:
+        os.environ["NUMPY_TRANSFORMER_FUSED"] = args.fused
+    result = count_launches(args.config, args.attention)
+    training, decoding = result["training"], result["decoding"]
+    print(f"{args.config}/{args.attention}: one training step on the CuPy stand-in")
+    for family, launches in training["by_family"].items():
+        print(f"  {launches:>6}  {family}")
+    print(f"  syncs by kind: {training['syncs_by_kind'] or 'none'}")
+    print(
+        f"decoding, one token of cached greedy decoding at batch 1: {decoding['launches']:g} launches, "
+        f"{decoding['syncs']:g} syncs"
+    )
+    print(f"launches per training step: {training['launches']}, syncs: {training['syncs']}")
+
+
+if __name__ == "__main__":
+    main()

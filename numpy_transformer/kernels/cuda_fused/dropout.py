@@ -1,0 +1,150 @@
+"""Dropout fused, its mask drawn from a counter-based generator and never stored.
+
+Entry i keeps its value where the top 16 bits of word i % 4 of Philox4x32-10(counter = (i // 4, 0, 0, 0),
+key = the seed) are at least round(p * 2^16): the same rule and the same rounding of p as
+backend.dropout_mask, from another generator. The seed is four 16-bit draws of the layer's generator,
+left on the device (no synchronisation); the backward recomputes the mask from it. One launch forward
+(plus the seed's draw), one backward, where the array operations take four and two, and the mask's
+bytes are never written.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from ...backend import DROPOUT_LEVELS, Array, get_array_module, random_uint16
+from . import FusedKernel, on_a_gpu
+
+THREADS = 256
+PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # Philox4x32's multipliers (Salmon et al., 2011)
+PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # its Weyl sequence's increments of the key
+ROUNDS = 10
+WORD = 0xFFFFFFFF
+
+SOURCE = r"""
+// Philox4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3", 2011).
+__device__ unsigned int philox_word(unsigned long long counter, unsigned int key0, unsigned int key1, int word) {
+    unsigned int c0 = (unsigned int)counter, c1 = (unsigned int)(counter >> 32), c2 = 0, c3 = 0;
+    for (int round = 0; round < 10; ++round) {
+        if (round > 0) {
+            key0 += 0x9E3779B9u;
+            key1 += 0xBB67AE85u;
+        }
+        const unsigned long long product0 = (unsigned long long)0xD2511F53u * c0;
+        const unsigned long long product1 = (unsigned long long)0xCD9E8D57u * c2;
+        const unsigned int next0 = (unsigned int)(product1 >> 32) ^ c1 ^ key0;
+        const unsigned int next2 = (unsigned int)(product0 >> 32) ^ c3 ^ key1;
+        c1 = (unsigned int)product1;
+        c3 = (unsigned int)product0;
+        c0 = next0;
+        c2 = next2;
+    }
+    return word == 0 ? c0 : word == 1 ? c1 : word == 2 ? c2 : c3;
+}
+
+// Whether entry i is kept: the top 16 bits of its Philox word against the threshold round(p * 2^16).
+__device__ bool kept(long long i, const unsigned short* seed, unsigned int threshold) {
+    const unsigned int key0 = seed[0] | ((unsigned int)seed[1] << 16);
+    const unsigned int key1 = seed[2] | ((unsigned int)seed[3] << 16);
+    return (philox_word((unsigned long long)(i / 4), key0, key1, (int)(i % 4)) >> 16) >= threshold;
+}
+
+// y = x / keep_prob where kept, else 0 (the forward; the backward, with dy for x, is the same map).
+template <typename T>
+__device__ void apply(const T* x, T* y, const unsigned short* seed, unsigned int threshold, double keep_prob,
+                      long long size) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < size) y[i] = kept(i, seed, threshold) ? x[i] / (T)keep_prob : (T)0;
+}
+
+#define DROPOUT_ENTRIES(T)                                                                            \
+    extern "C" __global__ void dropout_apply_##T(const T* x, T* y, const unsigned short* seed,       \
+                                                 unsigned int threshold, double keep_prob,            \
+                                                 long long size) {                                    \
+        apply<T>(x, y, seed, threshold, keep_prob, size);                                             \
+    }
+
+DROPOUT_ENTRIES(float)
+DROPOUT_ENTRIES(double)
+"""
+
+KERNEL = FusedKernel("dropout", SOURCE)
+
+
+class PhiloxDropoutCache(NamedTuple):
+    seed: Array  # (4,) uint16 on the device: the key the mask is recomputed from
+    threshold: int  # round(p * 2^16)
+    keep_prob: float
+
+
+def forward(x: Array, p: float, rng: Any) -> tuple[Array, PhiloxDropoutCache]:
+    """Inverted dropout of x (training, p > 0) in one launch after the seed's draw (the twin off a GPU)."""
+    threshold = round(p * DROPOUT_LEVELS)
+    cache = PhiloxDropoutCache(
+        random_uint16(rng, (4,)), threshold, (DROPOUT_LEVELS - threshold) / DROPOUT_LEVELS
+    )
+    return _apply(x, cache), cache
+
+
+def backward(dout: Array, cache: PhiloxDropoutCache) -> Array:
+    """dx = dy * m / keep_prob with the forward's mask m, recomputed from its seed."""
+    return _apply(dout, cache)
+
+
+def _apply(x: Array, cache: PhiloxDropoutCache) -> Array:
+    if not on_a_gpu():
+        with KERNEL.twin():
+            return apply_twin(x, cache)
+    xp = get_array_module()
+    source = xp.ascontiguousarray(x)
+    out = xp.empty_like(source)
+    size = source.size
+    args = (
+        source,
+        out,
+        cache.seed,
+        xp.uint32(cache.threshold),
+        xp.float64(cache.keep_prob),
+        xp.int64(size),
+    )
+    KERNEL.launch("dropout_apply", x.dtype, max(1, -(-size // THREADS)), THREADS, args)
+    return out
+
+
+def apply_twin(x: Array, cache: PhiloxDropoutCache) -> Array:
+    """The kernel as array operations: x / keep_prob where the Philox mask keeps, else 0."""
+    xp = get_array_module()
+    return xp.where(keep_mask(cache.seed, x.shape, cache.threshold), x / cache.keep_prob, 0).astype(
+        x.dtype, copy=False
+    )
+
+
+def keep_mask(seed: Array, shape: tuple[int, ...], threshold: int) -> Array:
+    """The kernel's mask: entry i kept where the top 16 bits of its Philox word are >= threshold."""
+    xp = get_array_module()
+    size = math.prod(shape)
+    counters = xp.arange(-(-size // 4), dtype=xp.uint64)
+    s = seed.astype(xp.uint64)
+    zeros = xp.zeros_like(counters)
+    words = xp.stack(
+        philox4x32(counters & WORD, counters >> 32, zeros, zeros, s[0] | (s[1] << 16), s[2] | (s[3] << 16))
+    )
+    return ((words.T.reshape(-1)[:size] >> 16) >= threshold).reshape(shape)
+
+
+def philox4x32(c0: Array, c1: Array, c2: Array, c3: Array, key0: Any, key1: Any) -> list[Array]:
+    """Philox4x32-10 of the counters (c0, c1, c2, c3) under the key (key0, key1), each word a 32-bit
+    value held in a uint64 array (so that a product of two is exact): the four words of the output."""
+    c, key = [c0, c1, c2, c3], [key0, key1]
+    for round_ in range(ROUNDS):
+        if round_ > 0:
+            key = [(key[0] + PHILOX_W[0]) & WORD, (key[1] + PHILOX_W[1]) & WORD]
+        product0, product1 = c[0] * PHILOX_M[0], c[2] * PHILOX_M[1]
+        c = [
+            (product1 >> 32) ^ c[1] ^ key[0],
+            product1 & WORD,
+            (product0 >> 32) ^ c[3] ^ key[1],
+            product0 & WORD,
+        ]
+    return c

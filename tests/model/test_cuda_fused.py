@@ -1,0 +1,259 @@
+"""The fused CUDA kernels without a GPU: each twin equal to the textbook in float64, the switches, and
+every source compiled by NVRTC for the GPUs lent (H100 and H200: compute_90).
+
+On a GPU, benchmarks/gpu_check.py proves each kernel equal to its twin; here the twin, which runs in
+the kernel's place off a GPU (the CuPy stand-in counts it as one launch), is proven equal to the
+textbook, and the CUDA kernel set with the kernel switched on equal to the textbook too.
+"""
+
+import importlib
+import os
+import re
+
+import numpy as np
+import pytest
+from conftest import KERNEL_TOLERANCE, relative_error
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from numpy_transformer import functional as F
+from numpy_transformer.kernels import cuda, cuda_fused
+from numpy_transformer.kernels.cuda_fused import attention_softmax, dropout, layer_norm
+
+SETTINGS = settings(max_examples=25, deadline=None)
+TWIN_TESTS = {"layer_norm", "dropout", "attention_softmax"}  # the kernels whose twin a test below proves
+ARCHITECTURES = ("compute_90",)  # H100 and H200
+
+
+def assert_close(kernel, textbook, what):
+    assert np.shape(kernel) == np.shape(textbook), what
+    error = relative_error(kernel, textbook)
+    assert error <= KERNEL_TOLERANCE, f"{what}: relative error {error:.2e}"
+
+
+def test_every_fused_kernel_has_a_twin_test():
+    assert set(cuda_fused.KERNELS) == TWIN_TESTS
+
+
+@SETTINGS
+@given(rows=st.integers(1, 40), width=st.integers(2, 600), seed=st.integers(0, 99))
+@example(rows=3, width=257, seed=0)  # a row wider than a block's threads
+def test_layer_norm_twin_equals_the_textbook(rows, width, seed):
+    rng = np.random.default_rng(seed)
+    x, gamma, beta = (
+        rng.standard_normal((2, rows, width)),
+        rng.standard_normal(width),
+        rng.standard_normal(width),
+    )
+    dout = rng.standard_normal((2, rows, width))
+    out, cache = F.layer_norm_forward(x, gamma, beta)
+    grads = F.layer_norm_backward(dout, cache)
+    originals = [np.copy(a) for a in (x, gamma, beta, dout)]
+    for forward, backward in [
+        (layer_norm.forward_twin, layer_norm.backward_twin),
+        (layer_norm.forward, layer_norm.backward),  # off a GPU: the twin
+        (cuda.layer_norm_forward, cuda.layer_norm_backward),  # the CUDA kernel set, switched on
+    ]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cuda_fused.ENV_VAR, "layer_norm")
+            out_twin, cache_twin = forward(x, gamma, beta)
+            gradients = backward(dout, cache_twin)
+        assert_close(out_twin, out, f"{forward.__qualname__}")
+        for name, twin, textbook in zip(("dx", "dgamma", "dbeta"), gradients, grads):
+            assert_close(twin, textbook, f"{backward.__qualname__}: {name}")
+    for after, before in zip((x, gamma, beta, dout), originals):
+        np.testing.assert_array_equal(after, before)  # the inputs left as they were
+
+
+@SETTINGS
+@given(
+    batch=st.integers(1, 3),
+    heads=st.integers(1, 4),
+    t=st.integers(1, 12),
+    s=st.integers(1, 200),
+    mask_kind=st.sampled_from([None, "keys", "causal"]),
+    p=st.sampled_from([0.0, 0.3]),
+    seed=st.integers(0, 99),
+)
+@example(batch=2, heads=2, t=3, s=130, mask_kind="keys", p=0.3, seed=0)  # a row wider than a block
+def test_attention_softmax_twin_equals_the_textbook(batch, heads, t, s, mask_kind, p, seed):
+    """The twin against the textbook's scale, mask and softmax (and their backward); the CUDA kernel
+    set's attention with the kernel switched on against the textbook's attention."""
+    rng = np.random.default_rng(seed)
+    scores, dprobs = rng.standard_normal((batch, heads, t, s)) * 3, rng.standard_normal((batch, heads, t, s))
+    mask = None
+    if mask_kind == "keys":
+        mask = rng.random((batch, 1, 1, s)) > 0.3
+    elif mask_kind == "causal":
+        mask = np.broadcast_to(np.tril(np.ones((t, s), dtype=bool)), (batch, 1, t, s)).copy()
+    scale = 0.37
+    textbook_scores = scores * scale if mask is None else np.where(mask, scores * scale, F.MASKED_SCORE)
+    probs = F.softmax_forward(textbook_scores)[0]
+    dscores = F.softmax_backward(dprobs, probs) * scale
+    dscores = dscores if mask is None else np.where(mask, dscores, 0.0)
+    for forward, backward in [
+        (attention_softmax.forward_twin, attention_softmax.backward_twin),
+        (attention_softmax.forward, attention_softmax.backward),  # off a GPU: the twin
+    ]:
+        twin_probs = forward(scores, mask, scale)
+        assert_close(twin_probs, probs, forward.__qualname__)
+        assert_close(backward(dprobs, twin_probs, mask, scale), dscores, backward.__qualname__)
+    q, k, v = (rng.standard_normal((batch, heads, n, 4)) for n in (t, s, s))
+    dout = rng.standard_normal((batch, heads, t, 4))
+    out, cache = F.attention_forward(q, k, v, mask, p, np.random.default_rng(seed), p > 0)
+    gradients = F.attention_backward(dout, cache)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "attention_softmax")
+        fused_out, fused_cache = cuda.attention_forward(q, k, v, mask, p, np.random.default_rng(seed), p > 0)
+        fused_gradients = cuda.attention_backward(dout, fused_cache)
+    assert_close(fused_out, out, "cuda.attention_forward")
+    for name, fused, textbook in zip(("dq", "dk", "dv"), fused_gradients, gradients):
+        assert_close(fused, textbook, f"cuda.attention_backward: {name}")
+
+
+# Random123's known-answer vectors of Philox4x32-10 (its kat_vectors file): counter, key -> output
+PHILOX_KNOWN_ANSWERS = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    (
+        (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+        (0xA4093822, 0x299F31D0),
+        (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+    ),
+]
+
+
+@pytest.mark.parametrize("counter, key, expected", PHILOX_KNOWN_ANSWERS)
+def test_the_twins_philox_gives_the_known_answers(counter, key, expected):
+    words = dropout.philox4x32(*(np.array([c], dtype=np.uint64) for c in counter), *map(np.uint64, key))
+    assert tuple(int(word[0]) for word in words) == expected
+
+
+@SETTINGS
+@given(
+    shape=st.sampled_from([(1,), (3, 5), (2, 7, 9), (4, 33, 16)]),
+    p=st.sampled_from([0.1, 0.5, 0.9]),
+    seed=st.integers(0, 99),
+)
+def test_dropout_twin_equals_the_textbook_with_its_mask(shape, p, seed):
+    """The textbook's formula with the kernel's mask, forward and backward, the mask recomputed from
+    the seed alone; through the CUDA kernel set with the kernel switched on too."""
+    rng = np.random.default_rng(seed)
+    x, dout = rng.standard_normal(shape), rng.standard_normal(shape)
+    originals = [np.copy(x), np.copy(dout)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "dropout")
+        out, cache = cuda.dropout_forward(x, p, np.random.default_rng(seed), True)
+        dx = cuda.dropout_backward(dout, cache)
+    assert isinstance(cache, dropout.PhiloxDropoutCache)
+    keep = dropout.keep_mask(cache.seed, shape, cache.threshold)
+    expected = F.DropoutCache(keep, cache.keep_prob)
+    assert cache.keep_prob == F.dropout_forward(x, p, np.random.default_rng(0), True)[1].keep_prob
+    assert_close(out, x * keep / cache.keep_prob, "forward")
+    assert_close(dx, F.dropout_backward(dout, expected), "backward")
+    assert_close(dropout.backward(dout, cache), dx, "the backward again")  # the same mask every time
+    for after, before in zip((x, dout), originals):
+        np.testing.assert_array_equal(after, before)
+
+
+def test_the_philox_mask_keeps_one_minus_p():
+    keep_prob = []
+    for seed in range(4):
+        cache = dropout.forward(np.ones(2**16), 0.1, np.random.default_rng(seed))[1]
+        keep_prob.append(dropout.keep_mask(cache.seed, (2**16,), cache.threshold).mean())
+    kept = np.mean(keep_prob)  # 2^18 entries: the standard error of the kept fraction is 5.9e-4
+    assert abs(kept - 0.9) < 6 * 5.9e-4, kept
+    assert len(set(keep_prob)) == 4  # each seed its own mask
+
+
+@pytest.mark.parametrize(
+    "value, on",
+    [
+        (None, cuda_fused.PROVEN_ON_GPU),
+        ("all", cuda_fused.KERNELS),
+        ("none", ()),
+        ("layer_norm", ("layer_norm",)),
+    ],
+)
+def test_the_switches(monkeypatch, value, on):
+    if value is None:
+        monkeypatch.delenv(cuda_fused.ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(cuda_fused.ENV_VAR, value)
+    assert cuda_fused.switched_on() == on
+    assert cuda_fused.enabled("layer_norm") == ("layer_norm" in on)
+
+
+def test_no_fused_kernel_is_on_by_default_until_a_gpu_proves_it(monkeypatch):
+    monkeypatch.delenv(cuda_fused.ENV_VAR, raising=False)
+    assert cuda_fused.PROVEN_ON_GPU == () and cuda_fused.switched_on() == ()
+
+
+@pytest.mark.parametrize("value", ["layer_nrom", "layer_norm,", ",", "ALL"])
+def test_an_unknown_kernel_name_is_refused_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv(cuda_fused.ENV_VAR, value)
+    if value == "layer_norm,":  # a trailing comma names nothing more: accepted
+        assert cuda_fused.switched_on() == ("layer_norm",)
+        return
+    with pytest.raises(
+        ValueError, match=f"{cuda_fused.ENV_VAR} is {re.escape(repr(value))}, expected all, none"
+    ):
+        cuda_fused.switched_on()
+
+
+# -- every source compiled for the GPUs lent, without one ---------------------------------------------
+
+
+def _nvrtc():
+    """cuda-bindings' NVRTC (pip install nvidia-cuda-nvrtc cuda-bindings); CI installs both (.ci/run)
+    and sets NUMPY_TRANSFORMER_REQUIRE_NVRTC=1, so that there a missing compiler fails, never skips."""
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError:
+        if os.environ.get("NUMPY_TRANSFORMER_REQUIRE_NVRTC") == "1":
+            raise
+        pytest.skip("NVRTC is not installed here: pip install nvidia-cuda-nvrtc cuda-bindings")
+    return nvrtc
+
+
+def compile_to_ptx(source, name, architecture):
+    """(PTX, log) of ``source`` compiled by NVRTC for ``architecture``; PTX is None on an error."""
+    nvrtc = _nvrtc()
+
+    def checked(result):
+        error, *values = result
+        assert error == nvrtc.nvrtcResult.NVRTC_SUCCESS, f"NVRTC: {error}"
+        return values[0] if len(values) == 1 else values
+
+    program = checked(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []))
+    options = [
+        f"--gpu-architecture={architecture}".encode(),
+        *(o.encode() for o in cuda_fused.COMPILE_OPTIONS),
+    ]
+    (error,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+    log = bytearray(checked(nvrtc.nvrtcGetProgramLogSize(program)))
+    checked(nvrtc.nvrtcGetProgramLog(program, log))
+    ptx = None
+    if error == nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        ptx = bytearray(checked(nvrtc.nvrtcGetPTXSize(program)))
+        checked(nvrtc.nvrtcGetPTX(program, ptx))
+    checked(nvrtc.nvrtcDestroyProgram(program))
+    return (None if ptx is None else bytes(ptx).decode(errors="replace")), bytes(log).decode(errors="replace")
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("name", cuda_fused.KERNELS)
+def test_every_fused_source_compiles_for_the_gpus_lent(name, architecture):
+    source = importlib.import_module(f"{cuda_fused.__name__}.{name}").SOURCE
+    ptx, log = compile_to_ptx(source, name, architecture)
+    assert ptx is not None, f"{name}.cu does not compile for {architecture}:\n{log}"
+    for dtype in cuda_fused.C_TYPES.values():  # every entry the launches ask for, by dtype
+        for entry in re.findall(r"\b(\w+)_##T\(", source):
+            assert f".entry {entry}_{dtype}(" in ptx, f"{name}: no entry {entry}_{dtype} in the PTX"
+
+
+def test_a_compile_error_is_named_with_its_line():
+    source = 'extern "C" __global__ void broken(float* x) {\n    x[0] = undefined_name;\n}\n'
+    ptx, log = compile_to_ptx(source, "broken", ARCHITECTURES[0])
+    assert ptx is None
+    assert re.search(r"broken\.cu\(2\): error: identifier \"undefined_name\" is undefined", log), log
