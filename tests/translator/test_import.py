@@ -82,10 +82,65 @@ def up_to_end(ids, pad):
     return ids[: ids.index(EOS) + 1] if EOS in ids else ids
 
 
+FLOAT32_ROUNDOFF = 2.0**-24
+
+
+def teacher_forced_scores(model, src, pad, sequences, length_penalty):
+    """The exact score of each of generate()'s hypotheses (rows of ``sequences``, the start token first,
+    len(sequences) // len(src) of them a source): the float64 model teacher-forced on it, log-softmax in
+    float64, summed over its tokens up to </s> (all of them when none) and divided by
+    length ** length_penalty, as generate() scores a finished hypothesis (length: the tokens generated,
+    </s> included). Returns (scores, bounds): how far generate()'s float32 arithmetic may move each score.
+    """
+    sources = np.repeat(src, len(sequences) // len(src), axis=0)
+    with torch.no_grad():
+        logits = model(
+            input_ids=torch.tensor(sources),
+            attention_mask=torch.tensor(sources != pad),
+            decoder_input_ids=torch.tensor(sequences[:, :-1]),
+        ).logits.numpy()
+    targets = sequences[:, 1:]
+    lengths = np.array([len(up_to_end(row.tolist(), pad)) for row in targets])
+    generated = np.arange(targets.shape[1]) < lengths[:, None]
+    top = logits.max(-1)
+    shifted = logits - top[..., None]
+    total = np.exp(shifted).sum(-1)
+    chosen = np.take_along_axis(logits, targets[..., None], -1)[..., 0]
+    log_probs = chosen - top - np.log(total)
+    penalty = lengths.astype(np.float64) ** length_penalty
+    scores = (log_probs * generated).sum(-1) / penalty
+    # generate() casts each step's float64 logits z to float32 and there takes torch's log_softmax,
+    # y = (z_i - m) - log S with m = max z, S = sum_j exp(z_j - m). To first order in u = 2**-24:
+    # - the cast moves each z_j by <= u |z_j|, hence y (1-Lipschitz in z_i, and in z's max-norm through
+    #   log S) by <= u (|z_i| + max |z|);
+    # - z_j - m rounds by <= u (m - z_j), so exp(z_j - m) by that relatively and S by <= u sum_j p_j
+    #   (m - z_j) (p = softmax(z)); exp within 1 ulp (Sleef's u10 kernels) adds <= 2u; summing V positive
+    #   terms, in any order (the CPU's vector kernel picks it), <= (V - 1) u; log S moves by S's relative
+    #   error and rounds (1 ulp) by <= 2u log S;
+    # - the two subtractions round by <= u (m - z_i) and u |y|.
+    # The running score s_t = s_{t-1} + y_t then rounds by <= u |s_t| (exact at the first step, from 0),
+    # and the division by length ** length_penalty, its divisor rounded to float32 (maybe taken as a
+    # reciprocal), by <= 3u |score|. generate()'s incremental float64 logits differ from these by float64
+    # rounding only: that and the terms in u**2 stay within the 2**-10 of slack.
+    vocab = logits.shape[-1]
+    probs = np.exp(shifted) / total[..., None]
+    cast = abs(chosen) + abs(logits).max(-1)
+    log_total = (probs * -shifted).sum(-1) + 2 + (vocab - 1) + 2 * np.log(total)
+    subtractions = (top - chosen) + abs(log_probs)
+    per_step = cast + log_total + subtractions
+    running = np.cumsum(log_probs * generated, axis=-1)
+    accumulated = (abs(running) * generated)[:, 1:].sum(-1)
+    bounds = FLOAT32_ROUNDOFF * ((per_step * generated).sum(-1) + accumulated) / penalty
+    bounds += 3 * FLOAT32_ROUNDOFF * abs(scores)
+    return scores, bounds * (1 + 2.0**-10)
+
+
 def test_beam_search_equals_generate(tmp_path):
-    """Every hypothesis of num_beams=4, num_return_sequences=2 equal, tokens and scores (transformers
-    scores in float32: within 1e-6), over length penalties, lengths, early stopping and models whose
-    translations end early, late or not at all."""
+    """Every hypothesis of num_beams=4, num_return_sequences=2 equal, over length penalties, lengths,
+    early stopping and models whose translations end early, late or not at all: the tokens exactly; our
+    float64 scores within 1e-9 relatively of the exact float64 score of transformers' hypotheses
+    (teacher_forced_scores); transformers' scores, which it rounds in float32, within the bound derived
+    there for that rounding."""
     rng = np.random.default_rng(1)
     lengths, differ = set(), 0
     for eos_bias in (3.0, 4.0, 6.0):
@@ -133,7 +188,13 @@ def test_beam_search_equals_generate(tmp_path):
                             mine = up_to_end(ids[row, k].tolist(), pad)
                             assert mine == up_to_end(theirs[row, k].tolist(), pad), f"{where}, row {row}"
                             lengths.add(len(mine) if mine[-1] == EOS else None)
-                    np.testing.assert_allclose(scores, their_scores, rtol=1e-6, err_msg=where)
+                    exact, rounding = teacher_forced_scores(
+                        model, src, pad, out.sequences.numpy(), length_penalty
+                    )
+                    np.testing.assert_allclose(scores, exact.reshape(6, 2), rtol=1e-9, atol=0, err_msg=where)
+                    np.testing.assert_array_less(
+                        abs(their_scores - exact.reshape(6, 2)), rounding.reshape(6, 2), where
+                    )
                     default, _ = beam_search_n_best(
                         ours, src, mask, max_len, pad, EOS, length_penalty=length_penalty, pad_id=pad
                     )
