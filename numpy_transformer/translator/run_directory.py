@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from ..files import SaveError, write_text_atomically
 from .checkpoint import FILENAME, load_meta, resolve_path
+from .config import refuse_empty
 from .run_state import KEPT_NAME, RunState
 
 LOG_NAME = "log.jsonl"
@@ -159,16 +160,6 @@ def check_average_out(out: str | Path, inputs: Sequence[str | Path], overwrite: 
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"--out {out} cannot be written: {existing} is not a writable directory")
     return target
-
-
-def refuse_empty(out: str | Path | None, name: str = "--out", where: str = "") -> None:
-    """``out`` "" would be the working directory: an empty argument is most often an unset shell variable.
-    The one refusal of an empty path: the parser's (``where`` which of several), TrainConfig's, the run's."""
-    if out == "":
-        raise ValueError(
-            f"{name} is empty{where}: expected a path; an empty argument is most often a shell variable "
-            "that is not set"
-        )
 
 
 class RunLock:

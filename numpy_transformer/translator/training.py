@@ -57,11 +57,11 @@ from .checkpoint import (
     serialized_tokenizer,
     task_recipe,
 )
-from .config import ModelConfig, TrainConfig, config_toml, fine_tune_settings
+from .config import ModelConfig, TrainConfig, config_toml, fine_tune_settings, refuse_empty
 from .corpora import printable
 from .distributed import Communicator, ranks_of
 from .evaluation import evaluate, format_metrics
-from .run_directory import RunFiles, check_fit_directory, refuse_empty
+from .run_directory import RunFiles, check_fit_directory
 from .run_state import EvaluationState, RunState
 from .tasks import FileTask, SubwordDropout, TranslationTask, make_task
 from .thread_parallel import DataParallel, auto_threads, mask_rows

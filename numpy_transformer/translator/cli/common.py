@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from ..config import refuse_empty
 from ..distributed import launched_rank
-from ..run_directory import refuse_empty
 
 DEFAULT_OUT = "runs/numbers-en-fr"
 
