@@ -13,6 +13,7 @@ from ..backend import to_numpy
 from ..kernels import ops
 from ..machine import require
 from ..model import Transformer, build_transformer, make_src_mask
+from ..presets import LABEL_SMOOTHING
 from .batches import Batch, pad, target_mask
 from .decoding import greedy_decode
 from .tasks import TranslationTask
@@ -187,7 +188,7 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
 
 
 def gradient_norms(
-    model: Transformer, batch: Batch, label_smoothing: float = 0.1, pad_id: int = PAD_ID
+    model: Transformer, batch: Batch, label_smoothing: float = LABEL_SMOOTHING, pad_id: int = PAD_ID
 ) -> dict[str, float]:
     """Gradient norm of each stage, in forward order: embeddings, each encoder/decoder layer, norms, projection."""
     model.eval().zero_grad()
