@@ -615,3 +615,15 @@ def test_a_vocab_size_for_a_fine_tune_without_subwords_of_its_own_says_what_it_k
         f"tokenizer and its {kind}vocabulary of 56 units$",
         str(refused.value),
     )
+
+
+def test_a_name_that_moved_out_of_config_answers_with_its_new_place():
+    import numpy_transformer.translator.config as config
+
+    with pytest.raises(
+        ImportError, match="translator.config.setting has moved: import numpy_transformer.settings"
+    ):
+        from numpy_transformer.translator.config import setting  # noqa: F401
+    with pytest.raises(ImportError, match="import numpy_transformer.presets.SMALL instead"):
+        config.TASK_SIZES  # noqa: B018
+    assert not hasattr(config, "no_such_setting")

@@ -13,6 +13,9 @@ fine-tune may change (``resuming``). The rooms:
 - ``resuming``: the rules of ``--resume`` and of a fine-tune (``--from``).
 """
 
+from typing import NoReturn
+
+from ...moved import MOVED, refuse_moved
 from .command_line import add_arguments, given_settings
 from .resuming import (
     fine_tune_settings,
@@ -82,3 +85,10 @@ __all__ = [
     "sizes_for_corpus",
     "toml_string",
 ]
+
+
+def __getattr__(name: str) -> NoReturn:
+    """A name that moved out of this module (the settings schema, the presets) answers with its new place."""
+    if f"{__name__}.{name}" in MOVED:
+        refuse_moved(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
