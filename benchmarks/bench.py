@@ -36,6 +36,7 @@ import numpy as np
 
 import numpy_transformer as nt
 from numpy_transformer.optim import Adam
+from numpy_transformer.presets import LABEL_SMOOTHING
 from numpy_transformer.translator.decoder_cache import DecoderCache
 from numpy_transformer.translator.decoding import decoding_blas_threads, greedy_decode
 from numpy_transformer.translator.thread_parallel import DataParallel, auto_threads
@@ -157,7 +158,7 @@ class NumpyRunner:
     def train_step(self) -> None:
         self.optimizer.zero_grad()
         self.parallel.loss_and_backward(
-            self.src, self.tgt, self.src_mask, self.tgt_mask, self.labels, PAD, 0.1
+            self.src, self.tgt, self.src_mask, self.tgt_mask, self.labels, PAD, LABEL_SMOOTHING
         )
         self.optimizer.step()
 
@@ -223,7 +224,7 @@ class TorchRunner:
             if p.dim() > 1:
                 torch.nn.init.xavier_uniform_(p)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-        self.loss = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
+        self.loss = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=LABEL_SMOOTHING)
         src, tgt, labels = make_data(config, batch, length)
         self.src, self.tgt, self.labels = (torch.from_numpy(a).to(device) for a in (src, tgt, labels))
         self.src_mask = (self.src != PAD)[:, None, None, :]

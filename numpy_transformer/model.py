@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import Field, dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from .backend import Array, get_array_module, make_rng, require_array, resolve_dtype
@@ -27,6 +27,8 @@ from .layers import (
     check_token_ids,
 )
 from .module import Module, ModuleList
+from .presets import BASE
+from .settings import Checked, setting
 
 ATTENTION_KINDS = {"mha": MultiHeadAttentionBlock, "mla": MultiHeadLatentAttentionBlock}
 
@@ -277,41 +279,40 @@ def parameter_count(config: TransformerConfig | Mapping[str, Any]) -> int:
 
 
 DTYPES = ("float32", "float64")  # the weights' and activations' floating-point types
-POSITIVE = {"minimum": 1}  # the checks of a size: an integer >= 1
 
 
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(Checked):
     """The model's shape and architecture: every setting of it, declared once.
 
-    Each field is a setting's name, type and default (the paper's base model), and its ``metadata``
-    its checks: the bounds ``minimum`` and ``below`` (exclusive), the ``choices``. Every value is
-    checked against them when the configuration is made, before anything is allocated, and so are
-    the settings that depend on each other; integers and flags are stored as plain ``int`` and
-    ``bool``, the dtype as its name. :func:`build_transformer` builds the model it describes, taking
-    it or its fields; the model keeps it (``model.config``) and every checkpoint holds it (``asdict``);
-    the toolkit's ModelConfig makes its settings of a run from these fields.
+    Each field is a setting (``numpy_transformer.settings``): its name, its type, its default (the
+    paper's base model, ``presets.BASE``) and its checks (``minimum``, ``below``, ``choices``). Every
+    value is checked when the configuration is made, before anything is allocated, and so are the
+    settings that depend on each other; integers and flags are stored as plain ``int`` and ``bool``,
+    the dtype as its name. :func:`build_transformer` builds the model it describes, taking it or its
+    fields; the model keeps it (``model.config``) and every checkpoint holds it (``asdict``); the
+    toolkit's ModelConfig declares the settings of it a run may give, held to agree by a test.
     """
 
-    src_vocab_size: int = field(metadata=POSITIVE)
-    tgt_vocab_size: int = field(metadata=POSITIVE)
-    src_seq_len: int = field(metadata=POSITIVE)
-    tgt_seq_len: int = field(metadata=POSITIVE)
-    d_model: int = field(default=512, metadata=POSITIVE)
-    N: int = field(default=6, metadata=POSITIVE)
-    h: int = field(default=8, metadata=POSITIVE)
-    dropout: float = field(default=0.1, metadata={"minimum": 0.0, "below": 1.0})
-    d_ff: int = field(default=2048, metadata=POSITIVE)
-    attention: str = field(default="mha", metadata={"choices": tuple(ATTENTION_KINDS)})
-    norm_first: bool = True
-    dtype: str = field(default="float32", metadata={"choices": DTYPES})
-    tie_embeddings: bool = False
-    shared_vocab: bool = False
-    activation: str = field(default="relu", metadata={"choices": ACTIVATIONS})
-    attention_bias: bool = False
-    positions: str = field(default="interleaved", metadata={"choices": POSITION_LAYOUTS})
-    final_norm: bool = True
-    padding_idx: int | None = field(default=None, metadata={"minimum": 0})  # below both vocabularies' sizes
+    src_vocab_size: int = setting(minimum=1)
+    tgt_vocab_size: int = setting(minimum=1)
+    src_seq_len: int = setting(minimum=1)
+    tgt_seq_len: int = setting(minimum=1)
+    d_model: int = setting(BASE.d_model, minimum=1)
+    N: int = setting(BASE.N, minimum=1)
+    h: int = setting(BASE.h, minimum=1)
+    dropout: float = setting(BASE.dropout, minimum=0.0, below=1.0)
+    d_ff: int = setting(BASE.d_ff, minimum=1)
+    attention: str = setting("mha", choices=tuple(ATTENTION_KINDS))
+    norm_first: bool = setting(True)
+    dtype: str = setting("float32", choices=DTYPES)
+    tie_embeddings: bool = setting(False)
+    shared_vocab: bool = setting(False)
+    activation: str = setting("relu", choices=ACTIVATIONS)
+    attention_bias: bool = setting(False)
+    positions: str = setting("interleaved", choices=POSITION_LAYOUTS)
+    final_norm: bool = setting(True)
+    padding_idx: int | None = setting(None, minimum=0)  # below both vocabularies' sizes
 
     @classmethod
     def of(cls, config: TransformerConfig | Mapping[str, Any]) -> TransformerConfig:
@@ -331,8 +332,9 @@ class TransformerConfig:
         return cls(**{name: value for name, value in config.items() if name != "seed"})
 
     def __post_init__(self) -> None:
-        for item in fields(self):
-            object.__setattr__(self, item.name, _checked_setting(item, getattr(self, item.name)))
+        if not isinstance(self.dtype, str):  # a NumPy dtype too: stored as its name (the backend's check)
+            object.__setattr__(self, "dtype", get_array_module().dtype(resolve_dtype(self.dtype)).name)
+        super().__post_init__()
         src_vocab, tgt_vocab, d_model, h = self.src_vocab_size, self.tgt_vocab_size, self.d_model, self.h
         attention, padding_idx = self.attention, self.padding_idx
         if self.shared_vocab and src_vocab != tgt_vocab:
@@ -345,42 +347,11 @@ class TransformerConfig:
             raise ValueError(f"attention_bias=True needs attention='mha', got attention={attention!r}")
         if attention == "mla" and d_model % 4 != 0:
             raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
-        if padding_idx is not None and (
-            isinstance(padding_idx, bool)
-            or not isinstance(padding_idx, numbers.Integral)
-            or not 0 <= padding_idx < min(src_vocab, tgt_vocab)
-        ):
+        if padding_idx is not None and padding_idx >= min(src_vocab, tgt_vocab):
             raise ValueError(
                 f"padding_idx must be None or a token id of both vocabularies, in [0, "
                 f"{min(src_vocab, tgt_vocab)}), got {padding_idx!r}"
             )
-        object.__setattr__(self, "padding_idx", None if padding_idx is None else int(padding_idx))
-
-
-def _checked_setting(item: Field[Any], value: Any) -> Any:
-    """``value`` of TransformerConfig's field ``item``, checked against its type and metadata and
-    stored plainly; padding_idx, whose bound is the vocabularies' sizes, is checked with them."""
-    name, meta = item.name, item.metadata
-    if item.type == "bool":
-        if isinstance(value, str) or value not in (True, False):  # NumPy's booleans compare equal too
-            raise TypeError(f"{name} must be True or False, got {value!r}")
-        return bool(value)
-    if item.type == "int":  # a size (POSITIVE); NumPy integers are integers too
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < meta["minimum"]:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        return int(value)
-    if item.type == "float":
-        bounds = f"[{meta['minimum']:g}, {meta['below']:g})"
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{name} must be a number in {bounds}, got {value!r}")
-        if not meta["minimum"] <= float(value) < meta["below"]:
-            raise ValueError(f"{name} must be in {bounds}, got {value!r}")
-        return float(value)
-    if name == "dtype":  # a NumPy dtype too: stored as its name (the backend's check)
-        value = get_array_module().dtype(resolve_dtype(value)).name
-    if item.type == "str" and (not isinstance(value, str) or value not in meta["choices"]):
-        raise ValueError(f"{name} must be one of {meta['choices']}, got {value!r}")
-    return value
 
 
 def build_transformer(*args: Any, seed: int | None = 0, **settings: Any) -> Transformer:

@@ -3,7 +3,8 @@
 An old module path that no longer exists is a two-line module that calls ``refuse_moved(__name__)``:
 importing it raises ``ModuleNotFoundError`` naming where the module went, so code written against an
 earlier version is told what to change. The workbook reads the same table to tell a learner whose
-file imports an old path.
+file imports an old path. A public name that moved out of a module that stays is refused the same
+way, by that module's ``__getattr__``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ MOVED: dict[str, str] = {
     "numpy_transformer.translator.checkpoint": "numpy_transformer.translator.run.checkpoint",
     "numpy_transformer.translator.run_directory": "numpy_transformer.translator.run.directory",
     "numpy_transformer.translator.run_state": "numpy_transformer.translator.run.state",
+    "numpy_transformer.translator.config.SettingTypeError": "numpy_transformer.settings.SettingTypeError",
+    "numpy_transformer.translator.config.check_value": "numpy_transformer.settings.check_value",
+    "numpy_transformer.translator.config.expected": "numpy_transformer.settings.expected",
+    "numpy_transformer.translator.config.flag_of": "numpy_transformer.settings.flag_of",
+    "numpy_transformer.translator.config.setting": "numpy_transformer.settings.setting",
+    "numpy_transformer.translator.config.TASK_SIZES": "numpy_transformer.presets.SMALL",
 }
 
 

@@ -15,6 +15,7 @@ from ..files import SaveError, write_atomically
 from ..kernels import ops
 from ..machine import require
 from ..model import Transformer, build_transformer, make_src_mask
+from ..presets import LABEL_SMOOTHING
 from .batches import Batch, pad, target_mask
 from .corpora import printable
 from .tasks import TranslationTask
@@ -268,7 +269,7 @@ def _stage_name(group: str) -> str:
 
 
 def gradient_norms(
-    model: Transformer, batch: Batch, label_smoothing: float = 0.1, pad_id: int = PAD_ID
+    model: Transformer, batch: Batch, label_smoothing: float = LABEL_SMOOTHING, pad_id: int = PAD_ID
 ) -> dict[str, float]:
     """Gradient norm of each stage, in forward order: embeddings, each encoder/decoder layer, norms, projection."""
     model.eval().zero_grad()

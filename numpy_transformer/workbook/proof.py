@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import get_array_module, to_numpy
+from ..presets import LABEL_SMOOTHING, LEARN_PROVE
 from . import blocks
 from .diagnosis import loss_of
 from .training import BlocksResult, blocks_using, train_blocks
@@ -26,14 +27,14 @@ class Recipe:
     exactly (the textbook's run reaches it at these settings; see docs/learn.md for its time)."""
 
     task: str = "numbers-en-fr"
-    width: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 128
+    width: int = LEARN_PROVE.d_model
+    n_layers: int = LEARN_PROVE.N
+    n_heads: int = LEARN_PROVE.h
+    d_ff: int = LEARN_PROVE.d_ff
     steps: int = 300
     batch_size: int = 64
     lr: float = 2e-3
-    label_smoothing: float = 0.1
+    label_smoothing: float = LABEL_SMOOTHING
     seed: int = 1
     test_size: int = 1000
     target: float = 0.9

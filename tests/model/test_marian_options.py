@@ -224,22 +224,22 @@ def test_defaults_are_unchanged():
         (
             {"activation": "swish"},
             ValueError,
-            r"activation must be one of \('relu', 'silu', 'gelu_tanh'\), got 'swish'",
+            r"activation must be one of relu, silu, gelu_tanh, got 'swish'",
         ),
         (
             {"positions": "marian"},
             ValueError,
-            r"positions must be one of \('interleaved', 'split'\), got 'marian'",
+            r"positions must be one of interleaved, split, got 'marian'",
         ),
-        ({"attention_bias": 2}, TypeError, r"attention_bias must be True or False, got 2"),
-        ({"final_norm": "no"}, TypeError, r"final_norm must be True or False, got 'no'"),
+        ({"attention_bias": 2}, TypeError, r"attention_bias must be true or false, got 2"),
+        ({"final_norm": "no"}, TypeError, r"final_norm must be true or false, got 'no'"),
         (
             {"attention_bias": True, "attention": "mla"},
             ValueError,
             r"attention_bias=True needs attention='mha'",
         ),
         ({"padding_idx": 11}, ValueError, r"padding_idx must be None or a token id of both vocabularies"),
-        ({"padding_idx": True}, ValueError, r"padding_idx must be None or a token id .* got True"),
+        ({"padding_idx": True}, ValueError, r"padding_idx must be an integer >= 0, got True"),
     ],
 )
 def test_bad_options_are_named(kwargs, error, message):

@@ -1,7 +1,7 @@
 """One source of truth for a run's settings: the flags, --config files, the saved config.toml and
---resume's checks all come from config.py's fields."""
+--resume's checks all come from the fields of the run's configuration (translator/config/run.py),
+declared as numpy_transformer.settings declares every checked setting."""
 
-import ast
 import inspect
 import os
 import re
@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from numpy_transformer import presets
 from numpy_transformer.model import TransformerConfig, build_transformer
-from numpy_transformer.translator import config as config_module
+from numpy_transformer.settings import flag_of
 from numpy_transformer.translator.cli import build_parser, main
 from numpy_transformer.translator.config import (
     DATA_LR,
@@ -22,11 +23,9 @@ from numpy_transformer.translator.config import (
     FROM_WARMUP,
     MODEL_SIZES,
     TASK_LR,
-    TASK_SIZES,
     WARMUP,
     ModelConfig,
     TrainConfig,
-    flag_of,
     read_config_file,
 )
 from numpy_transformer.translator.run.checkpoint import load_checkpoint
@@ -74,9 +73,13 @@ def test_every_setting_has_one_flag_and_the_parser_knows_them_all():
 TASK_DECIDED = {"src_vocab_size", "tgt_vocab_size", "src_seq_len", "tgt_seq_len", "shared_vocab"}
 
 
-def test_every_setting_of_the_architecture_is_declared_once_by_transformer_config():
-    """ModelConfig's fields are made from TransformerConfig's (type, default, checks), build_transformer
-    takes TransformerConfig's fields without naming any, and no class of the toolkit declares one."""
+CHECKS = ("choices", "minimum", "maximum", "above", "below")
+
+
+def test_model_config_agrees_with_transformer_config():
+    """ModelConfig declares the settings of TransformerConfig a run may give (every one but those its
+    task decides), each of the same type (a size the run chooses also None), default (a size: None)
+    and checks; build_transformer takes TransformerConfig's fields without naming any."""
     architecture = {item.name: item for item in fields(TransformerConfig)}
     settings = {item.name: item for item in fields(ModelConfig)}
     assert set(architecture) == set(settings) | TASK_DECIDED and not set(settings) & TASK_DECIDED
@@ -84,22 +87,23 @@ def test_every_setting_of_the_architecture_is_declared_once_by_transformer_confi
         declared, chosen = architecture[name], name in MODEL_SIZES  # the run chooses a size not given
         assert item.type == (f"{declared.type} | None" if chosen else declared.type), name
         assert item.default == (None if chosen else declared.default), name
-        for check in ("minimum", "below", "choices"):
-            assert item.metadata[check] == declared.metadata.get(check), (name, check)
+        for check in CHECKS:
+            assert item.metadata[check] == declared.metadata[check], (name, check)
     assert set(inspect.signature(build_transformer).parameters) == {"args", "seed", "settings"}
-    toolkit = Path(config_module.__file__).parent
-    declared_again = [
-        f"{path.relative_to(toolkit)}: {node.name}.{statement.target.id}"
-        for path in toolkit.rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.ClassDef)
-        for statement in node.body
-        if isinstance(statement, ast.AnnAssign)
-        and isinstance(statement.target, ast.Name)
-        and statement.target.id in architecture
-    ]
-    # TrainConfig.shared_vocab makes the task's one vocabulary, which the model's shared_vocab records
-    assert declared_again == ["config.py: TrainConfig.shared_vocab"]
+
+
+def test_every_size_is_a_preset():
+    """TransformerConfig's defaults are the paper's base model, a generated task's model is SMALL, and
+    a corpus run's sizes are a row of CORPUS_SIZES."""
+    defaults = {item.name: item.default for item in fields(TransformerConfig)}
+    assert {name: defaults[name] for name in MODEL_SIZES} == presets.BASE.settings()
+    assert ModelConfig().resolve() == ModelConfig(**presets.SMALL.settings())
+    for minutes, pairs, size in presets.CORPUS_SIZES:
+        chosen = ModelConfig().resolve(pairs, minutes or 1.0)
+        assert {name: getattr(chosen, name) for name in ("d_model", "N", "h", "d_ff")} == {
+            name: value for name, value in size.settings().items() if name != "dropout"
+        }
+    assert TrainConfig().label_smoothing == presets.LABEL_SMOOTHING
 
 
 def test_a_setting_of_the_architecture_is_checked_as_transformer_config_declares_it(tmp_path, capsys):
@@ -384,7 +388,9 @@ def test_a_corpus_run_chooses_what_it_was_not_given_and_keeps_what_it_was():
     assert ModelConfig(dropout=0.0, d_model=64).resolve(2_000, 15.0).dropout == 0.0
     assert ModelConfig(dropout=0.1).resolve(50_000, 15.0).dropout == 0.1
     assert ModelConfig().resolve(500_000, 120.0).d_model == 256  # hours on a large corpus pay for width
-    assert ModelConfig().resolve() == ModelConfig(**TASK_SIZES)  # a generated task's fixed model
+    assert ModelConfig().resolve() == ModelConfig(
+        **presets.SMALL.settings()
+    )  # a generated task's fixed model
     # a width given alone gets the most heads up to the chosen 4 that divide it; given heads are kept
     assert ModelConfig(d_model=30).resolve(50_000, 15.0).h == 3
     assert ModelConfig(d_model=30, h=4).resolve(50_000, 15.0).h == 4  # build_transformer refuses it
@@ -609,3 +615,15 @@ def test_a_vocab_size_for_a_fine_tune_without_subwords_of_its_own_says_what_it_k
         f"tokenizer and its {kind}vocabulary of 56 units$",
         str(refused.value),
     )
+
+
+def test_a_name_that_moved_out_of_config_answers_with_its_new_place():
+    import numpy_transformer.translator.config as config
+
+    with pytest.raises(
+        ImportError, match="translator.config.setting has moved: import numpy_transformer.settings"
+    ):
+        from numpy_transformer.translator.config import setting  # noqa: F401
+    with pytest.raises(ImportError, match="import numpy_transformer.presets.SMALL instead"):
+        config.TASK_SIZES  # noqa: B018
+    assert not hasattr(config, "no_such_setting")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...kernels import using_kernels
+from ...presets import LEARN_TRAIN
 from ..distributed import launched_rank
 from ..run.directory import CONFIG_NAME
 from .train import add_train_arguments, require_evaluation_library, run_train
@@ -20,11 +21,7 @@ LEARN_DEFAULTS = {
     "train.steps": 400,
     "train.lr": 3e-3,
     "train.warmup": 50,
-    "model.d_model": 32,
-    "model.N": 1,
-    "model.h": 2,
-    "model.d_ff": 64,
-    "model.dropout": 0.0,
+    **{f"model.{name}": value for name, value in LEARN_TRAIN.settings().items()},
 }
 
 
