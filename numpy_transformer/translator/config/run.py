@@ -347,49 +347,60 @@ class TrainConfig(Checked):
             )
 
     def resolve(self, *, saved: bool = False) -> TrainConfig:
-        """The configuration with every setting the run chooses filled in; refuses settings that
-        cannot apply to the chosen task instead of dropping them. Without --steps, a --data run
+        """The configuration with every setting the run chooses filled in (RunChoices); refuses settings
+        that cannot apply to the chosen task instead of dropping them. Without --steps, a --data run
         has a time budget, and the Trainer plans its steps to fit it (training.TimeBudget).
 
         ``saved``: the settings of a saved run read back (Trainer.resume), which the rates a new run
         is refused (a --min-lr above --lr, a --lr-floor not below it) never refuse: the run was
         saved before those refusals, or with them.
         """
-        resolved = self._resolved()
+        resolved = RunChoices(self).settings()
         if not saved:
             resolved._check_rates()
         return resolved
 
-    def _resolved(self) -> TrainConfig:
-        """resolve's settings, its rates unchecked."""
-        if self.steps is not None and self.time_budget is not None:
+
+class RunChoices:
+    """What a run chooses where its settings were left unset (TrainConfig.resolve): a generated
+    task's defaults, or a corpus's (its tokenizer, time budget, learning rate, patience), and the
+    optimiser; a setting that cannot apply to what is chosen is refused, not dropped."""
+
+    def __init__(self, given: TrainConfig) -> None:
+        self.given = given
+
+    def settings(self) -> TrainConfig:
+        """The given settings with what the run chooses filled in, its rates unchecked."""
+        given = self.given
+        if given.steps is not None and given.time_budget is not None:
             raise ValueError(
-                f"give --steps or --time-budget, not both (steps {self.steps}, time-budget {self.time_budget:g})"
+                f"give --steps or --time-budget, not both (steps {given.steps}, "
+                f"time-budget {given.time_budget:g})"
             )
-        if self.from_run is not None and self.data is None:
-            raise ValueError(f"--from {self.from_run} fine-tunes on a corpus of yours: give --data FILE.tsv")
-        if self.tokenizer == "marian" and self.from_run is None:
+        if given.from_run is not None and given.data is None:
+            raise ValueError(f"--from {given.from_run} fine-tunes on a corpus of yours: give --data FILE.tsv")
+        if given.tokenizer == "marian" and given.from_run is None:
             raise ValueError(
                 "--tokenizer marian is an imported Marian model's own: fine-tune that model with "
                 "--from RUN (numpy-transformer import DIR --out RUN writes the run)"
             )
-        optimizer, weight_decay = self._optimizer()
-        if self.data is None:
-            task = self.task or DEFAULT_TASK
+        optimizer, weight_decay = self.optimizer()
+        if given.data is None:
+            task = given.task or DEFAULT_TASK
             not_applicable = [
                 name
                 for name, value in (
-                    ("vocab-size", self.vocab_size),
-                    ("max-length", self.max_length),
-                    ("bpe-dropout", self.bpe_dropout or None),
+                    ("vocab-size", given.vocab_size),
+                    ("max-length", given.max_length),
+                    ("bpe-dropout", given.bpe_dropout or None),
                 )
                 if value is not None
-            ] + (["shared-vocab"] if self.shared_vocab else [])
+            ] + (["shared-vocab"] if given.shared_vocab else [])
             if not_applicable:
                 raise ValueError(
                     f"--{not_applicable[0]} applies to --data corpora only, not to the task {task}"
                 )
-            tokenizer = self.tokenizer or TASK_TOKENIZERS[task]
+            tokenizer = given.tokenizer or TASK_TOKENIZERS[task]
             if task != "numbers-en-fr" and tokenizer != "char":
                 raise ValueError(
                     f"the task {task} is written in characters: --tokenizer {tokenizer} does not apply"
@@ -397,48 +408,49 @@ class TrainConfig(Checked):
             if tokenizer == "bpe":
                 raise ValueError("--tokenizer bpe learns from a corpus: give --data FILE.tsv")
             return replace(
-                self,
+                given,
                 task=task,
                 tokenizer=tokenizer,
-                steps=self.steps or (None if self.time_budget else TASK_STEPS),
-                lr=self.lr or TASK_LR,
-                warmup=self.warmup or WARMUP,
+                steps=given.steps or (None if given.time_budget else TASK_STEPS),
+                lr=given.lr or TASK_LR,
+                warmup=given.warmup or WARMUP,
                 optimizer=optimizer,
                 weight_decay=weight_decay,
-                patience=0 if self.patience is None else self.patience,
+                patience=0 if given.patience is None else given.patience,
             )
         # --from: the run's own tokenizer and vocabularies (Trainer.create fills them in)
-        chosen = self.tokenizer or (None if self.from_run else "bpe")
-        if chosen not in ("bpe", None) and self.vocab_size is not None:
+        chosen = given.tokenizer or (None if given.from_run else "bpe")
+        if chosen not in ("bpe", None) and given.vocab_size is not None:
             raise ValueError(f"--vocab-size applies to --tokenizer bpe only, not {chosen}")
         return replace(
-            self,
+            given,
             tokenizer=chosen,
             # None: the corpus chooses (a --from run: the run's own)
-            vocab_size=self.vocab_size if chosen in ("bpe", None) else None,
-            max_length=self.max_length or MAX_LENGTH,
-            lr=self.lr or (FROM_LR if self.from_run else DATA_LR),
-            warmup=self.warmup or (FROM_WARMUP if self.from_run else WARMUP),
+            vocab_size=given.vocab_size if chosen in ("bpe", None) else None,
+            max_length=given.max_length or MAX_LENGTH,
+            lr=given.lr or (FROM_LR if given.from_run else DATA_LR),
+            warmup=given.warmup or (FROM_WARMUP if given.from_run else WARMUP),
             optimizer=optimizer,
             weight_decay=weight_decay,
             time_budget=DATA_TIME_BUDGET
-            if self.steps is None and self.time_budget is None
-            else self.time_budget,
-            patience=DATA_PATIENCE if self.patience is None else self.patience,
+            if given.steps is None and given.time_budget is None
+            else given.time_budget,
+            patience=DATA_PATIENCE if given.patience is None else given.patience,
         )
 
-    def _optimizer(self) -> tuple[str, float]:
+    def optimizer(self) -> tuple[str, float]:
         """The optimiser and weight decay the run uses: AdamW with DATA_WEIGHT_DECAY for a new model
         on --data, Adam (no decay) otherwise, unless given; a decay given to Adam is refused."""
-        new_model_on_data = self.data is not None and self.from_run is None
-        optimizer = self.optimizer or (DATA_OPTIMIZER if new_model_on_data else "adam")
-        if optimizer == "adam" and self.weight_decay:
-            chosen = "--optimizer adam" if self.optimizer else "Adam, this run's default optimiser"
+        given = self.given
+        new_model_on_data = given.data is not None and given.from_run is None
+        optimizer = given.optimizer or (DATA_OPTIMIZER if new_model_on_data else "adam")
+        if optimizer == "adam" and given.weight_decay:
+            chosen = "--optimizer adam" if given.optimizer else "Adam, this run's default optimiser"
             raise ValueError(
-                f"--weight-decay {self.weight_decay:g} applies to --optimizer adamw only, not to {chosen}"
+                f"--weight-decay {given.weight_decay:g} applies to --optimizer adamw only, not to {chosen}"
             )
-        if self.weight_decay is not None:
-            return optimizer, self.weight_decay
+        if given.weight_decay is not None:
+            return optimizer, given.weight_decay
         return optimizer, DATA_WEIGHT_DECAY if new_model_on_data and optimizer == "adamw" else 0.0
 
 
