@@ -135,6 +135,34 @@ def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
     return dtable
 
 
+def label_smoothed_cross_entropy(
+    logits: Array, targets: Array, labelled: Array, label_smoothing: float, dloss: float
+) -> tuple[Array, Array]:
+    """The textbook's cross_entropy_forward and cross_entropy_backward(dloss) of the ``labelled`` rows,
+    every row of the (N, V) logits taken and the mean weighted by the (N,) mask, so that nothing is
+    read on the host: the loss is a 0-d array (NaN where no row is labelled), the gradient (N, V) is
+    zero on the other rows. ``targets`` (N,) may hold anything where the mask is false."""
+    xp = get_array_module()
+    n_classes = logits.shape[-1]
+    rows = xp.arange(logits.shape[0])
+    safe_targets = xp.where(labelled, targets, 0)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = xp.exp(shifted)
+    total = exp.sum(axis=-1, keepdims=True)
+    log_probs = shifted - xp.log(total)
+    nll = -log_probs[rows, safe_targets]
+    smooth = log_probs.sum(axis=-1) * (-1.0 / n_classes)
+    weights = labelled.astype(logits.dtype)
+    count = weights.sum()
+    per_token = (1.0 - label_smoothing) * nll + label_smoothing * smooth
+    loss = (per_token * weights).sum() / count
+    dlogits = exp / total
+    dlogits -= label_smoothing / n_classes
+    dlogits[rows, safe_targets] -= 1.0 - label_smoothing
+    dlogits *= (weights * (dloss / count))[:, None]
+    return loss, dlogits
+
+
 class AdamUpdate:
     """Adam.step's update over the model's flat buffers, equal to the textbook loop in Adam.step.
 
