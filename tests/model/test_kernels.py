@@ -448,9 +448,11 @@ def test_cuda_label_smoothed_cross_entropy_weights_the_labelled_rows(n, vocab, s
 
 
 @compares(("cuda", "AdamUpdate"))
+@pytest.mark.parametrize("fused", ["none", "adam"])  # the array operations, the fused kernel's twin
 @pytest.mark.parametrize("kind", ["mha", "mla"])
 @pytest.mark.parametrize("decay", [0.0, 0.1])
-def test_cuda_adam_update_over_the_flat_buffers(kind, decay):
+def test_cuda_adam_update_over_the_flat_buffers(kind, decay, fused, monkeypatch):
+    monkeypatch.setenv("NUMPY_TRANSFORMER_FUSED", fused)
     COMPARED.add(("cuda", "AdamUpdate"))
     models = [tiny_model(kind, True, dropout=0.0, seed=3) for _ in "ab"]
     with using_kernels("reference"):
