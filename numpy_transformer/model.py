@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any
 
-from .backend import Array, backend_name, get_array_module, make_rng, require_array, resolve_dtype, to_numpy
+from .backend import Array, backend_name, get_array_module, make_rng, require_array, resolve_dtype
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .kernels import ops
 from .kernels.cuda import label_smoothed_cross_entropy
@@ -206,21 +206,20 @@ def loss_and_backward(
     those of ``model.forward`` and ``model.backward`` over the whole (B, T) grid (to rounding),
     without the padding's share of the work. On a GPU (CuPy) every position is projected and the
     loss is the mean weighted by the labels' mask (as loss_and_backward_on_device), since choosing
-    the labelled positions would wait for the device; the loss is read at the end, with the count of
-    labelled tokens (labels all ``pad_id`` are refused then, after the work).
+    the labelled positions would wait for the device in the middle of the step.
     """
     xp = get_array_module()
     check_loss_settings(pad_id, label_smoothing, weight)
     check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id)
     labelled = labels != pad_id
-    if backend_name() == "cupy":  # the loss and the labels' count read together, at the end
-        loss = _masked_loss_and_backward(
-            model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight
-        )
-        loss, count = to_numpy(xp.stack([loss, labelled.sum().astype(loss.dtype)])).tolist()
-        if count == 0:
+    if backend_name() == "cupy":  # no positions chosen on the device; the loss read at the end
+        if not bool(labelled.any()):
             raise ValueError(_ALL_PADDING.format(pad_id=pad_id))
-        return float(loss)
+        return float(
+            _masked_loss_and_backward(
+                model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight
+            )
+        )
     positions = xp.flatnonzero(labelled)  # the labelled positions of the B*T, in order
     if positions.size == 0:
         raise ValueError(_ALL_PADDING.format(pad_id=pad_id))
