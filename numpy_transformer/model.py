@@ -246,9 +246,10 @@ def loss_and_backward_on_device(
 ) -> Array:
     """loss_and_backward without a host synchronisation, for a GPU step that reads its loss once, at
     its end: the loss comes back as a 0-d array of the backend, and every check that would read the
-    device is the caller's, made on the host where it made the batch: the ids' range
-    (``check_token_ids`` of its host arrays) and labels that are not all ``pad_id`` (such labels give
-    a NaN loss here). Every position is projected; the loss is the mean weighted by the labels' mask."""
+    device is the caller's, made on the host where it made the batch: every id of src and tgt in its
+    vocabulary, every label other than ``pad_id`` in the target's, and at least one label (labels all
+    ``pad_id`` give a NaN loss here). Dtypes, shapes and masks are checked as loss_and_backward checks
+    them. Every position is projected; the loss is the mean weighted by the labels' mask."""
     check_loss_settings(pad_id, label_smoothing, weight)
     check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id, bounds=False)
     return _masked_loss_and_backward(
