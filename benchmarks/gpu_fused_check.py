@@ -24,7 +24,7 @@ import numpy as np
 
 from numpy_transformer import backend
 from numpy_transformer.kernels import cuda_fused
-from numpy_transformer.kernels.cuda_fused import attention_softmax, dropout, layer_norm
+from numpy_transformer.kernels.cuda_fused import adam, attention_softmax, cross_entropy, dropout, layer_norm
 
 BOUNDS = {"float64": 1e-12, "float32": 1e-5}  # kernel vs twin: worst relative error of an array
 LAUNCH_RUNS = [("tiny", "mha"), ("base", "mha"), ("base", "mla")]
@@ -76,10 +76,33 @@ def _attention_softmax(xp: Any, dtype: str, rng: np.random.Generator, rows: int,
     }
 
 
+def _cross_entropy(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    logits = xp.asarray((rng.standard_normal((rows, width)) * 3).astype(dtype))
+    labelled = rng.random(rows) < 0.75
+    labelled[0] = True
+    targets, mask = xp.asarray(np.where(labelled, rng.integers(0, width, rows), -100)), xp.asarray(labelled)
+    loss, dlogits = cross_entropy.forward_backward(logits, targets, mask, 0.1, 0.7)
+    twin_dlogits, row_loss = cross_entropy.rows_twin(logits, targets, mask, 0.1, 0.7)
+    return {"loss": (loss, cross_entropy.mean_twin(row_loss, mask)), "dlogits": (dlogits, twin_dlogits)}
+
+
+def _adam(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    size = rows * width
+    data, grad, m = (xp.asarray(rng.standard_normal(size).astype(dtype)) for _ in range(3))
+    v = xp.asarray(rng.random(size).astype(dtype))
+    decay = xp.asarray((np.arange(size) % 3 == 0).astype(dtype))
+    kernel, twin = [data.copy(), m.copy(), v.copy()], [data.copy(), m.copy(), v.copy()]
+    for update, (d, first, second) in ((adam.update, kernel), (adam.update_twin, twin)):
+        update(d, grad, first, second, decay, 1e-3, (0.9, 0.98), 1e-9, 7, 0.01)
+    return {name: (a, b) for name, a, b in zip(("data", "m", "v"), kernel, twin)}
+
+
 KERNEL_CHECKS: dict[str, Callable[..., dict]] = {
     "layer_norm": _layer_norm,
     "dropout": _dropout,
     "attention_softmax": _attention_softmax,
+    "cross_entropy": _cross_entropy,
+    "adam": _adam,
 }
 SHAPES = [(2048, 512), (7, 1000), (1, 3)]  # base's rows, a row wider than a block, a tiny ragged one
 

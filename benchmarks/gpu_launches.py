@@ -6,8 +6,9 @@
 The stand-in (tests/support/cupy_standin.py) counts every kernel CuPy 14 would launch for what the
 package calls, the way CuPy launches them (tests/support/cupy_launches.py: a 3-D product on its
 batched path, a mean as two kernels, a fused kernel as one), and every device-to-host
-synchronisation. For one training step (zero grads, forward, label-smoothed loss, backward, Adam:
-the step gpu_profile.py times on a GPU, after a first step that builds what later ones reuse) and
+synchronisation. For one training step (zero grads, forward, label-smoothed loss, backward, Adam, the
+loss read at the end: loss_and_backward_on_device, its ids checked on the host where the batch is made;
+after a first step that builds what later ones reuse) and
 one token of cached greedy decoding (the launches of 32 tokens less those of 16, over 16), it prints
 the launches by family and the synchronisations by kind; the last line is
 ``launches per training step: N, syncs: S``.
@@ -59,13 +60,16 @@ def count_launches(name: str, attention: str = "mha", small_shapes: bool = False
             config.update(src_vocab_size=vocab, tgt_vocab_size=vocab)
         model = nt.build_transformer(**config).train()
         optimizer = Adam(model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-        src, tgt, labels = (xp.asarray(a) for a in bench.make_data(config, batch, length))
+        host = bench.make_data(config, batch, length)
+        check_on_host(config, *host)
+        src, tgt, labels = (xp.asarray(a) for a in host)
         src_mask, tgt_mask = nt.make_src_mask(src, bench.PAD), nt.make_tgt_mask(tgt, bench.PAD)
 
-        def step() -> None:
+        def step() -> None:  # the loss read once, at the end
             optimizer.zero_grad()
-            nt.loss_and_backward(model, src, tgt, src_mask, tgt_mask, labels, bench.PAD, 0.1)
+            loss = nt.loss_and_backward_on_device(model, src, tgt, src_mask, tgt_mask, labels, bench.PAD, 0.1)
             optimizer.step()
+            float(loss)
 
         step()
         training = _counted(step)
@@ -88,6 +92,16 @@ def count_launches(name: str, attention: str = "mha", small_shapes: bool = False
         return {"config": name, "attention": attention, "training": training, "decoding": per_token}
     finally:
         backend.set_backend(previous)
+
+
+def check_on_host(config: dict, src, tgt, labels) -> None:
+    """What loss_and_backward_on_device leaves to the maker of the batch: the ids' range and a label."""
+    for ids, size, name in ((src, config["src_vocab_size"], "src"), (tgt, config["tgt_vocab_size"], "tgt")):
+        if ids.min() < 0 or ids.max() >= size:
+            raise ValueError(f"{name} holds ids outside the vocabulary [0, {size})")
+    labelled = labels[labels != bench.PAD]
+    if labelled.size == 0 or labelled.min() < 0 or labelled.max() >= config["tgt_vocab_size"]:
+        raise ValueError("labels hold no label, or ids outside the target vocabulary")
 
 
 def _counted(call) -> dict:

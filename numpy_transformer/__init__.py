@@ -37,6 +37,7 @@ from .model import (
     build_transformer,
     causal_mask,
     loss_and_backward,
+    loss_and_backward_on_device,
     make_src_mask,
     make_tgt_mask,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "gradcheck_module",
     "load_pretrained",
     "loss_and_backward",
+    "loss_and_backward_on_device",
     "make_src_mask",
     "make_tgt_mask",
     "set_backend",

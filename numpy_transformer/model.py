@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .backend import Array, get_array_module, make_rng, require_array, resolve_dtype
+from .backend import Array, backend_name, get_array_module, make_rng, require_array, resolve_dtype
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .kernels import ops
+from .kernels.cuda import label_smoothed_cross_entropy
 from .layers import (
     Decoder,
     DecoderBlock,
@@ -133,9 +134,11 @@ class Transformer(Module):
         encoder_output: Array | None = None,
         decode_src_mask: Array | None = None,
         labels: Array | None = None,
+        bounds: bool = True,
     ) -> None:
         """Validate ids, lengths and mask shapes before any work is done (the ids' bounds in one
-        transfer); ``labels``, the training targets, must have tgt's shape and be target ids."""
+        transfer; ``bounds=False``: not, the caller checked them on the host); ``labels``, the
+        training targets, must have tgt's shape and be target ids."""
         heads = self.config.h
         check_token_ids(
             [
@@ -146,7 +149,8 @@ class Transformer(Module):
                     (labels, self.config.tgt_vocab_size, "labels"),
                 )
                 if ids is not None
-            ]
+            ],
+            bounds,
         )
         if labels is not None:
             if tgt is None:
@@ -175,6 +179,9 @@ class Transformer(Module):
                 check_attention_mask(mask, (batch, heads, length, encoder_length), "src_mask")
 
 
+_ALL_PADDING = "labels: every token equals pad_id={pad_id!r}, so there is nothing to average the loss over"
+
+
 def loss_and_backward(
     model: Transformer,
     src: Array,
@@ -199,16 +206,25 @@ def loss_and_backward(
     ``tgt_vocab`` numbers; at a real vocabulary the projection is the step's largest product) would
     be computed for the loss to ignore, and its gradient is zero. So the loss and every gradient are
     those of ``model.forward`` and ``model.backward`` over the whole (B, T) grid (to rounding),
-    without the padding's share of the work.
+    without the padding's share of the work. On a GPU (CuPy) every position is projected and the
+    loss is the mean weighted by the labels' mask (as loss_and_backward_on_device), since choosing
+    the labelled positions would wait for the device in the middle of the step.
     """
     xp = get_array_module()
     check_loss_settings(pad_id, label_smoothing, weight)
     check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id)
-    positions = xp.flatnonzero(labels != pad_id)  # the labelled positions of the B*T, in order
-    if positions.size == 0:
-        raise ValueError(
-            f"labels: every token equals pad_id={pad_id!r}, so there is nothing to average the loss over"
+    labelled = labels != pad_id
+    if backend_name() == "cupy":  # no positions chosen on the device; the loss read at the end
+        if not bool(labelled.any()):
+            raise ValueError(_ALL_PADDING.format(pad_id=pad_id))
+        return float(
+            _masked_loss_and_backward(
+                model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight
+            )
         )
+    positions = xp.flatnonzero(labelled)  # the labelled positions of the B*T, in order
+    if positions.size == 0:
+        raise ValueError(_ALL_PADDING.format(pad_id=pad_id))
     decoded = model.decode(model.encode(src, src_mask, checked=True), src_mask, tgt, tgt_mask, checked=True)
     rows = decoded.reshape(-1, decoded.shape[-1])  # (B*T, d_model)
     logits = model.project(rows[positions])  # (n, tgt_vocab): n labelled positions
@@ -216,6 +232,52 @@ def loss_and_backward(
     drows = xp.zeros_like(rows)  # padding's rows stay zero
     drows[positions] = model.projection_layer.backward(ops.cross_entropy_backward(weight, cache))
     model.backward_decoded(drows.reshape(decoded.shape))
+    return loss
+
+
+def loss_and_backward_on_device(
+    model: Transformer,
+    src: Array,
+    tgt: Array,
+    src_mask: Array | None,
+    tgt_mask: Array | None,
+    labels: Array,
+    pad_id: int = 0,
+    label_smoothing: float = 0.0,
+    weight: float = 1.0,
+) -> Array:
+    """loss_and_backward without a host synchronisation, for a GPU step that reads its loss once, at
+    its end: the loss comes back as a 0-d array of the backend, and every check that would read the
+    device is the caller's, made on the host where it made the batch: every id of src and tgt in its
+    vocabulary, every label other than ``pad_id`` in the target's, and at least one label (labels all
+    ``pad_id`` give a NaN loss here). Dtypes, shapes and masks are checked as loss_and_backward checks
+    them. Every position is projected; the loss is the mean weighted by the labels' mask."""
+    check_loss_settings(pad_id, label_smoothing, weight)
+    check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id, bounds=False)
+    return _masked_loss_and_backward(
+        model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight
+    )
+
+
+def _masked_loss_and_backward(
+    model: Transformer,
+    src: Array,
+    tgt: Array,
+    src_mask: Array | None,
+    tgt_mask: Array | None,
+    labels: Array,
+    pad_id: int,
+    label_smoothing: float,
+    weight: float,
+) -> Array:
+    """The step over every position, the loss the mean of the labelled ones' (a 0-d array)."""
+    decoded = model.decode(model.encode(src, src_mask, checked=True), src_mask, tgt, tgt_mask, checked=True)
+    flat_labels = labels.reshape(-1)
+    logits = model.project(decoded.reshape(-1, decoded.shape[-1]))  # (B*T, tgt_vocab)
+    loss, dlogits = label_smoothed_cross_entropy(
+        logits, flat_labels, flat_labels != pad_id, label_smoothing, weight
+    )
+    model.backward_decoded(model.projection_layer.backward(dlogits).reshape(decoded.shape))
     return loss
 
 
@@ -242,14 +304,19 @@ def check_training_inputs(
     tgt_mask: Array | None,
     labels: Array,
     pad_id: int,
+    bounds: bool = True,
 ) -> None:
     """``model.check_inputs`` for a training step: also ``labels``, an integer array of tgt's shape
     whose ids other than ``pad_id`` lie in the target vocabulary (``pad_id`` itself may lie outside
-    it, as PyTorch's ``ignore_index`` of -100 does)."""
+    it, as PyTorch's ``ignore_index`` of -100 does); ``bounds=False``: the ids' range left to the
+    caller, who checked it on the host."""
     require_array(tgt, "tgt")
     check_id_array(labels, "labels")  # an integer (B, T) array, before it is compared with pad_id
     if labels.size == 0:
         raise ValueError(f"labels must hold at least one token, got shape {tuple(labels.shape)}")
+    if not bounds:
+        model.check_inputs(src, src_mask, tgt, tgt_mask, labels=labels, bounds=False)
+        return
     unpadded = get_array_module().where(labels == pad_id, 0, labels)
     model.check_inputs(src, src_mask, tgt, tgt_mask, labels=unpadded)
 

@@ -41,7 +41,9 @@ from ..functional import (
     softmax_forward,
 )
 from .cpu import FusedAttentionCache, column_sum, row_mean
+from .cuda_fused import adam as fused_adam
 from .cuda_fused import attention_softmax as fused_softmax
+from .cuda_fused import cross_entropy as fused_cross_entropy
 from .cuda_fused import dropout as fused_dropout
 from .cuda_fused import enabled
 from .cuda_fused import layer_norm as fused_layer_norm
@@ -135,6 +137,37 @@ def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
     return dtable
 
 
+def label_smoothed_cross_entropy(
+    logits: Array, targets: Array, labelled: Array, label_smoothing: float, dloss: float
+) -> tuple[Array, Array]:
+    """The textbook's cross_entropy_forward and cross_entropy_backward(dloss) of the ``labelled`` rows,
+    every row of the (N, V) logits taken and the mean weighted by the (N,) mask, so that nothing is
+    read on the host: the loss is a 0-d array (NaN where no row is labelled), the gradient (N, V) is
+    zero on the other rows. ``targets`` (N,) may hold anything where the mask is false. Two launches
+    with the fused kernel switched on."""
+    if enabled("cross_entropy"):
+        return fused_cross_entropy.forward_backward(logits, targets, labelled, label_smoothing, dloss)
+    xp = get_array_module()
+    n_classes = logits.shape[-1]
+    rows = xp.arange(logits.shape[0])
+    safe_targets = xp.where(labelled, targets, 0)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    exp = xp.exp(shifted)
+    total = exp.sum(axis=-1, keepdims=True)
+    log_probs = shifted - xp.log(total)
+    nll = -log_probs[rows, safe_targets]
+    smooth = log_probs.sum(axis=-1) * (-1.0 / n_classes)
+    weights = labelled.astype(logits.dtype)
+    count = weights.sum()
+    per_token = (1.0 - label_smoothing) * nll + label_smoothing * smooth
+    loss = (per_token * weights).sum() / count
+    dlogits = exp / total
+    dlogits -= label_smoothing / n_classes
+    dlogits[rows, safe_targets] -= 1.0 - label_smoothing
+    dlogits *= (weights * (dloss / count))[:, None]
+    return loss, dlogits
+
+
 class AdamUpdate:
     """Adam.step's update over the model's flat buffers, equal to the textbook loop in Adam.step.
 
@@ -185,19 +218,11 @@ class AdamUpdate:
         decays: Sequence[bool],
     ) -> None:
         """One update of step ``t``; ``decays[i]``: whether parameter i takes the decoupled decay."""
-        xp = get_array_module()
-        beta1, beta2 = betas
-        data, g, m, v = self.flat.data, self.flat.gradients(), self._m, self._v
         decay = self._decay_vector(decays) if weight_decay else None
-        if decay is not None:
-            data *= 1.0 - (lr * weight_decay) * decay
-        m *= beta1
-        m += (1.0 - beta1) * g
-        v *= beta2
-        v += (1.0 - beta2) * (g * g)
-        # lr * m_hat / (sqrt(v_hat) + eps) = k * m / (sqrt(v) + eps'), k = lr sqrt(1 - b2^t) / (1 - b1^t)
-        root_correction2 = math.sqrt(1.0 - beta2**t)
-        data -= (lr * root_correction2 / (1.0 - beta1**t)) * m / (xp.sqrt(v) + eps * root_correction2)
+        update = fused_adam.update if enabled("adam") else fused_adam.update_twin
+        update(
+            self.flat.data, self.flat.gradients(), self._m, self._v, decay, lr, betas, eps, t, weight_decay
+        )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,10 +18,16 @@ from hypothesis import strategies as st
 
 from numpy_transformer import functional as F
 from numpy_transformer.kernels import cuda, cuda_fused
-from numpy_transformer.kernels.cuda_fused import attention_softmax, dropout, layer_norm
+from numpy_transformer.kernels.cuda_fused import adam, attention_softmax, cross_entropy, dropout, layer_norm
 
 SETTINGS = settings(max_examples=25, deadline=None)
-TWIN_TESTS = {"layer_norm", "dropout", "attention_softmax"}  # the kernels whose twin a test below proves
+TWIN_TESTS = {
+    "layer_norm",
+    "dropout",
+    "attention_softmax",
+    "cross_entropy",
+    "adam",
+}  # the kernels whose twin a test below proves
 ARCHITECTURES = ("compute_90",)  # H100 and H200
 
 
@@ -109,6 +115,66 @@ def test_attention_softmax_twin_equals_the_textbook(batch, heads, t, s, mask_kin
     assert_close(fused_out, out, "cuda.attention_forward")
     for name, fused, textbook in zip(("dq", "dk", "dv"), fused_gradients, gradients):
         assert_close(fused, textbook, f"cuda.attention_backward: {name}")
+
+
+@SETTINGS
+@given(
+    rows=st.integers(1, 30),
+    classes=st.integers(2, 300),
+    smoothing=st.sampled_from([0.0, 0.1]),
+    dloss=st.floats(0.1, 3.0),
+    seed=st.integers(0, 99),
+)
+@example(rows=5, classes=257, smoothing=0.1, dloss=0.7, seed=0)  # a row wider than a block's threads
+def test_cross_entropy_twin_equals_the_textbook(rows, classes, smoothing, dloss, seed):
+    """Loss and gradient over every row, weighted by the labels' mask, against the textbook's
+    cross-entropy of the labelled rows alone (the gradient zero on the others)."""
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((rows, classes)) * 3
+    labelled = rng.random(rows) < 0.7
+    labelled[-1] = True
+    targets = np.where(labelled, rng.integers(0, classes, rows), -100)
+    textbook, cache = F.cross_entropy_forward(logits[labelled], targets[labelled], None, smoothing)
+    expected = np.zeros_like(logits)
+    expected[labelled] = F.cross_entropy_backward(dloss, cache)
+    originals = [np.copy(a) for a in (logits, targets, labelled)]
+
+    def twin(*args):
+        dlogits, row_loss = cross_entropy.rows_twin(*args)
+        return cross_entropy.mean_twin(row_loss, args[2]), dlogits
+
+    for function in (twin, cross_entropy.forward_backward, cuda.label_smoothed_cross_entropy):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cuda_fused.ENV_VAR, "cross_entropy")
+            loss, dlogits = function(logits, targets, labelled, smoothing, dloss)
+        assert np.shape(loss) == ()
+        assert_close(loss, textbook, f"{function.__qualname__}: loss")
+        assert_close(dlogits, expected, f"{function.__qualname__}: dlogits")
+    for after, before in zip((logits, targets, labelled), originals):
+        np.testing.assert_array_equal(after, before)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+@pytest.mark.parametrize("function", [adam.update_twin, adam.update])
+def test_adam_twin_equals_the_textbook(function, weight_decay):
+    """Three steps over a flat buffer against Adam's (AdamW's) update as the paper writes it."""
+    rng = np.random.default_rng(0)
+    size, lr, betas, eps = 1000, 0.01, (0.9, 0.98), 1e-9
+    decay = (np.arange(size) < 600).astype(np.float64)  # the first parameters decay, the others not
+    data = rng.standard_normal(size)
+    m, v = np.zeros(size), np.zeros(size)
+    expected, m_ref, v_ref = data.copy(), np.zeros(size), np.zeros(size)
+    for t in (1, 2, 3):
+        grad = rng.standard_normal(size)
+        expected *= 1 - lr * weight_decay * decay
+        m_ref = betas[0] * m_ref + (1 - betas[0]) * grad
+        v_ref = betas[1] * v_ref + (1 - betas[1]) * grad**2
+        m_hat, v_hat = m_ref / (1 - betas[0] ** t), v_ref / (1 - betas[1] ** t)
+        expected -= lr * m_hat / (np.sqrt(v_hat) + eps)
+        function(data, grad, m, v, decay if weight_decay else None, lr, betas, eps, t, weight_decay)
+        assert_close(data, expected, f"step {t}")
+        assert_close(m, m_ref, f"m, step {t}")
+        assert_close(v, v_ref, f"v, step {t}")
 
 
 # Random123's known-answer vectors of Philox4x32-10 (its kat_vectors file): counter, key -> output

@@ -418,10 +418,41 @@ def test_cuda_embedding_backward_sums_sorted_segments(batch, length, vocab, d, s
     assert relative_error(single, F.embedding_backward(dout, cache)) <= 1e-6
 
 
+@settings(max_examples=15, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    vocab=st.integers(2, 50),
+    smoothing=st.sampled_from([0.0, 0.1]),
+    dloss=st.floats(0.1, 3.0),
+    seed=st.integers(0, 99),
+)
+@example(n=6, vocab=5, smoothing=0.1, dloss=1.0, seed=0)
+def test_cuda_label_smoothed_cross_entropy_weights_the_labelled_rows(n, vocab, smoothing, dloss, seed):
+    """The mask-weighted loss over every row equals the textbook's over the labelled rows alone, and
+    its gradient the textbook's there and zero elsewhere, without a look at the mask on the host."""
+    rng = np.random.default_rng(seed)
+    logits, targets = rand(rng, n, vocab) * 2, rng.integers(0, vocab, n)
+    labelled = rng.random(n) < 0.7
+    labelled[0] = True
+    targets[~labelled] = -100  # anything: an ignore index outside the vocabulary
+    loss, dlogits = cuda.label_smoothed_cross_entropy(logits, targets, labelled, smoothing, dloss)
+    assert loss.shape == () and dlogits.shape == logits.shape
+    textbook, cache = F.cross_entropy_forward(logits[labelled], targets[labelled], None, smoothing)
+    assert_same(loss, textbook, "loss")
+    expected = np.zeros_like(logits)
+    expected[labelled] = F.cross_entropy_backward(dloss, cache)
+    assert_same(dlogits, expected, "dlogits")
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0: no row labelled
+        nothing, _ = cuda.label_smoothed_cross_entropy(logits, targets, np.zeros(n, bool), smoothing, dloss)
+    assert np.isnan(nothing)
+
+
 @compares(("cuda", "AdamUpdate"))
+@pytest.mark.parametrize("fused", ["none", "adam"])  # the array operations, the fused kernel's twin
 @pytest.mark.parametrize("kind", ["mha", "mla"])
 @pytest.mark.parametrize("decay", [0.0, 0.1])
-def test_cuda_adam_update_over_the_flat_buffers(kind, decay):
+def test_cuda_adam_update_over_the_flat_buffers(kind, decay, fused, monkeypatch):
+    monkeypatch.setenv("NUMPY_TRANSFORMER_FUSED", fused)
     COMPARED.add(("cuda", "AdamUpdate"))
     models = [tiny_model(kind, True, dropout=0.0, seed=3) for _ in "ab"]
     with using_kernels("reference"):

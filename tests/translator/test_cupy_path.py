@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from cupy_standin import SYNCS, UPLOADS, make_module
 
+import numpy_transformer as nt
 from numpy_transformer import backend
 from numpy_transformer.model import make_src_mask
 from numpy_transformer.translator.batches import make_batch
@@ -23,7 +24,7 @@ from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 TINY = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32, "dropout": 0.1}
 STEP_SYNC_BUDGET = (
-    4  # the ids' bounds, the loss and its token count, the gradient norm: never one per parameter
+    4  # the ids' bounds, whether a label is there, the loss, the gradient norm: never one per parameter
 )
 CONFIG = {"task": "copy", "steps": 4, "batch_size": 8, "eval_every": 2, "eval_size": 4, "log_every": 1}
 
@@ -60,6 +61,27 @@ def test_training_steps_stay_on_the_device_with_a_few_syncs(gpu, attention):
     assert sum(SYNCS.values()) <= STEP_SYNC_BUDGET, dict(SYNCS)
     assert sum(UPLOADS.values()) <= 1, dict(UPLOADS)  # the batch reaches the device in one copy
     assert np.isfinite(stats["loss"]) and np.isfinite(stats["grad_norm"])
+
+
+def test_the_step_on_the_device_synchronises_nowhere_and_equals_the_step(gpu):
+    """loss_and_backward_on_device: no synchronisation at all (the caller reads the loss), the same
+    loss and gradients as loss_and_backward's; that one refuses labels all padding before any work."""
+    rng = np.random.default_rng(0)
+    src, tgt, labels = (gpu.asarray(rng.integers(1, 13, (3, 5))) for _ in range(3))
+    labels[0, 3:] = 0
+    args = (src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0), labels, 0, 0.1)
+    models = [nt.build_transformer(13, 13, 5, 5, d_model=8, N=1, h=2, d_ff=16, seed=1) for _ in "ab"]
+    loss = nt.loss_and_backward(models[0], *args)
+    SYNCS.clear()
+    on_device = nt.loss_and_backward_on_device(models[1], *args)
+    assert not SYNCS, dict(SYNCS)
+    assert float(on_device) == pytest.approx(loss, rel=1e-5)
+    for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):
+        np.testing.assert_allclose(b.grad.get(), a.grad.get(), rtol=1e-4, atol=1e-6, err_msg=name)
+    before = models[0].flat.grad.get()
+    with pytest.raises(ValueError, match="every token equals pad_id"):
+        nt.loss_and_backward(models[0], *args[:4], gpu.zeros_like(labels), 0, 0.1)
+    np.testing.assert_array_equal(models[0].flat.grad.get(), before)  # refused before any work
 
 
 @pytest.mark.parametrize("attention, absorbed", [("mha", False), ("mla", False), ("mla", True)])

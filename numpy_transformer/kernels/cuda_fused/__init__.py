@@ -21,7 +21,13 @@ from typing import Any
 from ...backend import backend_name, get_array_module
 
 ENV_VAR = "NUMPY_TRANSFORMER_FUSED"
-KERNELS = ("layer_norm", "dropout", "attention_softmax")  # the fused kernels, by the name their switch takes
+KERNELS = (
+    "layer_norm",
+    "dropout",
+    "attention_softmax",
+    "cross_entropy",
+    "adam",
+)  # the fused kernels, by the name their switch takes
 PROVEN_ON_GPU: tuple[str, ...] = ()  # on by default: each proven equal to its twin on a GPU
 COMPILE_OPTIONS = ("--std=c++17",)
 C_TYPES = {"float32": "float", "float64": "double"}  # the entry of a kernel for arrays of each dtype

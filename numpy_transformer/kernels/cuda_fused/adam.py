@@ -1,0 +1,115 @@
+"""Adam and AdamW over the model's flat buffers fused: one launch for the whole model's update.
+
+One thread per entry of the flat buffers: AdamW's decoupled decay where the parameter decays, the two
+moments, and the bias-corrected step, in the order kernels.cuda.AdamUpdate's array operations take
+(seven to ten launches: the decay, two for each moment, the root, the division, the step).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...backend import Array, get_array_module
+from . import FusedKernel, on_a_gpu
+
+THREADS = 256
+
+SOURCE = r"""
+template <typename T>
+__device__ void update(T* data, const T* grad, T* m, T* v, const T* decay, int decays, long long size,
+                       double decay_rate, double beta1, double beta2, double step_size, double eps) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= size) return;
+    const T g = grad[i];
+    T value = data[i];
+    if (decays) value *= (T)1 - (T)decay_rate * decay[i];
+    const T first = m[i] * (T)beta1 + (T)(1.0 - beta1) * g;
+    const T second = v[i] * (T)beta2 + (T)(1.0 - beta2) * (g * g);
+    m[i] = first;
+    v[i] = second;
+    data[i] = value - (T)step_size * first / (sqrt(second) + (T)eps);
+}
+
+#define ADAM_ENTRIES(T)                                                                               \
+    extern "C" __global__ void adam_update_##T(T* data, const T* grad, T* m, T* v, const T* decay,   \
+                                               int decays, long long size, double decay_rate,         \
+                                               double beta1, double beta2, double step_size,          \
+                                               double eps) {                                          \
+        update<T>(data, grad, m, v, decay, decays, size, decay_rate, beta1, beta2, step_size, eps);   \
+    }
+
+ADAM_ENTRIES(float)
+ADAM_ENTRIES(double)
+"""
+
+KERNEL = FusedKernel("adam", SOURCE)
+
+
+def update(
+    data: Array,
+    grad: Array,
+    m: Array,
+    v: Array,
+    decay: Array | None,
+    lr: float,
+    betas: tuple[float, float],
+    eps: float,
+    t: int,
+    weight_decay: float,
+) -> None:
+    """Step ``t`` of Adam (AdamW's decay where ``decay`` is 1) in place on the flat ``data``, ``m`` and
+    ``v``, in one launch (the twin, counted as that launch, off a GPU)."""
+    if not on_a_gpu():
+        with KERNEL.twin():
+            update_twin(data, grad, m, v, decay, lr, betas, eps, t, weight_decay)
+        return
+    xp = get_array_module()
+    step_size, eps_hat = _corrected(lr, betas, eps, t)
+    size = data.size
+    args = (
+        data,
+        grad,
+        m,
+        v,
+        data if decay is None else decay,  # not read without a decay
+        xp.int32(decay is not None),
+        xp.int64(size),
+        xp.float64(lr * weight_decay),
+        xp.float64(betas[0]),
+        xp.float64(betas[1]),
+        xp.float64(step_size),
+        xp.float64(eps_hat),
+    )
+    KERNEL.launch("adam_update", data.dtype, max(1, -(-size // THREADS)), THREADS, args)
+
+
+def update_twin(
+    data: Array,
+    grad: Array,
+    m: Array,
+    v: Array,
+    decay: Array | None,
+    lr: float,
+    betas: tuple[float, float],
+    eps: float,
+    t: int,
+    weight_decay: float,
+) -> None:
+    """The kernel as array operations, in place (what the CUDA kernel set runs with the kernel off)."""
+    xp = get_array_module()
+    beta1, beta2 = betas
+    if decay is not None:
+        data *= 1.0 - (lr * weight_decay) * decay
+    m *= beta1
+    m += (1.0 - beta1) * grad
+    v *= beta2
+    v += (1.0 - beta2) * (grad * grad)
+    step_size, eps_hat = _corrected(lr, betas, eps, t)
+    data -= step_size * m / (xp.sqrt(v) + eps_hat)
+
+
+def _corrected(lr: float, betas: tuple[float, float], eps: float, t: int) -> tuple[float, float]:
+    """lr * m_hat / (sqrt(v_hat) + eps) = k * m / (sqrt(v) + eps'): (k, eps'), with
+    k = lr sqrt(1 - b2^t) / (1 - b1^t) and eps' = eps sqrt(1 - b2^t)."""
+    root_correction2 = math.sqrt(1.0 - betas[1] ** t)
+    return lr * root_correction2 / (1.0 - betas[0] ** t), eps * root_correction2
