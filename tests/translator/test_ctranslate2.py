@@ -18,7 +18,11 @@ and ``<pad>`` but keep the log-softmax over the whole vocabulary.
 """
 
 import json
+import os
+import re
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,11 +30,18 @@ from marian_files import PAIRS, write_model
 from test_export import COMBINATIONS, random_model
 
 from numpy_transformer.translator.cli import main
+from numpy_transformer.translator.corpora import printable
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
 from numpy_transformer.translator.huggingface import ExportError, export_ctranslate2
 from numpy_transformer.translator.huggingface.directory import CTRANSLATE2_WRITTEN
-from numpy_transformer.translator.run.checkpoint import load_for_inference
+from numpy_transformer.translator.run.checkpoint import (
+    load_checkpoint,
+    load_for_inference,
+    restore_model_and_task,
+)
 from numpy_transformer.translator.run.importing import import_run
+from numpy_transformer.translator.tokenizers import encode_sentences
+from numpy_transformer.translator.translating import translate_ids
 
 ctranslate2 = None  # imported by the fixture of the tests that need it
 
@@ -208,9 +219,9 @@ def test_a_trained_run_exports_to_our_translations(ct2, tmp_path):
 
 def test_an_imported_opus_mt_model_converts_from_its_own_start_token(ct2, tmp_path):
     """Marian's start token is <pad>, a zero row until a fine-tune moves it: the export starts the
-    decoder from that row, whatever it holds."""
+    decoder from that row, whatever it holds; its tokenizer goes as Marian's source.spm and target.spm."""
     import_run(write_model(tmp_path / "opus"), tmp_path / "run")
-    model, _, source, target = load_for_inference(tmp_path / "run")
+    model, tokenizer, source, target = load_for_inference(tmp_path / "run")
     start = target.ids.bos
     assert start == target.ids.pad == len(target) - 1
     rng = np.random.default_rng(2)
@@ -218,8 +229,12 @@ def test_an_imported_opus_mt_model_converts_from_its_own_start_token(ct2, tmp_pa
     weight[start] = (
         rng.standard_normal(weight.shape[1]).astype(weight.dtype) * 0.5
     )  # as train --from moves it
-    export_ctranslate2(model, (source, target), tmp_path / "ct2")
+    export_ctranslate2(model, (source, target), tmp_path / "ct2", tokenizer=tokenizer)
     assert json.loads((tmp_path / "ct2" / "config.json").read_text())["decoder_start_token"] == "<pad>"
+    # its SentencePiece models, which sentencepiece reads as the run does
+    for name, model_bytes in zip(("source.spm", "target.spm"), tokenizer.models.values()):
+        assert (tmp_path / "ct2" / name).read_bytes() == model_bytes
+    assert not (tmp_path / "ct2" / "tokenizer.json").exists()
     assert_same_log_probs(model, (source, target), tmp_path / "ct2")
 
 
@@ -257,3 +272,150 @@ def test_export_ctranslate2_names_the_library_a_plain_install_lacks_before_any_w
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "needs ctranslate2, which is not installed: pip install 'numpy_transformer[ctranslate2]'" in line
     assert not out.exists()
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "translating.md"
+WORDS = {  # a small phrasebook: each source sentence's words to the target's
+    "open": "ouvrir",
+    "save": "enregistrer",
+    "close": "fermer",
+    "print": "imprimer",
+    "delete": "supprimer",
+    "the": "le",
+    "file": "fichier",
+    "folder": "dossier",
+    "window": "fenêtre",
+    "message": "message",
+    "now": "maintenant",
+    "again": "encore",
+    "later": "plus tard",
+}
+
+
+def phrasebook(path):
+    """A TSV of every verb, noun and adverb (or none) and of a few other orders: 160 pairs a tiny
+    run learns in 300 steps to translate apart."""
+    verbs, nouns, adverbs = list(WORDS)[:5], list(WORDS)[6:10], ["", *list(WORDS)[10:]]
+    pairs = {}
+    for verb in verbs:
+        for noun in nouns:
+            for adverb in adverbs:
+                words = [verb, "the", noun, adverb] if adverb else [verb, "the", noun]
+                pairs[" ".join(words).capitalize()] = " ".join(WORDS[word] for word in words).capitalize()
+                pairs[f"{noun}: {verb}"] = f"{WORDS[noun]} : {WORDS[verb]}"
+    path.write_text("".join(f"{source}\t{target}\n" for source, target in pairs.items()), encoding="utf-8")
+
+
+def guide_recipe():
+    """The translating guide's recipe that translates text with CTranslate2 and the exported
+    tokenizer (its Python block that imports tokenizers)."""
+    blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
+    [recipe] = [
+        block for block in blocks if "import tokenizers" in block and "ctranslate2.Translator" in block
+    ]
+    return recipe
+
+
+def run_without_this_package(code, cwd):
+    """``code`` run by a Python that cannot import numpy_transformer (isolated: no PYTHONPATH, no
+    working directory on the path, and the package's import refused); its standard output."""
+    guard = (
+        "import sys\nsys.modules['numpy_transformer'] = None  # an import of it raises ImportError\n"
+        "try:\n    import numpy_transformer\nexcept ImportError:\n    pass\n"
+        "else:\n    raise SystemExit('numpy_transformer is importable')\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", guard + code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def the_guides_translations(tmp_path, lines, beams):
+    """The guide's recipe run on ``lines`` (with ``beams``), as it is otherwise, without this package:
+    each translation's tokens (CTranslate2's hypothesis, </s> included) and its text."""
+    recipe = guide_recipe()
+    assert "numpy_transformer" not in recipe
+    given = 'lines = ["Open the file", "Could not save the file %s"]\n'
+    assert given in recipe and "beam_size=4," in recipe
+    recipe = recipe.replace(given, f"lines = {lines!r}\n").replace("beam_size=4,", f"beam_size={beams},")
+    report = "\nprint(json.dumps([[r.hypotheses[0] for r in results], translations]))\n"
+    *_, last = run_without_this_package(recipe + report, tmp_path).splitlines()
+    return json.loads(last)
+
+
+def translate_command(capsys, run, lines, *flags):
+    """``numpy-transformer translate``'s translations of ``lines`` with ``flags``, as it prints them."""
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(run), *flags, *lines]) == 0
+    rows = [row.split("\t") for row in capsys.readouterr().out.split("\n")[:-1]]
+    assert [source for source, _ in rows] == [printable(line) for line in lines]
+    return [text for _, text in rows]
+
+
+def test_the_guides_recipe_translates_text_as_translate_does_without_this_package(ct2, tmp_path, capsys):
+    """A default train --data run (separate vocabularies: the target's tokenizer in target/), exported
+    with --ctranslate2: the guide's recipe, run where numpy_transformer cannot be imported, gives on
+    the run's held-out pairs, token for token, translate's beam search of --beam-style
+    transformers --early-stopping true, and with beam_size=1 translate --strategy greedy (its dev and
+    test splits, which it did not train on)."""
+    pytest.importorskip("tokenizers", reason="the exported tokenizer is read by the tokenizers library")
+    phrasebook(tmp_path / "pairs.tsv")
+    run, out = tmp_path / "run", tmp_path / "runs" / "messages-ct2"  # the guide's directory
+    train = (
+        "train --tokenizer bpe --vocab-size 300 --steps 300 --lr 0.01 --warmup 5 --dropout 0 --batch-size 16 "
+        "--d-model 16 --layers 1 --heads 2 --d-ff 32 --eval-every 1000 --show 0 --no-progress"
+    )
+    assert main([*train.split(), "--data", str(tmp_path / "pairs.tsv"), "--out", str(run)]) == 0
+    out.parent.mkdir()
+    assert main(["export", str(run), "--to", str(out), "--ctranslate2"]) == 0
+    said = capsys.readouterr().out
+    assert "target/tokenizer.json" in said and "tokenizers.Tokenizer.from_file" in said
+    model, task = restore_model_and_task(run, *load_checkpoint(run))
+    lines = [line for line, _ in task.dev + task.test]  # the pairs the run kept back
+    assert len(lines) >= 8 and task.src_vocab.itos != task.tgt_vocab.itos
+    assert f"max_decoding_length={model.config.tgt_seq_len}" in said
+    assert json.loads((out / "config.json").read_text())["max_decoding_length"] == model.config.tgt_seq_len
+    target, ids = task.tgt_vocab, task.tgt_vocab.ids
+    encoded = encode_sentences(lines, task.tokenizer, task.src_vocab)
+    for beams, flags in (
+        (4, ["--beam-style", "transformers", "--early-stopping", "true"]),
+        (1, ["--strategy", "greedy"]),
+    ):
+        tokens, texts = the_guides_translations(tmp_path, lines, beams)
+        options = {"beam_width": beams, "style": "transformers", "early_stopping": True}
+        ours = translate_ids(
+            model, encoded, None, ids, **({"strategy": beam_search, **options} if beams > 1 else {})
+        )
+        assert tokens == [[target.itos[i] for i in up_to_end(row, ids.pad, ids.eos)] for row in ours], beams
+        assert sum(row[-1:] == ["<eos>"] for row in tokens) >= len(lines) // 2, "the run learned little"
+        assert len(set(texts)) > 2, texts  # the lines are translated apart
+        assert [printable(text) for text in texts] == translate_command(capsys, run, lines, *flags), beams
+
+
+def test_a_word_runs_ctranslate2_export_is_refused_naming_no_tokenizer_which_writes_the_model_alone(
+    ct2, tmp_path, capsys
+):
+    data, run, out = tmp_path / "pairs.tsv", tmp_path / "run", tmp_path / "ct2"
+    data.write_text("".join(f"one two {i}\tthree four {i}\n" for i in range(40)))
+    train = "train --tokenizer word --steps 1 --d-model 16 --layers 1 --heads 2 --d-ff 32 --no-progress"
+    assert main([*train.split(), "--data", str(data), "--out", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["export", str(run), "--to", str(out), "--ctranslate2"]) == 2
+    refused = capsys.readouterr()
+    assert len(refused.err.strip().splitlines()) == 1 and "--no-tokenizer" in refused.err, refused.err
+    assert "word tokenizer" in refused.err and not refused.out and not out.exists()
+    assert main(["export", str(run), "--to", str(out), "--ctranslate2", "--no-tokenizer"]) == 0
+    assert sorted(path.name for path in out.iterdir()) == [
+        "config.json",
+        "model.bin",
+        "source_vocabulary.json",
+        "target_vocabulary.json",
+    ]
+    assert "the run's word tokenizer splitting the sources" in capsys.readouterr().out

@@ -47,10 +47,8 @@ def is_png(path):
 
 
 @pytest.fixture(scope="module")
-def trained_run(tmp_path_factory):
-    pytest.importorskip(
-        "matplotlib", reason="pictures need matplotlib: pip install 'numpy_transformer[plot]'"
-    )
+def copy_run(tmp_path_factory):
+    """A tiny run of the copy task, 40 steps."""
     out = tmp_path_factory.mktemp("run")
     trainer = Trainer.create(
         TrainConfig(task="copy", steps=40, eval_every=20, eval_size=10, log_every=10),
@@ -58,6 +56,14 @@ def trained_run(tmp_path_factory):
     )
     trainer.fit(out, progress=False)
     return out
+
+
+@pytest.fixture(scope="module")
+def trained_run(copy_run):
+    pytest.importorskip(
+        "matplotlib", reason="pictures need matplotlib: pip install 'numpy_transformer[plot]'"
+    )
+    return copy_run
 
 
 def test_attention_maps_picture(trained_run, tmp_path):
@@ -251,3 +257,51 @@ def test_a_run_directory_given_as_checkpoint_says_which_file_was_read(trained_ru
     ]
     assert main(["translate", "--checkpoint", str(trained_run / "best.npz"), "abc"]) == 0
     assert capsys.readouterr().err == ""  # the file named is the file read
+
+
+@pytest.mark.parametrize("style", ["default", "transformers"])
+def test_translate_asks_beam_search_for_each_early_stopping(copy_run, capsys, style):
+    """--early-stopping true, false (and never, of --beam-style transformers) is beam_search's
+    early_stopping; without it, the style's own default (True; False, generate()'s)."""
+    from numpy_transformer.translator.decoding import beam_search
+    from numpy_transformer.translator.run.checkpoint import load_for_inference
+    from numpy_transformer.translator.tokenizers import encode_sentences
+    from numpy_transformer.translator.translating import translate_ids
+
+    model, tokenizer, src_vocab, tgt_vocab = load_for_inference(copy_run)
+    lines = ["abcde", "edcba", "aabbccdd", "b", "cacbcbc", "dddd"]
+    src_ids = encode_sentences(lines, tokenizer, src_vocab)
+    flags = ["--checkpoint", str(copy_run), "--strategy", "beam", "--beam-style", style, "--max-len", "9"]
+    stops = {None: style == "default", "true": True, "false": False}
+    if style == "transformers":
+        stops["never"] = "never"
+    for word, early_stopping in stops.items():
+        chosen = [] if word is None else ["--early-stopping", word]
+        assert main(["translate", *flags, *chosen, *lines]) == 0
+        printed = [row.split("\t")[1] for row in capsys.readouterr().out.splitlines()]
+        options = {"beam_width": 4, "style": style, "early_stopping": early_stopping}
+        ours = translate_ids(model, src_ids, 9, tgt_vocab.ids, strategy=beam_search, **options)
+        assert printed == [tokenizer.detokenize(tgt_vocab.decode(row)) for row in ours], word
+
+
+@pytest.mark.parametrize(
+    "flags, refusal",
+    [
+        (["--early-stopping", "never"], "--early-stopping never applies to --beam-style transformers only"),
+        (
+            ["--strategy", "greedy", "--early-stopping", "true"],
+            "--early-stopping true applies to --strategy beam only, not to --strategy greedy",
+        ),
+        (["--early-stopping", "yes"], "argument --early-stopping: invalid choice: 'yes'"),
+    ],
+)
+def test_an_early_stopping_that_cannot_apply_is_refused_in_one_line(copy_run, capsys, flags, refusal):
+    for command in ("translate", "evaluate"):
+        argv = [command, "--checkpoint", str(copy_run), "--strategy", "beam", *flags]
+        try:
+            code = main([*argv, "abc"] if command == "translate" else argv)
+        except SystemExit as refused:  # the parser's own refusal
+            code = refused.code
+        assert code == 2
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert refusal in line, line

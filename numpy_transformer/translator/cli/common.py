@@ -146,9 +146,13 @@ class _DefaultFloat(float):
 
 
 STRATEGY_OPTIONS = {  # the flags that apply to one strategy only
-    "beam": ("beam_width", "length_penalty", "beam_style"),
+    "beam": ("beam_width", "length_penalty", "beam_style", "early_stopping"),
     "sample": ("temperature", "top_k", "top_p", "seed"),
 }
+
+
+# --early-stopping's words: beam_search's early_stopping (BeamOptions)
+EARLY_STOPPING: dict[str, bool | str] = {"true": True, "false": False, "never": "never"}
 
 
 def _typed(args: argparse.Namespace, name: str) -> bool:
@@ -184,6 +188,17 @@ def add_decode_options(p: argparse.ArgumentParser) -> None:
         default="default",
         help="default: a finished translation keeps its place in the beam; transformers: as Hugging Face "
         "transformers' generate(num_beams=...) searches, finished ones set aside",
+    )
+    p.add_argument(
+        "--early-stopping",
+        choices=list(EARLY_STOPPING),
+        default=None,
+        help="when beam search ends (default: true for --beam-style default; false, generate()'s, for "
+        "transformers): true: once the best translations have ended, of --beam-style "
+        "transformers once --beam-width have (CTranslate2's beam search is --beam-style transformers "
+        "--early-stopping true); false: once every beam has ended, of transformers once no running beam "
+        "can beat the ended ones at its length; never (transformers only): as false, a running beam "
+        "bounded at --max-len",
     )
     p.add_argument(
         "--temperature",
@@ -237,6 +252,13 @@ def asked_decoding(args: argparse.Namespace, tokenizer: Any) -> Decoding:
     if strategy == "beam":
         beam = {"beam_width": args.beam_width, "length_penalty": args.length_penalty}
         style = {"style": args.beam_style} if args.beam_style != "default" else {}
-        return Decoding(decoding.beam_search, {**beam, **style, **common})
+        stopping = args.early_stopping
+        if stopping == "never" and args.beam_style != "transformers":
+            raise ValueError(
+                f"--early-stopping never applies to --beam-style transformers only, not to --beam-style "
+                f"{args.beam_style} (give true or false)"
+            )
+        ending = {} if stopping is None else {"early_stopping": EARLY_STOPPING[stopping]}
+        return Decoding(decoding.beam_search, {**beam, **style, **ending, **common})
     sampling = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed}
     return Decoding(decoding.sample_decode, {**sampling, **common})

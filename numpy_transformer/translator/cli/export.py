@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 
 def add_export(commands: argparse._SubParsersAction) -> None:
@@ -51,12 +52,13 @@ def run_export(args: argparse.Namespace) -> int:
         require("export --ctranslate2", "ctranslate2")
         check_destination(args.to, args.overwrite)  # before the run is read
         model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.run)
-        written = export_ctranslate2(model, (src_vocab, tgt_vocab), args.to, args.overwrite)
-        print(f"exported {args.run} into {args.to}: {', '.join(path.name for path in written)}")
-        print(
-            f"translate:  ctranslate2.Translator('{args.to}').translate_batch(tokens), the run's "
-            f"{tokenizer.name} tokenizer splitting the sources and joining the translations"
-        )
+        given = None if args.no_tokenizer else tokenizer
+        vocabularies = (src_vocab, tgt_vocab)
+        written = export_ctranslate2(model, vocabularies, args.to, args.overwrite, given)
+        where = Path(args.to).expanduser()
+        print(f"exported {args.run} into {args.to}: ", end="")
+        print(", ".join(str(path.relative_to(where)) for path in written))
+        say_ctranslate2_recipe(args.to, model, tokenizer, written)
         return 0
     check_destination(args.to, args.overwrite)  # before the run is read
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.run)
@@ -75,3 +77,25 @@ def run_export(args: argparse.Namespace) -> int:
             f"            the translations decoded by AutoTokenizer.from_pretrained('{args.to}/{TARGET_TOKENIZER}')"
         )
     return 0
+
+
+def say_ctranslate2_recipe(to: str, model: Any, tokenizer: Any, written: list[Path]) -> None:
+    """How to translate with the CTranslate2 export in ``to`` (its files ``written``): what splits the
+    sources and joins the translations, and the longest translation its position table holds."""
+    from ..huggingface.directory import SENTENCEPIECE_FILES, TARGET_TOKENIZER, TOKENIZER_JSON
+
+    names = {str(path.relative_to(Path(to).expanduser())) for path in written}
+    longest = f"max_decoding_length={model.config.tgt_seq_len}"
+    print(f"translate:  ctranslate2.Translator('{to}').translate_batch(tokens, {longest}), ", end="")
+    if TOKENIZER_JSON in names:
+        target = f"{TARGET_TOKENIZER}/{TOKENIZER_JSON}"
+        print(
+            f"tokens = tokenizers.Tokenizer.from_file('{to}/{TOKENIZER_JSON}').encode(text).tokens, "
+            f"the translations joined by {target if target in names else TOKENIZER_JSON}"
+        )
+    elif SENTENCEPIECE_FILES[0] in names:
+        print(
+            f"sentencepiece's {' and '.join(SENTENCEPIECE_FILES)} splitting and joining (a source ends in </s>)"
+        )
+    else:
+        print(f"the run's {tokenizer.name} tokenizer splitting the sources and joining the translations")

@@ -1,10 +1,19 @@
 """A model of this package's as a CTranslate2 model directory (``export --ctranslate2``).
 
-``export_ctranslate2(model, vocabularies, DIR)`` writes ``model.bin``, ``config.json`` and the
-vocabularies, float32, built with CTranslate2's own specification classes: ``ctranslate2.Translator(DIR)``
-translates tokens as this package does. The decoder starts from the vocabulary's start token, as the
-model was trained; CTranslate2's converter of transformers' Marian models starts it from a zero vector
-instead (Marian's ``<pad>`` row), which only an imported OPUS-MT model's start token has. Pre-norm
+``export_ctranslate2(model, vocabularies, DIR, tokenizer=...)`` writes ``model.bin``, ``config.json``
+and the vocabularies, float32, built with CTranslate2's own specification classes:
+``ctranslate2.Translator(DIR)`` translates tokens as this package does. With the run's tokenizer
+(ctranslate2_tokenizer_files), CTranslate2 and the ``tokenizers`` library alone translate text
+(``sentencepiece`` for Marian's; of two vocabularies ``DIR/target/tokenizer.json`` decodes the
+translations):
+
+    source = tokenizers.Tokenizer.from_file(f"{DIR}/tokenizer.json")
+    source.encode_special_tokens = True  # "<eos>" in a sentence is text, as the run reads it
+    results = ctranslate2.Translator(DIR).translate_batch([source.encode("A sentence.").tokens])
+
+The decoder starts from the vocabulary's start token, as the model was trained; CTranslate2's
+converter of transformers' Marian models starts it from a zero vector instead (Marian's ``<pad>``
+row), which only an imported OPUS-MT model's start token has. Pre-norm
 models, final norms after pre-norm blocks and either position layout convert too; latent attention
 and final norms after post-norm blocks are refused.
 """
@@ -18,9 +27,18 @@ import numpy
 
 from ...backend import to_numpy
 from ...model import Transformer
+from ..tokenizers import SentencePieceTokenizer, Tokenizer
 from ..vocabulary import Vocab
-from .directory import EXPORTS_WRITTEN, ExportError, check_destination, write_export
+from .directory import (
+    EXPORTS_WRITTEN,
+    SENTENCEPIECE_FILES,
+    ExportError,
+    check_destination,
+    write_export,
+    write_files,
+)
 from .export import check_vocabulary_sizes
+from .tokenizer_files import tokenizer_files
 
 CTRANSLATE2_ACTIVATIONS = {"relu": "RELU", "silu": "SWISH", "gelu_tanh": "GELUTanh"}  # common_spec.Activation
 
@@ -120,7 +138,29 @@ def ctranslate2_spec(model: Transformer, vocabularies: tuple[Vocab, Vocab]) -> A
     spec.config.decoder_start_token = target.itos[ids.bos]
     spec.config.add_source_bos = spec.config.add_source_eos = False  # a source is given as it is encoded
     spec.config.layer_norm_epsilon = 1e-5  # LayerNormalization's
+    # the position table's length, for translate_batch(max_decoding_length=...): CTranslate2 stops with an
+    # error past it, and reads no key it does not know (an additional setting, as its converters add them)
+    spec.config.add_attribute("max_decoding_length", config.tgt_seq_len)
     return spec
+
+
+def ctranslate2_tokenizer_files(
+    model: Transformer, vocabularies: tuple[Vocab, Vocab], tokenizer: Tokenizer
+) -> dict[str, str | bytes]:
+    """The files of ``tokenizer`` beside a CTranslate2 model of ``vocabularies``: a byte-level BPE or
+    character run's as the Hugging Face export writes them (tokenizer_files: ``tokenizer.json`` and
+    ``tokenizer_config.json``, of separate vocabularies the target's in ``target/``), which the
+    ``tokenizers`` library loads; Marian's SentencePiece (an imported OPUS-MT run's, of one
+    vocabulary) as its ``source.spm`` and ``target.spm``. CTranslate2 takes tokens, not ids: a unit
+    of the subword model that the vocabulary lacks is ``<unk>`` there, as in the run, and needs no
+    row. ExportError for a word tokenizer (no exact tokenizer.json)."""
+    if isinstance(tokenizer, SentencePieceTokenizer):
+        if vocabularies[0].itos != vocabularies[1].itos:
+            raise ExportError(
+                "tokenizer: Marian's tokenizer of separate source and target vocabularies is not supported"
+            )
+        return dict(zip(SENTENCEPIECE_FILES, tokenizer.models.values()))
+    return dict(tokenizer_files(model, vocabularies, tokenizer)[0])
 
 
 def export_ctranslate2(
@@ -128,21 +168,29 @@ def export_ctranslate2(
     vocabularies: tuple[Vocab, Vocab],
     directory: str | Path,
     overwrite: bool = False,
+    tokenizer: Tokenizer | None = None,
 ) -> list[Path]:
     """Write ``model`` (its source and target ``vocabularies`` give the tokens and special tokens)
     into ``directory`` as a CTranslate2 model of float32 weights (ctranslate2_spec): ``model.bin``,
-    ``config.json`` and the vocabularies' ``*_vocabulary.json``. ``ctranslate2.Translator(directory,
+    ``config.json`` and the vocabularies' ``*_vocabulary.json``; with ``tokenizer`` (None: the model
+    alone) its files (ctranslate2_tokenizer_files). ``ctranslate2.Translator(directory,
     compute_type="int8")`` quantizes it as it loads. Returns the files written.
 
     Checked first, as export_pretrained: the architecture (ctranslate2_unrepresentable), the
-    vocabularies' sizes, the directory (a non-empty one is refused unless ``overwrite``); the files
-    are written into a temporary directory beside it, then moved in."""
+    vocabularies' sizes, the tokenizer, the directory (a non-empty one is refused unless
+    ``overwrite``); the files are written into a temporary directory beside it, then moved in."""
     reasons = ctranslate2_unrepresentable(model)
     if reasons:
         raise ExportError(f"CTranslate2 cannot represent this model's {'; '.join(reasons)}")
     check_vocabulary_sizes(model, vocabularies)
+    files = {} if tokenizer is None else ctranslate2_tokenizer_files(model, vocabularies, tokenizer)
     path = check_destination(directory, overwrite)
     spec = ctranslate2_spec(model, vocabularies)
     spec.validate()
     spec.optimize(quantization="float32")
-    return write_export(path, lambda staging: spec.save(str(staging)), EXPORTS_WRITTEN)
+
+    def write(staging: Path) -> None:
+        spec.save(str(staging))
+        write_files(staging, files)
+
+    return write_export(path, write, EXPORTS_WRITTEN)

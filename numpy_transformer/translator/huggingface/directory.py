@@ -40,7 +40,11 @@ CTRANSLATE2_WRITTEN = (
     "shared_vocabulary.json",
     "source_vocabulary.json",
     "target_vocabulary.json",
-)  # what a CTranslate2 export holds (one shared vocabulary, or the source's and the target's)
+    TOKENIZER_JSON,
+    TOKENIZER_CONFIG,
+    *TARGET_FILES,
+    *SENTENCEPIECE_FILES,
+)  # what a CTranslate2 export holds (one shared vocabulary, or the source's and the target's; the tokenizer)
 # every file either kind of export writes: an export with --overwrite removes the other kind's too, so
 # that the directory holds one model (transformers cannot load a Marian directory beside model.bin)
 EXPORTS_WRITTEN = tuple(dict.fromkeys((*WRITTEN, *CTRANSLATE2_WRITTEN)))
@@ -148,3 +152,11 @@ def write_export(path: Path, write: Callable[[Path], None], names: tuple[str, ..
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
     return moved
+
+
+def write_files(staging: Path, files: dict[str, str | bytes]) -> None:
+    """Each of ``files`` (its name inside the export: ``target/tokenizer.json``) into ``staging``,
+    text as UTF-8."""
+    for name, content in files.items():
+        (staging / name).parent.mkdir(exist_ok=True)
+        (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)

@@ -49,6 +49,7 @@ from .directory import (
     ExportError,
     check_destination,
     write_export,
+    write_files,
 )
 from .tokenizer_files import marian_tokenizer_files, tokenizer_files
 from .weights import aliased_tensors, marian_tensors, pegasus_tensors
@@ -191,8 +192,6 @@ def export_pretrained(
             str(staging / WEIGHTS),
             metadata={"format": "pt"},
         )
-        for name, content in files.items():
-            (staging / name).parent.mkdir(exist_ok=True)
-            (staging / name).write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        write_files(staging, files)
 
     return write_export(path, write, EXPORTS_WRITTEN)
