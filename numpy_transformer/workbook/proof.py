@@ -16,7 +16,7 @@ from typing import Any
 
 from ..backend import get_array_module, to_numpy
 from . import blocks
-from .diagnosis import loss_of
+from .grading.diagnosis import loss_of
 from .training import BlocksResult, blocks_using, train_blocks
 
 

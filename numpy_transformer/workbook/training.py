@@ -17,10 +17,10 @@ from ..backend import get_array_module
 from ..module import Parameter
 from ..optim import Adam
 from . import blocks
-from .curriculum import BLOCKS, BY_NAME
+from .exercises.curriculum import BLOCKS, BY_NAME
 from .grading import check
+from .grading.verdicts import FunctionVerdict
 from .loading import describe_error, learners_function, load_learner
-from .verdicts import FunctionVerdict
 
 
 def learner_functions(

@@ -1032,7 +1032,7 @@ def test_the_workbook_imports_both_attention_caches_its_docstrings_name():
 
 
 def test_a_dout_written_in_place_names_the_residual_only_where_there_is_one():
-    from numpy_transformer.workbook.recording import explain_writes
+    from numpy_transformer.workbook.grading.recording import explain_writes
 
     embedding = explain_writes("embedding_with_positions_backward", [("dout", "")], [])
     residual = explain_writes("residual_backward", [("dout", "")], [])

@@ -18,7 +18,7 @@ from cold_learner_mistakes import (
 )
 
 from numpy_transformer import workbook
-from numpy_transformer.workbook.verdicts import FunctionVerdict
+from numpy_transformer.workbook.grading.verdicts import FunctionVerdict
 
 SYMPTOMS = {"factor", "zero"}  # what a gradient looks like, not why
 

@@ -142,7 +142,7 @@ def run_learn(args: argparse.Namespace) -> int:
     from ...kernels import get_kernels, set_kernels, set_learner_functions
 
     yours = [
-        v.name for v in verdicts if v.status in ("done", "wrong") and v.name not in workbook.curriculum.BLOCKS
+        v.name for v in verdicts if v.status in ("done", "wrong") and v.name not in workbook.exercises.BLOCKS
     ]
     wrong = [v.name for v in verdicts if v.status == "wrong"]
     trained_blocks = [name for name in workbook.training.TRAINED_BLOCKS if name in block_table]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
-from .. import functional
-from . import blocks
+from ... import functional
+from .. import blocks
 from .block_exercises import BLOCK_EXERCISES
 from .exercise import Exercise
 from .layer_exercises import LAYER_EXERCISES

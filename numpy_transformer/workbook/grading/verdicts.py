@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy
 
-from ..backend import to_numpy
-from .mistakes import sentence
+from ...backend import to_numpy
+from ..exercises.mistakes import sentence
 
 EXACT = 1e-12  # |yours - textbook's| over the largest gradient: equal to rounding
 

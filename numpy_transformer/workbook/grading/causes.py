@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy
 
-from .. import functional
-from ..backend import get_array_module, to_numpy
-from . import blocks
-from .curriculum import BY_NAME
+from ... import functional
+from ...backend import get_array_module, to_numpy
+from .. import blocks
+from ..exercises.curriculum import BY_NAME
+from ..exercises.mistakes import sentence
 from .diagnosis import PROJECTIONS, STACKS, localise, loss_of, returned_mistake
-from .mistakes import sentence
 from .recording import RecordedCall, cache_paths, textbook_calls
 from .verdicts import GradientVerdict, Localised, Raised, as_array, equal_to_rounding
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy
 
-from .. import functional
-from ..backend import Array, get_array_module, to_numpy
+from ... import functional
+from ...backend import Array, get_array_module, to_numpy
 from .exercise import Case, Exercise, away_from_zero, normal
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy
 
-from .. import functional
-from ..backend import Array, get_array_module, to_numpy
-from . import blocks
-from .curriculum import BY_NAME
-from .exercise import Case
-from .layer_exercises import cross_entropy_candidates
+from ... import functional
+from ...backend import Array, get_array_module, to_numpy
+from .. import blocks
+from ..exercises.curriculum import BY_NAME
+from ..exercises.exercise import Case
+from ..exercises.layer_exercises import cross_entropy_candidates
 from .recording import RecordedCall, cache_paths
 from .verdicts import GradientVerdict, Localised, Raised, as_array, equal_to_rounding
 

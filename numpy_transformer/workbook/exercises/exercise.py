@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy
 
-from ..backend import Array, get_array_module
+from ...backend import Array, get_array_module
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,14 @@ from typing import Any
 
 import numpy
 
-from .. import functional
-from ..backend import get_array_module, to_numpy
-from ..backward_contract import backward_writes, random_upstream
-from ..gradcheck import gradcheck
-from . import blocks
-from .causes import block_mistake, dtype_drift, explain_raised, partial_sum
-from .curriculum import BY_NAME, EXERCISES, OPTIONAL, textbook_function, unknown_exercise
-from .diagnosis import RESIDUAL_BLOCKS, diagnose, returned_gradients
-from .exercise import Case, Exercise
-from .loading import (
+from ... import functional
+from ...backend import get_array_module, to_numpy
+from ...backward_contract import backward_writes, random_upstream
+from ...gradcheck import gradcheck
+from .. import blocks
+from ..exercises.curriculum import BY_NAME, EXERCISES, OPTIONAL, textbook_function, unknown_exercise
+from ..exercises.exercise import Case, Exercise
+from ..loading import (
     TIME_LIMIT,
     TimedOut,
     describe_error,
@@ -32,6 +30,8 @@ from .loading import (
     their_arrays,
     under_time_limit,
 )
+from .causes import block_mistake, dtype_drift, explain_raised, partial_sum
+from .diagnosis import RESIDUAL_BLOCKS, diagnose, returned_gradients
 from .recording import RecordedCall, explain_writes, recording_calls, textbook_calls
 from .verdicts import EXACT, FunctionVerdict, GradientVerdict, Localised, Raised, ToDo, as_array, close_enough
 
@@ -71,7 +71,7 @@ def _call(function: Callable, path: Path, *args: Any, **kwargs: Any) -> Any:
 
 
 def _forward_call(forward: Callable, case: Case, inputs: dict[str, Any], path: Path) -> tuple[Any, Any]:
-    from ..backend import make_rng
+    from ...backend import make_rng
 
     extra = {"rng": make_rng(case.seed)} if case.seed is not None else {}
     result = _call(forward, path, **inputs, **extra)

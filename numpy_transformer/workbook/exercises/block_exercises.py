@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy
 
-from .. import functional
-from ..backend import Array, get_array_module
-from . import blocks
+from ... import functional
+from ...backend import Array, get_array_module
+from .. import blocks
 from .exercise import Case, Exercise, normal, random_params
 from .layer_exercises import _repeated_rows, cross_entropy_candidates
 

@@ -7,10 +7,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .. import functional
-from ..backward_contract import backward_writes
-from . import blocks
-from .curriculum import EXERCISES, textbook_function
+from ... import functional
+from ...backward_contract import backward_writes
+from .. import blocks
+from ..exercises.curriculum import EXERCISES, textbook_function
 
 
 @dataclass
