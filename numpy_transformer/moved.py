@@ -13,6 +13,15 @@ from typing import NoReturn
 MOVED: dict[str, str] = {
     "numpy_transformer.blocks": "numpy_transformer.workbook.blocks",
     "numpy_transformer.learn": "numpy_transformer.workbook",
+    "numpy_transformer.workbook.block_exercises": "numpy_transformer.workbook.exercises.block_exercises",
+    "numpy_transformer.workbook.curriculum": "numpy_transformer.workbook.exercises.curriculum",
+    "numpy_transformer.workbook.exercise": "numpy_transformer.workbook.exercises.exercise",
+    "numpy_transformer.workbook.layer_exercises": "numpy_transformer.workbook.exercises.layer_exercises",
+    "numpy_transformer.workbook.mistakes": "numpy_transformer.workbook.exercises.mistakes",
+    "numpy_transformer.workbook.causes": "numpy_transformer.workbook.grading.causes",
+    "numpy_transformer.workbook.diagnosis": "numpy_transformer.workbook.grading.diagnosis",
+    "numpy_transformer.workbook.recording": "numpy_transformer.workbook.grading.recording",
+    "numpy_transformer.workbook.verdicts": "numpy_transformer.workbook.grading.verdicts",
 }
 
 
