@@ -627,9 +627,9 @@ def init_params(
     rng: Any,
     src_vocab: int,
     tgt_vocab: int,
-    width: int,
+    d_model: int,
     d_ff: int,
-    n_layers: int,
+    N: int,
     scale: float = 0.5,
     attention: str = "mha",
 ) -> Params:
@@ -640,23 +640,23 @@ def init_params(
     def normal(*shape: int) -> Array:
         return xp.asarray(scale * rng.standard_normal(shape))
 
-    params: Params = {"src_table": normal(src_vocab, width), "tgt_table": normal(tgt_vocab, width)}
+    params: Params = {"src_table": normal(src_vocab, d_model), "tgt_table": normal(tgt_vocab, d_model)}
     params["proj_bias"] = xp.zeros(tgt_vocab)  # the model's projection bias starts at zero too
-    for i in range(n_layers):
-        params |= block_params(normal, width, d_ff, attention, decoder=False, prefix=f"enc{i}_")
-    for i in range(n_layers):
-        params |= block_params(normal, width, d_ff, attention, decoder=True, prefix=f"dec{i}_")
+    for i in range(N):
+        params |= block_params(normal, d_model, d_ff, attention, decoder=False, prefix=f"enc{i}_")
+    for i in range(N):
+        params |= block_params(normal, d_model, d_ff, attention, decoder=True, prefix=f"dec{i}_")
     for prefix in ("enc_norm_", "dec_norm_"):
-        params |= {f"{prefix}gamma": 1 + normal(width), f"{prefix}beta": normal(width)}
+        params |= {f"{prefix}gamma": 1 + normal(d_model), f"{prefix}beta": normal(d_model)}
     return params
 
 
 def block_params(
-    normal: Any, width: int, d_ff: int, attention: str = "mha", decoder: bool = False, prefix: str = ""
+    normal: Any, d_model: int, d_ff: int, attention: str = "mha", decoder: bool = False, prefix: str = ""
 ) -> Params:
     """One block's parameters, ``normal(*shape)`` drawing each (a norm's gamma 1 + a draw), in the
     forward's order: the encoder block's keys (decoder False) or the decoder block's, each after ``prefix``."""
-    d, latent = width, width // 4
+    d, latent = d_model, d_model // 4
 
     def norm(number: int) -> Params:
         return {f"ln{number}_gamma": 1 + normal(d), f"ln{number}_beta": normal(d)}

@@ -1344,7 +1344,7 @@ def test_the_proof_of_a_solved_workbook_is_the_textbooks_run_weight_for_weight(t
     assert all(v.status == "done" for v in verdicts)
     ran: set = set()
     theirs = workbook.training.guarded({**table, **block_table}, path, ran)
-    recipe = Recipe(width=16, n_layers=1, n_heads=2, d_ff=32, steps=12, test_size=40)
+    recipe = Recipe(d_model=16, N=1, h=2, d_ff=32, steps=12, test_size=40)
     said: list[str] = []
     result = prove(make_task("numbers-en-fr", seed=0), theirs, recipe, say=said.append)
     assert "encoder_decoder_backward" in ran  # the learner's whole model ran, not the textbook's
