@@ -19,11 +19,12 @@ recognised mistakes and hints, their order and the mistakes' sentences); grading
 ``grading``: the grader, its verdicts, the calls recorded, the diagnosis and causes of a mistake);
 writing the workbook (``writing``); loading the learner's code (``loading``); the ladder
 (``progress``); the aids (``aids``); the model and blocks.py's encoder-decoder on the learner's
-functions (``training``); the proof (``proof``); and the blocks' textbook (``blocks``).
-The workbook imports the model alone.
+functions (``training``); the proof (``proof``); what learn train and learn prove run and say
+(``commands``); and the blocks' textbook (``blocks``). The workbook imports the model alone.
 """
 
 from .aids import cmp, next_hint, textbook
+from .commands import LearnerTraining, proof_recipe, prove_file
 from .exercises.curriculum import BY_NAME, EXERCISES
 from .exercises.mistakes import SENTENCES
 from .grading import check, format_verdicts, run_check
@@ -37,6 +38,7 @@ __all__ = [
     "EXERCISES",
     "SENTENCES",
     "LearnerCodeError",
+    "LearnerTraining",
     "check",
     "cmp",
     "format_status",
@@ -44,6 +46,8 @@ __all__ = [
     "learner_functions",
     "load_learner",
     "next_hint",
+    "proof_recipe",
+    "prove_file",
     "run_check",
     "start",
     "status",

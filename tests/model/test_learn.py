@@ -389,7 +389,7 @@ def test_learn_train_runs_the_learners_functions_and_restores_the_kernels(tmp_pa
         guarded["relu_backward"] = lambda *a: calls.append(1) or inner(*a)
         return guarded
 
-    monkeypatch.setattr(workbook.training, "guarded", counting)
+    monkeypatch.setattr(workbook.commands, "guarded", counting)
     before = kernels.get_kernels()
     args = [
         "--task",
@@ -515,22 +515,30 @@ def residual_backward(dout, cache):
     assert "✖ layer_norm_backward" not in report  # graded to follow the call, reported where asked
 
 
-def test_the_learner_kernel_set_takes_textbook_names_only():
+def test_the_learner_kernel_set_takes_textbook_names_only_and_using_kernels_sets_it_for_a_block():
     from numpy_transformer import kernels
 
     with pytest.raises(ValueError, match="'my_helper' is not a textbook function's name"):
         kernels.set_learner_functions({"my_helper": print})
     with pytest.raises(TypeError, match="'relu_backward' must be callable"):
         kernels.set_learner_functions({"relu_backward": 3})
+    with (
+        pytest.raises(ValueError, match="'my_helper' is not a textbook function's name"),
+        kernels.using_kernels({"my_helper": print}),
+    ):
+        pass
     mine = lambda dout, cache: dout * cache  # noqa: E731
-    kernels.set_learner_functions({"relu_backward": mine})
-    try:
-        with kernels.using_kernels("learner"):
-            assert kernels.ops.relu_backward is mine
-            assert kernels.ops.relu_forward is functional.relu_forward  # the rest is the textbook
-        assert kernels.ops.relu_backward is not mine
-    finally:
-        kernels.set_learner_functions({})
+    before = kernels.get_kernels()
+    with kernels.using_kernels({"relu_backward": mine}):
+        assert kernels.get_kernels() == "learner"
+        assert kernels.ops.relu_backward is mine
+        assert kernels.ops.relu_forward is functional.relu_forward  # the rest is the textbook
+        with kernels.using_kernels("reference"):
+            assert kernels.ops.relu_backward is not mine
+        assert kernels.ops.relu_backward is mine  # the learner's set restored, theirs in it
+    assert kernels.get_kernels() == before and kernels.ops.relu_backward is not mine
+    with kernels.using_kernels("learner"):  # their functions went with the block that set them
+        assert kernels.ops.relu_backward is functional.relu_backward
 
 
 def test_learn_train_defaults_to_a_small_copy_task_and_flags_win(tmp_path):
