@@ -9,7 +9,7 @@ inverted dropout at the model's places: after the embeddings with positions, on 
 probabilities, on the feed-forward's hidden units and on each residual branch. Each forward takes
 the dropout probability and a generator as :func:`numpy_transformer.functional.dropout_forward`
 does, and draws its masks in the model's order, so one generator in the state of the model's gives
-the model's masks (``tests/model/test_learn_blocks.py`` proves the whole encoder-decoder equal to
+the model's masks (``tests/workbook/test_learn_blocks.py`` proves the whole encoder-decoder equal to
 ``Transformer.forward``/``backward``, every gradient, dropout on).
 
 Written with the textbook's functions of :mod:`numpy_transformer.functional` alone, so that the

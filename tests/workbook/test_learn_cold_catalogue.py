@@ -1,4 +1,4 @@
-"""Two learners' own mistakes, made cold (tests/support/cold_learner_mistakes.py): the first's on the
+"""Two learners' own mistakes, made cold (tests/workbook/cold_learner_mistakes.py): the first's on the
 blocks and the whole model, the second's on the rungs above the blocks (the embedding with positions,
 the stacks, the projection with its loss) and the whole model. Each is caught, and `learn check` names
 its cause; the share named at each level is measured."""
