@@ -25,6 +25,15 @@ MOVED: dict[str, str] = {
     "numpy_transformer.translator.config.flag_of": "numpy_transformer.settings.flag_of",
     "numpy_transformer.translator.config.setting": "numpy_transformer.settings.setting",
     "numpy_transformer.translator.config.TASK_SIZES": "numpy_transformer.presets.SMALL",
+    "numpy_transformer.workbook.block_exercises": "numpy_transformer.workbook.exercises.block_exercises",
+    "numpy_transformer.workbook.curriculum": "numpy_transformer.workbook.exercises.curriculum",
+    "numpy_transformer.workbook.exercise": "numpy_transformer.workbook.exercises.exercise",
+    "numpy_transformer.workbook.layer_exercises": "numpy_transformer.workbook.exercises.layer_exercises",
+    "numpy_transformer.workbook.mistakes": "numpy_transformer.workbook.exercises.mistakes",
+    "numpy_transformer.workbook.causes": "numpy_transformer.workbook.grading.causes",
+    "numpy_transformer.workbook.diagnosis": "numpy_transformer.workbook.grading.diagnosis",
+    "numpy_transformer.workbook.recording": "numpy_transformer.workbook.grading.recording",
+    "numpy_transformer.workbook.verdicts": "numpy_transformer.workbook.grading.verdicts",
 }
 
 

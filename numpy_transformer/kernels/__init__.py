@@ -11,8 +11,10 @@ every function a backend does not tune is the textbook's.
     set_kernels("fast")        # the backend's kernels where it has them (the default)
     set_kernels("learner")     # the textbook, with a learner's own functions where they wrote them
 
-The third set is filled by ``set_learner_functions`` (``numpy-transformer learn train`` gives it the
-functions of a learner's workbook, :mod:`numpy_transformer.workbook`); empty, it is the textbook.
+The third set is filled by ``set_learner_functions``; empty, it is the textbook. A switch for a while
+is one context manager: ``with using_kernels("reference"):``, or ``with using_kernels(functions):``
+for the learner set of those functions (``numpy-transformer learn train`` runs the model so on the
+functions of a learner's workbook, :mod:`numpy_transformer.workbook`).
 
 The environment variable ``NUMPY_TRANSFORMER_KERNELS=reference`` chooses the textbook for a whole
 run without changing its code.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -118,14 +120,21 @@ def get_kernels() -> str:
 
 
 @contextmanager
-def using_kernels(name: str) -> Iterator[None]:
-    """set_kernels(name) inside the block, the previous choice restored afterwards."""
-    previous = get_kernels()
-    set_kernels(name)
+def using_kernels(kernels: str | Mapping[str, Callable]) -> Iterator[None]:
+    """Inside the block the model runs on ``kernels``: a set's name (see set_kernels), or functions by
+    textbook name, run as the ``"learner"`` set (see set_learner_functions); the previous choice, and
+    the learner set's previous functions, are restored afterwards."""
+    previous, previous_learner = get_kernels(), dict(_learner)
+    if isinstance(kernels, str):
+        set_kernels(kernels)
+    else:
+        set_learner_functions(dict(kernels))
+        set_kernels("learner")
     try:
         yield
     finally:
         set_kernels(previous)
+        set_learner_functions(previous_learner)
 
 
 def adam_kernel() -> Any:

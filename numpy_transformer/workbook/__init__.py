@@ -14,19 +14,21 @@ the model on (the "learner" kernel set of :mod:`numpy_transformer.kernels`).
 The learner's file is their code: it is run (that is the point), and whatever it raises is
 caught and shown as theirs, with their file and line, never as a traceback of this package.
 
-The rooms, by job: each exercise is declared once, with its cases, recognised mistakes and hints
-(``layer_exercises``, ``block_exercises``; what an exercise is: ``exercise``; their order:
-``curriculum``); the mistakes' sentences (``mistakes``); writing the workbook (``writing``);
-loading the learner's code (``loading``); grading (``grading``, ``verdicts``, ``recording``,
-``diagnosis``); the ladder (``progress``); the aids (``aids``); training on the learner's blocks
-(``training``); and the blocks' textbook (``blocks``). The workbook imports the model alone.
+The rooms, by job: the exercises (the folder ``exercises``: each declared once, with its cases,
+recognised mistakes and hints, their order and the mistakes' sentences); grading them (the folder
+``grading``: the grader, its verdicts, the calls recorded, the diagnosis and causes of a mistake);
+writing the workbook (``writing``); loading the learner's code (``loading``); the ladder
+(``progress``); the aids (``aids``); the model and blocks.py's encoder-decoder on the learner's
+functions (``training``); the proof (``proof``); what learn train and learn prove run and say
+(``commands``); and the blocks' textbook (``blocks``). The workbook imports the model alone.
 """
 
 from .aids import cmp, next_hint, textbook
-from .curriculum import BY_NAME, EXERCISES
+from .commands import LearnerTraining, proof_recipe, prove_file
+from .exercises.curriculum import BY_NAME, EXERCISES
+from .exercises.mistakes import SENTENCES
 from .grading import check, format_verdicts, run_check
 from .loading import LearnerCodeError, load_learner
-from .mistakes import SENTENCES
 from .progress import format_status, status
 from .training import learner_functions, train_blocks
 from .writing import start
@@ -36,6 +38,7 @@ __all__ = [
     "EXERCISES",
     "SENTENCES",
     "LearnerCodeError",
+    "LearnerTraining",
     "check",
     "cmp",
     "format_status",
@@ -43,6 +46,8 @@ __all__ = [
     "learner_functions",
     "load_learner",
     "next_hint",
+    "proof_recipe",
+    "prove_file",
     "run_check",
     "start",
     "status",

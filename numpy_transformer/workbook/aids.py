@@ -11,10 +11,10 @@ import numpy
 from .. import functional
 from ..backend import get_array_module, to_numpy
 from ..files import write_text_atomically
-from .curriculum import BY_NAME, EXERCISES, unknown_exercise
-from .diagnosis import boundaries
+from .exercises.curriculum import BY_NAME, EXERCISES, unknown_exercise
+from .grading.diagnosis import boundaries
+from .grading.recording import textbook_calls
 from .loading import learner_file
-from .recording import textbook_calls
 
 
 def _hint_file(path: Path) -> Path:

@@ -9,7 +9,7 @@ inverted dropout at the model's places: after the embeddings with positions, on 
 probabilities, on the feed-forward's hidden units and on each residual branch. Each forward takes
 the dropout probability and a generator as :func:`numpy_transformer.functional.dropout_forward`
 does, and draws its masks in the model's order, so one generator in the state of the model's gives
-the model's masks (``tests/model/test_learn_blocks.py`` proves the whole encoder-decoder equal to
+the model's masks (``tests/workbook/test_learn_blocks.py`` proves the whole encoder-decoder equal to
 ``Transformer.forward``/``backward``, every gradient, dropout on).
 
 Written with the textbook's functions of :mod:`numpy_transformer.functional` alone, so that the
@@ -627,9 +627,9 @@ def init_params(
     rng: Any,
     src_vocab: int,
     tgt_vocab: int,
-    width: int,
+    d_model: int,
     d_ff: int,
-    n_layers: int,
+    N: int,
     scale: float = 0.5,
     attention: str = "mha",
 ) -> Params:
@@ -640,23 +640,23 @@ def init_params(
     def normal(*shape: int) -> Array:
         return xp.asarray(scale * rng.standard_normal(shape))
 
-    params: Params = {"src_table": normal(src_vocab, width), "tgt_table": normal(tgt_vocab, width)}
+    params: Params = {"src_table": normal(src_vocab, d_model), "tgt_table": normal(tgt_vocab, d_model)}
     params["proj_bias"] = xp.zeros(tgt_vocab)  # the model's projection bias starts at zero too
-    for i in range(n_layers):
-        params |= block_params(normal, width, d_ff, attention, decoder=False, prefix=f"enc{i}_")
-    for i in range(n_layers):
-        params |= block_params(normal, width, d_ff, attention, decoder=True, prefix=f"dec{i}_")
+    for i in range(N):
+        params |= block_params(normal, d_model, d_ff, attention, decoder=False, prefix=f"enc{i}_")
+    for i in range(N):
+        params |= block_params(normal, d_model, d_ff, attention, decoder=True, prefix=f"dec{i}_")
     for prefix in ("enc_norm_", "dec_norm_"):
-        params |= {f"{prefix}gamma": 1 + normal(width), f"{prefix}beta": normal(width)}
+        params |= {f"{prefix}gamma": 1 + normal(d_model), f"{prefix}beta": normal(d_model)}
     return params
 
 
 def block_params(
-    normal: Any, width: int, d_ff: int, attention: str = "mha", decoder: bool = False, prefix: str = ""
+    normal: Any, d_model: int, d_ff: int, attention: str = "mha", decoder: bool = False, prefix: str = ""
 ) -> Params:
     """One block's parameters, ``normal(*shape)`` drawing each (a norm's gamma 1 + a draw), in the
     forward's order: the encoder block's keys (decoder False) or the decoder block's, each after ``prefix``."""
-    d, latent = width, width // 4
+    d, latent = d_model, d_model // 4
 
     def norm(number: int) -> Params:
         return {f"ln{number}_gamma": 1 + normal(d), f"ln{number}_beta": normal(d)}

@@ -25,7 +25,7 @@ from .. import functional
 from ..machine import require
 from ..moved import MOVED
 from . import blocks
-from .curriculum import BLOCKS
+from .exercises.curriculum import BLOCKS
 
 SCRATCH = "# scratch"  # a notebook cell starting so is never run by check, status or train
 

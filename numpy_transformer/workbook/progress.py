@@ -9,9 +9,9 @@ from typing import Any
 
 from .. import functional
 from . import blocks
-from .curriculum import BY_NAME, EXERCISES, OPTIONAL, textbook_function
+from .exercises.curriculum import BY_NAME, EXERCISES, OPTIONAL, textbook_function
 from .grading import check
-from .verdicts import FunctionVerdict
+from .grading.verdicts import FunctionVerdict
 
 
 def prerequisites(name: str) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from typing import Any
 from ..backend import get_array_module, to_numpy
 from ..presets import LABEL_SMOOTHING, LEARN_PROVE
 from . import blocks
-from .diagnosis import loss_of
+from .grading.diagnosis import loss_of
 from .training import BlocksResult, blocks_using, train_blocks
 
 
@@ -27,9 +27,9 @@ class Recipe:
     exactly (the textbook's run reaches it at these settings; see docs/learn.md for its time)."""
 
     task: str = "numbers-en-fr"
-    width: int = LEARN_PROVE.d_model
-    n_layers: int = LEARN_PROVE.N
-    n_heads: int = LEARN_PROVE.h
+    d_model: int = LEARN_PROVE.d_model
+    N: int = LEARN_PROVE.N
+    h: int = LEARN_PROVE.h
     d_ff: int = LEARN_PROVE.d_ff
     steps: int = 300
     batch_size: int = 64
@@ -44,9 +44,7 @@ PROOF = Recipe()
 MOST_STEPS = 10 * PROOF.steps  # learn prove --steps: ten times the proof's own; longer proves nothing more
 
 
-def greedy_ids(
-    params: blocks.Params, src: Any, n_layers: int, n_heads: int, ids: Any, max_length: int
-) -> list[list[int]]:
+def greedy_ids(params: blocks.Params, src: Any, N: int, h: int, ids: Any, max_length: int) -> list[list[int]]:
     """Greedy translations of the (B, S) source ids ``src`` with blocks.encoder_decoder_forward: each
     step runs the whole forward on the prefix so far (no key/value cache: the workbook's model is
     read, not served) and appends the most probable next token of its last position. ``ids``: the
@@ -59,9 +57,7 @@ def greedy_ids(
         labels = xp.full(
             prefix.shape, ids.eos, dtype=src.dtype
         )  # the loss needs labels; the probabilities do not
-        _, cache = blocks.encoder_decoder_forward(
-            src, prefix, labels, params, n_layers, n_heads, ids.pad, 0.0
-        )
+        _, cache = blocks.encoder_decoder_forward(src, prefix, labels, params, N, h, ids.pad, 0.0)
         probs = loss_of(cache).probs.reshape(rows, prefix.shape[1], -1)[:, -1]
         chosen = xp.where(finished, ids.pad, probs.argmax(axis=-1))
         prefix = xp.concatenate([prefix, chosen[:, None].astype(src.dtype)], axis=1)
@@ -83,9 +79,7 @@ def exact_share(params: blocks.Params, task: Any, pairs: list[tuple[str, str]], 
         references = task.encode_pairs(chunk)[1]
         batch = task.batch(chunk)
         longest = max(len(reference) for reference in references) + 2
-        translations = greedy_ids(
-            params, xp.asarray(batch.src), recipe.n_layers, recipe.n_heads, task.ids, longest
-        )
+        translations = greedy_ids(params, xp.asarray(batch.src), recipe.N, recipe.h, task.ids, longest)
         exact += sum(t == list(r) for t, r in zip(translations, references))
     return exact / max(len(pairs), 1)
 
@@ -136,9 +130,9 @@ def prove(
         "steps": recipe.steps,
         "batch_size": recipe.batch_size,
         "lr": recipe.lr,
-        "width": recipe.width,
-        "n_layers": recipe.n_layers,
-        "n_heads": recipe.n_heads,
+        "d_model": recipe.d_model,
+        "N": recipe.N,
+        "h": recipe.h,
         "d_ff": recipe.d_ff,
         "seed": recipe.seed,
         "label_smoothing": recipe.label_smoothing,

@@ -17,10 +17,10 @@ from ..backend import get_array_module
 from ..module import Parameter
 from ..optim import Adam
 from . import blocks
-from .curriculum import BLOCKS, BY_NAME
+from .exercises.curriculum import BLOCKS, BY_NAME
 from .grading import check
+from .grading.verdicts import FunctionVerdict
 from .loading import describe_error, learners_function, load_learner
-from .verdicts import FunctionVerdict
 
 
 def learner_functions(
@@ -142,9 +142,9 @@ def train_blocks(
     steps: int,
     batch_size: int,
     lr: float,
-    width: int,
-    n_layers: int,
-    n_heads: int,
+    d_model: int,
+    N: int,
+    h: int,
     d_ff: int,
     seed: int,
     label_smoothing: float,
@@ -159,8 +159,8 @@ def train_blocks(
     xp = get_array_module()
     pad = task.ids.pad
     initial = blocks.init_params(
-        numpy.random.default_rng(seed), len(task.src_vocab), len(task.tgt_vocab), width, d_ff, n_layers,
-        scale=width**-0.5,
+        numpy.random.default_rng(seed), len(task.src_vocab), len(task.tgt_vocab), d_model, d_ff, N,
+        scale=d_model**-0.5,
     )  # fmt: skip
     parameters = {key: Parameter(value) for key, value in initial.items()}
     params = {key: parameter.data for key, parameter in parameters.items()}  # updated in place by Adam
@@ -168,7 +168,7 @@ def train_blocks(
     for step in range(steps):
         batch = task.train_batch(step, batch_size)
         _, cache = blocks.encoder_decoder_forward(
-            batch.src, batch.tgt_in, batch.tgt_out, params, n_layers, n_heads, pad, label_smoothing
+            batch.src, batch.tgt_in, batch.tgt_out, params, N, h, pad, label_smoothing
         )
         grads = blocks.encoder_decoder_backward(1.0, cache)
         optimizer.zero_grad()
@@ -185,7 +185,7 @@ def train_blocks(
     for start in range(0, len(dev_pairs), 100):
         batch = task.batch(dev_pairs[start : start + 100])
         loss, cache = blocks.encoder_decoder_forward(
-            batch.src, batch.tgt_in, batch.tgt_out, params, n_layers, n_heads, pad, 0.0
+            batch.src, batch.tgt_in, batch.tgt_out, params, N, h, pad, 0.0
         )
         output = cache.output.loss
         predicted = output.probs.argmax(axis=-1)

@@ -10,8 +10,8 @@ from .. import functional
 from ..files import write_text_atomically
 from ..machine import require
 from . import blocks
-from .curriculum import BLOCKS, EXERCISES, textbook_function
-from .exercise import Exercise
+from .exercises.curriculum import BLOCKS, EXERCISES, textbook_function
+from .exercises.exercise import Exercise
 from .loading import SCRATCH, TIME_LIMIT
 
 WORKBOOK = "my_backprop.py"

@@ -114,7 +114,7 @@ def test_the_layering_check_sees_relative_imports():
     """The check resolves ``from .translator.data import X``, ``from ..translator import Y``, ``from .. import Z``."""
     names = imported_modules(PACKAGE / "kernels" / "cpu.py")
     assert "numpy_transformer.functional" in names and "numpy_transformer.machine" in names
-    names = imported_modules(PACKAGE / "workbook" / "curriculum.py")
+    names = imported_modules(PACKAGE / "workbook" / "exercises" / "curriculum.py")
     assert "numpy_transformer.functional" in names and "numpy_transformer.workbook.blocks" in names
 
 

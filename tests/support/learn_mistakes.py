@@ -1239,7 +1239,7 @@ def solved_workbook(solved: tuple[str, ...] | None = None) -> str:
     for exercise in workbook.EXERCISES:
         if solved is not None and exercise.backward not in solved:
             continue
-        source = inspect.getsource(workbook.curriculum.textbook_function(exercise.backward))
+        source = inspect.getsource(workbook.exercises.textbook_function(exercise.backward))
         stub = re.compile(rf"def {exercise.backward}\(.*?\n    raise NotImplementedError\n", re.S)
         text = stub.sub(lambda _, source=source: source, text, count=1)
     return text + (

@@ -389,7 +389,7 @@ def test_learn_train_runs_the_learners_functions_and_restores_the_kernels(tmp_pa
         guarded["relu_backward"] = lambda *a: calls.append(1) or inner(*a)
         return guarded
 
-    monkeypatch.setattr(workbook.training, "guarded", counting)
+    monkeypatch.setattr(workbook.commands, "guarded", counting)
     before = kernels.get_kernels()
     args = [
         "--task",
@@ -515,22 +515,30 @@ def residual_backward(dout, cache):
     assert "✖ layer_norm_backward" not in report  # graded to follow the call, reported where asked
 
 
-def test_the_learner_kernel_set_takes_textbook_names_only():
+def test_the_learner_kernel_set_takes_textbook_names_only_and_using_kernels_sets_it_for_a_block():
     from numpy_transformer import kernels
 
     with pytest.raises(ValueError, match="'my_helper' is not a textbook function's name"):
         kernels.set_learner_functions({"my_helper": print})
     with pytest.raises(TypeError, match="'relu_backward' must be callable"):
         kernels.set_learner_functions({"relu_backward": 3})
+    with (
+        pytest.raises(ValueError, match="'my_helper' is not a textbook function's name"),
+        kernels.using_kernels({"my_helper": print}),
+    ):
+        pass
     mine = lambda dout, cache: dout * cache  # noqa: E731
-    kernels.set_learner_functions({"relu_backward": mine})
-    try:
-        with kernels.using_kernels("learner"):
-            assert kernels.ops.relu_backward is mine
-            assert kernels.ops.relu_forward is functional.relu_forward  # the rest is the textbook
-        assert kernels.ops.relu_backward is not mine
-    finally:
-        kernels.set_learner_functions({})
+    before = kernels.get_kernels()
+    with kernels.using_kernels({"relu_backward": mine}):
+        assert kernels.get_kernels() == "learner"
+        assert kernels.ops.relu_backward is mine
+        assert kernels.ops.relu_forward is functional.relu_forward  # the rest is the textbook
+        with kernels.using_kernels("reference"):
+            assert kernels.ops.relu_backward is not mine
+        assert kernels.ops.relu_backward is mine  # the learner's set restored, theirs in it
+    assert kernels.get_kernels() == before and kernels.ops.relu_backward is not mine
+    with kernels.using_kernels("learner"):  # their functions went with the block that set them
+        assert kernels.ops.relu_backward is functional.relu_backward
 
 
 def test_learn_train_defaults_to_a_small_copy_task_and_flags_win(tmp_path):
@@ -1032,7 +1040,7 @@ def test_the_workbook_imports_both_attention_caches_its_docstrings_name():
 
 
 def test_a_dout_written_in_place_names_the_residual_only_where_there_is_one():
-    from numpy_transformer.workbook.recording import explain_writes
+    from numpy_transformer.workbook.grading.recording import explain_writes
 
     embedding = explain_writes("embedding_with_positions_backward", [("dout", "")], [])
     residual = explain_writes("residual_backward", [("dout", "")], [])
@@ -1344,7 +1352,7 @@ def test_the_proof_of_a_solved_workbook_is_the_textbooks_run_weight_for_weight(t
     assert all(v.status == "done" for v in verdicts)
     ran: set = set()
     theirs = workbook.training.guarded({**table, **block_table}, path, ran)
-    recipe = Recipe(width=16, n_layers=1, n_heads=2, d_ff=32, steps=12, test_size=40)
+    recipe = Recipe(d_model=16, N=1, h=2, d_ff=32, steps=12, test_size=40)
     said: list[str] = []
     result = prove(make_task("numbers-en-fr", seed=0), theirs, recipe, say=said.append)
     assert "encoder_decoder_backward" in ran  # the learner's whole model ran, not the textbook's

@@ -1,4 +1,4 @@
-"""Two learners' own mistakes, made cold (tests/support/cold_learner_mistakes.py): the first's on the
+"""Two learners' own mistakes, made cold (tests/workbook/cold_learner_mistakes.py): the first's on the
 blocks and the whole model, the second's on the rungs above the blocks (the embedding with positions,
 the stacks, the projection with its loss) and the whole model. Each is caught, and `learn check` names
 its cause; the share named at each level is measured."""
@@ -18,7 +18,7 @@ from cold_learner_mistakes import (
 )
 
 from numpy_transformer import workbook
-from numpy_transformer.workbook.verdicts import FunctionVerdict
+from numpy_transformer.workbook.grading.verdicts import FunctionVerdict
 
 SYMPTOMS = {"factor", "zero"}  # what a gradient looks like, not why
 

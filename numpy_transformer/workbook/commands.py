@@ -1,0 +1,215 @@
+"""learn train and learn prove as the learner meets them: whose functions each run is made of, and
+what each says about them.
+
+The command line (``numpy-transformer learn``) parses the flags and hands in what only the toolkit
+has: a training run's exit code and dev results, a task, a finished run's settings. What the runs
+are made of and every sentence about the learner's code are decided here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..kernels import using_kernels
+from .exercises.curriculum import BLOCKS
+from .proof import MOST_STEPS, PROOF, ProofResult, Recipe, prove
+from .training import TRAINED_BLOCKS, blocks_using, guarded, learner_functions, train_blocks
+
+COMPARISON = (
+    "what this shows: your functions train a translator. Both runs are identical when your "
+    "functions compute what the textbook's compute, operation for operation; other orders of "
+    "the same sums drift apart a little. It does not prove your gradients right: Adam divides "
+    "out a constant factor (a sum where a mean belongs trains almost as well), so a run can "
+    "look fine with a wrong function. `learn check` is the proof."
+)
+PROOF_SHOWS = (
+    "what this shows: your backwards train a whole translator end to end. Identical weights mean "
+    "your functions compute what the textbook's compute on this run, operation for operation. A "
+    "good translation alone would not prove a gradient right (Adam divides out a constant factor): "
+    "learn check is the proof of each one."
+)
+
+
+class LearnerTraining:
+    """learn train on the learner's file: their functions, loaded and graded once; the model run on
+    them (the "learner" kernel set); blocks.py's encoder-decoder trained on their blocks; and the
+    lines that say which of their functions each run used."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+        self.blocks: dict[str, Callable] = {}  # their block backwards (blocks.py's names), done or wrong
+        self.functions, self.verdicts = learner_functions(path, self.blocks)
+        self.ran: set[str] = set()  # those of their functions the model's run called
+        self.yours = [v.name for v in self.verdicts if v.status in ("done", "wrong") and v.name not in BLOCKS]
+        self.trained_blocks = [name for name in TRAINED_BLOCKS if name in self.blocks]
+
+    def introduction(self) -> list[str]:
+        """What the run is made of, said before it starts: their functions (the wrong ones named),
+        their blocks, those checked but not trained, those left to the textbook."""
+        wrong = [v.name for v in self.verdicts if v.status == "wrong"]
+        yours = self.yours
+        lines = [
+            f"your functions: {', '.join(yours)}"
+            + (f" ({', '.join(w for w in wrong if w in yours)} wrong)" if set(wrong) & set(yours) else "")
+            if yours
+            else "training on the textbook alone: the file defines no backward of its own that runs"
+        ]
+        if self.trained_blocks:
+            lines.append(
+                f"your blocks: {', '.join(self.trained_blocks)} (the package's model is built of the textbook's "
+                "modules; blocks.py's encoder-decoder trains on them after it)"
+            )
+        checked_only = [name for name in self.blocks if name not in TRAINED_BLOCKS]
+        if checked_only:
+            lines.append(
+                f"checked by learn check, not trained: your {', '.join(checked_only)} (blocks.py's model has none)"
+            )
+        raised = [v.name for v in self.verdicts if v.status == "error"]
+        if raised:
+            lines.append(f"left to the textbook (your code raised in check): {', '.join(raised)}")
+        return lines
+
+    def fresh_out(self) -> Path:
+        """The run's directory when none is given: runs/<stem>-N beside the learner's file, N the first
+        number not taken, so that no run replaces another."""
+        file = Path(self.path)
+        folder = file.expanduser().resolve().parent / "runs"
+        number = 1
+        while (folder / f"{file.stem}-{number}").exists():
+            number += 1
+        return folder / f"{file.stem}-{number}"
+
+    @contextmanager
+    def on_their_functions(self) -> Iterator[None]:
+        """Inside the block the model runs on their functions (guarded, each that runs added to
+        ``ran``), the textbook's wherever they wrote none."""
+        with using_kernels(guarded(self.functions, self.path, self.ran)):
+            yield
+
+    @property
+    def mine(self) -> list[str]:
+        """Their functions the model's run called."""
+        return [name for name in self.yours if name in self.ran]
+
+    def what_ran(self) -> list[str]:
+        """After the run: which of their functions it called, and which this model never uses."""
+        if not self.yours:
+            return []
+        unused = [name for name in self.yours if name not in self.ran]
+        return [
+            f"the model ran your {', '.join(self.mine) or 'nothing'}"
+            + (f"; not used by this model: {', '.join(unused)}" if unused else "")
+            + "; the rest was the textbook's"
+        ]
+
+    @staticmethod
+    def textbook_run(out: str) -> str:
+        return f"the textbook's own code on the same seed, for comparison ({out}):"
+
+    @staticmethod
+    def comparison(yours: dict[str, Any] | None, textbook: dict[str, Any] | None) -> list[str]:
+        """The two runs' last dev results side by side (``yours``, ``textbook``: a dev record of each
+        run's log, None where it has none), and what that does and does not show."""
+        if not yours or not textbook:
+            return []
+        return [
+            f"dev after {yours['step']} steps: yours exact {yours['exact_match']:.3f} "
+            f"BLEU {yours['bleu']:.2f}; the textbook's exact {textbook['exact_match']:.3f} "
+            f"BLEU {textbook['bleu']:.2f} (same seed)",
+            COMPARISON,
+        ]
+
+    def train_blocks(self, task: Any, compare: bool, **settings: Any) -> str:
+        """blocks.py's encoder-decoder trained on ``task`` (``settings``: train_blocks' steps, sizes
+        and the rest): on their block functions (their encoder_decoder_backward, or the textbook's
+        calling their blocks and layers), then on the textbook's alone where ``compare``; the line
+        with both teacher-forced dev results. Their code raising is a RuntimeError saying where."""
+        ran: set[str] = set()
+        theirs = guarded({**self.functions, **self.blocks}, self.path, ran)
+        started = time.perf_counter()
+        with blocks_using(theirs):
+            yours = train_blocks(task, **settings)
+        seconds = time.perf_counter() - started
+        textbook = train_blocks(task, **settings) if compare else None
+        names = [name for name in TRAINED_BLOCKS if name in ran] or ["nothing"]
+        line = (
+            f"the whole encoder-decoder of blocks.py on your {', '.join(names)}: dev loss {yours.dev_loss:.2f}, "
+            f"token accuracy {yours.accuracy:.2f}"
+        )
+        if textbook is not None:
+            line += f"; the textbook's: {textbook.dev_loss:.2f}, {textbook.accuracy:.2f} (same seed, "
+        else:
+            line += " ("
+        return f"{line}{yours.steps} steps, {seconds:.1f} s)"
+
+
+def proof_recipe(steps: int | None) -> Recipe:
+    """The proof's recipe, with ``steps`` training steps where given (fewer is a rehearsal)."""
+    if steps is not None and not 1 <= steps <= MOST_STEPS:
+        raise ValueError(
+            f"--steps must be an integer in [1, {MOST_STEPS}] (the proof's own: {PROOF.steps}), got {steps}"
+        )
+    return PROOF if steps is None else replace(PROOF, steps=steps)
+
+
+def prove_file(
+    path: str | Path,
+    task: Any,
+    recipe: Recipe = PROOF,
+    compare: bool = True,
+    say: Callable[[str], None] | None = None,
+) -> tuple[list[str], int]:
+    """learn prove on the learner's file: the proof (see proof.prove) on their block and layer
+    functions, and its report: the lines to say and the exit code (0 when proven). Their code raising
+    in the run is a RuntimeError saying where; ``say`` gets the progress lines."""
+    blocks: dict[str, Callable] = {}
+    functions, verdicts = learner_functions(path, blocks)
+    wrong = [v.name for v in verdicts if v.status == "wrong"]
+    ran: set[str] = set()
+    result = prove(task, guarded({**functions, **blocks}, path, ran), recipe, compare=compare, say=say)
+    return _proof_report(result, recipe, len(task.test), sorted(ran), wrong)
+
+
+def _proof_report(
+    result: ProofResult, recipe: Recipe, test_pairs: int, mine: Sequence[str], wrong: Sequence[str]
+) -> tuple[list[str], int]:
+    """The proof's lines (what ran, how well each run translates, the verdict, what it shows) and its
+    exit code: 0 when proven (nothing wrong, the target reached, the weights the textbook's)."""
+    n = min(recipe.test_size, test_pairs)
+    line = (
+        f"blocks.py's encoder-decoder on your {', '.join(mine)} (the rest the textbook's)"
+        if mine
+        else "blocks.py's encoder-decoder on the textbook alone: FILE defines no backward this model runs"
+    )
+    lines = [
+        f"{line}, {recipe.steps} steps of {recipe.task}: exact on {result.yours_exact:.1%} of {n} numbers "
+        f"it never saw ({result.seconds:.0f} s, training and translating)"
+    ]
+    if result.textbook is not None and result.textbook_exact is not None:
+        same = (
+            "identical"
+            if result.identical
+            else f"not identical (they differ by up to {result.largest_difference:.2g})"
+        )
+        lines.append(
+            f"the textbook's run on the same seed: exact on {result.textbook_exact:.1%}; the weights are {same}"
+        )
+    reached = result.yours_exact >= recipe.target
+    if not mine:
+        verdict = "nothing of yours was proven: write the workbook's backwards first"
+    elif wrong:
+        verdict = f"not a proof yet: learn check finds {', '.join(wrong)} wrong"
+    elif not reached:
+        verdict = f"not yet: the target is {recipe.target:.0%} exact"
+    elif result.textbook is not None and not result.identical:
+        verdict = (
+            f"the target of {recipe.target:.0%} is reached, but your run is not the textbook's: some function "
+            "sums in another order, or carries a mistake too small for learn check's tolerance"
+        )
+    else:
+        verdict = f"proven: your encoder-decoder translates, {recipe.target:.0%} exact or better"
+    return [*lines, verdict, PROOF_SHOWS], 0 if verdict.startswith("proven") else 1

@@ -1,0 +1,20 @@
+"""The workbook's exercises: what an exercise is and what a drawn case is (``exercise``); each
+exercise declared once, with its cases, the mistakes those cases recognise and its hints
+(``layer_exercises``, ``block_exercises``); their order and the textbook function behind each name
+(``curriculum``); the recognisable mistakes' sentences (``mistakes``)."""
+
+from .curriculum import BLOCKS, BY_NAME, EXERCISES, OPTIONAL, textbook_function, unknown_exercise
+from .exercise import Case, Exercise
+from .mistakes import SENTENCES
+
+__all__ = [
+    "BLOCKS",
+    "BY_NAME",
+    "EXERCISES",
+    "OPTIONAL",
+    "SENTENCES",
+    "Case",
+    "Exercise",
+    "textbook_function",
+    "unknown_exercise",
+]

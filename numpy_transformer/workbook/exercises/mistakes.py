@@ -1,0 +1,175 @@
+"""The recognisable mistakes: one sentence each, named so that the tests can ask for them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SENTENCES = {
+    "rows_sum": "the sum over positions is missing or partial: a parameter is used at every position "
+    "of every leading axis, so its gradient adds up all of them",
+    "transposed": "it is transposed: a gradient has the shape of what it is the gradient of",
+    "sign": "the sign is flipped",
+    "factor": "it is off by a constant factor of {factor:.6g}",
+    "zero": "it is zero everywhere",
+    "ln_mean": "the mean term of layer norm is missing: x also reaches the output through mu",
+    "ln_var": "the variance term of layer norm is missing: x also reaches the output through sigma",
+    "ln_both": "both the mean and the variance terms of layer norm are missing: x also reaches "
+    "the output through mu and sigma",
+    "softmax_row_sum": "softmax backward without its row coupling: every output of a row depends on every "
+    "input of the row (the outputs sum to 1), so each dx entry has a term from the whole row",
+    "scale_forgotten": "the 1/sqrt(d) scale is forgotten: the scores were multiplied by it, so dq and dk are too",
+    "scale_twice": "the 1/sqrt(d) scale is applied twice",
+    "repeated_ids": "repeated ids are overwritten instead of added: every position holding a token "
+    "adds its gradient to that token's row (add.at, not assignment)",
+    "mask_leak": "masked positions leak gradient: a masked score is a constant, so its gradient is 0",
+    "padding_leak": "padding leaks gradient: positions whose target is padding take no part in the loss",
+    "dropout_scale": "the dropout mask is not rescaled: the forward divided by 1 - p, so the backward does too",
+    "dropout_mask": "the dropout mask is not applied: entries the forward dropped get no gradient",
+    "dropout_dv": "dv uses P where the forward used dropout(P): v was multiplied by the dropped probabilities",
+    "token_count": "the loss is not divided by its token count: it is the mean over the non-padding tokens",
+    "token_count_pad": "the loss is divided by every position's count, padding included: only the "
+    "non-padding tokens are counted",
+    "upstream": "the upstream gradient (dloss) is not multiplied in",
+    "label_smoothing": "label smoothing is left out: the target distribution is (1 - eps) one_hot + eps / V",
+    "embedding_scale": "the sqrt(D) scale of the embedding is forgotten: the forward multiplied the rows by it",
+    "residual_dropped": "a residual's skip path is dropped: x reaches the output along the skip and "
+    "along the branch, so its gradient is the sum of both",
+    "norm_path": "the norm's backward is on the wrong path: in pre-norm the norm is on the branch only (the "
+    "skip's gradient passes it by); in post-norm it comes after the sum (both paths' gradients pass through it)",
+    "memory_one_layer": "the encoder output's gradient is kept from one decoder layer only: it feeds the "
+    "cross-attention of every decoder layer, so their gradients add",
+    "tied_not_added": "the tied matrix gets only one of its gradients: tgt_table is the target embedding and "
+    "the output projection, so its two gradients add",
+    "layer_order": "the layers are undone in the forward's order: the backward goes through the last layer "
+    "first, each layer receiving the gradient of the one above it",
+    "skipped": "it is fed the gradient reaching {above}: a gradient comes back through every piece in "
+    "between, each through its own backward",
+    "positional_added": "the positional table is added on the way back: the forward added a constant, so "
+    "the gradient passes through unchanged",
+    "paths": "a tensor feeding several paths (queries, keys, values, the latent) gets only some of "
+    "their gradients: the gradients of every path must be added",
+    "relu_skipped": "the relu's backward is left out: the forward zeroed every hidden unit whose input was "
+    "not positive, so those units get no gradient (relu_backward with the forward's mask)",
+    "relu_mask": "the relu's mask is taken from the gradient: the slope is 1 where the forward's input was "
+    "positive (the mask in the cache), whatever the sign of the gradient",
+    "swapped": "a gradient is returned under another parameter's key: {name} holds the gradient of "
+    "{other}; each key takes the gradient of its own parameter",
+    "counted_twice": "a gradient is counted twice: where paths meet, each path's gradient is added once",
+    "averaged": "the paths' gradients are averaged: where paths meet, their gradients add",
+    "stray_factor": "it is scaled by {factor:.6g}, a constant the forward does not have: between its "
+    "pieces a block's backward hands each gradient on unchanged, or adds those that meet",
+    "memory_dropped": "the memory's gradient is dropped: the memory feeds the cross-attention's keys and "
+    "values, so dmemory is what that attention's backward returns for them (its dx_kv)",
+    "dropout_skipped": "the dropout's backward is left out: the forward dropped entries and scaled the rest by "
+    "1 / (1 - p), so the gradient goes back through the same mask and scale (dropout_backward with the "
+    "forward's cache)",
+    "final_norm_skipped": "the stack's final norm is left out of the backward: the forward normalised the last "
+    "layer's output, so the gradient goes back through that norm before it reaches the last layer",
+    "memory_swapped": "the encoder is handed the gradient of the decoder's input: the encoder's output is the "
+    "memory, so the gradient it gets is the memory's (the dmemory the decoder stack returns)",
+    "wrong_cache": "a piece's backward is handed another piece's cache: {where}'s is used twice, {other}'s "
+    "never; each backward takes the cache its own forward returned",
+    # the causes of causes.py: read from the calls a learner's block made
+    "branch_dropped": "a residual's branch is dropped: the gradient coming back through {piece} is not added "
+    "where the paths meet; x reaches the output along the skip and along the branch, so its gradient is the "
+    "sum of both",
+    "piece_order": "the pieces are undone in the forward's order: yours starts at {started}; a backward starts "
+    "at the piece nearest the output ({last}, the forward's last) and goes back to the forward's first "
+    "({first}), each piece handed the gradient of the one after it",
+    "post_norm_order": "the post-norm residual is undone in pre-norm order: in post-norm, y = norm(x + f(x)), "
+    "the norm comes last, so its backward comes first and both the skip and the branch take its gradient "
+    "(cache.norm_first says which)",
+    "cache_swapped": "{where}'s and {other}'s caches are swapped: {function} is handed {other}'s cache with the "
+    "gradient reaching {where}; each backward takes the cache its own forward returned",
+    "not_chained": "the stack's layers are not chained: each layer is handed the gradient from above the stack, "
+    "but a layer's dout is the dx that the layer above it returns",
+    "relu_inverted": "the relu's mask is inverted: the gradient passes where the forward's input was positive "
+    "(where the mask in the cache is True) and is zero where it was not",
+    "relu_place": "the relu's backward is on the wrong side: the relu sits between the two linears, so its mask "
+    "(the forward's, from the cache) applies to the gradient reaching the hidden units, not to the block's dout",
+    "linear_dx_transposed": "the linear's input gradient uses W^T: the forward is y = x W^T, so dx = dout W",
+    "subtracted": "a gradient is subtracted where it adds: {what} is taken away; where paths meet (a tied "
+    "matrix's two uses too), their gradients add",
+    "qkv_part": "only part of w_qkv's gradient is kept: its {zero} rows are zero, its {kept} rows right; w_qkv "
+    "stacks the weights of the queries, keys and values, so each part takes the gradient of its own path",
+    "wrong_function": "{function} is used on {where}, which {right} undoes: each piece's backward is the one "
+    "of the forward that made its cache",
+    "shape": "the gradient handed to {where}'s backward has shape {shape}{what}, but {where}'s output, which "
+    "it is the gradient of, has shape {expected}: each piece takes the gradient of its own output",
+    "different_tensors": "{first} and {second}, which {function} returns, are added, but they are the "
+    "gradients of different tensors: a cross-attention's dx_q is the gradient of x (its queries' input), "
+    "its dx_kv that of the memory (dmemory)",
+    "foreign_term": "{what} is added to {label}, but it is the gradient of another tensor: {label} adds "
+    "only the gradients of the paths its own tensor takes",
+    # the layers' causes the first ones leave as a symptom (a constant factor, zero) or unnamed
+    "relu_unmasked": "the relu's mask is not applied: the slope of max(x, 0) is 0 where x was not positive, "
+    "so dx is dout where the cache (x > 0) is True and 0 elsewhere (dout * cache)",
+    "dropout_multiplied": "the kept entries are multiplied by 1 - p where the forward divided by it: inverted "
+    "dropout scales what it keeps up, so dx = dout * keep / keep_prob",
+    "softmax_axis": "the row's sum is taken along another axis than the last: softmax normalises along the "
+    "last axis, so the sum in its backward runs along it too (sum(dout * y, axis=-1, keepdims=True))",
+    "ln_rstd": "the 1/sigma factor is missing: xhat = (x - mu) / sigma, so every path from x to the output "
+    "is divided by sigma; multiply by rstd (the cache's 1 / sigma)",
+    "positional_zero": "the gradient is zeroed as if x were the constant: the table is the constant; y = x + PE, "
+    "so dy/dx is the identity and dx = dout",
+    "stack_order": "a stacked gradient's parts are in another order: each is stacked as the forward stacks "
+    "its weights ([dW_q; dW_k; dW_v] for w_qkv and b_qkv, [dW_q; dW_c] for w_q_compress, [dW_kd; dW_vd] for "
+    "w_kv_decompress), each part the gradient of its own weight",
+    # the layers' causes of a learner's common slips
+    "softmax_diagonal": "only the Jacobian's diagonal, y (1 - y), is used, as for a sigmoid: every output of a "
+    "row depends on every input of the row, so dx = y * (dout - sum(dout * y)) over the row",
+    "softmax_unweighted": "the row's term sums dout alone: it is the sum of dout * y over the row (each output "
+    "weighs its share), so dx = y * (dout - sum(dout * y, axis=-1, keepdims=True))",
+    "ln_gamma": "gamma is left out of dx: y = gamma * xhat + beta, so the gradient reaching xhat is g = dout * "
+    "gamma, and every term of dx is built from g",
+    "ln_sum": "the row's terms are sums where they are means: mu and sigma average over the D entries of a row, "
+    "so each term carries a 1/D (mean(g) and mean(g * xhat), over the last axis)",
+    "ln_dgamma": "dgamma lacks xhat: y = gamma * xhat + beta, so dgamma sums dout * xhat over the rows (dbeta "
+    "sums dout)",
+    "mask_inverted": "the mask is read the wrong way round: it is True where a query may see a key, so the "
+    "scores' gradient is kept where it is True and is 0 where it is False",
+    "ce_probs": "this is the gradient with respect to the probabilities, -q / probs: the loss takes the logits, "
+    "and the softmax between them is part of its backward; together they give probs - q",
+    "heads_reshape": "the heads are split or merged by a reshape alone: split_heads reshapes (B, T, D) to "
+    "(B, T, H, K) and moves the head axis forward to (B, H, T, K), so merging moves it back before the reshape "
+    "(transpose(0, 2, 1, 3), as merge_heads does)",
+    # the causes of the rungs above the blocks: a constant of the exercise's own, a stack, the loss
+    "embedding_scale_twice": "the sqrt(D) scale is applied twice: embedding_backward already multiplies the "
+    "rows' gradient by it, once, as the forward multiplied the rows",
+    "upstream_twice": "the upstream gradient (dloss) is multiplied in twice: cross_entropy_backward(dloss, ...) "
+    "already multiplies by it, and what comes after it is linear",
+    "token_count_twice": "the mean is taken twice: cross_entropy_backward already divides by the token count "
+    "(n_valid), so nothing after it divides again",
+    "memory_averaged": "the layers' memory gradients are averaged: the memory feeds the cross-attention of every "
+    "decoder layer, so their gradients add (a sum, not a mean)",
+    "memory_some_layers": "the encoder output's gradient adds only {kept} of the {layers} decoder layers' "
+    "gradients: it feeds the cross-attention of every decoder layer, so every layer's dmemory adds",
+    "tied_averaged": "the tied matrix's two gradients are averaged: tgt_table is the target embedding and the "
+    "output projection, so its two gradients add (a sum, not a mean)",
+    "final_norm_last": "the stack's final norm is undone last: the forward applied it after the last layer, so "
+    "its backward comes first, and the last layer is handed the gradient it returns",
+    "memory_plus_input": "the encoder is handed the memory's gradient plus the decoder input's: the encoder's "
+    "output is the memory alone, so it gets dmemory alone (the decoder stack's dx goes to the target embedding)",
+    "tables_swapped": "src_table's and tgt_table's gradients are mixed up: a gradient of shape {first} meets one "
+    "of shape {second}; tgt_table's gradient adds the target embedding's and the projection's, src_table's is the "
+    "source embedding's alone",
+    "dropout_none": "the cache's dropout is None when dropout is off (p = 0): nothing was dropped, so the gradient "
+    "passes unchanged; check for None first (dropout_backward does)",
+    "zeros_shape": "{name} starts as zeros of shape {zeros}, but {what}, added to it, has shape {other}: an "
+    "accumulator takes the shape of the gradients it gathers (zeros of that shape, or the first of them)",
+    "ce_plain": "this is probs - one_hot, the plain cross-entropy's gradient: this loss also smooths the labels "
+    "((1 - eps) one_hot + eps / V), leaves padding out and takes the mean over the non-padding tokens "
+    "(cross_entropy_backward does all three)",
+    "smoothing_convention": "label smoothing is spread another way: the target distribution is (1 - eps) one_hot "
+    "+ eps / V, eps / V on every class, the target's included (1 - eps + eps / V there), not eps / (V - 1) on "
+    "the others",
+    "reshaped": "its values are right, its shape is not: a gradient has the shape of what it is the gradient of, "
+    "so reshape it back (dx.reshape(x.shape))",
+    "dtype": "a gradient is returned in another dtype than its input's: a backward computes in its input's "
+    "dtype (a lower one loses the precision the model trains in)",
+}
+
+
+def sentence(key: str, **values: Any) -> str:
+    """The sentence of a recognised mistake, its numbers filled in."""
+    return SENTENCES[key].format(**values)
