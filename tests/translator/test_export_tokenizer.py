@@ -566,3 +566,24 @@ def test_an_import_checks_config_json_against_the_tokenizer(tmp_path, kind):
         )
     assert not (tmp_path / "run").exists()
     assert len(source) == original["numpy_transformer"]["src_vocab_size"]
+
+
+def test_a_load_checks_the_rows_after_the_vocabulary_against_config_json(tmp_path):
+    """Read without the tokenizer (load_pretrained), the weights' rows after config.json's own
+    vocabulary size must be the copies of <unk>'s an export writes there."""
+    from numpy_transformer.translator.huggingface import load_pretrained
+
+    model, _, _ = exported(tmp_path, "marian", False)
+    assert (
+        len(load_pretrained(tmp_path / "hf").src_embed.embedding.weight.data) == model.config.src_vocab_size
+    )
+    config_path = tmp_path / "hf" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["numpy_transformer"]["src_vocab_size"] = 5
+    config_path.write_text(json.dumps(config))
+    refusal = (
+        r"model.safetensors: tensor '.*encoder.embed_tokens.weight' has \d+ rows, but config.json's "
+        r"numpy_transformer.src_vocab_size is 5, and its rows after 5 are not copies of <unk>'s"
+    )
+    with pytest.raises(PretrainedError, match=refusal):
+        load_pretrained(tmp_path / "hf")

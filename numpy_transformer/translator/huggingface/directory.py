@@ -115,7 +115,7 @@ def check_destination(
     (recover_killed: the earlier export put back, a half-written one removed); one still running
     into it is refused."""
     path = Path(directory).expanduser()
-    ancestor = next(parent for parent in path.parents if parent.exists() or parent == parent.parent)
+    ancestor = next((parent for parent in path.parents if parent.exists()), path)
     if not ancestor.is_dir():
         raise ExportError(
             f"--to {directory}: {ancestor} is not a directory (expected a folder to make it in)"

@@ -164,8 +164,8 @@ def export_pretrained(
     Returns the files written.
 
     Everything is checked first (the architecture, the vocabularies, the tokenizer, the directory: a
-    non-empty one is refused unless ``overwrite``); the files are written into a temporary directory
-    beside it, then moved in, each by a rename."""
+    non-empty one is refused unless ``overwrite``); the export is written whole beside it, then
+    swapped in (write_export)."""
     from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
