@@ -1871,7 +1871,228 @@ def escaped_not_obeyed(ws: Path) -> bool:
     )
 
 
+def exported(run: str, folder: str, *flags: str) -> Callable[[Path], object]:
+    """``ws/folder``: an export of ``ws/run`` (``flags``: --ctranslate2), with the user's notes.txt beside it."""
+
+    def make(ws: Path) -> None:
+        code, err = cli("export", str(ws / run), "--to", str(ws / folder), *flags)(ws)
+        assert code == 0, err
+        (ws / folder / "notes.txt").write_text("mine")
+
+    return make
+
+
+def alone_and_whole(folder: str, kind: str) -> Callable[[Path], bool]:
+    """``ws/folder`` holds one export of ``kind`` whole beside the user's notes, and nothing is left
+    beside it (a staging folder, an earlier export moved aside)."""
+
+    def check(ws: Path) -> bool:
+        beside = [path.name for path in ws.iterdir() if path.name.startswith(f".{folder}.")]
+        return not beside and one_export_beside_the_notes(folder, kind)(ws)
+
+    return check
+
+
+CHMOD_SIGNAL = """
+import os, signal, sys
+calls = []
+real = os.chmod
+def chmod(*args, **kwargs):  # the second file of the export written: the signal comes
+    calls.append(args)
+    if len(calls) == 2:
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return real(*args, **kwargs)
+os.chmod = chmod
+from numpy_transformer.translator.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def signalled_export(signum: str, folder: str, *flags: str) -> Callable[[Path], tuple[int, str]]:
+    """``export tk-imp --to ws/folder --overwrite`` (``flags``) in a child process that gets ``signum``
+    (SIGINT, SIGTERM or SIGKILL) once the second file of the new export is written."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        argv = ["export", str(ws / "tk-imp"), "--to", str(ws / folder), "--overwrite", *flags]
+        done = subprocess.run(
+            [sys.executable, "-c", CHMOD_SIGNAL, signum, *argv],
+            capture_output=True,
+            text=True,
+            timeout=TIME_LIMIT,
+        )
+        return done.returncode, done.stderr
+
+    return run
+
+
+def interrupted_export(signum: str, folder: str, kind: str, *flags: str) -> Callable[[Path], tuple[int, str]]:
+    """signalled_export, judged a wrong acceptance (0, what) unless the earlier export of ``kind`` is
+    left whole and alone (alone_and_whole)."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        code, err = signalled_export(signum, folder, *flags)(ws)
+        if not alone_and_whole(folder, kind)(ws):
+            return 0, f"{folder} is not one whole {kind} export alone: {sorted(os.listdir(ws / folder))}"
+        return code, err
+
+    return run
+
+
+def full_disk_for_safetensors(run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """Run with safetensors failing as it does on a full disk: its own error, not an OSError."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        import safetensors.numpy
+        from safetensors import SafetensorError
+
+        real = safetensors.numpy.save_file
+
+        def save_file(*args: object, **kwargs: object) -> None:
+            raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+        safetensors.numpy.save_file = save_file
+        try:
+            return run(ws)
+        finally:
+            safetensors.numpy.save_file = real
+
+    return wrapped
+
+
+def nothing_at(relative: str, run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """``run``, judged wrong where it leaves anything at ``ws/relative``."""
+
+    def judged(ws: Path) -> tuple[int, str]:
+        code, err = run(ws)
+        return (0, f"{relative} was left") if (ws / relative).exists() else (code, err)
+
+    return judged
+
+
+def separate_vocabularies_export(ws: Path) -> Path:
+    """``ws/tk-sep-hf``: the Marian export of a character run of separate vocabularies (its target's
+    tokenizer in target/), once."""
+    if not (ws / "tk-sep-hf").is_dir():
+        argv = ["train", "--data", "{ws}/corpus.tsv", "--tokenizer", "char", "--post-norm", "--no-final-norm"]
+        code, err = cli(*argv, *TINY, "--out", "{ws}/tk-sep")(ws)
+        assert code == 0, err
+        code, err = cli("export", "{ws}/tk-sep", "--to", "{ws}/tk-sep-hf")(ws)
+        assert code == 0, err
+    return ws / "tk-sep-hf"
+
+
+def copy_of_the_export(folder: str, change: Callable[[Path], object]) -> Callable[[Path], Path]:
+    """``ws/folder``: a copy of separate_vocabularies_export, then ``change`` done to it."""
+
+    def make(ws: Path) -> Path:
+        if not (ws / folder).exists():
+            shutil.copytree(separate_vocabularies_export(ws), ws / folder)
+            change(ws / folder)
+        return ws / folder
+
+    return make
+
+
+def source_vocab_size(size: int) -> Callable[[Path], None]:
+    def change(directory: Path) -> None:
+        config = json.loads((directory / "config.json").read_text())
+        config["numpy_transformer"]["src_vocab_size"] = size
+        (directory / "config.json").write_text(json.dumps(config))
+
+    return change
+
+
+LONG_NAME = "e" * 250  # a legal name (NAME_MAX 255), whose staging sibling's must fit too
+
+
 TOOLKIT_CASES = [
+    Case(
+        "export",
+        "Ctrl-C during export --overwrite --ctranslate2 over a Marian export, its second file written",
+        then(
+            imported_run("tk-imp"),
+            exported("tk-imp", "tk-int"),
+            interrupted_export("SIGINT", "tk-int", "marian", "--ctranslate2"),
+        ),
+        True,
+        ("interrupted (Ctrl-C): nothing of the export was written", "tk-int is as it was"),
+    ),
+    Case(
+        "export",
+        "SIGTERM during export --overwrite (Marian) over a CTranslate2 export, its second file written",
+        then(
+            imported_run("tk-imp"),
+            exported("tk-imp", "tk-term", "--ctranslate2"),
+            interrupted_export("SIGTERM", "tk-term", "ctranslate2"),
+        ),
+        True,
+        ("ended (SIGTERM): nothing of the export was written", "tk-term is as it was"),
+    ),
+    Case(
+        "export",
+        "export --overwrite again after one killed (SIGKILL) while writing over a CTranslate2 export",
+        then(
+            imported_run("tk-imp"),
+            exported("tk-imp", "tk-kill", "--ctranslate2"),
+            signalled_export("SIGKILL", "tk-kill"),
+            cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-kill", "--overwrite"),
+        ),
+        False,
+        check=alone_and_whole("tk-kill", "marian"),
+    ),
+    Case(
+        "export",
+        "export (Hugging Face) into a new directory on a full disk",
+        then(
+            imported_run("tk-imp"),
+            nothing_at(
+                "tk-full", full_disk_for_safetensors(cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-full"))
+            ),
+        ),
+        True,
+        ("tk-full/model.safetensors", "No space left on device", "nothing of the export was written"),
+    ),
+    Case(
+        "export",
+        "export --to a directory of a 250-byte name",
+        then(imported_run("tk-imp"), cli("export", "{ws}/tk-imp", "--to", f"{{ws}}/{LONG_NAME}")),
+        False,
+        check=lambda ws: (ws / LONG_NAME / "model.safetensors").is_file(),
+    ),
+    Case(
+        "export",
+        "export --to a directory whose parents are missing (as train --out makes them)",
+        then(imported_run("tk-imp"), cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-new/a/hf")),
+        False,
+        check=lambda ws: (ws / "tk-new" / "a" / "hf" / "model.safetensors").is_file(),
+    ),
+    Case(
+        "export",
+        "export --to a directory under a file",
+        then(imported_run("tk-imp"), cli("export", "{ws}/tk-imp", "--to", "{ws}/afile/hf")),
+        True,
+        ("--to", "afile is not a directory"),
+    ),
+    Case(
+        "import",
+        "import a two-vocabulary export whose target/ folder was not copied",
+        then(
+            copy_of_the_export("tk-sep-top", lambda d: shutil.rmtree(d / "target")),
+            cli("import", "{ws}/tk-sep-top", "--out", "{ws}/imp-sep-top"),
+        ),
+        True,
+        ("tk-sep-top/target: no such folder", "shared_vocab false"),
+    ),
+    Case(
+        "import",
+        "import an export whose config.json's src_vocab_size disagrees with tokenizer.json and the weights",
+        then(
+            copy_of_the_export("tk-sep-size", source_vocab_size(5)),
+            cli("import", "{ws}/tk-sep-size", "--out", "{ws}/imp-sep-size"),
+        ),
+        True,
+        ("config.json: numpy_transformer.src_vocab_size is 5", "tokenizer.json holds"),
+    ),
     Case(
         "export",
         "export --overwrite --ctranslate2 over a Marian export (the user's notes beside it)",

@@ -212,19 +212,24 @@ def test_an_overwrite_across_the_two_kinds_leaves_one_export_and_the_users_files
 
 def test_a_failed_write_leaves_no_directory_of_its_own_and_says_what_is_left(tmp_path, monkeypatch):
     import safetensors.numpy
+    from safetensors import SafetensorError
 
     from numpy_transformer.files import SaveError
 
     model, vocabularies = random_model(True, False, "relu", True)
 
-    def full(*args, **kwargs):
-        raise OSError(28, "No space left on device")
+    def full(*args, **kwargs):  # as safetensors says a full disk: its own error, not an OSError
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
 
     monkeypatch.setattr(safetensors.numpy, "save_file", full)
-    with pytest.raises(SaveError, match=r"No space left on device; nothing of the export was written \(the "
-                       r"directory made for it is removed\)"):  # fmt: skip
+    with pytest.raises(SaveError, match=r"^could not write .*/hf/model.safetensors: \[Errno 28\] No space left on "
+                       r"device; nothing of the export was written$"):  # fmt: skip
         export_pretrained(model, vocabularies, tmp_path / "hf")
-    assert not (tmp_path / "hf").exists() and list(tmp_path.iterdir()) == []  # no staging left either
+    assert list(tmp_path.iterdir()) == []  # no directory, no staging left either
+    with pytest.raises(SaveError, match=r"nothing of the export was written \(the folders made for it are "
+                       r"removed: .*/a, .*/a/b\)$"):  # fmt: skip
+        export_pretrained(model, vocabularies, tmp_path / "a" / "b" / "hf")
+    assert list(tmp_path.iterdir()) == []
     monkeypatch.undo()
     (tmp_path / "used" / "config.json").mkdir(parents=True)  # a directory where a file of the export goes
     with pytest.raises(
@@ -233,6 +238,13 @@ def test_a_failed_write_leaves_no_directory_of_its_own_and_says_what_is_left(tmp
     ):
         export_pretrained(model, vocabularies, tmp_path / "used", overwrite=True)
     assert (tmp_path / "used" / "config.json").is_dir()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["used"]
+
+
+def test_export_makes_the_missing_parents_of_its_directory(tmp_path):
+    model, vocabularies = random_model(True, True, "relu", True)
+    export_pretrained(model, vocabularies, tmp_path / "a" / "b" / "hf")
+    assert_same_model(load_pretrained(tmp_path / "a" / "b" / "hf"), model)
 
 
 def logits_of(model, vocabularies, seed=0):

@@ -17,6 +17,7 @@ Skipped, with the reason, only where transformers cannot be imported.
 
 import dataclasses
 import json
+import shutil
 import sys
 import unicodedata
 
@@ -29,7 +30,7 @@ from numpy_transformer.translator.batches import make_batch
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.corpora import printable
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
-from numpy_transformer.translator.huggingface import ExportError, export_pretrained
+from numpy_transformer.translator.huggingface import ExportError, PretrainedError, export_pretrained
 from numpy_transformer.translator.run.checkpoint import (
     load_checkpoint,
     load_for_inference,
@@ -511,3 +512,78 @@ def test_a_word_run_is_refused_without_the_tokenizers_library_and_a_char_run_nam
         huggingface_tokenizer(WordTokenizer(), vocab)
     with pytest.raises(MissingLibrary, match=r"the char tokenizer's tokenizer\.json needs tokenizers"):
         huggingface_tokenizer(CharTokenizer(), vocab)
+
+
+def test_an_import_of_two_vocabularies_without_the_target_folder_is_refused_naming_it(tmp_path):
+    """A copy of an export's top-level files alone: the source's tokenizer is not the target's."""
+    exported(tmp_path, "marian", False)
+    shutil.rmtree(tmp_path / "hf" / "target")
+    with pytest.raises(PretrainedError, match=r"hf/target: no such folder, but .*config.json gives separate "
+                       r"source and target vocabularies \(numpy_transformer.shared_vocab false\)"):  # fmt: skip
+        import_run(tmp_path / "hf", tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_export_of_separate_but_equal_vocabularies_writes_and_reads_the_target_folder(tmp_path):
+    tokenizer, (source, _) = run_of("char", True)
+    vocabularies = (source, Vocab.from_list(list(source.itos), source.ids))  # two objects, one list
+    model = random_model(vocabularies, "marian", tied=False)
+    assert not model.config.shared_vocab
+    export_pretrained(model, vocabularies, tmp_path / "hf", tokenizer)
+    assert (tmp_path / "hf" / "target" / "tokenizer.json").is_file()
+    written, _ = import_run(tmp_path / "hf", tmp_path / "run")
+    assert_same_run(written, (model, tokenizer, *vocabularies))
+
+
+@pytest.mark.parametrize("kind", ["bpe", "char"])
+def test_an_import_checks_config_json_against_the_tokenizer(tmp_path, kind):
+    """config.json's own vocabulary size and its rows, each against tokenizer.json: refused, naming
+    both files and both values, before anything is written."""
+    _, _, (source, _) = exported(tmp_path, "marian", False, kind)
+    config_path = tmp_path / "hf" / "config.json"
+    original = json.loads(config_path.read_text())
+    held = len(json.loads((tmp_path / "hf" / "tokenizer.json").read_text())["model"]["vocab"])
+    config = json.loads(config_path.read_text())
+    config["numpy_transformer"]["src_vocab_size"] = 5
+    config_path.write_text(json.dumps(config))
+    with pytest.raises(PretrainedError) as refused:
+        import_run(tmp_path / "hf", tmp_path / "run")
+    message = str(refused.value)
+    assert message.startswith(f"{config_path}: numpy_transformer.src_vocab_size is 5, but ")
+    assert f"hf/tokenizer.json holds {held} tokens" in message
+    config_path.write_text(json.dumps(original))
+    other = tmp_path / "other"
+    exported(other, "marian", True, kind)  # a tokenizer of another vocabulary
+    shutil.copy(other / "hf" / "tokenizer.json", tmp_path / "hf" / "tokenizer.json")
+    with pytest.raises(PretrainedError) as refused:
+        import_run(tmp_path / "hf", tmp_path / "run")
+    message = str(refused.value)  # BPE: as many tokens, other units after the vocabulary's; char: fewer
+    assert "hf/tokenizer.json" in message and "hf/config.json" in message
+    if kind == "char":
+        assert (
+            f"config.json gives vocab_size {original['vocab_size']} (the rows of the source embedding"
+            in message
+        )
+    assert not (tmp_path / "run").exists()
+    assert len(source) == original["numpy_transformer"]["src_vocab_size"]
+
+
+def test_a_load_checks_the_rows_after_the_vocabulary_against_config_json(tmp_path):
+    """Read without the tokenizer (load_pretrained), the weights' rows after config.json's own
+    vocabulary size must be the copies of <unk>'s an export writes there."""
+    from numpy_transformer.translator.huggingface import load_pretrained
+
+    model, _, _ = exported(tmp_path, "marian", False)
+    assert (
+        len(load_pretrained(tmp_path / "hf").src_embed.embedding.weight.data) == model.config.src_vocab_size
+    )
+    config_path = tmp_path / "hf" / "config.json"
+    config = json.loads(config_path.read_text())
+    config["numpy_transformer"]["src_vocab_size"] = 5
+    config_path.write_text(json.dumps(config))
+    refusal = (
+        r"model.safetensors: tensor '.*encoder.embed_tokens.weight' has \d+ rows, but config.json's "
+        r"numpy_transformer.src_vocab_size is 5, and its rows after 5 are not copies of <unk>'s"
+    )
+    with pytest.raises(PretrainedError, match=refusal):
+        load_pretrained(tmp_path / "hf")

@@ -46,17 +46,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``numpy-transformer`` command; ``argv`` None reads the process's own arguments and opts
     the process in to the CPU settings (tune_cpu), as a program of its own may.
 
-    Exit codes: 0 done; 2 refused (one line naming what is wrong); 130 interrupted (Ctrl-C); 141 the
-    reader of standard output went away (``| head``), as 128 + SIGPIPE says for cat and its kin.
+    Exit codes: 0 done; 2 refused (one line naming what is wrong); 130 interrupted (Ctrl-C), 143 an
+    export ended by SIGTERM; 141 the reader of standard output went away (``| head``), as
+    128 + SIGPIPE says for cat and its kin.
     """
     if argv is None and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         # the modules are loaded (see numpy_transformer/__init__.py): Ctrl-C is a KeyboardInterrupt again
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _main(argv)
-    except KeyboardInterrupt:  # where no command handles it: nothing was written
-        print("numpy-transformer: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interruption:  # where no command handles it: nothing was written
+        # or an export's (ExportInterrupted, of Ctrl-C or SIGTERM), which says what its --to holds
+        print(f"numpy-transformer: {str(interruption) or 'interrupted'}", file=sys.stderr)
+        return 128 + getattr(interruption, "signum", signal.SIGINT)
 
 
 def _main(argv: Sequence[str] | None) -> int:

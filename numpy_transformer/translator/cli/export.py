@@ -20,12 +20,18 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         "(--ctranslate2) a CTranslate2 model directory",
     )
     p.add_argument("run", metavar="RUN", help="the run directory (or its model.npz) to export")
-    p.add_argument("--to", required=True, metavar="DIR", help="the directory to write (new or empty)")
+    p.add_argument(
+        "--to",
+        required=True,
+        metavar="DIR",
+        help="the directory to write (new or empty; missing parents are made)",
+    )
     p.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the files of an export in --to (either kind's: a Hugging Face export's or "
-        "a CTranslate2 one's, so that --to holds one model; other files are left)",
+        "a CTranslate2 one's, so that --to holds one model; other files are left): the new export is "
+        "written whole beside it, then swapped in, so that --to holds the old one or the new one, whole",
     )
     p.add_argument(
         "--no-tokenizer",

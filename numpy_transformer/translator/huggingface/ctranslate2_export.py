@@ -178,7 +178,7 @@ def export_ctranslate2(
 
     Checked first, as export_pretrained: the architecture (ctranslate2_unrepresentable), the
     vocabularies' sizes, the tokenizer, the directory (a non-empty one is refused unless
-    ``overwrite``); the files are written into a temporary directory beside it, then moved in."""
+    ``overwrite``); the files are written whole beside it, then swapped in (write_export)."""
     reasons = ctranslate2_unrepresentable(model)
     if reasons:
         raise ExportError(f"CTranslate2 cannot represent this model's {'; '.join(reasons)}")

@@ -32,7 +32,10 @@ written.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
 from pathlib import Path
 
 import numpy
@@ -133,6 +136,16 @@ def check_vocabulary_sizes(model: Transformer, vocabularies: tuple[Vocab, Vocab]
             )
 
 
+def safetensors_failure(error: Exception, path: Path) -> OSError:
+    """safetensors' error writing ``path`` as the operating system's error it reports ("I/O error: No
+    space left on device (os error 28)"), naming the file; of no such error, the library's text."""
+    found = re.search(r"\(os error (\d+)\)", str(error))
+    if found is None:
+        return OSError(errno.EIO, str(error), str(path))
+    number = int(found.group(1))
+    return OSError(number, os.strerror(number), str(path))
+
+
 def export_pretrained(
     model: Transformer,
     vocabularies: tuple[Vocab, Vocab],
@@ -152,8 +165,9 @@ def export_pretrained(
     Returns the files written.
 
     Everything is checked first (the architecture, the vocabularies, the tokenizer, the directory: a
-    non-empty one is refused unless ``overwrite``); the files are written into a temporary directory
-    beside it, then moved in, each by a rename."""
+    non-empty one is refused unless ``overwrite``); the export is written whole beside it, then
+    swapped in (write_export)."""
+    from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
     why = refusal(model)
@@ -187,11 +201,14 @@ def export_pretrained(
             aliases,
             (source.ids.unk, target.ids.unk),
         )
-        save_file(  # safetensors writes each array's buffer as it lies: C order
-            {name: numpy.ascontiguousarray(value) for name, value in tensors.items()},
-            str(staging / WEIGHTS),
-            metadata={"format": "pt"},
-        )
+        try:
+            save_file(  # safetensors writes each array's buffer as it lies: C order
+                {name: numpy.ascontiguousarray(value) for name, value in tensors.items()},
+                str(staging / WEIGHTS),
+                metadata={"format": "pt"},
+            )
+        except SafetensorError as error:  # the library's own type, of a full disk's failure too
+            raise safetensors_failure(error, staging / WEIGHTS) from error
         write_files(staging, files)
 
     return write_export(path, write, EXPORTS_WRITTEN)

@@ -267,8 +267,29 @@ def fill_parameters(model: Transformer, parameters: dict[str, TensorEntry], path
         weight = own[name].data
         if name == "projection_layer.proj.bias":
             value = value.reshape(-1)
-        # an export's rows after the vocabulary's: its tokenizer's units the run read as <unk>
+        if value.shape[0] > weight.shape[0]:  # an export's rows after the vocabulary's: its tokenizer's units
+            check_unit_rows(
+                value, weight.shape[0], entry.name, "src" if name.startswith("src_") else "tgt", path
+            )
         value = value[: weight.shape[0]]
         if not numpy.isfinite(value).all():
             raise PretrainedError(f"{path}: tensor {entry.name!r} holds NaN or infinite values")
         weight[...] = xp.asarray(value.reshape(weight.shape), dtype=weight.dtype)  # on the device, if any
+
+
+def check_unit_rows(value: numpy.ndarray, rows: int, name: str, side: str, path: Path) -> None:
+    """The rows of an export's tensor ``name`` after its vocabulary's ``rows`` (config.json's
+    ``numpy_transformer.{side}_vocab_size``) are what an export writes there for its tokenizer's
+    units the vocabulary lacks (weights.aliased_tensors): each a copy of one row of the vocabulary's
+    (``<unk>``'s), or of the projection's bias -inf; else config.json and the weights disagree."""
+    extra = value[rows:]
+    if value.ndim == 1:
+        fits = bool(numpy.isneginf(extra).all())
+    else:
+        fits = bool((extra == extra[0]).all()) and bool((value[:rows] == extra[0]).all(axis=1).any())
+    if not fits:
+        raise PretrainedError(
+            f"{path}: tensor {name!r} has {value.shape[0]} rows, but {CONFIG}'s {SETTINGS}.{side}_vocab_size is "
+            f"{rows}, and its rows after {rows} are not copies of <unk>'s (an export's rows for its tokenizer's "
+            f"units): {CONFIG} and {path.name} are not of one export"
+        )

@@ -37,6 +37,7 @@ from .directory import (
     TOKENIZER_CONFIG,
     TOKENIZER_JSON,
     VOCAB,
+    WEIGHTS,
     ExportError,
     PretrainedError,
     read_bounded,
@@ -148,17 +149,32 @@ def read_tokenizer(directory: str | Path, config: dict[str, Any]) -> tuple[Sente
 
 def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[Tokenizer, tuple[Vocab, Vocab]]:
     """The tokenizer and the source and target vocabularies of an export's ``tokenizer.json`` (a byte-level
-    BPE or character run's; of separate vocabularies, the target's in ``target/``), with config.json's
-    special ids: the ids each vocabulary's rows give (the units after them, read as <unk>, are left)."""
+    BPE or character run's; of separate vocabularies, config.json's ``shared_vocab`` false, the target's
+    in ``target/``, which must be there), with config.json's special ids: the ids each vocabulary's rows
+    give. Each tokenizer.json is checked against config.json: as many tokens as the weights' rows
+    (``vocab_size``, ``decoder_vocab_size``), and after the vocabulary's own size only the units of its
+    subwords that the vocabulary lacks (tokenizer_files' aliases; a character tokenizer has none)."""
     settings = config.get(SETTINGS, {})
-    sizes = vocab_sizes(config)
-    own = (settings.get("src_vocab_size", sizes[0]), settings.get("tgt_vocab_size", sizes[1]))
+    rows = vocab_sizes(config)
+    own = (settings.get("src_vocab_size", rows[0]), settings.get("tgt_vocab_size", rows[1]))
+    config_path = directory / CONFIG
+    shared = settings.get(
+        "shared_vocab",
+        config["model_type"] == "pegasus" or config.get("share_encoder_decoder_embeddings", True),
+    )
     target_folder = directory / TARGET_TOKENIZER
+    if not shared and not target_folder.is_dir():
+        raise PretrainedError(
+            f"{target_folder}: no such folder, but {config_path} gives separate source and target "
+            f"vocabularies ({SETTINGS}.shared_vocab false): an export of them holds the target's "
+            f"{TOKENIZER_JSON} there (copy the whole export)"
+        )
     found: list[tuple[Tokenizer, Vocab]] = []
-    for folder, size in (
-        (directory, own[0]),
-        (target_folder if target_folder.is_dir() else directory, own[1]),
-    ):
+    for side, folder, size, rows_key, row_count, size_key in (
+        ("source", directory, own[0], "vocab_size", rows[0], "src_vocab_size"),
+        ("target", target_folder if target_folder.is_dir() else directory, own[1], "decoder_vocab_size", rows[1],
+         "tgt_vocab_size"),
+    ):  # fmt: skip
         path = folder / TOKENIZER_JSON
         try:
             content = json.loads(read_bounded(path, MAX_VOCAB).decode("utf-8"))
@@ -172,6 +188,21 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
             if isinstance(error, PretrainedError):
                 raise
             raise PretrainedError(f"{path}: not an exported tokenizer ({error})") from None
+        held = len(content["model"]["vocab"])
+        if held != row_count:
+            raise PretrainedError(
+                f"{path}: holds {held} tokens, but {config_path} gives {rows_key} {row_count} (the rows of "
+                f"the {side} embedding in {WEIGHTS}): not this model's tokenizer"
+            )
+        extra = [token for token, _ in sorted(content["model"]["vocab"].items(), key=lambda item: item[1])][
+            size:
+        ]
+        if extra != lacking_units(tokenizer, itos):
+            raise PretrainedError(
+                f"{config_path}: {SETTINGS}.{size_key} is {size}, but {path} holds {held} tokens, of which "
+                f"those after the first {size} are not the subword units a vocabulary of {size} lacks: "
+                "config.json and the tokenizer are not of one export"
+            )
     (tokenizer, source), (other, target) = found
     if type(tokenizer) is not type(other) or getattr(tokenizer, "serialized", None) != getattr(
         other, "serialized", None
@@ -180,6 +211,18 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
             f"{target_folder / TOKENIZER_JSON}: splits text otherwise than {TOKENIZER_JSON}"
         )
     return tokenizer, (source, target)
+
+
+def lacking_units(tokenizer: Tokenizer, itos: list[str]) -> list[str]:
+    """The units of ``tokenizer``'s subwords (a byte-level BPE's, in its own order) that the
+    vocabulary ``itos`` lacks: those an export numbers after the vocabulary's (huggingface_tokenizer);
+    a character tokenizer has none."""
+    serialized = getattr(tokenizer, "serialized", None)
+    if serialized is None:
+        return []
+    units = json.loads(serialized)["model"]["vocab"]
+    known = set(itos)
+    return [unit for unit in sorted(units, key=units.get) if unit not in known]
 
 
 def tokenizer_config(vocab: Vocab, length: int) -> str:
@@ -213,7 +256,7 @@ def tokenizer_files(
     try:
         files[TOKENIZER_JSON], source_aliases = huggingface_tokenizer(tokenizer, source)
         target_aliases = source_aliases
-        if source.itos != target.itos:
+        if source.itos != target.itos or not model.config.shared_vocab:  # separate: import requires target/
             files[TARGET_FILES[0]], target_aliases = huggingface_tokenizer(tokenizer, target)
             files[TARGET_FILES[1]] = tokenizer_config(target, model.config.tgt_seq_len)
     except ValueError as error:
