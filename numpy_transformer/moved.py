@@ -13,6 +13,11 @@ from typing import NoReturn
 MOVED: dict[str, str] = {
     "numpy_transformer.blocks": "numpy_transformer.workbook.blocks",
     "numpy_transformer.learn": "numpy_transformer.workbook",
+    # the gradient checker, in a folder of its own; numpy_transformer.gradcheck is now its function
+    "numpy_transformer.gradcheck": "numpy_transformer.gradient_checking",
+    "numpy_transformer.testing": "numpy_transformer.gradient_checking",
+    "numpy_transformer.finite_differences": "numpy_transformer.gradient_checking.differences",
+    "numpy_transformer.backward_contract": "numpy_transformer.gradient_checking.contract",
 }
 
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from numpy_transformer import backend
-from numpy_transformer.gradcheck import AUTO_EXHAUSTIVE_ENTRIES, GradcheckError, gradcheck
-from numpy_transformer.testing import assert_gradients, assert_module_gradients
+from numpy_transformer.gradient_checking import assert_gradients, assert_module_gradients, gradcheck
+from numpy_transformer.gradient_checking.checker import AUTO_EXHAUSTIVE_ENTRIES
+from numpy_transformer.gradient_checking.report import GradcheckError
 
 
 def tanh_forward(x):
