@@ -63,7 +63,8 @@ def not_finite_report(
     loss: Callable[[], float], name: str, array: Array, analytic: Array, base: float, eps: float
 ) -> TensorReport | None:
     """The failed report of a tensor where no comparison can be made (an input, its analytic
-    gradient or the loss not finite), or None."""
+    gradient or the loss not finite), or None. Where the analytic gradient is not finite and the
+    loss is, the numeric derivative at that entry is computed and shown beside it."""
     size = int(array.size)
     if (where := first_not_finite(array)) is not None:
         count, index, value = where
@@ -71,8 +72,9 @@ def not_finite_report(
         return failed_tensor(name, size, index, math.nan, math.nan, note)
     if (where := first_not_finite(get_array_module().asarray(analytic))) is not None:
         count, index, value = where
+        numeric = float(numeric_entries(loss, array, [index], eps)[1][0]) if math.isfinite(base) else math.nan
         note = f"the analytic gradient is not finite at {index}: {value} ({count} of {size} entries)"
-        return failed_tensor(name, size, index, value, math.nan, note)
+        return failed_tensor(name, size, index, value, numeric, note)
     if not math.isfinite(base):
         note = f"the loss is not finite at the point checked ({base}): no derivative of it can be taken"
         return failed_tensor(name, size, (), math.nan, math.nan, note)

@@ -27,7 +27,7 @@ from .differences import (
     rounding_allowance,
     unravel,
 )
-from .report import KinkReport, TensorReport
+from .report import KinkReport, TensorReport, percent
 
 MAX_LOCATED = 16  # the most disagreeing entries one bisection looks for
 
@@ -292,8 +292,8 @@ def _widespread_note(search: Search, entries: list[tuple[int, float, float]]) ->
     else:
         head = "no entry located"
     note = (
-        f"{head}, each wrong by up to {relative:.0%} of its value; the error is spread over many "
-        f"entries ({spread}; the projection on a random direction is wrong by {projected:.1%}: "
+        f"{head}, each wrong by up to {percent(relative)} of its value; the error is spread over many "
+        f"entries ({spread}; the projection on a random direction is wrong by {percent(projected)}: "
         f"analytic {pa:.10g}, numeric {pn:.10g}): run mode='exhaustive' to see them all"
     )
     return note, relative

@@ -16,6 +16,11 @@ class GradcheckError(AssertionError):
     the message says which fault, which argument and where."""
 
 
+def percent(fraction: float) -> str:
+    """``fraction`` as a percentage with three significant digits: 0.001 is "0.1%", never "0%"."""
+    return f"{100 * fraction:.3g}%"
+
+
 @dataclass
 class KinkReport:
     """An entry where the one-sided slopes disagree: the function is not differentiable there."""
