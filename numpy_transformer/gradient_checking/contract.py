@@ -180,6 +180,11 @@ def first_difference(before: Any, after: Any, tolerance: float = 0.0) -> str | N
     return f"{count} of {before.size} entries differ, the first at {where}: {b.item()!r} then {a.item()!r}{largest}"
 
 
+def watched_inputs(inputs: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The arrays among ``inputs``, each named as a fault names it ("input 'x'")."""
+    return [(f"input '{name}'", value) for name, value in inputs.items() if is_array(value)]
+
+
 def snapshot_of(arrays: Sequence[tuple[str, Any]]) -> list[tuple[str, Any, Any]]:
     return [(path, array, array.copy()) for path, array in arrays]
 
@@ -206,7 +211,7 @@ def _watched_backward(
 ) -> tuple[Any, list[tuple[str, str, Any]]]:
     """:func:`backward_writes` with the array written into (None for a key added) beside each write."""
     watched = [("dout", dout)] if is_array(dout) else []
-    watched += [(f"input '{name}'", value) for name, value in (inputs or {}).items() if is_array(value)]
+    watched += watched_inputs(inputs or {})
     snapshot = snapshot_of(watched + list(_arrays_in(cache, "cache")))
     keys = list(_keys_in(cache, "cache"))
     returned = backward(dout, cache)
@@ -395,19 +400,15 @@ class Pair:
         wrt: list[str],
         overwrites: Sequence[str] = (),
     ) -> None:
-        self.forward, self.backward, self.inputs, self.wrt, self.overwrites = (
-            forward,
-            backward,
-            inputs,
-            wrt,
-            overwrites,
-        )
-        self.input_arrays = [
-            (f"input '{name}'", value) for name, value in self.inputs.items() if is_array(value)
-        ]
+        self.forward = forward
+        self.backward = backward
+        self.inputs = inputs
+        self.wrt = wrt
+        self.overwrites = overwrites
+        self.input_arrays = watched_inputs(inputs)
         self.before = snapshot_of(self.input_arrays)
         self.overwritten = [entry for entry in self.before if entry[0].split("'")[1] in self.overwrites]
-        self.shape: tuple[int, ...] = ()
+        self.shape: tuple[int, ...] = ()  # the output's, once the forward has run
 
     def run_forward(self) -> tuple[Any, Any]:
         returned = self.forward(**self.inputs)

@@ -20,12 +20,12 @@ from .contract import (
     check_forward,
     check_gradient_type,
     first_difference,
-    is_array,
     lower_precision_output,
     output_shape,
     overlap,
     raise_faults,
     snapshot_of,
+    watched_inputs,
 )
 from .report import GradcheckError, GradcheckResult
 from .upstream import random_upstream, rounding_scale, weighted_sum
@@ -48,9 +48,7 @@ class ModuleRun:
         self.module, self.inputs, self.input_grads, self.seed = module, inputs, input_grads, seed
         self.run = forward or module.forward
         self.owner = type(module).__name__
-        self.before = snapshot_of(
-            [(f"input '{name}'", value) for name, value in inputs.items() if is_array(value)]
-        )
+        self.before = snapshot_of(watched_inputs(inputs))
 
     def forward(self) -> Any:
         """The module's output for the inputs; an integer input it cannot take is named."""

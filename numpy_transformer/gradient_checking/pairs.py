@@ -3,11 +3,12 @@ made float64 copies and ``wrt`` settled (:func:`values_to_check`), the backward'
 (:func:`~numpy_transformer.gradient_checking.contract.check_backward_contract`), the forward's
 determinism and precision, central differences
 (:func:`~numpy_transformer.gradient_checking.gradcheck`), and where kinks crowd a tensor (or
-``kinks="nudge"`` asks) the whole check again off them (:func:`check_off_the_kinks`)."""
+``kinks="nudge"`` asks) the whole check again off them (:meth:`PairCheck.off_the_kinks`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy
@@ -68,93 +69,87 @@ def values_to_check(inputs: Mapping[str, Any], wrt: list[str] | None) -> tuple[d
     return values, wrt
 
 
-def check_pair(
-    forward: Callable[..., tuple[Any, Any]],
-    backward: Callable[[Any, Any], Any],
-    inputs: dict[str, Any],
-    wrt: list[str],
-    seed: int,
-    overwrites: Sequence[str],
-    nondet_tol: float,
-    options: dict[str, Any],
-) -> GradcheckResult:
-    """The backward's contract, the forward's, then central differences of sum(G * out) in the
-    checked inputs (which it moves, and moves off their kinks where it must)."""
-    check_options(
-        options.get("eps", 1e-6),
-        options.get("atol", 1e-5),
-        options.get("rtol", 1e-3),
-        options.get("max_entries"),
-        options.get("mode", "auto"),
-        options.get("kinks", "subgradient"),
-        options.get("directions", DIRECTIONS),
-        options.get("picture"),
-    )
-    analytic, upstream = check_backward_contract(forward, backward, inputs, wrt, seed, overwrites, nondet_tol)
-    variables = {name: inputs[name] for name in analytic}
-    first = check_forward(lambda: forward(**inputs)[0], variables, "forward", "forward broke its contract")
-    result = gradcheck(
-        lambda: weighted_sum(forward(**inputs)[0], upstream),
-        variables,
-        analytic,
-        seed=seed,
-        noise_scale=rounding_scale(first, upstream),
-        **{**options, "raise_on_failure": False},
-    )
-    crowded = [report.name for report in result.reports if report.many_kinks]
-    wrong = [report for report in result.reports if not report.passed and not report.many_kinks]
-    kinks = options.get("kinks", "subgradient")
-    if not wrong and kinks != "fail" and (crowded or (kinks == "nudge" and result.kinks)):
-        return check_off_the_kinks(
-            result, crowded, forward, backward, inputs, wrt, seed, overwrites, nondet_tol, options
-        )
-    if options.get("raise_on_failure", True):
-        result.raise_if_failed()
-    return result
+@dataclass(frozen=True)
+class PairCheck:
+    """One check of a forward/backward pair: the backward's contract, the forward's, then central
+    differences of sum(G * out) in the checked ``inputs`` (which it moves, and moves off their kinks
+    where it must, checking again there). ``options`` go to
+    :func:`~numpy_transformer.gradient_checking.gradcheck`."""
 
+    forward: Callable[..., tuple[Any, Any]]
+    backward: Callable[[Any, Any], Any]
+    inputs: dict[str, Any]
+    wrt: list[str]
+    seed: int
+    overwrites: Sequence[str]
+    nondet_tol: float
+    options: dict[str, Any]
 
-def check_off_the_kinks(
-    result: GradcheckResult,
-    crowded: list[str],
-    forward: Callable[..., tuple[Any, Any]],
-    backward: Callable[[Any, Any], Any],
-    inputs: dict[str, Any],
-    wrt: list[str],
-    seed: int,
-    overwrites: Sequence[str],
-    nondet_tol: float,
-    options: dict[str, Any],
-) -> GradcheckResult:
-    """Move the kinks' entries off them, each by its own amount (ties broken), and check there:
-    every entry of a ``crowded`` tensor by 1000 to 2000 eps, each kink of ``result`` elsewhere by
-    1000 steps and more."""
-    eps = float(options.get("eps", 1e-6))
-    rng = numpy.random.default_rng(seed + NUDGE_SEED)
-    xp = get_array_module()
-    for name in crowded:
-        array = inputs[name]
-        amounts = xp.asarray(
-            rng.uniform(1000, 2000, tuple(array.shape)) * rng.choice([-1.0, 1.0], tuple(array.shape))
+    def run(self) -> GradcheckResult:
+        options = self.options
+        check_options(
+            options.get("eps", 1e-6),
+            options.get("atol", 1e-5),
+            options.get("rtol", 1e-3),
+            options.get("max_entries"),
+            options.get("mode", "auto"),
+            options.get("kinks", "subgradient"),
+            options.get("directions", DIRECTIONS),
+            options.get("picture"),
         )
-        array[...] = array + eps * amounts * xp.maximum(xp.abs(array), 1.0)
-    kinked = [kink for kink in result.kinks if kink.name not in crowded]
-    for k, kink in enumerate(kinked):
-        array = inputs[kink.name]
-        value = float(array[kink.index])
-        array[kink.index] = value + step_at(value, eps) * 1000 * (1 + k / len(kinked))
-    asked = options.get("kinks") == "nudge"
-    again = check_pair(
-        forward, backward, inputs, wrt, seed, overwrites, nondet_tol, {**options, "kinks": "subgradient"}
-    )
-    for report in again.reports:
-        if report.name in crowded:
-            report.note = (
-                f"non-differentiable entries (kinks) throughout '{report.name}', too many to locate one by one: "
-                "checked at the input moved off them (each entry by its own 1000 to 2000 eps)"
-                + (", as kinks='nudge' asks" if asked else ", as kinks='nudge' would")
-                + (f"; {report.note}" if report.note else "")
-            )
-    return again
+        forward, inputs = self.forward, self.inputs
+        analytic, upstream = check_backward_contract(
+            forward, self.backward, inputs, self.wrt, self.seed, self.overwrites, self.nondet_tol
+        )
+        variables = {name: inputs[name] for name in analytic}
+        first = check_forward(
+            lambda: forward(**inputs)[0], variables, "forward", "forward broke its contract"
+        )
+        result = gradcheck(
+            lambda: weighted_sum(forward(**inputs)[0], upstream),
+            variables,
+            analytic,
+            seed=self.seed,
+            noise_scale=rounding_scale(first, upstream),
+            **{**options, "raise_on_failure": False},
+        )
+        crowded = [report.name for report in result.reports if report.many_kinks]
+        wrong = [report for report in result.reports if not report.passed and not report.many_kinks]
+        kinks = options.get("kinks", "subgradient")
+        if not wrong and kinks != "fail" and (crowded or (kinks == "nudge" and result.kinks)):
+            return self.off_the_kinks(result, crowded)
+        if options.get("raise_on_failure", True):
+            result.raise_if_failed()
+        return result
+
+    def off_the_kinks(self, result: GradcheckResult, crowded: list[str]) -> GradcheckResult:
+        """Move the kinks' entries off them, each by its own amount (ties broken), and check there:
+        every entry of a ``crowded`` tensor by 1000 to 2000 eps, each kink of ``result`` elsewhere by
+        1000 steps and more."""
+        eps = float(self.options.get("eps", 1e-6))
+        rng = numpy.random.default_rng(self.seed + NUDGE_SEED)
+        xp = get_array_module()
+        for name in crowded:
+            array = self.inputs[name]
+            shape = tuple(array.shape)
+            amounts = xp.asarray(rng.uniform(1000, 2000, shape) * rng.choice([-1.0, 1.0], shape))
+            array[...] = array + eps * amounts * xp.maximum(xp.abs(array), 1.0)
+        kinked = [kink for kink in result.kinks if kink.name not in crowded]
+        for k, kink in enumerate(kinked):
+            array = self.inputs[kink.name]
+            value = float(array[kink.index])
+            array[kink.index] = value + step_at(value, eps) * 1000 * (1 + k / len(kinked))
+        asked = self.options.get("kinks") == "nudge"
+        again = replace(self, options={**self.options, "kinks": "subgradient"}).run()
+        for report in again.reports:
+            if report.name in crowded:
+                report.note = (
+                    f"non-differentiable entries (kinks) throughout '{report.name}', too many to locate one by "
+                    "one: checked at the input moved off them (each entry by its own 1000 to 2000 eps)"
+                    + (", as kinks='nudge' asks" if asked else ", as kinks='nudge' would")
+                    + (f"; {report.note}" if report.note else "")
+                )
+        return again
 
 
 def assert_gradients(
@@ -197,6 +192,6 @@ def assert_gradients(
     values, checked = values_to_check(inputs, wrt)
     name = getattr(backward, "__name__", "backward")
     try:
-        return check_pair(forward, backward, values, checked, seed, overwrites, nondet_tol, options)
+        return PairCheck(forward, backward, values, checked, seed, overwrites, nondet_tol, options).run()
     except GradcheckError as error:
         raise GradcheckError(f"{name}: {error}") from None
