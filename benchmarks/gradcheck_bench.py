@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from numpy_transformer.gradcheck import GradcheckError
-from numpy_transformer.testing import assert_gradients
+from numpy_transformer.gradient_checking import assert_gradients
+from numpy_transformer.gradient_checking.report import GradcheckError
 
 
 def tanh_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

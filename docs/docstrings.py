@@ -4,8 +4,8 @@ The docstrings are written for ``help()`` and for reading in the source, with tw
 Markdown would lose:
 
 - Sphinx roles name other objects (:mod:`numpy_transformer.layers`, :class:`GradcheckError`,
-  :func:`~numpy_transformer.gradcheck.gradcheck`). Each becomes an autorefs link,
-  [`GradcheckError`][numpy_transformer.gradcheck.GradcheckError], so a name that no page documents
+  :func:`~numpy_transformer.gradient_checking.checker.gradcheck`). Each becomes an autorefs link,
+  [`GradcheckError`][numpy_transformer.gradient_checking.report.GradcheckError], so a name that no page documents
   fails `mkdocs build --strict` instead of rendering as dead text.
 - Formulas are laid out in aligned lines (``dx = dy W           (..., out) @ (out, in)``), which
   Markdown would join into one paragraph. Such a paragraph becomes a code block.

@@ -40,9 +40,9 @@ import numpy as np
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.gradcheck import GradcheckError
+from numpy_transformer.gradient_checking import assert_gradients
+from numpy_transformer.gradient_checking.report import GradcheckError
 from numpy_transformer.optim import Adam
-from numpy_transformer.testing import assert_gradients
 from numpy_transformer.translator.batches import make_batch
 from numpy_transformer.translator.decoding import greedy_decode
 from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID
@@ -140,8 +140,8 @@ print(f"at h = 1e-6: central error {central[28]:.1e}, one-sided error {one_sided
 # analytic value to about nine digits, which leaves a wide margin between "right" (relative errors
 # near $10^{-9}$) and "wrong" (errors of order one).
 #
-# `numpy_transformer.testing.assert_gradients(forward, backward, inputs)` does all of this: it
-# converts floating inputs to float64, runs the forward, feeds the backward a random $G$, perturbs
+# `numpy_transformer.gradient_checking.assert_gradients(forward, backward, inputs)` does all of
+# this: it converts floating inputs to float64, runs the forward, feeds the backward a random $G$, perturbs
 # every entry of every floating input, and raises a `GradcheckError` naming the worst entry of any
 # gradient that fails. The `check` helper defined at the top prints its report: for each gradient,
 # the largest relative error (divided by the largest gradient of the whole check), the largest
@@ -781,8 +781,8 @@ for source, output in zip(sources, outputs.tolist()):
 # - Write these backward passes yourself: `numpy-transformer learn start mywork` creates a workbook
 #   with one exercise per function of this page, `numpy-transformer learn check` grades each one the
 #   moment you write it, and `numpy-transformer learn train` trains a translator on your own code.
-# - Check your own layers in your own tests with `numpy_transformer.testing.assert_gradients`, as
-#   this page did.
+# - Check your own layers in your own tests with
+#   `numpy_transformer.gradient_checking.assert_gradients`, as this page did.
 # - Read `numpy_transformer/layers.py` to see how the modules chain these pairs, and the guide
 #   *Learning backprop* (`docs/learn.md`), section "How backprop flows through the Transformer", for
 #   the order of the whole backward pass.

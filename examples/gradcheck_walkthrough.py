@@ -4,8 +4,8 @@
 
 1. One functional pair, layer normalisation, by hand: perturb one input entry by +-eps and
    compare (L(x + eps) - L(x - eps)) / 2 eps with the analytic gradient.
-2. The same for every entry, with numpy_transformer.gradcheck_function.
-3. A whole encoder block (attention, feed-forward, two residual connections) with gradcheck_module.
+2. The same for every entry, with numpy_transformer.gradient_checking.assert_gradients.
+3. A whole encoder block (attention, feed-forward, two residual connections) with assert_module_gradients.
 4. What a wrong backward looks like: the checker names the tensor, the index and both values.
 """
 
@@ -13,7 +13,8 @@ import numpy as np
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.gradcheck import GradcheckError, gradcheck_function, gradcheck_module
+from numpy_transformer.gradient_checking import assert_gradients, assert_module_gradients
+from numpy_transformer.gradient_checking.report import GradcheckError
 
 rng = np.random.default_rng(0)
 
@@ -31,7 +32,7 @@ x[index] += eps
 print(f"1. dL/dx{index}: analytic {dx[index]:.10f}, central difference {(plus - minus) / (2 * eps):.10f}")
 
 # 2. every entry of every input ----------------------------------------------------------------
-result = gradcheck_function(
+result = assert_gradients(
     F.layer_norm_forward,
     F.layer_norm_backward,
     {"x": x, "gamma": gamma, "beta": beta},
@@ -53,7 +54,7 @@ block = nt.EncoderBlock(
 ).eval()
 src = np.array([[5, 6, 7, 0], [5, 6, 7, 8]])
 inputs = {"x": rng.standard_normal((2, 4, d)), "src_mask": nt.make_src_mask(src, 0)}
-result = gradcheck_module(block, inputs, lambda dx: {"x": dx})
+result = assert_module_gradients(block, inputs, lambda dx: {"x": dx})
 print(
     f"3. encoder block with latent attention: {len(result.reports)} tensors, worst relative error "
     f"{result.max_relative_error:.1e}"
@@ -69,7 +70,7 @@ def buggy_backward(dout, cache):
 
 
 try:
-    gradcheck_function(
+    assert_gradients(
         F.layer_norm_forward, buggy_backward, {"x": x, "gamma": gamma, "beta": beta}, wrt=["x", "", ""]
     )
 except GradcheckError as error:

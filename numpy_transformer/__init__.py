@@ -1,17 +1,10 @@
 """numpy_transformer: the encoder-decoder Transformer in NumPy, every backward written by hand."""
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _starting  # noqa: F401  (first: Ctrl-C while the command's modules load)
 from .backend import get_array_module, set_backend
-
-# the module numpy_transformer.gradcheck, callable as its function gradcheck: bound here under that
-# name, the function would hide the module from `import numpy_transformer.gradcheck as g`
-if TYPE_CHECKING:
-    from .gradcheck import gradcheck
-else:
-    from . import gradcheck
-from .gradcheck import GradcheckError, gradcheck_function, gradcheck_module
+from .gradient_checking import assert_gradients, assert_module_gradients, gradcheck
 from .kernels import get_kernels, set_kernels
 from .layers import (
     Decoder,
@@ -63,7 +56,6 @@ __all__ = [
     "Encoder",
     "EncoderBlock",
     "FeedForwardBlock",
-    "GradcheckError",
     "InputEmbeddings",
     "LayerNormalization",
     "Linear",
@@ -77,13 +69,13 @@ __all__ = [
     "ResidualConnection",
     "Transformer",
     "TransformerConfig",
+    "assert_gradients",
+    "assert_module_gradients",
     "build_transformer",
     "causal_mask",
     "get_array_module",
     "get_kernels",
     "gradcheck",
-    "gradcheck_function",
-    "gradcheck_module",
     "load_pretrained",
     "loss_and_backward",
     "loss_and_backward_on_device",

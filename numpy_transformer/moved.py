@@ -34,6 +34,11 @@ MOVED: dict[str, str] = {
     "numpy_transformer.workbook.diagnosis": "numpy_transformer.workbook.grading.diagnosis",
     "numpy_transformer.workbook.recording": "numpy_transformer.workbook.grading.recording",
     "numpy_transformer.workbook.verdicts": "numpy_transformer.workbook.grading.verdicts",
+    # the gradient checker, in a folder of its own; numpy_transformer.gradcheck is now its function
+    "numpy_transformer.gradcheck": "numpy_transformer.gradient_checking",
+    "numpy_transformer.testing": "numpy_transformer.gradient_checking",
+    "numpy_transformer.finite_differences": "numpy_transformer.gradient_checking.differences",
+    "numpy_transformer.backward_contract": "numpy_transformer.gradient_checking.contract",
 }
 
 

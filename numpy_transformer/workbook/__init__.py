@@ -6,7 +6,7 @@ forward imported from :mod:`numpy_transformer.functional` or, for the blocks, fr
 ``README.md`` giving the order to work in. ``check(path, names)`` loads the learner's file,
 matches the functions it defines to the textbook's by name and grades each on several drawn cases
 (masked attention rows, repeated token ids, padding targets, dropout on and off, length 1):
-float64 central differences of the learner's forward (see :mod:`numpy_transformer.gradcheck`),
+float64 central differences of the learner's forward (see :mod:`numpy_transformer.gradient_checking`),
 and the textbook's backward for whether the result is exact and, when it is wrong, which known
 mistake it looks like. ``learner_functions(path)`` gives the functions that ``learn train`` runs
 the model on (the "learner" kernel set of :mod:`numpy_transformer.kernels`).

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numpy_transformer import functional as F
-from numpy_transformer.gradcheck import gradcheck_function
+from numpy_transformer.gradient_checking import assert_gradients
 
 SETTINGS = settings(max_examples=8, deadline=None)
 
@@ -17,7 +17,7 @@ def rand(rng, *shape):
 
 
 def check(forward, backward, inputs, wrt, seed=0):
-    result = gradcheck_function(forward, backward, inputs, wrt, seed=seed)
+    result = assert_gradients(forward, backward, inputs, wrt, seed=seed)
     assert result.max_relative_error <= TOLERANCE, str(result)
     return result
 

@@ -6,7 +6,8 @@ from conftest import GRADCHECK_TOLERANCE
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.gradcheck import GradcheckError, gradcheck, gradcheck_function, gradcheck_module
+from numpy_transformer.gradient_checking import assert_gradients, assert_module_gradients, gradcheck
+from numpy_transformer.gradient_checking.report import GradcheckError
 
 
 def test_gradcheck_errors_are_relative_to_the_whole_check_and_still_catch_small_tensors():
@@ -37,12 +38,10 @@ def test_a_backward_missing_one_term_is_caught_and_named():
         dx = rstd * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True))  # forgot - mean(g)
         return dx, (dout * xhat).reshape(-1, 5).sum(0), dout.reshape(-1, 5).sum(0)
 
-    right = gradcheck_function(F.layer_norm_forward, F.layer_norm_backward, inputs, ["x", "gamma", "beta"])
+    right = assert_gradients(F.layer_norm_forward, F.layer_norm_backward, inputs, ["x", "gamma", "beta"])
     assert right.max_relative_error <= GRADCHECK_TOLERANCE, str(right)
     with pytest.raises(GradcheckError, match=r"x: FAILED"):
-        gradcheck_function(
-            F.layer_norm_forward, backward_without_the_mean_term, inputs, ["x", "gamma", "beta"]
-        )
+        assert_gradients(F.layer_norm_forward, backward_without_the_mean_term, inputs, ["x", "gamma", "beta"])
 
 
 def test_refuses_float32_and_misshaped_gradients():
@@ -58,7 +57,17 @@ def test_every_input_entry_is_restored():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 4))
     before = x.copy()
-    gradcheck_function(F.softmax_forward, F.softmax_backward, {"x": x}, ["x"])
+    gradcheck(lambda: float((np.sin(x) * before).sum()), {"x": x}, {"x": np.cos(x) * before})
+    np.testing.assert_array_equal(x, before)
+
+
+def test_the_helpers_never_write_into_the_callers_inputs_even_when_they_move_them_off_kinks():
+    x = np.array([[0.0, 1.0, -2.0, 0.0], [0.5, 0.0, 3.0, -1.0]])
+    before = x.copy()
+    result = assert_gradients(
+        lambda x: (np.maximum(x, 0.0), x), lambda d, x: d * (x > 0), {"x": x}, kinks="nudge"
+    )
+    assert result.passed
     np.testing.assert_array_equal(x, before)
 
 
@@ -92,7 +101,7 @@ def test_tied_embeddings_gradient_is_the_sum_of_their_uses(textbook, shared):
     )
     assert model.tgt_embed.embedding.weight is model.projection_layer.proj.weight
     src, tgt = np.array([[1, 2, 3, 4], [5, 6, 7, 0]]), np.array([[1, 8, 2], [3, 4, 5]])
-    result = gradcheck_module(
+    result = assert_module_gradients(
         model,
         {"src": src, "tgt": tgt},
         forward=lambda src, tgt: model.forward(src, tgt, nt.make_src_mask(src, 0), None),
@@ -100,36 +109,52 @@ def test_tied_embeddings_gradient_is_the_sum_of_their_uses(textbook, shared):
     assert result.passed
 
 
-def test_the_module_numpy_transformer_gradcheck_is_the_module_and_callable_as_the_function():
-    """``import numpy_transformer.gradcheck as g`` gives the documented module (not the function of
-    its name), and ``nt.gradcheck(...)`` still runs the function, with its signature."""
-    import inspect
+def test_numpy_transformer_gradcheck_is_the_function_and_can_be_pickled():
+    """``nt.gradcheck`` is the checker's function itself (a ``functools.partial`` of it can go to
+    another process), and the old module path says where the checker went."""
+    import pickle
 
-    import numpy_transformer.gradcheck as g
-    from numpy_transformer import gradcheck as from_package
-
-    assert g.gradcheck_function is gradcheck_function and g.gradcheck is gradcheck
-    assert from_package is g and nt.gradcheck is g
     x = np.linspace(-1.0, 1.0, 5)
-    for call in (nt.gradcheck, g, from_package, gradcheck):
-        result = call(lambda: float((x**2).sum()), {"x": x}, {"x": 2 * x})
-        assert result.passed and [report.name for report in result.reports] == ["x"], str(result)
+    assert nt.gradcheck is gradcheck and pickle.loads(pickle.dumps(nt.gradcheck)) is gradcheck
+    result = nt.gradcheck(lambda: float((x**2).sum()), {"x": x}, {"x": 2 * x})
+    assert result.passed and [report.name for report in result.reports] == ["x"], str(result)
     with pytest.raises(GradcheckError, match="x: FAILED"):
         nt.gradcheck(lambda: float((x**2).sum()), {"x": x}, {"x": 3 * x})
-    assert inspect.signature(nt.gradcheck) == inspect.signature(gradcheck)
+    with pytest.raises(
+        ModuleNotFoundError,
+        match="numpy_transformer.gradcheck has moved: import numpy_transformer.gradient_checking",
+    ):
+        import numpy_transformer.gradcheck  # noqa: F401
+
+
+@pytest.mark.parametrize("old", ["testing", "finite_differences", "backward_contract"])
+def test_the_checkers_old_module_paths_name_their_new_place(old):
+    import importlib
+
+    with pytest.raises(
+        ModuleNotFoundError,
+        match=rf"numpy_transformer.{old} has moved: import numpy_transformer.gradient_checking",
+    ):
+        importlib.import_module(f"numpy_transformer.{old}")
+
+
+def test_the_checkers_public_surface_is_three_names():
+    import numpy_transformer.gradient_checking as checking
+
+    assert checking.__all__ == ["assert_gradients", "assert_module_gradients", "gradcheck"]
+    assert nt.assert_gradients is assert_gradients and nt.assert_module_gradients is assert_module_gradients
 
 
 @pytest.mark.parametrize(
     "wrt, expected",
     [
         ("ab", r"wrt must be a list of input names.*got the str 'ab'.*\['ab'\]"),
-        (None, r"wrt must be a list of input names.*got NoneType None"),
         (iter(["a", "b"]), r"wrt must be a list of input names.*got list_iterator"),
         (["a", 2], r"wrt must be a list of input names.*got int 2 in it"),
         (["a", "a"], r"wrt names 'a' more than once"),
     ],
 )
-def test_gradcheck_function_refuses_a_wrt_that_is_not_a_list_of_names(wrt, expected):
+def test_assert_gradients_refuses_a_wrt_that_is_not_a_list_of_names(wrt, expected):
     def forward(a, b):
         return a * b, (a, b)
 
@@ -144,7 +169,7 @@ def test_gradcheck_function_refuses_a_wrt_that_is_not_a_list_of_names(wrt, expec
         return forward(given["a"], given["b"])
 
     with pytest.raises((TypeError, ValueError), match=expected):
-        gradcheck_function(watched, backward, inputs, wrt)
+        assert_gradients(watched, backward, inputs, wrt)
     assert calls == [], "refused before the forward runs"
 
 
@@ -152,10 +177,10 @@ def test_gradcheck_function_refuses_a_wrt_that_is_not_a_list_of_names(wrt, expec
     "overwrites, expected",
     [(5, r"overwrites must be a tuple of names.*got int 5"), (None, r"overwrites.*got NoneType None")],
 )
-def test_gradcheck_function_refuses_overwrites_that_are_not_names(overwrites, expected):
+def test_assert_gradients_refuses_overwrites_that_are_not_names(overwrites, expected):
     inputs = {"x": np.linspace(0.5, 1.5, 4)}
     with pytest.raises(TypeError, match=expected):
-        gradcheck_function(lambda x: (x * x, x), lambda d, c: 2 * d * c, inputs, ["x"], overwrites=overwrites)
+        assert_gradients(lambda x: (x * x, x), lambda d, c: 2 * d * c, inputs, ["x"], overwrites=overwrites)
 
 
 @pytest.mark.parametrize("argument", ["variables", "analytic"])
@@ -167,13 +192,13 @@ def test_gradcheck_refuses_variables_or_analytic_that_are_not_mappings(argument)
         gradcheck(lambda: float((x**2).sum()), given["variables"], given["analytic"])
 
 
-def test_gradcheck_function_and_module_refuse_inputs_that_are_not_a_mapping():
+def test_both_helpers_refuse_inputs_that_are_not_a_mapping():
     x = np.linspace(0.5, 1.5, 4)
     with pytest.raises(
         TypeError, match="inputs must map each forward argument's name to its value, got list"
     ):
-        gradcheck_function(lambda x: (x * x, x), lambda d, c: 2 * d * c, [x], ["x"])
+        assert_gradients(lambda x: (x * x, x), lambda d, c: 2 * d * c, [x], ["x"])
     with pytest.raises(
         TypeError, match="inputs must map each forward argument's name to its value, got list"
     ):
-        gradcheck_module(nt.Linear(4, 2, dtype="float64"), [x.reshape(1, 4)])
+        assert_module_gradients(nt.Linear(4, 2, dtype="float64"), [x.reshape(1, 4)])

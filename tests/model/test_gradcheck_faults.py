@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from numpy_transformer import backend
-from numpy_transformer.gradcheck import AUTO_EXHAUSTIVE_ENTRIES, GradcheckError, gradcheck
-from numpy_transformer.testing import assert_gradients, assert_module_gradients
+from numpy_transformer.gradient_checking import assert_gradients, assert_module_gradients, gradcheck
+from numpy_transformer.gradient_checking.checker import AUTO_EXHAUSTIVE_ENTRIES
+from numpy_transformer.gradient_checking.report import GradcheckError
 
 
 def tanh_forward(x):
@@ -445,6 +446,31 @@ def test_a_nan_gradient_fails_by_name():
     _fails(tanh_forward, one_nan, x34(), match=r"not finite at \(0, 0\): nan \(1 of 12")
     x = {"x": np.random.default_rng(0).standard_normal((80, 80))}
     _fails(tanh_forward, one_nan, x, match=r"not finite at \(0, 0\)")  # fast mode too
+
+
+def test_a_small_error_spread_over_a_large_tensor_is_said_with_its_precision():
+    """A gradient 0.1% too large everywhere, in the fast mode: the message gives 0.1%, not 0%."""
+    x = {"x": np.random.default_rng(0).standard_normal((100, 100))}
+    message = _fails(
+        lambda x: (float((x * x).sum()), x), lambda d, x: d * 2 * x * 1.001, x, rtol=1e-5, atol=1e-8
+    )
+    assert "each wrong by up to 0.1% of its value" in message, message
+    assert "the projection on a random direction is wrong by 0.0999%" in message, message
+
+
+def test_a_nan_gradient_is_shown_beside_the_numeric_value_at_its_entry():
+    """Where the analytic gradient is NaN and the loss is finite, the numeric derivative there is
+    computed and shown (0 at x = 0 for x**2), not said to be NaN too."""
+    x = {"x": np.linspace(-1.0, 1.0, 12).reshape(3, 4)}
+    x["x"][0, 0] = 0.0
+
+    def backward(d, x):
+        g = 2 * d * x
+        g[0, 0] = np.nan
+        return g
+
+    message = _fails(lambda x: (float((x * x).sum()), x), backward, x, match=r"not finite at \(0, 0\)")
+    assert "(analytic nan, numeric 0, 12 entries)" in message, message
 
 
 def test_a_forward_output_or_input_that_is_not_finite_fails_by_name():

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.gradcheck import check_backward_contract
+from numpy_transformer.gradient_checking.contract import check_backward_contract
 from numpy_transformer.kernels import (
     cpu,
     cuda,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import numpy_transformer as nt
 from numpy_transformer import functional as F
-from numpy_transformer.gradcheck import gradcheck, gradcheck_function
+from numpy_transformer.gradient_checking import assert_gradients, gradcheck
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
 
 SETTINGS = settings(max_examples=8, deadline=None)
@@ -35,7 +35,7 @@ def rand(rng, *shape):
 
 
 def check(forward, backward, inputs, wrt):
-    result = gradcheck_function(forward, backward, inputs, wrt)
+    result = assert_gradients(forward, backward, inputs, wrt)
     assert result.max_relative_error <= TOLERANCE, str(result)
     assert {report.name for report in result.reports} == {name for name in wrt if name}
     return result

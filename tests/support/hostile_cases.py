@@ -620,7 +620,7 @@ def cjk_lengths_are_tokens(ws: Path) -> bool:
 
 
 def gradient_not_returned(ws: Path) -> None:
-    from numpy_transformer.testing import assert_gradients
+    from numpy_transformer.gradient_checking import assert_gradients
 
     x, y = np.ones(3), np.full(3, 2.0)
     assert_gradients(lambda x, y: (x * y, (x, y)), lambda dout, cache: dout * cache[1], {"x": x, "y": y})
@@ -628,7 +628,7 @@ def gradient_not_returned(ws: Path) -> None:
 
 def textbook_loss_is_checked(ws: Path) -> None:
     from numpy_transformer.functional import cross_entropy_backward, cross_entropy_forward
-    from numpy_transformer.testing import assert_gradients
+    from numpy_transformer.gradient_checking import assert_gradients
 
     logits = np.random.default_rng(0).standard_normal((2, 3, 5))
     assert_gradients(cross_entropy_forward, cross_entropy_backward, {"logits": logits, "targets": ids(2, 3)})

@@ -245,7 +245,7 @@ def test_the_command_line_on_cupy(gpu, monkeypatch, tmp_path, capsys):
 
 def test_fit_with_adamw_and_gradcheck_in_float64(gpu, tmp_path):
     from numpy_transformer import build_transformer
-    from numpy_transformer.gradcheck import gradcheck_module
+    from numpy_transformer.gradient_checking import assert_module_gradients
 
     trainer = Trainer.create(TrainConfig(**CONFIG, optimizer="adamw", weight_decay=0.01), TINY)
     records = trainer.fit(tmp_path, progress=False)
@@ -255,7 +255,7 @@ def test_fit_with_adamw_and_gradcheck_in_float64(gpu, tmp_path):
     model = build_transformer(7, 7, 4, 4, d_model=8, N=1, h=2, d_ff=8, dropout=0.0, dtype="float64")
     src = gpu.asarray([[1, 2, 3], [4, 5, 0]])
     tgt = gpu.asarray([[1, 2], [3, 4]])
-    result = gradcheck_module(
+    result = assert_module_gradients(
         model,
         {"src": src, "tgt": tgt},
         forward=lambda src, tgt: model.forward(src, tgt, make_src_mask(src, 0), None),

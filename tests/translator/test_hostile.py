@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import numpy_transformer as nt
-from numpy_transformer.gradcheck import gradcheck
+from numpy_transformer.gradient_checking import gradcheck
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.corpora import read_tsv

@@ -20,8 +20,9 @@ import numpy
 
 from ... import functional
 from ...backend import get_array_module, to_numpy
-from ...backward_contract import backward_writes, random_upstream
-from ...gradcheck import gradcheck
+from ...gradient_checking import gradcheck
+from ...gradient_checking.contract import backward_writes
+from ...gradient_checking.upstream import random_upstream
 from .. import blocks
 from ..exercises.curriculum import BY_NAME, EXERCISES, OPTIONAL, textbook_function, unknown_exercise
 from ..exercises.exercise import Case, Exercise

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import functional
-from ...backward_contract import backward_writes
+from ...gradient_checking.contract import backward_writes
 from .. import blocks
 from ..exercises.curriculum import EXERCISES, textbook_function
 

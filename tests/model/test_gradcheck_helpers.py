@@ -1,11 +1,14 @@
-"""numpy_transformer.testing: a gradient check in one line of a user's own test suite."""
+"""The checker's two helpers and its Hypothesis strategies: a gradient check in one line of a user's
+own test suite."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 
 from numpy_transformer import Linear
-from numpy_transformer.testing import GradcheckError, assert_gradients, assert_module_gradients, shapes
+from numpy_transformer.gradient_checking import assert_gradients, assert_module_gradients
+from numpy_transformer.gradient_checking.report import GradcheckError
+from numpy_transformer.gradient_checking.strategies import shapes
 
 C = 0.7978845608028654  # sqrt(2 / pi)
 
@@ -137,7 +140,7 @@ def test_unusable_arguments_get_a_clear_error_naming_them(call, error, message):
 
 
 def test_the_low_level_checker_refuses_what_it_would_skip():
-    from numpy_transformer.gradcheck import gradcheck
+    from numpy_transformer.gradient_checking import gradcheck
 
     x = np.ones(3)
     with pytest.raises(GradcheckError, match="no analytic gradient for 'x'"):
@@ -164,7 +167,7 @@ def test_a_module_input_whose_gradient_is_not_mapped_fails_naming_it():
 
 from hypothesis import strategies as st  # noqa: E402
 
-from numpy_transformer.testing import arrays, broadcastable_shapes, ids, masks  # noqa: E402
+from numpy_transformer.gradient_checking.strategies import arrays, broadcastable_shapes, ids, masks  # noqa: E402
 
 
 def add_forward(x, y):
