@@ -9,6 +9,7 @@ import importlib.util
 import os
 import re
 import signal
+import stat
 import sys
 import threading
 import time
@@ -84,16 +85,32 @@ def describe_error(error: BaseException, path: Path) -> str:
     return f"{text} ({where})" if where else text
 
 
+_NOT_REGULAR = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def learner_file(path: str | Path) -> Path:
     """The learner's file, resolved: FileNotFoundError where nothing is there, ValueError where a
-    directory is (the workbook is a file inside it)."""
+    directory is (the workbook is a file inside it) or something else than a regular file (a
+    device, a FIFO: told by its status alone, never opened, which would wait on a FIFO)."""
     file = Path(path).expanduser().resolve()
     if file.is_dir():
         raise ValueError(
             f"{path}: a directory, not a file (give the workbook's file, e.g. {Path(path) / 'my_backprop.py'})"
         )
-    if not file.is_file():
+    if not file.exists():
         raise FileNotFoundError(f"{path}: no such file")
+    if not file.is_file():
+        mode = file.stat().st_mode
+        what = next((name for test, name in _NOT_REGULAR if test(mode)), "something")
+        raise ValueError(
+            f"{path}: {what}, not a regular file (give the workbook's file, my_backprop.py or "
+            "my_backprop.ipynb, as learn start writes it)"
+        )
     return file
 
 

@@ -3,6 +3,8 @@ one line or one verdict, never a silent pass or a message pointing elsewhere."""
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import subprocess
 import sys
@@ -91,3 +93,22 @@ def test_textbook_takes_a_number_as_the_losss_dloss_and_refuses_it_for_an_array_
     _, cache = functional.linear_forward(x, weight, np.zeros(5))
     with pytest.raises(ValueError, match=r"dout of shape \(\) does not fit this LinearCache"):
         workbook.textbook(cache, 1.0)
+
+
+@pytest.mark.parametrize(
+    "action, path, said",
+    [
+        ("status", "/dev/null", "a character device"),
+        ("check", "/dev/zero", "a character device"),
+        ("hint", "/dev/null", "a character device"),
+        ("check", "FIFO", "a FIFO (named pipe)"),
+    ],
+)
+def test_a_path_that_exists_but_is_no_regular_file_is_said_for_what_it_is(tmp_path, action, path, said):
+    if path == "FIFO":  # never opened: opening a FIFO waits for a writer that never comes
+        path = str(tmp_path / "pipe")
+        os.mkfifo(path)
+    done = learn(action, path, *(["relu_backward"] if action == "hint" else []))
+    assert done.returncode == 2, done
+    assert f"{path}: {said}, not a regular file" in done.stderr and "no such file" not in done.stderr
+    assert "give the workbook's file" in done.stderr
