@@ -112,3 +112,44 @@ def test_a_path_that_exists_but_is_no_regular_file_is_said_for_what_it_is(tmp_pa
     assert done.returncode == 2, done
     assert f"{path}: {said}, not a regular file" in done.stderr and "no such file" not in done.stderr
     assert "give the workbook's file" in done.stderr
+
+
+MONKEYPATCHING = """
+from numpy_transformer import functional as F
+from numpy_transformer.workbook import blocks as B
+
+def relu_backward(dout, cache):
+    return dout
+
+F.relu_backward = relu_backward
+F.dropout_backward = lambda dout, cache: dout
+B.residual_backward = None
+"""
+
+
+def test_a_file_that_assigns_its_function_over_the_textbooks_is_graded_and_the_textbook_kept(tmp_path):
+    from numpy_transformer import functional
+    from numpy_transformer.workbook import blocks
+
+    textbook = functional.relu_backward, functional.dropout_backward, blocks.residual_backward
+    mine = tmp_path / "mine.py"
+    mine.write_text(MONKEYPATCHING)
+    relu, dropout = workbook.check(mine, ["relu_backward", "dropout_backward"])
+    assert (functional.relu_backward, functional.dropout_backward, blocks.residual_backward) == textbook
+    assert relu.status == "wrong" and relu.gradients[0].mistake == "relu_unmasked"
+    assert "mine.py assigns it over the textbook's functional.relu_backward" in relu.message
+    assert dropout.status == "wrong", dropout  # a replacement under no name of the file's is theirs too
+    assert "mine.py assigns it over the textbook's functional.dropout_backward" in dropout.message
+    (residual,) = workbook.check(mine, ["residual_backward"])
+    assert residual.status == "textbook"  # None is no function: the textbook's, left in place
+
+
+def test_a_file_that_fails_after_assigning_over_the_textbook_leaves_it_as_it_was(tmp_path):
+    from numpy_transformer import functional
+
+    textbook = functional.relu_backward
+    mine = tmp_path / "mine.py"
+    mine.write_text(MONKEYPATCHING + "raise RuntimeError('mine')\n")
+    with pytest.raises(workbook.LearnerCodeError, match="RuntimeError: mine"):
+        workbook.load_learner(mine)
+    assert functional.relu_backward is textbook
