@@ -153,3 +153,30 @@ def test_a_file_that_fails_after_assigning_over_the_textbook_leaves_it_as_it_was
     with pytest.raises(workbook.LearnerCodeError, match="RuntimeError: mine"):
         workbook.load_learner(mine)
     assert functional.relu_backward is textbook
+
+
+def test_learn_start_on_a_full_disk_leaves_nothing_it_made(tmp_path, monkeypatch):
+    from numpy_transformer.files import SaveError
+    from numpy_transformer.workbook import writing
+
+    def full(path, text):
+        raise SaveError.writing(
+            path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), "nothing was written there"
+        )
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for written in range(2):  # the disk fills before the first file, or between the two
+        real, calls = writing.write_text_atomically, []
+
+        def once(path, text, written=written, real=real, calls=calls):
+            calls.append(path)
+            (real if len(calls) <= written else full)(path, text)
+
+        monkeypatch.setattr(writing, "write_text_atomically", once)
+        with pytest.raises(OSError, match="No space left on device"):
+            workbook.start(tmp_path / "new" / "deeper")
+        assert not (tmp_path / "new").exists()
+        with pytest.raises(OSError, match="No space left on device"):
+            workbook.start(kept)
+        assert kept.is_dir() and not any(kept.iterdir())
