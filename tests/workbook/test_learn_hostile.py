@@ -180,3 +180,23 @@ def test_learn_start_on_a_full_disk_leaves_nothing_it_made(tmp_path, monkeypatch
         with pytest.raises(OSError, match="No space left on device"):
             workbook.start(kept)
         assert kept.is_dir() and not any(kept.iterdir())
+
+
+def test_the_first_verdict_on_an_unmasked_relu_leaves_the_formula_to_the_hints(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text("def relu_backward(dout, cache):\n    return dout\n")
+    report, _ = workbook.run_check(mine, ["relu_backward"])
+    assert "the relu's mask is not applied" in report
+    assert "dout * cache" not in report and "* cache" not in report
+
+
+@pytest.mark.parametrize(
+    "formula",
+    ["dout * cache", "dout * keep / keep_prob", "dout - sum(dout * y", "probs - q", "dx = dout", "mean(g"],
+)
+def test_no_cause_hands_over_the_formula_a_layers_last_hint_keeps(formula):
+    from numpy_transformer.workbook.exercises.curriculum import EXERCISES
+    from numpy_transformer.workbook.exercises.mistakes import SENTENCES
+
+    assert any(formula in exercise.hints[-1] for exercise in EXERCISES)  # the hint keeps it
+    assert [key for key, text in SENTENCES.items() if formula in text] == []
