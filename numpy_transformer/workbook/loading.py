@@ -9,6 +9,7 @@ import importlib.util
 import os
 import re
 import signal
+import stat
 import sys
 import threading
 import time
@@ -84,16 +85,32 @@ def describe_error(error: BaseException, path: Path) -> str:
     return f"{text} ({where})" if where else text
 
 
+_NOT_REGULAR = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def learner_file(path: str | Path) -> Path:
     """The learner's file, resolved: FileNotFoundError where nothing is there, ValueError where a
-    directory is (the workbook is a file inside it)."""
+    directory is (the workbook is a file inside it) or something else than a regular file (a
+    device, a FIFO: told by its status alone, never opened, which would wait on a FIFO)."""
     file = Path(path).expanduser().resolve()
     if file.is_dir():
         raise ValueError(
             f"{path}: a directory, not a file (give the workbook's file, e.g. {Path(path) / 'my_backprop.py'})"
         )
-    if not file.is_file():
+    if not file.exists():
         raise FileNotFoundError(f"{path}: no such file")
+    if not file.is_file():
+        mode = file.stat().st_mode
+        what = next((name for test, name in _NOT_REGULAR if test(mode)), "something")
+        raise ValueError(
+            f"{path}: {what}, not a regular file (give the workbook's file, my_backprop.py or "
+            "my_backprop.ipynb, as learn start writes it)"
+        )
     return file
 
 
@@ -146,7 +163,8 @@ def load_learner(path: str | Path) -> ModuleType:
 
     try:
         os._exit = exit_reported
-        with under_time_limit(TIME_LIMIT, watch_lines=sys.version_info < (3, 11)):  # its code is unseen yet
+        # its code is unseen yet: every line watched; the textbook put back after the time limit is off
+        with _textbook_kept(name), under_time_limit(TIME_LIMIT, watch_lines=sys.version_info < (3, 11)):
             run()
     except BaseException as error:  # their import-time code: a syntax error, a failing import, anything
         sys.modules.pop(name, None)
@@ -199,16 +217,47 @@ def _notebook_source(file: Path) -> tuple[str, int]:
     return "\n".join(lines), flags
 
 
+_REPLACED: dict[str, dict[str, tuple[str, Callable]]] = {}  # a learner's module: what its file assigned over
+
+
+@contextmanager
+def _textbook_kept(name: str) -> Iterator[None]:
+    """The textbook (functional.py and blocks.py) put back as it was after the learner's file ran,
+    whether it ran through or raised: a file that assigns over it (``F.relu_backward = relu_backward``)
+    never changes it for the rest of the process. The functions it assigned are kept, by the
+    textbook's name, in _REPLACED[name]: theirs to grade, with the textbook's name they took."""
+    before = [(textbook, dict(vars(textbook))) for textbook in (functional, blocks)]
+    try:
+        yield
+    finally:
+        replaced: dict[str, tuple[str, Callable]] = {}
+        for textbook, kept in before:
+            space = vars(textbook)
+            for key in [key for key in space if key not in kept]:
+                del space[key]
+            for key, value in kept.items():
+                now = space.get(key)
+                if now is not value and callable(now):
+                    replaced.setdefault(key, (f"{textbook.__name__.rsplit('.', 1)[-1]}.{key}", now))
+                space[key] = value
+        _REPLACED[name] = replaced
+
+
+def replaced_textbook(module: ModuleType, name: str) -> str | None:
+    """The textbook's function the learner's file assigned its ``name`` over ("functional.relu_backward"),
+    or None."""
+    return _REPLACED.get(module.__name__, {}).get(name, (None,))[0]
+
+
 def learners_function(module: ModuleType, name: str) -> Callable | None:
-    """The function ``name`` as the learner's file defines it (None if absent or imported)."""
+    """The function ``name`` as the learner's file defines it (None if absent or imported); where it
+    defines none but assigned one over the textbook's, that one."""
     value = getattr(blocks if module is functional and name in BLOCKS else module, name, None)
-    if not callable(value):
-        return None
     if module is functional:
-        return value
-    if value is getattr(functional, name, None) or value is getattr(blocks, name, None):
-        return None
-    return value
+        return value if callable(value) else None
+    if value is None or value is getattr(functional, name, None) or value is getattr(blocks, name, None):
+        value = _REPLACED.get(module.__name__, {}).get(name, (None, None))[1]
+    return value if callable(value) else None
 
 
 class TimedOut(BaseException):

@@ -39,7 +39,11 @@ def learner_functions(
             block_table[verdict.name] = own_block
         if verdict.status in ("done", "wrong") and verdict.name not in BLOCKS:
             exercise = BY_NAME[verdict.name]
-            table[exercise.backward] = getattr(module, exercise.backward)
+            own_backward = learners_function(
+                module, exercise.backward
+            )  # defined, or assigned over the textbook's
+            if own_backward is not None:
+                table[exercise.backward] = own_backward
             own_forward = learners_function(module, exercise.forward)
             if own_forward is not None:
                 table[exercise.forward] = own_forward

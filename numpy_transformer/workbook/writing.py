@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 from .. import functional
@@ -244,7 +245,9 @@ def start(directory: str | Path, overwrite: bool = False, notebook: bool = False
     ``README.md``) into ``directory``.
 
     Refuses (FileExistsError) where either file exists, unless ``overwrite``: the learner's work
-    is never lost by accident. Each file is written atomically. Returns the paths written.
+    is never lost by accident. Each file is written atomically; where one cannot be (a full disk),
+    the files and folders this call made are removed before the error is raised. Returns the paths
+    written.
     """
     if not isinstance(directory, (str, Path)):
         raise TypeError(f"directory must be a path, got {type(directory).__name__}")
@@ -259,7 +262,17 @@ def start(directory: str | Path, overwrite: bool = False, notebook: bool = False
             f"{present[0]} exists: a workbook is never overwritten (--overwrite replaces it, your work included)"
         )
     texts = (notebook_text() if notebook else workbook_text(), guide_text().replace(WORKBOOK, workbook))
+    made = [parent for parent in (folder, *folder.parents) if not parent.exists()]  # deepest first
     folder.mkdir(parents=True, exist_ok=True)
-    for path, text in zip(paths, texts):
-        write_text_atomically(path, text)
+    try:
+        for path, text in zip(paths, texts):
+            write_text_atomically(path, text)
+    except BaseException:  # a full disk, Ctrl-C: what this call made is removed, what was there kept
+        for path in paths:
+            if path not in present:
+                path.unlink(missing_ok=True)
+        for parent in made:
+            with suppress(OSError):  # not empty: something else wrote there meanwhile, kept
+                parent.rmdir()
+        raise
     return paths

@@ -3,6 +3,8 @@ one line or one verdict, never a silent pass or a message pointing elsewhere."""
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import subprocess
 import sys
@@ -91,3 +93,110 @@ def test_textbook_takes_a_number_as_the_losss_dloss_and_refuses_it_for_an_array_
     _, cache = functional.linear_forward(x, weight, np.zeros(5))
     with pytest.raises(ValueError, match=r"dout of shape \(\) does not fit this LinearCache"):
         workbook.textbook(cache, 1.0)
+
+
+@pytest.mark.parametrize(
+    "action, path, said",
+    [
+        ("status", "/dev/null", "a character device"),
+        ("check", "/dev/zero", "a character device"),
+        ("hint", "/dev/null", "a character device"),
+        ("check", "FIFO", "a FIFO (named pipe)"),
+    ],
+)
+def test_a_path_that_exists_but_is_no_regular_file_is_said_for_what_it_is(tmp_path, action, path, said):
+    if path == "FIFO":  # never opened: opening a FIFO waits for a writer that never comes
+        path = str(tmp_path / "pipe")
+        os.mkfifo(path)
+    done = learn(action, path, *(["relu_backward"] if action == "hint" else []))
+    assert done.returncode == 2, done
+    assert f"{path}: {said}, not a regular file" in done.stderr and "no such file" not in done.stderr
+    assert "give the workbook's file" in done.stderr
+
+
+MONKEYPATCHING = """
+from numpy_transformer import functional as F
+from numpy_transformer.workbook import blocks as B
+
+def relu_backward(dout, cache):
+    return dout
+
+F.relu_backward = relu_backward
+F.dropout_backward = lambda dout, cache: dout
+B.residual_backward = None
+"""
+
+
+def test_a_file_that_assigns_its_function_over_the_textbooks_is_graded_and_the_textbook_kept(tmp_path):
+    from numpy_transformer import functional
+    from numpy_transformer.workbook import blocks
+
+    textbook = functional.relu_backward, functional.dropout_backward, blocks.residual_backward
+    mine = tmp_path / "mine.py"
+    mine.write_text(MONKEYPATCHING)
+    relu, dropout = workbook.check(mine, ["relu_backward", "dropout_backward"])
+    assert (functional.relu_backward, functional.dropout_backward, blocks.residual_backward) == textbook
+    assert relu.status == "wrong" and relu.gradients[0].mistake == "relu_unmasked"
+    assert "mine.py assigns it over the textbook's functional.relu_backward" in relu.message
+    assert dropout.status == "wrong", dropout  # a replacement under no name of the file's is theirs too
+    assert "mine.py assigns it over the textbook's functional.dropout_backward" in dropout.message
+    (residual,) = workbook.check(mine, ["residual_backward"])
+    assert residual.status == "textbook"  # None is no function: the textbook's, left in place
+
+
+def test_a_file_that_fails_after_assigning_over_the_textbook_leaves_it_as_it_was(tmp_path):
+    from numpy_transformer import functional
+
+    textbook = functional.relu_backward
+    mine = tmp_path / "mine.py"
+    mine.write_text(MONKEYPATCHING + "raise RuntimeError('mine')\n")
+    with pytest.raises(workbook.LearnerCodeError, match="RuntimeError: mine"):
+        workbook.load_learner(mine)
+    assert functional.relu_backward is textbook
+
+
+def test_learn_start_on_a_full_disk_leaves_nothing_it_made(tmp_path, monkeypatch):
+    from numpy_transformer.files import SaveError
+    from numpy_transformer.workbook import writing
+
+    def full(path, text):
+        raise SaveError.writing(
+            path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), "nothing was written there"
+        )
+
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for written in range(2):  # the disk fills before the first file, or between the two
+        real, calls = writing.write_text_atomically, []
+
+        def once(path, text, written=written, real=real, calls=calls):
+            calls.append(path)
+            (real if len(calls) <= written else full)(path, text)
+
+        monkeypatch.setattr(writing, "write_text_atomically", once)
+        with pytest.raises(OSError, match="No space left on device"):
+            workbook.start(tmp_path / "new" / "deeper")
+        assert not (tmp_path / "new").exists()
+        with pytest.raises(OSError, match="No space left on device"):
+            workbook.start(kept)
+        assert kept.is_dir() and not any(kept.iterdir())
+
+
+def test_the_first_verdict_on_an_unmasked_relu_leaves_the_formula_to_the_hints(tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text("def relu_backward(dout, cache):\n    return dout\n")
+    report, _ = workbook.run_check(mine, ["relu_backward"])
+    assert "the relu's mask is not applied" in report
+    assert "dout * cache" not in report and "* cache" not in report
+
+
+@pytest.mark.parametrize(
+    "formula",
+    ["dout * cache", "dout * keep / keep_prob", "dout - sum(dout * y", "probs - q", "dx = dout", "mean(g"],
+)
+def test_no_cause_hands_over_the_formula_a_layers_last_hint_keeps(formula):
+    from numpy_transformer.workbook.exercises.curriculum import EXERCISES
+    from numpy_transformer.workbook.exercises.mistakes import SENTENCES
+
+    assert any(formula in exercise.hints[-1] for exercise in EXERCISES)  # the hint keeps it
+    assert [key for key, text in SENTENCES.items() if formula in text] == []

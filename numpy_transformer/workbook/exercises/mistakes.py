@@ -87,7 +87,8 @@ SENTENCES = {
     "(where the mask in the cache is True) and is zero where it was not",
     "relu_place": "the relu's backward is on the wrong side: the relu sits between the two linears, so its mask "
     "(the forward's, from the cache) applies to the gradient reaching the hidden units, not to the block's dout",
-    "linear_dx_transposed": "the linear's input gradient uses W^T: the forward is y = x W^T, so dx = dout W",
+    "linear_dx_transposed": "the linear's input gradient uses W^T, which the forward's y = x W^T has "
+    "already transposed",
     "subtracted": "a gradient is subtracted where it adds: {what} is taken away; where paths meet (a tied "
     "matrix's two uses too), their gradients add",
     "qkv_part": "only part of w_qkv's gradient is kept: its {zero} rows are zero, its {kept} rows right; w_qkv "
@@ -102,34 +103,34 @@ SENTENCES = {
     "foreign_term": "{what} is added to {label}, but it is the gradient of another tensor: {label} adds "
     "only the gradients of the paths its own tensor takes",
     # the layers' causes the first ones leave as a symptom (a constant factor, zero) or unnamed
-    "relu_unmasked": "the relu's mask is not applied: the slope of max(x, 0) is 0 where x was not positive, "
-    "so dx is dout where the cache (x > 0) is True and 0 elsewhere (dout * cache)",
+    "relu_unmasked": "the relu's mask is not applied: dout passes even where x was not positive, where "
+    "max(x, 0) does not change with x",
     "dropout_multiplied": "the kept entries are multiplied by 1 - p where the forward divided by it: inverted "
-    "dropout scales what it keeps up, so dx = dout * keep / keep_prob",
+    "dropout scales what it keeps up, and its backward scales their gradient the same way",
     "softmax_axis": "the row's sum is taken along another axis than the last: softmax normalises along the "
-    "last axis, so the sum in its backward runs along it too (sum(dout * y, axis=-1, keepdims=True))",
+    "last axis, so the sum in its backward runs along it too",
     "ln_rstd": "the 1/sigma factor is missing: xhat = (x - mu) / sigma, so every path from x to the output "
     "is divided by sigma; multiply by rstd (the cache's 1 / sigma)",
     "positional_zero": "the gradient is zeroed as if x were the constant: the table is the constant; y = x + PE, "
-    "so dy/dx is the identity and dx = dout",
+    "so dy/dx is the identity",
     "stack_order": "a stacked gradient's parts are in another order: each is stacked as the forward stacks "
     "its weights ([dW_q; dW_k; dW_v] for w_qkv and b_qkv, [dW_q; dW_c] for w_q_compress, [dW_kd; dW_vd] for "
     "w_kv_decompress), each part the gradient of its own weight",
     # the layers' causes of a learner's common slips
     "softmax_diagonal": "only the Jacobian's diagonal, y (1 - y), is used, as for a sigmoid: every output of a "
-    "row depends on every input of the row, so dx = y * (dout - sum(dout * y)) over the row",
+    "row depends on every input of the row, so the Jacobian's other entries, -y_i y_j, count too",
     "softmax_unweighted": "the row's term sums dout alone: it is the sum of dout * y over the row (each output "
-    "weighs its share), so dx = y * (dout - sum(dout * y, axis=-1, keepdims=True))",
+    "weighs its share)",
     "ln_gamma": "gamma is left out of dx: y = gamma * xhat + beta, so the gradient reaching xhat is g = dout * "
     "gamma, and every term of dx is built from g",
     "ln_sum": "the row's terms are sums where they are means: mu and sigma average over the D entries of a row, "
-    "so each term carries a 1/D (mean(g) and mean(g * xhat), over the last axis)",
+    "so each term carries a 1/D",
     "ln_dgamma": "dgamma lacks xhat: y = gamma * xhat + beta, so dgamma sums dout * xhat over the rows (dbeta "
     "sums dout)",
     "mask_inverted": "the mask is read the wrong way round: it is True where a query may see a key, so the "
     "scores' gradient is kept where it is True and is 0 where it is False",
     "ce_probs": "this is the gradient with respect to the probabilities, -q / probs: the loss takes the logits, "
-    "and the softmax between them is part of its backward; together they give probs - q",
+    "and the softmax between them is part of its backward",
     "heads_reshape": "the heads are split or merged by a reshape alone: split_heads reshapes (B, T, D) to "
     "(B, T, H, K) and moves the head axis forward to (B, H, T, K), so merging moves it back before the reshape "
     "(transpose(0, 2, 1, 3), as merge_heads does)",

@@ -33,6 +33,7 @@ from ..loading import (
     learners_function,
     load_learner,
     needs_line_watch,
+    replaced_textbook,
     their_arrays,
     under_time_limit,
 )
@@ -484,7 +485,15 @@ def check_function(
         if standing_in
         else ""
     )
-    return FunctionVerdict(name, status, gradients, message=stood, localised=localised)
+    over = replaced_textbook(module, name)
+    assigned = (
+        f"{path.name} assigns it over the textbook's {over}: graded as yours; the textbook is left as it was "
+        "(learn train runs yours without that)"
+        if over
+        else ""
+    )
+    message = "; ".join(part for part in (stood, assigned) if part)
+    return FunctionVerdict(name, status, gradients, message=message, localised=localised)
 
 
 def check(
