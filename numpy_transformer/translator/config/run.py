@@ -46,6 +46,17 @@ FROM_LR = 5e-5
 WARMUP = 200  # warm-up steps of a new model
 FROM_WARMUP = 10  # train --from: a pretrained model needs little, and a large one makes few steps in minutes
 AVERAGE_LAST = 5  # evaluation checkpoints averaged at the end of a run
+# a run not given --eval-every is evaluated this many times at least, so that its curves and its
+# --patience have points to go by; never at longer intervals than EVAL_EVERY steps, the interval of
+# every run before the interval was planned (a long run keeps it)
+EVALUATIONS = 10
+EVAL_EVERY = 500
+
+
+def planned_eval_every(steps: int) -> int:
+    """The steps between the dev evaluations of a run of ``steps`` steps not given --eval-every: a
+    tenth of them (EVALUATIONS), at most EVAL_EVERY, at least 1."""
+    return max(1, min(EVAL_EVERY, steps // EVALUATIONS))
 
 
 MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")  # chosen by the run when not given
@@ -238,7 +249,13 @@ class TrainConfig(Checked):
         100, "batches drawn together and sorted by length, to pad less", minimum=1, maximum=MAX_BUCKET_STEPS
     )
     # -- the run
-    eval_every: int = setting(500, "steps between dev evaluations (and checkpoints)", minimum=1)
+    eval_every: int | None = setting(
+        None,
+        f"steps between dev evaluations (and checkpoints) (default: planned so that the run is evaluated "
+        f"{EVALUATIONS} times at least: a tenth of --steps, or of the steps a --time-budget plans when it "
+        f"has timed its first ones; at most {EVAL_EVERY})",
+        minimum=1,
+    )
     eval_size: int = setting(200, "dev pairs per evaluation", minimum=1)
     eval_examples: int = setting(
         2, "dev translations shown beside their references at each evaluation", minimum=0
@@ -407,11 +424,13 @@ class RunChoices:
                 )
             if tokenizer == "bpe":
                 raise ValueError("--tokenizer bpe learns from a corpus: give --data FILE.tsv")
+            steps = given.steps or (None if given.time_budget else TASK_STEPS)
             return replace(
                 given,
                 task=task,
                 tokenizer=tokenizer,
-                steps=given.steps or (None if given.time_budget else TASK_STEPS),
+                steps=steps,
+                eval_every=self.eval_every(steps),
                 lr=given.lr or TASK_LR,
                 warmup=given.warmup or WARMUP,
                 optimizer=optimizer,
@@ -432,11 +451,19 @@ class RunChoices:
             warmup=given.warmup or (FROM_WARMUP if given.from_run else WARMUP),
             optimizer=optimizer,
             weight_decay=weight_decay,
+            eval_every=self.eval_every(given.steps),
             time_budget=DATA_TIME_BUDGET
             if given.steps is None and given.time_budget is None
             else given.time_budget,
             patience=DATA_PATIENCE if given.patience is None else given.patience,
         )
+
+    def eval_every(self, steps: int | None) -> int | None:
+        """The interval of evaluations: given, or planned from the run's ``steps`` (None: a time
+        budget's, which the run plans with its steps, training.Loop.plan)."""
+        if self.given.eval_every is not None or steps is None:
+            return self.given.eval_every
+        return planned_eval_every(steps)
 
     def optimizer(self) -> tuple[str, float]:
         """The optimiser and weight decay the run uses: AdamW with DATA_WEIGHT_DECAY for a new model
