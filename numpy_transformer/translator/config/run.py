@@ -25,6 +25,7 @@ from ...model import ATTENTION_KINDS, DTYPES, TransformerConfig
 from ...presets import CORPUS_SIZES, LABEL_SMOOTHING, SMALL
 from ...settings import Checked, flag_of, setting
 from ..corpora import MAX_LENGTH
+from ..tasks import HELD_OUT
 from ..tokenizers import BPE_VOCAB_RANGE
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
@@ -59,6 +60,7 @@ def planned_eval_every(steps: int) -> int:
     return max(1, min(EVAL_EVERY, steps // EVALUATIONS))
 
 
+PATHS = ("data", "dev", "test", "from_run")  # the settings that name a file or a run: absolute once given
 MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")  # chosen by the run when not given
 _CHOSEN = "default chosen from the corpus with --data (sizes_for_corpus), else"
 
@@ -163,7 +165,21 @@ class TrainConfig(Checked):
 
     # -- data
     task: str | None = setting(None, f"generated task (default {DEFAULT_TASK} unless --data)", choices=TASKS)
-    data: str | None = setting(None, "parallel text, one 'source<TAB>target' pair per line")
+    data: str | None = setting(
+        None,
+        "parallel text, one 'source<TAB>target' pair per line: its dev and test splits hold out "
+        f"{HELD_OUT * 100:g} percent of its pairs each (drawn by --seed), unless --dev or --test gives them",
+    )
+    dev: str | None = setting(
+        None,
+        "dev pairs of your own, 'source<TAB>target' as --data, instead of the dev split held out of --data "
+        "(pairs of --data that are also in it are left out of training)",
+    )
+    test: str | None = setting(
+        None,
+        "test pairs of your own, 'source<TAB>target' as --data, instead of the test split held out of "
+        "--data (pairs of --data that are also in it are left out of training)",
+    )
     from_run: str | None = setting(
         None,
         "fine-tune: start from the model, tokenizer and vocabularies of this run (an imported translator's, "
@@ -311,7 +327,7 @@ class TrainConfig(Checked):
                 f"give a generated task or --data, not both (task {self.task!r}, data {self.data!r})"
             )
         # a run is resumed, evaluated and plotted from any working directory
-        for name in ("data", "from_run"):
+        for name in PATHS:
             refuse_empty(getattr(self, name), flag_of(_FIELDS[name]))  # not the working directory
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().resolve()))
@@ -410,6 +426,8 @@ class RunChoices:
                     ("vocab-size", given.vocab_size),
                     ("max-length", given.max_length),
                     ("bpe-dropout", given.bpe_dropout or None),
+                    ("dev", given.dev),
+                    ("test", given.test),
                 )
                 if value is not None
             ] + (["shared-vocab"] if given.shared_vocab else [])
