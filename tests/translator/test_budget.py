@@ -4,6 +4,7 @@ schedule reaches its end there. The clock is a fake one, advanced by the steps a
 the plans are exact and the tests do not depend on the machine's speed."""
 
 import json
+import re
 
 import pytest
 
@@ -77,7 +78,7 @@ def test_a_plan_that_chooses_the_interval_counts_its_evaluations_first(clock):
     assert budget.plan(step=0, eval_every=None) == int((60 - 2 - EVALUATIONS * 2) / 0.1)
 
 
-def test_a_short_budget_is_evaluated_often_enough_for_its_patience(clock, corpus, tmp_path):
+def test_a_short_budget_is_evaluated_often_enough_for_its_patience(clock, corpus, tmp_path, capsys):
     """Not given --eval-every, a run of a few hundred steps in its budget is evaluated ten times at
     least, not every 500 steps (once, at its end), though each evaluation costs five steps' time;
     the interval it planned is saved with the run and a resume keeps it."""
@@ -92,11 +93,16 @@ def test_a_short_budget_is_evaluated_often_enough_for_its_patience(clock, corpus
     timed(trainer, clock, step_s=0.1, evaluation_s=0.5)
     records = trainer.fit(tmp_path / "run", progress=False)
     dev = [record["step"] for record in records if record.get("split") == "dev"]
+    said = capsys.readouterr().out
+    assert "100 ms a step: planned 299 steps, evaluated every 29 steps, to fit" in said
     assert trainer.step < EVAL_EVERY and len(dev) >= EVALUATIONS, (trainer.step, dev)
     # planned at the first plan (a tenth of 299 steps), then again when the first evaluation had
     # shown what evaluations cost, which shortened the plan
     interval = trainer.config.eval_every
     assert dev[0] == 29 and interval < 29 and all(step % interval == 0 for step in dev[1:-1])
+    assert re.search(
+        rf"0.5 s an evaluation: planned \d+ steps, evaluated every {interval} steps from here", said
+    )
     assert f"eval_every = {interval}\n" in (tmp_path / "run" / "config.toml").read_text()
     assert load_checkpoint(tmp_path / "run")[1]["train"]["eval_every"] == interval
     resumed = Trainer.resume(tmp_path / "run", time_budget=1.0)

@@ -124,6 +124,12 @@ class Loop:
             trainer.config = replace(trainer.config, eval_every=planned_eval_every(trainer.steps))
             if self.run:
                 self.run.write_config(config_toml(trainer.model_config, trainer.config))
+            if interval is not None and trainer.ranks.is_root:  # the first evaluation shortened the plan
+                seconds = sum(budget.evaluation_seconds) / len(budget.evaluation_seconds)
+                bar.write(
+                    f"{seconds:.1f} s an evaluation: planned {trainer.steps} steps, evaluated every "
+                    f"{trainer.config.eval_every} steps from here on"
+                )
         bar.total = trainer.steps
         bar.refresh()
         if first and trainer.ranks.is_root:
