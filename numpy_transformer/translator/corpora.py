@@ -152,26 +152,27 @@ def line_batches(stream: Any, size: int, chunk: int = 1 << 16) -> Iterator[list[
         yield lines
 
 
-def read_tsv(path: str | Path) -> list[tuple[str, str]]:
+def read_tsv(path: str | Path, flag: str = "--data") -> list[tuple[str, str]]:
     """Pairs from a UTF-8 ``source<TAB>target`` file, one pair a line; blank lines are skipped
     (:func:`read_numbered_tsv` without the line numbers)."""
-    return [(source, target) for _, source, target in read_numbered_tsv(path)]
+    return [(source, target) for _, source, target in read_numbered_tsv(path, flag)]
 
 
-def read_numbered_tsv(path: str | Path) -> list[tuple[int, str, str]]:
+def read_numbered_tsv(path: str | Path, flag: str = "--data") -> list[tuple[int, str, str]]:
     """(line number, source, target) from a UTF-8 ``source<TAB>target`` file; blank lines are skipped.
 
     A line is refused by file:line when it is not UTF-8 text, lacks the tab, has more than two
-    columns (a third column is never dropped unseen: cut it first, ``cut -f 1,2``) or an empty side.
+    columns (a third column is never dropped unseen: cut it first, ``cut -f 1,2``) or an empty side;
+    a file that cannot be read, by ``flag`` (the option that named it) and path.
     """
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"--data {path} is a directory: give the TSV file of sentence pairs")
+        raise ValueError(f"{flag} {path} is a directory: give the TSV file of sentence pairs")
     if not path.is_file():  # a FIFO or a device exists: "no such file" would send the user looking
         what = (
             "not a regular file, expected the TSV file of sentence pairs" if path.exists() else "no such file"
         )
-        raise ValueError(f"--data {path}: {what}")
+        raise ValueError(f"{flag} {path}: {what}")
     pairs = []
     try:
         with open(path, "rb") as file:
@@ -196,8 +197,8 @@ def read_numbered_tsv(path: str | Path) -> list[tuple[int, str, str]]:
                     )
                 pairs.append((number, source, target))
     except OSError as error:
-        raise ValueError(f"--data {path}: cannot be read ({error.strerror or error})") from error
+        raise ValueError(f"{flag} {path}: cannot be read ({error.strerror or error})") from error
     if not pairs:
         what = "is empty" if path.stat().st_size == 0 else "holds only blank lines"
-        raise ValueError(f"--data {path}: the file {what}, it holds no sentence pairs")
+        raise ValueError(f"{flag} {path}: the file {what}, it holds no sentence pairs")
     return pairs

@@ -28,6 +28,8 @@ from .tokenizers import (
 )
 from .vocabulary import SpecialIds, Vocab
 
+HELD_OUT = 0.05  # of a corpus's pairs, its dev split and its test split each, unless a file is given
+
 
 def _token_chunks(pairs: list, tokens: list[int], parts: int) -> list[list]:
     """Cut ``pairs`` (len >= parts) into ``parts`` consecutive, non-empty chunks of about equal ``tokens``:
@@ -356,7 +358,9 @@ class NumbersTask(TranslationTask):
 
 
 class FileTask(TranslationTask):
-    """Pairs from a TSV file, split deterministically (seeded shuffle) into train/dev/test."""
+    """Pairs from a TSV file, split deterministically (seeded shuffle) into train/dev/test: each of
+    dev and test holds out HELD_OUT of the pairs, unless a file of its own is given (``dev``,
+    ``test``, read as the corpus is), whose pairs are then left out of training."""
 
     name = "file"
 
@@ -364,10 +368,12 @@ class FileTask(TranslationTask):
         self,
         path: str | Path,
         tokenizer: str = "bpe",
-        dev_fraction: float = 0.05,
-        test_fraction: float = 0.05,
+        dev_fraction: float = HELD_OUT,
+        test_fraction: float = HELD_OUT,
         seed: int = 0,
         max_length: int = MAX_LENGTH,
+        dev: str | Path | None = None,
+        test: str | Path | None = None,
         **vocabulary: Any,
     ) -> None:
         """``vocabulary``: TranslationTask's vocab_size, shared_vocab, serialized_tokenizer and
@@ -389,21 +395,28 @@ class FileTask(TranslationTask):
         else:  # bpe counts a pair's words: its subwords are learned afterwards, from the pairs kept
             kind = TOKENIZERS.get("word" if tokenizer == BPETokenizer.name else tokenizer)
             counter = kind() if kind else None
-        pairs = _short_pairs(pairs, counter, max_length, path)
-        if len(pairs) < 3:
+        pairs = _short_pairs(pairs, counter, max_length, f"--data {path}")
+        self.files = {name: file for name, file in (("dev", dev), ("test", test)) if file is not None}
+        own = {name: _own_split(file, f"--{name}", counter, max_length) for name, file in self.files.items()}
+        pairs = _without(pairs, own, self.files, path)
+        held_out = [name for name in ("dev", "test") if name not in own]
+        if len(pairs) < 1 + len(held_out):
+            names = ["train", *held_out]
+            into = f"{', '.join(names[:-1])} and {names[-1]}" if held_out else "train"
             raise ValueError(
-                f"--data {path}: only {len(pairs)} pair{'' if len(pairs) == 1 else 's'}, too few to split into train, "
-                f"dev and test (3 at least){repeated}"
+                f"--data {path}: only {len(pairs)} pair{'' if len(pairs) == 1 else 's'}, too few to split into "
+                f"{into} ({1 + len(held_out)} at least){repeated}"
             )
         order = host_rng(seed, 11).permutation(len(pairs))
-        n_dev = max(1, int(len(pairs) * dev_fraction))
-        n_test = max(1, int(len(pairs) * test_fraction))
+        n_dev = 0 if "dev" in own else max(1, int(len(pairs) * dev_fraction))
+        n_test = 0 if "test" in own else max(1, int(len(pairs) * test_fraction))
+        self.fractions = {"dev": dev_fraction, "test": test_fraction}
         shuffled = [pairs[i] for i in order]
         self.train_pairs = shuffled[n_dev + n_test :]
         super().__init__(
             splitter,
-            shuffled[:n_dev],
-            shuffled[n_dev : n_dev + n_test],
+            own.get("dev", shuffled[:n_dev]),
+            own.get("test", shuffled[n_dev : n_dev + n_test]),
             self.train_pairs,
             seed,
             **vocabulary,
@@ -413,7 +426,7 @@ class FileTask(TranslationTask):
             # one word): each split is counted again in the subwords the model sees
             split_names = ("training", "dev", "test")
             splits = [self.train_pairs, self.dev, self.test]
-            kept = [_short_pairs(split, self.tokenizer, max_length, path, warn=False) for split in splits]
+            kept = [_short_pairs(split, self.tokenizer, max_length, "", warn=False) for split in splits]
             dropped = sum(len(split) for split in splits) - sum(len(split) for split in kept)
             if dropped:
                 warnings.warn(
@@ -429,6 +442,20 @@ class FileTask(TranslationTask):
                 )
             self.train_pairs, self.dev, self.test = kept
 
+    def splits(self) -> str:
+        """One line: how many pairs each split holds, and how they were chosen."""
+        sizes = {"dev": len(self.dev), "test": len(self.test)}
+        parts = [f"{len(self.train_pairs):,} training pairs"]
+        parts += [f"{sizes[name]:,} {name} pairs from --{name} {file}" for name, file in self.files.items()]
+        held = [
+            f"{sizes[name]:,} {name} pairs ({self.fractions[name]:.0%})"
+            for name in sizes
+            if name not in self.files
+        ]
+        if held:
+            parts.append(f"{' and '.join(held)} held out of --data by a shuffle of --seed {self.seed}")
+        return "splits: " + "; ".join(parts)
+
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
 
@@ -436,15 +463,51 @@ class FileTask(TranslationTask):
         return self.train_pairs
 
 
+def _own_split(
+    path: str | Path, flag: str, tokenizer: Tokenizer | None, max_length: int
+) -> list[tuple[str, str]]:
+    """The pairs of a dev or test file of the user's own (``flag``: --dev, --test), each once, those
+    within ``max_length`` tokens; refused when none is."""
+    pairs = _short_pairs(list(dict.fromkeys(read_tsv(path, flag))), tokenizer, max_length, f"{flag} {path}")
+    if not pairs:
+        raise ValueError(
+            f"{flag} {path}: no pair has at most {max_length} tokens on a side (--max-length): raise "
+            "--max-length or give shorter pairs"
+        )
+    return pairs
+
+
+def _without(
+    pairs: list[tuple[str, str]],
+    own: dict[str, list[tuple[str, str]]],
+    files: dict[str, str | Path],
+    path: str | Path,
+) -> list[tuple[str, str]]:
+    """The corpus's ``pairs`` less those of the user's own dev and test splits (``own``, read from
+    ``files``), said in a warning: a pair trained on would score as if translated."""
+    kept = pairs
+    for name, split in own.items():
+        held = set(split)
+        left = [pair for pair in kept if pair not in held]
+        if len(left) < len(kept):
+            warnings.warn(
+                f"--data {path}: {len(kept) - len(left)} of its pairs are also in --{name} {files[name]} and "
+                "are left out of training",
+                stacklevel=3,
+            )
+        kept = left
+    return kept
+
+
 def _short_pairs(
     pairs: list[tuple[str, str]],
     tokenizer: Tokenizer | None,
     max_length: int,
-    path: str | Path,
+    where: str,
     warn: bool = True,
 ) -> list[tuple[str, str]]:
     """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in
-    a warning."""
+    a warning that starts with ``where`` (the option and its file: "--data corpus.tsv")."""
     if tokenizer is None:  # TranslationTask names the unknown tokenizer
         return pairs
     kept = [
@@ -454,7 +517,7 @@ def _short_pairs(
     ]
     if warn and len(kept) < len(pairs):
         warnings.warn(
-            f"--data {path}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
+            f"{where}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
             f"tokens on a side and are left out (--max-length)",
             stacklevel=3,
         )
@@ -467,12 +530,23 @@ def make_task(
     seed: int = 0,
     tokenizer: str | None = None,
     max_length: int = MAX_LENGTH,
+    dev: str | None = None,
+    test: str | None = None,
     **vocabulary: Any,
 ) -> TranslationTask:
-    """Build the task named on the command line (``--task`` or ``--data``); ``vocabulary``:
-    TranslationTask's vocab_size, shared_vocab and serialized_tokenizer (for a corpus)."""
+    """Build the task named on the command line (``--task`` or ``--data``, with its own ``dev`` and
+    ``test`` files if given); ``vocabulary``: TranslationTask's vocab_size, shared_vocab and
+    serialized_tokenizer (for a corpus)."""
     if data is not None:
-        return FileTask(data, tokenizer or BPETokenizer.name, seed=seed, max_length=max_length, **vocabulary)
+        return FileTask(
+            data,
+            tokenizer or BPETokenizer.name,
+            seed=seed,
+            max_length=max_length,
+            dev=dev,
+            test=test,
+            **vocabulary,
+        )
     if task in ("copy", "reverse"):
         return SymbolTask(task, seed=seed)
     if task == "numbers-en-fr":

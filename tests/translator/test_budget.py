@@ -4,11 +4,13 @@ schedule reaches its end there. The clock is a fake one, advanced by the steps a
 the plans are exact and the tests do not depend on the machine's speed."""
 
 import json
+import re
 
 import pytest
 
 from numpy_transformer.translator.cli import main
-from numpy_transformer.translator.config import TASK_STEPS, TrainConfig
+from numpy_transformer.translator.config import EVAL_EVERY, EVALUATIONS, TASK_STEPS, TrainConfig
+from numpy_transformer.translator.run.checkpoint import load_checkpoint
 from numpy_transformer.translator.training import PLAN_AFTER, TimeBudget, Trainer, budget, loop
 from numpy_transformer.translator.training import trainer as trainer_module
 
@@ -67,6 +69,53 @@ def test_the_plan_fills_the_time_left_with_steps_and_their_evaluations(clock):
     assert budget.plan(step=23, eval_every=100) == 23 + int(47 / 0.23)
     clock.now += 100.0  # the time has run out: end here
     assert budget.plan(step=400, eval_every=100) == 400
+
+
+def test_a_plan_that_chooses_the_interval_counts_its_evaluations_first(clock):
+    budget = TimeBudget(1.0)  # 60 s
+    budget.step_seconds, budget.evaluation_seconds = [0.1], [2.0]
+    # the last evaluation and the EVALUATIONS planned: (60 - 2 - 10 * 2) / 0.1 steps
+    assert budget.plan(step=0, eval_every=None) == int((60 - 2 - EVALUATIONS * 2) / 0.1)
+
+
+def test_a_short_budget_is_evaluated_often_enough_for_its_patience(clock, corpus, tmp_path, capsys):
+    """Not given --eval-every, a run of a few hundred steps in its budget is evaluated ten times at
+    least, not every 500 steps (once, at its end), though each evaluation costs five steps' time;
+    the interval it planned is saved with the run and a resume keeps it."""
+    quiet = {
+        "eval_size": 4,
+        "eval_examples": 0,
+        "patience": 0,
+    }  # patience would stop this run, which learns little
+    config = TrainConfig(task=None, data=str(corpus), tokenizer="word", time_budget=0.5, **quiet)
+    trainer = Trainer.create(config, TINY_MODEL)
+    assert trainer.config.eval_every is None  # planned with the steps
+    timed(trainer, clock, step_s=0.1, evaluation_s=0.5)
+    records = trainer.fit(tmp_path / "run", progress=False)
+    dev = [record["step"] for record in records if record.get("split") == "dev"]
+    said = capsys.readouterr().out
+    assert "100 ms a step: planned 299 steps, evaluated every 29 steps, to fit" in said
+    assert trainer.step < EVAL_EVERY and len(dev) >= EVALUATIONS, (trainer.step, dev)
+    # planned at the first plan (a tenth of 299 steps), then again when the first evaluation had
+    # shown what evaluations cost, which shortened the plan
+    interval = trainer.config.eval_every
+    assert dev[0] == 29 and interval < 29 and all(step % interval == 0 for step in dev[1:-1])
+    assert re.search(
+        rf"0.5 s an evaluation: planned \d+ steps, evaluated every {interval} steps from here", said
+    )
+    assert f"eval_every = {interval}\n" in (tmp_path / "run" / "config.toml").read_text()
+    assert load_checkpoint(tmp_path / "run")[1]["train"]["eval_every"] == interval
+    resumed = Trainer.resume(tmp_path / "run", time_budget=1.0)
+    assert resumed.config.eval_every == interval
+
+
+def test_a_run_given_eval_every_keeps_it_and_steps_plan_a_tenth():
+    assert TrainConfig(task="copy", steps=926, eval_every=500).resolve().eval_every == 500
+    assert TrainConfig(task="copy", steps=926).resolve().eval_every == 92
+    assert TrainConfig(task="copy", steps=5).resolve().eval_every == 1
+    assert TrainConfig(task="copy", steps=10**6).resolve().eval_every == EVAL_EVERY  # as every run had
+    assert TrainConfig(task="copy").resolve().eval_every == TASK_STEPS // EVALUATIONS
+    assert TrainConfig(task="copy", time_budget=1.0).resolve().eval_every is None  # the plan's
 
 
 def test_a_run_ends_within_its_budget_and_its_schedule_reaches_its_end(clock, corpus, tmp_path, capsys):
@@ -164,7 +213,8 @@ def test_the_command_says_what_it_plans(clock, corpus, tmp_path, capsys, monkeyp
     out = capsys.readouterr().out
     assert "for 15 minutes in all, steps planned from the measured speed (--steps N to fix them)" in out
     # at step 20 one of the 5 s is spent: 20 + 4 / 0.05 steps
-    assert "50 ms a step: planned 100 steps to fit the 15-minute budget" in out
+    # and the evaluations with them: a tenth of the steps planned
+    assert "50 ms a step: planned 100 steps, evaluated every 10 steps, to fit the 15-minute budget" in out
     assert (
         main(["train", "--resume", "--steps", "3", "--time-budget", "1", "--out", str(tmp_path / "r")]) == 2
     )

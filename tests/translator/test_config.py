@@ -219,7 +219,10 @@ def test_a_config_and_a_checkpoint_an_earlier_version_wrote_still_load_as_the_sa
         main(["train", "--config", str(path), "--no-progress", "--show", "0", "--out", str(tmp_path / "run")])
         == 0
     )
-    assert (tmp_path / "run" / "config.toml").read_text() == EARLIER_CONFIG  # the run it wrote, again
+    # the run it wrote, again: with the settings added since (a dev and a test file of one's own), unset
+    written = (tmp_path / "run" / "config.toml").read_text()
+    assert "\n# dev: not set\n# test: not set\n" in written
+    assert written.replace("# dev: not set\n# test: not set\n", "") == EARLIER_CONFIG
     assert load_checkpoint(tmp_path / "run")[1]["model"] == EARLIER_MODEL
 
 
@@ -298,6 +301,8 @@ def test_resume_refuses_a_config_file_that_changes_the_run(tmp_path, capsys):
         (["--task", "copy", "--shared-vocab"], "--shared-vocab applies to --data corpora only"),
         (["--task", "copy", "--tokenizer", "word"], "the task copy is written in characters"),
         (["--tokenizer", "bpe"], "--tokenizer bpe learns from a corpus"),
+        (["--task", "copy", "--dev", "dev.tsv"], "--dev applies to --data corpora only"),
+        (["--test", "test.tsv"], "--test applies to --data corpora only, not to the task numbers-en-fr"),
     ],
 )
 def test_settings_that_cannot_apply_to_the_task_are_refused_not_dropped(tmp_path, capsys, flags, named):
@@ -627,3 +632,39 @@ def test_a_name_that_moved_out_of_config_answers_with_its_new_place():
     with pytest.raises(ImportError, match="import numpy_transformer.presets.SMALL instead"):
         config.TASK_SIZES  # noqa: B018
     assert not hasattr(config, "no_such_setting")
+
+
+def test_a_dev_file_of_ones_own_is_said_saved_and_read_again_by_resume_and_evaluate(tmp_path, capsys):
+    corpus, dev = tmp_path / "pairs.tsv", tmp_path / "dev.tsv"
+    corpus.write_text("".join(f"w{i} x{i % 7}\tv{i} y{i % 7}\n" for i in range(100)))
+    dev.write_text("".join(f"w{i} x{i % 7}\tv{i} y{i % 7}\n" for i in range(1000, 1006)))
+    out = tmp_path / "run"
+    tiny = ["--tokenizer", "word", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16"]
+    assert _train("--data", str(corpus), "--dev", str(dev), *tiny, "--steps", "2", "--out", str(out)) == 0
+    said = capsys.readouterr().out
+    assert (
+        f"splits: 95 training pairs; 6 dev pairs from --dev {dev}; 5 test pairs (5%) held out of --data"
+        in said
+    )
+    assert read_config_file(out / "config.toml")["train"]["dev"] == str(dev)
+    assert _train("--resume", "--steps", "3", "--out", str(out)) == 0
+    assert load_checkpoint(out)[1]["train"]["dev"] == str(dev)
+    assert Trainer.resume(out).task.dev == [(f"w{i} x{i % 7}", f"v{i} y{i % 7}") for i in range(1000, 1006)]
+    capsys.readouterr()
+    assert _train("--resume", "--steps", "4", "--dev", str(corpus), "--out", str(out)) == 2
+    assert f"--dev {str(corpus)!r} differs from the saved run's" in capsys.readouterr().err
+    dev.write_text("w1 x1\tv1 y1\n")  # a dev file changed since is refused, not scored
+    assert main(["evaluate", "--checkpoint", str(out)]) == 2
+    assert (
+        f"the run took its dev pairs from {dev}, but that file has changed since" in capsys.readouterr().err
+    )
+
+
+def test_the_help_says_how_the_splits_and_the_interval_of_evaluations_are_chosen(capsys):
+    with pytest.raises(SystemExit) as exit_status:
+        main(["train", "--help"])
+    assert exit_status.value.code == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "its dev and test splits hold out 5 percent of its pairs each (drawn by --seed)" in said
+    assert "--dev DEV dev pairs of your own" in said and "--test TEST test pairs of your own" in said
+    assert "planned so that the run is evaluated 10 times at least: a tenth of --steps" in said

@@ -173,3 +173,60 @@ def test_extra_columns_empty_sides_and_empty_files_are_refused_by_line(tmp_path,
     path.write_text(content)
     with pytest.raises(ValueError, match=re.escape(f"{tmp_path}/{message}")):
         read_tsv(path)
+
+
+def _pairs(path, numbers, word="hello"):
+    path.write_text("".join(f"{word} {i}\tbonjour {i}\n" for i in numbers))
+    return path
+
+
+def test_the_splits_are_said_with_how_they_were_chosen(tmp_path):
+    task = FileTask(_pairs(tmp_path / "pairs.tsv", range(200)), "word", seed=3)
+    assert (len(task.train_pairs), len(task.dev), len(task.test)) == (180, 10, 10)
+    assert task.splits() == (
+        "splits: 180 training pairs; 10 dev pairs (5%) and 10 test pairs (5%) held out of --data by a "
+        "shuffle of --seed 3"
+    )
+
+
+def test_a_dev_file_of_ones_own_replaces_the_held_out_dev_split(tmp_path):
+    corpus = _pairs(tmp_path / "pairs.tsv", range(200))
+    dev = _pairs(tmp_path / "dev.tsv", [*range(0, 30, 3), 1000])  # 10 pairs of the corpus, one new
+    with pytest.warns(UserWarning, match=rf"--data {corpus}: 10 of its pairs are also in --dev {dev} and"):
+        task = FileTask(corpus, "word", dev=dev)
+    assert task.dev == [(f"hello {i}", f"bonjour {i}") for i in [*range(0, 30, 3), 1000]]
+    assert not set(task.dev) & set(task.train_pairs) and not set(task.test) & set(task.train_pairs)
+    assert len(task.test) == 9 and len(task.train_pairs) == 190 - 9  # the test split is still held out
+    assert f"11 dev pairs from --dev {dev}; 9 test pairs (5%) held out of --data" in task.splits()
+
+
+def test_dev_and_test_files_of_ones_own_leave_the_whole_corpus_to_training(tmp_path):
+    corpus = _pairs(tmp_path / "pairs.tsv", range(50))
+    dev, test = _pairs(tmp_path / "dev.tsv", range(3), "hi"), _pairs(tmp_path / "test.tsv", range(4), "hey")
+    task = FileTask(corpus, "word", dev=dev, test=test)
+    assert (len(task.train_pairs), len(task.dev), len(task.test)) == (50, 3, 4)
+    assert (
+        task.splits()
+        == f"splits: 50 training pairs; 3 dev pairs from --dev {dev}; 4 test pairs from --test {test}"
+    )
+
+
+def test_a_dev_or_test_file_is_refused_by_its_flag(tmp_path):
+    corpus = _pairs(tmp_path / "pairs.tsv", range(50))
+    with pytest.raises(ValueError, match=rf"--test {tmp_path / 'missing.tsv'}: no such file"):
+        FileTask(corpus, "word", test=tmp_path / "missing.tsv")
+    (tmp_path / "bad.tsv").write_text("a\tb\nno tab\n")
+    with pytest.raises(ValueError, match="bad.tsv:2: no tab in the line"):
+        FileTask(corpus, "word", dev=tmp_path / "bad.tsv")
+    (tmp_path / "long.tsv").write_text("a b c d\te f\n")
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(ValueError, match=r"long.tsv: no pair has at most 2 tokens"),
+    ):
+        FileTask(corpus, "word", max_length=2, dev=tmp_path / "long.tsv")
+    every = _pairs(tmp_path / "every.tsv", range(50))
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(ValueError, match="only 0 pairs, too few to split into train and test"),
+    ):
+        FileTask(corpus, "word", dev=every)

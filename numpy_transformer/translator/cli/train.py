@@ -313,7 +313,7 @@ def _trainer(
         f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
         f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
         f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
-    )
+    ) + (f"\n{task.splits()}" if isinstance(task, FileTask) else "")
 
 
 class _InterruptedBeforeTraining(Exception):

@@ -32,6 +32,8 @@ from .run import (
     DATA_TIME_BUDGET,
     DATA_WEIGHT_DECAY,
     DEFAULT_TASK,
+    EVAL_EVERY,
+    EVALUATIONS,
     FROM_LR,
     FROM_WARMUP,
     MAX_BUCKET_PAIRS,
@@ -45,6 +47,7 @@ from .run import (
     WARMUP,
     ModelConfig,
     TrainConfig,
+    planned_eval_every,
     sizes_for_corpus,
 )
 from .toml_file import MAX_CONFIG_BYTES, config_toml, read_config_file, toml_string
@@ -57,6 +60,8 @@ __all__ = [
     "DATA_TIME_BUDGET",
     "DATA_WEIGHT_DECAY",
     "DEFAULT_TASK",
+    "EVALUATIONS",
+    "EVAL_EVERY",
     "FROM_LR",
     "FROM_WARMUP",
     "MAX_BUCKET_PAIRS",
@@ -75,6 +80,7 @@ __all__ = [
     "config_toml",
     "fine_tune_settings",
     "given_settings",
+    "planned_eval_every",
     "read_config_file",
     "resumable_fields",
     "resumable_flags",

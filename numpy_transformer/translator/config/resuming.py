@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...settings import flag_of
-from .run import SECTIONS, ModelConfig, TrainConfig
+from .run import PATHS, SECTIONS, ModelConfig, TrainConfig
 
 
 def setting_differs(item: Field, value: Any, kept: Any, where: str, kept_there: str) -> str:
@@ -32,7 +32,7 @@ def resume_conflicts(given: dict[str, dict[str, Any]], saved: dict[str, Any]) ->
         for item in fields(config):
             if item.name in values and not item.metadata["on_resume"]:
                 value, kept = values[item.name], getattr(config, item.name)
-                if item.name in ("data", "from_run") and value is not None:
+                if item.name in PATHS and value is not None:
                     value = str(Path(value).expanduser().resolve())
                 if value != kept:
                     difference = setting_differs(

@@ -25,6 +25,7 @@ from ...model import ATTENTION_KINDS, DTYPES, TransformerConfig
 from ...presets import CORPUS_SIZES, LABEL_SMOOTHING, SMALL
 from ...settings import Checked, flag_of, setting
 from ..corpora import MAX_LENGTH
+from ..tasks import HELD_OUT
 from ..tokenizers import BPE_VOCAB_RANGE
 
 TASKS = ("copy", "reverse", "numbers-en-fr")
@@ -46,8 +47,20 @@ FROM_LR = 5e-5
 WARMUP = 200  # warm-up steps of a new model
 FROM_WARMUP = 10  # train --from: a pretrained model needs little, and a large one makes few steps in minutes
 AVERAGE_LAST = 5  # evaluation checkpoints averaged at the end of a run
+# a run not given --eval-every is evaluated this many times at least, so that its curves and its
+# --patience have points to go by; never at longer intervals than EVAL_EVERY steps, the interval of
+# every run before the interval was planned (a long run keeps it)
+EVALUATIONS = 10
+EVAL_EVERY = 500
 
 
+def planned_eval_every(steps: int) -> int:
+    """The steps between the dev evaluations of a run of ``steps`` steps not given --eval-every: a
+    tenth of them (EVALUATIONS), at most EVAL_EVERY, at least 1."""
+    return max(1, min(EVAL_EVERY, steps // EVALUATIONS))
+
+
+PATHS = ("data", "dev", "test", "from_run")  # the settings that name a file or a run: absolute once given
 MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")  # chosen by the run when not given
 _CHOSEN = "default chosen from the corpus with --data (sizes_for_corpus), else"
 
@@ -152,7 +165,21 @@ class TrainConfig(Checked):
 
     # -- data
     task: str | None = setting(None, f"generated task (default {DEFAULT_TASK} unless --data)", choices=TASKS)
-    data: str | None = setting(None, "parallel text, one 'source<TAB>target' pair per line")
+    data: str | None = setting(
+        None,
+        "parallel text, one 'source<TAB>target' pair per line: its dev and test splits hold out "
+        f"{HELD_OUT * 100:g} percent of its pairs each (drawn by --seed), unless --dev or --test gives them",
+    )
+    dev: str | None = setting(
+        None,
+        "dev pairs of your own, 'source<TAB>target' as --data, instead of the dev split held out of --data "
+        "(pairs of --data that are also in it are left out of training)",
+    )
+    test: str | None = setting(
+        None,
+        "test pairs of your own, 'source<TAB>target' as --data, instead of the test split held out of "
+        "--data (pairs of --data that are also in it are left out of training)",
+    )
     from_run: str | None = setting(
         None,
         "fine-tune: start from the model, tokenizer and vocabularies of this run (an imported translator's, "
@@ -238,7 +265,13 @@ class TrainConfig(Checked):
         100, "batches drawn together and sorted by length, to pad less", minimum=1, maximum=MAX_BUCKET_STEPS
     )
     # -- the run
-    eval_every: int = setting(500, "steps between dev evaluations (and checkpoints)", minimum=1)
+    eval_every: int | None = setting(
+        None,
+        f"steps between dev evaluations (and checkpoints) (default: planned so that the run is evaluated "
+        f"{EVALUATIONS} times at least: a tenth of --steps, or of the steps a --time-budget plans when it "
+        f"has timed its first ones; at most {EVAL_EVERY})",
+        minimum=1,
+    )
     eval_size: int = setting(200, "dev pairs per evaluation", minimum=1)
     eval_examples: int = setting(
         2, "dev translations shown beside their references at each evaluation", minimum=0
@@ -294,7 +327,7 @@ class TrainConfig(Checked):
                 f"give a generated task or --data, not both (task {self.task!r}, data {self.data!r})"
             )
         # a run is resumed, evaluated and plotted from any working directory
-        for name in ("data", "from_run"):
+        for name in PATHS:
             refuse_empty(getattr(self, name), flag_of(_FIELDS[name]))  # not the working directory
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, str(Path(getattr(self, name)).expanduser().resolve()))
@@ -393,6 +426,8 @@ class RunChoices:
                     ("vocab-size", given.vocab_size),
                     ("max-length", given.max_length),
                     ("bpe-dropout", given.bpe_dropout or None),
+                    ("dev", given.dev),
+                    ("test", given.test),
                 )
                 if value is not None
             ] + (["shared-vocab"] if given.shared_vocab else [])
@@ -407,11 +442,13 @@ class RunChoices:
                 )
             if tokenizer == "bpe":
                 raise ValueError("--tokenizer bpe learns from a corpus: give --data FILE.tsv")
+            steps = given.steps or (None if given.time_budget else TASK_STEPS)
             return replace(
                 given,
                 task=task,
                 tokenizer=tokenizer,
-                steps=given.steps or (None if given.time_budget else TASK_STEPS),
+                steps=steps,
+                eval_every=self.eval_every(steps),
                 lr=given.lr or TASK_LR,
                 warmup=given.warmup or WARMUP,
                 optimizer=optimizer,
@@ -432,11 +469,19 @@ class RunChoices:
             warmup=given.warmup or (FROM_WARMUP if given.from_run else WARMUP),
             optimizer=optimizer,
             weight_decay=weight_decay,
+            eval_every=self.eval_every(given.steps),
             time_budget=DATA_TIME_BUDGET
             if given.steps is None and given.time_budget is None
             else given.time_budget,
             patience=DATA_PATIENCE if given.patience is None else given.patience,
         )
+
+    def eval_every(self, steps: int | None) -> int | None:
+        """The interval of evaluations: given, or planned from the run's ``steps`` (None: a time
+        budget's, which the run plans with its steps, training.Loop.plan)."""
+        if self.given.eval_every is not None or steps is None:
+            return self.given.eval_every
+        return planned_eval_every(steps)
 
     def optimizer(self) -> tuple[str, float]:
         """The optimiser and weight decay the run uses: AdamW with DATA_WEIGHT_DECAY for a new model

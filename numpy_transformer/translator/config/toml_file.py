@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...settings import check_value
-from .run import SECTIONS, ModelConfig, TrainConfig
+from .run import PATHS, SECTIONS, ModelConfig, TrainConfig
 
 MAX_CONFIG_BYTES = 1 << 20  # a --config file is read up to this size
 
@@ -106,9 +106,7 @@ def config_toml(model: ModelConfig, train: TrainConfig | None = None) -> str:
                 lines.append(f"{name} = {str(value).lower()}")
             elif isinstance(value, str):
                 if any("\ud800" <= c <= "\udfff" for c in value):  # a path of non-UTF-8 bytes
-                    shown = (
-                        os.fsencode(value) if name in ("data", "from_run") else value.encode(errors="replace")
-                    )
+                    shown = os.fsencode(value) if name in PATHS else value.encode(errors="replace")
                     lines.append(
                         f"# {name}: {ascii(shown)[2:-1]} is not UTF-8 text, which TOML cannot hold: give it "
                         "on the command line"

@@ -169,6 +169,10 @@ def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
             vocab_size=config.vocab_size,
             shared_vocab=config.shared_vocab,
         )
+        for split in ("dev", "test"):  # the user's own files: a resumed or evaluated run reads them again
+            if getattr(config, split) is not None:
+                own = Path(getattr(config, split)).resolve()
+                recipe.update({split: str(own), f"{split}_sha256": file_sha256(own)})
     if isinstance(task.tokenizer, BPETokenizer):  # the learned subwords themselves, as the library's JSON
         recipe["tokenizer_json"] = task.tokenizer.serialized
     if isinstance(task.tokenizer, SentencePieceTokenizer):  # a pretrained model's two SentencePiece models
@@ -271,15 +275,20 @@ def task_from_recipe(
             f"{checkpoint} holds an imported model, which was trained on no corpus this package knows: "
             "give a corpus of your own (evaluate --data FILE.tsv, train --from RUN --data FILE.tsv)"
         )
-    expected = recipe.get("data_sha256")
-    if recipe["data"] is not None and expected is not None:
-        path = Path(recipe["data"])
-        if not path.is_file():
-            raise ValueError(f"the run trained on {path}, which no longer exists")
-        if file_sha256(path) != expected:
-            raise ValueError(
-                f"the run trained on {path}, but that file has changed since (its sha256 differs)"
-            )
+    for key, what in (
+        ("data", "trained on"),
+        ("dev", "took its dev pairs from"),
+        ("test", "took its test pairs from"),
+    ):
+        expected = recipe.get(f"{key}_sha256")
+        if recipe.get(key) is not None and expected is not None:
+            corpus = Path(recipe[key])
+            if not corpus.is_file():
+                raise ValueError(f"the run {what} {corpus}, which no longer exists")
+            if file_sha256(corpus) != expected:
+                raise ValueError(
+                    f"the run {what} {corpus}, but that file has changed since (its sha256 differs)"
+                )
     vocabulary: dict[str, Any] = {key: recipe[key] for key in ("vocab_size", "shared_vocab") if key in recipe}
     if serialized_tokenizer(recipe) is not None:
         vocabulary["serialized_tokenizer"] = serialized_tokenizer(recipe)
@@ -291,6 +300,8 @@ def task_from_recipe(
         recipe["seed"],
         recipe["tokenizer"],
         recipe.get("max_length", MAX_LENGTH),
+        recipe.get("dev"),
+        recipe.get("test"),
         **vocabulary,
     )
 

@@ -105,6 +105,8 @@ def fine_tune_start(
         config.seed,
         config.tokenizer,
         config.max_length,
+        config.dev,
+        config.test,
         serialized_tokenizer=serialized_tokenizer(meta["task"]),
         vocabularies=saved_vocabularies(path, meta),
         vocab_size=config.vocab_size,

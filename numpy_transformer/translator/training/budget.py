@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from ..config import EVALUATIONS
+
 PLAN_AFTER = 20  # steps timed before a time-budgeted run plans its length
 PAUSE = 10.0  # a step over this many times the median of the steps timed with it was a pause, not the pace
 
@@ -34,9 +36,11 @@ class TimeBudget:
     def spent(self) -> float:
         return self.spent_before + time.perf_counter() - self.started
 
-    def plan(self, step: int, eval_every: int) -> int:
+    def plan(self, step: int, eval_every: int | None) -> int:
         """The last step: where steps of the measured time, one evaluation every ``eval_every`` of
-        them and the final ones use up the time left (``step`` itself when it has run out)."""
+        them and the final ones use up the time left (``step`` itself when it has run out).
+        ``eval_every`` None: the interval is planned from the steps this plan returns
+        (config.planned_eval_every), EVALUATIONS evaluations among them."""
         self.plans += 1
         if self.step_seconds:
             # their mean, bar pauses: bucketed batches of every length take turns, and their median
@@ -47,5 +51,8 @@ class TimeBudget:
             self.step_seconds = []
         per_evaluation = sum(self.evaluation_seconds) / max(len(self.evaluation_seconds), 1)
         left = self.seconds - self.spent() - self.final_evaluations * per_evaluation  # they come in any case
-        steps_left = left / max(self.per_step + per_evaluation / eval_every, 1e-9)
+        if eval_every is None:  # the planned evaluations take their time first, the steps the rest
+            left -= EVALUATIONS * per_evaluation
+        a_step = self.per_step + (per_evaluation / eval_every if eval_every else 0.0)
+        steps_left = left / max(a_step, 1e-9)
         return step + max(int(steps_left), 0)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any
 
-from ..config import config_toml
+from ..config import config_toml, planned_eval_every
 from ..run.checkpoint import FILENAME
 from ..run.directory import RunFiles, check_fit_directory
 from .keeping import Keeper
@@ -28,6 +29,8 @@ class Loop:
         self.keeper = Keeper(trainer, run, bar)
         self.records: list[dict[str, Any]] = []
         self.throughput = Throughput()
+        # a run not given --eval-every plans its interval again once its first evaluation is timed
+        self.replan_evaluations = False
 
     def train(self) -> list[dict[str, Any]]:
         """Step until the trainer's last step, a stop it was asked for, or a rank's failure; then
@@ -55,11 +58,11 @@ class Loop:
         """After a step that took ``seconds``: plan a time-budgeted run's end, compare the ranks'
         weights, log, and (rank 0) evaluate and save."""
         trainer, run, bar, records = self.trainer, self.run, self.bar, self.records
-        config = trainer.config
         if trainer.budget is not None:
             trainer.budget.step_seconds.append(seconds)
-            if trainer.step % config.log_every == 0 or trainer.step == trainer.steps:
+            if trainer.step % trainer.config.log_every == 0 or trainer.step == trainer.steps:
                 self.plan()
+        config = trainer.config  # a time budget's first plan chose its eval_every
         last = trainer.step == trainer.steps
         logged = trainer.step % config.log_every == 0 or last
         if logged:  # on every rank at once: a drift stops all of them
@@ -77,7 +80,8 @@ class Loop:
                     run.log(record)
             else:
                 self.throughput.count(stats["tokens"])
-            if trainer.ranks.is_root and (trainer.step % config.eval_every == 0 or last):
+            evaluates = config.eval_every is not None and trainer.step % config.eval_every == 0
+            if trainer.ranks.is_root and (evaluates or last):
                 began = time.perf_counter()
                 records.append(self.keeper.evaluate())
                 if trainer.budget is not None:
@@ -103,18 +107,36 @@ class Loop:
             )
 
     def plan(self) -> None:
-        """Plan the run's end from the time left (under MPI rank 0's clock decides for every rank)."""
-        trainer, bar = self.trainer, self.bar
-        assert trainer.budget is not None
-        first = trainer.budget.plans == 0
-        steps = trainer.budget.plan(trainer.step, trainer.config.eval_every)
+        """Plan the run's end from the time left (under MPI rank 0's clock decides for every rank);
+        for a run not given --eval-every, its interval of evaluations with it: a tenth of the steps
+        planned, at the first plan and once more when the first evaluation's time is known (which
+        shortens the plan), kept from then on: the run's configuration holds it (config.toml, every
+        checkpoint)."""
+        trainer, bar, budget = self.trainer, self.bar, self.trainer.budget
+        assert budget is not None
+        first = budget.plans == 0
+        interval = trainer.config.eval_every
+        planning = interval is None or (self.replan_evaluations and bool(budget.evaluation_seconds))
+        steps = budget.plan(trainer.step, None if planning else interval)
         trainer.plan_steps(trainer.ranks.agree_on_plan(steps))
+        if planning:
+            self.replan_evaluations = interval is None
+            trainer.config = replace(trainer.config, eval_every=planned_eval_every(trainer.steps))
+            if self.run:
+                self.run.write_config(config_toml(trainer.model_config, trainer.config))
+            if interval is not None and trainer.ranks.is_root:  # the first evaluation shortened the plan
+                seconds = sum(budget.evaluation_seconds) / len(budget.evaluation_seconds)
+                bar.write(
+                    f"{seconds:.1f} s an evaluation: planned {trainer.steps} steps, evaluated every "
+                    f"{trainer.config.eval_every} steps from here on"
+                )
         bar.total = trainer.steps
         bar.refresh()
         if first and trainer.ranks.is_root:
+            evaluated = f", evaluated every {trainer.config.eval_every} steps," if planning else ""
             bar.write(
-                f"{trainer.budget.per_step * 1e3:.0f} ms a step: planned {trainer.steps} steps to fit the "
-                f"{trainer.config.time_budget:g}-minute budget (the plan is corrected as the run goes)"
+                f"{budget.per_step * 1e3:.0f} ms a step: planned {trainer.steps} steps{evaluated} to fit "
+                f"the {trainer.config.time_budget:g}-minute budget (the plan is corrected as the run goes)"
             )
 
 

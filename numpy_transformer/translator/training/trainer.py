@@ -314,6 +314,7 @@ def _new_run(
         sizes_given = model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
         corpus: dict[str, Any] = (
             {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
+            | {"dev": config.dev, "test": config.test}
             | ({"vocab_size": config.vocab_size} if config.vocab_size else {})
             if config.data
             else {}
