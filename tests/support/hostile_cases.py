@@ -1404,7 +1404,7 @@ LATEST_CASES = [
     *(
         Case("api", f"TransformerConfig({name}={value!r})", api(config_with(**{name: value})), True, names)
         for name, value, names in (
-            ("attention", ["mha"], ("attention", "['mha']", "'mla'")),
+            ("attention", ["mha"], ("attention", "['mha']", "one of mha, mla")),
             ("dtype", None, ("dtype", "None", "float32")),
         )
     ),
