@@ -124,27 +124,42 @@ def keep_mask(seed: Array, shape: tuple[int, ...], threshold: int) -> Array:
     """The kernel's mask: entry i kept where the top 16 bits of its Philox word are >= threshold."""
     xp = get_array_module()
     size = math.prod(shape)
-    counters = xp.arange(-(-size // 4), dtype=xp.uint64)
-    s = seed.astype(xp.uint64)
+    u64 = xp.uint64  # every operand unsigned: NumPy 1's promotion of uint64 with a Python int is float64
+    counters = xp.arange(-(-size // 4), dtype=u64)
+    s = seed.astype(u64)
     zeros = xp.zeros_like(counters)
     words = xp.stack(
-        philox4x32(counters & WORD, counters >> 32, zeros, zeros, s[0] | (s[1] << 16), s[2] | (s[3] << 16))
+        philox4x32(
+            counters & u64(WORD),
+            counters >> u64(32),
+            zeros,
+            zeros,
+            s[0] | (s[1] << u64(16)),
+            s[2] | (s[3] << u64(16)),
+        )
     )
-    return ((words.T.reshape(-1)[:size] >> 16) >= threshold).reshape(shape)
+    return ((words.T.reshape(-1)[:size] >> u64(16)) >= threshold).reshape(shape)
 
 
 def philox4x32(c0: Array, c1: Array, c2: Array, c3: Array, key0: Any, key1: Any) -> list[Array]:
     """Philox4x32-10 of the counters (c0, c1, c2, c3) under the key (key0, key1), each word a 32-bit
     value held in a uint64 array (so that a product of two is exact): the four words of the output."""
+    u64 = get_array_module().uint64  # every operand unsigned, as in keep_mask
+    word, half, multipliers, increments = (
+        u64(WORD),
+        u64(32),
+        [u64(m) for m in PHILOX_M],
+        [u64(w) for w in PHILOX_W],
+    )
     c, key = [c0, c1, c2, c3], [key0, key1]
     for round_ in range(ROUNDS):
         if round_ > 0:
-            key = [(key[0] + PHILOX_W[0]) & WORD, (key[1] + PHILOX_W[1]) & WORD]
-        product0, product1 = c[0] * PHILOX_M[0], c[2] * PHILOX_M[1]
+            key = [(key[0] + increments[0]) & word, (key[1] + increments[1]) & word]
+        product0, product1 = c[0] * multipliers[0], c[2] * multipliers[1]
         c = [
-            (product1 >> 32) ^ c[1] ^ key[0],
-            product1 & WORD,
-            (product0 >> 32) ^ c[3] ^ key[1],
-            product0 & WORD,
+            (product1 >> half) ^ c[1] ^ key[0],
+            product1 & word,
+            (product0 >> half) ^ c[3] ^ key[1],
+            product0 & word,
         ]
     return c
