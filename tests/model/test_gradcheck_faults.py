@@ -2,6 +2,7 @@
 caught by the default call and named for what it is. Before the checker learnt the contract of a
 backward, each of these passed silently or failed as a wrong gradient."""
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -454,7 +455,9 @@ def test_a_small_error_spread_over_a_large_tensor_is_said_with_its_precision():
     message = _fails(
         lambda x: (float((x * x).sum()), x), lambda d, x: d * 2 * x * 1.001, x, rtol=1e-5, atol=1e-8
     )
-    assert "each wrong by up to 0.1% of its value" in message, message
+    # three significant digits of the worst entry's relative error: 0.1%, or 0.101% where a small entry's
+    # finite difference carries its rounding (NumPy 1 and 2 sum in other orders); never 0%
+    assert re.search(r"each wrong by up to 0\.10?\d?% of its value", message), message
     assert "the projection on a random direction is wrong by 0.0999%" in message, message
 
 
