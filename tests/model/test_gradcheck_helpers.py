@@ -276,16 +276,21 @@ def test_a_module_is_given_back_in_its_mode_with_its_gradients():
 
 @pytest.mark.parametrize("input_grads", [lambda dx: {"x": dx}, None])
 def test_an_integer_input_a_module_cannot_take_is_refused_naming_it_and_its_dtype(input_grads):
-    """LayerNormalization's forward fails on an int array deep in a kernel; the check names the input."""
+    """LayerNormalization's forward fails on an int array deep in the fast kernel (the textbook's takes
+    it); the check names the input."""
     from numpy_transformer import LayerNormalization
+    from numpy_transformer.kernels import using_kernels
 
     module = LayerNormalization(6, dtype="float64")
     x = np.arange(12).reshape(2, 6)
-    with pytest.raises(
-        TypeError,
-        match=r"inputs\['x'\] is ndarray of int64 and LayerNormalization's forward failed on it .*"
-        r"expected a floating array.*numpy.asarray\(x, dtype=float\)",
-    ) as caught:
+    with (
+        using_kernels("fast"),
+        pytest.raises(
+            TypeError,
+            match=r"inputs\['x'\] is ndarray of int64 and LayerNormalization's forward failed on it .*"
+            r"expected a floating array.*numpy.asarray\(x, dtype=float\)",
+        ) as caught,
+    ):
         assert_module_gradients(module, {"x": x}, input_grads)
     assert "\n" not in str(caught.value)
     assert isinstance(caught.value.__cause__, TypeError), "the module's own error stays visible as the cause"
