@@ -9,7 +9,14 @@ import re
 import pytest
 
 from numpy_transformer.translator.cli import main
-from numpy_transformer.translator.config import EVAL_EVERY, EVALUATIONS, TASK_STEPS, TrainConfig
+from numpy_transformer.translator.config import (
+    EVAL_EVERY,
+    EVALUATION_SHARE,
+    EVALUATIONS,
+    TASK_STEPS,
+    TrainConfig,
+    planned_eval_every,
+)
 from numpy_transformer.translator.run.checkpoint import load_checkpoint
 from numpy_transformer.translator.training import PLAN_AFTER, TimeBudget, Trainer, budget, loop
 from numpy_transformer.translator.training import trainer as trainer_module
@@ -73,9 +80,9 @@ def test_the_plan_fills_the_time_left_with_steps_and_their_evaluations(clock):
 
 def test_a_plan_that_chooses_the_interval_counts_its_evaluations_first(clock):
     budget = TimeBudget(1.0)  # 60 s
-    budget.step_seconds, budget.evaluation_seconds = [0.1], [2.0]
-    # the last evaluation and the EVALUATIONS planned: (60 - 2 - 10 * 2) / 0.1 steps
-    assert budget.plan(step=0, eval_every=None) == int((60 - 2 - EVALUATIONS * 2) / 0.1)
+    budget.step_seconds, budget.evaluation_seconds = [0.1], [1.0]
+    # the last evaluation and the EVALUATIONS planned: (60 - 1 - 10 * 1) / 0.1 steps
+    assert budget.plan(step=0, eval_every=None) == int((60 - 1 - EVALUATIONS * 1) / 0.1)
 
 
 def test_a_short_budget_is_evaluated_often_enough_for_its_patience(clock, corpus, tmp_path, capsys):
@@ -109,6 +116,41 @@ def test_a_short_budget_is_evaluated_often_enough_for_its_patience(clock, corpus
     assert resumed.config.eval_every == interval
 
 
+def test_dear_evaluations_are_fewer_and_the_steps_keep_the_budget(clock, corpus, tmp_path, capsys):
+    """Evaluations that cost 50 steps' time each (a large dev set, a slow machine, an untrained model's
+    long outputs): ten would take the whole budget, and the plan once ended the run at its first
+    evaluation, a third of its time unused. The planned evaluations keep to EVALUATION_SHARE of the
+    time left; the steps fill the rest."""
+    quiet = {"eval_size": 4, "eval_examples": 0, "patience": 0}
+    config = TrainConfig(task=None, data=str(corpus), tokenizer="word", time_budget=0.5, **quiet)
+    trainer = Trainer.create(config, TINY_MODEL)
+    timed(trainer, clock, step_s=0.1, evaluation_s=5.0)
+    started = clock.now
+    records = trainer.fit(tmp_path / "run", progress=False)
+    said = capsys.readouterr().out
+    dev = [record["step"] for record in records if record.get("split") == "dev"]
+    used = clock.now - started
+    # the budget used, not a third of it left; bar the time kept for the average's evaluation, which
+    # does not come when there are not checkpoints enough to average
+    assert 30 - 5.0 - 0.2 <= used <= 30 + 0.2, (used, dev)
+    evaluations_after_the_first = 5.0 * (
+        len(dev) - 2
+    )  # bar the first one, which taught the cost, and the last
+    assert evaluations_after_the_first <= EVALUATION_SHARE * 30, dev
+    assert trainer.step > 100 and "more: what 25% of the time left holds)" in said, (trainer.step, said)
+
+
+def test_a_plan_for_dear_evaluations_makes_room_for_fewer(clock):
+    budget = TimeBudget(1.0)  # 60 s
+    budget.step_seconds, budget.evaluation_seconds = [0.1], [10.0]
+    # 60 - 10 (the last evaluation) leaves 50 s: a quarter of it holds one evaluation of 10 s
+    assert budget.plan(step=0, eval_every=None) == int((60 - 10 - 10) / 0.1)
+    assert budget.evaluations == 1
+    budget.evaluation_seconds = [0.5]
+    budget.plan(step=0, eval_every=None)
+    assert budget.evaluations == EVALUATIONS
+
+
 def test_a_run_given_eval_every_keeps_it_and_steps_plan_a_tenth():
     assert TrainConfig(task="copy", steps=926, eval_every=500).resolve().eval_every == 500
     assert TrainConfig(task="copy", steps=926).resolve().eval_every == 92
@@ -116,6 +158,7 @@ def test_a_run_given_eval_every_keeps_it_and_steps_plan_a_tenth():
     assert TrainConfig(task="copy", steps=10**6).resolve().eval_every == EVAL_EVERY  # as every run had
     assert TrainConfig(task="copy").resolve().eval_every == TASK_STEPS // EVALUATIONS
     assert TrainConfig(task="copy", time_budget=1.0).resolve().eval_every is None  # the plan's
+    assert planned_eval_every(926, evaluations=3) == 308 and planned_eval_every(926, evaluations=0) == 926
 
 
 def test_a_run_ends_within_its_budget_and_its_schedule_reaches_its_end(clock, corpus, tmp_path, capsys):

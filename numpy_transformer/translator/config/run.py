@@ -51,13 +51,20 @@ AVERAGE_LAST = 5  # evaluation checkpoints averaged at the end of a run
 # --patience have points to go by; never at longer intervals than EVAL_EVERY steps, the interval of
 # every run before the interval was planned (a long run keeps it)
 EVALUATIONS = 10
+# the planned evaluations take at most this part of a time budget's time left: dear ones (a large dev
+# set, a slow machine, an untrained model's long outputs) are fewer, not paid for by the steps
+EVALUATION_SHARE = 0.25
 EVAL_EVERY = 500
 
 
-def planned_eval_every(steps: int) -> int:
+def planned_eval_every(steps: int, evaluations: int = EVALUATIONS) -> int:
     """The steps between the dev evaluations of a run of ``steps`` steps not given --eval-every: a
-    tenth of them (EVALUATIONS), at most EVAL_EVERY, at least 1."""
-    return max(1, min(EVAL_EVERY, steps // EVALUATIONS))
+    tenth of them (EVALUATIONS), at most EVAL_EVERY, at least 1; further apart when a time budget has
+    room for fewer ``evaluations`` (none: the run is evaluated at its end alone)."""
+    interval = max(1, min(EVAL_EVERY, steps // EVALUATIONS))
+    if evaluations < EVALUATIONS:  # a budget with room for fewer: they are further apart
+        interval = max(interval, steps // evaluations if evaluations else steps)
+    return interval
 
 
 PATHS = ("data", "dev", "test", "from_run")  # the settings that name a file or a run: absolute once given
@@ -269,7 +276,8 @@ class TrainConfig(Checked):
         None,
         f"steps between dev evaluations (and checkpoints) (default: planned so that the run is evaluated "
         f"{EVALUATIONS} times at least: a tenth of --steps, or of the steps a --time-budget plans when it "
-        f"has timed its first ones; at most {EVAL_EVERY})",
+        f"has timed its first ones, fewer if {EVALUATIONS} would take more than {EVALUATION_SHARE:g} of "
+        f"its time; at most {EVAL_EVERY} apart)",
         minimum=1,
     )
     eval_size: int = setting(200, "dev pairs per evaluation", minimum=1)

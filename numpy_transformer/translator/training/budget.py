@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ..config import EVALUATIONS
+from ..config import EVALUATION_SHARE, EVALUATIONS
 
 PLAN_AFTER = 20  # steps timed before a time-budgeted run plans its length
 PAUSE = 10.0  # a step over this many times the median of the steps timed with it was a pause, not the pace
@@ -28,6 +28,7 @@ class TimeBudget:
         self.step_seconds: list[float] = []  # the steps' own times since the last plan
         self.evaluation_seconds: list[float] = []  # every evaluation's (with its checkpoint saves)
         self.per_step = 0.0  # the pace the last plan assumed
+        self.evaluations = EVALUATIONS  # the evaluations the last plan that chose the interval made room for
         self.plans = 0
 
     def start(self) -> None:
@@ -40,7 +41,8 @@ class TimeBudget:
         """The last step: where steps of the measured time, one evaluation every ``eval_every`` of
         them and the final ones use up the time left (``step`` itself when it has run out).
         ``eval_every`` None: the interval is planned from the steps this plan returns
-        (config.planned_eval_every), EVALUATIONS evaluations among them."""
+        (config.planned_eval_every), ``evaluations`` among them: EVALUATIONS, or as many as fit in
+        EVALUATION_SHARE of the time left."""
         self.plans += 1
         if self.step_seconds:
             # their mean, bar pauses: bucketed batches of every length take turns, and their median
@@ -52,7 +54,9 @@ class TimeBudget:
         per_evaluation = sum(self.evaluation_seconds) / max(len(self.evaluation_seconds), 1)
         left = self.seconds - self.spent() - self.final_evaluations * per_evaluation  # they come in any case
         if eval_every is None:  # the planned evaluations take their time first, the steps the rest
-            left -= EVALUATIONS * per_evaluation
+            affordable = int(EVALUATION_SHARE * left / per_evaluation) if per_evaluation else EVALUATIONS
+            self.evaluations = max(0, min(EVALUATIONS, affordable))
+            left -= self.evaluations * per_evaluation
         a_step = self.per_step + (per_evaluation / eval_every if eval_every else 0.0)
         steps_left = left / max(a_step, 1e-9)
         return step + max(int(steps_left), 0)

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from typing import Any
 
-from ..config import config_toml, planned_eval_every
+from ..config import EVALUATION_SHARE, EVALUATIONS, config_toml, planned_eval_every
 from ..run.checkpoint import FILENAME
 from ..run.directory import RunFiles, check_fit_directory
 from .keeping import Keeper
@@ -109,9 +109,9 @@ class Loop:
     def plan(self) -> None:
         """Plan the run's end from the time left (under MPI rank 0's clock decides for every rank);
         for a run not given --eval-every, its interval of evaluations with it: a tenth of the steps
-        planned, at the first plan and once more when the first evaluation's time is known (which
-        shortens the plan), kept from then on: the run's configuration holds it (config.toml, every
-        checkpoint)."""
+        planned (fewer evaluations when ten would take more than EVALUATION_SHARE of the time left),
+        at the first plan and once more when the first evaluation's time is known (which shortens the
+        plan), kept from then on: the run's configuration holds it (config.toml, every checkpoint)."""
         trainer, bar, budget = self.trainer, self.bar, self.trainer.budget
         assert budget is not None
         first = budget.plans == 0
@@ -121,14 +121,20 @@ class Loop:
         trainer.plan_steps(trainer.ranks.agree_on_plan(steps))
         if planning:
             self.replan_evaluations = interval is None
-            trainer.config = replace(trainer.config, eval_every=planned_eval_every(trainer.steps))
+            interval_planned = planned_eval_every(trainer.steps, budget.evaluations)
+            trainer.config = replace(trainer.config, eval_every=interval_planned)
             if self.run:
                 self.run.write_config(config_toml(trainer.model_config, trainer.config))
             if interval is not None and trainer.ranks.is_root:  # the first evaluation shortened the plan
                 seconds = sum(budget.evaluation_seconds) / len(budget.evaluation_seconds)
+                fewer = (
+                    f" ({budget.evaluations} more: what {EVALUATION_SHARE:.0%} of the time left holds)"
+                    if budget.evaluations < EVALUATIONS
+                    else ""
+                )
                 bar.write(
                     f"{seconds:.1f} s an evaluation: planned {trainer.steps} steps, evaluated every "
-                    f"{trainer.config.eval_every} steps from here on"
+                    f"{interval_planned} steps from here on{fewer}"
                 )
         bar.total = trainer.steps
         bar.refresh()
