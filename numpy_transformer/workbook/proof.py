@@ -64,7 +64,7 @@ MESSAGES = Recipe(
     steps=1000,
     test_size=200,
     target_exact=None,
-    target_bleu=20.0,
+    target_bleu=20.0,  # the textbook's run reaches 26.6 on the corpus of docs/learn.md
     shown=8,
 )
 MOST_STEPS_TIMES = 10  # learn prove --steps: up to ten times the proof's own; longer proves nothing more
