@@ -35,7 +35,7 @@ class ShortMessages:
     most_words: int = 4
     least_seen: int = 20
     held_out: int = 200
-    least_training: int = 1000  # fewer pairs teach a translator too little to prove anything (a rule, not measured)
+    least_training: int = 1000  # fewer teach too little to prove anything (a rule, not measured)
     seed: int = 0
 
     def choose(
