@@ -37,6 +37,8 @@ SMALL = ModelSize(d_model=128, N=2, h=4, d_ff=512, dropout=0.1)
 LEARN_TRAIN = ModelSize(d_model=32, N=1, h=2, d_ff=64, dropout=0.0)
 # learn prove: blocks.py's encoder-decoder, which has no dropout, learning number words to French
 LEARN_PROVE = ModelSize(d_model=64, N=2, h=4, d_ff=128, dropout=0.0)
+# learn prove --corpus: the same encoder-decoder learning a corpus's short program messages
+LEARN_PROVE_MESSAGES = ModelSize(d_model=64, N=2, h=4, d_ff=256, dropout=0.0)
 
 # (least minutes of budget, least training pairs, the size): the first row a corpus run meets. The
 # width is what the budget can train: a 15-minute run on two cores makes a few thousand steps and is

@@ -8,7 +8,9 @@ from typing import Any
 
 from ..backend import Array, to_numpy
 from ..kernels import ops
+from ..machine import require
 from ..model import Transformer
+from ..scores import translation_scores
 from .decoding import greedy_decode
 from .tasks import TranslationTask
 from .vocabulary import PAD_ID
@@ -46,8 +48,7 @@ def evaluate(
         raise TypeError(f"pairs must be a list of (source, target) strings, got {shown}")
     if not pairs:
         raise ValueError("pairs is empty: there is nothing to evaluate, expected (source, target) pairs")
-    from sacrebleu.metrics import BLEU, CHRF
-
+    require("evaluate's BLEU and chrF", "sacrebleu")  # said before the translating, not after
     special = task.ids
     loss_sum, correct, counted, hypotheses = 0.0, 0, 0, []
     # batches of sources of about one length: short ones are not padded to, or decoded as long as, long ones
@@ -74,17 +75,16 @@ def evaluate(
                 hypotheses.append(task.tokenizer.detokenize(task.tgt_vocab.decode(ids)))
     hypotheses = [hypothesis for _, hypothesis in sorted(zip(by_length, hypotheses))]  # the pairs' order
     references = [target for _, target in pairs]
-    bleu = BLEU(tokenize="char" if task.tokenizer.name == "char" else "13a")  # a char task has no spaces
-    chrf = CHRF()
+    scores = translation_scores(hypotheses, references, characters=task.tokenizer.name == "char")
     metrics: dict[str, Any] = {
         "loss": loss_sum / max(counted, 1),
         "token_accuracy": correct / max(counted, 1),
         "exact_match": sum(h == r for h, r in zip(hypotheses, references)) / max(len(pairs), 1),
-        "bleu": bleu.corpus_score(hypotheses, [references]).score,
-        "chrf": chrf.corpus_score(hypotheses, [references]).score,
+        "bleu": scores.bleu,
+        "chrf": scores.chrf,
         "n": len(pairs),
-        "bleu_signature": str(bleu.get_signature()),
-        "chrf_signature": str(chrf.get_signature()),
+        "bleu_signature": scores.bleu_signature,
+        "chrf_signature": scores.chrf_signature,
     }
     if examples:
         metrics["examples"] = [

@@ -357,7 +357,34 @@ class NumbersTask(TranslationTask):
         return pairs[:n]
 
 
-class FileTask(TranslationTask):
+class PairsTask(TranslationTask):
+    """Pairs given in three lists: trained on ``train_pairs`` (drawn uniformly), ``dev`` and ``test``
+    held out. The vocabularies are built from the training pairs."""
+
+    name = "pairs"
+
+    def __init__(
+        self,
+        train_pairs: list[tuple[str, str]],
+        dev: list[tuple[str, str]],
+        test: list[tuple[str, str]],
+        tokenizer: str | Tokenizer,
+        seed: int = 0,
+        **vocabulary: Any,
+    ) -> None:
+        """``vocabulary``: TranslationTask's vocab_size, shared_vocab, serialized_tokenizer and
+        vocabularies."""
+        self.train_pairs = train_pairs
+        super().__init__(tokenizer, dev, test, train_pairs, seed, **vocabulary)
+
+    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
+        return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
+
+    def length_pairs(self, seed: int) -> list[tuple[str, str]]:
+        return self.train_pairs
+
+
+class FileTask(PairsTask):
     """Pairs from a TSV file, split deterministically (seeded shuffle) into train/dev/test: each of
     dev and test holds out HELD_OUT of the pairs, unless a file of its own is given (``dev``,
     ``test``, read as the corpus is), whose pairs are then left out of training."""
@@ -412,12 +439,11 @@ class FileTask(TranslationTask):
         n_test = 0 if "test" in own else max(1, int(len(pairs) * test_fraction))
         self.fractions = {"dev": dev_fraction, "test": test_fraction}
         shuffled = [pairs[i] for i in order]
-        self.train_pairs = shuffled[n_dev + n_test :]
         super().__init__(
-            splitter,
+            shuffled[n_dev + n_test :],
             own.get("dev", shuffled[:n_dev]),
             own.get("test", shuffled[n_dev : n_dev + n_test]),
-            self.train_pairs,
+            splitter,
             seed,
             **vocabulary,
         )
@@ -455,12 +481,6 @@ class FileTask(TranslationTask):
         if held:
             parts.append(f"{' and '.join(held)} held out of --data by a shuffle of --seed {self.seed}")
         return "splits: " + "; ".join(parts)
-
-    def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
-        return [self.train_pairs[i] for i in rng.integers(0, len(self.train_pairs), n)]
-
-    def length_pairs(self, seed: int) -> list[tuple[str, str]]:
-        return self.train_pairs
 
 
 def _own_split(

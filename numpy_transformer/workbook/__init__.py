@@ -19,8 +19,9 @@ recognised mistakes and hints, their order and the mistakes' sentences); grading
 ``grading``: the grader, its verdicts, the calls recorded, the diagnosis and causes of a mistake);
 writing the workbook (``writing``); loading the learner's code (``loading``); the ladder
 (``progress``); the aids (``aids``); the model and blocks.py's encoder-decoder on the learner's
-functions (``training``); the proof (``proof``); what learn train and learn prove run and say
-(``commands``); and the blocks' textbook (``blocks``). The workbook imports the model alone.
+functions (``training``); the proof (``proof``) and the short messages of a corpus it learns on
+real text (``messages``); what learn train and learn prove run and say (``commands``); and the
+blocks' textbook (``blocks``). The workbook imports the model alone.
 """
 
 from .aids import cmp, next_hint, textbook
@@ -29,6 +30,7 @@ from .exercises.curriculum import BY_NAME, EXERCISES
 from .exercises.mistakes import SENTENCES
 from .grading import check, format_verdicts, run_check
 from .loading import LearnerCodeError, load_learner
+from .messages import SHORT_MESSAGES
 from .progress import format_status, status
 from .training import learner_functions, train_blocks
 from .writing import start
@@ -37,6 +39,7 @@ __all__ = [
     "BY_NAME",
     "EXERCISES",
     "SENTENCES",
+    "SHORT_MESSAGES",
     "LearnerCodeError",
     "LearnerTraining",
     "check",

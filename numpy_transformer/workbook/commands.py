@@ -16,7 +16,7 @@ from typing import Any
 
 from ..kernels import using_kernels
 from .exercises.curriculum import BLOCKS
-from .proof import MOST_STEPS, PROOF, ProofResult, Recipe, prove
+from .proof import MESSAGES, MOST_STEPS_TIMES, NUMBERS, ProofResult, Recipe, Translations, prove
 from .training import TRAINED_BLOCKS, blocks_using, guarded, learner_functions, train_blocks
 
 COMPARISON = (
@@ -147,19 +147,22 @@ class LearnerTraining:
         return f"{line}{yours.steps} steps, {seconds:.1f} s)"
 
 
-def proof_recipe(steps: int | None) -> Recipe:
-    """The proof's recipe, with ``steps`` training steps where given (fewer is a rehearsal)."""
-    if steps is not None and not 1 <= steps <= MOST_STEPS:
+def proof_recipe(steps: int | None, real_text: bool = False) -> Recipe:
+    """The proof's recipe, on the numbers or on ``real_text`` (a corpus's short program messages),
+    with ``steps`` training steps where given (fewer is a rehearsal)."""
+    recipe = MESSAGES if real_text else NUMBERS
+    most = MOST_STEPS_TIMES * recipe.steps
+    if steps is not None and not 1 <= steps <= most:
         raise ValueError(
-            f"--steps must be an integer in [1, {MOST_STEPS}] (the proof's own: {PROOF.steps}), got {steps}"
+            f"--steps must be an integer in [1, {most}] (the proof's own: {recipe.steps}), got {steps}"
         )
-    return PROOF if steps is None else replace(PROOF, steps=steps)
+    return recipe if steps is None else replace(recipe, steps=steps)
 
 
 def prove_file(
     path: str | Path,
     task: Any,
-    recipe: Recipe = PROOF,
+    recipe: Recipe = NUMBERS,
     compare: bool = True,
     say: Callable[[str], None] | None = None,
 ) -> tuple[list[str], int]:
@@ -171,45 +174,68 @@ def prove_file(
     wrong = [v.name for v in verdicts if v.status == "wrong"]
     ran: set[str] = set()
     result = prove(task, guarded({**functions, **blocks}, path, ran), recipe, compare=compare, say=say)
-    return _proof_report(result, recipe, len(task.test), sorted(ran), wrong)
+    return _proof_report(result, recipe, sorted(ran), wrong)
+
+
+def _scores(translated: Translations) -> str:
+    return f"exact on {translated.exact:.1%}, BLEU {translated.bleu:.1f}, chrF {translated.chrf:.1f}"
+
+
+def _target(recipe: Recipe) -> str:
+    """The recipe's target in words: "90% exact", "BLEU 15"."""
+    parts = [f"{recipe.target_exact:.0%} exact"] if recipe.target_exact is not None else []
+    parts += [f"BLEU {recipe.target_bleu:g}"] if recipe.target_bleu is not None else []
+    return " and ".join(parts)
+
+
+def _reached(recipe: Recipe, translated: Translations) -> bool:
+    return (recipe.target_exact is None or translated.exact >= recipe.target_exact) and (
+        recipe.target_bleu is None or translated.bleu >= recipe.target_bleu
+    )
 
 
 def _proof_report(
-    result: ProofResult, recipe: Recipe, test_pairs: int, mine: Sequence[str], wrong: Sequence[str]
+    result: ProofResult, recipe: Recipe, mine: Sequence[str], wrong: Sequence[str]
 ) -> tuple[list[str], int]:
-    """The proof's lines (what ran, how well each run translates, the verdict, what it shows) and its
-    exit code: 0 when proven (nothing wrong, the target reached, the weights the textbook's)."""
-    n = min(recipe.test_size, test_pairs)
+    """The proof's lines (what ran, how well each run translates, some of the learner's translations,
+    the verdict, what it shows) and its exit code: 0 when proven (nothing wrong, the target reached,
+    the weights the textbook's)."""
+    yours = result.yours_translated
     line = (
         f"blocks.py's encoder-decoder on your {', '.join(mine)} (the rest the textbook's)"
         if mine
         else "blocks.py's encoder-decoder on the textbook alone: FILE defines no backward this model runs"
     )
     lines = [
-        f"{line}, {recipe.steps} steps of {recipe.task}: exact on {result.yours_exact:.1%} of {n} numbers "
+        f"{line}, {recipe.steps} steps of {recipe.task}: {_scores(yours)} on {len(result.test)} {recipe.unit} "
         f"it never saw ({result.seconds:.0f} s, training and translating)"
     ]
-    if result.textbook is not None and result.textbook_exact is not None:
+    if result.textbook_translated is not None:
         same = (
             "identical"
             if result.identical
             else f"not identical (they differ by up to {result.largest_difference:.2g})"
         )
         lines.append(
-            f"the textbook's run on the same seed: exact on {result.textbook_exact:.1%}; the weights are {same}"
+            f"the textbook's run on the same seed: {_scores(result.textbook_translated)}; the weights are {same}"
         )
-    reached = result.yours_exact >= recipe.target
+    if recipe.shown:
+        lines.append(f"your translations of {recipe.unit} it never saw (the reference after =):")
+        shown = zip(result.test[: recipe.shown], yours.texts)
+        lines += [
+            f"  {source}  ->  {translation}  (= {reference})" for (source, reference), translation in shown
+        ]
     if not mine:
         verdict = "nothing of yours was proven: write the workbook's backwards first"
     elif wrong:
         verdict = f"not a proof yet: learn check finds {', '.join(wrong)} wrong"
-    elif not reached:
-        verdict = f"not yet: the target is {recipe.target:.0%} exact"
+    elif not _reached(recipe, yours):
+        verdict = f"not yet: the target is {_target(recipe)}"
     elif result.textbook is not None and not result.identical:
         verdict = (
-            f"the target of {recipe.target:.0%} is reached, but your run is not the textbook's: some function "
+            f"the target of {_target(recipe)} is reached, but your run is not the textbook's: some function "
             "sums in another order, or carries a mistake too small for learn check's tolerance"
         )
     else:
-        verdict = f"proven: your encoder-decoder translates, {recipe.target:.0%} exact or better"
+        verdict = f"proven: your encoder-decoder translates, {_target(recipe)} or better"
     return [*lines, verdict, PROOF_SHOWS], 0 if verdict.startswith("proven") else 1

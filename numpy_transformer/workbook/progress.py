@@ -80,6 +80,8 @@ def format_status(rungs: Sequence[Rung]) -> str:
     else:
         lines.append(
             "every exercise done. The proof: numpy-transformer learn prove FILE (your encoder-decoder "
-            "learns a real translator beside the textbook's)"
+            "learns a real translator beside the textbook's); then on real text: numpy-transformer learn "
+            "prove FILE --corpus data/messages-en-fr.tsv (program messages: python examples/debian_messages.py "
+            "builds the file)"
         )
     return "\n".join(lines)
