@@ -398,6 +398,7 @@ class FileTask(TranslationTask):
         pairs = _short_pairs(pairs, counter, max_length, f"--data {path}")
         self.files = {name: file for name, file in (("dev", dev), ("test", test)) if file is not None}
         own = {name: _own_split(file, f"--{name}", counter, max_length) for name, file in self.files.items()}
+        _warn_of_shared_pairs(own, self.files)
         pairs = _without(pairs, own, self.files, path)
         held_out = [name for name in ("dev", "test") if name not in own]
         if len(pairs) < 1 + len(held_out):
@@ -475,6 +476,21 @@ def _own_split(
             "--max-length or give shorter pairs"
         )
     return pairs
+
+
+def _warn_of_shared_pairs(own: dict[str, list[tuple[str, str]]], files: dict[str, str | Path]) -> None:
+    """A warning where the user's own dev and test files share pairs: the test scores would count
+    pairs the run chose its best checkpoint by (the splits held out of --data never share one)."""
+    if len(own) < 2:
+        return
+    dev = set(own["dev"])
+    shared = sum(pair in dev for pair in own["test"])
+    if shared:
+        warnings.warn(
+            f"--test {files['test']}: {shared} of its {len(own['test'])} pairs are also in --dev {files['dev']}: "
+            "its scores are not independent of the dev pairs the best checkpoint was chosen by",
+            stacklevel=3,
+        )
 
 
 def _without(
