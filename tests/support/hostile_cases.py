@@ -2422,6 +2422,8 @@ TRAINING_TOOLKIT_CASES = [
         for variable, choices in (
             ("NUMPY_TRANSFORMER_BACKEND", "numpy, cupy"),
             ("NUMPY_TRANSFORMER_KERNELS", "fast, reference, learner"),
+            # on NumPy too: a GPU run would refuse it in its first step, after reading the corpus
+            ("NUMPY_TRANSFORMER_FUSED", "expected all, none or fused kernel names"),
         )
         for what, argv in (
             ("translate", ("translate", "--checkpoint", "{ws}/run", "abc")),

@@ -115,17 +115,21 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _environment_refused(args: argparse.Namespace) -> str | None:
-    """What is wrong with NUMPY_TRANSFORMER_BACKEND (unless --backend replaces it) or
-    NUMPY_TRANSFORMER_KERNELS, naming the variable, its value and the choices; None when nothing."""
+    """What is wrong with NUMPY_TRANSFORMER_BACKEND (unless --backend replaces it),
+    NUMPY_TRANSFORMER_KERNELS or NUMPY_TRANSFORMER_FUSED, naming the variable, its value and the
+    choices; None when nothing. The fused kernels' switch is checked on every backend: a value
+    that a GPU run would refuse in its first step is refused before any work, wherever it runs."""
     from ...backend import BACKENDS, environment_choice
     from ...backend import ENV_VAR as BACKEND_VAR
     from ...kernels import ENV_VAR as KERNELS_VAR
     from ...kernels import KERNEL_SETS
+    from ...kernels.cuda_fused import switched_on
 
     try:  # the model's own check, which would otherwise surface inside the first work asking for it
         if not getattr(args, "backend", None):
             environment_choice(BACKEND_VAR, BACKENDS, "numpy")
         environment_choice(KERNELS_VAR, KERNEL_SETS, "fast")
+        switched_on()
     except ValueError as refused:
         return str(refused)
     return None
