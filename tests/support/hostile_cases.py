@@ -2272,6 +2272,19 @@ def in_folder(name: str, run: Callable[[Path], tuple[int, str]]) -> Callable[[Pa
     return wrapped
 
 
+def leaves_nothing(run: Callable[[Path], tuple[int, str]], *made: str) -> Callable[[Path], tuple[int, str]]:
+    """``run``, then none of ``made`` (paths in the workspace a refused command would have made) left."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        code, err = run(ws)
+        left = [name for name in made if (ws / name).exists()]
+        if left:
+            raise AssertionError(f"left behind: {', '.join(left)}")
+        return code, err
+
+    return wrapped
+
+
 def with_environment(name: str, value: str, run: Callable[[Path], tuple[int, str]]) -> Callable:
     """Run with the environment variable ``name`` set to ``value``, as a shell would give it."""
 
@@ -2410,6 +2423,29 @@ TRAINING_TOOLKIT_CASES = [
         ),
         True,
         ("--vocab-size 500", "cannot apply", "marian", "vocabulary of", "units"),
+    ),
+    Case(
+        "run dir",
+        "train --out in missing folders, refused once --out is claimed (d_model not divisible by heads)",
+        leaves_nothing(
+            cli("train", "--task", "copy", *TINY, "--d-model", "15", "--out", "{ws}/litter-a/b/run"),
+            "litter-a",
+        ),
+        True,
+        ("d_model must be divisible by h", "d_model=15"),
+    ),
+    Case(
+        "learn",
+        "learn train refused once its run is claimed: no runs/ beside the workbook",
+        then(
+            lambda ws: None if (ws / "litter-wb").exists() else cli("learn", "start", "{ws}/litter-wb")(ws),
+            leaves_nothing(
+                cli("learn", "train", "{ws}/litter-wb/my_backprop.py", "--d-model", "15", "--heads", "2"),
+                "litter-wb/runs",
+            ),
+        ),
+        True,
+        ("d_model must be divisible by h",),
     ),
     *(
         Case(
