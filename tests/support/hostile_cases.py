@@ -2285,6 +2285,25 @@ def leaves_nothing(run: Callable[[Path], tuple[int, str]], *made: str) -> Callab
     return wrapped
 
 
+def in_lines(most: int, run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """``run``, whose standard error must hold at most ``most`` lines, warnings included."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        code, err = run(ws)
+        if len(err.strip().splitlines()) > most:
+            raise AssertionError(f"{len(err.strip().splitlines())} lines on standard error: {err[:200]!r}")
+        return code, err
+
+    return wrapped
+
+
+def log_with_foreign_lines(ws: Path) -> Path:
+    """The workspace run's log, then 500 lines that are not log records."""
+    path = ws / "foreign-log.jsonl"
+    path.write_text((ws / "run" / "log.jsonl").read_text() + "".join(f"noise {n}\n" for n in range(500)))
+    return path
+
+
 def with_environment(name: str, value: str, run: Callable[[Path], tuple[int, str]]) -> Callable:
     """Run with the environment variable ``name`` set to ``value``, as a shell would give it."""
 
@@ -2423,6 +2442,25 @@ TRAINING_TOOLKIT_CASES = [
         ),
         True,
         ("--vocab-size 500", "cannot apply", "marian", "vocabulary of", "units"),
+    ),
+    Case(
+        "plot",
+        "plot curves of the corpus (60 lines, none a log record): one line, not a warning a line",
+        in_lines(1, cli("plot", "curves", "--run", "{ws}/corpus.tsv", "--out", "{ws}/corpus-curves.png")),
+        True,
+        ("corpus.tsv", "holds no training records", "expected a run's log.jsonl"),
+    ),
+    Case(
+        "plot",
+        "plot curves of a log with 500 foreign lines: three named, the rest counted",
+        then(
+            log_with_foreign_lines,
+            in_lines(
+                5, cli("plot", "curves", "--run", "{ws}/foreign-log.jsonl", "--out", "{ws}/foreign.png")
+            ),
+        ),
+        False,
+        check=lambda ws: (ws / "foreign.png").is_file(),
     ),
     Case(
         "run dir",
