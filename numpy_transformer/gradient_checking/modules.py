@@ -272,7 +272,9 @@ def mapped_gradients(mapped: Any, inputs: Mapping[str, Any]) -> Iterator[tuple[s
         yield name, grad
 
 
-def check_module_arguments(module: Any, inputs: Any, input_grads: Any, unchecked: Any) -> None:
+def check_module_arguments(
+    module: Any, inputs: Any, input_grads: Any, unchecked: Any, forward: Any = None
+) -> None:
     """The arguments of :func:`assert_module_gradients`, refused by name before any call."""
     if isinstance(module, type) or not callable(getattr(module, "named_parameters", None)):
         what = (
@@ -286,6 +288,11 @@ def check_module_arguments(module: Any, inputs: Any, input_grads: Any, unchecked
         raise TypeError(
             "input_grads must be a function of the backward's return value giving {input name: gradient}, "
             f"got {type(input_grads).__name__}"
+        )
+    if forward is not None and not callable(forward):
+        raise TypeError(
+            f"forward must be a function of the inputs giving the module's output (or None for module.forward), "
+            f"got {type(forward).__name__} {forward!r}"
         )
     if (
         isinstance(unchecked, str)
@@ -332,7 +339,7 @@ def assert_module_gradients(
     its gradients. Raises
     :class:`~numpy_transformer.gradient_checking.report.GradcheckError` naming each wrong gradient.
     """
-    check_module_arguments(module, inputs, input_grads, unchecked)
+    check_module_arguments(module, inputs, input_grads, unchecked, forward)
     values = in_float64(inputs)
     # checked with dropout off; the module is given back as it came: each part's mode, every gradient
     modes = [(part, part.training) for part in module.modules()] if hasattr(module, "modules") else []

@@ -2285,6 +2285,11 @@ def leaves_nothing(run: Callable[[Path], tuple[int, str]], *made: str) -> Callab
     return wrapped
 
 
+def read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
 def in_lines(most: int, run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
     """``run``, whose standard error must hold at most ``most`` lines, warnings included."""
 
@@ -3084,6 +3089,61 @@ CASES = [
         api(lambda ws: nt.gradcheck(lambda: np.ones(3), {"x": np.ones(3)}, {"x": np.ones(3)})),
         True,
         ("one number",),
+    ),
+    *(
+        Case("api", f"gradcheck {what}", api(call), True, names)
+        for what, call, names in (
+            (
+                "seed=-1",
+                lambda ws: nt.gradcheck(lambda: 1.0, {"x": np.ones(3)}, {"x": np.ones(3)}, seed=-1),
+                ("seed", "-1", "whole number >= 0"),
+            ),
+            (
+                "seed=1.5",
+                lambda ws: nt.gradcheck(lambda: 1.0, {"x": np.ones(3)}, {"x": np.ones(3)}, seed=1.5),
+                ("seed", "1.5", "whole number >= 0"),
+            ),
+            (
+                "of an analytic gradient given as a list",
+                lambda ws: nt.gradcheck(lambda: 1.0, {"x": np.ones(3)}, {"x": [1.0, 1.0, 1.0]}),
+                ("analytic['x']", "must be an array", "list"),
+            ),
+            (
+                "of a read-only variable",
+                lambda ws: nt.gradcheck(lambda: 1.0, {"x": read_only(np.ones(3))}, {"x": np.ones(3)}),
+                ("variables['x']", "read-only", "writeable", "x.copy()"),
+            ),
+            (
+                "of a loss that is not a function",
+                lambda ws: nt.gradcheck(3.0, {"x": np.ones(3)}, {"x": np.ones(3)}),  # type: ignore[arg-type]
+                ("loss must be a function", "float 3.0"),
+            ),
+        )
+    ),
+    Case(
+        "api",
+        "gradcheck with max_entries and directions NumPy integers",
+        api(
+            lambda ws: nt.gradcheck(
+                lambda: 1.0,
+                {"x": np.ones(3)},
+                {"x": np.zeros(3)},
+                max_entries=np.int64(2),
+                directions=np.int64(4),
+            )
+        ),
+        False,
+    ),
+    Case(
+        "api",
+        "assert_module_gradients of a forward that is not a function",
+        api(
+            lambda ws: nt.assert_module_gradients(
+                nt.Linear(3, 2, dtype="float64"), {"x": np.ones((2, 3))}, forward=3
+            )
+        ),
+        True,
+        ("forward must be a function", "int 3"),
     ),
     Case(
         "api",
