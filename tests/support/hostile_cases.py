@@ -2449,6 +2449,22 @@ TRAINING_TOOLKIT_CASES = [
         ("--vocab-size 500", "cannot apply", "marian", "vocabulary of", "units"),
     ),
     Case(
+        "import",
+        "import of a CTranslate2 model directory (config.json without model_type, model.bin)",
+        then(
+            write("ct2-dir/config.json", json.dumps({"bos_token": "<bos>", "eos_token": "<eos>"})),
+            write("ct2-dir/model.bin", b"\x00" * 64),
+            cli("import", "{ws}/ct2-dir", "--out", "{ws}/ct2-imported"),
+        ),
+        True,
+        (
+            "ct2-dir",
+            "a CTranslate2 model directory",
+            "import does not read",
+            "model_type 'marian' or 'pegasus'",
+        ),
+    ),
+    Case(
         "plot",
         "plot curves of the corpus (60 lines, none a log record): one line, not a warning a line",
         in_lines(1, cli("plot", "curves", "--run", "{ws}/corpus.tsv", "--out", "{ws}/corpus-curves.png")),
