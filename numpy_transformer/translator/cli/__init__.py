@@ -28,8 +28,15 @@ from .translate import add_evaluate, add_translate, run_evaluate, run_translate
 __all__ = ["build_parser", "main"]
 
 
+DESCRIPTION = (
+    "A translation toolkit around the Transformer of 'Attention Is All You Need' written in NumPy: train, "
+    "translate, evaluate, average, plot, learn, import, export. numpy-transformer COMMAND --help says "
+    "what each does and takes."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="numpy-transformer", description=__doc__)
+    parser = Parser(prog="numpy-transformer", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     add_train(commands)
     add_translate(commands)
@@ -39,7 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_learn(commands)
     add_import(commands)
     add_export(commands)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Each command's own --help opens with what the list of commands says of it (its help), which
+    it would otherwise leave out: ``learn hint --help`` said "FILE NAME" and nothing more."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for listed in action._choices_actions:
+                command = action.choices[listed.dest]
+                if command.description is None:
+                    command.description = listed.help
+                _describe(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
