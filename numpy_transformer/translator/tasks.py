@@ -381,9 +381,10 @@ class FileTask(TranslationTask):
         tokenizer_library(tokenizer)  # where it is not installed, said before the corpus is read
         read = read_tsv(path)
         pairs = list(dict.fromkeys(read))  # a repeated pair would land in training and test alike
+        self.repeated = len(read) - len(pairs)  # said with the splits, else their counts would not add up
         repeated = (
-            f" ({len(read) - len(pairs)} repeated pairs of its {len(read)} removed: each pair is kept once)"
-            if len(read) > len(pairs)
+            f" ({self.repeated} repeated pairs of its {len(read)} removed: each pair is kept once)"
+            if self.repeated
             else ""
         )
         splitter: str | Tokenizer = tokenizer
@@ -447,6 +448,8 @@ class FileTask(TranslationTask):
         """One line: how many pairs each split holds, and how they were chosen."""
         sizes = {"dev": len(self.dev), "test": len(self.test)}
         parts = [f"{len(self.train_pairs):,} training pairs"]
+        if self.repeated:
+            parts[0] += f" ({self.repeated:,} pairs repeated in --data kept once)"
         parts += [f"{sizes[name]:,} {name} pairs from --{name} {file}" for name, file in self.files.items()]
         held = [
             f"{sizes[name]:,} {name} pairs ({self.fractions[name]:.0%})"

@@ -190,6 +190,16 @@ def test_the_splits_are_said_with_how_they_were_chosen(tmp_path):
     )
 
 
+def test_the_splits_say_how_many_repeated_pairs_were_kept_once(tmp_path):
+    """So that the counts add up to the file's lines: 200 lines, 20 of them repeats."""
+    path = _pairs(tmp_path / "pairs.tsv", [*range(180), *range(20)])
+    task = FileTask(path, "word", seed=3)
+    assert len(task.train_pairs) + len(task.dev) + len(task.test) == 180
+    assert task.splits().startswith(
+        "splits: 162 training pairs (20 pairs repeated in --data kept once); 9 dev"
+    )
+
+
 def test_a_dev_file_of_ones_own_replaces_the_held_out_dev_split(tmp_path):
     corpus = _pairs(tmp_path / "pairs.tsv", range(200))
     dev = _pairs(tmp_path / "dev.tsv", [*range(0, 30, 3), 1000])  # 10 pairs of the corpus, one new
