@@ -3138,6 +3138,13 @@ CASES = [
     ),
     Case(
         "api",
+        "assert_gradients of no inputs",
+        api(lambda ws: nt.assert_gradients(lambda x: (x, None), lambda d, c: d, {})),
+        True,
+        ("inputs is empty", "at least one floating"),
+    ),
+    Case(
+        "api",
         "gradcheck with max_entries and directions NumPy integers",
         api(
             lambda ws: nt.gradcheck(
