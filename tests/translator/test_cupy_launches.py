@@ -141,7 +141,9 @@ def test_a_bad_fused_name_or_variable_is_refused_in_one_line_before_any_work(
 ):
     """Not a traceback from the first training step: the parser's one line, naming --fused (or the
     variable that was set) and the choices, and no model built."""
-    monkeypatch.delenv("NUMPY_TRANSFORMER_FUSED", raising=False)  # --fused sets it: put back after
+    # main sets the variable from --fused: set here first, so that monkeypatch puts it back after
+    monkeypatch.setenv("NUMPY_TRANSFORMER_FUSED", "none")
+    monkeypatch.delenv("NUMPY_TRANSFORMER_FUSED")
     for variable, value in environment.items():
         monkeypatch.setenv(variable, value)
     monkeypatch.setattr(gpu_launches, "count_launches", lambda *a, **k: pytest.fail("work began"))
