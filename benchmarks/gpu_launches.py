@@ -33,7 +33,8 @@ import cupy_launches  # noqa: E402
 import cupy_standin  # noqa: E402
 
 import numpy_transformer as nt  # noqa: E402
-from numpy_transformer import backend  # noqa: E402
+from numpy_transformer import backend, kernels  # noqa: E402
+from numpy_transformer.kernels import cuda_fused  # noqa: E402
 from numpy_transformer.optim import Adam  # noqa: E402
 from numpy_transformer.translator.decoding import greedy_decode  # noqa: E402
 
@@ -127,7 +128,21 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.fused is not None:
-        os.environ["NUMPY_TRANSFORMER_FUSED"] = args.fused
+        os.environ[cuda_fused.ENV_VAR] = args.fused
+    # before any work: a bad name would otherwise surface as a traceback in the first step
+    try:
+        cuda_fused.switched_on()
+    except ValueError as refused:
+        if args.fused is None:  # the environment's own value
+            parser.error(str(refused))
+        parser.error(
+            f"argument --fused: expected all, none or fused kernel names joined by commas, of "
+            f"{', '.join(cuda_fused.KERNELS)}; got {args.fused!r}"
+        )
+    try:
+        backend.environment_choice(kernels.ENV_VAR, kernels.KERNEL_SETS, "fast")
+    except ValueError as refused:
+        parser.error(str(refused))
     result = count_launches(args.config, args.attention)
     training, decoding = result["training"], result["decoding"]
     print(f"{args.config}/{args.attention}: one training step on the CuPy stand-in")

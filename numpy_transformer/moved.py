@@ -43,5 +43,7 @@ MOVED: dict[str, str] = {
 
 
 def refuse_moved(old: str) -> NoReturn:
-    """Raise ModuleNotFoundError for the old module path ``old``, naming its new place."""
-    raise ModuleNotFoundError(f"{old} has moved: import {MOVED[old]} instead", name=old)
+    """Raise ModuleNotFoundError for the old module path ``old``, naming its new place. The error
+    carries no module ``name``: ``from package import old_module`` would take one equal to the path
+    it asked for as a module that does not exist, and answer "cannot import name" instead."""
+    raise ModuleNotFoundError(f"{old} has moved: import {MOVED[old]} instead")

@@ -39,7 +39,7 @@ def check_options(
                 f"{label} must be a finite {'positive' if positive else 'non-negative'} number, got {value!r}"
             )
     if max_entries is not None and (
-        isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1
+        isinstance(max_entries, bool) or not isinstance(max_entries, numbers.Integral) or max_entries < 1
     ):
         raise ValueError(
             f"max_entries must be a positive whole number of entries to check per tensor (or None for all), "
@@ -49,7 +49,7 @@ def check_options(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if kinks not in KINKS:
         raise ValueError(f"kinks must be one of {KINKS}, got {kinks!r}")
-    if isinstance(directions, bool) or not isinstance(directions, int) or directions < 1:
+    if isinstance(directions, bool) or not isinstance(directions, numbers.Integral) or directions < 1:
         raise ValueError(f"directions must be a whole number >= 1 of random projections, got {directions!r}")
     if picture is not None and not isinstance(picture, (str, os.PathLike)):
         raise TypeError(f"picture must be a file name (str or Path) or None, got {type(picture).__name__}")
@@ -87,6 +87,15 @@ def check_variables(variables: Any, analytic: Any) -> None:
             )
         if analytic[name] is None:
             raise GradcheckError(f"the analytic gradient of '{name}' is None: it would go unchecked")
+        if getattr(analytic[name], "shape", None) is None:
+            raise TypeError(
+                f"analytic['{name}'] must be an array (the gradient of '{name}'), got {kind_of(analytic[name])}"
+            )
+        if not getattr(getattr(array, "flags", None), "writeable", True):
+            raise ValueError(
+                f"variables['{name}'] is read-only: gradcheck moves its entries in place (each given back its "
+                f"value), expected a writeable array: pass a copy ({name}.copy()) that loss() reads"
+            )
         if tuple(analytic[name].shape) != tuple(array.shape):
             raise ValueError(
                 f"analytic gradient of '{name}' has shape {tuple(analytic[name].shape)}, expected {array.shape}"

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy
 
 from ..backend import Array, get_array_module
-from .arguments import check_options, check_variables
+from .arguments import check_options, check_seed, check_variables
 from .contract import first_not_finite
 from .differences import Tolerances, check_every_entry, entries_to_check, loss_value, numeric_entries
 from .picture import draw_errors
@@ -134,7 +134,12 @@ def gradcheck(
     :class:`~numpy_transformer.gradient_checking.report.GradcheckError` naming the tensor, worst
     index, both values and errors (or, with ``raise_on_failure=False``, returns the result).
     """
+    if not callable(loss):
+        raise TypeError(
+            f"loss must be a function of no arguments returning the scalar, got {type(loss).__name__} {loss!r}"
+        )
     check_options(eps, atol, rtol, max_entries, mode, kinks, directions, picture)
+    check_seed(seed)
     check_variables(variables, analytic)
     mode = resolved_mode(mode, max_entries, variables)
     rng = numpy.random.default_rng(seed)

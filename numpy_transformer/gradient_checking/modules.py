@@ -128,10 +128,12 @@ def check_module(
     forward: Callable[..., Any] | None,
     seed: int,
     nondet_tol: float,
+    unchecked: tuple[str, ...],
     options: dict[str, Any],
 ) -> GradcheckResult:
-    """The module's contract, then central differences of sum(G * out) in its parameters and the
-    mapped inputs at once, arrays sharing one memory (tied weights) checked as one."""
+    """Integer inputs that are data refused, the module's contract, then central differences of
+    sum(G * out) in its parameters and the mapped inputs at once, arrays sharing one memory (tied
+    weights) checked as one."""
     check_seed(seed)
     if not list(module.named_parameters()) and input_grads is None:
         raise ValueError(
@@ -139,6 +141,7 @@ def check_module(
             "inputs' gradients from the backward's return value with input_grads (lambda dx: {'x': dx})"
         )
     run = ModuleRun(module, inputs, input_grads, forward, seed)
+    refuse_integer_data(run.run, inputs, run.owner, unchecked)
     upstream, analytic, _ = check_module_contract(run, nondet_tol)
     variables = {name: parameter.data for name, parameter in module.named_parameters()}
     variables.update({name: inputs[name] for name in analytic if name not in variables})
@@ -209,6 +212,34 @@ def _floating(value: Any) -> bool:
     return dtype is not None and numpy.dtype(str(dtype)).kind in "fc"
 
 
+def _integer(value: Any) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and numpy.dtype(str(dtype)).kind in "iu"
+
+
+def refuse_integer_data(
+    run: Callable[..., Any], inputs: Mapping[str, Any], owner: str, unchecked: tuple[str, ...]
+) -> None:
+    """An integer input (not named in ``unchecked``) that the forward takes as float64 too is data,
+    not token ids (which a forward cannot index with as floats): a float64 central difference
+    cannot move an integer entry, and its gradient would go unchecked, so it is refused by name
+    before the check, whichever kernel set would or would not have taken it as it is."""
+    xp = get_array_module()
+    for name, value in inputs.items():
+        if name in unchecked or not _integer(value):
+            continue
+        try:
+            run(**{**inputs, name: xp.asarray(value, dtype=xp.float64)})
+        except Exception:  # the forward needs it as integers: token ids, held as given
+            continue
+        raise TypeError(
+            f"inputs[{name!r}] is {kind_of(value)}, and {owner}'s forward takes it as float64 too: expected a "
+            f"floating array (a central difference in float64 cannot move an integer entry), pass "
+            f"numpy.asarray({name}, dtype=float) and map its gradient with input_grads, or name it in "
+            f"unchecked=({name!r},) to hold it as given"
+        )
+
+
 def refuse_integer_inputs(
     run: Callable[..., Any], inputs: Mapping[str, Any], owner: str, error: TypeError
 ) -> None:
@@ -217,7 +248,7 @@ def refuse_integer_inputs(
     the forward needs as such (token ids) fails again as float64 and is not blamed."""
     xp = get_array_module()
     for name, value in inputs.items():
-        if getattr(value, "dtype", None) is None or numpy.dtype(str(value.dtype)).kind not in "iu":
+        if getattr(value, "dtype", None) is None or numpy.dtype(str(value.dtype)).kind not in "biu":
             continue
         try:
             run(**{**inputs, name: xp.asarray(value, dtype=xp.float64)})
@@ -241,7 +272,9 @@ def mapped_gradients(mapped: Any, inputs: Mapping[str, Any]) -> Iterator[tuple[s
         yield name, grad
 
 
-def check_module_arguments(module: Any, inputs: Any, input_grads: Any, unchecked: Any) -> None:
+def check_module_arguments(
+    module: Any, inputs: Any, input_grads: Any, unchecked: Any, forward: Any = None
+) -> None:
     """The arguments of :func:`assert_module_gradients`, refused by name before any call."""
     if isinstance(module, type) or not callable(getattr(module, "named_parameters", None)):
         what = (
@@ -255,6 +288,11 @@ def check_module_arguments(module: Any, inputs: Any, input_grads: Any, unchecked
         raise TypeError(
             "input_grads must be a function of the backward's return value giving {input name: gradient}, "
             f"got {type(input_grads).__name__}"
+        )
+    if forward is not None and not callable(forward):
+        raise TypeError(
+            f"forward must be a function of the inputs giving the module's output (or None for module.forward), "
+            f"got {type(forward).__name__} {forward!r}"
         )
     if (
         isinstance(unchecked, str)
@@ -287,7 +325,8 @@ def assert_module_gradients(
     return value) against central differences of its forward, with dropout off (``eval()``).
 
     The module's parameters must be float64 (build it with ``dtype="float64"``); floating inputs
-    are checked as float64 copies. ``forward(**inputs)`` defaults to ``module.forward``;
+    are checked as float64 copies; an integer input that the forward also takes as float64 (data, not
+    token ids) is refused unless ``unchecked`` names it. ``forward(**inputs)`` defaults to ``module.forward``;
     ``module.backward(G)`` must accumulate parameter gradients. The contract is checked first: the
     forward and backward leave the inputs and the upstream gradient as given, each gradient has its
     array's dtype, shape and library, a second forward and backward with the same arguments give
@@ -300,7 +339,7 @@ def assert_module_gradients(
     its gradients. Raises
     :class:`~numpy_transformer.gradient_checking.report.GradcheckError` naming each wrong gradient.
     """
-    check_module_arguments(module, inputs, input_grads, unchecked)
+    check_module_arguments(module, inputs, input_grads, unchecked, forward)
     values = in_float64(inputs)
     # checked with dropout off; the module is given back as it came: each part's mode, every gradient
     modes = [(part, part.training) for part in module.modules()] if hasattr(module, "modules") else []
@@ -308,7 +347,9 @@ def assert_module_gradients(
     grads = [(p, p.grad.copy()) for p in owners.values()]
     module.eval()
     try:
-        result = check_module(module, values, input_grads, forward, seed, nondet_tol, options)
+        result = check_module(
+            module, values, input_grads, forward, seed, nondet_tol, tuple(unchecked), options
+        )
     except GradcheckError as error:
         raise GradcheckError(f"{type(module).__name__}: {error}") from None
     finally:

@@ -30,6 +30,10 @@ def values_to_check(inputs: Mapping[str, Any], wrt: list[str] | None) -> tuple[d
     None), once each name of it is a float64 array with an entry to check."""
     if wrt is not None:
         check_names("wrt", wrt, "input names, in the order backward returns their gradients")
+    if not inputs:
+        raise ValueError(
+            "inputs is empty: expected {name: array} of the forward's arguments, at least one floating"
+        )
     values = in_float64(inputs)
     wrt_given = wrt is not None
     if wrt is None:

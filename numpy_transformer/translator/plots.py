@@ -23,6 +23,7 @@ from .translating import Decoding, translate_ids
 from .vocabulary import DEFAULT_IDS, PAD_ID, SpecialIds
 
 GREEDY = Decoding()  # the search a picture's translation is found by unless told
+SKIPPED_NAMED = 3  # foreign lines of a log named one by one; beyond them, counted
 
 
 def _pyplot() -> Any:
@@ -179,21 +180,31 @@ def save_figure(figure: Any, path: Path) -> None:
 
 
 def read_log(log_path: Path) -> list[dict[str, Any]]:
-    """The records of a log.jsonl; a torn or foreign line (a crash mid-write) is skipped with a warning naming it."""
-    records = []
-    for number, line in enumerate(
-        log_path.read_text(encoding="utf-8", errors="replace").splitlines(), start=1
-    ):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            warnings.warn(f"{log_path}:{number}: not a log record, skipped: {line[:60]!r}", stacklevel=2)
-            continue
-        records.append(record)
+    """The records of a log.jsonl; a torn or foreign line (a crash mid-write) is skipped with a warning
+    naming it, the first SKIPPED_NAMED of them (then how many more). A file without one record (not
+    a log) gives none and no warning: the caller says what it expected."""
+    records, skipped = [], []
+    with log_path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+                skipped.append(f"{log_path}:{number}: not a log record, skipped: {line[:60]!r}")
+                continue
+            records.append(record)
+    if records:
+        for warning in skipped[:SKIPPED_NAMED]:
+            warnings.warn(warning, stacklevel=2)
+        if len(skipped) > SKIPPED_NAMED:
+            warnings.warn(
+                f"{log_path}: {len(skipped) - SKIPPED_NAMED} more lines are not log records, skipped",
+                stacklevel=2,
+            )
     return records
 
 
@@ -211,7 +222,10 @@ def plot_curves(log_path: str | Path, out: str | Path) -> Path:
     train = [r for r in records if "split" not in r]
     dev = [r for r in records if r.get("split") == "dev"]
     if not train:
-        raise ValueError(f"{log_path}: holds no training records")
+        raise ValueError(
+            f"{log_path}: holds no training records"
+            + ("" if records else " (no line of it is one: expected a run's log.jsonl)")
+        )
     for kind, rows, keys in (
         ("training", train, ("step", "loss", "lr")),
         ("dev", dev, ("step", "loss", "bleu", "exact_match")),

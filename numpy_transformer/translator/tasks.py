@@ -408,9 +408,10 @@ class FileTask(PairsTask):
         tokenizer_library(tokenizer)  # where it is not installed, said before the corpus is read
         read = read_tsv(path)
         pairs = list(dict.fromkeys(read))  # a repeated pair would land in training and test alike
+        self.repeated = len(read) - len(pairs)  # said with the splits, else their counts would not add up
         repeated = (
-            f" ({len(read) - len(pairs)} repeated pairs of its {len(read)} removed: each pair is kept once)"
-            if len(read) > len(pairs)
+            f" ({self.repeated} repeated pairs of its {len(read)} removed: each pair is kept once)"
+            if self.repeated
             else ""
         )
         splitter: str | Tokenizer = tokenizer
@@ -425,6 +426,7 @@ class FileTask(PairsTask):
         pairs = _short_pairs(pairs, counter, max_length, f"--data {path}")
         self.files = {name: file for name, file in (("dev", dev), ("test", test)) if file is not None}
         own = {name: _own_split(file, f"--{name}", counter, max_length) for name, file in self.files.items()}
+        _warn_of_shared_pairs(own, self.files)
         pairs = _without(pairs, own, self.files, path)
         held_out = [name for name in ("dev", "test") if name not in own]
         if len(pairs) < 1 + len(held_out):
@@ -472,6 +474,8 @@ class FileTask(PairsTask):
         """One line: how many pairs each split holds, and how they were chosen."""
         sizes = {"dev": len(self.dev), "test": len(self.test)}
         parts = [f"{len(self.train_pairs):,} training pairs"]
+        if self.repeated:
+            parts[0] += f" ({self.repeated:,} pairs repeated in --data kept once)"
         parts += [f"{sizes[name]:,} {name} pairs from --{name} {file}" for name, file in self.files.items()]
         held = [
             f"{sizes[name]:,} {name} pairs ({self.fractions[name]:.0%})"
@@ -495,6 +499,21 @@ def _own_split(
             "--max-length or give shorter pairs"
         )
     return pairs
+
+
+def _warn_of_shared_pairs(own: dict[str, list[tuple[str, str]]], files: dict[str, str | Path]) -> None:
+    """A warning where the user's own dev and test files share pairs: the test scores would count
+    pairs the run chose its best checkpoint by (the splits held out of --data never share one)."""
+    if len(own) < 2:
+        return
+    dev = set(own["dev"])
+    shared = sum(pair in dev for pair in own["test"])
+    if shared:
+        warnings.warn(
+            f"--test {files['test']}: {shared} of its {len(own['test'])} pairs are also in --dev {files['dev']}: "
+            "its scores are not independent of the dev pairs the best checkpoint was chosen by",
+            stacklevel=3,
+        )
 
 
 def _without(

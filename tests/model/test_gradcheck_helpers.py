@@ -1,6 +1,8 @@
 """The checker's two helpers and its Hypothesis strategies: a gradient check in one line of a user's
 own test suite."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -274,36 +276,79 @@ def test_a_module_is_given_back_in_its_mode_with_its_gradients():
     assert not any(part.training for part in block.modules())
 
 
+DATA_AS_INTEGERS = "is ndarray of int64, and {}'s forward takes it as float64 too: expected a floating array"
+
+
+@pytest.mark.parametrize("kernels", ["fast", "reference"])
 @pytest.mark.parametrize("input_grads", [lambda dx: {"x": dx}, None])
-def test_an_integer_input_a_module_cannot_take_is_refused_naming_it_and_its_dtype(input_grads):
-    """LayerNormalization's forward fails on an int array deep in the fast kernel (the textbook's takes
-    it); the check names the input."""
+@pytest.mark.parametrize("layer", ["LayerNormalization", "Linear"])
+def test_an_integer_input_the_forward_takes_as_floats_is_refused_on_either_kernel_set(
+    layer, input_grads, kernels
+):
+    """An int array of data cannot be moved by a float64 central difference, and its gradient would go
+    unchecked: refused by name before the check, whether the kernels take it as it is (the textbook's
+    layer norm, either set's Linear) or fail on it (the fast layer norm)."""
+    import numpy_transformer as nt
+    from numpy_transformer.kernels import using_kernels
+
+    module = (
+        getattr(nt, layer)(6, dtype="float64")
+        if layer == "LayerNormalization"
+        else Linear(6, 2, dtype="float64")
+    )
+    x = np.arange(12).reshape(2, 6)
+    with (
+        using_kernels(kernels),
+        pytest.raises(
+            TypeError,
+            match=r"inputs\['x'\] "
+            + re.escape(DATA_AS_INTEGERS.format(layer))
+            + r".*numpy.asarray\(x, dtype=float\)"
+            r".*unchecked=\('x',\) to hold it as given",
+        ) as caught,
+    ):
+        assert_module_gradients(module, {"x": x}, input_grads)
+    assert "\n" not in str(caught.value)
+    assert all(p.grad.sum() == 0 for _, p in module.named_parameters()) and module.training, (
+        "given back as it came"
+    )
+
+
+def test_an_integer_input_held_on_purpose_is_passed_as_it_is_and_named_if_the_forward_fails_on_it():
+    """unchecked=('x',) holds an int input as given: the textbook's layer norm checks its parameters
+    there; the fast one fails on it, and the check names the input, the module's error as the cause."""
     from numpy_transformer import LayerNormalization
     from numpy_transformer.kernels import using_kernels
 
     module = LayerNormalization(6, dtype="float64")
     x = np.arange(12).reshape(2, 6)
+    with using_kernels("reference"):
+        result = assert_module_gradients(module, {"x": x}, unchecked=("x",))
+    assert sorted(report.name for report in result.reports) == ["beta", "gamma"]
     with (
         using_kernels("fast"),
         pytest.raises(
             TypeError,
-            match=r"inputs\['x'\] is ndarray of int64 and LayerNormalization's forward failed on it .*"
-            r"expected a floating array.*numpy.asarray\(x, dtype=float\)",
+            match=r"inputs\['x'\] is ndarray of int64 and LayerNormalization's forward failed on it",
         ) as caught,
     ):
-        assert_module_gradients(module, {"x": x}, input_grads)
-    assert "\n" not in str(caught.value)
+        assert_module_gradients(module, {"x": x}, unchecked=("x",))
     assert isinstance(caught.value.__cause__, TypeError), "the module's own error stays visible as the cause"
-    assert module.gamma.grad.sum() == 0 and module.training, "the module is given back as it came"
 
 
-def test_an_integer_input_whose_gradient_is_mapped_is_refused_as_assert_gradients_refuses_it():
+def test_token_ids_are_passed_as_they_are():
+    """Integer ids, which a forward cannot index with as floats, are not taken for data."""
+    from numpy_transformer import InputEmbeddings
+
+    result = assert_module_gradients(InputEmbeddings(4, 7, dtype="float64"), {"ids": np.array([[1, 2, 6]])})
+    assert [report.name for report in result.reports] == ["embedding.weight"]
+
+
+def test_an_integer_input_whose_gradient_is_asked_for_is_refused_as_assert_gradients_refuses_it():
     """Linear's forward takes an int array, but its gradient cannot be checked: said of the input,
     not blamed on the backward's dtype."""
     layer = Linear(3, 2, dtype="float64")
-    with pytest.raises(
-        TypeError, match=r"inputs\['x'\] is ndarray of int64: a gradient is checked for a floating array only"
-    ):
+    with pytest.raises(TypeError, match=r"inputs\['x'\] " + re.escape(DATA_AS_INTEGERS.format("Linear"))):
         assert_module_gradients(layer, {"x": np.arange(6).reshape(2, 3)}, lambda dx: {"x": dx})
     with pytest.raises(TypeError, match=r"inputs\['x'\] is ndarray of int64: a gradient is checked"):
         assert_gradients(lambda x: (x * 2.0, None), lambda d, c: 2.0 * d, {"x": np.arange(3)}, ["x"])

@@ -2272,6 +2272,43 @@ def in_folder(name: str, run: Callable[[Path], tuple[int, str]]) -> Callable[[Pa
     return wrapped
 
 
+def leaves_nothing(run: Callable[[Path], tuple[int, str]], *made: str) -> Callable[[Path], tuple[int, str]]:
+    """``run``, then none of ``made`` (paths in the workspace a refused command would have made) left."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        code, err = run(ws)
+        left = [name for name in made if (ws / name).exists()]
+        if left:
+            raise AssertionError(f"left behind: {', '.join(left)}")
+        return code, err
+
+    return wrapped
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def in_lines(most: int, run: Callable[[Path], tuple[int, str]]) -> Callable[[Path], tuple[int, str]]:
+    """``run``, whose standard error must hold at most ``most`` lines, warnings included."""
+
+    def wrapped(ws: Path) -> tuple[int, str]:
+        code, err = run(ws)
+        if len(err.strip().splitlines()) > most:
+            raise AssertionError(f"{len(err.strip().splitlines())} lines on standard error: {err[:200]!r}")
+        return code, err
+
+    return wrapped
+
+
+def log_with_foreign_lines(ws: Path) -> Path:
+    """The workspace run's log, then 500 lines that are not log records."""
+    path = ws / "foreign-log.jsonl"
+    path.write_text((ws / "run" / "log.jsonl").read_text() + "".join(f"noise {n}\n" for n in range(500)))
+    return path
+
+
 def with_environment(name: str, value: str, run: Callable[[Path], tuple[int, str]]) -> Callable:
     """Run with the environment variable ``name`` set to ``value``, as a shell would give it."""
 
@@ -2411,6 +2448,64 @@ TRAINING_TOOLKIT_CASES = [
         True,
         ("--vocab-size 500", "cannot apply", "marian", "vocabulary of", "units"),
     ),
+    Case(
+        "import",
+        "import of a CTranslate2 model directory (config.json without model_type, model.bin)",
+        then(
+            write("ct2-dir/config.json", json.dumps({"bos_token": "<bos>", "eos_token": "<eos>"})),
+            write("ct2-dir/model.bin", b"\x00" * 64),
+            cli("import", "{ws}/ct2-dir", "--out", "{ws}/ct2-imported"),
+        ),
+        True,
+        (
+            "ct2-dir",
+            "a CTranslate2 model directory",
+            "import does not read",
+            "model_type 'marian' or 'pegasus'",
+        ),
+    ),
+    Case(
+        "plot",
+        "plot curves of the corpus (60 lines, none a log record): one line, not a warning a line",
+        in_lines(1, cli("plot", "curves", "--run", "{ws}/corpus.tsv", "--out", "{ws}/corpus-curves.png")),
+        True,
+        ("corpus.tsv", "holds no training records", "expected a run's log.jsonl"),
+    ),
+    Case(
+        "plot",
+        "plot curves of a log with 500 foreign lines: three named, the rest counted",
+        then(
+            log_with_foreign_lines,
+            in_lines(
+                5, cli("plot", "curves", "--run", "{ws}/foreign-log.jsonl", "--out", "{ws}/foreign.png")
+            ),
+        ),
+        False,
+        check=lambda ws: (ws / "foreign.png").is_file(),
+    ),
+    Case(
+        "run dir",
+        "train --out in missing folders, refused once --out is claimed (d_model not divisible by heads)",
+        leaves_nothing(
+            cli("train", "--task", "copy", *TINY, "--d-model", "15", "--out", "{ws}/litter-a/b/run"),
+            "litter-a",
+        ),
+        True,
+        ("d_model must be divisible by h", "d_model=15"),
+    ),
+    Case(
+        "learn",
+        "learn train refused once its run is claimed: no runs/ beside the workbook",
+        then(
+            lambda ws: None if (ws / "litter-wb").exists() else cli("learn", "start", "{ws}/litter-wb")(ws),
+            leaves_nothing(
+                cli("learn", "train", "{ws}/litter-wb/my_backprop.py", "--d-model", "15", "--heads", "2"),
+                "litter-wb/runs",
+            ),
+        ),
+        True,
+        ("d_model must be divisible by h",),
+    ),
     *(
         Case(
             "environment",
@@ -2422,6 +2517,8 @@ TRAINING_TOOLKIT_CASES = [
         for variable, choices in (
             ("NUMPY_TRANSFORMER_BACKEND", "numpy, cupy"),
             ("NUMPY_TRANSFORMER_KERNELS", "fast, reference, learner"),
+            # on NumPy too: a GPU run would refuse it in its first step, after reading the corpus
+            ("NUMPY_TRANSFORMER_FUSED", "expected all, none or fused kernel names"),
         )
         for what, argv in (
             ("translate", ("translate", "--checkpoint", "{ws}/run", "abc")),
@@ -3008,6 +3105,68 @@ CASES = [
         api(lambda ws: nt.gradcheck(lambda: np.ones(3), {"x": np.ones(3)}, {"x": np.ones(3)})),
         True,
         ("one number",),
+    ),
+    *(
+        Case("api", f"gradcheck {what}", api(call), True, names)
+        for what, call, names in (
+            (
+                "seed=-1",
+                lambda ws: nt.gradcheck(lambda: 1.0, {"x": np.ones(3)}, {"x": np.ones(3)}, seed=-1),
+                ("seed", "-1", "whole number >= 0"),
+            ),
+            (
+                "seed=1.5",
+                lambda ws: nt.gradcheck(lambda: 1.0, {"x": np.ones(3)}, {"x": np.ones(3)}, seed=1.5),
+                ("seed", "1.5", "whole number >= 0"),
+            ),
+            (
+                "of an analytic gradient given as a list",
+                lambda ws: nt.gradcheck(lambda: 1.0, {"x": np.ones(3)}, {"x": [1.0, 1.0, 1.0]}),
+                ("analytic['x']", "must be an array", "list"),
+            ),
+            (
+                "of a read-only variable",
+                lambda ws: nt.gradcheck(lambda: 1.0, {"x": read_only(np.ones(3))}, {"x": np.ones(3)}),
+                ("variables['x']", "read-only", "writeable", "x.copy()"),
+            ),
+            (
+                "of a loss that is not a function",
+                lambda ws: nt.gradcheck(3.0, {"x": np.ones(3)}, {"x": np.ones(3)}),  # type: ignore[arg-type]
+                ("loss must be a function", "float 3.0"),
+            ),
+        )
+    ),
+    Case(
+        "api",
+        "assert_gradients of no inputs",
+        api(lambda ws: nt.assert_gradients(lambda x: (x, None), lambda d, c: d, {})),
+        True,
+        ("inputs is empty", "at least one floating"),
+    ),
+    Case(
+        "api",
+        "gradcheck with max_entries and directions NumPy integers",
+        api(
+            lambda ws: nt.gradcheck(
+                lambda: 1.0,
+                {"x": np.ones(3)},
+                {"x": np.zeros(3)},
+                max_entries=np.int64(2),
+                directions=np.int64(4),
+            )
+        ),
+        False,
+    ),
+    Case(
+        "api",
+        "assert_module_gradients of a forward that is not a function",
+        api(
+            lambda ws: nt.assert_module_gradients(
+                nt.Linear(3, 2, dtype="float64"), {"x": np.ones((2, 3))}, forward=3
+            )
+        ),
+        True,
+        ("forward must be a function", "int 3"),
     ),
     Case(
         "api",

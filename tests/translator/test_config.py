@@ -668,3 +668,29 @@ def test_the_help_says_how_the_splits_and_the_interval_of_evaluations_are_chosen
     assert "its dev and test splits hold out 5 percent of its pairs each (drawn by --seed)" in said
     assert "--dev DEV dev pairs of your own" in said and "--test TEST test pairs of your own" in said
     assert "planned so that the run is evaluated 10 times at least: a tenth of --steps" in said
+
+
+@pytest.mark.parametrize(
+    "command, opening",
+    [
+        (["export"], "a run as a Hugging Face directory that transformers loads"),
+        (["import"], "a pretrained Marian (OPUS-MT) translator"),
+        (["plot", "curves"], "loss, dev BLEU and learning rate from a training log"),
+        (["learn", "hint"], "the next hint for exercise NAME (one step further each time)"),
+    ],
+)
+def test_each_commands_help_opens_with_what_it_does(command, opening, capsys):
+    """A command's own --help says what the list of commands says of it (it gave the usage alone)."""
+    with pytest.raises(SystemExit) as exit_status:
+        main([*command, "--help"])
+    assert exit_status.value.code == 0
+    said = " ".join(capsys.readouterr().out.split())
+    before_the_arguments = said.split("positional arguments:")[0].split("options:")[0]
+    assert opening in before_the_arguments
+
+
+def test_learn_hint_says_what_file_and_name_are(capsys):
+    with pytest.raises(SystemExit):
+        main(["learn", "hint", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "FILE the workbook's file: my_backprop.py" in said and "NAME an exercise's textbook name" in said

@@ -121,3 +121,35 @@ def test_the_script_prints_its_last_line(capsys, monkeypatch):
     launches, syncs, _ = BUDGETS[("tiny", "mha")]
     assert last.startswith("launches per training step: ") and last.endswith(f", syncs: {syncs}")
     assert int(last.split(":")[1].split(",")[0]) <= launches
+
+
+@pytest.mark.parametrize(
+    "argv, environment, named",
+    [
+        (
+            ["--fused", "layer-norm"],
+            {},
+            "argument --fused: expected all, none or fused kernel names joined by commas, of ",
+        ),
+        (["--fused", ""], {}, "argument --fused: expected all, none"),
+        ([], {"NUMPY_TRANSFORMER_FUSED": "bogus"}, "NUMPY_TRANSFORMER_FUSED is 'bogus', expected all, none"),
+        (["--fused", "all"], {"NUMPY_TRANSFORMER_KERNELS": "bogus"}, "NUMPY_TRANSFORMER_KERNELS is 'bogus'"),
+    ],
+)
+def test_a_bad_fused_name_or_variable_is_refused_in_one_line_before_any_work(
+    argv, environment, named, capsys, monkeypatch
+):
+    """Not a traceback from the first training step: the parser's one line, naming --fused (or the
+    variable that was set) and the choices, and no model built."""
+    # main sets the variable from --fused: set here first, so that monkeypatch puts it back after
+    monkeypatch.setenv("NUMPY_TRANSFORMER_FUSED", "none")
+    monkeypatch.delenv("NUMPY_TRANSFORMER_FUSED")
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    monkeypatch.setattr(gpu_launches, "count_launches", lambda *a, **k: pytest.fail("work began"))
+    monkeypatch.setattr(sys, "argv", ["gpu_launches.py", "--config", "tiny", *argv])
+    with pytest.raises(SystemExit) as exited:
+        gpu_launches.main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert named in err[-1] and "Traceback" not in "\n".join(err)

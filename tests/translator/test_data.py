@@ -1,6 +1,7 @@
 """Tokenisers, vocabularies, batching, generated tasks and TSV files."""
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -189,6 +190,16 @@ def test_the_splits_are_said_with_how_they_were_chosen(tmp_path):
     )
 
 
+def test_the_splits_say_how_many_repeated_pairs_were_kept_once(tmp_path):
+    """So that the counts add up to the file's lines: 200 lines, 20 of them repeats."""
+    path = _pairs(tmp_path / "pairs.tsv", [*range(180), *range(20)])
+    task = FileTask(path, "word", seed=3)
+    assert len(task.train_pairs) + len(task.dev) + len(task.test) == 180
+    assert task.splits().startswith(
+        "splits: 162 training pairs (20 pairs repeated in --data kept once); 9 dev"
+    )
+
+
 def test_a_dev_file_of_ones_own_replaces_the_held_out_dev_split(tmp_path):
     corpus = _pairs(tmp_path / "pairs.tsv", range(200))
     dev = _pairs(tmp_path / "dev.tsv", [*range(0, 30, 3), 1000])  # 10 pairs of the corpus, one new
@@ -209,6 +220,23 @@ def test_dev_and_test_files_of_ones_own_leave_the_whole_corpus_to_training(tmp_p
         task.splits()
         == f"splits: 50 training pairs; 3 dev pairs from --dev {dev}; 4 test pairs from --test {test}"
     )
+
+
+def test_dev_and_test_files_sharing_pairs_are_said_to(tmp_path):
+    """The splits held out of --data never share a pair; files of one's own that do (one file given
+    as both) are warned of, the count named: test scores would count pairs dev chose the best by."""
+    corpus = _pairs(tmp_path / "pairs.tsv", range(50))
+    dev, test = _pairs(tmp_path / "dev.tsv", range(100, 110)), _pairs(tmp_path / "test.tsv", range(105, 125))
+    with pytest.warns(
+        UserWarning, match=rf"--test {test}: 5 of its 20 pairs are also in --dev {dev}: its scores"
+    ):
+        task = FileTask(corpus, "word", dev=dev, test=test)
+    assert len(set(task.dev) & set(task.test)) == 5
+    with pytest.warns(UserWarning, match=rf"--test {dev}: 10 of its 10 pairs are also in --dev {dev}"):
+        FileTask(corpus, "word", dev=dev, test=dev)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        FileTask(corpus, "word", dev=dev, test=_pairs(tmp_path / "other.tsv", range(200, 210)))
 
 
 def test_a_dev_or_test_file_is_refused_by_its_flag(tmp_path):

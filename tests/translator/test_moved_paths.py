@@ -37,3 +37,30 @@ def test_the_package_level_load_pretrained_is_the_new_modules():
     from numpy_transformer.translator.huggingface.loading import load_pretrained
 
     assert nt.load_pretrained is load_pretrained
+
+
+def _tombstones() -> list[str]:
+    """The old module paths that answer with their new place (a module of two lines each), less
+    those whose package holds a name of its own there (numpy_transformer.gradcheck, a function)."""
+    old_modules = []
+    for old in sorted(MOVED):
+        package, _, module = old.rpartition(".")
+        if importlib.util.find_spec(package) is None or module in vars(importlib.import_module(package)):
+            continue
+        if importlib.util.find_spec(old) is not None:
+            old_modules.append(old)
+    return old_modules
+
+
+def test_the_old_module_paths_are_found():
+    assert "numpy_transformer.translator.checkpoint" in _tombstones() and len(_tombstones()) >= 15
+
+
+@pytest.mark.parametrize("old", _tombstones())
+def test_an_old_module_path_imported_from_its_package_names_its_new_place(old):
+    """`from numpy_transformer.translator import checkpoint`, the usual spelling, is told where the
+    module went, as `import numpy_transformer.translator.checkpoint` is (not "cannot import name")."""
+    package, _, module = old.rpartition(".")
+    expected = rf"^{re.escape(old)} has moved: import {re.escape(MOVED[old])} instead$"
+    with pytest.raises(ModuleNotFoundError, match=expected):
+        exec(f"from {package} import {module}", {})

@@ -28,8 +28,15 @@ from .translate import add_evaluate, add_translate, run_evaluate, run_translate
 __all__ = ["build_parser", "main"]
 
 
+DESCRIPTION = (
+    "A translation toolkit around the Transformer of 'Attention Is All You Need' written in NumPy: train, "
+    "translate, evaluate, average, plot, learn, import, export. numpy-transformer COMMAND --help says "
+    "what each does and takes."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="numpy-transformer", description=__doc__)
+    parser = Parser(prog="numpy-transformer", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     add_train(commands)
     add_translate(commands)
@@ -39,7 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_learn(commands)
     add_import(commands)
     add_export(commands)
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Each command's own --help opens with what the list of commands says of it (its help), which
+    it would otherwise leave out: ``learn hint --help`` said "FILE NAME" and nothing more."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for listed in action._choices_actions:
+                command = action.choices[listed.dest]
+                if command.description is None:
+                    command.description = listed.help
+                _describe(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,17 +135,21 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _environment_refused(args: argparse.Namespace) -> str | None:
-    """What is wrong with NUMPY_TRANSFORMER_BACKEND (unless --backend replaces it) or
-    NUMPY_TRANSFORMER_KERNELS, naming the variable, its value and the choices; None when nothing."""
+    """What is wrong with NUMPY_TRANSFORMER_BACKEND (unless --backend replaces it),
+    NUMPY_TRANSFORMER_KERNELS or NUMPY_TRANSFORMER_FUSED, naming the variable, its value and the
+    choices; None when nothing. The fused kernels' switch is checked on every backend: a value
+    that a GPU run would refuse in its first step is refused before any work, wherever it runs."""
     from ...backend import BACKENDS, environment_choice
     from ...backend import ENV_VAR as BACKEND_VAR
     from ...kernels import ENV_VAR as KERNELS_VAR
     from ...kernels import KERNEL_SETS
+    from ...kernels.cuda_fused import switched_on
 
     try:  # the model's own check, which would otherwise surface inside the first work asking for it
         if not getattr(args, "backend", None):
             environment_choice(BACKEND_VAR, BACKENDS, "numpy")
         environment_choice(KERNELS_VAR, KERNEL_SETS, "fast")
+        switched_on()
     except ValueError as refused:
         return str(refused)
     return None

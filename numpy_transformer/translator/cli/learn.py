@@ -29,13 +29,16 @@ LEARN_DEFAULTS = {
 }
 
 
+WORKBOOK_FILE = "the workbook's file: my_backprop.py (or .ipynb) as learn start wrote it, your code in it"
+
+
 def add_learn(commands: argparse._SubParsersAction) -> None:
     learn = commands.add_parser(
         "learn", help="learn backprop by writing it: a workbook of every backward pass"
     )
     actions = learn.add_subparsers(dest="action", required=True)
     p = actions.add_parser("start", help="write a workbook (my_backprop.py and README.md) into DIR")
-    p.add_argument("directory", metavar="DIR")
+    p.add_argument("directory", metavar="DIR", help="the folder to write the workbook into (made if missing)")
     p.add_argument(
         "--overwrite", action="store_true", help="replace an existing workbook, your work included"
     )
@@ -45,24 +48,24 @@ def add_learn(commands: argparse._SubParsersAction) -> None:
     p = actions.add_parser(
         "check", help="grade the backward passes FILE (.py or .ipynb) defines (every one, or those NAMEd)"
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help=WORKBOOK_FILE)
     p.add_argument("names", metavar="NAME", nargs="*", help="textbook names, e.g. layer_norm_backward")
     p = actions.add_parser(
         "status",
         help="the ladder of exercises FILE is on: done (passes learn check), ready (the exercises it "
         "builds on done) or locked (behind which), and the next to do",
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help=WORKBOOK_FILE)
     p = actions.add_parser("hint", help="the next hint for exercise NAME (one step further each time)")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("name", metavar="NAME")
+    p.add_argument("file", metavar="FILE", help=WORKBOOK_FILE)
+    p.add_argument("name", metavar="NAME", help="an exercise's textbook name, e.g. layer_norm_backward")
     p = actions.add_parser(
         "prove",
         help="the last milestone: blocks.py's encoder-decoder on FILE's backwards (blocks and layers, "
         "wherever it defines them) learns English number words to French and translates 1,000 "
         "numbers it never saw, beside the textbook's identical run; with --corpus, real program messages",
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help=WORKBOOK_FILE)
     p.add_argument(
         "--corpus",
         metavar="TSV",
@@ -93,7 +96,7 @@ def add_learn(commands: argparse._SubParsersAction) -> None:
         "the textbook's own code on the same seed beside it; where FILE has block backwards too, "
         "blocks.py's encoder-decoder trained on them the same way, beside the textbook's blocks",
     )
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help=WORKBOOK_FILE)
     add_train_arguments(p, None)
     for action in p._actions:  # learn train's own defaults, not train's
         if action.dest in LEARN_DEFAULTS:

@@ -8,7 +8,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -104,7 +104,7 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
 
     root = comm is None or comm.rank == 0
     say = print if root else (lambda *a, **k: None)
-    created: list[Path] = []  # --out, if this run made it
+    created: list[Path] = []  # --out and its missing parents, deepest first: those this run made
     try:
         with ExitStack() as locked:
 
@@ -116,8 +116,7 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
                 _refuse_out_of_from(settings["train"].get("from_run"), args.out)
                 out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
                 if root:  # rank 0 alone writes the run directory
-                    if not out.exists():
-                        created.append(out)
+                    created.extend(_missing(out))
                     locked.enter_context(RunLock(out))
                 return settings, out
 
@@ -127,8 +126,20 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
             return _on_every_rank(comm, out, lambda: _fit(args, trainer, out, say))
     finally:
         for directory in created:  # stopped before anything was written: no empty directory stays
-            with suppress(OSError):
+            try:
                 directory.rmdir()
+            except OSError:  # it holds the run, or a file of someone else's: it stays, and its parents
+                break
+
+
+def _missing(directory: Path) -> list[Path]:
+    """``directory`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for path in (directory, *directory.absolute().parents):
+        if path.exists():
+            break
+        missing.append(path)
+    return missing
 
 
 def require_evaluation_library() -> None:

@@ -86,6 +86,12 @@ def read_config(directory: str | Path) -> dict[str, Any]:
         )
     if config.get("model_type") not in MODEL_TYPES:
         found = config.get("model_type")
+        if found is None and (Path(directory) / "model.bin").is_file():
+            raise PretrainedError(
+                f"{directory}: a CTranslate2 model directory (model.bin), which import does not read: expected a "
+                "Hugging Face directory (config.json of model_type 'marian' or 'pegasus', model.safetensors), "
+                "as export writes without --ctranslate2"
+            )
         raise PretrainedError(
             f"{path}: model_type is {found!r}, expected 'marian' (an OPUS-MT model) or 'pegasus'"
         )
