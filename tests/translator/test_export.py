@@ -105,15 +105,27 @@ def test_float64_and_another_padding_index_round_trip(tmp_path):
 PEGASUS = {"norm_first": True, "final_norm": True}
 
 
+EMBEDDINGS = [(True, True), (True, False), (False, True), (False, False)]  # tied, shared
+
+
 @pytest.mark.parametrize("positions", ["split", "interleaved"])
 @pytest.mark.parametrize(
     "activation, bias", list(itertools.product(("relu", "silu", "gelu_tanh"), (True, False)))
 )
-def test_a_pegasus_export_imports_as_the_same_model(tmp_path, activation, bias, positions):
+@pytest.mark.parametrize("tied, shared", EMBEDDINGS)
+def test_a_pegasus_export_imports_as_the_same_model(tmp_path, tied, shared, activation, bias, positions):
+    """Of one table (tied, shared) or of both vocabularies in one (the target's ids first, the
+    source's after them, config.json's source_offset) with a projection of its own (untied)."""
     model, vocabularies = random_model(
-        True, True, activation, bias, padding_idx=0, dtype="float64", positions=positions, **PEGASUS
+        tied, shared, activation, bias, padding_idx=0, dtype="float64", positions=positions, **PEGASUS
     )
     export_pretrained(model, vocabularies, tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    source, target = vocabularies
+    joined = not (tied and shared)
+    assert config["vocab_size"] == len(target) + joined * len(source)
+    assert config["numpy_transformer"].get("source_offset") == (len(target) if joined else None)
+    assert config["tie_word_embeddings"] == tied
     assert_same_model(load_pretrained(tmp_path / "hf"), model)
 
 
@@ -137,23 +149,10 @@ def test_a_pegasus_export_imports_as_the_same_model(tmp_path, activation, bias, 
         ),
         (
             False,
-            True,
-            PEGASUS,
-            r"^Pegasus \(transformers' PegasusForConditionalGeneration\) cannot represent this model's "
-            r"untied embeddings.*\(train --tie-embeddings, with --shared-vocab\)$",
-        ),
-        (
-            True,
-            False,
-            PEGASUS,
-            r"^Pegasus .* cannot represent this model's separate source and target vocabularies.*"
-            r"--shared-vocab --tie-embeddings\)$",
-        ),
-        (
-            False,
             False,
             {**PEGASUS, "attention": "mla", "attention_bias": False},
-            r"^Pegasus .*'mla'.*; separate source and target vocabularies.*; untied embeddings",
+            r"^Pegasus \(transformers' PegasusForConditionalGeneration\) cannot represent this model's "
+            r"attention 'mla' \(latent attention\): transformers' Marian and Pegasus are multi-head \('mha'\)$",
         ),
     ],
 )
@@ -327,16 +326,29 @@ def theirs(directory, architecture="MarianMTModel"):
     return model.eval()
 
 
+def source_offset(hf):
+    """The first source id of an export's one table of both vocabularies (0: the run's own ids)."""
+    return (getattr(hf.config, "numpy_transformer", None) or {}).get("source_offset", 0)
+
+
 def logits_of_both(model, hf, vocabularies, seed=0):
+    """Our logits and transformers' (given the source ids as the export numbers them), of the
+    target's rows: the rows after them (no target token) are -inf, never generated, and the
+    log-softmax over the target's rows is the one over them alone, bit for bit."""
     ours, src, tgt = logits_of(model, vocabularies, seed)
     pad = vocabularies[1].ids.pad
     with torch.no_grad():
         out = hf(
-            input_ids=torch.tensor(src),
+            input_ids=torch.tensor(src + source_offset(hf)),
             attention_mask=torch.tensor(src != pad),
             decoder_input_ids=torch.tensor(tgt),
         )
-    return ours, out.logits.numpy()
+    rows = ours.shape[-1]
+    assert torch.isneginf(out.logits[..., rows:]).all()
+    assert torch.equal(
+        torch.log_softmax(out.logits, -1)[..., :rows], torch.log_softmax(out.logits[..., :rows], -1)
+    )
+    return ours, out.logits[..., :rows].numpy()
 
 
 @pytest.mark.parametrize("positions", ["split", "interleaved"])
@@ -407,8 +419,11 @@ def test_a_trained_run_exports_to_our_logits_and_translations(oracle, tmp_path, 
 
 @pytest.mark.parametrize("positions", ["split", "interleaved"])
 @pytest.mark.parametrize("activation, bias", list(itertools.product(("relu", "silu"), (True, False))))
-def test_a_pre_norm_model_exports_as_pegasus_to_our_logits(oracle, tmp_path, activation, bias, positions):
-    model, vocabularies = random_model(True, True, activation, bias, positions=positions, **PEGASUS)
+@pytest.mark.parametrize("tied, shared", EMBEDDINGS)
+def test_a_pre_norm_model_exports_as_pegasus_to_our_logits(
+    oracle, tmp_path, tied, shared, activation, bias, positions
+):
+    model, vocabularies = random_model(tied, shared, activation, bias, positions=positions, **PEGASUS)
     export_pretrained(model, vocabularies, tmp_path / "hf")
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["model_type"] == "pegasus" and config["decoder_start_token_id"] == vocabularies[1].ids.bos

@@ -44,6 +44,7 @@ SETTING_TYPES = {  # each such setting, and what its value must be
     "positions": "'split' or 'interleaved' (the weights reordered for split sinusoids)",
     "src_vocab_size": "a whole number in [1, vocab_size] (the rows after it: its tokenizer's units read as <unk>)",
     "tgt_vocab_size": "a whole number in [1, decoder_vocab_size]",
+    "source_offset": "a whole number in [1, vocab_size) (a Pegasus export's first source id in its one embedding)",
 }
 
 POSITIVE = (  # config.json's sizes: whole numbers >= 1 (a float such as 16.5 is refused, never truncated)
@@ -159,14 +160,36 @@ def _check_settings(config: dict[str, Any], path: Path) -> None:
             valid = value in ("split", "interleaved")
         elif key in ("src_vocab_size", "tgt_vocab_size"):
             valid = _is_int(value) and 1 <= value <= vocab_sizes(config)[key == "tgt_vocab_size"]
+        elif key == "source_offset":
+            valid = _is_int(value) and 1 <= value < config["vocab_size"] and config["model_type"] == "pegasus"
         else:
             valid = _is_int(value) and 1 <= value <= length
         if not valid:
             raise PretrainedError(f"{path}: {SETTINGS}.{key} is {value!r}, expected {SETTING_TYPES[key]}")
+    if "source_offset" in settings:  # the rows of each vocabulary in the one embedding hold it
+        for key, rows in zip(("src_vocab_size", "tgt_vocab_size"), embedding_rows(config)):
+            if not 1 <= settings.get(key, 0) <= len(rows):
+                raise PretrainedError(
+                    f"{path}: {SETTINGS}.{key} is {settings.get(key)!r}, expected a whole number in [1, {len(rows)}] "
+                    f"(its vocabulary's rows of the embedding, by {SETTINGS}.source_offset {settings['source_offset']})"
+                )
     if settings.get("shared_vocab") and len(set(vocab_sizes(config))) > 1:
         raise PretrainedError(
             f"{path}: {SETTINGS}.shared_vocab is true, but vocab_size and decoder_vocab_size differ"
         )
+
+
+def embedding_rows(config: dict[str, Any]) -> tuple[range, range]:
+    """The rows of the embedding tables that hold the source's and the target's tokens (each
+    vocabulary's, then the units of its tokenizer that it lacks): Marian's two tables' own
+    (``vocab_size``, ``decoder_vocab_size``); Pegasus's one table's, of both vocabularies where an
+    export records the first source id (``source_offset``: the target's rows are those before it,
+    weights.joined_embeddings), else all of it for either."""
+    source, target = vocab_sizes(config)
+    offset = config.get(SETTINGS, {}).get("source_offset")
+    if offset is None:
+        return range(source), range(target)
+    return range(offset, source), range(offset)
 
 
 def _is_int(value: Any) -> bool:
@@ -324,15 +347,24 @@ def marian_config(model: Transformer, vocab: Vocab, aliases: tuple[int, int] = (
 
 
 def pegasus_config(model: Transformer, vocab: Vocab, aliases: tuple[int, int] = (0, 0)) -> dict[str, Any]:
-    """config.json of ``model`` as a Pegasus model (pre-norm blocks, final norms, one vocabulary and
-    one embedding), whose vocabulary's special ids are ``vocab``'s: the decoder starts from its start
-    token, as Marian's export does; of ``aliases`` more rows after the vocabulary's (aliased_tensors)."""
+    """config.json of ``model`` as a Pegasus model (pre-norm blocks, final norms, one embedding),
+    whose target vocabulary's special ids are ``vocab``'s: the decoder starts from its start token,
+    as Marian's export does; of ``aliases`` more rows after each vocabulary's (aliased_tensors). A
+    model of one vocabulary and tied embeddings has one table; any other both vocabularies in one,
+    the target's first, the source's from ``source_offset``, and (untied) a projection of its own
+    (weights.joined_embeddings)."""
+    config = model.config
+    settings = bart_family_config(model, vocab)
+    rows = config.tgt_vocab_size + aliases[1]
+    if not (config.tie_embeddings and config.shared_vocab):
+        settings[SETTINGS]["source_offset"] = rows
+        rows += config.src_vocab_size + aliases[0]
     return {
         "architectures": ["PegasusForConditionalGeneration"],
         "model_type": "pegasus",
-        "vocab_size": model.config.tgt_vocab_size + aliases[1],
-        "tie_word_embeddings": True,
-        **bart_family_config(model, vocab),
+        "vocab_size": rows,
+        "tie_word_embeddings": config.tie_embeddings,
+        **settings,
     }
 
 
