@@ -369,13 +369,14 @@ def pegasus_config(model: Transformer, vocab: Vocab, aliases: tuple[int, int] = 
 
 
 def generation_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
-    """OPUS-MT's generation_config.json: four beams, ``<pad>`` never emitted, as long as the model's
-    target positions allow; but ``<pad>`` set aside after the log-softmax over every token, without
-    renormalising (``renormalize_logits`` false), as this package's beam search does, so that
-    ``generate()``'s defaults translate as ``translate`` does."""
+    """OPUS-MT's generation_config.json: four beams, ``<pad>`` and the start token never emitted (as
+    this package's decoding: decoding.never_emitted), as long as the model's target positions allow;
+    but those set aside after the log-softmax over every token, without renormalising
+    (``renormalize_logits`` false), as this package's beam search does, so that ``generate()``'s
+    defaults translate as ``translate`` does."""
     ids = vocab.ids
     return {
-        "bad_words_ids": [[ids.pad]],
+        "bad_words_ids": [[never] for never in sorted({ids.pad, ids.bos} - {ids.eos})],
         "bos_token_id": ids.bos,
         "decoder_start_token_id": ids.bos,
         "eos_token_id": ids.eos,

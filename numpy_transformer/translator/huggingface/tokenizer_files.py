@@ -165,12 +165,13 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
     target_folder = directory / TARGET_TOKENIZER
     if (not shared or rows[0].start) and not target_folder.is_dir():
         why = (
-            "separate source and target vocabularies" if not shared else "the source's ids after the target's"
+            f"separate source and target vocabularies ({SETTINGS}.shared_vocab false)"
+            if not shared
+            else f"the source's ids after the target's ({SETTINGS}.source_offset {rows[0].start})"
         )
         raise PretrainedError(
-            f"{target_folder}: no such folder, but {config_path} gives {why} ({SETTINGS}.shared_vocab "
-            f"{str(shared).lower()}, source_offset {rows[0].start}): an export of them holds the target's "
-            f"{TOKENIZER_JSON} there (copy the whole export)"
+            f"{target_folder}: no such folder, but {config_path} gives {why}: an export of them holds the "
+            f"target's {TOKENIZER_JSON} there (copy the whole export)"
         )
     found: list[tuple[Tokenizer, Vocab]] = []
     for side, folder, size, rows_key, side_rows, size_key in (
