@@ -212,6 +212,9 @@ def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             train_file.pop(other, None)
     from_file = {**from_file, "train": train_file}
     settings = {section: {**from_file.get(section, {}), **given[section]} for section in given}
+    model = settings["model"]
+    if model.get("norm_first") is False and "final_norm" not in model and not getattr(args, "resume", False):
+        model["final_norm"] = False  # --post-norm: the paper's blocks, which end without a final norm
     if args.config and not getattr(args, "resume", False):
         try:  # a refusal the file's settings take part in names the file
             TrainConfig(**settings["train"]).resolve()
@@ -309,11 +312,41 @@ def _trainer(
         if config.data and not config.from_run and chosen and isinstance(task, FileTask)
         else ""
     )
+    note = _export_note(trainer)
     return trainer, (
         f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
         f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
         f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
-    ) + (f"\n{task.splits()}" if isinstance(task, FileTask) else "")
+    ) + (f"\n{task.splits()}" if isinstance(task, FileTask) else "") + (f"\n{note}" if note else "")
+
+
+def _export_note(trainer: Trainer) -> str | None:
+    """What of the run's model and tokenizer ``export`` cannot write, to transformers and to
+    CTranslate2, said when the run starts (None: both take it whole)."""
+    from ..huggingface.ctranslate2_export import ctranslate2_unrepresentable
+    from ..huggingface.export import refusal
+    from ..tokenizers import (
+        BPETokenizer,
+        CharTokenizer,
+        SentencePieceTokenizer,
+        TokenizerExportError,
+        huggingface_tokenizer,
+    )
+
+    model, tokenizer = trainer.model, trainer.task.tokenizer
+    lacking = []
+    transformers = refusal(model)
+    if transformers:
+        lacking.append(f"to transformers: {transformers}")
+    ctranslate2 = ctranslate2_unrepresentable(model)
+    if ctranslate2:
+        lacking.append(f"to CTranslate2: CTranslate2 cannot represent this model's {'; '.join(ctranslate2)}")
+    if not isinstance(tokenizer, (BPETokenizer, CharTokenizer, SentencePieceTokenizer)):
+        try:  # refused by its kind alone, before any work
+            huggingface_tokenizer(tokenizer, trainer.task.src_vocab)
+        except TokenizerExportError as error:  # a word tokenizer: the model goes alone (--no-tokenizer)
+            lacking.append(str(error).removeprefix("tokenizer: "))
+    return f"note: this run cannot be exported whole: {' | '.join(lacking)}" if lacking else None
 
 
 class _InterruptedBeforeTraining(Exception):
