@@ -15,6 +15,7 @@ written. The transformers tests are skipped, with the reason, only where it cann
 import dataclasses
 import itertools
 import json
+import re
 import shutil
 
 import numpy as np
@@ -525,3 +526,58 @@ def test_an_imported_run_goes_out_with_marians_tokenizer(oracle, tmp_path):
         assert their(line)["input_ids"] == ours.encode_source(line), line
     ids = ours.encode_target(PAIRS[0][1])
     assert their.decode(ids, skip_special_tokens=True) == ours.decode(ids)
+
+
+TINY = "--task copy --steps 2 --d-model 16 --layers 1 --heads 2 --d-ff 32 --eval-every 1000 --show 0 --no-progress"
+
+
+def test_post_norm_is_the_papers_blocks_without_final_norms_and_exports_as_marian(tmp_path, capsys):
+    """--post-norm alone: the paper's post-norm blocks, whose stacks end without a layer norm (as
+    Marian's): the run exports to transformers as Marian, and train says nothing of exporting."""
+    pytest.importorskip("tokenizers", reason="a character run's tokenizer.json is written by tokenizers")
+    run = tmp_path / "run"
+    assert main(["train", *TINY.split(), "--post-norm", "--out", str(run)]) == 0
+    assert "cannot be exported" not in capsys.readouterr().out
+    model = load_for_inference(run)[0]
+    assert (model.config.norm_first, model.config.final_norm) == (False, False)
+    assert main(["export", str(run), "--to", str(tmp_path / "hf")]) == 0
+    assert "as Marian (MarianMTModel)" in capsys.readouterr().out
+    assert_same_model(load_pretrained(tmp_path / "hf"), model)
+
+
+@pytest.mark.parametrize(
+    "flags, model_table, said",
+    [
+        (
+            ["--no-final-norm"],
+            "",
+            r"^note: this run cannot be exported whole: to transformers: neither of transformers' Marian .*"
+            r"pre-norm blocks without final layer norms \(--no-final-norm\)[^|]*$",
+        ),
+        (
+            ["--post-norm"],
+            "final_norm = true\n",
+            r"^note: this run cannot be exported whole: to transformers: .*final layer norms after post-norm "
+            r"blocks.* \| to CTranslate2: CTranslate2 cannot represent this model's final layer norms after "
+            r"post-norm blocks",
+        ),
+        (
+            ["--attention", "mla"],
+            "",
+            r"^note: this run cannot be exported whole: to transformers: Pegasus .*attention 'mla'.* \| to "
+            r"CTranslate2: .*attention 'mla'",
+        ),
+    ],
+)
+def test_train_says_at_its_start_what_export_cannot_write(tmp_path, capsys, flags, model_table, said):
+    """Before its first step (the first dev evaluation is at step 1), on the lines that say what it
+    trains; a [model] table's final_norm = true keeps final norms after post-norm blocks."""
+    config = tmp_path / "run.toml"
+    config.write_text(f"[model]\n{model_table}")
+    train = ["train", *TINY.split(), "--eval-every", "1", *flags, "--config", str(config)]
+    assert main([*train, "--out", str(tmp_path / "run")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [note] = [number for number, line in enumerate(lines) if line.startswith("note:")]
+    first_step = next(number for number, line in enumerate(lines) if line.startswith("step 1 "))
+    assert lines[0].startswith("training ") and note < first_step
+    assert re.search(said, lines[note]), lines[note]
