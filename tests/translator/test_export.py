@@ -17,6 +17,8 @@ import itertools
 import json
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -40,6 +42,7 @@ from numpy_transformer.translator.huggingface.weights import (
 )
 from numpy_transformer.translator.run.checkpoint import load_for_inference
 from numpy_transformer.translator.run.importing import import_run
+from numpy_transformer.translator.tokenizers import CharTokenizer
 from numpy_transformer.translator.vocabulary import SpecialIds, Vocab
 
 SIZES = {"d_model": 16, "N": 2, "h": 2, "d_ff": 32}
@@ -581,3 +584,39 @@ def test_train_says_at_its_start_what_export_cannot_write(tmp_path, capsys, flag
     first_step = next(number for number, line in enumerate(lines) if line.startswith("step 1 "))
     assert lines[0].startswith("training ") and note < first_step
     assert re.search(said, lines[note]), lines[note]
+
+
+def test_an_import_beyond_the_address_space_limit_is_refused_in_one_line(tmp_path):
+    """safetensors maps the whole file to read its header: under an address-space limit (ulimit -v)
+    below the file's size, import says so in one line naming the file and the limit (a raw
+    MemoryError traceback before), and writes nothing."""
+    resource = pytest.importorskip("resource", reason="address-space limits are POSIX's")
+    pytest.importorskip("tokenizers", reason="a character run's tokenizer.json is written by tokenizers")
+    model, vocabularies = random_model(True, True, "relu", True)
+    export_pretrained(model, vocabularies, tmp_path / "hf", CharTokenizer())  # import reads it first
+    size = 16 << 30  # a sparse file: no disk taken, but 16 GiB to map
+    header = json.dumps({"big": {"dtype": "F32", "shape": [size // 4], "data_offsets": [0, size]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(tmp_path / "hf" / "model.safetensors", "wb") as file:
+        file.write(len(header).to_bytes(8, "little") + header)
+        file.truncate(8 + len(header) + size)
+    limit = 6 << 30  # room for Python and the libraries, not for the file
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    code = "import sys; from numpy_transformer.translator.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "import", str(tmp_path / "hf"), "--out", str(tmp_path / "run")],
+        preexec_fn=limited,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(
+        f"numpy-transformer import: error: {tmp_path / 'hf' / 'model.safetensors'}: the 16.0 GiB"
+    )
+    assert "could not be mapped into memory" in line and "address-space limit of 6.0 GiB (ulimit -v)" in line
+    assert not (tmp_path / "run").exists()
