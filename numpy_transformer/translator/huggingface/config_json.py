@@ -6,7 +6,8 @@ Marian (OPUS-MT) is read as post-norm blocks without final norms, SiLU feed-forw
 projections and sines-then-cosines positions; Pegasus as pre-norm blocks with a final layer norm
 after each stack and one embedding. The settings of this package's model that neither has a key for
 (a model without attention biases, its own padding index, shared vocabularies of untied embeddings,
-source and target lengths, the position layout, the vocabularies' own sizes) travel under the key
+source and target lengths, the position layout, the vocabularies' own sizes, and a Pegasus export's
+first source id in its one table of both vocabularies: embedding_rows) travel under the key
 ``numpy_transformer`` (SETTINGS), with the weights' ``dtype``: an export is read back as the model
 it was.
 """

@@ -12,11 +12,12 @@ Marian's own (``vocab.json``): ``marian_special_ids`` gives the padding, the end
 decoder's start token (Marian starts decoding from the padding id).
 
 A Pegasus model (``model_type`` pegasus) is read as pre-norm blocks with a final layer norm after
-each stack and one embedding (``model.shared``); an export of this package's (config.json's
-``numpy_transformer`` settings) is read back as the model it was: its position layout (an
-interleaved model's weights, reordered for split sinusoids on export, reordered back), its
-vocabularies' own sizes (the rows after them, its tokenizer's units read as ``<unk>``, are left) and
-its dtype.
+each stack and one embedding (``model.shared``; untied, the projection ``lm_head``); an export of
+this package's (config.json's ``numpy_transformer`` settings) is read back as the model it was: its
+position layout (an interleaved model's weights, reordered for split sinusoids on export, reordered
+back), its vocabularies' own sizes (the rows after them, its tokenizer's units read as ``<unk>``,
+are left), the source's and the target's rows of one table of both (config_json.embedding_rows)
+and its dtype.
 
 Nothing here reaches the network: the user downloads a model once (docs/translating.md, "Start
 from a pretrained translator").

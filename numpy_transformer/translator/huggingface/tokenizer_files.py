@@ -9,7 +9,8 @@ word-level model over single characters, with the run's ids; the padding, start 
 special, a special token's text in a sentence split as text, no end token appended (the run's
 sources have none). transformers has one tokenizer a directory: of separate source and target
 vocabularies the source's is at the top (``AutoTokenizer.from_pretrained(DIR)`` encodes the
-sources), the target's in ``target/`` (it decodes the translations). The tokenizers library's BPE
+sources), the target's in ``target/`` (it decodes the translations); of a Pegasus export of both
+vocabularies in its one table, the source's gives the ids after the target's (shifted_ids). The tokenizers library's BPE
 needs every unit its merges make under an id of its own, but a run's vocabulary holds only the
 units its corpus uses and reads any other as ``<unk>``: those units get the ids after the
 vocabulary's, and the model a row for each, a copy of ``<unk>``'s (weights.aliased_tensors; their
