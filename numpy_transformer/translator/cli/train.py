@@ -212,10 +212,6 @@ def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             train_file.pop(other, None)
     from_file = {**from_file, "train": train_file}
     settings = {section: {**from_file.get(section, {}), **given[section]} for section in given}
-    model = settings["model"]
-    new_model = not getattr(args, "resume", False) and not settings["train"].get("from_run")
-    if new_model and model.get("norm_first") is False and "final_norm" not in model:
-        model["final_norm"] = False  # --post-norm: the paper's blocks, which end without a final norm
     if args.config and not getattr(args, "resume", False):
         try:  # a refusal the file's settings take part in names the file
             TrainConfig(**settings["train"]).resolve()
