@@ -6,7 +6,9 @@ longer a zero row; CTranslate2's own converter of transformers' Marian models gi
 translations of an imported OPUS-MT model (a zero start row) from its ``export``. What CTranslate2
 cannot represent is refused before anything is written, and without ctranslate2 the command names
 it and its extra. The tests that translate are skipped, with the reason, where ctranslate2 (or, for
-the converter's, transformers) cannot be imported.
+the converter's, transformers) cannot be imported. The guide's recipe, which translates text with
+CTranslate2 and the ``tokenizers`` library alone (its helpers are here), is checked on the default
+``train --data`` run in test_export_default_run, beside transformers'.
 
 CTranslate2's search as ours: ``translate_batch(beam_size=W, length_penalty=a, max_decoding_length=L,
 min_decoding_length=0, return_end_token=True)`` is ``beam_search(beam_width=W, length_penalty=a,
@@ -35,13 +37,9 @@ from numpy_transformer.translator.decoding import beam_search, greedy_decode
 from numpy_transformer.translator.huggingface import ExportError, export_ctranslate2
 from numpy_transformer.translator.huggingface.directory import CTRANSLATE2_WRITTEN
 from numpy_transformer.translator.run.checkpoint import (
-    load_checkpoint,
     load_for_inference,
-    restore_model_and_task,
 )
 from numpy_transformer.translator.run.importing import import_run
-from numpy_transformer.translator.tokenizers import encode_sentences
-from numpy_transformer.translator.translating import translate_ids
 
 ctranslate2 = None  # imported by the fixture of the tests that need it
 
@@ -357,46 +355,6 @@ def translate_command(capsys, run, lines, *flags):
     rows = [row.split("\t") for row in capsys.readouterr().out.split("\n")[:-1]]
     assert [source for source, _ in rows] == [printable(line) for line in lines]
     return [text for _, text in rows]
-
-
-def test_the_guides_recipe_translates_text_as_translate_does_without_this_package(ct2, tmp_path, capsys):
-    """A default train --data run (separate vocabularies: the target's tokenizer in target/), exported
-    with --ctranslate2: the guide's recipe, run where numpy_transformer cannot be imported, gives on
-    the run's held-out pairs, token for token, translate's beam search of --beam-style
-    transformers --early-stopping true, and with beam_size=1 translate --strategy greedy (its dev and
-    test splits, which it did not train on)."""
-    pytest.importorskip("tokenizers", reason="the exported tokenizer is read by the tokenizers library")
-    phrasebook(tmp_path / "pairs.tsv")
-    run, out = tmp_path / "run", tmp_path / "runs" / "messages-ct2"  # the guide's directory
-    train = (
-        "train --tokenizer bpe --vocab-size 300 --steps 300 --lr 0.01 --warmup 5 --dropout 0 --batch-size 16 "
-        "--d-model 16 --layers 1 --heads 2 --d-ff 32 --eval-every 1000 --show 0 --no-progress"
-    )
-    assert main([*train.split(), "--data", str(tmp_path / "pairs.tsv"), "--out", str(run)]) == 0
-    out.parent.mkdir()
-    assert main(["export", str(run), "--to", str(out), "--ctranslate2"]) == 0
-    said = capsys.readouterr().out
-    assert "target/tokenizer.json" in said and "tokenizers.Tokenizer.from_file" in said
-    model, task = restore_model_and_task(run, *load_checkpoint(run))
-    lines = [line for line, _ in task.dev + task.test]  # the pairs the run kept back
-    assert len(lines) >= 8 and task.src_vocab.itos != task.tgt_vocab.itos
-    assert f"max_decoding_length={model.config.tgt_seq_len}" in said
-    assert json.loads((out / "config.json").read_text())["max_decoding_length"] == model.config.tgt_seq_len
-    target, ids = task.tgt_vocab, task.tgt_vocab.ids
-    encoded = encode_sentences(lines, task.tokenizer, task.src_vocab)
-    for beams, flags in (
-        (4, ["--beam-style", "transformers", "--early-stopping", "true"]),
-        (1, ["--strategy", "greedy"]),
-    ):
-        tokens, texts = the_guides_translations(tmp_path, lines, beams)
-        options = {"beam_width": beams, "style": "transformers", "early_stopping": True}
-        ours = translate_ids(
-            model, encoded, None, ids, **({"strategy": beam_search, **options} if beams > 1 else {})
-        )
-        assert tokens == [[target.itos[i] for i in up_to_end(row, ids.pad, ids.eos)] for row in ours], beams
-        assert sum(row[-1:] == ["<eos>"] for row in tokens) >= len(lines) // 2, "the run learned little"
-        assert len(set(texts)) > 2, texts  # the lines are translated apart
-        assert [printable(text) for text in texts] == translate_command(capsys, run, lines, *flags), beams
 
 
 def test_a_word_runs_ctranslate2_export_is_refused_naming_no_tokenizer_which_writes_the_model_alone(

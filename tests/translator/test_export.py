@@ -15,7 +15,10 @@ written. The transformers tests are skipped, with the reason, only where it cann
 import dataclasses
 import itertools
 import json
+import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -39,6 +42,7 @@ from numpy_transformer.translator.huggingface.weights import (
 )
 from numpy_transformer.translator.run.checkpoint import load_for_inference
 from numpy_transformer.translator.run.importing import import_run
+from numpy_transformer.translator.tokenizers import CharTokenizer
 from numpy_transformer.translator.vocabulary import SpecialIds, Vocab
 
 SIZES = {"d_model": 16, "N": 2, "h": 2, "d_ff": 32}
@@ -105,15 +109,27 @@ def test_float64_and_another_padding_index_round_trip(tmp_path):
 PEGASUS = {"norm_first": True, "final_norm": True}
 
 
+EMBEDDINGS = [(True, True), (True, False), (False, True), (False, False)]  # tied, shared
+
+
 @pytest.mark.parametrize("positions", ["split", "interleaved"])
 @pytest.mark.parametrize(
     "activation, bias", list(itertools.product(("relu", "silu", "gelu_tanh"), (True, False)))
 )
-def test_a_pegasus_export_imports_as_the_same_model(tmp_path, activation, bias, positions):
+@pytest.mark.parametrize("tied, shared", EMBEDDINGS)
+def test_a_pegasus_export_imports_as_the_same_model(tmp_path, tied, shared, activation, bias, positions):
+    """Of one table (tied, shared) or of both vocabularies in one (the target's ids first, the
+    source's after them, config.json's source_offset) with a projection of its own (untied)."""
     model, vocabularies = random_model(
-        True, True, activation, bias, padding_idx=0, dtype="float64", positions=positions, **PEGASUS
+        tied, shared, activation, bias, padding_idx=0, dtype="float64", positions=positions, **PEGASUS
     )
     export_pretrained(model, vocabularies, tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    source, target = vocabularies
+    joined = not (tied and shared)
+    assert config["vocab_size"] == len(target) + joined * len(source)
+    assert config["numpy_transformer"].get("source_offset") == (len(target) if joined else None)
+    assert config["tie_word_embeddings"] == tied
     assert_same_model(load_pretrained(tmp_path / "hf"), model)
 
 
@@ -137,23 +153,10 @@ def test_a_pegasus_export_imports_as_the_same_model(tmp_path, activation, bias, 
         ),
         (
             False,
-            True,
-            PEGASUS,
-            r"^Pegasus \(transformers' PegasusForConditionalGeneration\) cannot represent this model's "
-            r"untied embeddings.*\(train --tie-embeddings, with --shared-vocab\)$",
-        ),
-        (
-            True,
-            False,
-            PEGASUS,
-            r"^Pegasus .* cannot represent this model's separate source and target vocabularies.*"
-            r"--shared-vocab --tie-embeddings\)$",
-        ),
-        (
-            False,
             False,
             {**PEGASUS, "attention": "mla", "attention_bias": False},
-            r"^Pegasus .*'mla'.*; separate source and target vocabularies.*; untied embeddings",
+            r"^Pegasus \(transformers' PegasusForConditionalGeneration\) cannot represent this model's "
+            r"attention 'mla' \(latent attention\): transformers' Marian and Pegasus are multi-head \('mha'\)$",
         ),
     ],
 )
@@ -327,16 +330,29 @@ def theirs(directory, architecture="MarianMTModel"):
     return model.eval()
 
 
+def source_offset(hf):
+    """The first source id of an export's one table of both vocabularies (0: the run's own ids)."""
+    return (getattr(hf.config, "numpy_transformer", None) or {}).get("source_offset", 0)
+
+
 def logits_of_both(model, hf, vocabularies, seed=0):
+    """Our logits and transformers' (given the source ids as the export numbers them), of the
+    target's rows: the rows after them (no target token) are -inf, never generated, and the
+    log-softmax over the target's rows is the one over them alone, bit for bit."""
     ours, src, tgt = logits_of(model, vocabularies, seed)
     pad = vocabularies[1].ids.pad
     with torch.no_grad():
         out = hf(
-            input_ids=torch.tensor(src),
+            input_ids=torch.tensor(src + source_offset(hf)),
             attention_mask=torch.tensor(src != pad),
             decoder_input_ids=torch.tensor(tgt),
         )
-    return ours, out.logits.numpy()
+    rows = ours.shape[-1]
+    assert torch.isneginf(out.logits[..., rows:]).all()
+    assert torch.equal(
+        torch.log_softmax(out.logits, -1)[..., :rows], torch.log_softmax(out.logits[..., :rows], -1)
+    )
+    return ours, out.logits[..., :rows].numpy()
 
 
 @pytest.mark.parametrize("positions", ["split", "interleaved"])
@@ -407,8 +423,11 @@ def test_a_trained_run_exports_to_our_logits_and_translations(oracle, tmp_path, 
 
 @pytest.mark.parametrize("positions", ["split", "interleaved"])
 @pytest.mark.parametrize("activation, bias", list(itertools.product(("relu", "silu"), (True, False))))
-def test_a_pre_norm_model_exports_as_pegasus_to_our_logits(oracle, tmp_path, activation, bias, positions):
-    model, vocabularies = random_model(True, True, activation, bias, positions=positions, **PEGASUS)
+@pytest.mark.parametrize("tied, shared", EMBEDDINGS)
+def test_a_pre_norm_model_exports_as_pegasus_to_our_logits(
+    oracle, tmp_path, tied, shared, activation, bias, positions
+):
+    model, vocabularies = random_model(tied, shared, activation, bias, positions=positions, **PEGASUS)
     export_pretrained(model, vocabularies, tmp_path / "hf")
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["model_type"] == "pegasus" and config["decoder_start_token_id"] == vocabularies[1].ids.bos
@@ -510,3 +529,94 @@ def test_an_imported_run_goes_out_with_marians_tokenizer(oracle, tmp_path):
         assert their(line)["input_ids"] == ours.encode_source(line), line
     ids = ours.encode_target(PAIRS[0][1])
     assert their.decode(ids, skip_special_tokens=True) == ours.decode(ids)
+
+
+TINY = "--task copy --steps 2 --d-model 16 --layers 1 --heads 2 --d-ff 32 --eval-every 1000 --show 0 --no-progress"
+
+
+def test_post_norm_is_the_papers_blocks_without_final_norms_and_exports_as_marian(tmp_path, capsys):
+    """--post-norm alone: the paper's post-norm blocks, whose stacks end without a layer norm (as
+    Marian's): the run exports to transformers as Marian, and train says nothing of exporting."""
+    pytest.importorskip("tokenizers", reason="a character run's tokenizer.json is written by tokenizers")
+    run = tmp_path / "run"
+    assert main(["train", *TINY.split(), "--post-norm", "--out", str(run)]) == 0
+    assert "cannot be exported" not in capsys.readouterr().out
+    model = load_for_inference(run)[0]
+    assert (model.config.norm_first, model.config.final_norm) == (False, False)
+    assert main(["export", str(run), "--to", str(tmp_path / "hf")]) == 0
+    assert "as Marian (MarianMTModel)" in capsys.readouterr().out
+    assert_same_model(load_pretrained(tmp_path / "hf"), model)
+
+
+@pytest.mark.parametrize(
+    "flags, model_table, said",
+    [
+        (
+            ["--no-final-norm"],
+            "",
+            r"^note: this run cannot be exported whole: to transformers: neither of transformers' Marian .*"
+            r"pre-norm blocks without final layer norms \(--no-final-norm\)[^|]*$",
+        ),
+        (
+            ["--post-norm"],
+            "final_norm = true\n",
+            r"^note: this run cannot be exported whole: to transformers: .*final layer norms after post-norm "
+            r"blocks.* \| to CTranslate2: CTranslate2 cannot represent this model's final layer norms after "
+            r"post-norm blocks",
+        ),
+        (
+            ["--attention", "mla"],
+            "",
+            r"^note: this run cannot be exported whole: to transformers: Pegasus .*attention 'mla'.* \| to "
+            r"CTranslate2: .*attention 'mla'",
+        ),
+    ],
+)
+def test_train_says_at_its_start_what_export_cannot_write(tmp_path, capsys, flags, model_table, said):
+    """Before its first step (the first dev evaluation is at step 1), on the lines that say what it
+    trains; a [model] table's final_norm = true keeps final norms after post-norm blocks."""
+    config = tmp_path / "run.toml"
+    config.write_text(f"[model]\n{model_table}")
+    train = ["train", *TINY.split(), "--eval-every", "1", *flags, "--config", str(config)]
+    assert main([*train, "--out", str(tmp_path / "run")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    [note] = [number for number, line in enumerate(lines) if line.startswith("note:")]
+    first_step = next(number for number, line in enumerate(lines) if line.startswith("step 1 "))
+    assert lines[0].startswith("training ") and note < first_step
+    assert re.search(said, lines[note]), lines[note]
+
+
+def test_an_import_beyond_the_address_space_limit_is_refused_in_one_line(tmp_path):
+    """safetensors maps the whole file to read its header: under an address-space limit (ulimit -v)
+    below the file's size, import says so in one line naming the file and the limit (a raw
+    MemoryError traceback before), and writes nothing."""
+    resource = pytest.importorskip("resource", reason="address-space limits are POSIX's")
+    pytest.importorskip("tokenizers", reason="a character run's tokenizer.json is written by tokenizers")
+    model, vocabularies = random_model(True, True, "relu", True)
+    export_pretrained(model, vocabularies, tmp_path / "hf", CharTokenizer())  # import reads it first
+    size = 16 << 30  # a sparse file: no disk taken, but 16 GiB to map
+    header = json.dumps({"big": {"dtype": "F32", "shape": [size // 4], "data_offsets": [0, size]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(tmp_path / "hf" / "model.safetensors", "wb") as file:
+        file.write(len(header).to_bytes(8, "little") + header)
+        file.truncate(8 + len(header) + size)
+    limit = 6 << 30  # room for Python and the libraries, not for the file
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    code = "import sys; from numpy_transformer.translator.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "import", str(tmp_path / "hf"), "--out", str(tmp_path / "run")],
+        preexec_fn=limited,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(
+        f"numpy-transformer import: error: {tmp_path / 'hf' / 'model.safetensors'}: the 16.0 GiB"
+    )
+    assert "could not be mapped into memory" in line and "address-space limit of 6.0 GiB (ulimit -v)" in line
+    assert not (tmp_path / "run").exists()

@@ -1,6 +1,6 @@
 """``numpy-transformer export``: a run as a Hugging Face directory that transformers loads (Marian for
-post-norm runs without final norms, Pegasus for pre-norm runs with them, one vocabulary and tied
-embeddings), or (``--ctranslate2``) as a CTranslate2 model directory."""
+post-norm runs without final norms, Pegasus for pre-norm runs with them, of one vocabulary or two),
+or (``--ctranslate2``) as a CTranslate2 model directory."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from typing import Any
 def add_export(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "export",
-        help="a run as a Hugging Face directory that transformers loads: Marian (MarianMTModel, which "
-        "import reads back) for post-norm runs without final norms (--post-norm --no-final-norm), Pegasus "
-        "(PegasusForConditionalGeneration) for pre-norm runs with final norms of one vocabulary and tied "
-        "embeddings (--shared-vocab --tie-embeddings); either position layout; with the run's tokenizer "
-        "(byte-level BPE and characters as tokenizer.json, Marian's SentencePiece as its files). Or "
+        help="a run as a Hugging Face directory that transformers loads, which import reads back: Marian "
+        "(MarianMTModel) for post-norm runs (--post-norm), Pegasus (PegasusForConditionalGeneration) for "
+        "pre-norm runs with final norms (train's default; two vocabularies or untied embeddings go in its "
+        "one embedding as two ranges of ids, the source's after the target's, with a projection of its own); "
+        "either position layout; with the run's tokenizer (byte-level BPE and characters as tokenizer.json, "
+        "of two vocabularies the target's in target/; Marian's SentencePiece as its files). Or "
         "(--ctranslate2) a CTranslate2 model directory",
     )
     p.add_argument("run", metavar="RUN", help="the run directory (or its model.npz) to export")

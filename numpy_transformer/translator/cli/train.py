@@ -320,11 +320,41 @@ def _trainer(
         if config.data and not config.from_run and chosen and isinstance(task, FileTask)
         else ""
     )
+    note = _export_note(trainer)
     return trainer, (
         f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
         f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
         f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
-    ) + (f"\n{task.splits()}" if isinstance(task, FileTask) else "")
+    ) + (f"\n{task.splits()}" if isinstance(task, FileTask) else "") + (f"\n{note}" if note else "")
+
+
+def _export_note(trainer: Trainer) -> str | None:
+    """What of the run's model and tokenizer ``export`` cannot write, to transformers and to
+    CTranslate2, said when the run starts (None: both take it whole)."""
+    from ..huggingface.ctranslate2_export import ctranslate2_unrepresentable
+    from ..huggingface.export import refusal
+    from ..tokenizers import (
+        BPETokenizer,
+        CharTokenizer,
+        SentencePieceTokenizer,
+        TokenizerExportError,
+        huggingface_tokenizer,
+    )
+
+    model, tokenizer = trainer.model, trainer.task.tokenizer
+    lacking = []
+    transformers = refusal(model)
+    if transformers:
+        lacking.append(f"to transformers: {transformers}")
+    ctranslate2 = ctranslate2_unrepresentable(model)
+    if ctranslate2:
+        lacking.append(f"to CTranslate2: CTranslate2 cannot represent this model's {'; '.join(ctranslate2)}")
+    if not isinstance(tokenizer, (BPETokenizer, CharTokenizer, SentencePieceTokenizer)):
+        try:  # refused by its kind alone, before any work
+            huggingface_tokenizer(tokenizer, trainer.task.src_vocab)
+        except TokenizerExportError as error:  # a word tokenizer: the model goes alone (--no-tokenizer)
+            lacking.append(str(error).removeprefix("tokenizer: "))
+    return f"note: this run cannot be exported whole: {' | '.join(lacking)}" if lacking else None
 
 
 class _InterruptedBeforeTraining(Exception):

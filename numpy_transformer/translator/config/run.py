@@ -92,7 +92,9 @@ class ModelConfig(Checked):
     )
     norm_first: bool = setting(
         True,
-        "the paper's post-norm instead of the default pre-norm (the from-scratch design's choice)",
+        "the paper's post-norm instead of the default pre-norm (the from-scratch design's choice): as the "
+        "paper's (and Marian's), its stacks end without a final layer norm (final_norm = true in a --config "
+        "file's [model] table keeps them, and no export takes that model)",
         flag="--post-norm",
     )
     tie_embeddings: bool = setting(
@@ -114,8 +116,8 @@ class ModelConfig(Checked):
     )
     final_norm: bool = setting(
         True,
-        "no layer normalisation after the last encoder and decoder blocks (Marian's post-norm models end "
-        "without one)",
+        "no layer normalisation after the last encoder and decoder blocks of a pre-norm model (a --post-norm "
+        "one has none; a pre-norm one without them exports to CTranslate2 only)",
         flag="--no-final-norm",
     )
     padding_idx: int | None = setting(

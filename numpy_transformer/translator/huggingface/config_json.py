@@ -6,7 +6,8 @@ Marian (OPUS-MT) is read as post-norm blocks without final norms, SiLU feed-forw
 projections and sines-then-cosines positions; Pegasus as pre-norm blocks with a final layer norm
 after each stack and one embedding. The settings of this package's model that neither has a key for
 (a model without attention biases, its own padding index, shared vocabularies of untied embeddings,
-source and target lengths, the position layout, the vocabularies' own sizes) travel under the key
+source and target lengths, the position layout, the vocabularies' own sizes, and a Pegasus export's
+first source id in its one table of both vocabularies: embedding_rows) travel under the key
 ``numpy_transformer`` (SETTINGS), with the weights' ``dtype``: an export is read back as the model
 it was.
 """
@@ -44,6 +45,7 @@ SETTING_TYPES = {  # each such setting, and what its value must be
     "positions": "'split' or 'interleaved' (the weights reordered for split sinusoids)",
     "src_vocab_size": "a whole number in [1, vocab_size] (the rows after it: its tokenizer's units read as <unk>)",
     "tgt_vocab_size": "a whole number in [1, decoder_vocab_size]",
+    "source_offset": "a whole number in [1, vocab_size) (a Pegasus export's first source id in its one embedding)",
 }
 
 POSITIVE = (  # config.json's sizes: whole numbers >= 1 (a float such as 16.5 is refused, never truncated)
@@ -165,14 +167,36 @@ def _check_settings(config: dict[str, Any], path: Path) -> None:
             valid = value in ("split", "interleaved")
         elif key in ("src_vocab_size", "tgt_vocab_size"):
             valid = _is_int(value) and 1 <= value <= vocab_sizes(config)[key == "tgt_vocab_size"]
+        elif key == "source_offset":
+            valid = _is_int(value) and 1 <= value < config["vocab_size"] and config["model_type"] == "pegasus"
         else:
             valid = _is_int(value) and 1 <= value <= length
         if not valid:
             raise PretrainedError(f"{path}: {SETTINGS}.{key} is {value!r}, expected {SETTING_TYPES[key]}")
+    if "source_offset" in settings:  # the rows of each vocabulary in the one embedding hold it
+        for key, rows in zip(("src_vocab_size", "tgt_vocab_size"), embedding_rows(config)):
+            if not 1 <= settings.get(key, 0) <= len(rows):
+                raise PretrainedError(
+                    f"{path}: {SETTINGS}.{key} is {settings.get(key)!r}, expected a whole number in [1, {len(rows)}] "
+                    f"(its vocabulary's rows of the embedding, by {SETTINGS}.source_offset {settings['source_offset']})"
+                )
     if settings.get("shared_vocab") and len(set(vocab_sizes(config))) > 1:
         raise PretrainedError(
             f"{path}: {SETTINGS}.shared_vocab is true, but vocab_size and decoder_vocab_size differ"
         )
+
+
+def embedding_rows(config: dict[str, Any]) -> tuple[range, range]:
+    """The rows of the embedding tables that hold the source's and the target's tokens (each
+    vocabulary's, then the units of its tokenizer that it lacks): Marian's two tables' own
+    (``vocab_size``, ``decoder_vocab_size``); Pegasus's one table's, of both vocabularies where an
+    export records the first source id (``source_offset``: the target's rows are those before it,
+    weights.joined_embeddings), else all of it for either."""
+    source, target = vocab_sizes(config)
+    offset = config.get(SETTINGS, {}).get("source_offset")
+    if offset is None:
+        return range(source), range(target)
+    return range(offset, source), range(offset)
 
 
 def _is_int(value: Any) -> bool:
@@ -330,26 +354,36 @@ def marian_config(model: Transformer, vocab: Vocab, aliases: tuple[int, int] = (
 
 
 def pegasus_config(model: Transformer, vocab: Vocab, aliases: tuple[int, int] = (0, 0)) -> dict[str, Any]:
-    """config.json of ``model`` as a Pegasus model (pre-norm blocks, final norms, one vocabulary and
-    one embedding), whose vocabulary's special ids are ``vocab``'s: the decoder starts from its start
-    token, as Marian's export does; of ``aliases`` more rows after the vocabulary's (aliased_tensors)."""
+    """config.json of ``model`` as a Pegasus model (pre-norm blocks, final norms, one embedding),
+    whose target vocabulary's special ids are ``vocab``'s: the decoder starts from its start token,
+    as Marian's export does; of ``aliases`` more rows after each vocabulary's (aliased_tensors). A
+    model of one vocabulary and tied embeddings has one table; any other both vocabularies in one,
+    the target's first, the source's from ``source_offset``, and (untied) a projection of its own
+    (weights.joined_embeddings)."""
+    config = model.config
+    settings = bart_family_config(model, vocab)
+    rows = config.tgt_vocab_size + aliases[1]
+    if not (config.tie_embeddings and config.shared_vocab):
+        settings[SETTINGS]["source_offset"] = rows
+        rows += config.src_vocab_size + aliases[0]
     return {
         "architectures": ["PegasusForConditionalGeneration"],
         "model_type": "pegasus",
-        "vocab_size": model.config.tgt_vocab_size + aliases[1],
-        "tie_word_embeddings": True,
-        **bart_family_config(model, vocab),
+        "vocab_size": rows,
+        "tie_word_embeddings": config.tie_embeddings,
+        **settings,
     }
 
 
 def generation_config(model: Transformer, vocab: Vocab) -> dict[str, Any]:
-    """OPUS-MT's generation_config.json: four beams, ``<pad>`` never emitted, as long as the model's
-    target positions allow; but ``<pad>`` set aside after the log-softmax over every token, without
-    renormalising (``renormalize_logits`` false), as this package's beam search does, so that
-    ``generate()``'s defaults translate as ``translate`` does."""
+    """OPUS-MT's generation_config.json: four beams, ``<pad>`` and the start token never emitted (as
+    this package's decoding: decoding.never_emitted), as long as the model's target positions allow;
+    but those set aside after the log-softmax over every token, without renormalising
+    (``renormalize_logits`` false), as this package's beam search does, so that ``generate()``'s
+    defaults translate as ``translate`` does."""
     ids = vocab.ids
     return {
-        "bad_words_ids": [[ids.pad]],
+        "bad_words_ids": [[never] for never in sorted({ids.pad, ids.bos} - {ids.eos})],
         "bos_token_id": ids.bos,
         "decoder_start_token_id": ids.bos,
         "eos_token_id": ids.eos,

@@ -23,11 +23,15 @@ weight bit for bit, the tokenizer and the vocabularies.
 
 Both architectures are multi-head attention of sinusoidal positions computed as sines then cosines;
 a model of interleaved positions is written reordered (weights.permuted_state). Pegasus has one
-embedding, the encoder's, the decoder's and the projection's (``shared``): it carries pre-norm models
-of one vocabulary and tied embeddings (``train --shared-vocab --tie-embeddings``). Anything else
-(latent attention, pre-norm blocks without final norms, final norms after post-norm blocks, a
-pre-norm model of two vocabularies or untied embeddings) is refused, naming what, before anything is
-written.
+embedding table (``shared``) for the encoder and the decoder: a pre-norm model of one vocabulary and
+tied embeddings (``train --shared-vocab --tie-embeddings``) is that table; any other pre-norm model
+(``train --data``'s default: two vocabularies, untied embeddings) holds both vocabularies in it as
+disjoint ranges of ids, the target's first (its special ids unchanged), the source's after it
+(config.json's ``numpy_transformer.source_offset``; the source's tokenizer.json gives those ids),
+with a projection of its own (``tie_word_embeddings`` false) whose rows of no target token have a
+bias of -inf: never generated (weights.joined_embeddings). Anything else (latent attention,
+pre-norm blocks without final norms, final norms after post-norm blocks) is refused, naming what,
+before anything is written.
 """
 
 from __future__ import annotations
@@ -79,16 +83,6 @@ def transformers_architecture(model: Transformer) -> tuple[str | None, list[str]
         architecture = "marian"
     elif config.norm_first and config.final_norm:
         architecture = "pegasus"
-        if not config.shared_vocab:
-            reasons.append(
-                "separate source and target vocabularies: Pegasus has one embedding for both (model.shared; "
-                "train --data with --shared-vocab --tie-embeddings)"
-            )
-        if not config.tie_embeddings:
-            reasons.append(
-                "untied embeddings: Pegasus's one embedding is also its projection (train --tie-embeddings, "
-                "with --shared-vocab)"
-            )
     elif config.norm_first:
         reasons.append(
             "pre-norm blocks without final layer norms (--no-final-norm): Pegasus's pre-norm stacks end in "
@@ -155,8 +149,9 @@ def export_pretrained(
 ) -> list[Path]:
     """Write ``model`` (its source and target ``vocabularies`` give the sizes and special ids) into
     ``directory`` as a Hugging Face model: Marian's (MarianMTModel) of post-norm blocks without final
-    norms, Pegasus's (PegasusForConditionalGeneration) of pre-norm blocks with final norms, one
-    vocabulary and tied embeddings; with ``tokenizer`` (None: the model alone). Marian's SentencePiece
+    norms, Pegasus's (PegasusForConditionalGeneration) of pre-norm blocks with final norms (of two
+    vocabularies or untied embeddings: both in its one table, weights.joined_embeddings); with
+    ``tokenizer`` (None: the model alone). Marian's SentencePiece
     tokenizer of one vocabulary goes with a Marian export as Marian's files; a byte-level BPE or
     character tokenizer as ``tokenizer.json`` (tokenizer_files; of separate vocabularies, the target's
     in ``target/``), the model given a row of ``<unk>`` for each unit of it the vocabulary lacks
@@ -174,6 +169,7 @@ def export_pretrained(
     if why:
         raise ExportError(why)
     pegasus = transformers_architecture(model)[0] == "pegasus"
+    joined = pegasus and not (model.config.tie_embeddings and model.config.shared_vocab)  # two in one table
     check_vocabulary_sizes(model, vocabularies)
     source, target = vocabularies
     spm = isinstance(tokenizer, SentencePieceTokenizer)
@@ -186,7 +182,7 @@ def export_pretrained(
     files: dict[str, str | bytes] = {}
     aliases = (0, 0)
     if tokenizer is not None and not spm:
-        written, aliases = tokenizer_files(model, vocabularies, tokenizer)
+        written, aliases = tokenizer_files(model, vocabularies, tokenizer, joined)
         files.update(written)
     path = check_destination(directory, overwrite)
     settings = pegasus_config(model, target, aliases) if pegasus else marian_config(model, target, aliases)
@@ -196,10 +192,11 @@ def export_pretrained(
         files.update(marian_tokenizer_files(tokenizer, target, model.config.src_seq_len))
 
     def write(staging: Path) -> None:
-        tensors = aliased_tensors(
-            pegasus_tensors(model) if pegasus else marian_tensors(model),
-            aliases,
-            (source.ids.unk, target.ids.unk),
+        unk = (source.ids.unk, target.ids.unk)
+        tensors = (
+            pegasus_tensors(model, aliases, unk)
+            if pegasus
+            else aliased_tensors(marian_tensors(model), aliases, unk)
         )
         try:
             save_file(  # safetensors writes each array's buffer as it lies: C order

@@ -12,11 +12,12 @@ Marian's own (``vocab.json``): ``marian_special_ids`` gives the padding, the end
 decoder's start token (Marian starts decoding from the padding id).
 
 A Pegasus model (``model_type`` pegasus) is read as pre-norm blocks with a final layer norm after
-each stack and one embedding (``model.shared``); an export of this package's (config.json's
-``numpy_transformer`` settings) is read back as the model it was: its position layout (an
-interleaved model's weights, reordered for split sinusoids on export, reordered back), its
-vocabularies' own sizes (the rows after them, its tokenizer's units read as ``<unk>``, are left) and
-its dtype.
+each stack and one embedding (``model.shared``; untied, the projection ``lm_head``); an export of
+this package's (config.json's ``numpy_transformer`` settings) is read back as the model it was: its
+position layout (an interleaved model's weights, reordered for split sinusoids on export, reordered
+back), its vocabularies' own sizes (the rows after them, its tokenizer's units read as ``<unk>``,
+are left), the source's and the target's rows of one table of both (config_json.embedding_rows)
+and its dtype.
 
 Nothing here reaches the network: the user downloads a model once (docs/translating.md, "Start
 from a pretrained translator").
@@ -35,7 +36,7 @@ from ...backend import get_array_module, to_numpy
 from ...functional import sinusoidal_table
 from ...machine import available_memory
 from ...model import DTYPES, Transformer, TransformerConfig, build_from_config, parameter_count
-from .config_json import SETTINGS, model_shape, own_dtype, read_config, vocab_sizes
+from .config_json import SETTINGS, embedding_rows, model_shape, own_dtype, read_config, vocab_sizes
 from .directory import CONFIG, PretrainedError, weights_path
 from .safetensors_reader import TensorEntry, read_header
 from .weights import POSITIONS, marian_embedding_names, marian_names, permuted_state, residual_permutation
@@ -124,7 +125,9 @@ class WeightPlanner:
         names of the tensors the file lacks. The embeddings are read under the names
         marian_embedding_names gives; every copy the file holds of one is checked and given a place."""
         shape = self.shape
-        embeddings = marian_embedding_names(shape.tie_embeddings, shape.shared_vocab)
+        embeddings = marian_embedding_names(
+            shape.tie_embeddings, shape.shared_vocab, pegasus=shape.final_norm
+        )
         parameters: dict[str, TensorEntry] = {}
         zeros: list[TensorEntry] = []
         missing: list[str] = []
@@ -216,7 +219,7 @@ def load_model(directory: str | Path, dtype: str | None, copies: int) -> Transfo
     refuse_beyond_memory(plan, shape, copies, path)
     model = build_from_config(shape, seed=0)
     check_computed_tensors(plan, path)
-    fill_parameters(model, plan.parameters, path)
+    fill_parameters(model, plan.parameters, path, embedding_rows(config))
     if shape.positions == "interleaved":  # an export's weights, reordered for split sinusoids: undone
         state = {name: to_numpy(value) for name, value in model.state_dict().items()}
         model.load_state_dict(permuted_state(state, numpy.argsort(residual_permutation(shape.d_model))))
@@ -256,17 +259,24 @@ def check_computed_tensors(plan: WeightPlan, path: Path) -> None:
             )
 
 
-def fill_parameters(model: Transformer, parameters: dict[str, TensorEntry], path: Path) -> None:
+def fill_parameters(
+    model: Transformer, parameters: dict[str, TensorEntry], path: Path, rows: tuple[range, range]
+) -> None:
     """Each of ``model``'s parameters (written into) set to its tensor of ``parameters``, read one at a
-    time, in the parameter's dtype and on its device; a tensor of NaN or infinite values refused."""
+    time, in the parameter's dtype and on its device; a tensor of NaN or infinite values refused. The
+    source and target embeddings are read from their ``rows`` (config_json.embedding_rows: of a
+    Pegasus export of two vocabularies, each its range of the one table)."""
     own, xp = dict(model.named_parameters()), get_array_module()
     if set(own) != set(parameters):  # plan_weights and build_from_config disagree: a bug here, not the user's
         raise AssertionError(f"parameters {sorted(set(own) ^ set(parameters))} unplanned")
+    windows = dict(zip(("src_embed.embedding.weight", "tgt_embed.embedding.weight"), rows))
     for name, entry in parameters.items():  # one tensor in memory at a time, beside the model
         value = entry.read()
         weight = own[name].data
         if name == "projection_layer.proj.bias":
             value = value.reshape(-1)
+        if name in windows:
+            value = value[windows[name].start : windows[name].stop]
         if value.shape[0] > weight.shape[0]:  # an export's rows after the vocabulary's: its tokenizer's units
             check_unit_rows(
                 value, weight.shape[0], entry.name, "src" if name.startswith("src_") else "tgt", path

@@ -5,6 +5,7 @@ unused is read)."""
 from __future__ import annotations
 
 import math
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,23 @@ class TensorEntry:
         return raw
 
 
+def unmappable(path: Path, error: MemoryError) -> str:
+    """Why the file could not be mapped into memory (``error``, the system's refusal), and what to
+    do: the process's address-space limit (``ulimit -v``) where one is set, else the memory."""
+    size = path.stat().st_size / 2**30
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return (
+            f"the {size:,.1f} GiB file could not be mapped into memory ({error}): free memory, or import "
+            "it on a machine with more"
+        )
+    return (
+        f"the {size:,.1f} GiB file could not be mapped into memory ({error}) within the process's "
+        f"address-space limit of {limit / 2**30:,.1f} GiB (ulimit -v): raise the limit above the file's size "
+        "and the model's (import maps the file, then builds the model beside it)"
+    )
+
+
 def read_header(path: Path) -> dict[str, TensorEntry]:
     """The tensors a safetensors file holds, from its header alone, as the ``safetensors`` library
     reads it: it refuses a header that is not one, offsets that overlap, leave gaps or pass the end,
@@ -88,6 +106,8 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
             ]
     except SafetensorError as error:
         raise PretrainedError(f"{path}: corrupt or not a safetensors file ({error})") from None
+    except MemoryError as error:  # the library maps the whole file to read its header
+        raise PretrainedError(f"{path}: {unmappable(path, error)}") from None
     unsized = next((f"{name!r} ({dtype})" for name, dtype, _ in layout if dtype not in ITEM_SIZES), None)
     if unsized is not None:  # F4, F6: under a byte an item, which no weight of Marian's is
         raise PretrainedError(f"{path}: tensor {unsized} has a dtype this package cannot read")

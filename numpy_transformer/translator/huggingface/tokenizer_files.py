@@ -9,7 +9,8 @@ word-level model over single characters, with the run's ids; the padding, start 
 special, a special token's text in a sentence split as text, no end token appended (the run's
 sources have none). transformers has one tokenizer a directory: of separate source and target
 vocabularies the source's is at the top (``AutoTokenizer.from_pretrained(DIR)`` encodes the
-sources), the target's in ``target/`` (it decodes the translations). The tokenizers library's BPE
+sources), the target's in ``target/`` (it decodes the translations); of a Pegasus export of both
+vocabularies in its one table, the source's gives the ids after the target's (shifted_ids). The tokenizers library's BPE
 needs every unit its merges make under an id of its own, but a run's vocabulary holds only the
 units its corpus uses and reads any other as ``<unk>``: those units get the ids after the
 vocabulary's, and the model a row for each, a copy of ``<unk>``'s (weights.aliased_tensors; their
@@ -26,7 +27,7 @@ from typing import Any
 from ...model import Transformer
 from ..tokenizers import SentencePieceTokenizer, Tokenizer, from_huggingface, huggingface_tokenizer
 from ..vocabulary import SpecialIds, Vocab
-from .config_json import SETTINGS, marian_special_ids, vocab_sizes
+from .config_json import SETTINGS, embedding_rows, marian_special_ids, vocab_sizes
 from .directory import (
     CONFIG,
     MAX_VOCAB,
@@ -155,29 +156,33 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
     (``vocab_size``, ``decoder_vocab_size``), and after the vocabulary's own size only the units of its
     subwords that the vocabulary lacks (tokenizer_files' aliases; a character tokenizer has none)."""
     settings = config.get(SETTINGS, {})
-    rows = vocab_sizes(config)
-    own = (settings.get("src_vocab_size", rows[0]), settings.get("tgt_vocab_size", rows[1]))
+    rows = embedding_rows(config)
+    own = (settings.get("src_vocab_size", len(rows[0])), settings.get("tgt_vocab_size", len(rows[1])))
     config_path = directory / CONFIG
     shared = settings.get(
         "shared_vocab",
         config["model_type"] == "pegasus" or config.get("share_encoder_decoder_embeddings", True),
     )
     target_folder = directory / TARGET_TOKENIZER
-    if not shared and not target_folder.is_dir():
+    if (not shared or rows[0].start) and not target_folder.is_dir():
+        why = (
+            f"separate source and target vocabularies ({SETTINGS}.shared_vocab false)"
+            if not shared
+            else f"the source's ids after the target's ({SETTINGS}.source_offset {rows[0].start})"
+        )
         raise PretrainedError(
-            f"{target_folder}: no such folder, but {config_path} gives separate source and target "
-            f"vocabularies ({SETTINGS}.shared_vocab false): an export of them holds the target's "
-            f"{TOKENIZER_JSON} there (copy the whole export)"
+            f"{target_folder}: no such folder, but {config_path} gives {why}: an export of them holds the "
+            f"target's {TOKENIZER_JSON} there (copy the whole export)"
         )
     found: list[tuple[Tokenizer, Vocab]] = []
-    for side, folder, size, rows_key, row_count, size_key in (
+    for side, folder, size, rows_key, side_rows, size_key in (
         ("source", directory, own[0], "vocab_size", rows[0], "src_vocab_size"),
         ("target", target_folder if target_folder.is_dir() else directory, own[1], "decoder_vocab_size", rows[1],
          "tgt_vocab_size"),
     ):  # fmt: skip
         path = folder / TOKENIZER_JSON
         try:
-            content = json.loads(read_bounded(path, MAX_VOCAB).decode("utf-8"))
+            content = shifted_ids(json.loads(read_bounded(path, MAX_VOCAB).decode("utf-8")), -side_rows.start)
             tokenizer, itos = from_huggingface(content, size)
             if "<unk>" not in itos:
                 raise ValueError("its vocabulary has no '<unk>'")
@@ -189,10 +194,13 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
                 raise
             raise PretrainedError(f"{path}: not an exported tokenizer ({error})") from None
         held = len(content["model"]["vocab"])
-        if held != row_count:
+        if held != len(side_rows):
+            given = f"{rows_key} {len(side_rows)}"
+            if rows[0].start:  # one table of both vocabularies
+                given = f"{SETTINGS}.source_offset {rows[0].start} of vocab_size {config['vocab_size']}: {side_rows}"
             raise PretrainedError(
-                f"{path}: holds {held} tokens, but {config_path} gives {rows_key} {row_count} (the rows of "
-                f"the {side} embedding in {WEIGHTS}): not this model's tokenizer"
+                f"{path}: holds {held} tokens, but {config_path} gives {given} (the rows of the {side} "
+                f"embedding in {WEIGHTS}): not this model's tokenizer"
             )
         extra = [token for token, _ in sorted(content["model"]["vocab"].items(), key=lambda item: item[1])][
             size:
@@ -245,24 +253,52 @@ def tokenizer_config(vocab: Vocab, length: int) -> str:
 
 
 def tokenizer_files(
-    model: Transformer, vocabularies: tuple[Vocab, Vocab], tokenizer: Tokenizer
+    model: Transformer, vocabularies: tuple[Vocab, Vocab], tokenizer: Tokenizer, joined: bool = False
 ) -> tuple[dict[str, str], tuple[int, int]]:
     """The files of ``tokenizer`` (a byte-level BPE or character run's) with ``vocabularies``' ids:
     ``tokenizer.json`` and ``tokenizer_config.json`` of the source's, and of separate vocabularies the
-    target's in ``target/``; and how many units each vocabulary lacks (aliased_tensors). ExportError
-    for a tokenizer of none (word)."""
+    target's in ``target/``; and how many units each vocabulary lacks (aliased_tensors). ``joined``
+    (a Pegasus export of both vocabularies in one table, weights.joined_embeddings): the target's in
+    ``target/``, and the source's ids after the target's rows (shifted_ids). ExportError for a
+    tokenizer of none (word)."""
     source, target = vocabularies
+    separate = (
+        joined or source.itos != target.itos or not model.config.shared_vocab
+    )  # import requires target/
     files: dict[str, str] = {}
     try:
         files[TOKENIZER_JSON], source_aliases = huggingface_tokenizer(tokenizer, source)
         target_aliases = source_aliases
-        if source.itos != target.itos or not model.config.shared_vocab:  # separate: import requires target/
+        if separate:
             files[TARGET_FILES[0]], target_aliases = huggingface_tokenizer(tokenizer, target)
             files[TARGET_FILES[1]] = tokenizer_config(target, model.config.tgt_seq_len)
     except ValueError as error:
         raise ExportError(str(error)) from None
+    if joined:
+        offset = len(target) + len(target_aliases)  # the target's rows come first
+        files[TOKENIZER_JSON] = json.dumps(
+            shifted_ids(json.loads(files[TOKENIZER_JSON]), offset), ensure_ascii=False
+        )
     files[TOKENIZER_CONFIG] = tokenizer_config(source, model.config.src_seq_len)
     return files, (len(source_aliases), len(target_aliases))
+
+
+def shifted_ids(content: Any, by: int) -> Any:
+    """The tokenizer.json ``content`` with every id (its model's units', its special tokens') ``by``
+    more: the source's of a Pegasus export of two vocabularies, whose ids follow the target's in
+    the one table (``by`` its first source id); an import shifts them back (``-by``). Content that
+    is not a tokenizer's is returned as it is (from_huggingface names what it lacks)."""
+    model = content.get("model") if isinstance(content, dict) else None
+    if not by or not isinstance(model, dict) or not isinstance(model.get("vocab"), dict):
+        return content
+    vocab = {unit: index + by if isinstance(index, int) else index for unit, index in model["vocab"].items()}
+    added = [
+        {**token, "id": token["id"] + by}
+        if isinstance(token, dict) and isinstance(token.get("id"), int)
+        else token
+        for token in content.get("added_tokens") or []
+    ]
+    return {**content, "model": {**model, "vocab": vocab}, "added_tokens": added}
 
 
 def marian_tokenizer_files(

@@ -27,14 +27,20 @@ EMBEDDINGS = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tok
 POSITIONS = {"encoder": "encoder.embed_positions.weight", "decoder": "decoder.embed_positions.weight"}
 
 
-def marian_embedding_names(tied: bool, shared: bool) -> dict[str, tuple[str, ...]]:
+def marian_embedding_names(tied: bool, shared: bool, pegasus: bool = False) -> dict[str, tuple[str, ...]]:
     """The embedding matrices of a model of ``tie_embeddings`` ``tied`` and ``shared_vocab`` ``shared``
     -> the names Marian's tensor may have, the one export_pretrained writes first (each also under a
     "model." prefix, except ``lm_head``). Tied and shared: one matrix (``share_encoder_decoder_embeddings``
     and ``tie_word_embeddings``); tied alone: the source's, and the target's as the projection
-    (``tie_word_embeddings`` alone); untied: three."""
+    (``tie_word_embeddings`` alone; of ``pegasus``, both read from its one table ``shared``, which
+    holds both vocabularies: joined_embeddings); untied: three."""
     if tied and shared:
         return {"src_embed.embedding.weight": EMBEDDINGS}
+    if tied and pegasus:
+        return {
+            "src_embed.embedding.weight": ("shared.weight", "encoder.embed_tokens.weight"),
+            "tgt_embed.embedding.weight": ("shared.weight", "decoder.embed_tokens.weight", "lm_head.weight"),
+        }
     if tied:
         return {
             "src_embed.embedding.weight": ("encoder.embed_tokens.weight",),
@@ -52,7 +58,8 @@ def marian_names(
 ) -> dict[str, tuple[str, ...]]:
     """numpy_transformer's parameter names -> the names Marian's tensor may have, transformers' own
     first (each also under a "model." prefix); the embeddings as marian_embedding_names gives them;
-    with ``final_norm``, the final norms as Pegasus names them (``encoder.layer_norm``)."""
+    with ``final_norm`` (Pegasus's), the final norms and the embeddings as Pegasus names them
+    (``encoder.layer_norm``, ``shared``)."""
 
     def attention(ours: str, theirs: str) -> dict[str, tuple[str, ...]]:
         return {
@@ -71,7 +78,10 @@ def marian_names(
             for part in ("weight", "bias")
         }
 
-    names = {**marian_embedding_names(tied, shared), "projection_layer.proj.bias": ("final_logits_bias",)}
+    names = {
+        **marian_embedding_names(tied, shared, pegasus=final_norm),
+        "projection_layer.proj.bias": ("final_logits_bias",),
+    }
     if final_norm:
         names |= norm("encoder.norm", "encoder.layer_norm") | norm("decoder.norm", "decoder.layer_norm")
     for i in range(layers):
@@ -177,19 +187,64 @@ def marian_tensors(
     return tensors
 
 
-def pegasus_tensors(model: Transformer) -> dict[str, numpy.ndarray]:
-    """Every weight of ``model`` (tied, shared: one embedding) under Pegasus's name: Marian's
-    (marian_tensors, the embedding as ``model.shared.weight``, the final norms as
+def pegasus_tensors(
+    model: Transformer, aliases: tuple[int, int], unk: tuple[int, int]
+) -> dict[str, numpy.ndarray]:
+    """Every weight of ``model`` under Pegasus's name: Marian's (marian_tensors, the final norms as
     ``model.encoder.layer_norm`` and ``model.decoder.layer_norm``), and the split sinusoids of our
-    positions as ``embed_positions`` (Pegasus keeps its table among its weights; Marian does not)."""
+    positions as ``embed_positions`` (Pegasus keeps its table among its weights; Marian does not). A
+    model of one embedding (tied, shared) writes it as ``model.shared.weight`` with ``aliases`` rows
+    of ``<unk>`` after it (aliased_tensors); any other as one table of both vocabularies
+    (joined_embeddings)."""
     config = model.config
-    tensors = marian_tensors(model)
+    state = exported_state(model)
+    tensors = marian_tensors(model, state)
     positions = to_numpy(
         sinusoidal_table(max(config.src_seq_len, config.tgt_seq_len), config.d_model, config.dtype, "split")
     )
     for side in ("encoder", "decoder"):
         tensors[f"model.{side}.embed_positions.weight"] = positions
-    return tensors
+    if config.tie_embeddings and config.shared_vocab:
+        return aliased_tensors(tensors, aliases, unk)
+    return joined_embeddings(tensors, state, aliases, unk, config.tie_embeddings)
+
+
+def joined_embeddings(
+    tensors: dict[str, numpy.ndarray],
+    state: dict[str, numpy.ndarray],
+    aliases: tuple[int, int],
+    unk: tuple[int, int],
+    tied: bool,
+) -> dict[str, numpy.ndarray]:
+    """``tensors`` with the embeddings of a model of two (source, target) embeddings in Pegasus's one
+    (``model.shared.weight``), the vocabularies as disjoint ranges of ids: the target's first (its
+    ``<pad>``, end and start ids stay the decoder's), each with its ``aliases`` rows of ``<unk>``
+    after it (aliased_tensors), then the source's, from the id config_json.pegasus_config records as
+    ``source_offset``. The projection is ``lm_head`` (tied: the table itself, of which only the
+    target's rows are its own), its rows after the target's vocabulary never predicted: their bias
+    (``final_logits_bias``) is -inf, so their probability is exactly zero and the softmax over the
+    target's rows is the model's (as for aliased_tensors' rows). Untied, transformers 5 reads each
+    side's embedding and the projection from tensors of their own (``model.encoder.embed_tokens``,
+    ``model.decoder.embed_tokens``, ``lm_head``; transformers 4 shares the first two with
+    ``model.shared``): each written in full."""
+    source = state["src_embed.embedding.weight"]
+    target = state.get("tgt_embed.embedding.weight", source)
+
+    def with_unk_rows(table: numpy.ndarray, unk_id: int, extra: int) -> numpy.ndarray:
+        return numpy.concatenate([table, numpy.repeat(table[unk_id][None], extra, 0)])
+
+    joined = numpy.concatenate(
+        [with_unk_rows(target, unk[1], aliases[1]), with_unk_rows(source, unk[0], aliases[0])]
+    )
+    out = {name: value for name, value in tensors.items() if name not in EMBEDDING_ROWS}
+    out["model.shared.weight"] = joined
+    never = len(joined) - len(target)  # the rows of no target token: target aliases, the source's
+    bias = state["projection_layer.proj.bias"]
+    out["final_logits_bias"] = numpy.concatenate([bias, numpy.full(never, -numpy.inf, bias.dtype)])[None]
+    if not tied:
+        out["model.encoder.embed_tokens.weight"] = out["model.decoder.embed_tokens.weight"] = joined
+        out["lm_head.weight"] = with_unk_rows(state["projection_layer.proj.weight"], unk[1], never)
+    return out
 
 
 SOURCE_ROWS = ("model.encoder.embed_tokens.weight",)  # the source's rows; the others are the target's

@@ -102,7 +102,9 @@ class Trainer:
     def create(
         cls, config: TrainConfig, model: ModelConfig | Mapping[str, Any] | None = None, comm: Any = None
     ) -> Trainer:
-        """A new run: the task built and the model sized from it, every unset setting chosen.
+        """A new run: the task built and the model sized from it, every unset setting chosen. Of a
+        mapping of the model settings given, ``norm_first`` false without ``final_norm`` is the
+        paper's post-norm, which ends without final norms (``train --post-norm``).
 
         With ``config.from_run`` (a fine-tune) the model, its weights, tokenizer and vocabularies are
         that run's, and ``model`` is a mapping of the model settings given, which must be the run's
@@ -311,7 +313,13 @@ def _new_run(
         sizes, task, config = fine_tune_start(given, config, model)
         src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
     else:
-        sizes_given = model if isinstance(model, ModelConfig) else ModelConfig.from_mapping(dict(model or {}))
+        if isinstance(model, ModelConfig):
+            sizes_given = model
+        else:  # the settings given: post-norm blocks end without a final norm unless final_norm is given
+            given_model = dict(model or {})
+            if given_model.get("norm_first") is False:
+                given_model.setdefault("final_norm", False)  # the paper's (and Marian's) post-norm
+            sizes_given = ModelConfig.from_mapping(given_model)
         corpus: dict[str, Any] = (
             {"max_length": config.max_length, "shared_vocab": config.shared_vocab}
             | {"dev": config.dev, "test": config.test}
