@@ -2,6 +2,8 @@
 --resume's checks all come from the fields of the run's configuration (translator/config/run.py),
 declared as numpy_transformer.settings declares every checked setting."""
 
+import argparse
+import ast
 import inspect
 import os
 import re
@@ -12,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import numpy_transformer
 from numpy_transformer import presets
 from numpy_transformer.model import TransformerConfig, build_transformer
 from numpy_transformer.settings import flag_of
@@ -31,6 +34,7 @@ from numpy_transformer.translator.config import (
 from numpy_transformer.translator.run.checkpoint import load_checkpoint
 from numpy_transformer.translator.tokenizers import subword_vocab_size
 from numpy_transformer.translator.training import Trainer
+from numpy_transformer.workbook.exercises.curriculum import EXERCISES
 
 RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "3"]
 QUIET = ["--no-progress", "--show", "0", "--eval-every", "3", "--eval-size", "4", "--batch-size", "8"]
@@ -668,3 +672,29 @@ def test_the_help_says_how_the_splits_and_the_interval_of_evaluations_are_chosen
     assert "its dev and test splits hold out 5 percent of its pairs each (drawn by --seed)" in said
     assert "--dev DEV dev pairs of your own" in said and "--test TEST test pairs of your own" in said
     assert "planned so that the run is evaluated 10 times at least: a tenth of --steps" in said
+
+
+def _help_texts(parser: argparse.ArgumentParser) -> list[str]:
+    """The --help of ``parser`` and of every command under it."""
+    texts = [parser.format_help()]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                texts += _help_texts(command)
+    return texts
+
+
+def test_no_help_text_names_a_function_of_the_package():
+    """A user reads how a default is chosen in words, not the name of the function that chooses it
+    (the workbook's exercises are named by the backward the learner writes: those names are the learner's)."""
+    package = Path(numpy_transformer.__file__).parent
+    exercises = {exercise.backward for exercise in EXERCISES}
+    functions = {
+        node.name
+        for source in package.rglob("*.py")
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    } - exercises
+    for text in _help_texts(build_parser()):
+        named = set(re.findall(r"(?<![-\w.])(\w*_\w*)", text)) & functions
+        assert not named, f"a help text names {sorted(named)}:\n{text}"

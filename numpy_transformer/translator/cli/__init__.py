@@ -27,9 +27,14 @@ from .translate import add_evaluate, add_translate, run_evaluate, run_translate
 
 __all__ = ["build_parser", "main"]
 
+DESCRIPTION = (
+    "numpy-transformer (or python -m numpy_transformer): train, translate, evaluate, average, plot, learn, "
+    "import, export; numpy-transformer COMMAND --help says what each one takes"
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="numpy-transformer", description=__doc__)
+    parser = Parser(prog="numpy-transformer", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
     add_train(commands)
     add_translate(commands)
