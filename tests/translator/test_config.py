@@ -110,6 +110,36 @@ def test_every_size_is_a_preset():
     assert TrainConfig().label_smoothing == presets.LABEL_SMOOTHING
 
 
+# sizes that are no preset of this package: a published Marian model's shapes, and the GPU check's
+# model, as small as a comparison of every gradient across two backends wants
+NOT_PRESETS = {"benchmarks/translate_bench.py", "benchmarks/gpu_check.py"}
+
+
+def test_no_module_writes_a_size_of_its_own():
+    """The package, its benchmarks and its examples take a model's sizes from presets.py: no other
+    module writes d_model, N, h or d_ff as a number (a keyword argument or a dictionary's entry)."""
+    root = Path(numpy_transformer.__file__).parent.parent
+    written = []
+    for folder in ("numpy_transformer", "benchmarks", "examples"):
+        for source in sorted((root / folder).rglob("*.py")):
+            where = source.relative_to(root).as_posix()
+            if where == "numpy_transformer/presets.py" or where in NOT_PRESETS:
+                continue
+            for node in ast.walk(ast.parse(source.read_text())):
+                entries = (
+                    [(node.arg, node.value)]
+                    if isinstance(node, ast.keyword)
+                    else zip(node.keys, node.values)
+                    if isinstance(node, ast.Dict)
+                    else []
+                )
+                for key, value in entries:
+                    name = key.value if isinstance(key, ast.Constant) else key
+                    if name in MODEL_SIZES[:4] and isinstance(value, ast.Constant):
+                        written.append(f"{where}:{value.lineno} {name}={value.value}")
+    assert not written, written
+
+
 def test_a_setting_of_the_architecture_is_checked_as_transformer_config_declares_it(tmp_path, capsys):
     for name, item in ((item.name, item) for item in fields(ModelConfig)):
         if item.metadata["choices"]:
