@@ -37,3 +37,15 @@ def test_the_package_level_load_pretrained_is_the_new_modules():
     from numpy_transformer.translator.huggingface.loading import load_pretrained
 
     assert nt.load_pretrained is load_pretrained
+
+
+@pytest.mark.parametrize("old", ["saved_state", "saved_settings"])
+def test_the_resume_readers_name_the_one_call_that_replaced_them(old):
+    from numpy_transformer.translator.run import continuing
+
+    new = "numpy_transformer.translator.run.continuing.resumed_run"
+    with pytest.raises(
+        ModuleNotFoundError, match=rf"continuing.{old} has moved: import {re.escape(new)} instead$"
+    ):
+        getattr(continuing, old)
+    assert callable(continuing.resumed_run)
