@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,7 +37,7 @@ import numpy as np
 
 import numpy_transformer as nt
 from numpy_transformer.optim import Adam
-from numpy_transformer.presets import LABEL_SMOOTHING
+from numpy_transformer.presets import BASE, LABEL_SMOOTHING, SMALL, TINY
 from numpy_transformer.translator.decoder_cache import DecoderCache
 from numpy_transformer.translator.decoding import decoding_blas_threads, greedy_decode
 from numpy_transformer.translator.thread_parallel import DataParallel, auto_threads
@@ -44,14 +45,39 @@ from numpy_transformer.translator.thread_parallel import DataParallel, auto_thre
 if hasattr(nt, "tune_cpu"):  # earlier revisions (see compare_revisions.py) tuned the allocator on import
     nt.tune_cpu()
 
-CONFIGS = {  # name: (src vocab, tgt vocab, d_model, N, h, d_ff, batch, S)
-    "tiny": (100, 100, 64, 2, 4, 256, 32, 16),
-    "small": (1000, 1000, 128, 2, 4, 512, 32, 32),
-    # the 15-minute corpus run's model and batch: its 4,000-unit vocabularies (about 3,000 / 3,600
-    # used), 64 pairs a batch, bucketed by length to about 12 subword tokens; no dropout (DROPOUT)
-    "corpus": (3000, 3600, 128, 2, 4, 512, 64, 12),
-    "seed": (2000, 1000, 512, 6, 8, 2048, 10, 8),
-    "base": (8000, 8000, 512, 6, 8, 2048, 32, 64),
+# name: its model's preset (every size lives in numpy_transformer.presets); the corpus run's is the
+# 15-minute --data run's model: SMALL without dropout, as sizes_for_corpus gives it at 2,000 pairs
+# a minute and more
+PRESETS = {
+    "tiny": TINY,
+    "small": SMALL,
+    "corpus": replace(SMALL, dropout=0.0),
+    "seed": BASE,
+    "base": BASE,
+}
+# name: (src vocab, tgt vocab, batch, S); the corpus run's 4,000-unit vocabularies (about 3,000 /
+# 3,600 used), 64 pairs a batch, bucketed by length to about 12 subword tokens
+DATA = {
+    "tiny": (100, 100, 32, 16),
+    "small": (1000, 1000, 32, 32),
+    "corpus": (3000, 3600, 64, 12),
+    "seed": (2000, 1000, 10, 8),
+    "base": (8000, 8000, 32, 64),
+}
+# name: (src vocab, tgt vocab, d_model, N, h, d_ff, batch, S): the form an earlier revision's bench.py
+# writes, in which compare_revisions.py hands it a configuration it lacks
+CONFIGS = {
+    name: (
+        src,
+        tgt,
+        PRESETS[name].d_model,
+        PRESETS[name].N,
+        PRESETS[name].h,
+        PRESETS[name].d_ff,
+        batch,
+        length,
+    )
+    for name, (src, tgt, batch, length) in DATA.items()
 }
 RUNS = [
     ("tiny", "mha"),
@@ -62,7 +88,6 @@ RUNS = [
     ("base", "mha"),
     ("base", "mla"),
 ]
-DROPOUT = {"corpus": 0.0}  # as config.sizes_for_corpus gives the corpus run; 0.1 elsewhere
 DECODE_TOKENS = 32
 PAD, BOS, EOS = 0, 1, 2
 
@@ -79,7 +104,8 @@ def model_config(name: str, attention: str, seq_len: int | None = None) -> dict:
         "d_model": d_model,
         "N": n_layers,
         "h": heads,
-        "dropout": DROPOUT.get(name, 0.1),
+        # a configuration compare_revisions.py hands in (added after this revision): the presets' dropout
+        "dropout": PRESETS.get(name, SMALL).dropout,
         "d_ff": d_ff,
         "attention": attention,
         "norm_first": True,

@@ -21,7 +21,7 @@ ratios are to the first.
 from __future__ import annotations
 
 import argparse
-import ast
+import functools
 import json
 import os
 import statistics
@@ -44,13 +44,13 @@ CONFIGS = [
 ]
 
 
+@functools.cache
 def tree_configs() -> dict[str, tuple]:
-    """The working tree's bench.CONFIGS, read from its source (this process imports no numpy_transformer)."""
-    source = ast.parse((TREE / "benchmarks" / "bench.py").read_text())
-    for node in source.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CONFIGS" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise RuntimeError("benchmarks/bench.py defines no CONFIGS")
+    """The working tree's bench.CONFIGS, read by a process of its own (this one imports no numpy_transformer)."""
+    command = [sys.executable, "-c", "import json, bench; print(json.dumps(bench.CONFIGS))"]
+    env = {**os.environ, "PYTHONPATH": str(TREE / "benchmarks")}
+    said = subprocess.run(command, capture_output=True, text=True, check=True, env=env, cwd=TREE)
+    return {name: tuple(sizes) for name, sizes in json.loads(said.stdout).items()}
 
 
 def worker(tree: str, runner_kind: str, name: str, attention: str) -> None:

@@ -3,14 +3,13 @@
 python examples/numbers_en_fr.py
 """
 
+from numpy_transformer.presets import SMALL
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.tokenizers import encode_sentences
 from numpy_transformer.translator.training import Trainer
 from numpy_transformer.translator.translating import translate_ids
 
-trainer = Trainer.create(
-    TrainConfig(task="numbers-en-fr", steps=3000), {"d_model": 128, "N": 2, "h": 4, "d_ff": 512}
-)
+trainer = Trainer.create(TrainConfig(task="numbers-en-fr", steps=3000), SMALL.settings())
 trainer.fit("runs/numbers-en-fr")
 task = trainer.task
 unseen = [source for source, _ in task.test[:5]]  # held out from training by construction

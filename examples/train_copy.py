@@ -3,10 +3,11 @@
 python examples/train_copy.py
 """
 
+from numpy_transformer.presets import TINY
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.training import Trainer
 
 config = TrainConfig(task="copy", steps=3000, lr=2e-3, eval_every=1000)
-trainer = Trainer.create(config, {"d_model": 64, "N": 2, "h": 4, "d_ff": 256, "dropout": 0.0})
+trainer = Trainer.create(config, TINY.settings() | {"dropout": 0.0})
 trainer.fit("runs/copy")
 print(trainer.evaluate(trainer.task.test))

@@ -10,6 +10,7 @@ than two columns is refused by file and line, so keep the first two first (``cut
 import sys
 from pathlib import Path
 
+from numpy_transformer.presets import TINY
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.training import Trainer
 
@@ -43,7 +44,7 @@ else:
 
 trainer = Trainer.create(
     TrainConfig(data=str(path), steps=600, eval_every=200, batch_size=32),
-    {"d_model": 64, "N": 2, "h": 4, "d_ff": 256},
+    TINY.settings() | {"dropout": None},  # dropout chosen from the corpus, as a --data run does
 )
 trainer.fit("runs/tsv")
 print(trainer.evaluate(trainer.task.test))

@@ -452,13 +452,15 @@ def build_transformer(*args: Any, seed: int | None = 0, **settings: Any) -> Tran
     if seed is not None and seed < 0:  # NumPy's generators take none below 0
         raise ValueError(f"seed must be a non-negative integer or None, got {seed!r}")
     if len(args) == 1 and isinstance(args[0], TransformerConfig):
-        return build_from_config(replace(args[0], **settings), seed)
-    if any(isinstance(arg, TransformerConfig) for arg in args):  # else read as src_vocab_size and on
+        config = replace(args[0], **settings)
+    elif any(isinstance(arg, TransformerConfig) for arg in args):  # else read as src_vocab_size and on
         raise TypeError(
             f"build_transformer takes a TransformerConfig alone, its fields replaced by keyword "
             f"(build_transformer(config, dropout=0.0)), got it among {len(args)} positional arguments"
         )
-    return build_from_config(TransformerConfig(*args, **settings), seed)
+    else:
+        config = TransformerConfig(*args, **settings)
+    return build_from_config(config, seed)
 
 
 def build_from_config(config: TransformerConfig, seed: int | None = 0) -> Transformer:

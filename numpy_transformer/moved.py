@@ -39,6 +39,13 @@ MOVED: dict[str, str] = {
     "numpy_transformer.testing": "numpy_transformer.gradient_checking",
     "numpy_transformer.finite_differences": "numpy_transformer.gradient_checking.differences",
     "numpy_transformer.backward_contract": "numpy_transformer.gradient_checking.contract",
+    # a resumed run is read back in one call
+    "numpy_transformer.translator.run.continuing.saved_state": (
+        "numpy_transformer.translator.run.continuing.resumed_run"
+    ),
+    "numpy_transformer.translator.run.continuing.saved_settings": (
+        "numpy_transformer.translator.run.continuing.resumed_run"
+    ),
 }
 
 

@@ -1,5 +1,6 @@
 """The named model sizes and the loss's label smoothing: the one place the model's defaults, the
-``train`` and ``learn`` commands and the workbook's proof read them from.
+``train``, ``learn`` and ``plot`` commands, the workbook's proof, the benchmarks and the examples
+read them from.
 
 A size is the model's width ``d_model``, its ``N`` encoder and decoder blocks, its ``h`` attention
 heads, its feed-forward width ``d_ff`` and its dropout. ``CORPUS_SIZES`` says which size a run on a
@@ -33,6 +34,8 @@ BASE = ModelSize(d_model=512, N=6, h=8, d_ff=2048, dropout=0.1)
 MEDIUM = ModelSize(d_model=256, N=3, h=4, d_ff=1024, dropout=0.1)
 # the generated tasks' model, and a corpus's in a budget of minutes on two CPU cores
 SMALL = ModelSize(d_model=128, N=2, h=4, d_ff=512, dropout=0.1)
+# the examples' and the benchmarks' tiny model: the copy task in a few hundred steps
+TINY = ModelSize(d_model=64, N=2, h=4, d_ff=256, dropout=0.1)
 # learn train without --task, --data or --config: the copy task in under a minute on two cores
 LEARN_TRAIN = ModelSize(d_model=32, N=1, h=2, d_ff=64, dropout=0.0)
 # learn prove: blocks.py's encoder-decoder, which has no dropout, learning number words to French

@@ -125,6 +125,18 @@ class TranslationTask:
         tgt = [self.tgt_vocab.encode(self.tokenizer.tokenize(t))[0] for _, t in pairs]
         return src, tgt
 
+    def unknown_tokens(self, pairs: Sequence[tuple[str, str]]) -> tuple[int, int]:
+        """(the tokens of ``pairs`` outside the vocabularies, which become <unk>; their tokens in all)."""
+        unknown = total = 0
+        for source, target in pairs:
+            for vocab, tokens in (
+                (self.src_vocab, self.tokenizer.tokenize_source(source)),
+                (self.tgt_vocab, self.tokenizer.tokenize(target)),
+            ):
+                unknown += len(vocab.encode(tokens)[1])
+                total += len(tokens)
+        return unknown, total
+
     def batch(self, pairs: Sequence[tuple[str, str]]) -> Batch:
         return make_batch(*self.encode_pairs(pairs), self.ids)
 
@@ -405,29 +417,32 @@ class FileTask(PairsTask):
     ) -> None:
         """``vocabulary``: TranslationTask's vocab_size, shared_vocab, serialized_tokenizer and
         vocabularies."""
-        tokenizer_library(tokenizer)  # where it is not installed, said before the corpus is read
-        read = read_tsv(path)
-        pairs = list(dict.fromkeys(read))  # a repeated pair would land in training and test alike
-        self.repeated = len(read) - len(pairs)  # said with the splits, else their counts would not add up
-        repeated = (
-            f" ({self.repeated} repeated pairs of its {len(read)} removed: each pair is kept once)"
-            if self.repeated
-            else ""
-        )
-        splitter: str | Tokenizer = tokenizer
         given = vocabulary.get("vocabularies")
+        splitter: str | Tokenizer = tokenizer
+        counter: Tokenizer | None
         if given is not None or tokenizer == SentencePieceTokenizer.name:
             # a model's own tokenizer and vocabularies (train --from): pairs count in its tokens, as its tables do
-            splitter = make_tokenizer(tokenizer, vocabulary.pop("serialized_tokenizer", None), given)
-            counter: Tokenizer | None = splitter
+            splitter = counter = make_tokenizer(
+                tokenizer, vocabulary.pop("serialized_tokenizer", None), given
+            )
         else:  # bpe counts a pair's words: its subwords are learned afterwards, from the pairs kept
             kind = TOKENIZERS.get("word" if tokenizer == BPETokenizer.name else tokenizer)
             counter = kind() if kind else None
-        pairs = _short_pairs(pairs, counter, max_length, f"--data {path}")
+        tokenizer_library(tokenizer)  # where it is not installed, said before the corpus is read
         self.files = {name: file for name, file in (("dev", dev), ("test", test)) if file is not None}
-        own = {name: _own_split(file, f"--{name}", counter, max_length) for name, file in self.files.items()}
+        files = {"data": path, **self.files}
+        read = {name: read_tsv(file, f"--{name}") for name, file in files.items()}
+        pairs = list(dict.fromkeys(read["data"]))  # a repeated pair would land in training and test alike
+        self.repeated = len(read["data"]) - len(
+            pairs
+        )  # said with the splits, else their counts would not add up
+        repeated = (
+            f" ({self.repeated} repeated pairs of its {len(read['data'])} removed: each pair is kept once)"
+            if self.repeated
+            else ""
+        )
+        pairs, own = _corpus_and_own_splits(pairs, read, files, counter, max_length)
         _warn_of_shared_pairs(own, self.files)
-        pairs = _without(pairs, own, self.files, path)
         held_out = [name for name in ("dev", "test") if name not in own]
         if len(pairs) < 1 + len(held_out):
             names = ["train", *held_out]
@@ -452,23 +467,24 @@ class FileTask(PairsTask):
         if tokenizer == BPETokenizer.name and given is None:
             # the words counted above bound the subwords from below only (an unspaced CJK line is
             # one word): each split is counted again in the subwords the model sees
-            split_names = ("training", "dev", "test")
-            splits = [self.train_pairs, self.dev, self.test]
-            kept = [_short_pairs(split, self.tokenizer, max_length, "", warn=False) for split in splits]
-            dropped = sum(len(split) for split in splits) - sum(len(split) for split in kept)
+            splits = {"training": self.train_pairs, "dev": self.dev, "test": self.test}
+            kept = _short_pairs(splits, self.tokenizer, max_length, warn=False)
+            dropped = sum(len(split) for split in splits.values()) - sum(
+                len(split) for split in kept.values()
+            )
             if dropped:
                 warnings.warn(
                     f"--data {path}: {dropped} more pairs have more than {max_length} subword tokens on a "
                     "side and are left out (--max-length counts the tokens the model sees)",
                     stacklevel=2,
                 )
-            empty = [name for name, split in zip(split_names, kept) if not split]
+            empty = [name for name, split in kept.items() if not split]
             if empty:
                 raise ValueError(
                     f"--data {path}: no {' or '.join(empty)} pair has at most {max_length} subword tokens on "
                     "a side (--max-length): raise --max-length or give shorter pairs"
                 )
-            self.train_pairs, self.dev, self.test = kept
+            self.train_pairs, self.dev, self.test = kept["training"], kept["dev"], kept["test"]
 
     def splits(self) -> str:
         """One line: how many pairs each split holds, and how they were chosen."""
@@ -487,20 +503,6 @@ class FileTask(PairsTask):
         return "splits: " + "; ".join(parts)
 
 
-def _own_split(
-    path: str | Path, flag: str, tokenizer: Tokenizer | None, max_length: int
-) -> list[tuple[str, str]]:
-    """The pairs of a dev or test file of the user's own (``flag``: --dev, --test), each once, those
-    within ``max_length`` tokens; refused when none is."""
-    pairs = _short_pairs(list(dict.fromkeys(read_tsv(path, flag))), tokenizer, max_length, f"{flag} {path}")
-    if not pairs:
-        raise ValueError(
-            f"{flag} {path}: no pair has at most {max_length} tokens on a side (--max-length): raise "
-            "--max-length or give shorter pairs"
-        )
-    return pairs
-
-
 def _warn_of_shared_pairs(own: dict[str, list[tuple[str, str]]], files: dict[str, str | Path]) -> None:
     """A warning where the user's own dev and test files share pairs: the test scores would count
     pairs the run chose its best checkpoint by (the splits held out of --data never share one)."""
@@ -516,50 +518,66 @@ def _warn_of_shared_pairs(own: dict[str, list[tuple[str, str]]], files: dict[str
         )
 
 
-def _without(
+def _corpus_and_own_splits(
     pairs: list[tuple[str, str]],
-    own: dict[str, list[tuple[str, str]]],
+    read: dict[str, list[tuple[str, str]]],
     files: dict[str, str | Path],
-    path: str | Path,
-) -> list[tuple[str, str]]:
-    """The corpus's ``pairs`` less those of the user's own dev and test splits (``own``, read from
-    ``files``), said in a warning: a pair trained on would score as if translated."""
-    kept = pairs
+    counter: Tokenizer | None,
+    max_length: int,
+) -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str]]]]:
+    """The corpus's ``pairs`` and the user's own dev and test splits (``read`` from ``files`` by name:
+    data, dev, test), each with the pairs of at most ``max_length`` tokens of ``counter`` a side; a
+    dev or test file with none is refused. The corpus's pairs that are also in an own split are left
+    out, said in a warning: a pair trained on would score as if translated."""
+    where = {name: f"--{name} {file}" for name, file in files.items()}
+    short = _short_pairs(
+        {
+            where["data"]: pairs,
+            **{where[name]: list(dict.fromkeys(split)) for name, split in read.items() if name != "data"},
+        },
+        counter,
+        max_length,
+    )
+    kept, own = short.pop(where["data"]), {name: short[where[name]] for name in files if name != "data"}
+    for name, split in own.items():
+        if not split:
+            raise ValueError(
+                f"{where[name]}: no pair has at most {max_length} tokens on a side (--max-length): raise "
+                "--max-length or give shorter pairs"
+            )
     for name, split in own.items():
         held = set(split)
         left = [pair for pair in kept if pair not in held]
         if len(left) < len(kept):
             warnings.warn(
-                f"--data {path}: {len(kept) - len(left)} of its pairs are also in --{name} {files[name]} and "
-                "are left out of training",
+                f"--data {files['data']}: {len(kept) - len(left)} of its pairs are also in --{name} {files[name]} "
+                "and are left out of training",
                 stacklevel=3,
             )
         kept = left
-    return kept
+    return kept, own
 
 
 def _short_pairs(
-    pairs: list[tuple[str, str]],
-    tokenizer: Tokenizer | None,
-    max_length: int,
-    where: str,
-    warn: bool = True,
-) -> list[tuple[str, str]]:
-    """The pairs with at most ``max_length`` tokens on each side; the others are left out, said in
-    a warning that starts with ``where`` (the option and its file: "--data corpus.tsv")."""
+    splits: dict[str, list[tuple[str, str]]], tokenizer: Tokenizer | None, max_length: int, warn: bool = True
+) -> dict[str, list[tuple[str, str]]]:
+    """Each split's pairs with at most ``max_length`` tokens on each side; the others are left out,
+    said in a warning that starts with the split's name (the option and its file: "--data corpus.tsv")."""
     if tokenizer is None:  # TranslationTask names the unknown tokenizer
-        return pairs
-    kept = [
-        (source, target)
-        for source, target in pairs
-        if max(len(tokenizer.tokenize_source(source)), len(tokenizer.tokenize(target))) <= max_length
-    ]
-    if warn and len(kept) < len(pairs):
-        warnings.warn(
-            f"{where}: {len(pairs) - len(kept)} of {len(pairs)} pairs have more than {max_length} "
-            f"tokens on a side and are left out (--max-length)",
-            stacklevel=3,
-        )
+        return splits
+    kept = {}
+    for where, pairs in splits.items():
+        kept[where] = [
+            (source, target)
+            for source, target in pairs
+            if max(len(tokenizer.tokenize_source(source)), len(tokenizer.tokenize(target))) <= max_length
+        ]
+        if warn and len(kept[where]) < len(pairs):
+            warnings.warn(
+                f"{where}: {len(pairs) - len(kept[where])} of {len(pairs)} pairs have more than {max_length} "
+                f"tokens on a side and are left out (--max-length)",
+                stacklevel=4,
+            )
     return kept
 
 

@@ -2,6 +2,8 @@
 --resume's checks all come from the fields of the run's configuration (translator/config/run.py),
 declared as numpy_transformer.settings declares every checked setting."""
 
+import argparse
+import ast
 import inspect
 import os
 import re
@@ -12,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import numpy_transformer
 from numpy_transformer import presets
 from numpy_transformer.model import TransformerConfig, build_transformer
 from numpy_transformer.settings import flag_of
@@ -31,6 +34,7 @@ from numpy_transformer.translator.config import (
 from numpy_transformer.translator.run.checkpoint import load_checkpoint
 from numpy_transformer.translator.tokenizers import subword_vocab_size
 from numpy_transformer.translator.training import Trainer
+from numpy_transformer.workbook.exercises.curriculum import EXERCISES
 
 RUN = ["--task", "copy", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--steps", "3"]
 QUIET = ["--no-progress", "--show", "0", "--eval-every", "3", "--eval-size", "4", "--batch-size", "8"]
@@ -104,6 +108,36 @@ def test_every_size_is_a_preset():
             name: value for name, value in size.settings().items() if name != "dropout"
         }
     assert TrainConfig().label_smoothing == presets.LABEL_SMOOTHING
+
+
+# sizes that are no preset of this package: a published Marian model's shapes, and the GPU check's
+# model, as small as a comparison of every gradient across two backends wants
+NOT_PRESETS = {"benchmarks/translate_bench.py", "benchmarks/gpu_check.py"}
+
+
+def test_no_module_writes_a_size_of_its_own():
+    """The package, its benchmarks and its examples take a model's sizes from presets.py: no other
+    module writes d_model, N, h or d_ff as a number (a keyword argument or a dictionary's entry)."""
+    root = Path(numpy_transformer.__file__).parent.parent
+    written = []
+    for folder in ("numpy_transformer", "benchmarks", "examples"):
+        for source in sorted((root / folder).rglob("*.py")):
+            where = source.relative_to(root).as_posix()
+            if where == "numpy_transformer/presets.py" or where in NOT_PRESETS:
+                continue
+            for node in ast.walk(ast.parse(source.read_text())):
+                entries = (
+                    [(node.arg, node.value)]
+                    if isinstance(node, ast.keyword)
+                    else zip(node.keys, node.values)
+                    if isinstance(node, ast.Dict)
+                    else []
+                )
+                for key, value in entries:
+                    name = key.value if isinstance(key, ast.Constant) else key
+                    if name in MODEL_SIZES[:4] and isinstance(value, ast.Constant):
+                        written.append(f"{where}:{value.lineno} {name}={value.value}")
+    assert not written, written
 
 
 def test_a_setting_of_the_architecture_is_checked_as_transformer_config_declares_it(tmp_path, capsys):
@@ -694,3 +728,29 @@ def test_learn_hint_says_what_file_and_name_are(capsys):
         main(["learn", "hint", "--help"])
     said = " ".join(capsys.readouterr().out.split())
     assert "FILE the workbook's file: my_backprop.py" in said and "NAME an exercise's textbook name" in said
+
+
+def _help_texts(parser: argparse.ArgumentParser) -> list[str]:
+    """The --help of ``parser`` and of every command under it."""
+    texts = [parser.format_help()]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                texts += _help_texts(command)
+    return texts
+
+
+def test_no_help_text_names_a_function_of_the_package():
+    """A user reads how a default is chosen in words, not the name of the function that chooses it
+    (the workbook's exercises are named by the backward the learner writes: those names are the learner's)."""
+    package = Path(numpy_transformer.__file__).parent
+    exercises = {exercise.backward for exercise in EXERCISES}
+    functions = {
+        node.name
+        for source in package.rglob("*.py")
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    } - exercises
+    for text in _help_texts(build_parser()):
+        named = set(re.findall(r"(?<![-\w.])(\w*_\w*)", text)) & functions
+        assert not named, f"a help text names {sorted(named)}:\n{text}"

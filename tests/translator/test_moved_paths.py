@@ -64,3 +64,15 @@ def test_an_old_module_path_imported_from_its_package_names_its_new_place(old):
     expected = rf"^{re.escape(old)} has moved: import {re.escape(MOVED[old])} instead$"
     with pytest.raises(ModuleNotFoundError, match=expected):
         exec(f"from {package} import {module}", {})
+
+
+@pytest.mark.parametrize("old", ["saved_state", "saved_settings"])
+def test_the_resume_readers_name_the_one_call_that_replaced_them(old):
+    from numpy_transformer.translator.run import continuing
+
+    new = "numpy_transformer.translator.run.continuing.resumed_run"
+    with pytest.raises(
+        ModuleNotFoundError, match=rf"continuing.{old} has moved: import {re.escape(new)} instead$"
+    ):
+        getattr(continuing, old)
+    assert callable(continuing.resumed_run)

@@ -27,6 +27,11 @@ from .translate import add_evaluate, add_translate, run_evaluate, run_translate
 
 __all__ = ["build_parser", "main"]
 
+DESCRIPTION = (
+    "numpy-transformer (or python -m numpy_transformer): train, translate, evaluate, average, plot, learn, "
+    "import, export; numpy-transformer COMMAND --help says what each one takes"
+)
+
 
 DESCRIPTION = (
     "A translation toolkit around the Transformer of 'Attention Is All You Need' written in NumPy: train, "

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...machine import require
+from ...presets import TINY
 from .common import (
     CHECKPOINT_HELP,
     DEFAULT_OUT,
@@ -98,10 +99,8 @@ def _gradient_model(args: argparse.Namespace) -> tuple[dict, TranslationTask]:
         "tgt_vocab_size": len(task.tgt_vocab),
         "src_seq_len": 16,
         "tgt_seq_len": 16,
-        "d_model": 64,
+        **TINY.settings(),
         "N": args.layers or GRADIENT_LAYERS,
-        "h": 4,
-        "d_ff": 256,
         "dropout": 0.0,
     }
     return config, task

@@ -79,18 +79,18 @@ def run_train(args: argparse.Namespace) -> int:
     from ..distributed import Communicator, RanksStopped
 
     comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
-    if comm is None:
-        try:
-            return _train_run(args, None)
-        except _InterruptedBeforeTraining as interrupted:
-            print(interrupted, file=sys.stderr)
-            return 130
     try:
         return _train_run(args, comm)
-    except RanksStopped as stopped:
+    except RanksStopped as stopped:  # the ranks agreed to stop (under MPI alone)
         return stopped.code
-    except BaseException as error:  # out of step with the others (a second Ctrl-C), which may wait for
-        # this rank in a collective call for ever: say why here, then end every rank
+    except BaseException as error:
+        if comm is None:
+            if isinstance(error, _InterruptedBeforeTraining):
+                print(error, file=sys.stderr)
+                return 130
+            raise
+        # out of step with the others (a second Ctrl-C), which may wait for this rank in a
+        # collective call for ever: say why here, then end every rank
         code, line = _failure(error, Path(args.out).expanduser(), comm.rank)
         if line:
             print(line, file=sys.stderr)
@@ -108,20 +108,23 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
     try:
         with ExitStack() as locked:
 
-            def claim_out() -> tuple[dict[str, dict[str, Any]], Path]:
+            def claim_out() -> tuple[dict[str, dict[str, Any]], bool, Path]:
                 require_evaluation_library()
                 if not args.no_progress:
                     require("a training run's progress bar (--no-progress trains without one)", "tqdm")
                 settings = _settings(args)  # every refusal of a setting comes before any work
+                from_the_file = _from_the_file(args)
                 _refuse_out_of_from(settings["train"].get("from_run"), args.out)
                 out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
                 if root:  # rank 0 alone writes the run directory
                     created.extend(_missing(out))
                     locked.enter_context(RunLock(out))
-                return settings, out
+                return settings, from_the_file, out
 
-            settings, out = _on_every_rank(comm, args.out, claim_out)
-            trainer, started = _on_every_rank(comm, out, lambda: _trainer(args, settings, out, comm))
+            settings, from_the_file, out = _on_every_rank(comm, args.out, claim_out)
+            trainer, started = _on_every_rank(
+                comm, out, lambda: _trainer(args, settings, from_the_file, out, comm)
+            )
             say(started)
             return _on_every_rank(comm, out, lambda: _fit(args, trainer, out, say))
     finally:
@@ -246,31 +249,29 @@ TASK_TIED = ("tokenizer", "vocab_size", "max_length", "bpe_dropout", "shared_voc
 
 
 def _trainer(
-    args: argparse.Namespace, settings: dict[str, dict[str, Any]], out: Path, comm: Communicator | None
+    args: argparse.Namespace,
+    settings: dict[str, dict[str, Any]],
+    from_the_file: bool,
+    out: Path,
+    comm: Communicator | None,
 ) -> tuple[Trainer, str]:
     """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
-    what it trains. With --overwrite the old run is cleared only now, once the new one is ready: a
-    refusal or a Ctrl-C before this point keeps it."""
-    from ..run.directory import clear_run, resume_checkpoint
+    what it trains; ``from_the_file``: settings of a --config file are in effect (_from_the_file).
+    With --overwrite the old run is cleared only now, once the new one is ready: a refusal or a
+    Ctrl-C before this point keeps it."""
+    from ..run.directory import clear_run
     from ..tasks import FileTask
     from ..training.trainer import Trainer
 
     ranks = f" on {comm.size} MPI ranks" if comm else ""
-    saved = resume_checkpoint(out) if args.resume else out / FILENAME
-    if saved.name != FILENAME:
-        warnings.warn(
-            f"--resume: {out / FILENAME} is missing or older than {saved.name} (its save failed): "
-            f"resuming from {saved}, the run's newest complete checkpoint",
-            stacklevel=2,
-        )
     try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
         if args.resume:
             may_change = {name: settings["train"].get(name) for name in resumable_fields()}
-            trainer = Trainer.resume(saved, comm=comm, **may_change)
+            trainer = Trainer.resume(out, comm=comm, **may_change)
         else:
             trainer = Trainer.create(TrainConfig(**settings["train"]), settings["model"], comm=comm)
     except (ValueError, TypeError) as error:  # the model's checks, the memory estimate: the file took part
-        if not args.resume and "--config" not in str(error) and _from_the_file(args):
+        if not args.resume and "--config" not in str(error) and from_the_file:
             error.args = (f"{error} (with the settings of --config {args.config})",)
         raise
     except KeyboardInterrupt as interrupt:
@@ -287,10 +288,10 @@ def _trainer(
         + ("" if "time_budget" in settings["train"] else " (--steps N to fix them)")
     )
     if args.resume:
+        saved = trainer.resumed_from
         resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
         if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
-            trainer.plan_steps(trainer.step)  # the run ends where it is
-            warnings.warn(
+            warnings.warn(  # Trainer.resume planned its end where it is
                 f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
                 f"({trainer.budget.spent() / 60:.1f} so far) at step {trainer.step}: nothing is left to train; "
                 "give a larger --time-budget (minutes in all) or --steps N above the step reached",

@@ -69,7 +69,7 @@ def planned_eval_every(steps: int, evaluations: int = EVALUATIONS) -> int:
 
 PATHS = ("data", "dev", "test", "from_run")  # the settings that name a file or a run: absolute once given
 MODEL_SIZES = ("d_model", "N", "h", "d_ff", "dropout")  # chosen by the run when not given
-_CHOSEN = "default chosen from the corpus with --data (sizes_for_corpus), else"
+_CHOSEN = "default with --data: chosen from the corpus's training pairs and the time budget, else"
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def sizes_for_corpus(train_pairs: int, minutes: float | None) -> dict[str, Any]:
     to overfit). At 2,000 pairs a minute and more (10 to 15 passes in 15 minutes) none: there, on
     the German and French message corpora, dropout 0 scored higher than 0.1, and 0.3 far lower; a
     third layer (fewer steps in the budget) scored lower, a 192-wide model no higher (docs/results.md).
-    The subword vocabulary grows with the corpus: data.subword_vocab_size.
+    The subword vocabulary grows with the corpus: tokenizers.subword_vocab_size.
     """
     minutes = DATA_TIME_BUDGET if minutes is None else minutes
     size = next(size for least, pairs, size in CORPUS_SIZES if minutes >= least and train_pairs >= pairs)
@@ -204,7 +204,7 @@ class TrainConfig(Checked):
     vocab_size: int | None = setting(
         None,
         "subword units learned by --tokenizer bpe, source and target together (default: chosen from the "
-        "corpus's size, data.subword_vocab_size)",
+        "corpus's size: the more training pairs, the more units)",
         minimum=BPE_VOCAB_RANGE[0],
         maximum=BPE_VOCAB_RANGE[1],
     )

@@ -309,7 +309,8 @@ def task_from_recipe(
 def restore_model_and_task(path: str | Path, arrays: dict, meta: dict) -> tuple[Transformer, TranslationTask]:
     """Rebuild the model and the task, with the saved vocabularies (dropout needs no saved state:
     see step_rng)."""
-    return model_from_checkpoint(path, arrays, meta), trained_task(path, meta)
+    task = trained_task(path, meta)  # its refusals (a corpus gone or changed) before the weights are built
+    return model_from_checkpoint(path, arrays, meta), task
 
 
 def trained_task(path: str | Path, meta: dict) -> TranslationTask:

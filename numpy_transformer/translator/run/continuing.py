@@ -2,8 +2,8 @@
 saved (``train --resume``, Trainer.resume) or fine-tuned from (``train --from``, Trainer.create).
 
 What a checkpoint of a run holds: the model, the run's settings, its task's recipe and vocabularies,
-and its RunState (run_checkpoint). A resume reads the state and the settings back (saved_state,
-saved_settings) and rebuilds the model and the task (checkpoint.restore_model_and_task); a
+and its RunState (run_checkpoint). A resume reads it back once (resumed_run): the state, the settings,
+the model and the task rebuilt (checkpoint.restore_model_and_task); a
 fine-tune takes the run's model, tokenizer and vocabularies and the settings given
 (fine_tune_start).
 """
@@ -14,9 +14,10 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, NoReturn
 
 from ...model import Transformer
+from ...moved import MOVED, refuse_moved
 from ..config import ModelConfig, TrainConfig, fine_tune_settings
 from ..tasks import TranslationTask, make_task
 from .checkpoint import (
@@ -25,10 +26,12 @@ from .checkpoint import (
     load_checkpoint,
     load_meta,
     resolve_path,
+    restore_model_and_task,
     saved_vocabularies,
     serialized_tokenizer,
     task_recipe,
 )
+from .directory import resume_checkpoint
 from .state import RunState
 
 
@@ -50,38 +53,52 @@ def run_checkpoint(
     return arrays, meta
 
 
-def saved_state(path: str | Path, ranks: int) -> tuple[dict[str, Any], dict[str, Any], RunState]:
-    """The checkpoint ``path`` of a run to resume (its arrays and metadata) and its RunState: refused
-    when it holds an average or an imported model, or another number of ``ranks`` saved it."""
-    arrays, meta = load_checkpoint(path)
+class ResumedRun(NamedTuple):
+    """A run read back from its checkpoint to continue (resumed_run): all that Trainer.resume needs."""
+
+    model: Transformer
+    task: TranslationTask
+    config: TrainConfig  # as saved, but for the length and the threads given
+    state: RunState
+    checkpoint: Path  # the file read
+
+
+def resumed_run(
+    path: str | Path, ranks: int, steps: int | None, time_budget: float | None, threads: int | None
+) -> ResumedRun:
+    """The run saved in the checkpoint ``path`` (a file, or a run directory's newest complete
+    checkpoint: its model.npz, or an evaluation checkpoint newer than it), read once:
+    its state, its settings as saved but for the length given (``steps`` or ``time_budget``) and
+    ``threads``, its model and its task rebuilt. Refused when it holds an average or an imported
+    model, or another number of ``ranks`` saved it."""
+    checkpoint = resume_checkpoint(path)
+    if checkpoint != resolve_path(path):  # a run directory whose model.npz is missing or older
+        warnings.warn(
+            f"--resume: {resolve_path(path)} is missing or older than {checkpoint.name} (its save "
+            f"failed): resuming from {checkpoint}, the run's newest complete checkpoint",
+            stacklevel=3,
+        )
+    arrays, meta = load_checkpoint(checkpoint)
     held = "an imported model" if "imported_from" in meta else "an average" if "averaged_from" in meta else ""
     if held:  # an average's optimiser state is its last checkpoint's, which its weights did not reach
         raise ValueError(
-            f"--resume: {resolve_path(path)} holds {held}, not a training run: fine-tune it "
+            f"--resume: {checkpoint} holds {held}, not a training run: fine-tune it "
             f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
         )
-    state = RunState.from_checkpoint(arrays, meta, path)
-    saved_ranks = state.ranks
-    if saved_ranks != ranks:
+    state = RunState.from_checkpoint(arrays, meta, checkpoint)
+    if state.ranks != ranks:
         raise ValueError(
-            f"checkpoint {resolve_path(path)} was trained on {saved_ranks} rank(s) and this run has "
-            f"{ranks}: resume it with mpiexec -n {saved_ranks}"
-            + ("" if saved_ranks > 1 else " or without mpiexec")
+            f"checkpoint {checkpoint} was trained on {state.ranks} rank(s) and this run has "
+            f"{ranks}: resume it with mpiexec -n {state.ranks}"
+            + ("" if state.ranks > 1 else " or without mpiexec")
         )
-    return arrays, meta, state
-
-
-def saved_settings(
-    meta: dict[str, Any], steps: int | None, time_budget: float | None, threads: int | None
-) -> TrainConfig:
-    """The resumed run's settings: as its checkpoint's metadata ``meta`` saved them, but for the
-    length given (``steps`` or ``time_budget``) and ``threads``."""
     config = TrainConfig(**meta["train"]).resolve(saved=True)  # as saved: a new run's refusals aside
     if steps is not None or time_budget is not None:  # the one given replaces the run's length
         config = replace(config, steps=steps, time_budget=time_budget).resolve(saved=True)
     if threads is not None:
         config = replace(config, threads=threads)
-    return config
+    model, task = restore_model_and_task(checkpoint, arrays, meta)
+    return ResumedRun(model, task, config, state, checkpoint)
 
 
 def fine_tune_start(
@@ -97,6 +114,7 @@ def fine_tune_start(
         check_meta(path, meta)
     except CheckpointError as error:
         raise CheckpointError(f"--from {path}: {error}") from None
+    tokenizer, vocabularies = serialized_tokenizer(meta["task"]), saved_vocabularies(path, meta)
     sizes, config = fine_tune_settings(given, config, model, meta)
     assert config.max_length is not None  # the run's tables bound it
     task = make_task(
@@ -107,30 +125,28 @@ def fine_tune_start(
         config.max_length,
         config.dev,
         config.test,
-        serialized_tokenizer=serialized_tokenizer(meta["task"]),
-        vocabularies=saved_vocabularies(path, meta),
+        serialized_tokenizer=tokenizer,
+        vocabularies=vocabularies,
         vocab_size=config.vocab_size,
     )
-    _warn_unknown_share(task, path, config.data)
+    # tokens outside the vocabularies of the run it starts from become <unk>: said, with their share
+    pairs = getattr(task, "train_pairs", [])[:UNKNOWN_SAMPLE]
+    unknown, total = task.unknown_tokens(pairs)
+    if unknown:
+        counted = f" in its first {UNKNOWN_SAMPLE:,} training pairs" if len(pairs) == UNKNOWN_SAMPLE else ""
+        warnings.warn(
+            f"--data {config.data}: {unknown / total:.1%} of its tokens ({unknown:,} of {total:,}{counted}) "
+            f"are outside the vocabulary of --from {path} and become <unk>",
+            stacklevel=2,
+        )
     return sizes, task, config
 
 
-def _warn_unknown_share(task: Any, path: str | Path, data: str | None, sample: int = 10_000) -> None:
-    """Warn, with the share, when the corpus of a fine-tune holds tokens outside the vocabularies of
-    the run it starts from (they become <unk>): counted over up to ``sample`` training pairs."""
-    pairs = getattr(task, "train_pairs", [])[:sample]
-    unknown = total = 0
-    for source, target in pairs:
-        for vocab, tokens in (
-            (task.src_vocab, task.tokenizer.tokenize_source(source)),
-            (task.tgt_vocab, task.tokenizer.tokenize(target)),
-        ):
-            unknown += len(vocab.encode(tokens)[1])
-            total += len(tokens)
-    if unknown:
-        warnings.warn(
-            f"--data {data}: {unknown / total:.1%} of its tokens ({unknown:,} of {total:,}"
-            f"{' in its first ' + format(sample, ',') + ' training pairs' if len(pairs) == sample else ''}) "
-            f"are outside the vocabulary of --from {path} and become <unk>",
-            stacklevel=3,
-        )
+UNKNOWN_SAMPLE = 10_000  # the training pairs of a fine-tune's corpus counted for its share of <unk>
+
+
+def __getattr__(name: str) -> NoReturn:
+    """A name that moved out of this module (saved_state, saved_settings: resumed_run) answers with its new place."""
+    if f"{__name__}.{name}" in MOVED:
+        refuse_moved(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -266,11 +266,12 @@ def _evaluation_checkpoints(directory: Path) -> list[Path]:
     return [path for path in run_files(directory) if KEPT_NAME.fullmatch(path.name)]
 
 
-def resume_checkpoint(directory: Path) -> Path:
-    """The checkpoint --resume continues: model.npz, or the newest evaluation checkpoint when it is
-    newer (the save of model.npz after it failed, a full disk) or model.npz is missing."""
-    last = directory / FILENAME
-    kept = _evaluation_checkpoints(directory)
+def resume_checkpoint(path: str | Path) -> Path:
+    """The checkpoint --resume continues from ``path``: a checkpoint file itself; of a run directory
+    its model.npz, or the newest evaluation checkpoint when it is newer (the save of model.npz after
+    it failed, a full disk) or model.npz is missing."""
+    kept = _evaluation_checkpoints(Path(path)) if Path(path).is_dir() else []
+    last = resolve_path(path)
     if kept and (not last.is_file() or int(kept[-1].stem.removeprefix("step-")) > load_meta(last)["step"]):
         return kept[-1]
     return last

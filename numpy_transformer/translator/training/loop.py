@@ -39,7 +39,11 @@ class Loop:
         with ExitStack() as files:
             if run:
                 with ranks.holding():  # a directory holding another run is refused before it is written
-                    check_fit_directory(run.directory, trainer.run_id, trainer.resumed_in)
+                    check_fit_directory(
+                        run.directory,
+                        trainer.run_id,
+                        trainer.resumed_from.resolve().parent if trainer.resumed_from else None,
+                    )
                     run.write_config(config_toml(trainer.model_config, trainer.config))
                     files.enter_context(run)
             if trainer.budget is not None:

@@ -27,7 +27,7 @@ class Training(Protocol):
     evaluations: EvaluationState
     schedule: Any
     run_id: str
-    resumed_in: Path | None
+    resumed_from: Path | None
 
     @property
     def steps(self) -> int: ...

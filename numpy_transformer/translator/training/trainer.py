@@ -29,11 +29,9 @@ from ..run.checkpoint import (
     CheckpointError,
     load_checkpoint,
     model_from_checkpoint,
-    resolve_path,
-    restore_model_and_task,
     save_checkpoint,
 )
-from ..run.continuing import fine_tune_start, run_checkpoint, saved_settings, saved_state
+from ..run.continuing import fine_tune_start, resumed_run, run_checkpoint
 from ..run.directory import RunFiles
 from ..run.state import EvaluationState, RunState
 from ..tasks import FileTask, SubwordDropout, TranslationTask, make_task
@@ -93,7 +91,7 @@ class Trainer:
         # own request waits in ``requests`` until the step's all-reduce makes every rank agree
         self.stop: str | None = None
         self.requests = StopRequests(self.ranks.is_root)
-        self.resumed_in: Path | None = None  # the run directory resume() read: fit may continue it there
+        self.resumed_from: Path | None = None  # the checkpoint resume() read: fit may continue its run there
         self._parallel: dict[int, DataParallel] = {}
 
     # -- construction ---------------------------------------------------------------------------
@@ -135,37 +133,38 @@ class Trainer:
         threads: int | None = None,
         time_budget: float | None = None,
     ) -> Trainer:
-        """Restore model, optimiser, step and the run's state; the task is rebuilt from its recipe.
+        """Restore model, optimiser, step and the run's state from the checkpoint ``path`` (a file, or
+        a run directory: its newest complete checkpoint); the task is rebuilt from its recipe.
 
         ``steps`` (or ``time_budget``, in minutes in all, the time the run has spent so far
         included) may lengthen the run and ``threads`` change its row shards; everything else is as
         saved. A run saved by K ranks resumes on K ranks only (its batches' slices and dropout masks
         depend on K).
         """
-        arrays, meta, state = saved_state(path, comm.size if comm else 1)
         started = time.perf_counter()
-        config = saved_settings(meta, steps, time_budget, threads)
-        model, task = restore_model_and_task(path, arrays, meta)
-        trainer = cls(model, task, config, step=state.step, comm=comm)
-        trainer.restore(state, started, keep_plan=time_budget is None)
-        trainer.resumed_in = resolve_path(path).resolve().parent
+        run = resumed_run(path, comm.size if comm else 1, steps, time_budget, threads)
+        trainer = cls(run.model, run.task, run.config, step=run.state.step, comm=comm)
+        trainer.restore(run.state, started, keep_plan=time_budget is None)
+        trainer.resumed_from = run.checkpoint
         try:
-            trainer.optimizer.load_state_dict(state.optimizer)
+            trainer.optimizer.load_state_dict(run.state.optimizer)
         except (ValueError, KeyError) as error:
             raise CheckpointError(
-                f"checkpoint {resolve_path(path)}: optimizer state does not fit ({error})"
+                f"checkpoint {run.checkpoint}: optimizer state does not fit ({error})"
             ) from error
         return trainer
 
     def restore(self, state: RunState, started: float, keep_plan: bool) -> None:
         """Continue the run from its saved ``state`` (bar the optimiser's): ``started`` is when the resume
         began (its time counts in a time budget), and ``keep_plan`` keeps the saved run's planned end
-        until the next plan."""
+        until the next plan; a run that has spent its time budget ends at the step it reached."""
         if self.budget is not None:
             self.budget.spent_before = (state.time_spent_s or 0.0) + time.perf_counter() - started
             planned = state.steps_planned or 0  # a plan behind the run (it ended early): plan anew
             if keep_plan and planned > state.step:
                 self.plan_steps(planned)
+            if self.budget.spent() >= self.budget.seconds:  # nothing of its time is left: it ends where it is
+                self.plan_steps(self.step)
         self.evaluations = EvaluationState.of(state)
         self.run_id = state.run_id or self.run_id  # None: saved before runs had an id, so a new one
 
@@ -311,8 +310,7 @@ def _new_run(
     given, config = config, config.resolve()
     if config.from_run is not None:  # the run's model, tokenizer and vocabularies: nothing is chosen
         sizes, task, config = fine_tune_start(given, config, model)
-        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
-    else:
+    else:  # the sizes given are checked before the corpus is read
         if isinstance(model, ModelConfig):
             sizes_given = model
         else:  # the settings given: post-norm blocks end without a final norm unless final_norm is given
@@ -330,8 +328,9 @@ def _new_run(
         task = make_task(config.task, config.data, config.seed, config.tokenizer, **corpus)
         # the saved configuration says what was chosen
         config = replace(config, vocab_size=task.vocab_size)
+    src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
+    if config.from_run is None:  # the model sized for the task
         train_pairs = len(task.train_pairs) if isinstance(task, FileTask) else None
-        src_len, tgt_len = task.max_lengths(task.dev + task.test + task.length_pairs(config.seed))
         sizes = {
             **asdict(sizes_given.resolve(train_pairs, config.time_budget)),
             "src_vocab_size": len(task.src_vocab),
