@@ -156,8 +156,13 @@ def check_token_ids(arrays: list[tuple[Array, int, str]], bounds: bool = True) -
     if not present:
         return
     limits = get_array_module().stack([limit for ids, _, _ in present for limit in (ids.min(), ids.max())])
-    lows_and_highs = to_numpy(limits).tolist()
-    for (_, size, argument), low, high in zip(present, lows_and_highs[::2], lows_and_highs[1::2]):
+    check_id_bounds(present, to_numpy(limits).tolist())
+
+
+def check_id_bounds(arrays: list[tuple[Array, int, str]], lows_and_highs: list[int]) -> None:
+    """ValueError for the first (ids, vocab_size, argument) of ``arrays`` whose lowest and highest id
+    (``lows_and_highs``: low, high for each array in turn, read already) leave [0, vocab_size)."""
+    for (_, size, argument), low, high in zip(arrays, lows_and_highs[::2], lows_and_highs[1::2]):
         if low < 0 or high >= size:
             raise ValueError(f"{argument} holds ids in [{low}, {high}], outside the vocabulary [0, {size})")
 

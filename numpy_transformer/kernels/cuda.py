@@ -137,14 +137,11 @@ def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
     return dtable
 
 
-def label_smoothed_cross_entropy(
+def masked_cross_entropy(
     logits: Array, targets: Array, labelled: Array, label_smoothing: float, dloss: float
 ) -> tuple[Array, Array]:
-    """The textbook's cross_entropy_forward and cross_entropy_backward(dloss) of the ``labelled`` rows,
-    every row of the (N, V) logits taken and the mean weighted by the (N,) mask, so that nothing is
-    read on the host: the loss is a 0-d array (NaN where no row is labelled), the gradient (N, V) is
-    zero on the other rows. ``targets`` (N,) may hold anything where the mask is false. Two launches
-    with the fused kernel switched on."""
+    """The textbook's, the probabilities' exponentials shared by the loss and the gradient and the
+    gradient written in place. Two launches with the fused kernel switched on."""
     if enabled("cross_entropy"):
         return fused_cross_entropy.forward_backward(logits, targets, labelled, label_smoothing, dloss)
     xp = get_array_module()

@@ -143,7 +143,7 @@ def test_cross_entropy_twin_equals_the_textbook(rows, classes, smoothing, dloss,
         dlogits, row_loss = cross_entropy.rows_twin(*args)
         return cross_entropy.mean_twin(row_loss, args[2]), dlogits
 
-    for function in (twin, cross_entropy.forward_backward, cuda.label_smoothed_cross_entropy):
+    for function in (twin, cross_entropy.forward_backward, cuda.masked_cross_entropy):
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv(cuda_fused.ENV_VAR, "cross_entropy")
             loss, dlogits = function(logits, targets, labelled, smoothing, dloss)

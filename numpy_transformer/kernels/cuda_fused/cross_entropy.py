@@ -107,7 +107,7 @@ KERNEL = FusedKernel("cross_entropy", SOURCE)
 def forward_backward(
     logits: Array, targets: Array, labelled: Array, label_smoothing: float, dloss: float
 ) -> tuple[Array, Array]:
-    """kernels.cuda.label_smoothed_cross_entropy in two launches (its twin off a GPU): (loss, dlogits)."""
+    """kernels.cuda.masked_cross_entropy in two launches (its twin off a GPU): (loss, dlogits)."""
     xp = get_array_module()
     if not on_a_gpu():
         with KERNEL.twin():
