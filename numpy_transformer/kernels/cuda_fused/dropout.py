@@ -14,9 +14,8 @@ import math
 from typing import Any, NamedTuple
 
 from ...backend import DROPOUT_LEVELS, Array, get_array_module, random_uint16
-from . import FusedKernel, on_a_gpu
+from . import FusedKernel
 
-THREADS = 256
 PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # Philox4x32's multipliers (Salmon et al., 2011)
 PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # its Weyl sequence's increments of the key
 ROUNDS = 10
@@ -92,26 +91,6 @@ def backward(dout: Array, cache: PhiloxDropoutCache) -> Array:
     return _apply(dout, cache)
 
 
-def _apply(x: Array, cache: PhiloxDropoutCache) -> Array:
-    if not on_a_gpu():
-        with KERNEL.twin():
-            return apply_twin(x, cache)
-    xp = get_array_module()
-    source = xp.ascontiguousarray(x)
-    out = xp.empty_like(source)
-    size = source.size
-    args = (
-        source,
-        out,
-        cache.seed,
-        xp.uint32(cache.threshold),
-        xp.float64(cache.keep_prob),
-        xp.int64(size),
-    )
-    KERNEL.launch("dropout_apply", x.dtype, max(1, -(-size // THREADS)), THREADS, args)
-    return out
-
-
 def apply_twin(x: Array, cache: PhiloxDropoutCache) -> Array:
     """The kernel as array operations: x / keep_prob where the Philox mask keeps, else 0."""
     xp = get_array_module()
@@ -163,3 +142,21 @@ def philox4x32(c0: Array, c1: Array, c2: Array, c3: Array, key0: Any, key1: Any)
             product0 & word,
         ]
     return c
+
+
+@KERNEL.with_twin(apply_twin)
+def _apply(x: Array, cache: PhiloxDropoutCache) -> Array:
+    xp = get_array_module()
+    source = xp.ascontiguousarray(x)
+    out = xp.empty_like(source)
+    size = source.size
+    args = (
+        source,
+        out,
+        cache.seed,
+        xp.uint32(cache.threshold),
+        xp.float64(cache.keep_prob),
+        xp.int64(size),
+    )
+    KERNEL.launch("dropout_apply", x.dtype, KERNEL.blocks(size), args)
+    return out
