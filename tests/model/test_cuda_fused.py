@@ -17,6 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from numpy_transformer import functional as F
+from numpy_transformer.backend import random_uint16
 from numpy_transformer.kernels import cuda, cuda_fused
 from numpy_transformer.kernels.cuda_fused import adam, attention_softmax, cross_entropy, dropout, layer_norm
 
@@ -212,7 +213,7 @@ def test_dropout_twin_equals_the_textbook_with_its_mask(shape, p, seed):
         out, cache = cuda.dropout_forward(x, p, np.random.default_rng(seed), True)
         dx = cuda.dropout_backward(dout, cache)
     assert isinstance(cache, dropout.PhiloxDropoutCache)
-    keep = dropout.keep_mask(cache.seed, shape, cache.threshold)
+    keep = dropout.keep_mask(cache.seed, shape, cache.threshold, cache.offset)
     expected = F.DropoutCache(keep, cache.keep_prob)
     assert cache.keep_prob == F.dropout_forward(x, p, np.random.default_rng(0), True)[1].keep_prob
     assert_close(out, x * keep / cache.keep_prob, "forward")
@@ -222,11 +223,32 @@ def test_dropout_twin_equals_the_textbook_with_its_mask(shape, p, seed):
         np.testing.assert_array_equal(after, before)
 
 
+def test_one_seed_a_generator_and_an_offset_a_call():
+    """The first fused dropout under a generator draws its seed (four 16-bit draws); every later call
+    under it takes the next offset, the counter's third word, and so a mask of its own; another
+    generator draws its own seed, from offset 0."""
+    rng, fresh = np.random.default_rng(7), np.random.default_rng(7)
+    caches = [dropout.forward(np.ones(64), 0.5, rng)[1] for _ in range(3)]
+    assert [cache.offset for cache in caches] == [0, 1, 2]
+    assert all(cache.seed is caches[0].seed for cache in caches)
+    np.testing.assert_array_equal(caches[0].seed, random_uint16(fresh, (4,)))
+    assert rng.integers(0, 2**32) == fresh.integers(0, 2**32)  # one draw, not three
+    masks = [dropout.keep_mask(c.seed, (64,), c.threshold, c.offset) for c in caches]
+    assert not np.array_equal(masks[0], masks[1]) and not np.array_equal(masks[1], masks[2])
+    other = dropout.forward(np.ones(64), 0.5, np.random.default_rng(8))[1]
+    assert other.offset == 0 and not np.array_equal(other.seed, caches[0].seed)
+    words = dropout.philox4x32(
+        *(np.array([c], dtype=np.uint64) for c in (0, 0, 2, 0)),
+        *(np.uint64(int(caches[2].seed[i]) | int(caches[2].seed[i + 1]) << 16) for i in (0, 2)),
+    )
+    assert masks[2][:4].tolist() == [int(w[0]) >> 16 >= caches[2].threshold for w in words]
+
+
 def test_the_philox_mask_keeps_one_minus_p():
     keep_prob = []
     for seed in range(4):
         cache = dropout.forward(np.ones(2**16), 0.1, np.random.default_rng(seed))[1]
-        keep_prob.append(dropout.keep_mask(cache.seed, (2**16,), cache.threshold).mean())
+        keep_prob.append(dropout.keep_mask(cache.seed, (2**16,), cache.threshold, cache.offset).mean())
     kept = np.mean(keep_prob)  # 2^18 entries: the standard error of the kept fraction is 5.9e-4
     assert abs(kept - 0.9) < 6 * 5.9e-4, kept
     assert len(set(keep_prob)) == 4  # each seed its own mask

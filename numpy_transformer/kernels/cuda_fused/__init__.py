@@ -3,9 +3,10 @@
 One module per kernel (in the manner of llm.c's dev/cuda): its CUDA C source (``SOURCE``, after the
 PRELUDE every kernel shares: its block size and the block reduction; compiled by CuPy's ``RawModule``
 at first use, one ``extern "C"`` entry per dtype: ``NAME_float``, ``NAME_double``) and its twin, the
-same algorithm written with array operations; ``FusedKernel.with_twin`` runs the one or the other. The twin is what runs off a GPU: on
-NumPy (where tests/model/test_kernels.py proves it equal to the textbook in float64) and on the CuPy
-stand-in, which counts it as the one launch the kernel is (tests/support/cupy_launches.py).
+same algorithm written with array operations; ``FusedKernel.with_twin`` runs the one or the other.
+The twin is what runs off a GPU: on NumPy (where tests/model/test_cuda_fused.py proves it equal to the
+textbook in float64) and on the CuPy stand-in, which counts it as the one launch the kernel is
+(tests/support/cupy_launches.py).
 
 Each kernel is switched by name with the environment variable ``NUMPY_TRANSFORMER_FUSED``: ``all``,
 ``none``, or names joined by commas (``layer_norm,dropout``). Unset, only the kernels a GPU run has
