@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from .backend import Array, get_array_module, to_numpy
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
-from .kernels import ops
+from .kernels import dropout_add_kernel, ops
 from .module import Module, ModuleList, Parameter
 
 
@@ -69,6 +69,16 @@ class Dropout(Module):
     def backward(self, dout: Array) -> Array:
         (cache,) = self._take()
         return ops.dropout_backward(dout, cache)
+
+    def forward_added(self, x: Array, skip: Array) -> Array:
+        """``skip + forward(x)``, in one launch where the backend has the two fused
+        (kernels.dropout_add_kernel); ``backward`` is x's gradient, the skip's being dout itself."""
+        kernel = dropout_add_kernel() if self.training and self.p else None
+        if kernel is None:
+            return skip + self.forward(x)
+        out, cache = kernel(x, skip, self.p, self.rng)
+        self._save((cache,))
+        return out
 
 
 class Linear(Module):
@@ -553,7 +563,7 @@ class ResidualConnection(Module):
         x, self._skip = self._skip, None
         if x is None:
             raise ValueError("ResidualConnection.exit was called before enter")
-        total = x + self.dropout.forward(y)
+        total = self.dropout.forward_added(y, x)
         return total if self.norm_first else self.norm.forward(total)
 
     def exit_backward(self, dout: Array) -> Array:

@@ -141,3 +141,11 @@ def adam_kernel() -> Any:
     """The backend's tuned Adam update (a class, see kernels.cpu.AdamUpdate), or None for the textbook's."""
     module = backend_kernels() if get_kernels() == "fast" else None
     return getattr(module, "AdamUpdate", None)
+
+
+def dropout_add_kernel() -> Callable | None:
+    """The backend's dropout fused with a residual add (``skip + dropout(x)`` in one launch: see
+    kernels.cuda.dropout_add_kernel), or None where it has none switched on: the layer adds."""
+    module = backend_kernels() if get_kernels() == "fast" else None
+    choose = getattr(module, "dropout_add_kernel", None)
+    return None if choose is None else choose()

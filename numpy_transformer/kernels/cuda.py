@@ -46,6 +46,7 @@ from .cuda_fused import adam as fused_adam
 from .cuda_fused import attention_softmax as fused_softmax
 from .cuda_fused import cross_entropy as fused_cross_entropy
 from .cuda_fused import dropout as fused_dropout
+from .cuda_fused import dropout_add as fused_dropout_add
 from .cuda_fused import enabled
 from .cuda_fused import layer_norm as fused_layer_norm
 
@@ -80,6 +81,12 @@ def dropout_backward(dout: Array, cache: Any) -> Array:
     if isinstance(cache, fused_dropout.PhiloxDropoutCache):
         return fused_dropout.backward(dout, cache)
     return functional.dropout_backward(dout, cache)
+
+
+def dropout_add_kernel() -> Any:
+    """``skip + dropout(x)`` in one launch, ``(x, skip, p, rng) -> (out, cache)`` for dropout_backward,
+    where the fused dropout and its residual add are both switched on; else None (the layer adds)."""
+    return fused_dropout_add.forward if enabled("dropout") and enabled("dropout_add") else None
 
 
 def layer_norm_forward(

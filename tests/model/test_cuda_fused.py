@@ -12,19 +12,31 @@ import re
 
 import numpy as np
 import pytest
-from conftest import KERNEL_TOLERANCE, relative_error
+from conftest import KERNEL_TOLERANCE, model_batch, relative_error, tiny_model
+from cupy_launches import LAUNCHES
+from cupy_standin import make_module
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import numpy_transformer as nt
+from numpy_transformer import backend
 from numpy_transformer import functional as F
 from numpy_transformer.backend import random_uint16
-from numpy_transformer.kernels import cuda, cuda_fused
-from numpy_transformer.kernels.cuda_fused import adam, attention_softmax, cross_entropy, dropout, layer_norm
+from numpy_transformer.kernels import cuda, cuda_fused, using_kernels
+from numpy_transformer.kernels.cuda_fused import (
+    adam,
+    attention_softmax,
+    cross_entropy,
+    dropout,
+    dropout_add,
+    layer_norm,
+)
 
 SETTINGS = settings(max_examples=25, deadline=None)
 TWIN_TESTS = {
     "layer_norm",
     "dropout",
+    "dropout_add",
     "attention_softmax",
     "cross_entropy",
     "adam",
@@ -221,6 +233,63 @@ def test_dropout_twin_equals_the_textbook_with_its_mask(shape, p, seed):
     assert_close(dropout.backward(dout, cache), dx, "the backward again")  # the same mask every time
     for after, before in zip((x, dout), originals):
         np.testing.assert_array_equal(after, before)
+
+
+@SETTINGS
+@given(
+    shape=st.sampled_from([(1,), (3, 5), (2, 7, 9), (4, 33, 16)]),
+    p=st.sampled_from([0.1, 0.5, 0.9]),
+    seed=st.integers(0, 99),
+)
+def test_dropout_add_twin_equals_the_textbook_with_its_mask(shape, p, seed):
+    """skip + the textbook's dropout with the kernel's mask, in float64; through the CUDA kernel set's
+    switch (on only with dropout on), whose backward is dropout's."""
+    rng = np.random.default_rng(seed)
+    x, skip, dout = (rng.standard_normal(shape) for _ in range(3))
+    originals = [np.copy(a) for a in (x, skip, dout)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "dropout_add")
+        assert cuda.dropout_add_kernel() is None  # its backward is dropout's: off without it
+        patch.setenv(cuda_fused.ENV_VAR, "dropout,dropout_add")
+        out, cache = cuda.dropout_add_kernel()(x, skip, p, np.random.default_rng(seed))
+        dx = cuda.dropout_backward(dout, cache)
+    keep = dropout.keep_mask(cache.seed, shape, cache.threshold, cache.offset)
+    expected = F.DropoutCache(keep, cache.keep_prob)
+    assert_close(out, skip + F.dropout_backward(x, expected), "forward")
+    assert_close(dropout_add.added_twin(x, skip, cache), out, "the twin again")
+    assert_close(dx, F.dropout_backward(dout, expected), "backward")
+    for after, before in zip((x, skip, dout), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(ValueError, match=r"skip of shape \(1,\) must have x's shape"):
+        dropout_add.forward(np.zeros(3), np.zeros(1), p, np.random.default_rng(0))
+
+
+def test_the_residual_add_fused_into_dropout_is_the_step_it_replaces():
+    """A training step on the CuPy stand-in with dropout fused and its residual add fused too: the
+    same masks (one seed stream, the same offsets), so the same loss and gradients to rounding, with
+    a launch fewer at every residual connection at least."""
+    previous = backend.get_array_module()
+    backend.set_backend(make_module())
+    try:
+        steps = {}
+        for fused in ("dropout", "dropout,dropout_add"):
+            with pytest.MonkeyPatch.context() as patch, using_kernels("fast"):
+                patch.setenv(cuda_fused.ENV_VAR, fused)
+                model = tiny_model("mha", False, dtype="float64", dropout=0.3, seed=4).train()
+                model.set_rng(backend.make_rng(9))
+                src, tgt, labels = (backend.get_array_module().asarray(a) for a in model_batch(2))
+                masks = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
+                LAUNCHES.clear()
+                loss = nt.loss_and_backward(model, src, tgt, *masks, labels, 0, 0.1, on_device=True)
+                steps[fused] = (float(loss), model.flat.grad.get(), dict(LAUNCHES))
+    finally:
+        backend.set_backend(previous)
+    (loss, grads, launches), (fused_loss, fused_grads, fused_launches) = steps.values()
+    assert fused_loss == pytest.approx(loss, rel=1e-12)
+    assert relative_error(fused_grads, grads) <= KERNEL_TOLERANCE
+    residuals = 2 * 2 + 3 * 2  # tiny_model: two encoder blocks of two, two decoder blocks of three
+    assert fused_launches["fused:dropout_add"] == residuals
+    assert sum(fused_launches.values()) <= sum(launches.values()) - residuals
 
 
 def test_one_seed_a_generator_and_an_offset_a_call():

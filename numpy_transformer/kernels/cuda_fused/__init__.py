@@ -28,6 +28,7 @@ ENV_VAR = "NUMPY_TRANSFORMER_FUSED"
 KERNELS = (
     "layer_norm",
     "dropout",
+    "dropout_add",
     "attention_softmax",
     "cross_entropy",
     "adam",

@@ -23,7 +23,8 @@ PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # its Weyl sequence's increments of the key
 ROUNDS = 10
 WORD = 0xFFFFFFFF
 
-SOURCE = r"""
+# the mask's device functions, which dropout_add.py's source shares
+PHILOX = r"""
 // Philox4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3", 2011).
 __device__ unsigned int philox_word(unsigned long long counter, unsigned int offset, unsigned int key0,
                                     unsigned int key1, int word) {
@@ -51,7 +52,11 @@ __device__ bool kept(long long i, const unsigned short* seed, unsigned int offse
     const unsigned int key1 = seed[2] | ((unsigned int)seed[3] << 16);
     return (philox_word((unsigned long long)(i / 4), offset, key0, key1, (int)(i % 4)) >> 16) >= threshold;
 }
+"""
 
+SOURCE = (
+    PHILOX
+    + r"""
 // y = x / keep_prob where kept, else 0 (the forward; the backward, with dy for x, is the same map).
 template <typename T>
 __device__ void apply(const T* x, T* y, const unsigned short* seed, unsigned int offset, unsigned int threshold,
@@ -70,6 +75,7 @@ __device__ void apply(const T* x, T* y, const unsigned short* seed, unsigned int
 DROPOUT_ENTRIES(float)
 DROPOUT_ENTRIES(double)
 """
+)
 
 KERNEL = FusedKernel("dropout", SOURCE)
 
@@ -84,9 +90,14 @@ class PhiloxDropoutCache(NamedTuple):
 def forward(x: Array, p: float, rng: Any) -> tuple[Array, PhiloxDropoutCache]:
     """Inverted dropout of x (training, p > 0) in one launch (the twin off a GPU), after the seed's draw
     where this is the first call under ``rng``."""
-    threshold = round(p * DROPOUT_LEVELS)
-    cache = PhiloxDropoutCache(*SEEDS.next(rng), threshold, (DROPOUT_LEVELS - threshold) / DROPOUT_LEVELS)
+    cache = new_cache(p, rng)
     return _apply(x, cache), cache
+
+
+def new_cache(p: float, rng: Any) -> PhiloxDropoutCache:
+    """The mask of a call with probability ``p`` under ``rng``: its seed, offset, threshold and 1 - p."""
+    threshold = round(p * DROPOUT_LEVELS)
+    return PhiloxDropoutCache(*SEEDS.next(rng), threshold, (DROPOUT_LEVELS - threshold) / DROPOUT_LEVELS)
 
 
 class SeedStream:
