@@ -27,6 +27,7 @@ from numpy_transformer.kernels import cuda_fused
 from numpy_transformer.kernels.cuda_fused import (
     adam,
     attention_softmax,
+    bias_relu,
     cross_entropy,
     dropout,
     dropout_add,
@@ -73,6 +74,17 @@ def _dropout_add(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width
     return {"y": (out, dropout_add.added_twin(x, skip, cache))}
 
 
+def _bias_relu(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    h, dout = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
+    bias = xp.asarray(rng.standard_normal(width).astype(dtype))
+    (y, cache), (twin_y, twin_cache) = bias_relu.forward(h, bias), bias_relu.forward_twin(h, bias)
+    (dh, dbias), (twin_dh, twin_dbias) = (
+        bias_relu.backward(dout, cache),
+        bias_relu.backward_twin(dout, twin_cache),
+    )
+    return {"y": (y, twin_y), "dh": (dh, twin_dh), "dbias": (dbias, twin_dbias)}
+
+
 def _attention_softmax(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
     scores, dprobs = (xp.asarray(rng.standard_normal((2, 2, rows, width)).astype(dtype)) for _ in range(2))
     mask = xp.asarray(rng.random((2, 1, 1, width)) > 0.3)
@@ -114,6 +126,7 @@ KERNEL_CHECKS: dict[str, Callable[..., dict]] = {
     "layer_norm": _layer_norm,
     "dropout": _dropout,
     "dropout_add": _dropout_add,
+    "bias_relu": _bias_relu,
     "attention_softmax": _attention_softmax,
     "cross_entropy": _cross_entropy,
     "adam": _adam,

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from .backend import Array, get_array_module, to_numpy
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
-from .kernels import dropout_add_kernel, ops
+from .kernels import fused_layer, ops
 from .module import Module, ModuleList, Parameter
 
 
@@ -72,8 +72,8 @@ class Dropout(Module):
 
     def forward_added(self, x: Array, skip: Array) -> Array:
         """``skip + forward(x)``, in one launch where the backend has the two fused
-        (kernels.dropout_add_kernel); ``backward`` is x's gradient, the skip's being dout itself."""
-        kernel = dropout_add_kernel() if self.training and self.p else None
+        (kernels.fused_layer); ``backward`` is x's gradient, the skip's being dout itself."""
+        kernel = fused_layer("dropout_add") if self.training and self.p else None
         if kernel is None:
             return skip + self.forward(x)
         out, cache = kernel(x, skip, self.p, self.rng)
@@ -113,6 +113,26 @@ class Linear(Module):
         self.weight.accumulate(dweight)
         if self.bias is not None:
             self.bias.accumulate(dbias)
+        return dx
+
+    def forward_activated(self, x: Array, kernel: Any) -> Array:
+        """The fused ``kernel``'s activation of forward(x) (kernels.fused_layer("bias_relu")): the
+        product made without the bias, which the kernel adds in the activation's launch; a layer
+        with a bias only. ``backward_activated`` is its backward."""
+        assert self.bias is not None  # the kernel adds it
+        out, cache = ops.linear_forward(x, self.weight.data, None)
+        out, activation_cache = kernel.forward(out, self.bias.data)
+        self._save((cache, kernel, activation_cache))
+        return out
+
+    def backward_activated(self, dout: Array) -> Array:
+        """dx of forward_activated from the gradient of its activated output."""
+        assert self.bias is not None
+        cache, kernel, activation_cache = self._take()
+        dout, dbias = kernel.backward(dout, activation_cache)
+        dx, dweight, _ = ops.linear_backward(dout, cache)
+        self.weight.accumulate(dweight)
+        self.bias.accumulate(dbias)
         return dx
 
 
@@ -279,6 +299,9 @@ class LayerNormalization(Module):
         return dx
 
 
+_ACTIVATED = object()  # a forward whose activation linear_1 ran fused with its bias: its backward too
+
+
 class FeedForwardBlock(Module):
     """linear_2(dropout(f(linear_1(x)))): d_model -> d_ff -> d_model, f the ``activation``: "relu"
     (the paper), "silu" (Marian's swish) or "gelu_tanh"."""
@@ -302,8 +325,12 @@ class FeedForwardBlock(Module):
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
     def forward(self, x: Array) -> Array:
-        hidden = self.linear_1.forward(x)
-        hidden, activation_cache = getattr(ops, f"{self.activation}_forward")(hidden)
+        kernel = fused_layer("bias_relu") if self.activation == "relu" else None
+        if kernel is None:
+            hidden = self.linear_1.forward(x)
+            hidden, activation_cache = getattr(ops, f"{self.activation}_forward")(hidden)
+        else:  # the bias and the activation in one launch; linear_1 keeps what its backward needs
+            hidden, activation_cache = self.linear_1.forward_activated(x, kernel), _ACTIVATED
         self._save(activation_cache)
         hidden = self.dropout.forward(hidden)
         return self.linear_2.forward(hidden)
@@ -311,7 +338,10 @@ class FeedForwardBlock(Module):
     def backward(self, dout: Array) -> Array:
         dhidden = self.linear_2.backward(dout)
         dhidden = self.dropout.backward(dhidden)
-        dhidden = getattr(ops, f"{self.activation}_backward")(dhidden, self._take())
+        activation_cache = self._take()
+        if activation_cache is _ACTIVATED:
+            return self.linear_1.backward_activated(dhidden)
+        dhidden = getattr(ops, f"{self.activation}_backward")(dhidden, activation_cache)
         return self.linear_1.backward(dhidden)
 
 

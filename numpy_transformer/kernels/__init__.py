@@ -143,9 +143,10 @@ def adam_kernel() -> Any:
     return getattr(module, "AdamUpdate", None)
 
 
-def dropout_add_kernel() -> Callable | None:
-    """The backend's dropout fused with a residual add (``skip + dropout(x)`` in one launch: see
-    kernels.cuda.dropout_add_kernel), or None where it has none switched on: the layer adds."""
+def fused_layer(name: str) -> Any:
+    """The backend's fused kernel for a layer's steps across textbook functions (kernels.cuda.fused_layer:
+    ``"dropout_add"``, ``"bias_relu"``), or None where it has none switched on: the layer runs the
+    textbook's steps, as on NumPy and in the reference and learner sets."""
     module = backend_kernels() if get_kernels() == "fast" else None
-    choose = getattr(module, "dropout_add_kernel", None)
-    return None if choose is None else choose()
+    choose = getattr(module, "fused_layer", None)
+    return None if choose is None else choose(name)

@@ -44,6 +44,7 @@ from .attention_blocks import block_kernels
 from .cpu import FusedAttentionCache, column_sum, row_mean
 from .cuda_fused import adam as fused_adam
 from .cuda_fused import attention_softmax as fused_softmax
+from .cuda_fused import bias_relu as fused_bias_relu
 from .cuda_fused import cross_entropy as fused_cross_entropy
 from .cuda_fused import dropout as fused_dropout
 from .cuda_fused import dropout_add as fused_dropout_add
@@ -83,10 +84,17 @@ def dropout_backward(dout: Array, cache: Any) -> Array:
     return functional.dropout_backward(dout, cache)
 
 
-def dropout_add_kernel() -> Any:
-    """``skip + dropout(x)`` in one launch, ``(x, skip, p, rng) -> (out, cache)`` for dropout_backward,
-    where the fused dropout and its residual add are both switched on; else None (the layer adds)."""
-    return fused_dropout_add.forward if enabled("dropout") and enabled("dropout_add") else None
+def fused_layer(name: str) -> Any:
+    """A layer's steps fused across the textbook's functions, where switched on (else None: the layer
+    runs the steps). ``"dropout_add"``: ``skip + dropout(x)`` in one launch, ``(x, skip, p, rng) ->
+    (out, cache)`` for dropout_backward, on only with the fused dropout on, whose backward it shares.
+    ``"bias_relu"``: the module kernels.cuda_fused.bias_relu (``forward(h, bias)`` and
+    ``backward(dout, cache)``), the bias and ReLU after a product without its bias."""
+    if name == "dropout_add":
+        return fused_dropout_add.forward if enabled("dropout") and enabled("dropout_add") else None
+    if name == "bias_relu":
+        return fused_bias_relu if enabled("bias_relu") else None
+    raise ValueError(f"no fused layer named {name!r}: expected dropout_add or bias_relu")
 
 
 def layer_norm_forward(

@@ -26,6 +26,7 @@ from numpy_transformer.kernels import cuda, cuda_fused, using_kernels
 from numpy_transformer.kernels.cuda_fused import (
     adam,
     attention_softmax,
+    bias_relu,
     cross_entropy,
     dropout,
     dropout_add,
@@ -37,6 +38,7 @@ TWIN_TESTS = {
     "layer_norm",
     "dropout",
     "dropout_add",
+    "bias_relu",
     "attention_softmax",
     "cross_entropy",
     "adam",
@@ -249,9 +251,9 @@ def test_dropout_add_twin_equals_the_textbook_with_its_mask(shape, p, seed):
     originals = [np.copy(a) for a in (x, skip, dout)]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(cuda_fused.ENV_VAR, "dropout_add")
-        assert cuda.dropout_add_kernel() is None  # its backward is dropout's: off without it
+        assert cuda.fused_layer("dropout_add") is None  # its backward is dropout's: off without it
         patch.setenv(cuda_fused.ENV_VAR, "dropout,dropout_add")
-        out, cache = cuda.dropout_add_kernel()(x, skip, p, np.random.default_rng(seed))
+        out, cache = cuda.fused_layer("dropout_add")(x, skip, p, np.random.default_rng(seed))
         dx = cuda.dropout_backward(dout, cache)
     keep = dropout.keep_mask(cache.seed, shape, cache.threshold, cache.offset)
     expected = F.DropoutCache(keep, cache.keep_prob)
@@ -264,32 +266,70 @@ def test_dropout_add_twin_equals_the_textbook_with_its_mask(shape, p, seed):
         dropout_add.forward(np.zeros(3), np.zeros(1), p, np.random.default_rng(0))
 
 
-def test_the_residual_add_fused_into_dropout_is_the_step_it_replaces():
-    """A training step on the CuPy stand-in with dropout fused and its residual add fused too: the
-    same masks (one seed stream, the same offsets), so the same loss and gradients to rounding, with
-    a launch fewer at every residual connection at least."""
+@SETTINGS
+@given(shape=st.sampled_from([(1, 1), (3, 5), (2, 7, 300), (4, 33, 16)]), seed=st.integers(0, 99))
+def test_bias_relu_twin_equals_the_textbook(shape, seed):
+    """relu(h + b) and its backward (dh, and db summed down every row) against the textbook's bias
+    add, relu_forward and relu_backward, the twin and through the CUDA kernel set's switch."""
+    rng = np.random.default_rng(seed)
+    h, dout, bias = rng.standard_normal(shape), rng.standard_normal(shape), rng.standard_normal(shape[-1])
+    originals = [np.copy(a) for a in (h, dout, bias)]
+    out, relu_cache = F.relu_forward(h + bias)
+    dh = F.relu_backward(dout, relu_cache)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "bias_relu")
+        kernel = cuda.fused_layer("bias_relu")
+    assert kernel is bias_relu
+    for forward, backward in (
+        (bias_relu.forward_twin, bias_relu.backward_twin),
+        (kernel.forward, kernel.backward),
+    ):
+        y, cache = forward(h, bias)
+        assert_close(y, out, "forward")
+        kernel_dh, dbias = backward(dout, cache)
+        assert_close(kernel_dh, dh, "dh")
+        assert_close(dbias, dh.reshape(-1, shape[-1]).sum(axis=0), "dbias")
+    for after, before in zip((h, dout, bias), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(
+        ValueError, match="no fused layer named 'bias_gelu': expected dropout_add or bias_relu"
+    ):
+        cuda.fused_layer("bias_gelu")
+
+
+@pytest.mark.parametrize(
+    "fused, more, saved",
+    [
+        ("dropout", "dropout,dropout_add", 2 * 2 + 3 * 2),  # a launch at every residual connection
+        ("dropout", "dropout,bias_relu", 2 * 2 * 2),  # two forward, one backward at every feed-forward
+    ],
+)
+def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved):
+    """A training step on the CuPy stand-in with a layer's steps fused (the residual add into dropout,
+    the bias and ReLU): the same masks (one seed stream, the same offsets), so the same loss and
+    gradients to rounding, with ``saved`` launches fewer at least (tiny_model: two encoder blocks, two
+    decoder blocks)."""
     previous = backend.get_array_module()
     backend.set_backend(make_module())
     try:
         steps = {}
-        for fused in ("dropout", "dropout,dropout_add"):
+        for switched in (fused, more):
             with pytest.MonkeyPatch.context() as patch, using_kernels("fast"):
-                patch.setenv(cuda_fused.ENV_VAR, fused)
+                patch.setenv(cuda_fused.ENV_VAR, switched)
                 model = tiny_model("mha", False, dtype="float64", dropout=0.3, seed=4).train()
                 model.set_rng(backend.make_rng(9))
                 src, tgt, labels = (backend.get_array_module().asarray(a) for a in model_batch(2))
                 masks = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
                 LAUNCHES.clear()
                 loss = nt.loss_and_backward(model, src, tgt, *masks, labels, 0, 0.1, on_device=True)
-                steps[fused] = (float(loss), model.flat.grad.get(), dict(LAUNCHES))
+                steps[switched] = (float(loss), model.flat.grad.get(), dict(LAUNCHES))
     finally:
         backend.set_backend(previous)
     (loss, grads, launches), (fused_loss, fused_grads, fused_launches) = steps.values()
     assert fused_loss == pytest.approx(loss, rel=1e-12)
     assert relative_error(fused_grads, grads) <= KERNEL_TOLERANCE
-    residuals = 2 * 2 + 3 * 2  # tiny_model: two encoder blocks of two, two decoder blocks of three
-    assert fused_launches["fused:dropout_add"] == residuals
-    assert sum(fused_launches.values()) <= sum(launches.values()) - residuals
+    assert fused_launches[f"fused:{more.split(',')[-1]}"] > 0
+    assert sum(fused_launches.values()) <= sum(launches.values()) - saved
 
 
 def test_one_seed_a_generator_and_an_offset_a_call():

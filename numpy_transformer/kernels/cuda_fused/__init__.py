@@ -29,6 +29,7 @@ KERNELS = (
     "layer_norm",
     "dropout",
     "dropout_add",
+    "bias_relu",
     "attention_softmax",
     "cross_entropy",
     "adam",
