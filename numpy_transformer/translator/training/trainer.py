@@ -210,7 +210,8 @@ class Trainer:
         self.optimizer.zero_grad()
         # on a GPU the step reads the device once, the loss and the gradient norm together, before
         # the update (a diverged step is refused before it moves the weights): every check that
-        # would read the device in the middle of the step is made on the host batch instead
+        # would read the device in the middle of the step is made on the host batch instead (MPI, whose
+        # ranks agree on host numbers, is refused on a GPU: Communicator.from_environment)
         on_device = backend_name() == "cupy"
         loss: Any = 0.0  # a float, or on a GPU a 0-d array of the device until the read
         with ranks.threads():
@@ -222,8 +223,6 @@ class Trainer:
                         step_loss = self._loss_and_backward(batch, part.rows, part.weight, on_device)
                         loss = loss + ranks.weigh(step_loss, part)
             ranks.all_reduce(model)
-        if on_device and ranks.size > 1:  # the ranks agree on a number of the host
-            loss = float(loss)
         loss, stop, self.evaluations.lr_scale = ranks.agree_on_step(  # rank 0's plateau cuts, under MPI
             loss, self.requests.reason, self.evaluations.lr_scale
         )
