@@ -18,7 +18,7 @@ from numpy_transformer.translator.batches import make_batch
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.decoding import beam_search, greedy_decode, sample_decode
 from numpy_transformer.translator.run.checkpoint import load_for_inference
-from numpy_transformer.translator.training import Trainer
+from numpy_transformer.translator.training import Trainer, TrainingDiverged
 from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
@@ -59,6 +59,18 @@ def test_training_steps_stay_on_the_device_with_a_few_syncs(gpu, attention):
     assert sum(SYNCS.values()) <= STEP_SYNC_BUDGET, dict(SYNCS)
     assert sum(UPLOADS.values()) <= 1, dict(UPLOADS)  # the batch reaches the device in one copy
     assert np.isfinite(stats["loss"]) and np.isfinite(stats["grad_norm"])
+
+
+def test_a_diverged_step_on_the_device_is_refused_before_the_update(gpu):
+    """The one read comes before the update: a NaN loss stops the step with the weights as they were."""
+    trainer = Trainer.create(TrainConfig(**CONFIG), TINY)
+    trainer.train_step()
+    trainer.model.src_embed.embedding.weight.data[...] = gpu.nan
+    before, step = trainer.model.flat.data.get(), trainer.step
+    with pytest.raises(TrainingDiverged, match="step 2: the gradient of .* is NaN or infinite"):
+        trainer.train_step()
+    np.testing.assert_array_equal(trainer.model.flat.data.get(), before)
+    assert trainer.step == step
 
 
 def test_the_step_on_the_device_synchronises_nowhere_and_equals_the_step(gpu):
