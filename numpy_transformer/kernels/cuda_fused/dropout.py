@@ -184,15 +184,19 @@ def _apply(x: Array, cache: PhiloxDropoutCache) -> Array:
     xp = get_array_module()
     source = xp.ascontiguousarray(x)
     out = xp.empty_like(source)
-    size = source.size
-    args = (
-        source,
-        out,
+    KERNEL.launch(
+        "dropout_apply", x.dtype, KERNEL.blocks(source.size), (source, out, *mask_args(cache, source.size))
+    )
+    return out
+
+
+def mask_args(cache: PhiloxDropoutCache, size: int) -> tuple:
+    """The kernel arguments that give the mask of ``size`` entries: seed, offset, threshold, 1 - p, size."""
+    xp = get_array_module()
+    return (
         cache.seed,
         xp.uint32(cache.offset),
         xp.uint32(cache.threshold),
         xp.float64(cache.keep_prob),
         xp.int64(size),
     )
-    KERNEL.launch("dropout_apply", x.dtype, KERNEL.blocks(size), args)
-    return out

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...backend import Array, get_array_module
 from . import FusedKernel
-from .dropout import PHILOX, PhiloxDropoutCache, apply_twin, new_cache
+from .dropout import PHILOX, PhiloxDropoutCache, apply_twin, mask_args, new_cache
 
 SOURCE = (
     PHILOX
@@ -61,16 +61,6 @@ def _apply_added(x: Array, skip: Array, cache: PhiloxDropoutCache) -> Array:
     xp = get_array_module()
     source, addend = xp.ascontiguousarray(x), xp.ascontiguousarray(skip)
     out = xp.empty_like(source)
-    size = source.size
-    args = (
-        source,
-        addend,
-        out,
-        cache.seed,
-        xp.uint32(cache.offset),
-        xp.uint32(cache.threshold),
-        xp.float64(cache.keep_prob),
-        xp.int64(size),
-    )
-    KERNEL.launch("dropout_add", x.dtype, KERNEL.blocks(size), args)
+    args = (source, addend, out, *mask_args(cache, source.size))
+    KERNEL.launch("dropout_add", x.dtype, KERNEL.blocks(source.size), args)
     return out
