@@ -59,7 +59,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks"), str(ROOT / "tests" / "suppo
 
 import bench  # noqa: E402
 import gpu_fused_check  # noqa: E402
-import gpu_launches  # noqa: E402
 import numpy as np  # noqa: E402
 import translate_bench  # noqa: E402
 
@@ -314,7 +313,7 @@ class OursOnDevice:
         self.model = nt.build_transformer(**config).train()
         self.optimizer = Adam(self.model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
         host = bench.make_data(config, batch, length)
-        gpu_launches.check_on_host(config, *host)  # what loss_and_backward_on_device leaves to the host
+        nt.check_ids_on_host(self.model, *host, bench.PAD)  # what the step on the device leaves to the host
         self.src, self.tgt, self.labels = (xp.asarray(a) for a in host)
         self.src_mask, self.tgt_mask = (
             nt.make_src_mask(self.src, bench.PAD),
@@ -323,8 +322,16 @@ class OursOnDevice:
 
     def train_step(self) -> None:
         self.optimizer.zero_grad()
-        loss = nt.loss_and_backward_on_device(
-            self.model, self.src, self.tgt, self.src_mask, self.tgt_mask, self.labels, bench.PAD, 0.1
+        loss = nt.loss_and_backward(
+            self.model,
+            self.src,
+            self.tgt,
+            self.src_mask,
+            self.tgt_mask,
+            self.labels,
+            bench.PAD,
+            0.1,
+            on_device=True,
         )
         self.optimizer.step()
         float(loss)  # the step's one synchronisation, at its end

@@ -24,7 +24,15 @@ import numpy as np
 
 from numpy_transformer import backend
 from numpy_transformer.kernels import cuda_fused
-from numpy_transformer.kernels.cuda_fused import adam, attention_softmax, cross_entropy, dropout, layer_norm
+from numpy_transformer.kernels.cuda_fused import (
+    adam,
+    attention_softmax,
+    bias_relu,
+    cross_entropy,
+    dropout,
+    dropout_add,
+    layer_norm,
+)
 
 BOUNDS = {"float64": 1e-12, "float32": 1e-5}  # kernel vs twin: worst relative error of an array
 LAUNCH_RUNS = [("tiny", "mha"), ("base", "mha"), ("base", "mla")]
@@ -58,6 +66,23 @@ def _dropout(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: in
         "y": (out, dropout.apply_twin(x, cache)),
         "dx": (dropout.backward(x, cache), dropout.apply_twin(x, cache)),
     }
+
+
+def _dropout_add(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    x, skip = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
+    out, cache = dropout_add.forward(x, skip, 0.1, xp.random.default_rng(int(rng.integers(2**31))))
+    return {"y": (out, dropout_add.added_twin(x, skip, cache))}
+
+
+def _bias_relu(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    h, dout = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
+    bias = xp.asarray(rng.standard_normal(width).astype(dtype))
+    (y, cache), (twin_y, twin_cache) = bias_relu.forward(h, bias), bias_relu.forward_twin(h, bias)
+    (dh, dbias), (twin_dh, twin_dbias) = (
+        bias_relu.backward(dout, cache),
+        bias_relu.backward_twin(dout, twin_cache),
+    )
+    return {"y": (y, twin_y), "dh": (dh, twin_dh), "dbias": (dbias, twin_dbias)}
 
 
 def _attention_softmax(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
@@ -100,6 +125,8 @@ def _adam(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) 
 KERNEL_CHECKS: dict[str, Callable[..., dict]] = {
     "layer_norm": _layer_norm,
     "dropout": _dropout,
+    "dropout_add": _dropout_add,
+    "bias_relu": _bias_relu,
     "attention_softmax": _attention_softmax,
     "cross_entropy": _cross_entropy,
     "adam": _adam,

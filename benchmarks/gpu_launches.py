@@ -6,11 +6,11 @@
 The stand-in (tests/support/cupy_standin.py) counts every kernel CuPy 14 would launch for what the
 package calls, the way CuPy launches them (tests/support/cupy_launches.py: a 3-D product on its
 batched path, a mean as two kernels, a fused kernel as one), and every device-to-host
-synchronisation. For one training step (zero grads, forward, label-smoothed loss, backward, Adam, the
-loss read at the end: loss_and_backward_on_device, its ids checked on the host where the batch is made;
-after a first step that builds what later ones reuse) and
-one token of cached greedy decoding (the launches of 32 tokens less those of 16, over 16), it prints
-the launches by family and the synchronisations by kind; the last line is
+synchronisation. For one training step (the Trainer's own: the batch copied to the device and its
+masks made, zero grads, the step's dropout generator, forward, label-smoothed loss, backward, the
+gradient norm and its clipping, the loss and the norm read, Adam; after a first step that builds what
+later ones reuse) and one token of cached greedy decoding (the launches of 32 tokens less those of 16,
+over 16), it prints the launches by family and the synchronisations by kind; the last line is
 ``launches per training step: N, syncs: S``.
 
 ``--fused NAMES`` switches fused kernels on (their NumPy twins run on the stand-in, one launch each):
@@ -35,10 +35,17 @@ import cupy_standin  # noqa: E402
 import numpy_transformer as nt  # noqa: E402
 from numpy_transformer import backend, kernels  # noqa: E402
 from numpy_transformer.kernels import cuda_fused  # noqa: E402
-from numpy_transformer.optim import Adam  # noqa: E402
+from numpy_transformer.translator.batches import Batch, batch_of_arrays  # noqa: E402
+from numpy_transformer.translator.config import TrainConfig  # noqa: E402
 from numpy_transformer.translator.decoding import greedy_decode  # noqa: E402
+from numpy_transformer.translator.training import Trainer  # noqa: E402
+from numpy_transformer.translator.vocabulary import SpecialIds  # noqa: E402
 
 DECODE_TOKENS = (16, 32)  # a decoding step: the launches of the second less the first, per token
+# the Trainer's settings: bench.py's optimiser (Adam, the paper's betas), its label smoothing, the
+# default gradient clipping
+TRAINING = {"task": "copy", "steps": 2, "lr": 1e-4, "optimizer": "adam", "weight_decay": 0.0}
+TRAINING |= {"schedule": "constant", "warmup": 1, "label_smoothing": 0.1, "clip": 1.0}
 SMALL = {"width": 4, "vocab": 40, "batch": 8, "length": 8}  # small_shapes: per head width, vocabularies...
 
 
@@ -59,24 +66,14 @@ def count_launches(name: str, attention: str = "mha", small_shapes: bool = False
             vocab, batch, length = SMALL["vocab"], SMALL["batch"], SMALL["length"]
             config = {**config, "d_model": d_model, "d_ff": 2 * d_model}
             config.update(src_vocab_size=vocab, tgt_vocab_size=vocab)
-        model = nt.build_transformer(**config).train()
-        optimizer = Adam(model, lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+        model = nt.build_transformer(**config)
         host = bench.make_data(config, batch, length)
-        check_on_host(config, *host)
-        src, tgt, labels = (xp.asarray(a) for a in host)
-        src_mask, tgt_mask = nt.make_src_mask(src, bench.PAD), nt.make_tgt_mask(tgt, bench.PAD)
-
-        def step() -> None:  # the loss read once, at the end
-            optimizer.zero_grad()
-            loss = nt.loss_and_backward_on_device(model, src, tgt, src_mask, tgt_mask, labels, bench.PAD, 0.1)
-            optimizer.step()
-            float(loss)
-
-        step()
-        training = _counted(step)
+        trainer = Trainer(model, BenchTask(host), TrainConfig(**TRAINING, batch_size=batch))
+        trainer.train_step()
+        training = _counted(trainer.train_step)
         model.projection_layer.proj.bias.data[bench.EOS] = -1e4  # never stop early: decode every token
         model.eval()
-        one = src[:1]
+        one = xp.asarray(host[0][:1])
         one_mask = nt.make_src_mask(one, bench.PAD)
         absorbed = attention == "mla"
         decodes = [
@@ -95,14 +92,17 @@ def count_launches(name: str, attention: str = "mha", small_shapes: bool = False
         backend.set_backend(previous)
 
 
-def check_on_host(config: dict, src, tgt, labels) -> None:
-    """What loss_and_backward_on_device leaves to the maker of the batch: the ids' range and a label."""
-    for ids, size, name in ((src, config["src_vocab_size"], "src"), (tgt, config["tgt_vocab_size"], "tgt")):
-        if ids.min() < 0 or ids.max() >= size:
-            raise ValueError(f"{name} holds ids outside the vocabulary [0, {size})")
-    labelled = labels[labels != bench.PAD]
-    if labelled.size == 0 or labelled.min() < 0 or labelled.max() >= config["tgt_vocab_size"]:
-        raise ValueError("labels hold no label, or ids outside the target vocabulary")
+class BenchTask:
+    """What the Trainer asks of its task, for bench.py's batch: the same batch every step, made on the
+    host and copied to the device as the toolkit's batches are (batches.batch_of_arrays)."""
+
+    ids = SpecialIds(pad=bench.PAD, bos=bench.BOS, eos=bench.EOS)
+
+    def __init__(self, host: tuple) -> None:
+        self.host = host
+
+    def train_batch(self, step: int, batch_size: int, *args: object) -> Batch:
+        return batch_of_arrays(*self.host, self.ids)
 
 
 def _counted(call) -> dict:

@@ -620,16 +620,20 @@ def cross_entropy_forward(
     logits: (..., V), targets: (...) integers -> a Python float.
     """
     xp = get_array_module()
-    n_classes = logits.shape[-1]
     targets, valid, n_valid = valid_targets(targets, pad_id)
-    z = logits.reshape(-1, n_classes)
+    log_probs, per_token = _smoothed_losses(logits.reshape(-1, logits.shape[-1]), targets, label_smoothing)
+    loss = float((per_token * valid).sum()) / n_valid
+    return loss, CrossEntropyCache(xp.exp(log_probs), targets, valid, n_valid, label_smoothing, logits.shape)
+
+
+def _smoothed_losses(z: Array, targets: Array, label_smoothing: float) -> tuple[Array, Array]:
+    """log softmax(z) (N, V) and each row's label-smoothed loss (N,) against its target."""
+    xp = get_array_module()
     shifted = z - z.max(axis=-1, keepdims=True)
     log_probs = shifted - xp.log(xp.exp(shifted).sum(axis=-1, keepdims=True))
     nll = -log_probs[xp.arange(z.shape[0]), targets]
     smooth = -log_probs.mean(axis=-1)
-    per_token = (1.0 - label_smoothing) * nll + label_smoothing * smooth
-    loss = float((per_token * valid).sum()) / n_valid
-    return loss, CrossEntropyCache(xp.exp(log_probs), targets, valid, n_valid, label_smoothing, logits.shape)
+    return log_probs, (1.0 - label_smoothing) * nll + label_smoothing * smooth
 
 
 def cross_entropy_backward(dloss: float, cache: CrossEntropyCache) -> Array:
@@ -646,3 +650,24 @@ def cross_entropy_backward(dloss: float, cache: CrossEntropyCache) -> Array:
     q = (1.0 - label_smoothing) * one_hot + label_smoothing / n_classes
     dlogits = (probs - q) * (valid[:, None] * (dloss / n_valid))
     return dlogits.astype(probs.dtype).reshape(shape)
+
+
+def masked_cross_entropy(
+    logits: Array, targets: Array, labelled: Array, label_smoothing: float, dloss: float
+) -> tuple[Array, Array]:
+    """cross_entropy_forward and cross_entropy_backward(dloss) of the ``labelled`` rows of the (N, V)
+    logits, with nothing read on the host (a GPU step reads its loss once, at its end): every row is
+    computed, the mean weighted by the (N,) mask. Returns the loss as a 0-d array (NaN where no row is
+    labelled) and dlogits (N, V), zero on the rows not labelled. ``targets`` (N,) may hold anything
+    where ``labelled`` is false."""
+    xp = get_array_module()
+    targets = xp.where(labelled, targets, 0)
+    log_probs, per_token = _smoothed_losses(logits, targets, label_smoothing)
+    weights = labelled.astype(logits.dtype)
+    count = weights.sum()
+    loss = (per_token * weights).sum() / count
+    q = xp.zeros_like(log_probs)
+    q[xp.arange(logits.shape[0]), targets] = 1.0 - label_smoothing
+    q += label_smoothing / logits.shape[-1]
+    dlogits = (xp.exp(log_probs) - q) * (weights * (dloss / count))[:, None]
+    return loss, dlogits.astype(logits.dtype)

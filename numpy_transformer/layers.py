@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from .backend import Array, get_array_module, to_numpy
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
-from .kernels import ops
+from .kernels import fused_layer, ops
 from .module import Module, ModuleList, Parameter
 
 
@@ -70,6 +70,16 @@ class Dropout(Module):
         (cache,) = self._take()
         return ops.dropout_backward(dout, cache)
 
+    def forward_added(self, x: Array, skip: Array) -> Array:
+        """``skip + forward(x)``, in one launch where the backend has the two fused
+        (kernels.fused_layer); ``backward`` is x's gradient, the skip's being dout itself."""
+        kernel = fused_layer("dropout_add") if self.training and self.p else None
+        if kernel is None:
+            return skip + self.forward(x)
+        out, cache = kernel(x, skip, self.p, self.rng)
+        self._save((cache,))
+        return out
+
 
 class Linear(Module):
     """y = x W^T + b with ``weight`` (out_features, in_features) and optional ``bias`` (out_features,)."""
@@ -103,6 +113,26 @@ class Linear(Module):
         self.weight.accumulate(dweight)
         if self.bias is not None:
             self.bias.accumulate(dbias)
+        return dx
+
+    def forward_activated(self, x: Array, kernel: Any) -> Array:
+        """The fused ``kernel``'s activation of forward(x) (kernels.fused_layer("bias_relu")): the
+        product made without the bias, which the kernel adds in the activation's launch; a layer
+        with a bias only. ``backward_activated`` is its backward."""
+        assert self.bias is not None  # the kernel adds it
+        out, cache = ops.linear_forward(x, self.weight.data, None)
+        out, activation_cache = kernel.forward(out, self.bias.data)
+        self._save((cache, kernel, activation_cache))
+        return out
+
+    def backward_activated(self, dout: Array) -> Array:
+        """dx of forward_activated from the gradient of its activated output."""
+        assert self.bias is not None
+        cache, kernel, activation_cache = self._take()
+        dout, dbias = kernel.backward(dout, activation_cache)
+        dx, dweight, _ = ops.linear_backward(dout, cache)
+        self.weight.accumulate(dweight)
+        self.bias.accumulate(dbias)
         return dx
 
 
@@ -156,8 +186,13 @@ def check_token_ids(arrays: list[tuple[Array, int, str]], bounds: bool = True) -
     if not present:
         return
     limits = get_array_module().stack([limit for ids, _, _ in present for limit in (ids.min(), ids.max())])
-    lows_and_highs = to_numpy(limits).tolist()
-    for (_, size, argument), low, high in zip(present, lows_and_highs[::2], lows_and_highs[1::2]):
+    check_id_bounds(present, to_numpy(limits).tolist())
+
+
+def check_id_bounds(arrays: list[tuple[Array, int, str]], lows_and_highs: list[int]) -> None:
+    """ValueError for the first (ids, vocab_size, argument) of ``arrays`` whose lowest and highest id
+    (``lows_and_highs``: low, high for each array in turn, read already) leave [0, vocab_size)."""
+    for (_, size, argument), low, high in zip(arrays, lows_and_highs[::2], lows_and_highs[1::2]):
         if low < 0 or high >= size:
             raise ValueError(f"{argument} holds ids in [{low}, {high}], outside the vocabulary [0, {size})")
 
@@ -264,6 +299,9 @@ class LayerNormalization(Module):
         return dx
 
 
+_ACTIVATED = object()  # a forward whose activation linear_1 ran fused with its bias: its backward too
+
+
 class FeedForwardBlock(Module):
     """linear_2(dropout(f(linear_1(x)))): d_model -> d_ff -> d_model, f the ``activation``: "relu"
     (the paper), "silu" (Marian's swish) or "gelu_tanh"."""
@@ -287,8 +325,12 @@ class FeedForwardBlock(Module):
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
     def forward(self, x: Array) -> Array:
-        hidden = self.linear_1.forward(x)
-        hidden, activation_cache = getattr(ops, f"{self.activation}_forward")(hidden)
+        kernel = fused_layer("bias_relu") if self.activation == "relu" else None
+        if kernel is None:
+            hidden = self.linear_1.forward(x)
+            hidden, activation_cache = getattr(ops, f"{self.activation}_forward")(hidden)
+        else:  # the bias and the activation in one launch; linear_1 keeps what its backward needs
+            hidden, activation_cache = self.linear_1.forward_activated(x, kernel), _ACTIVATED
         self._save(activation_cache)
         hidden = self.dropout.forward(hidden)
         return self.linear_2.forward(hidden)
@@ -296,7 +338,10 @@ class FeedForwardBlock(Module):
     def backward(self, dout: Array) -> Array:
         dhidden = self.linear_2.backward(dout)
         dhidden = self.dropout.backward(dhidden)
-        dhidden = getattr(ops, f"{self.activation}_backward")(dhidden, self._take())
+        activation_cache = self._take()
+        if activation_cache is _ACTIVATED:
+            return self.linear_1.backward_activated(dhidden)
+        dhidden = getattr(ops, f"{self.activation}_backward")(dhidden, activation_cache)
         return self.linear_1.backward(dhidden)
 
 
@@ -548,7 +593,7 @@ class ResidualConnection(Module):
         x, self._skip = self._skip, None
         if x is None:
             raise ValueError("ResidualConnection.exit was called before enter")
-        total = x + self.dropout.forward(y)
+        total = self.dropout.forward_added(y, x)
         return total if self.norm_first else self.norm.forward(total)
 
     def exit_backward(self, dout: Array) -> Array:

@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+import numpy
+
 from .backend import Array, backend_name, get_array_module, make_rng, require_array, resolve_dtype
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .kernels import ops
-from .kernels.cuda import label_smoothed_cross_entropy
 from .layers import (
     Decoder,
     DecoderBlock,
@@ -25,6 +26,7 @@ from .layers import (
     ProjectionLayer,
     check_attention_mask,
     check_id_array,
+    check_id_bounds,
     check_token_ids,
 )
 from .module import Module, ModuleList
@@ -192,36 +194,44 @@ def loss_and_backward(
     pad_id: int = 0,
     label_smoothing: float = 0.0,
     weight: float = 1.0,
-) -> float:
+    *,
+    on_device: bool = False,
+) -> float | Array:
     """One batch's forward, loss and backward: the step of training.
 
     Encode and decode; project the decoder's output to logits; the label-smoothed cross-entropy of
     the logits against ``labels`` (``(B, T_tgt)`` ids, ``pad_id`` not counted); then the backward
     from ``dL/dL = weight``, so every parameter's ``.grad`` gains ``weight`` times its gradient of
     the mean loss (gradients accumulate until ``zero_grad()``). Returns the loss (a float,
-    unweighted). The Trainer calls it for a whole batch, and each thread of data parallelism for its
-    rows with ``weight`` = its share of the batch's target tokens.
+    unweighted; with ``on_device``, a 0-d array). The Trainer calls it for a whole batch, and each
+    thread of data parallelism for its rows with ``weight`` = its share of the batch's target tokens.
 
     Only the positions with a label are projected: a padded position's logits (a row of
     ``tgt_vocab`` numbers; at a real vocabulary the projection is the step's largest product) would
     be computed for the loss to ignore, and its gradient is zero. So the loss and every gradient are
     those of ``model.forward`` and ``model.backward`` over the whole (B, T) grid (to rounding),
     without the padding's share of the work. On a GPU (CuPy) every position is projected and the
-    loss is the mean weighted by the labels' mask (as loss_and_backward_on_device), since choosing
-    the labelled positions would wait for the device in the middle of the step.
+    loss is the mean weighted by the labels' mask, since choosing the labelled positions would wait
+    for the device in the middle of the step.
+
+    ``on_device=True``, for a GPU step that reads its loss once, at its end: no host
+    synchronisation at all. Every position is projected, the mean weighted by the labels' mask; the
+    loss comes back as a 0-d array of the backend; and every check that would read the device is the
+    caller's, made on the host where it made the batch (check_ids_on_host): every id of src and tgt
+    in its vocabulary, every label other than ``pad_id`` in the target's, and at least one label
+    (labels all ``pad_id`` give a NaN loss here). Dtypes, shapes and masks are checked as ever.
     """
     xp = get_array_module()
     check_loss_settings(pad_id, label_smoothing, weight)
-    check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id)
+    check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id, bounds=not on_device)
+    masked = (model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight)
+    if on_device:
+        return _masked_loss_and_backward(*masked)
     labelled = labels != pad_id
     if backend_name() == "cupy":  # no positions chosen on the device; the loss read at the end
         if not bool(labelled.any()):
             raise ValueError(_ALL_PADDING.format(pad_id=pad_id))
-        return float(
-            _masked_loss_and_backward(
-                model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight
-            )
-        )
+        return float(_masked_loss_and_backward(*masked))
     positions = xp.flatnonzero(labelled)  # the labelled positions of the B*T, in order
     if positions.size == 0:
         raise ValueError(_ALL_PADDING.format(pad_id=pad_id))
@@ -233,30 +243,6 @@ def loss_and_backward(
     drows[positions] = model.projection_layer.backward(ops.cross_entropy_backward(weight, cache))
     model.backward_decoded(drows.reshape(decoded.shape))
     return loss
-
-
-def loss_and_backward_on_device(
-    model: Transformer,
-    src: Array,
-    tgt: Array,
-    src_mask: Array | None,
-    tgt_mask: Array | None,
-    labels: Array,
-    pad_id: int = 0,
-    label_smoothing: float = 0.0,
-    weight: float = 1.0,
-) -> Array:
-    """loss_and_backward without a host synchronisation, for a GPU step that reads its loss once, at
-    its end: the loss comes back as a 0-d array of the backend, and every check that would read the
-    device is the caller's, made on the host where it made the batch: every id of src and tgt in its
-    vocabulary, every label other than ``pad_id`` in the target's, and at least one label (labels all
-    ``pad_id`` give a NaN loss here). Dtypes, shapes and masks are checked as loss_and_backward checks
-    them. Every position is projected; the loss is the mean weighted by the labels' mask."""
-    check_loss_settings(pad_id, label_smoothing, weight)
-    check_training_inputs(model, src, src_mask, tgt, tgt_mask, labels, pad_id, bounds=False)
-    return _masked_loss_and_backward(
-        model, src, tgt, src_mask, tgt_mask, labels, pad_id, label_smoothing, weight
-    )
 
 
 def _masked_loss_and_backward(
@@ -274,11 +260,32 @@ def _masked_loss_and_backward(
     decoded = model.decode(model.encode(src, src_mask, checked=True), src_mask, tgt, tgt_mask, checked=True)
     flat_labels = labels.reshape(-1)
     logits = model.project(decoded.reshape(-1, decoded.shape[-1]))  # (B*T, tgt_vocab)
-    loss, dlogits = label_smoothed_cross_entropy(
+    loss, dlogits = ops.masked_cross_entropy(
         logits, flat_labels, flat_labels != pad_id, label_smoothing, weight
     )
     model.backward_decoded(model.projection_layer.backward(dlogits).reshape(decoded.shape))
     return loss
+
+
+def check_ids_on_host(
+    model: Transformer, src: numpy.ndarray, tgt: numpy.ndarray, labels: numpy.ndarray, pad_id: int
+) -> None:
+    """What loss_and_backward(on_device=True) leaves to the maker of a batch, checked on the host
+    arrays it made the batch from (no device read): every id of ``src`` and ``tgt`` in its vocabulary,
+    at least one label other than ``pad_id``, and every such label in the target vocabulary."""
+    labelled = labels[labels != pad_id]
+    if labelled.size == 0:
+        raise ValueError(_ALL_PADDING.format(pad_id=pad_id))
+    arrays = [
+        (ids, size, name)
+        for ids, size, name in (
+            (src, model.src_embed.vocab_size, "src"),
+            (tgt, model.tgt_embed.vocab_size, "tgt"),
+            (labelled, model.config.tgt_vocab_size, "labels"),
+        )
+        if ids.size
+    ]
+    check_id_bounds(arrays, [limit for ids, _, _ in arrays for limit in (int(ids.min()), int(ids.max()))])
 
 
 def check_loss_settings(pad_id: int, label_smoothing: float, weight: float) -> None:

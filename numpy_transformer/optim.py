@@ -230,10 +230,15 @@ def _gradients(parameters: Module | Iterable[Parameter]) -> list[Array]:
 
 def _norm(gradients: list[Array]) -> float:
     """sqrt(sum of every entry squared); the sums stay on the device until the one transfer of the result."""
-    squares = [(g * g).sum() for g in gradients]
-    if not squares:
+    if not gradients:
         return 0.0
-    return math.sqrt(float(get_array_module().stack(squares).sum() if len(squares) > 1 else squares[0]))
+    return math.sqrt(float(_sum_of_squares(gradients)))
+
+
+def _sum_of_squares(gradients: list[Array]) -> Array:
+    """The sum of every entry squared, a 0-d array on the device."""
+    squares = [(g * g).sum() for g in gradients]
+    return get_array_module().stack(squares).sum() if len(squares) > 1 else squares[0]
 
 
 def global_grad_norm(parameters: Module | Iterable[Parameter]) -> float:
@@ -254,3 +259,22 @@ def clip_grad_norm(parameters: Module | Iterable[Parameter], max_norm: float) ->
         for gradient in gradients:
             gradient *= scale
     return total
+
+
+def grad_norm_on_device(parameters: Module | Iterable[Parameter], max_norm: float | None = None) -> Array:
+    """global_grad_norm, and with ``max_norm`` clip_grad_norm's scaling, with nothing read on the host
+    (a GPU step reads its numbers once, at its end): the norm before clipping comes back as a 0-d
+    float64 array, and where it is finite and exceeds ``max_norm`` the gradients are scaled on the
+    device by max_norm / norm, rounded to their dtype as clip_grad_norm's scale is."""
+    xp = get_array_module()
+    if max_norm is not None:
+        _check_positive("max_norm", max_norm)
+    gradients = _gradients(parameters)
+    if not gradients:
+        return xp.zeros((), dtype=xp.float64)
+    norm = xp.sqrt(_sum_of_squares(gradients).astype(xp.float64))
+    if max_norm is not None:
+        scale = xp.where(xp.isfinite(norm), max_norm / xp.maximum(norm, max_norm), 1.0)  # 1 below max_norm
+        for gradient in gradients:
+            gradient *= scale.astype(gradient.dtype)
+    return norm

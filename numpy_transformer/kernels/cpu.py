@@ -41,6 +41,7 @@ from ..functional import (
     valid_targets,
 )
 from ..machine import cpu_cores
+from .attention_blocks import block_kernels
 
 # ----------------------------------------------------------------------------------------------
 # products and row sums
@@ -329,96 +330,8 @@ def _fused_backward(
     return dx_q, dx_kv, xp.concatenate([dw_q, dw_kv]), dw_decompress, dw_o, db_in, db_o
 
 
-def multi_head_attention_forward(
-    x_q: Array,
-    x_kv: Array,
-    w_qkv: Array,
-    w_o: Array,
-    mask: Array | None,
-    n_heads: int,
-    dropout_p: float = 0.0,
-    rng: Any = None,
-    training: bool = False,
-    b_qkv: Array | None = None,
-    b_o: Array | None = None,
-) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(x_q, x_kv, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
-
-
-def multi_head_attention_backward(
-    dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array, Array | None, Array | None]:
-    dx_q, dx_kv, dw_qkv, _, dw_o, db_qkv, db_o = _fused_backward(dout, cache)
-    return dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o
-
-
-def multi_head_self_attention_forward(
-    x: Array,
-    w_qkv: Array,
-    w_o: Array,
-    mask: Array | None,
-    n_heads: int,
-    dropout_p: float = 0.0,
-    rng: Any = None,
-    training: bool = False,
-    b_qkv: Array | None = None,
-    b_o: Array | None = None,
-) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(x, None, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
-
-
-def multi_head_self_attention_backward(
-    dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array | None, Array | None]:
-    dx, _, dw_qkv, _, dw_o, db_qkv, db_o = _fused_backward(dout, cache)
-    return dx, dw_qkv, dw_o, db_qkv, db_o
-
-
-def multi_head_latent_attention_forward(
-    x_q: Array,
-    x_kv: Array,
-    w_q_compress: Array,
-    w_kv_decompress: Array,
-    w_o: Array,
-    mask: Array | None,
-    n_heads: int,
-    dropout_p: float = 0.0,
-    rng: Any = None,
-    training: bool = False,
-) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(
-        x_q, x_kv, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
-    )
-
-
-def multi_head_latent_attention_backward(
-    dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array, Array]:
-    dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o, _, _ = _fused_backward(dout, cache)
-    return dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o
-
-
-def multi_head_latent_self_attention_forward(
-    x: Array,
-    w_q_compress: Array,
-    w_kv_decompress: Array,
-    w_o: Array,
-    mask: Array | None,
-    n_heads: int,
-    dropout_p: float = 0.0,
-    rng: Any = None,
-    training: bool = False,
-) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(
-        x, None, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
-    )
-
-
-def multi_head_latent_self_attention_backward(
-    dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array]:
-    dx, _, dw_q_compress, dw_kv_decompress, dw_o, _, _ = _fused_backward(dout, cache)
-    return dx, dw_q_compress, dw_kv_decompress, dw_o
+# the textbook's eight attention-block functions around the pair above (kernels.attention_blocks)
+globals().update(block_kernels(_fused_forward, _fused_backward, __name__))
 
 
 # ----------------------------------------------------------------------------------------------

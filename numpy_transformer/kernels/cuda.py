@@ -40,11 +40,14 @@ from ..functional import (
     softmax_backward,
     softmax_forward,
 )
+from .attention_blocks import block_kernels
 from .cpu import FusedAttentionCache, column_sum, row_mean
 from .cuda_fused import adam as fused_adam
 from .cuda_fused import attention_softmax as fused_softmax
+from .cuda_fused import bias_relu as fused_bias_relu
 from .cuda_fused import cross_entropy as fused_cross_entropy
 from .cuda_fused import dropout as fused_dropout
+from .cuda_fused import dropout_add as fused_dropout_add
 from .cuda_fused import enabled
 from .cuda_fused import layer_norm as fused_layer_norm
 
@@ -79,6 +82,19 @@ def dropout_backward(dout: Array, cache: Any) -> Array:
     if isinstance(cache, fused_dropout.PhiloxDropoutCache):
         return fused_dropout.backward(dout, cache)
     return functional.dropout_backward(dout, cache)
+
+
+def fused_layer(name: str) -> Any:
+    """A layer's steps fused across the textbook's functions, where switched on (else None: the layer
+    runs the steps). ``"dropout_add"``: ``skip + dropout(x)`` in one launch, ``(x, skip, p, rng) ->
+    (out, cache)`` for dropout_backward, on only with the fused dropout on, whose backward it shares.
+    ``"bias_relu"``: the module kernels.cuda_fused.bias_relu (``forward(h, bias)`` and
+    ``backward(dout, cache)``), the bias and ReLU after a product without its bias."""
+    if name == "dropout_add":
+        return fused_dropout_add.forward if enabled("dropout") and enabled("dropout_add") else None
+    if name == "bias_relu":
+        return fused_bias_relu if enabled("bias_relu") else None
+    raise ValueError(f"no fused layer named {name!r}: expected dropout_add or bias_relu")
 
 
 def layer_norm_forward(
@@ -137,14 +153,11 @@ def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
     return dtable
 
 
-def label_smoothed_cross_entropy(
+def masked_cross_entropy(
     logits: Array, targets: Array, labelled: Array, label_smoothing: float, dloss: float
 ) -> tuple[Array, Array]:
-    """The textbook's cross_entropy_forward and cross_entropy_backward(dloss) of the ``labelled`` rows,
-    every row of the (N, V) logits taken and the mean weighted by the (N,) mask, so that nothing is
-    read on the host: the loss is a 0-d array (NaN where no row is labelled), the gradient (N, V) is
-    zero on the other rows. ``targets`` (N,) may hold anything where the mask is false. Two launches
-    with the fused kernel switched on."""
+    """The textbook's, the probabilities' exponentials shared by the loss and the gradient and the
+    gradient written in place. Two launches with the fused kernel switched on."""
     if enabled("cross_entropy"):
         return fused_cross_entropy.forward_backward(logits, targets, labelled, label_smoothing, dloss)
     xp = get_array_module()
@@ -375,93 +388,5 @@ def _fused_backward(
     return dx_q, dx_kv, xp.concatenate([dw_q, dw_kv]), dw_decompress, dw_o, db_in, db_o
 
 
-def multi_head_attention_forward(
-    x_q: Array,
-    x_kv: Array,
-    w_qkv: Array,
-    w_o: Array,
-    mask: Array | None,
-    n_heads: int,
-    dropout_p: float = 0.0,
-    rng: Any = None,
-    training: bool = False,
-    b_qkv: Array | None = None,
-    b_o: Array | None = None,
-) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(x_q, x_kv, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
-
-
-def multi_head_attention_backward(
-    dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array, Array | None, Array | None]:
-    dx_q, dx_kv, dw_qkv, _, dw_o, db_qkv, db_o = _fused_backward(dout, cache)
-    return dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o
-
-
-def multi_head_self_attention_forward(
-    x: Array,
-    w_qkv: Array,
-    w_o: Array,
-    mask: Array | None,
-    n_heads: int,
-    dropout_p: float = 0.0,
-    rng: Any = None,
-    training: bool = False,
-    b_qkv: Array | None = None,
-    b_o: Array | None = None,
-) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(x, None, w_qkv, None, w_o, mask, n_heads, dropout_p, rng, training, b_qkv, b_o)
-
-
-def multi_head_self_attention_backward(
-    dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array | None, Array | None]:
-    dx, _, dw_qkv, _, dw_o, db_qkv, db_o = _fused_backward(dout, cache)
-    return dx, dw_qkv, dw_o, db_qkv, db_o
-
-
-def multi_head_latent_attention_forward(
-    x_q: Array,
-    x_kv: Array,
-    w_q_compress: Array,
-    w_kv_decompress: Array,
-    w_o: Array,
-    mask: Array | None,
-    n_heads: int,
-    dropout_p: float = 0.0,
-    rng: Any = None,
-    training: bool = False,
-) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(
-        x_q, x_kv, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
-    )
-
-
-def multi_head_latent_attention_backward(
-    dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array, Array]:
-    dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o, _, _ = _fused_backward(dout, cache)
-    return dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o
-
-
-def multi_head_latent_self_attention_forward(
-    x: Array,
-    w_q_compress: Array,
-    w_kv_decompress: Array,
-    w_o: Array,
-    mask: Array | None,
-    n_heads: int,
-    dropout_p: float = 0.0,
-    rng: Any = None,
-    training: bool = False,
-) -> tuple[Array, FusedAttentionCache]:
-    return _fused_forward(
-        x, None, w_q_compress, w_kv_decompress, w_o, mask, n_heads, dropout_p, rng, training
-    )
-
-
-def multi_head_latent_self_attention_backward(
-    dout: Array, cache: FusedAttentionCache
-) -> tuple[Array, Array, Array, Array]:
-    dx, _, dw_q_compress, dw_kv_decompress, dw_o, _, _ = _fused_backward(dout, cache)
-    return dx, dw_q_compress, dw_kv_decompress, dw_o
+# the textbook's eight attention-block functions around the pair above (kernels.attention_blocks)
+globals().update(block_kernels(_fused_forward, _fused_backward, __name__))

@@ -27,6 +27,9 @@ class Batch:
     src_mask: Any
     tgt_mask: Any
     n_tokens: int  # target tokens (non-pad labels), counted on the host
+    # the host arrays src, tgt_in and tgt_out were copied from, for the checks a GPU step makes on the
+    # host (model.check_ids_on_host); None where the batch was not made on the host
+    host: tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray] | None = None
 
 
 def host_rng(*keys: int) -> numpy.random.Generator:
@@ -62,17 +65,26 @@ def make_batch(
     src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], ids: SpecialIds = DEFAULT_IDS
 ) -> Batch:
     """The padded batch; the three id arrays reach the device side by side in one copy."""
-    host = [
+    return batch_of_arrays(
         host_pad(src_ids, ids.pad),
         host_pad([[ids.bos, *t] for t in tgt_ids], ids.pad),
         host_pad([[*t, ids.eos] for t in tgt_ids], ids.pad),
-    ]
-    device = get_array_module().asarray(numpy.concatenate(host, axis=1))
-    src_len, tgt_len = host[0].shape[1], host[1].shape[1]
-    src, tgt_in, tgt_out = (
+        ids,
+    )
+
+
+def batch_of_arrays(
+    src: numpy.ndarray, tgt_in: numpy.ndarray, tgt_out: numpy.ndarray, ids: SpecialIds = DEFAULT_IDS
+) -> Batch:
+    """The batch of padded host arrays (src (B, S), tgt_in and tgt_out (B, T)), copied to the device
+    side by side in one copy, its masks made there."""
+    device = get_array_module().asarray(numpy.concatenate([src, tgt_in, tgt_out], axis=1))
+    src_len, tgt_len = src.shape[1], tgt_in.shape[1]
+    on_device = (
         device[:, :src_len],
         device[:, src_len : src_len + tgt_len],
         device[:, src_len + tgt_len :],
     )
-    n_tokens = int((host[2] != ids.pad).sum())
-    return Batch(src, tgt_in, tgt_out, make_src_mask(src, ids.pad), target_mask(tgt_in, ids), n_tokens)
+    n_tokens = int((tgt_out != ids.pad).sum())
+    masks = make_src_mask(on_device[0], ids.pad), target_mask(on_device[1], ids)
+    return Batch(*on_device, *masks, n_tokens, (src, tgt_in, tgt_out))

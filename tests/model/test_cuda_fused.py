@@ -12,18 +12,33 @@ import re
 
 import numpy as np
 import pytest
-from conftest import KERNEL_TOLERANCE, relative_error
+from conftest import KERNEL_TOLERANCE, model_batch, relative_error, tiny_model
+from cupy_launches import LAUNCHES
+from cupy_standin import make_module
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import numpy_transformer as nt
+from numpy_transformer import backend
 from numpy_transformer import functional as F
-from numpy_transformer.kernels import cuda, cuda_fused
-from numpy_transformer.kernels.cuda_fused import adam, attention_softmax, cross_entropy, dropout, layer_norm
+from numpy_transformer.backend import random_uint16
+from numpy_transformer.kernels import cuda, cuda_fused, using_kernels
+from numpy_transformer.kernels.cuda_fused import (
+    adam,
+    attention_softmax,
+    bias_relu,
+    cross_entropy,
+    dropout,
+    dropout_add,
+    layer_norm,
+)
 
 SETTINGS = settings(max_examples=25, deadline=None)
 TWIN_TESTS = {
     "layer_norm",
     "dropout",
+    "dropout_add",
+    "bias_relu",
     "attention_softmax",
     "cross_entropy",
     "adam",
@@ -143,7 +158,7 @@ def test_cross_entropy_twin_equals_the_textbook(rows, classes, smoothing, dloss,
         dlogits, row_loss = cross_entropy.rows_twin(*args)
         return cross_entropy.mean_twin(row_loss, args[2]), dlogits
 
-    for function in (twin, cross_entropy.forward_backward, cuda.label_smoothed_cross_entropy):
+    for function in (twin, cross_entropy.forward_backward, cuda.masked_cross_entropy):
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv(cuda_fused.ENV_VAR, "cross_entropy")
             loss, dlogits = function(logits, targets, labelled, smoothing, dloss)
@@ -212,7 +227,7 @@ def test_dropout_twin_equals_the_textbook_with_its_mask(shape, p, seed):
         out, cache = cuda.dropout_forward(x, p, np.random.default_rng(seed), True)
         dx = cuda.dropout_backward(dout, cache)
     assert isinstance(cache, dropout.PhiloxDropoutCache)
-    keep = dropout.keep_mask(cache.seed, shape, cache.threshold)
+    keep = dropout.keep_mask(cache.seed, shape, cache.threshold, cache.offset)
     expected = F.DropoutCache(keep, cache.keep_prob)
     assert cache.keep_prob == F.dropout_forward(x, p, np.random.default_rng(0), True)[1].keep_prob
     assert_close(out, x * keep / cache.keep_prob, "forward")
@@ -222,11 +237,127 @@ def test_dropout_twin_equals_the_textbook_with_its_mask(shape, p, seed):
         np.testing.assert_array_equal(after, before)
 
 
+@SETTINGS
+@given(
+    shape=st.sampled_from([(1,), (3, 5), (2, 7, 9), (4, 33, 16)]),
+    p=st.sampled_from([0.1, 0.5, 0.9]),
+    seed=st.integers(0, 99),
+)
+def test_dropout_add_twin_equals_the_textbook_with_its_mask(shape, p, seed):
+    """skip + the textbook's dropout with the kernel's mask, in float64; through the CUDA kernel set's
+    switch (on only with dropout on), whose backward is dropout's."""
+    rng = np.random.default_rng(seed)
+    x, skip, dout = (rng.standard_normal(shape) for _ in range(3))
+    originals = [np.copy(a) for a in (x, skip, dout)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "dropout_add")
+        assert cuda.fused_layer("dropout_add") is None  # its backward is dropout's: off without it
+        patch.setenv(cuda_fused.ENV_VAR, "dropout,dropout_add")
+        out, cache = cuda.fused_layer("dropout_add")(x, skip, p, np.random.default_rng(seed))
+        dx = cuda.dropout_backward(dout, cache)
+    keep = dropout.keep_mask(cache.seed, shape, cache.threshold, cache.offset)
+    expected = F.DropoutCache(keep, cache.keep_prob)
+    assert_close(out, skip + F.dropout_backward(x, expected), "forward")
+    assert_close(dropout_add.added_twin(x, skip, cache), out, "the twin again")
+    assert_close(dx, F.dropout_backward(dout, expected), "backward")
+    for after, before in zip((x, skip, dout), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(ValueError, match=r"skip of shape \(1,\) must have x's shape"):
+        dropout_add.forward(np.zeros(3), np.zeros(1), p, np.random.default_rng(0))
+
+
+@SETTINGS
+@given(shape=st.sampled_from([(1, 1), (3, 5), (2, 7, 300), (4, 33, 16)]), seed=st.integers(0, 99))
+def test_bias_relu_twin_equals_the_textbook(shape, seed):
+    """relu(h + b) and its backward (dh, and db summed down every row) against the textbook's bias
+    add, relu_forward and relu_backward, the twin and through the CUDA kernel set's switch."""
+    rng = np.random.default_rng(seed)
+    h, dout, bias = rng.standard_normal(shape), rng.standard_normal(shape), rng.standard_normal(shape[-1])
+    originals = [np.copy(a) for a in (h, dout, bias)]
+    out, relu_cache = F.relu_forward(h + bias)
+    dh = F.relu_backward(dout, relu_cache)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "bias_relu")
+        kernel = cuda.fused_layer("bias_relu")
+    assert kernel is bias_relu
+    for forward, backward in (
+        (bias_relu.forward_twin, bias_relu.backward_twin),
+        (kernel.forward, kernel.backward),
+    ):
+        y, cache = forward(h, bias)
+        assert_close(y, out, "forward")
+        kernel_dh, dbias = backward(dout, cache)
+        assert_close(kernel_dh, dh, "dh")
+        assert_close(dbias, dh.reshape(-1, shape[-1]).sum(axis=0), "dbias")
+    for after, before in zip((h, dout, bias), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(
+        ValueError, match="no fused layer named 'bias_gelu': expected dropout_add or bias_relu"
+    ):
+        cuda.fused_layer("bias_gelu")
+
+
+@pytest.mark.parametrize(
+    "fused, more, saved",
+    [
+        ("dropout", "dropout,dropout_add", 2 * 2 + 3 * 2),  # a launch at every residual connection
+        ("dropout", "dropout,bias_relu", 2 * 2 * 2),  # two forward, one backward at every feed-forward
+    ],
+)
+def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved):
+    """A training step on the CuPy stand-in with a layer's steps fused (the residual add into dropout,
+    the bias and ReLU): the same masks (one seed stream, the same offsets), so the same loss and
+    gradients to rounding, with ``saved`` launches fewer at least (tiny_model: two encoder blocks, two
+    decoder blocks)."""
+    previous = backend.get_array_module()
+    backend.set_backend(make_module())
+    try:
+        steps = {}
+        for switched in (fused, more):
+            with pytest.MonkeyPatch.context() as patch, using_kernels("fast"):
+                patch.setenv(cuda_fused.ENV_VAR, switched)
+                model = tiny_model("mha", False, dtype="float64", dropout=0.3, seed=4).train()
+                model.set_rng(backend.make_rng(9))
+                src, tgt, labels = (backend.get_array_module().asarray(a) for a in model_batch(2))
+                masks = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)
+                LAUNCHES.clear()
+                loss = nt.loss_and_backward(model, src, tgt, *masks, labels, 0, 0.1, on_device=True)
+                steps[switched] = (float(loss), model.flat.grad.get(), dict(LAUNCHES))
+    finally:
+        backend.set_backend(previous)
+    (loss, grads, launches), (fused_loss, fused_grads, fused_launches) = steps.values()
+    assert fused_loss == pytest.approx(loss, rel=1e-12)
+    assert relative_error(fused_grads, grads) <= KERNEL_TOLERANCE
+    assert fused_launches[f"fused:{more.split(',')[-1]}"] > 0
+    assert sum(fused_launches.values()) <= sum(launches.values()) - saved
+
+
+def test_one_seed_a_generator_and_an_offset_a_call():
+    """The first fused dropout under a generator draws its seed (four 16-bit draws); every later call
+    under it takes the next offset, the counter's third word, and so a mask of its own; another
+    generator draws its own seed, from offset 0."""
+    rng, fresh = np.random.default_rng(7), np.random.default_rng(7)
+    caches = [dropout.forward(np.ones(64), 0.5, rng)[1] for _ in range(3)]
+    assert [cache.offset for cache in caches] == [0, 1, 2]
+    assert all(cache.seed is caches[0].seed for cache in caches)
+    np.testing.assert_array_equal(caches[0].seed, random_uint16(fresh, (4,)))
+    assert rng.integers(0, 2**32) == fresh.integers(0, 2**32)  # one draw, not three
+    masks = [dropout.keep_mask(c.seed, (64,), c.threshold, c.offset) for c in caches]
+    assert not np.array_equal(masks[0], masks[1]) and not np.array_equal(masks[1], masks[2])
+    other = dropout.forward(np.ones(64), 0.5, np.random.default_rng(8))[1]
+    assert other.offset == 0 and not np.array_equal(other.seed, caches[0].seed)
+    words = dropout.philox4x32(
+        *(np.array([c], dtype=np.uint64) for c in (0, 0, 2, 0)),
+        *(np.uint64(int(caches[2].seed[i]) | int(caches[2].seed[i + 1]) << 16) for i in (0, 2)),
+    )
+    assert masks[2][:4].tolist() == [int(w[0]) >> 16 >= caches[2].threshold for w in words]
+
+
 def test_the_philox_mask_keeps_one_minus_p():
     keep_prob = []
     for seed in range(4):
         cache = dropout.forward(np.ones(2**16), 0.1, np.random.default_rng(seed))[1]
-        keep_prob.append(dropout.keep_mask(cache.seed, (2**16,), cache.threshold).mean())
+        keep_prob.append(dropout.keep_mask(cache.seed, (2**16,), cache.threshold, cache.offset).mean())
     kept = np.mean(keep_prob)  # 2^18 entries: the standard error of the kept fraction is 5.9e-4
     assert abs(kept - 0.9) < 6 * 5.9e-4, kept
     assert len(set(keep_prob)) == 4  # each seed its own mask
@@ -310,7 +441,7 @@ def compile_to_ptx(source, name, architecture):
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 @pytest.mark.parametrize("name", cuda_fused.KERNELS)
 def test_every_fused_source_compiles_for_the_gpus_lent(name, architecture):
-    source = importlib.import_module(f"{cuda_fused.__name__}.{name}").SOURCE
+    source = importlib.import_module(f"{cuda_fused.__name__}.{name}").KERNEL.source  # the whole program
     ptx, log = compile_to_ptx(source, name, architecture)
     assert ptx is not None, f"{name}.cu does not compile for {architecture}:\n{log}"
     for dtype in cuda_fused.C_TYPES.values():  # every entry the launches ask for, by dtype

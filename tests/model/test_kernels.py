@@ -418,6 +418,7 @@ def test_cuda_embedding_backward_sums_sorted_segments(batch, length, vocab, d, s
     assert relative_error(single, F.embedding_backward(dout, cache)) <= 1e-6
 
 
+@compares(("cuda", "masked_cross_entropy"))
 @settings(max_examples=15, deadline=None)
 @given(
     n=st.integers(1, 40),
@@ -427,24 +428,30 @@ def test_cuda_embedding_backward_sums_sorted_segments(batch, length, vocab, d, s
     seed=st.integers(0, 99),
 )
 @example(n=6, vocab=5, smoothing=0.1, dloss=1.0, seed=0)
-def test_cuda_label_smoothed_cross_entropy_weights_the_labelled_rows(n, vocab, smoothing, dloss, seed):
-    """The mask-weighted loss over every row equals the textbook's over the labelled rows alone, and
-    its gradient the textbook's there and zero elsewhere, without a look at the mask on the host."""
+def test_masked_cross_entropy_weights_the_labelled_rows(n, vocab, smoothing, dloss, seed):
+    """The mask-weighted loss over every row (the textbook's and the CUDA kernel's) equals the
+    textbook's cross-entropy of the labelled rows alone, and its gradient the textbook's there and
+    zero elsewhere, without a look at the mask on the host."""
+    COMPARED.add(("cuda", "masked_cross_entropy"))
     rng = np.random.default_rng(seed)
     logits, targets = rand(rng, n, vocab) * 2, rng.integers(0, vocab, n)
     labelled = rng.random(n) < 0.7
     labelled[0] = True
     targets[~labelled] = -100  # anything: an ignore index outside the vocabulary
-    loss, dlogits = cuda.label_smoothed_cross_entropy(logits, targets, labelled, smoothing, dloss)
-    assert loss.shape == () and dlogits.shape == logits.shape
     textbook, cache = F.cross_entropy_forward(logits[labelled], targets[labelled], None, smoothing)
-    assert_same(loss, textbook, "loss")
     expected = np.zeros_like(logits)
     expected[labelled] = F.cross_entropy_backward(dloss, cache)
-    assert_same(dlogits, expected, "dlogits")
-    with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0: no row labelled
-        nothing, _ = cuda.label_smoothed_cross_entropy(logits, targets, np.zeros(n, bool), smoothing, dloss)
-    assert np.isnan(nothing)
+    originals = [np.copy(a) for a in (logits, targets, labelled)]
+    for function in (F.masked_cross_entropy, cuda.masked_cross_entropy):
+        loss, dlogits = function(logits, targets, labelled, smoothing, dloss)
+        assert loss.shape == () and dlogits.shape == logits.shape
+        assert_same(loss, textbook, f"{function.__module__}: loss")
+        assert_same(dlogits, expected, f"{function.__module__}: dlogits")
+        for after, before in zip((logits, targets, labelled), originals):
+            np.testing.assert_array_equal(after, before)
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0 / 0: no row labelled
+            nothing, _ = function(logits, targets, np.zeros(n, bool), smoothing, dloss)
+        assert np.isnan(nothing)
 
 
 @compares(("cuda", "AdamUpdate"))

@@ -227,8 +227,9 @@ def test_loss_and_backward_projects_only_labelled_positions(kernels, kind, tie, 
 
 
 def test_loss_and_backward_on_device_is_the_step_weighted_by_the_labels_mask(kernels):
-    """Every position projected and the loss a 0-d array: the same loss and gradients as the step of
-    the labelled positions; the ids' range is the caller's (an id out of range is not read here)."""
+    """on_device=True: every position projected and the loss a 0-d array: the same loss and gradients
+    as the step of the labelled positions; the ids' range is the caller's (an id out of range is not
+    read here), which check_ids_on_host checks on the host arrays."""
     src, tgt, labels = model_batch(3)
     labels[1] = 0
     args = (src, tgt, nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0), labels)
@@ -236,14 +237,24 @@ def test_loss_and_backward_on_device_is_the_step_weighted_by_the_labels_mask(ker
     for model in (step, device):
         model.set_rng(np.random.default_rng(5))
     loss = nt.loss_and_backward(step, *args, pad_id=0, label_smoothing=0.1, weight=0.7)
-    on_device = nt.loss_and_backward_on_device(device, *args, pad_id=0, label_smoothing=0.1, weight=0.7)
+    on_device = nt.loss_and_backward(device, *args, pad_id=0, label_smoothing=0.1, weight=0.7, on_device=True)
     assert on_device.shape == () and float(on_device) == pytest.approx(loss, rel=1e-12)
     for (name, expected), actual in zip(step.named_parameters(), device.parameters()):
         np.testing.assert_allclose(actual.grad, expected.grad, rtol=1e-9, atol=1e-13, err_msg=name)
     with pytest.raises(ValueError, match="labels"):  # the settings and shapes are still checked
-        nt.loss_and_backward_on_device(device, *args[:4], labels[:, :-1], pad_id=0)
+        nt.loss_and_backward(device, *args[:4], labels[:, :-1], pad_id=0, on_device=True)
     with pytest.raises(ValueError, match="outside the vocabulary"):  # loss_and_backward reads the range
         nt.loss_and_backward(step, *args[:4], labels + 1000, pad_id=0)
+    nt.check_ids_on_host(step, src, tgt, labels, 0)
+    outside = r"src holds ids in \[\d+, \d+\], outside the vocabulary \[0, 11\)"
+    for wrong, expected in [
+        ((src + 1000, tgt, labels), outside),
+        ((src, tgt - 100, labels), r"tgt holds ids in \[-\d+, -?\d+\]"),
+        ((src, tgt, np.where(labels == 0, 0, labels + 1000)), r"labels holds ids in"),
+        ((src, tgt, np.zeros_like(labels)), "every token equals pad_id=0"),
+    ]:
+        with pytest.raises(ValueError, match=expected):
+            nt.check_ids_on_host(step, *wrong, 0)
 
 
 def test_zero_grad_reaches_views_and_grad_is_never_rebound():

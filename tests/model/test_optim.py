@@ -15,6 +15,7 @@ from numpy_transformer.optim import (
     WarmupCosineSchedule,
     clip_grad_norm,
     global_grad_norm,
+    grad_norm_on_device,
 )
 
 pytestmark = pytest.mark.usefixtures("kernels")  # every test on the CPU kernel's update and on the textbook's
@@ -165,3 +166,30 @@ def test_clipping_caps_the_norm_and_keeps_direction():
     np.testing.assert_allclose(after, before / 5.0)
     assert clip_grad_norm([a, b], 10.0) == pytest.approx(1.0)  # under the cap: untouched
     np.testing.assert_allclose(np.concatenate([a.grad.ravel(), b.grad.ravel()]), after)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("max_norm", [None, 0.5, 1e6])
+@pytest.mark.parametrize("blowup", [None, np.inf, np.nan])
+def test_the_norm_on_the_device_clips_as_clip_grad_norm_does(dtype, max_norm, blowup):
+    """The norm and the clipped gradients bit for bit those of clip_grad_norm (global_grad_norm where
+    there is no max_norm), the norm left on the device as a 0-d array; a norm that is not finite
+    clips nothing."""
+    rng = np.random.default_rng(0)
+    grads = [rng.standard_normal(shape).astype(dtype) for shape in [(3, 4), (5,), (2, 2, 2)]]
+    if blowup is not None:
+        grads[1][2] = blowup
+    host, device = ([Parameter(np.zeros_like(g)) for g in grads] for _ in "ab")
+    for parameters in (host, device):
+        for parameter, g in zip(parameters, grads):
+            parameter.grad[...] = g
+    expected = global_grad_norm(host) if max_norm is None else clip_grad_norm(host, max_norm)
+    norm = grad_norm_on_device(device, max_norm)
+    assert np.shape(norm) == () and norm.dtype == np.float64  # on CuPy a 0-d array of the device
+    np.testing.assert_array_equal(norm, expected)
+    for a, b in zip(host, device):
+        np.testing.assert_array_equal(b.grad, a.grad)
+    if max_norm == 0.5 and blowup is None:
+        assert global_grad_norm(device) == pytest.approx(0.5)  # it did clip
+    with pytest.raises(ValueError, match="max_norm must be a positive number, got 0"):
+        grad_norm_on_device(device, 0)

@@ -18,14 +18,12 @@ from numpy_transformer.translator.batches import make_batch
 from numpy_transformer.translator.config import TrainConfig
 from numpy_transformer.translator.decoding import beam_search, greedy_decode, sample_decode
 from numpy_transformer.translator.run.checkpoint import load_for_inference
-from numpy_transformer.translator.training import Trainer
+from numpy_transformer.translator.training import Trainer, TrainingDiverged
 from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 TINY = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32, "dropout": 0.1}
-STEP_SYNC_BUDGET = (
-    4  # the ids' bounds, whether a label is there, the loss, the gradient norm: never one per parameter
-)
+STEP_SYNC_BUDGET = 1  # the loss and the gradient norm read together; the ids checked on the host batch
 CONFIG = {"task": "copy", "steps": 4, "batch_size": 8, "eval_every": 2, "eval_size": 4, "log_every": 1}
 
 
@@ -63,9 +61,21 @@ def test_training_steps_stay_on_the_device_with_a_few_syncs(gpu, attention):
     assert np.isfinite(stats["loss"]) and np.isfinite(stats["grad_norm"])
 
 
+def test_a_diverged_step_on_the_device_is_refused_before_the_update(gpu):
+    """The one read comes before the update: a NaN loss stops the step with the weights as they were."""
+    trainer = Trainer.create(TrainConfig(**CONFIG), TINY)
+    trainer.train_step()
+    trainer.model.src_embed.embedding.weight.data[...] = gpu.nan
+    before, step = trainer.model.flat.data.get(), trainer.step
+    with pytest.raises(TrainingDiverged, match="step 2: the gradient of .* is NaN or infinite"):
+        trainer.train_step()
+    np.testing.assert_array_equal(trainer.model.flat.data.get(), before)
+    assert trainer.step == step
+
+
 def test_the_step_on_the_device_synchronises_nowhere_and_equals_the_step(gpu):
-    """loss_and_backward_on_device: no synchronisation at all (the caller reads the loss), the same
-    loss and gradients as loss_and_backward's; that one refuses labels all padding before any work."""
+    """loss_and_backward(on_device=True): no synchronisation at all (the caller reads the loss), the
+    same loss and gradients as loss_and_backward's; that one refuses labels all padding before any work."""
     rng = np.random.default_rng(0)
     src, tgt, labels = (gpu.asarray(rng.integers(1, 13, (3, 5))) for _ in range(3))
     labels[0, 3:] = 0
@@ -73,7 +83,7 @@ def test_the_step_on_the_device_synchronises_nowhere_and_equals_the_step(gpu):
     models = [nt.build_transformer(13, 13, 5, 5, d_model=8, N=1, h=2, d_ff=16, seed=1) for _ in "ab"]
     loss = nt.loss_and_backward(models[0], *args)
     SYNCS.clear()
-    on_device = nt.loss_and_backward_on_device(models[1], *args)
+    on_device = nt.loss_and_backward(models[1], *args, on_device=True)
     assert not SYNCS, dict(SYNCS)
     assert float(on_device) == pytest.approx(loss, rel=1e-5)
     for (name, a), b in zip(models[0].named_parameters(), models[1].parameters()):

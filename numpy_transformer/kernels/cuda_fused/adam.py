@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 
 from ...backend import Array, get_array_module
-from . import FusedKernel, on_a_gpu
-
-THREADS = 256
+from . import FusedKernel
 
 SOURCE = r"""
 template <typename T>
@@ -45,44 +43,6 @@ ADAM_ENTRIES(double)
 KERNEL = FusedKernel("adam", SOURCE)
 
 
-def update(
-    data: Array,
-    grad: Array,
-    m: Array,
-    v: Array,
-    decay: Array | None,
-    lr: float,
-    betas: tuple[float, float],
-    eps: float,
-    t: int,
-    weight_decay: float,
-) -> None:
-    """Step ``t`` of Adam (AdamW's decay where ``decay`` is 1) in place on the flat ``data``, ``m`` and
-    ``v``, in one launch (the twin, counted as that launch, off a GPU)."""
-    if not on_a_gpu():
-        with KERNEL.twin():
-            update_twin(data, grad, m, v, decay, lr, betas, eps, t, weight_decay)
-        return
-    xp = get_array_module()
-    step_size, eps_hat = _corrected(lr, betas, eps, t)
-    size = data.size
-    args = (
-        data,
-        grad,
-        m,
-        v,
-        data if decay is None else decay,  # not read without a decay
-        xp.int32(decay is not None),
-        xp.int64(size),
-        xp.float64(lr * weight_decay),
-        xp.float64(betas[0]),
-        xp.float64(betas[1]),
-        xp.float64(step_size),
-        xp.float64(eps_hat),
-    )
-    KERNEL.launch("adam_update", data.dtype, max(1, -(-size // THREADS)), THREADS, args)
-
-
 def update_twin(
     data: Array,
     grad: Array,
@@ -113,3 +73,38 @@ def _corrected(lr: float, betas: tuple[float, float], eps: float, t: int) -> tup
     k = lr sqrt(1 - b2^t) / (1 - b1^t) and eps' = eps sqrt(1 - b2^t)."""
     root_correction2 = math.sqrt(1.0 - betas[1] ** t)
     return lr * root_correction2 / (1.0 - betas[0] ** t), eps * root_correction2
+
+
+@KERNEL.with_twin(update_twin)
+def update(
+    data: Array,
+    grad: Array,
+    m: Array,
+    v: Array,
+    decay: Array | None,
+    lr: float,
+    betas: tuple[float, float],
+    eps: float,
+    t: int,
+    weight_decay: float,
+) -> None:
+    """Step ``t`` of Adam (AdamW's decay where ``decay`` is 1) in place on the flat ``data``, ``m`` and
+    ``v``, in one launch (the twin, counted as that launch, off a GPU)."""
+    xp = get_array_module()
+    step_size, eps_hat = _corrected(lr, betas, eps, t)
+    size = data.size
+    args = (
+        data,
+        grad,
+        m,
+        v,
+        data if decay is None else decay,  # not read without a decay
+        xp.int32(decay is not None),
+        xp.int64(size),
+        xp.float64(lr * weight_decay),
+        xp.float64(betas[0]),
+        xp.float64(betas[1]),
+        xp.float64(step_size),
+        xp.float64(eps_hat),
+    )
+    KERNEL.launch("adam_update", data.dtype, KERNEL.blocks(size), args)

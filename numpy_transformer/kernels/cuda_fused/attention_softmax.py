@@ -11,30 +11,9 @@ from __future__ import annotations
 
 from ...backend import Array, get_array_module
 from ...functional import MASKED_SCORE
-from . import FusedKernel, on_a_gpu
-
-THREADS = 128  # a block's threads; the source's SM_THREADS
+from . import FusedKernel
 
 SOURCE = r"""
-#define SM_THREADS 128
-
-template <typename T>
-__device__ T block_reduce(T value, T* shared, bool maximum) {
-    shared[threadIdx.x] = value;
-    __syncthreads();
-    for (int stride = SM_THREADS / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride) {
-            const T other = shared[threadIdx.x + stride];
-            shared[threadIdx.x] = maximum ? (other > shared[threadIdx.x] ? other : shared[threadIdx.x])
-                                          : shared[threadIdx.x] + other;
-        }
-        __syncthreads();
-    }
-    const T result = shared[0];
-    __syncthreads();
-    return result;
-}
-
 // Whether row `row` (of heads * queries rows per batch entry) may see key `key`: the mask through its
 // strides in elements (0 along an axis it broadcasts).
 __device__ bool visible(const bool* mask, long long row, long long key, long long heads, long long queries,
@@ -47,12 +26,12 @@ template <typename T>
 __device__ void forward(const T* scores, const bool* mask, T* probs, long long keys, long long heads,
                         long long queries, long long stride_b, long long stride_h, long long stride_t,
                         double scale, double masked) {
-    __shared__ T shared[SM_THREADS];
+    __shared__ T shared[THREADS];
     const long long row = blockIdx.x;
     const T* s = scores + row * keys;
     T* y = probs + row * keys;
     T largest = (T)__longlong_as_double(0xfff0000000000000ULL);  // -infinity
-    for (long long j = threadIdx.x; j < keys; j += SM_THREADS) {
+    for (long long j = threadIdx.x; j < keys; j += THREADS) {
         const bool seen = visible(mask, row, j, heads, queries, stride_b, stride_h, stride_t);
         const T value = seen ? s[j] * (T)scale : (T)masked;
         y[j] = value;
@@ -60,27 +39,27 @@ __device__ void forward(const T* scores, const bool* mask, T* probs, long long k
     }
     largest = block_reduce(largest, shared, true);
     T sum = 0;
-    for (long long j = threadIdx.x; j < keys; j += SM_THREADS) {
+    for (long long j = threadIdx.x; j < keys; j += THREADS) {
         const T e = exp(y[j] - largest);
         y[j] = e;
         sum += e;
     }
     sum = block_reduce(sum, shared, false);
-    for (long long j = threadIdx.x; j < keys; j += SM_THREADS) y[j] = y[j] / sum;
+    for (long long j = threadIdx.x; j < keys; j += THREADS) y[j] = y[j] / sum;
 }
 
 template <typename T>
 __device__ void backward(const T* dout, const T* probs, const bool* mask, T* dscores, long long keys,
                          long long heads, long long queries, long long stride_b, long long stride_h,
                          long long stride_t, double scale) {
-    __shared__ T shared[SM_THREADS];
+    __shared__ T shared[THREADS];
     const long long row = blockIdx.x;
     const T* dy = dout + row * keys;
     const T* y = probs + row * keys;
     T dot = 0;
-    for (long long j = threadIdx.x; j < keys; j += SM_THREADS) dot += dy[j] * y[j];
+    for (long long j = threadIdx.x; j < keys; j += THREADS) dot += dy[j] * y[j];
     dot = block_reduce(dot, shared, false);
-    for (long long j = threadIdx.x; j < keys; j += SM_THREADS)
+    for (long long j = threadIdx.x; j < keys; j += THREADS)
         dscores[row * keys + j] = visible(mask, row, j, heads, queries, stride_b, stride_h, stride_t)
                                       ? y[j] * (dy[j] - dot) * (T)scale : (T)0;
 }
@@ -101,7 +80,7 @@ SOFTMAX_ENTRIES(float)
 SOFTMAX_ENTRIES(double)
 """
 
-KERNEL = FusedKernel("attention_softmax", SOURCE)
+KERNEL = FusedKernel("attention_softmax", SOURCE, threads=128)
 
 
 def _mask_strides(mask: Array | None, shape: tuple[int, ...]) -> tuple[Array, tuple[int, int, int]]:
@@ -131,47 +110,13 @@ def forward(scores: Array, mask: Array | None, scale: float) -> Array:
     """softmax(where(mask, scores * scale, MASKED_SCORE)) over the keys, in one launch (the twin off a GPU).
     scores: (B, H, T, S), mask: broadcastable to it -> probs (B, H, T, S)"""
     check_mask(mask, scores.shape)
-    if not on_a_gpu():
-        with KERNEL.twin():
-            return forward_twin(scores, mask, scale)
-    xp = get_array_module()
-    scores = xp.ascontiguousarray(scores)
-    probs = xp.empty_like(scores)
-    bool_mask, (stride_b, stride_h, stride_t) = _mask_strides(mask, scores.shape)
-    batch, heads, queries, keys = scores.shape
-    args = (
-        scores,
-        bool_mask,
-        probs,
-        *map(xp.int64, (keys, heads, queries, stride_b, stride_h, stride_t)),
-        xp.float64(scale),
-        xp.float64(MASKED_SCORE),
-    )
-    KERNEL.launch("attention_softmax_forward", scores.dtype, batch * heads * queries, THREADS, args)
-    return probs
+    return _forward(scores, mask, scale)
 
 
 def backward(dout: Array, probs: Array, mask: Array | None, scale: float) -> Array:
     """dS = probs * (dy - sum(dy * probs)) * scale, 0 where masked, in one launch (the twin off a GPU)."""
     check_mask(mask, dout.shape)
-    if not on_a_gpu():
-        with KERNEL.twin():
-            return backward_twin(dout, probs, mask, scale)
-    xp = get_array_module()
-    dout = xp.ascontiguousarray(dout)
-    dscores = xp.empty_like(dout)
-    bool_mask, (stride_b, stride_h, stride_t) = _mask_strides(mask, dout.shape)
-    batch, heads, queries, keys = dout.shape
-    args = (
-        dout,
-        probs,
-        bool_mask,
-        dscores,
-        *map(xp.int64, (keys, heads, queries, stride_b, stride_h, stride_t)),
-        xp.float64(scale),
-    )
-    KERNEL.launch("attention_softmax_backward", dout.dtype, batch * heads * queries, THREADS, args)
-    return dscores
+    return _backward(dout, probs, mask, scale)
 
 
 def forward_twin(scores: Array, mask: Array | None, scale: float) -> Array:
@@ -189,3 +134,41 @@ def backward_twin(dout: Array, probs: Array, mask: Array | None, scale: float) -
     xp = get_array_module()
     dscores = probs * (dout - (dout * probs).sum(axis=-1, keepdims=True)) * scale
     return dscores if mask is None else xp.where(mask, dscores, 0.0)
+
+
+@KERNEL.with_twin(forward_twin)
+def _forward(scores: Array, mask: Array | None, scale: float) -> Array:
+    xp = get_array_module()
+    scores = xp.ascontiguousarray(scores)
+    probs = xp.empty_like(scores)
+    bool_mask, (stride_b, stride_h, stride_t) = _mask_strides(mask, scores.shape)
+    batch, heads, queries, keys = scores.shape
+    args = (
+        scores,
+        bool_mask,
+        probs,
+        *map(xp.int64, (keys, heads, queries, stride_b, stride_h, stride_t)),
+        xp.float64(scale),
+        xp.float64(MASKED_SCORE),
+    )
+    KERNEL.launch("attention_softmax_forward", scores.dtype, batch * heads * queries, args)
+    return probs
+
+
+@KERNEL.with_twin(backward_twin)
+def _backward(dout: Array, probs: Array, mask: Array | None, scale: float) -> Array:
+    xp = get_array_module()
+    dout = xp.ascontiguousarray(dout)
+    dscores = xp.empty_like(dout)
+    bool_mask, (stride_b, stride_h, stride_t) = _mask_strides(mask, dout.shape)
+    batch, heads, queries, keys = dout.shape
+    args = (
+        dout,
+        probs,
+        bool_mask,
+        dscores,
+        *map(xp.int64, (keys, heads, queries, stride_b, stride_h, stride_t)),
+        xp.float64(scale),
+    )
+    KERNEL.launch("attention_softmax_backward", dout.dtype, batch * heads * queries, args)
+    return dscores

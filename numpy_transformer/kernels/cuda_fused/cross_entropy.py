@@ -13,47 +13,26 @@ from __future__ import annotations
 from ...backend import Array, get_array_module
 from . import FusedKernel, on_a_gpu
 
-THREADS = 256  # a block's threads; the source's CE_THREADS
-
 SOURCE = r"""
-#define CE_THREADS 256
-
-template <typename T>
-__device__ T block_reduce(T value, T* shared, bool maximum) {
-    shared[threadIdx.x] = value;
-    __syncthreads();
-    for (int stride = CE_THREADS / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride) {
-            const T other = shared[threadIdx.x + stride];
-            shared[threadIdx.x] = maximum ? (other > shared[threadIdx.x] ? other : shared[threadIdx.x])
-                                          : shared[threadIdx.x] + other;
-        }
-        __syncthreads();
-    }
-    const T result = shared[0];
-    __syncthreads();
-    return result;
-}
-
 template <typename T>
 __device__ T labelled_count(const bool* labelled, long long rows, T* shared) {
     T part = 0;
-    for (long long i = threadIdx.x; i < rows; i += CE_THREADS) part += labelled[i] ? (T)1 : (T)0;
+    for (long long i = threadIdx.x; i < rows; i += THREADS) part += labelled[i] ? (T)1 : (T)0;
     return block_reduce(part, shared, false);
 }
 
 template <typename T>
 __device__ void rows_kernel(const T* logits, const long long* targets, const bool* labelled, T* dlogits,
                             T* row_loss, long long rows, long long classes, double smoothing, double dloss) {
-    __shared__ T shared[CE_THREADS];
+    __shared__ T shared[THREADS];
     const long long row = blockIdx.x;
     const T count = labelled_count(labelled, rows, shared);
     const T* z = logits + row * classes;
     T largest = (T)__longlong_as_double(0xfff0000000000000ULL);  // -infinity
-    for (long long j = threadIdx.x; j < classes; j += CE_THREADS) largest = z[j] > largest ? z[j] : largest;
+    for (long long j = threadIdx.x; j < classes; j += THREADS) largest = z[j] > largest ? z[j] : largest;
     largest = block_reduce(largest, shared, true);
     T exps = 0, shifted = 0;
-    for (long long j = threadIdx.x; j < classes; j += CE_THREADS) {
+    for (long long j = threadIdx.x; j < classes; j += THREADS) {
         exps += exp(z[j] - largest);
         shifted += z[j] - largest;
     }
@@ -64,7 +43,7 @@ __device__ void rows_kernel(const T* logits, const long long* targets, const boo
     const long long target = is_labelled ? targets[row] : 0;
     const T scale = is_labelled ? (T)dloss / count : (T)0;
     const T spread = (T)smoothing / (T)classes;
-    for (long long j = threadIdx.x; j < classes; j += CE_THREADS) {
+    for (long long j = threadIdx.x; j < classes; j += THREADS) {
         const T q = spread + (j == target ? (T)(1.0 - smoothing) : (T)0);
         dlogits[row * classes + j] = (exp(z[j] - largest) / total - q) * scale;
     }
@@ -77,10 +56,10 @@ __device__ void rows_kernel(const T* logits, const long long* targets, const boo
 
 template <typename T>
 __device__ void mean_kernel(const T* row_loss, const bool* labelled, T* loss, long long rows) {
-    __shared__ T shared[CE_THREADS];
+    __shared__ T shared[THREADS];
     const T count = labelled_count(labelled, rows, shared);
     T part = 0;
-    for (long long i = threadIdx.x; i < rows; i += CE_THREADS) part += row_loss[i];
+    for (long long i = threadIdx.x; i < rows; i += THREADS) part += row_loss[i];
     const T total = block_reduce(part, shared, false);
     if (threadIdx.x == 0) loss[0] = total / count;
 }
@@ -107,7 +86,7 @@ KERNEL = FusedKernel("cross_entropy", SOURCE)
 def forward_backward(
     logits: Array, targets: Array, labelled: Array, label_smoothing: float, dloss: float
 ) -> tuple[Array, Array]:
-    """kernels.cuda.label_smoothed_cross_entropy in two launches (its twin off a GPU): (loss, dlogits)."""
+    """kernels.cuda.masked_cross_entropy in two launches (its twin off a GPU): (loss, dlogits)."""
     xp = get_array_module()
     if not on_a_gpu():
         with KERNEL.twin():
@@ -122,8 +101,8 @@ def forward_backward(
     loss = xp.empty((), dtype=z.dtype)
     args = (z, ids, mask, dlogits, row_loss, xp.int64(rows), xp.int64(classes))
     scalars = (xp.float64(label_smoothing), xp.float64(dloss))
-    KERNEL.launch("cross_entropy_rows", z.dtype, rows, THREADS, args + scalars)
-    KERNEL.launch("cross_entropy_mean", z.dtype, 1, THREADS, (row_loss, mask, loss, xp.int64(rows)))
+    KERNEL.launch("cross_entropy_rows", z.dtype, rows, args + scalars)
+    KERNEL.launch("cross_entropy_mean", z.dtype, 1, (row_loss, mask, loss, xp.int64(rows)))
     return loss, dlogits
 
 

@@ -1,11 +1,13 @@
 """Dropout fused, its mask drawn from a counter-based generator and never stored.
 
-Entry i keeps its value where the top 16 bits of word i % 4 of Philox4x32-10(counter = (i // 4, 0, 0, 0),
-key = the seed) are at least round(p * 2^16): the same rule and the same rounding of p as
-backend.dropout_mask, from another generator. The seed is four 16-bit draws of the layer's generator,
-left on the device (no synchronisation); the backward recomputes the mask from it. One launch forward
-(plus the seed's draw), one backward, where the array operations take four and two, and the mask's
-bytes are never written.
+Entry i keeps its value where the top 16 bits of word i % 4 of Philox4x32-10(counter = (i // 4 as two
+32-bit words, the call's offset, 0), key = the seed) are at least round(p * 2^16): the same rule and the
+same rounding of p as backend.dropout_mask, from another generator. The seed is four 16-bit draws of
+the layer's generator, left on the device (no synchronisation), drawn once per generator (the Trainer
+makes one a step): the first fused dropout under a generator draws it, and every call after it takes
+the next offset, so that one draw serves the whole step and no two calls share a mask. The backward
+recomputes the mask from the seed and the offset. One launch forward and one backward, where the array
+operations take four and two, and the mask's bytes are never written.
 """
 
 from __future__ import annotations
@@ -14,18 +16,19 @@ import math
 from typing import Any, NamedTuple
 
 from ...backend import DROPOUT_LEVELS, Array, get_array_module, random_uint16
-from . import FusedKernel, on_a_gpu
+from . import FusedKernel
 
-THREADS = 256
 PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # Philox4x32's multipliers (Salmon et al., 2011)
 PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # its Weyl sequence's increments of the key
 ROUNDS = 10
 WORD = 0xFFFFFFFF
 
-SOURCE = r"""
+# the mask's device functions, which dropout_add.py's source shares
+PHILOX = r"""
 // Philox4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3", 2011).
-__device__ unsigned int philox_word(unsigned long long counter, unsigned int key0, unsigned int key1, int word) {
-    unsigned int c0 = (unsigned int)counter, c1 = (unsigned int)(counter >> 32), c2 = 0, c3 = 0;
+__device__ unsigned int philox_word(unsigned long long counter, unsigned int offset, unsigned int key0,
+                                    unsigned int key1, int word) {
+    unsigned int c0 = (unsigned int)counter, c1 = (unsigned int)(counter >> 32), c2 = offset, c3 = 0;
     for (int round = 0; round < 10; ++round) {
         if (round > 0) {
             key0 += 0x9E3779B9u;
@@ -44,47 +47,77 @@ __device__ unsigned int philox_word(unsigned long long counter, unsigned int key
 }
 
 // Whether entry i is kept: the top 16 bits of its Philox word against the threshold round(p * 2^16).
-__device__ bool kept(long long i, const unsigned short* seed, unsigned int threshold) {
+__device__ bool kept(long long i, const unsigned short* seed, unsigned int offset, unsigned int threshold) {
     const unsigned int key0 = seed[0] | ((unsigned int)seed[1] << 16);
     const unsigned int key1 = seed[2] | ((unsigned int)seed[3] << 16);
-    return (philox_word((unsigned long long)(i / 4), key0, key1, (int)(i % 4)) >> 16) >= threshold;
+    return (philox_word((unsigned long long)(i / 4), offset, key0, key1, (int)(i % 4)) >> 16) >= threshold;
 }
+"""
 
+SOURCE = (
+    PHILOX
+    + r"""
 // y = x / keep_prob where kept, else 0 (the forward; the backward, with dy for x, is the same map).
 template <typename T>
-__device__ void apply(const T* x, T* y, const unsigned short* seed, unsigned int threshold, double keep_prob,
-                      long long size) {
+__device__ void apply(const T* x, T* y, const unsigned short* seed, unsigned int offset, unsigned int threshold,
+                      double keep_prob, long long size) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < size) y[i] = kept(i, seed, threshold) ? x[i] / (T)keep_prob : (T)0;
+    if (i < size) y[i] = kept(i, seed, offset, threshold) ? x[i] / (T)keep_prob : (T)0;
 }
 
 #define DROPOUT_ENTRIES(T)                                                                            \
     extern "C" __global__ void dropout_apply_##T(const T* x, T* y, const unsigned short* seed,       \
-                                                 unsigned int threshold, double keep_prob,            \
-                                                 long long size) {                                    \
-        apply<T>(x, y, seed, threshold, keep_prob, size);                                             \
+                                                 unsigned int offset, unsigned int threshold,         \
+                                                 double keep_prob, long long size) {                  \
+        apply<T>(x, y, seed, offset, threshold, keep_prob, size);                                     \
     }
 
 DROPOUT_ENTRIES(float)
 DROPOUT_ENTRIES(double)
 """
+)
 
 KERNEL = FusedKernel("dropout", SOURCE)
 
 
 class PhiloxDropoutCache(NamedTuple):
     seed: Array  # (4,) uint16 on the device: the key the mask is recomputed from
+    offset: int  # the call's place under its seed: the counter's third word
     threshold: int  # round(p * 2^16)
     keep_prob: float
 
 
 def forward(x: Array, p: float, rng: Any) -> tuple[Array, PhiloxDropoutCache]:
-    """Inverted dropout of x (training, p > 0) in one launch after the seed's draw (the twin off a GPU)."""
-    threshold = round(p * DROPOUT_LEVELS)
-    cache = PhiloxDropoutCache(
-        random_uint16(rng, (4,)), threshold, (DROPOUT_LEVELS - threshold) / DROPOUT_LEVELS
-    )
+    """Inverted dropout of x (training, p > 0) in one launch (the twin off a GPU), after the seed's draw
+    where this is the first call under ``rng``."""
+    cache = new_cache(p, rng)
     return _apply(x, cache), cache
+
+
+def new_cache(p: float, rng: Any) -> PhiloxDropoutCache:
+    """The mask of a call with probability ``p`` under ``rng``: its seed, offset, threshold and 1 - p."""
+    threshold = round(p * DROPOUT_LEVELS)
+    return PhiloxDropoutCache(*SEEDS.next(rng), threshold, (DROPOUT_LEVELS - threshold) / DROPOUT_LEVELS)
+
+
+class SeedStream:
+    """One seed per generator and an offset per call: the generator the last seed was drawn from is
+    held (so that its identity is never another's), with the seed and the calls made under it."""
+
+    def __init__(self) -> None:
+        self._rng: Any = None
+        self._seed: Array | None = None
+        self._calls = 0
+
+    def next(self, rng: Any) -> tuple[Array, int]:
+        """The seed of ``rng`` (drawn now at its first call: four 16-bit draws) and this call's offset."""
+        if rng is not self._rng or self._seed is None:
+            self._rng, self._seed, self._calls = rng, random_uint16(rng, (4,)), 0
+        self._calls += 1
+        return self._seed, self._calls - 1
+
+
+SEEDS = SeedStream()  # the fused dropout's: a generator's seed is drawn once, at its first call
 
 
 def backward(dout: Array, cache: PhiloxDropoutCache) -> Array:
@@ -92,36 +125,17 @@ def backward(dout: Array, cache: PhiloxDropoutCache) -> Array:
     return _apply(dout, cache)
 
 
-def _apply(x: Array, cache: PhiloxDropoutCache) -> Array:
-    if not on_a_gpu():
-        with KERNEL.twin():
-            return apply_twin(x, cache)
-    xp = get_array_module()
-    source = xp.ascontiguousarray(x)
-    out = xp.empty_like(source)
-    size = source.size
-    args = (
-        source,
-        out,
-        cache.seed,
-        xp.uint32(cache.threshold),
-        xp.float64(cache.keep_prob),
-        xp.int64(size),
-    )
-    KERNEL.launch("dropout_apply", x.dtype, max(1, -(-size // THREADS)), THREADS, args)
-    return out
-
-
 def apply_twin(x: Array, cache: PhiloxDropoutCache) -> Array:
     """The kernel as array operations: x / keep_prob where the Philox mask keeps, else 0."""
     xp = get_array_module()
-    return xp.where(keep_mask(cache.seed, x.shape, cache.threshold), x / cache.keep_prob, 0).astype(
-        x.dtype, copy=False
-    )
+    return xp.where(
+        keep_mask(cache.seed, x.shape, cache.threshold, cache.offset), x / cache.keep_prob, 0
+    ).astype(x.dtype, copy=False)
 
 
-def keep_mask(seed: Array, shape: tuple[int, ...], threshold: int) -> Array:
-    """The kernel's mask: entry i kept where the top 16 bits of its Philox word are >= threshold."""
+def keep_mask(seed: Array, shape: tuple[int, ...], threshold: int, offset: int = 0) -> Array:
+    """The kernel's mask: entry i kept where the top 16 bits of its Philox word (the counter's third
+    word ``offset``) are >= threshold."""
     xp = get_array_module()
     size = math.prod(shape)
     u64 = xp.uint64  # every operand unsigned: NumPy 1's promotion of uint64 with a Python int is float64
@@ -132,7 +146,7 @@ def keep_mask(seed: Array, shape: tuple[int, ...], threshold: int) -> Array:
         philox4x32(
             counters & u64(WORD),
             counters >> u64(32),
-            zeros,
+            xp.full_like(counters, offset),
             zeros,
             s[0] | (s[1] << u64(16)),
             s[2] | (s[3] << u64(16)),
@@ -163,3 +177,26 @@ def philox4x32(c0: Array, c1: Array, c2: Array, c3: Array, key0: Any, key1: Any)
             product0 & word,
         ]
     return c
+
+
+@KERNEL.with_twin(apply_twin)
+def _apply(x: Array, cache: PhiloxDropoutCache) -> Array:
+    xp = get_array_module()
+    source = xp.ascontiguousarray(x)
+    out = xp.empty_like(source)
+    KERNEL.launch(
+        "dropout_apply", x.dtype, KERNEL.blocks(source.size), (source, out, *mask_args(cache, source.size))
+    )
+    return out
+
+
+def mask_args(cache: PhiloxDropoutCache, size: int) -> tuple:
+    """The kernel arguments that give the mask of ``size`` entries: seed, offset, threshold, 1 - p, size."""
+    xp = get_array_module()
+    return (
+        cache.seed,
+        xp.uint32(cache.offset),
+        xp.uint32(cache.threshold),
+        xp.float64(cache.keep_prob),
+        xp.int64(size),
+    )

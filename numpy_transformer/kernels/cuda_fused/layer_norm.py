@@ -11,43 +11,25 @@ from __future__ import annotations
 
 from ...backend import Array, get_array_module
 from ...functional import LayerNormCache
-from . import FusedKernel, on_a_gpu
-
-THREADS = 256  # a block's threads; the source's LN_THREADS
+from . import FusedKernel
 
 SOURCE = r"""
-#define LN_THREADS 256
-
-// The sum of every thread's value in the block (LN_THREADS threads, a power of two), to every thread.
-template <typename T>
-__device__ T block_sum(T value, T* shared) {
-    shared[threadIdx.x] = value;
-    __syncthreads();
-    for (int stride = LN_THREADS / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-        __syncthreads();
-    }
-    const T total = shared[0];
-    __syncthreads();
-    return total;
-}
-
 template <typename T>
 __device__ void forward(const T* x, const T* gamma, const T* beta, T* out, T* xhat, T* rstd,
                         long long width, double eps) {
-    __shared__ T shared[LN_THREADS];
+    __shared__ T shared[THREADS];
     const long long row = blockIdx.x;
     const T* x_row = x + row * width;
     T sum = 0;
-    for (long long i = threadIdx.x; i < width; i += LN_THREADS) sum += x_row[i];
-    const T mean = block_sum(sum, shared) / (T)width;
+    for (long long i = threadIdx.x; i < width; i += THREADS) sum += x_row[i];
+    const T mean = block_reduce(sum, shared, false) / (T)width;
     T squares = 0;
-    for (long long i = threadIdx.x; i < width; i += LN_THREADS) {
+    for (long long i = threadIdx.x; i < width; i += THREADS) {
         const T centred = x_row[i] - mean;
         squares += centred * centred;
     }
-    const T r = (T)1 / sqrt(block_sum(squares, shared) / (T)width + (T)eps);
-    for (long long i = threadIdx.x; i < width; i += LN_THREADS) {
+    const T r = (T)1 / sqrt(block_reduce(squares, shared, false) / (T)width + (T)eps);
+    for (long long i = threadIdx.x; i < width; i += THREADS) {
         const T h = (x_row[i] - mean) * r;
         xhat[row * width + i] = h;
         out[row * width + i] = gamma[i] * h + beta[i];
@@ -58,23 +40,23 @@ __device__ void forward(const T* x, const T* gamma, const T* beta, T* out, T* xh
 template <typename T>
 __device__ void backward(const T* dout, const T* xhat, const T* rstd, const T* gamma, T* dx, T* dgamma,
                          T* dbeta, long long rows, long long width) {
-    __shared__ T shared[LN_THREADS];
+    __shared__ T shared[THREADS];
     if (blockIdx.x < rows) {
         const long long row = blockIdx.x;
         const T* dy = dout + row * width;
         const T* h = xhat + row * width;
         T sum_g = 0, sum_gh = 0;
-        for (long long i = threadIdx.x; i < width; i += LN_THREADS) {
+        for (long long i = threadIdx.x; i < width; i += THREADS) {
             const T g = dy[i] * gamma[i];
             sum_g += g;
             sum_gh += g * h[i];
         }
-        const T mean_g = block_sum(sum_g, shared) / (T)width;
-        const T mean_gh = block_sum(sum_gh, shared) / (T)width;
-        for (long long i = threadIdx.x; i < width; i += LN_THREADS)
+        const T mean_g = block_reduce(sum_g, shared, false) / (T)width;
+        const T mean_gh = block_reduce(sum_gh, shared, false) / (T)width;
+        for (long long i = threadIdx.x; i < width; i += THREADS)
             dx[row * width + i] = rstd[row] * (dy[i] * gamma[i] - mean_g - h[i] * mean_gh);
     } else {
-        const long long column = (blockIdx.x - rows) * LN_THREADS + threadIdx.x;
+        const long long column = (blockIdx.x - rows) * THREADS + threadIdx.x;
         if (column >= width) return;
         T sum_dh = 0, sum_d = 0;
         for (long long row = 0; row < rows; ++row) {
@@ -105,39 +87,6 @@ LAYER_NORM_ENTRIES(double)
 KERNEL = FusedKernel("layer_norm", SOURCE)
 
 
-def forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, LayerNormCache]:
-    """layer_norm_forward in one launch (its twin off a GPU)."""
-    if not on_a_gpu():
-        with KERNEL.twin():
-            return forward_twin(x, gamma, beta, eps)
-    xp = get_array_module()
-    width = x.shape[-1]
-    rows = xp.ascontiguousarray(x).reshape(-1, width)
-    out, xhat = xp.empty_like(rows), xp.empty_like(rows)
-    rstd = xp.empty((rows.shape[0], 1), dtype=x.dtype)
-    args = (rows, gamma, beta, out, xhat, rstd, xp.int64(width), xp.float64(eps))
-    KERNEL.launch("layer_norm_forward", x.dtype, rows.shape[0], THREADS, args)
-    return out.reshape(x.shape), LayerNormCache(xhat.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1), gamma)
-
-
-def backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
-    """layer_norm_backward in one launch (its twin off a GPU)."""
-    if not on_a_gpu():
-        with KERNEL.twin():
-            return backward_twin(dout, cache)
-    xp = get_array_module()
-    xhat, rstd, gamma = cache
-    width = dout.shape[-1]
-    dy = xp.ascontiguousarray(dout).reshape(-1, width)
-    rows = dy.shape[0]
-    dx = xp.empty_like(dy)
-    dgamma, dbeta = xp.empty_like(gamma), xp.empty_like(gamma)
-    args = (dy, xhat, rstd, gamma, dx, dgamma, dbeta, xp.int64(rows), xp.int64(width))
-    column_blocks = -(-width // THREADS)
-    KERNEL.launch("layer_norm_backward", dout.dtype, rows + column_blocks, THREADS, args)
-    return dx.reshape(dout.shape), dgamma, dbeta
-
-
 def forward_twin(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, LayerNormCache]:
     """The kernel's forward as array operations: row sums over the width, the two-pass variance."""
     xp = get_array_module()
@@ -162,3 +111,31 @@ def backward_twin(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Arr
         (rows * xhat.reshape(-1, width)).sum(axis=0),
         rows.sum(axis=0),
     )
+
+
+@KERNEL.with_twin(forward_twin)
+def forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Array, LayerNormCache]:
+    """layer_norm_forward in one launch (its twin off a GPU)."""
+    xp = get_array_module()
+    width = x.shape[-1]
+    rows = xp.ascontiguousarray(x).reshape(-1, width)
+    out, xhat = xp.empty_like(rows), xp.empty_like(rows)
+    rstd = xp.empty((rows.shape[0], 1), dtype=x.dtype)
+    args = (rows, gamma, beta, out, xhat, rstd, xp.int64(width), xp.float64(eps))
+    KERNEL.launch("layer_norm_forward", x.dtype, rows.shape[0], args)
+    return out.reshape(x.shape), LayerNormCache(xhat.reshape(x.shape), rstd.reshape(*x.shape[:-1], 1), gamma)
+
+
+@KERNEL.with_twin(backward_twin)
+def backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
+    """layer_norm_backward in one launch (its twin off a GPU)."""
+    xp = get_array_module()
+    xhat, rstd, gamma = cache
+    width = dout.shape[-1]
+    dy = xp.ascontiguousarray(dout).reshape(-1, width)
+    rows = dy.shape[0]
+    dx = xp.empty_like(dy)
+    dgamma, dbeta = xp.empty_like(gamma), xp.empty_like(gamma)
+    args = (dy, xhat, rstd, gamma, dx, dgamma, dbeta, xp.int64(rows), xp.int64(width))
+    KERNEL.launch("layer_norm_backward", dout.dtype, rows + KERNEL.blocks(width), args)
+    return dx.reshape(dout.shape), dgamma, dbeta

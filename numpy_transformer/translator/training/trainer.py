@@ -16,11 +16,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ...backend import step_rng
+from ...backend import backend_name, get_array_module, step_rng, to_numpy
 from ...files import refuse_empty
 from ...machine import tune_cpu
-from ...model import Transformer, build_transformer, loss_and_backward
-from ...optim import clip_grad_norm, global_grad_norm
+from ...model import Transformer, build_transformer, check_ids_on_host, loss_and_backward
+from ...optim import clip_grad_norm, global_grad_norm, grad_norm_on_device
 from ..config import ModelConfig, TrainConfig
 from ..distributed import Communicator, ranks_of
 from ..evaluation import evaluate
@@ -209,30 +209,40 @@ class Trainer:
         tokens = sum(batch.n_tokens for batch in batches)
         model.train()
         self.optimizer.zero_grad()
-        loss = 0.0
+        # on a GPU the step reads the device once, the loss and the gradient norm together, before
+        # the update (a diverged step is refused before it moves the weights): every check that
+        # would read the device in the middle of the step is made on the host batch instead (MPI, whose
+        # ranks agree on host numbers, is refused on a GPU: Communicator.from_environment)
+        on_device = backend_name() == "cupy"
+        loss: Any = 0.0  # a float, or on a GPU a 0-d array of the device until the read
         with ranks.threads():
             for k, batch in enumerate(batches):
                 model.set_rng(step_rng(config.seed, self.step, ranks.rank * config.accumulate + k))
                 part = ranks.part(batch, tokens, self.task.ids.pad)  # this rank's rows: alone, all
                 if part.rows is not None:
                     with ranks.holding():  # under MPI a failure waits for the all-reduce to tell the others
-                        loss += ranks.weigh(self._loss_and_backward(batch, part.rows, part.weight), part)
+                        step_loss = self._loss_and_backward(batch, part.rows, part.weight, on_device)
+                        loss = loss + ranks.weigh(step_loss, part)
             ranks.all_reduce(model)
         loss, stop, self.evaluations.lr_scale = ranks.agree_on_step(  # rank 0's plateau cuts, under MPI
             loss, self.requests.reason, self.evaluations.lr_scale
         )
         if stop:
             self.stop = self.stop or self.requests.reason or "another rank"
-        grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
+        if on_device:
+            loss, grad_norm = self._read_loss_and_norm(loss)
+        else:
+            grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
         check_finite(model, self.step, loss, grad_norm)
         lr = self.learning_rate(self.step + 1)
         self.optimizer.step(lr)
         self.step += 1
         return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
 
-    def _loss_and_backward(self, batch: Any, rows: slice, weight: float) -> float:
+    def _loss_and_backward(self, batch: Any, rows: slice, weight: float, on_device: bool) -> Any:
         """Forward and backward of ``rows`` of the batch, its gradient scaled by ``weight``; the rows'
-        mean loss."""
+        mean loss: a float, or with ``on_device`` a 0-d array of the device, the ids checked on the
+        host batch (where the batch has one) instead of on the device."""
         config, model = self.config, self.model
         src, tgt_in, labels = batch.src[rows], batch.tgt_in[rows], batch.tgt_out[rows]
         length = max(src.shape[1], tgt_in.shape[1])
@@ -240,11 +250,23 @@ class Trainer:
         size = batch.src.shape[0]
         masks = mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size)
         arguments = (src, tgt_in, *masks, labels, self.task.ids.pad, config.label_smoothing, weight)
+        if on_device and batch.host is not None:
+            host_src, host_tgt_in, host_labels = (ids[rows] for ids in batch.host)
+            check_ids_on_host(model, host_src, host_tgt_in, host_labels, self.task.ids.pad)
+            return loss_and_backward(model, *arguments, on_device=True)
         if shards == 1:  # the model's own step; DataParallel runs it on each of several row shards
             return loss_and_backward(model, *arguments)
         if shards not in self._parallel:
             self._parallel[shards] = DataParallel(model, shards)
         return self._parallel[shards].loss_and_backward(*arguments)
+
+    def _read_loss_and_norm(self, loss: Any) -> tuple[float, float]:
+        """The GPU step's one host synchronisation: the gradient norm, computed (and the gradients
+        clipped, config.clip) on the device, read with the loss in one transfer."""
+        xp = get_array_module()
+        norm = grad_norm_on_device(self.model, self.config.clip or None)
+        loss_value, norm_value = to_numpy(xp.stack([xp.asarray(loss, dtype=xp.float64), norm])).tolist()
+        return loss_value, norm_value
 
     # -- the loop ---------------------------------------------------------------------------
 
