@@ -629,7 +629,7 @@ def test_a_name_that_moved_out_of_config_answers_with_its_new_place():
         ImportError, match="translator.config.setting has moved: import numpy_transformer.settings"
     ):
         from numpy_transformer.translator.config import setting  # noqa: F401
-    with pytest.raises(ImportError, match="import numpy_transformer.presets.SMALL instead"):
+    with pytest.raises(AttributeError, match="import numpy_transformer.presets.SMALL instead"):
         config.TASK_SIZES  # noqa: B018
     assert not hasattr(config, "no_such_setting")
 
