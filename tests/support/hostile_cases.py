@@ -2326,6 +2326,26 @@ def with_environment(name: str, value: str, run: Callable[[Path], tuple[int, str
     return wrapped
 
 
+def saying_nothing(*argv: str) -> Callable[[Path], tuple[int, str]]:
+    """The command, as cli runs it, judged wrong where it printed anything on standard output: a
+    refusal comes before any work, and before any word about the work."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([arg.replace("{ws}", str(ws)) for arg in argv])
+            except SystemExit as exit:
+                code = exit.code
+        said = out.getvalue()
+        return (0, f"said {said.splitlines()[0]!r} first") if said else (code, err.getvalue())
+
+    return run
+
+
+RELU = "def relu_backward(dout, cache):\n    return dout * (cache > 0)\n"
+
+
 EMPTY = "(an empty argument: most often an unset shell variable)"
 TRAINING_TOOLKIT_CASES = [
     Case(
@@ -2505,6 +2525,38 @@ TRAINING_TOOLKIT_CASES = [
         ),
         True,
         ("d_model must be divisible by h",),
+    ),
+    Case(
+        "train",
+        "--heads that do not divide --d-model, with --data of a file not there yet: the sizes refused first",
+        cli("train", "--data", "{ws}/no-corpus.tsv", *TINY, "--heads", "3", "--out", "{ws}/heads-first"),
+        True,
+        ("d_model must be divisible by h", "d_model=16, h=3"),
+    ),
+    Case(
+        "train",
+        "--task with --data and --out a file: the settings refused before --out is looked at",
+        cli("train", "--task", "copy", "--data", "{ws}/corpus.tsv", *TINY, "--out", "{ws}/afile"),
+        True,
+        ("give a generated task or --data, not both",),
+        keeps="afile",
+    ),
+    Case(
+        "learn",
+        "learn train with --heads that do not divide the width: refused before a word about the run",
+        then(write("s15.py", RELU), saying_nothing("learn", "train", "{ws}/s15.py", "--heads", "3")),
+        True,
+        ("d_model must be divisible by h", "d_model=32, h=3"),
+    ),
+    Case(
+        "learn",
+        "learn train with --task and --data: refused before a word about the run",
+        then(
+            write("s15.py", RELU),
+            saying_nothing("learn", "train", "{ws}/s15.py", "--task", "copy", "--data", "{ws}/corpus.tsv"),
+        ),
+        True,
+        ("give a generated task or --data, not both",),
     ),
     *(
         Case(

@@ -398,7 +398,9 @@ def test_a_corpus_run_chooses_what_it_was_not_given_and_keeps_what_it_was():
     )  # a generated task's fixed model
     # a width given alone gets the most heads up to the chosen 4 that divide it; given heads are kept
     assert ModelConfig(d_model=30).resolve(50_000, 15.0).h == 3
-    assert ModelConfig(d_model=30, h=4).resolve(50_000, 15.0).h == 4  # build_transformer refuses it
+    assert ModelConfig(d_model=30, h=5).resolve(50_000, 15.0).h == 5
+    with pytest.raises(ValueError, match="d_model must be divisible by h, got d_model=30, h=4"):
+        ModelConfig(d_model=30, h=4)  # refused as given, before a corpus is read to size the rest
 
 
 @pytest.mark.parametrize(("pairs", "units"), [(1_000, 1000), (10_000, 2000), (50_000, 4000), (300_000, 8000)])
