@@ -2002,6 +2002,19 @@ def source_vocab_size(size: int) -> Callable[[Path], None]:
     return change
 
 
+def without_fingerprints(directory: Path) -> None:
+    """config.json as an export made before the tokenizers' fingerprints were recorded."""
+    config = json.loads((directory / "config.json").read_text())
+    config["numpy_transformer"].pop("tokenizer_sha256", None)
+    (directory / "config.json").write_text(json.dumps(config))
+
+
+def swapped_sentencepiece_models(directory: Path) -> None:
+    source, target = (directory / "source.spm").read_bytes(), (directory / "target.spm").read_bytes()
+    (directory / "source.spm").write_bytes(target)
+    (directory / "target.spm").write_bytes(source)
+
+
 LONG_NAME = "e" * 250  # a legal name (NAME_MAX 255), whose staging sibling's must fit too
 
 
@@ -2082,6 +2095,41 @@ TOOLKIT_CASES = [
         ),
         True,
         ("tk-sep-top/target: no such folder", "shared_vocab false"),
+    ),
+    Case(
+        "import",
+        "import a two-vocabulary export whose target/tokenizer.json is a copy of the source's (as many tokens)",
+        then(
+            copy_of_the_export(
+                "tk-sep-copied",
+                lambda d: shutil.copy(d / "tokenizer.json", d / "target" / "tokenizer.json"),
+            ),
+            cli("import", "{ws}/tk-sep-copied", "--out", "{ws}/imp-sep-copied"),
+        ),
+        True,
+        ("tk-sep-copied/target/tokenizer.json", "not the tokenizer this model was exported with"),
+    ),
+    Case(
+        "import",
+        "import a two-vocabulary export made before the tokenizers' fingerprints (config.json has none)",
+        then(
+            copy_of_the_export("tk-sep-older", without_fingerprints),
+            cli("import", "{ws}/tk-sep-older", "--out", "{ws}/imp-sep-older"),
+        ),
+        False,
+        check=lambda ws: (ws / "imp-sep-older" / "model.npz").is_file(),
+    ),
+    Case(
+        "import",
+        "import an export of an OPUS-MT run whose source.spm and target.spm were swapped",
+        then(
+            imported_run("tk-imp"),
+            lambda ws: cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-spm-swapped")(ws),
+            lambda ws: swapped_sentencepiece_models(ws / "tk-spm-swapped"),
+            cli("import", "{ws}/tk-spm-swapped", "--out", "{ws}/imp-spm-swapped"),
+        ),
+        True,
+        ("tk-spm-swapped/source.spm", "not the tokenizer this model was exported with"),
     ),
     Case(
         "import",
