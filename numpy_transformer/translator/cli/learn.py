@@ -145,9 +145,8 @@ def run_learn(args: argparse.Namespace) -> int:
             for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen or saved
                 if not hasattr(args, dest):
                     setattr(args, dest, value)
-        train_settings(
-            args
-        )  # a run that cannot start is refused before their file runs, and before a word of it
+        # a run that cannot start is refused before their file runs, and before a word about it
+        train_settings(args)
         learner = workbook.LearnerTraining(args.file)
     except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
         print(f"numpy-transformer learn {args.action}: error: {refused}", file=sys.stderr)

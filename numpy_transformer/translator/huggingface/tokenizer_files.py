@@ -15,6 +15,11 @@ units its corpus uses and reads any other as ``<unk>``: those units get the ids 
 vocabulary's, and the model a row for each, a copy of ``<unk>``'s (weights.aliased_tensors; their
 logits' bias -inf, never predicted). A word tokenizer's ``##`` glue has no counterpart there:
 refused (export the model alone with ``tokenizer=None``, ``export --no-tokenizer``).
+
+An export records in config.json the fingerprint of each tokenizer file it writes
+(tokenizer_fingerprints), and import refuses a file that does not match its own (check_fingerprint):
+a copy of the source's tokenizer.json over the target's, as many tokens, would read the target's
+ids as the source's tokens.
 """
 
 from __future__ import annotations
