@@ -328,6 +328,19 @@ def check_training_inputs(
     model.check_inputs(src, src_mask, tgt, tgt_mask, labels=unpadded)
 
 
+def check_attention_shape(d_model: int | None, h: int | None, attention: str, attention_bias: bool) -> None:
+    """TransformerConfig's refusals of the attention's shape: a width ``d_model`` the ``h`` heads do not
+    divide, latent attention of a width not divisible by 4, attention biases on latent attention. A
+    run's settings (ModelConfig) meet them before its corpus is read; a size it has not chosen yet
+    (None) is checked once chosen."""
+    if d_model is not None and h is not None and d_model % h != 0:
+        raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
+    if attention_bias and attention != "mha":
+        raise ValueError(f"attention_bias=True needs attention='mha', got attention={attention!r}")
+    if attention == "mla" and d_model is not None and d_model % 4 != 0:
+        raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
+
+
 def parameter_count(config: TransformerConfig | Mapping[str, Any]) -> int:
     """The number of weights build_transformer(**config) creates, counted from the sizes alone."""
     config = TransformerConfig.of(config)
@@ -415,12 +428,7 @@ class TransformerConfig(Checked):
             raise ValueError(
                 f"shared_vocab needs src_vocab_size == tgt_vocab_size, got {src_vocab} and {tgt_vocab}"
             )
-        if d_model % h != 0:
-            raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
-        if self.attention_bias and attention != "mha":
-            raise ValueError(f"attention_bias=True needs attention='mha', got attention={attention!r}")
-        if attention == "mla" and d_model % 4 != 0:
-            raise ValueError(f"d_model must be divisible by 4 for attention='mla', got d_model={d_model}")
+        check_attention_shape(d_model, h, attention, self.attention_bias)
         if padding_idx is not None and padding_idx >= min(src_vocab, tgt_vocab):
             raise ValueError(
                 f"padding_idx must be None or a token id of both vocabularies, in [0, "

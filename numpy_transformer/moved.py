@@ -3,12 +3,14 @@
 An old module path that no longer exists is a two-line module that calls ``refuse_moved(__name__)``:
 importing it raises ``ModuleNotFoundError`` naming where the module went, so code written against an
 earlier version is told what to change. The workbook reads the same table to tell a learner whose
-file imports an old path. A public name that moved out of a module that stays is refused the same
-way, by that module's ``__getattr__``.
+file imports an old path. A public name that moved out of a module that stays is answered by that
+module's ``__getattr__`` (refuse_moved_name): told where it went, and absent to ``hasattr``.
 """
 
 from __future__ import annotations
 
+import dis
+import sys
 from typing import NoReturn
 
 MOVED: dict[str, str] = {
@@ -54,3 +56,21 @@ def refuse_moved(old: str) -> NoReturn:
     carries no module ``name``: ``from package import old_module`` would take one equal to the path
     it asked for as a module that does not exist, and answer "cannot import name" instead."""
     raise ModuleNotFoundError(f"{old} has moved: import {MOVED[old]} instead")
+
+
+class MovedNameError(AttributeError):
+    """A public name that moved out of a module that stays, looked up there: an AttributeError (so
+    that ``hasattr`` answers False) whose message names the new place."""
+
+
+def refuse_moved_name(module: str, name: str) -> NoReturn:
+    """Raise for ``module.name``, a name of MOVED, looked up by the caller of ``module``'s
+    ``__getattr__``, naming its new place. ``from module import name`` gets ModuleNotFoundError:
+    Python's import statement swaps an AttributeError for "cannot import name", dropping its message.
+    Any other lookup (``module.name``, ``getattr``, ``hasattr``) gets MovedNameError."""
+    old = f"{module}.{name}"
+    message = f"{old} has moved: import {MOVED[old]} instead"
+    looking = sys._getframe(2)  # 0: here, 1: the module's __getattr__, 2: the code that looked it up
+    if looking.f_code.co_code[looking.f_lasti] == dis.opmap["IMPORT_FROM"]:
+        raise ModuleNotFoundError(message)
+    raise MovedNameError(message)

@@ -2002,6 +2002,19 @@ def source_vocab_size(size: int) -> Callable[[Path], None]:
     return change
 
 
+def without_fingerprints(directory: Path) -> None:
+    """config.json as an export made before the tokenizers' fingerprints were recorded."""
+    config = json.loads((directory / "config.json").read_text())
+    config["numpy_transformer"].pop("tokenizer_sha256", None)
+    (directory / "config.json").write_text(json.dumps(config))
+
+
+def swapped_sentencepiece_models(directory: Path) -> None:
+    source, target = (directory / "source.spm").read_bytes(), (directory / "target.spm").read_bytes()
+    (directory / "source.spm").write_bytes(target)
+    (directory / "target.spm").write_bytes(source)
+
+
 LONG_NAME = "e" * 250  # a legal name (NAME_MAX 255), whose staging sibling's must fit too
 
 
@@ -2082,6 +2095,41 @@ TOOLKIT_CASES = [
         ),
         True,
         ("tk-sep-top/target: no such folder", "shared_vocab false"),
+    ),
+    Case(
+        "import",
+        "import a two-vocabulary export whose target/tokenizer.json is a copy of the source's (as many tokens)",
+        then(
+            copy_of_the_export(
+                "tk-sep-copied",
+                lambda d: shutil.copy(d / "tokenizer.json", d / "target" / "tokenizer.json"),
+            ),
+            cli("import", "{ws}/tk-sep-copied", "--out", "{ws}/imp-sep-copied"),
+        ),
+        True,
+        ("tk-sep-copied/target/tokenizer.json", "not the tokenizer this model was exported with"),
+    ),
+    Case(
+        "import",
+        "import a two-vocabulary export made before the tokenizers' fingerprints (config.json has none)",
+        then(
+            copy_of_the_export("tk-sep-older", without_fingerprints),
+            cli("import", "{ws}/tk-sep-older", "--out", "{ws}/imp-sep-older"),
+        ),
+        False,
+        check=lambda ws: (ws / "imp-sep-older" / "model.npz").is_file(),
+    ),
+    Case(
+        "import",
+        "import an export of an OPUS-MT run whose source.spm and target.spm were swapped",
+        then(
+            imported_run("tk-imp"),
+            lambda ws: cli("export", "{ws}/tk-imp", "--to", "{ws}/tk-spm-swapped")(ws),
+            lambda ws: swapped_sentencepiece_models(ws / "tk-spm-swapped"),
+            cli("import", "{ws}/tk-spm-swapped", "--out", "{ws}/imp-spm-swapped"),
+        ),
+        True,
+        ("tk-spm-swapped/source.spm", "not the tokenizer this model was exported with"),
     ),
     Case(
         "import",
@@ -2326,6 +2374,26 @@ def with_environment(name: str, value: str, run: Callable[[Path], tuple[int, str
     return wrapped
 
 
+def saying_nothing(*argv: str) -> Callable[[Path], tuple[int, str]]:
+    """The command, as cli runs it, judged wrong where it printed anything on standard output: a
+    refusal comes before any work, and before any word about the work."""
+
+    def run(ws: Path) -> tuple[int, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([arg.replace("{ws}", str(ws)) for arg in argv])
+            except SystemExit as exit:
+                code = exit.code
+        said = out.getvalue()
+        return (0, f"said {said.splitlines()[0]!r} first") if said else (code, err.getvalue())
+
+    return run
+
+
+RELU = "def relu_backward(dout, cache):\n    return dout * (cache > 0)\n"
+
+
 EMPTY = "(an empty argument: most often an unset shell variable)"
 TRAINING_TOOLKIT_CASES = [
     Case(
@@ -2505,6 +2573,38 @@ TRAINING_TOOLKIT_CASES = [
         ),
         True,
         ("d_model must be divisible by h",),
+    ),
+    Case(
+        "train",
+        "--heads that do not divide --d-model, with --data of a file not there yet: the sizes refused first",
+        cli("train", "--data", "{ws}/no-corpus.tsv", *TINY, "--heads", "3", "--out", "{ws}/heads-first"),
+        True,
+        ("d_model must be divisible by h", "d_model=16, h=3"),
+    ),
+    Case(
+        "train",
+        "--task with --data and --out a file: the settings refused before --out is looked at",
+        cli("train", "--task", "copy", "--data", "{ws}/corpus.tsv", *TINY, "--out", "{ws}/afile"),
+        True,
+        ("give a generated task or --data, not both",),
+        keeps="afile",
+    ),
+    Case(
+        "learn",
+        "learn train with --heads that do not divide the width: refused before a word about the run",
+        then(write("s15.py", RELU), saying_nothing("learn", "train", "{ws}/s15.py", "--heads", "3")),
+        True,
+        ("d_model must be divisible by h", "d_model=32, h=3"),
+    ),
+    Case(
+        "learn",
+        "learn train with --task and --data: refused before a word about the run",
+        then(
+            write("s15.py", RELU),
+            saying_nothing("learn", "train", "{ws}/s15.py", "--task", "copy", "--data", "{ws}/corpus.tsv"),
+        ),
+        True,
+        ("give a generated task or --data, not both",),
     ),
     *(
         Case(

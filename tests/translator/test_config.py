@@ -432,7 +432,9 @@ def test_a_corpus_run_chooses_what_it_was_not_given_and_keeps_what_it_was():
     )  # a generated task's fixed model
     # a width given alone gets the most heads up to the chosen 4 that divide it; given heads are kept
     assert ModelConfig(d_model=30).resolve(50_000, 15.0).h == 3
-    assert ModelConfig(d_model=30, h=4).resolve(50_000, 15.0).h == 4  # build_transformer refuses it
+    assert ModelConfig(d_model=30, h=5).resolve(50_000, 15.0).h == 5
+    with pytest.raises(ValueError, match="d_model must be divisible by h, got d_model=30, h=4"):
+        ModelConfig(d_model=30, h=4)  # refused as given, before a corpus is read to size the rest
 
 
 @pytest.mark.parametrize(("pairs", "units"), [(1_000, 1000), (10_000, 2000), (50_000, 4000), (300_000, 8000)])
@@ -663,7 +665,7 @@ def test_a_name_that_moved_out_of_config_answers_with_its_new_place():
         ImportError, match="translator.config.setting has moved: import numpy_transformer.settings"
     ):
         from numpy_transformer.translator.config import setting  # noqa: F401
-    with pytest.raises(ImportError, match="import numpy_transformer.presets.SMALL instead"):
+    with pytest.raises(AttributeError, match="import numpy_transformer.presets.SMALL instead"):
         config.TASK_SIZES  # noqa: B018
     assert not hasattr(config, "no_such_setting")
 

@@ -556,6 +556,20 @@ def test_an_export_of_separate_but_equal_vocabularies_writes_and_reads_the_targe
     assert_same_run(written, (model, tokenizer, *vocabularies))
 
 
+def test_a_tokenizer_saved_again_by_transformers_still_imports(tmp_path):
+    """config.json's fingerprint of each tokenizer.json is of its vocabulary, not of its bytes: the
+    files transformers' save_pretrained writes again (laid out otherwise) import, each vocabulary
+    read back as it was."""
+    _, _, (source, target) = exported(tmp_path, "marian", False)
+    for folder in (tmp_path / "hf", tmp_path / "hf" / "target"):
+        before = (folder / "tokenizer.json").read_bytes()
+        transformers.AutoTokenizer.from_pretrained(folder).save_pretrained(folder)
+        assert (folder / "tokenizer.json").read_bytes() != before
+    written, _ = import_run(tmp_path / "hf", tmp_path / "run")
+    meta = load_checkpoint(written)[1]
+    assert (meta["src_vocab"], meta["tgt_vocab"]) == (source.itos, target.itos)
+
+
 @pytest.mark.parametrize("kind", ["bpe", "char"])
 def test_an_import_checks_config_json_against_the_tokenizer(tmp_path, kind):
     """config.json's own vocabulary size and its rows, each against tokenizer.json: refused, naming

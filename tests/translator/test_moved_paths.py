@@ -1,5 +1,5 @@
-"""The toolkit's old module paths answer with the new place (numpy_transformer.moved), and the new
-place gives what the old one did."""
+"""The old import paths answer with the new place (numpy_transformer.moved), and the new place gives
+what the old one did."""
 
 import importlib
 import re
@@ -76,3 +76,34 @@ def test_the_resume_readers_name_the_one_call_that_replaced_them(old):
     ):
         getattr(continuing, old)
     assert callable(continuing.resumed_run)
+
+
+# the names that moved out of a module that stays (its __getattr__ answers them); every other old
+# path of MOVED was a module
+NAMES_MOVED_OUT = sorted(old for old in MOVED if old.startswith("numpy_transformer.translator.config."))
+
+
+def test_the_names_moved_out_of_a_module_are_found():
+    assert "numpy_transformer.translator.config.check_value" in NAMES_MOVED_OUT and len(NAMES_MOVED_OUT) == 6
+
+
+@pytest.mark.parametrize("old", sorted(set(MOVED) - set(NAMES_MOVED_OUT)))
+def test_every_old_module_path_imported_names_its_new_place(old):
+    """`import numpy_transformer.blocks` as `import numpy_transformer.translator.checkpoint`: each old
+    module path is a module that says where it went, never "No module named"."""
+    expected = rf"^{re.escape(old)} has moved: import {re.escape(MOVED[old])} instead$"
+    with pytest.raises(ModuleNotFoundError, match=expected):
+        importlib.import_module(old)
+
+
+@pytest.mark.parametrize("old", NAMES_MOVED_OUT)
+def test_a_name_moved_out_of_a_module_is_absent_to_hasattr_and_named_to_the_rest(old):
+    """hasattr answers False; the attribute, getattr and `from module import name` name the new place."""
+    package, _, name = old.rpartition(".")
+    module = importlib.import_module(package)
+    expected = rf"^{re.escape(old)} has moved: import {re.escape(MOVED[old])} instead$"
+    assert not hasattr(module, name)
+    with pytest.raises(AttributeError, match=expected):
+        getattr(module, name)
+    with pytest.raises(ModuleNotFoundError, match=expected):
+        exec(f"from {package} import {name}", {})

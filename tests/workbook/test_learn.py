@@ -1334,7 +1334,7 @@ def test_a_workbook_importing_the_blocks_from_where_they_were_is_told_where_they
     done = cli("learn", "check", str(path))
     assert done.returncode == 1
     assert (
-        "numpy_transformer.blocks is now numpy_transformer.workbook.blocks: change the import" in done.stderr
+        "numpy_transformer.blocks has moved: import numpy_transformer.workbook.blocks instead" in done.stderr
     )
     assert "mine.py:1" in done.stderr
 

@@ -14,7 +14,7 @@ from ...machine import require
 from ...presets import LEARN_TRAIN
 from ..distributed import launched_rank
 from ..run.directory import CONFIG_NAME
-from .train import add_train_arguments, require_evaluation_library, run_train
+from .train import add_train_arguments, require_evaluation_library, run_train, train_settings
 
 if TYPE_CHECKING:
     from ...workbook import LearnerTraining
@@ -141,6 +141,12 @@ def run_learn(args: argparse.Namespace) -> int:
         if args.action == "prove":
             return _learn_prove(args, say)
         require_evaluation_library()
+        if not args.config and not args.resume and not {"train.task", "train.data"} & set(vars(args)):
+            for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen or saved
+                if not hasattr(args, dest):
+                    setattr(args, dest, value)
+        # a run that cannot start is refused before their file runs, and before a word about it
+        train_settings(args)
         learner = workbook.LearnerTraining(args.file)
     except (FileExistsError, FileNotFoundError, NotADirectoryError) as refused:
         print(f"numpy-transformer learn {args.action}: error: {refused}", file=sys.stderr)
@@ -153,10 +159,6 @@ def run_learn(args: argparse.Namespace) -> int:
         return 130
     for line in learner.introduction():
         say(line)
-    if not args.config and not args.resume and not {"train.task", "train.data"} & set(vars(args)):
-        for dest, value in LEARN_DEFAULTS.items():  # a small task, unless one is chosen or saved
-            if not hasattr(args, dest):
-                setattr(args, dest, value)
     if args.out is None:  # beside the learner's file, a fresh folder for every run: nothing is replaced
         args.out = str(learner.fresh_out())
     with learner.on_their_functions():

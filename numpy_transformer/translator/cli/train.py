@@ -7,8 +7,8 @@ import argparse
 import sys
 import traceback
 import warnings
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -112,7 +112,7 @@ def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
                 require_evaluation_library()
                 if not args.no_progress:
                     require("a training run's progress bar (--no-progress trains without one)", "tqdm")
-                settings = _settings(args)  # every refusal of a setting comes before any work
+                settings = train_settings(args)  # every refusal of a setting comes before any work
                 from_the_file = _from_the_file(args)
                 _refuse_out_of_from(settings["train"].get("from_run"), args.out)
                 out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
@@ -206,8 +206,10 @@ def _failure(error: BaseException, out: Path, rank: int = 0) -> tuple[int, str]:
     return 1, f"numpy-transformer train: error: {where}{''.join(lines).rstrip()}"
 
 
-def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """section -> field -> value of the settings given: a --config file's, then the flags' over them."""
+def train_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """section -> field -> value of the settings given: a --config file's, then the flags' over them.
+    Those of a new run are refused here, before any work (the corpus read, --out claimed), where
+    they cannot make a run: settings that exclude each other, a width its heads do not divide."""
     given = given_settings(args)
     from_file = read_config_file(args.config) if args.config else {}
     train_file, train_given = dict(from_file.get("train", {})), given["train"]
@@ -226,14 +228,28 @@ def _settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             train_file.pop(other, None)
     from_file = {**from_file, "train": train_file}
     settings = {section: {**from_file.get(section, {}), **given[section]} for section in given}
-    if args.config and not getattr(args, "resume", False):
-        try:  # a refusal the file's settings take part in names the file
-            TrainConfig(**settings["train"]).resolve()
-        except (ValueError, TypeError) as error:
-            if set(from_file.get("train", {})) - set(train_given):
-                raise type(error)(f"{error} (with the settings of --config {args.config})") from None
-            raise
+    if not getattr(args, "resume", False):
+        took_part = {
+            section: bool(set(from_file.get(section, {})) - set(given[section])) for section in given
+        }
+        with _naming_the_file(args.config if took_part["train"] else None):
+            train = TrainConfig(**settings["train"]).resolve()
+        with _naming_the_file(args.config if took_part["model"] else None):
+            model = ModelConfig.from_mapping(settings["model"])
+            if train.data is None:  # a generated task's sizes are known before any work: chosen now
+                model.resolve()
     return settings
+
+
+@contextmanager
+def _naming_the_file(config: str | None) -> Iterator[None]:
+    """A refusal inside the block names the --config file ``config`` whose settings took part in it."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        if config is None:
+            raise
+        raise type(error)(f"{error} (with the settings of --config {config})") from None
 
 
 def _from_the_file(args: argparse.Namespace) -> bool:

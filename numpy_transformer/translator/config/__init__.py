@@ -15,7 +15,7 @@ fine-tune may change (``resuming``). The rooms:
 
 from typing import NoReturn
 
-from ...moved import MOVED, refuse_moved
+from ...moved import MOVED, refuse_moved_name
 from .command_line import add_arguments, given_settings
 from .resuming import (
     fine_tune_settings,
@@ -96,5 +96,5 @@ __all__ = [
 def __getattr__(name: str) -> NoReturn:
     """A name that moved out of this module (the settings schema, the presets) answers with its new place."""
     if f"{__name__}.{name}" in MOVED:
-        refuse_moved(f"{__name__}.{name}")
+        refuse_moved_name(__name__, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from ...files import refuse_empty
 from ...functional import ACTIVATIONS, POSITION_LAYOUTS
-from ...model import ATTENTION_KINDS, DTYPES, TransformerConfig
+from ...model import ATTENTION_KINDS, DTYPES, TransformerConfig, check_attention_shape
 from ...presets import CORPUS_SIZES, LABEL_SMOOTHING, SMALL
 from ...settings import Checked, flag_of, setting
 from ..corpora import MAX_LENGTH
@@ -126,6 +126,10 @@ class ModelConfig(Checked):
         "(an imported Marian model's <pad>)",
         minimum=0,
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_attention_shape(self.d_model, self.h, self.attention, self.attention_bias)
 
     def resolve(self, train_pairs: int | None = None, minutes: float | None = None) -> ModelConfig:
         """Every size not given filled in: for a corpus of ``train_pairs`` training pairs and a

@@ -15,6 +15,7 @@ it was.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ MARIAN_ACTIVATIONS = {ours: theirs for theirs, ours in reversed(ACTIVATION_NAMES
 MODEL_TYPES = ("marian", "pegasus")  # Marian: post-norm blocks; Pegasus: pre-norm, final norms, one embedding
 
 SETTINGS = "numpy_transformer"  # config.json's key for the model settings Marian has no key for
+# under it, the fingerprint of each tokenizer file an export writes (tokenizer_files.tokenizer_fingerprint)
+TOKENIZER_SHA256 = "tokenizer_sha256"
 
 SETTING_TYPES = {  # each such setting, and what its value must be
     "attention_bias": "true or false",
@@ -46,6 +49,7 @@ SETTING_TYPES = {  # each such setting, and what its value must be
     "src_vocab_size": "a whole number in [1, vocab_size] (the rows after it: its tokenizer's units read as <unk>)",
     "tgt_vocab_size": "a whole number in [1, decoder_vocab_size]",
     "source_offset": "a whole number in [1, vocab_size) (a Pegasus export's first source id in its one embedding)",
+    TOKENIZER_SHA256: "an object of each tokenizer file's path in the export -> its fingerprint (64 hex digits)",
 }
 
 POSITIVE = (  # config.json's sizes: whole numbers >= 1 (a float such as 16.5 is refused, never truncated)
@@ -169,6 +173,11 @@ def _check_settings(config: dict[str, Any], path: Path) -> None:
             valid = _is_int(value) and 1 <= value <= vocab_sizes(config)[key == "tgt_vocab_size"]
         elif key == "source_offset":
             valid = _is_int(value) and 1 <= value < config["vocab_size"] and config["model_type"] == "pegasus"
+        elif key == TOKENIZER_SHA256:
+            valid = isinstance(value, dict) and all(
+                isinstance(name, str) and isinstance(digest, str) and re.fullmatch("[0-9a-f]{64}", digest)
+                for name, digest in value.items()
+            )
         else:
             valid = _is_int(value) and 1 <= value <= length
         if not valid:

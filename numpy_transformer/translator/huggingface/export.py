@@ -47,7 +47,14 @@ import numpy
 from ...model import Transformer
 from ..tokenizers import SentencePieceTokenizer, Tokenizer
 from ..vocabulary import Vocab
-from .config_json import MARIAN_ACTIVATIONS, generation_config, marian_config, pegasus_config
+from .config_json import (
+    MARIAN_ACTIVATIONS,
+    SETTINGS,
+    TOKENIZER_SHA256,
+    generation_config,
+    marian_config,
+    pegasus_config,
+)
 from .directory import (
     CONFIG,
     EXPORTS_WRITTEN,
@@ -58,7 +65,7 @@ from .directory import (
     write_export,
     write_files,
 )
-from .tokenizer_files import marian_tokenizer_files, tokenizer_files
+from .tokenizer_files import marian_tokenizer_files, tokenizer_files, tokenizer_fingerprints
 from .weights import aliased_tensors, marian_tensors, pegasus_tensors
 
 ARCHITECTURES = {  # what export_pretrained writes: transformers' class, and the models it carries
@@ -185,11 +192,14 @@ def export_pretrained(
         written, aliases = tokenizer_files(model, vocabularies, tokenizer, joined)
         files.update(written)
     path = check_destination(directory, overwrite)
-    settings = pegasus_config(model, target, aliases) if pegasus else marian_config(model, target, aliases)
-    files[CONFIG] = json.dumps(settings, indent=2) + "\n"
-    files[GENERATION] = json.dumps(generation_config(model, target), indent=2) + "\n"
     if isinstance(tokenizer, SentencePieceTokenizer):
         files.update(marian_tokenizer_files(tokenizer, target, model.config.src_seq_len))
+    settings = pegasus_config(model, target, aliases) if pegasus else marian_config(model, target, aliases)
+    fingerprints = tokenizer_fingerprints(files)
+    if fingerprints:  # import tells the export's own tokenizer files from others by them
+        settings[SETTINGS][TOKENIZER_SHA256] = fingerprints
+    files[CONFIG] = json.dumps(settings, indent=2) + "\n"
+    files[GENERATION] = json.dumps(generation_config(model, target), indent=2) + "\n"
 
     def write(staging: Path) -> None:
         unk = (source.ids.unk, target.ids.unk)

@@ -16,18 +16,25 @@ units its corpus uses and reads any other as ``<unk>``: those units get the ids 
 vocabulary's, and the model a row for each, a copy of ``<unk>``'s (weights.aliased_tensors; their
 logits' bias -inf, never predicted). A word tokenizer's ``##`` glue has no counterpart there:
 refused (export the model alone with ``tokenizer=None``, ``export --no-tokenizer``).
+
+An export records in config.json the fingerprint of each tokenizer file it writes
+(tokenizer_fingerprints), and import refuses a file that does not match its own (check_fingerprint):
+a copy of the source's tokenizer.json over the target's, as many tokens, would read the target's
+ids as the source's tokens.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ...model import Transformer
 from ..tokenizers import SentencePieceTokenizer, Tokenizer, from_huggingface, huggingface_tokenizer
 from ..vocabulary import SpecialIds, Vocab
-from .config_json import SETTINGS, embedding_rows, marian_special_ids, vocab_sizes
+from .config_json import SETTINGS, TOKENIZER_SHA256, embedding_rows, marian_special_ids, vocab_sizes
 from .directory import (
     CONFIG,
     MAX_VOCAB,
@@ -144,6 +151,8 @@ def read_tokenizer(directory: str | Path, config: dict[str, Any]) -> tuple[Sente
         raise PretrainedError(
             f"{path}: decoder_start_token_id {ids['bos_id']} is not an id of the {size} pieces"
         )
+    for name in (*SENTENCEPIECE_FILES, VOCAB):
+        check_fingerprint(Path(directory), name, config)
     special = SpecialIds(pad=ids["pad_id"], bos=ids["bos_id"], eos=ids["eos_id"], unk=tokenizer.unk_id)
     return tokenizer.splitter, Vocab.from_list(tokenizer.vocabulary.itos, special)
 
@@ -182,7 +191,8 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
     ):  # fmt: skip
         path = folder / TOKENIZER_JSON
         try:
-            content = shifted_ids(json.loads(read_bounded(path, MAX_VOCAB).decode("utf-8")), -side_rows.start)
+            data = read_bounded(path, MAX_VOCAB)
+            content = shifted_ids(json.loads(data.decode("utf-8")), -side_rows.start)
             tokenizer, itos = from_huggingface(content, size)
             if "<unk>" not in itos:
                 raise ValueError("its vocabulary has no '<unk>'")
@@ -211,6 +221,7 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
                 f"those after the first {size} are not the subword units a vocabulary of {size} lacks: "
                 "config.json and the tokenizer are not of one export"
             )
+        check_fingerprint(directory, path.relative_to(directory).as_posix(), config, data)
     (tokenizer, source), (other, target) = found
     if type(tokenizer) is not type(other) or getattr(tokenizer, "serialized", None) != getattr(
         other, "serialized", None
@@ -219,6 +230,53 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
             f"{target_folder / TOKENIZER_JSON}: splits text otherwise than {TOKENIZER_JSON}"
         )
     return tokenizer, (source, target)
+
+
+FINGERPRINTED = (TOKENIZER_JSON, VOCAB, *SENTENCEPIECE_FILES)  # the tokenizer files an export records
+
+
+def tokenizer_fingerprint(name: str, data: bytes) -> str:
+    """The sha256 an export records of its tokenizer file ``name`` (a path in the export) of the
+    bytes ``data``: of a tokenizer.json's or vocab.json's vocabulary, its tokens in the order of their
+    ids (which token each id is, whatever the file's layout: transformers' save_pretrained writes
+    the same vocabulary laid out otherwise); of a SentencePiece model, its bytes."""
+    if name.endswith(".json"):
+        content = json.loads(data.decode("utf-8"))
+        vocab = content["model"]["vocab"] if Path(name).name == TOKENIZER_JSON else content
+        data = json.dumps(sorted(vocab, key=vocab.__getitem__), ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def tokenizer_fingerprints(files: Mapping[str, str | bytes]) -> dict[str, str]:
+    """Each tokenizer file of ``files`` (an export's: path in it -> content) and its fingerprint."""
+    return {
+        name: tokenizer_fingerprint(name, data.encode("utf-8") if isinstance(data, str) else data)
+        for name, data in files.items()
+        if Path(name).name in FINGERPRINTED
+    }
+
+
+def check_fingerprint(directory: Path, name: str, config: dict[str, Any], data: bytes | None = None) -> None:
+    """The tokenizer file ``name`` of the model directory ``directory`` (its bytes ``data``, or read
+    here) is the one its export wrote: PretrainedError where ``config`` (config.json) records the
+    fingerprints of the export's tokenizer files and this file's is not among them. An export
+    without the record (an earlier one, or another's) is read as it is."""
+    recorded = config.get(SETTINGS, {}).get(TOKENIZER_SHA256)
+    if recorded is None:
+        return
+    if data is None:
+        data = read_bounded(directory / name, MAX_VOCAB)
+    where = f"{directory / CONFIG}'s {SETTINGS}.{TOKENIZER_SHA256}"
+    if name not in recorded:
+        raise PretrainedError(
+            f"{directory / name}: not a tokenizer file of this export: {where} records only "
+            f"{', '.join(recorded) or 'none'}"
+        )
+    if tokenizer_fingerprint(name, data) != recorded[name]:
+        raise PretrainedError(
+            f"{directory / name}: not the tokenizer this model was exported with (its fingerprint is not the "
+            f"one {where} records for it: it would read the ids as other tokens); put the export's own {name} back"
+        )
 
 
 def lacking_units(tokenizer: Tokenizer, itos: list[str]) -> list[str]:

@@ -1,0 +1,3 @@
+from numpy_transformer.moved import refuse_moved
+
+refuse_moved(__name__)
