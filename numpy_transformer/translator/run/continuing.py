@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from ...model import Transformer
-from ...moved import MOVED, refuse_moved
+from ...moved import MOVED, refuse_moved_name
 from ..config import ModelConfig, TrainConfig, fine_tune_settings
 from ..tasks import TranslationTask, make_task
 from .checkpoint import (
@@ -148,5 +148,5 @@ UNKNOWN_SAMPLE = 10_000  # the training pairs of a fine-tune's corpus counted fo
 def __getattr__(name: str) -> NoReturn:
     """A name that moved out of this module (saved_state, saved_settings: resumed_run) answers with its new place."""
     if f"{__name__}.{name}" in MOVED:
-        refuse_moved(f"{__name__}.{name}")
+        refuse_moved_name(__name__, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
