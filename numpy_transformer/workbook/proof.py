@@ -2,7 +2,8 @@
 
 The proof is the workbook's last milestone. The whole encoder-decoder of blocks.py (float64) is
 trained on English number words to French ones, its gradients from the learner's block and layer
-backwards wherever their file defines them, then the same run on the textbook's own code; each
+backwards wherever their file defines them, its weights updated by their optimiser (their adam_step)
+where it does, then the same run on the textbook's own code; each
 translates the task's unseen test numbers greedily. When every function the run called computes
 what the textbook's computes, operation for operation, the two runs' weights are identical.
 """
@@ -123,7 +124,8 @@ def prove(
     say: Callable[[str], None] | None = None,
 ) -> ProofResult:
     """Train blocks.py's encoder-decoder on ``task`` with ``functions`` (the learner's, by textbook
-    name, wrapped as training.guarded wraps them) in place of the textbook's, then on the textbook's
+    name, wrapped as training.guarded wraps them: their backwards, and their adam_step updating the
+    weights where they wrote it) in place of the textbook's, then on the textbook's
     alone (unless ``compare`` is false); each translates ``recipe.test_size`` of the task's test pairs.
     ``say`` gets a progress line now and then (the steps done, the seconds so far, the translating)."""
     settings: dict[str, Any] = {
@@ -141,7 +143,12 @@ def prove(
     test = list(task.test[: recipe.test_size])
     started = time.perf_counter()
     with blocks_using(functions):
-        yours = train_blocks(task, **settings, on_step=_progress_of(say, "your run", recipe.steps))
+        yours = train_blocks(
+            task,
+            **settings,
+            on_step=_progress_of(say, "your run", recipe.steps),
+            training_functions=functions,
+        )
     if say is not None:
         say(f"your run: translating {len(test)} numbers it never saw")
     yours_exact = exact_share(yours.params, task, test, recipe)  # translated on the textbook's forward
