@@ -27,7 +27,7 @@ the proof (``proof``); what learn train and learn prove run and say
 
 from .aids import cmp, next_hint, textbook
 from .commands import LearnerTraining, proof_recipe, prove_file, run_optimiser
-from .exercises.curriculum import BY_NAME, EXERCISES
+from .exercises.curriculum import BY_NAME, EXERCISES, LADDER, TRAINING_BY_NAME
 from .exercises.mistakes import SENTENCES
 from .grading import check, format_verdicts, run_check
 from .loading import LearnerCodeError, load_learner
@@ -39,7 +39,9 @@ from .writing import start
 __all__ = [
     "BY_NAME",
     "EXERCISES",
+    "LADDER",
     "SENTENCES",
+    "TRAINING_BY_NAME",
     "LearnerCodeError",
     "LearnerTraining",
     "OptimiserSettings",

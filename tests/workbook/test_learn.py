@@ -20,11 +20,11 @@ def cli(*args):
 
 def test_the_textbook_passes_every_exercise(capsys):
     verdicts = workbook.check(functional.__file__)
-    assert [v.name for v in verdicts] == [e.backward for e in workbook.EXERCISES]
+    assert [v.name for v in verdicts] == list(workbook.LADDER)  # the backwards, then the training rungs
     assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
     assert all(g.status == "exact" for v in verdicts for g in v.gradients)
     assert main(["learn", "check", functional.__file__]) == 0
-    assert f"{len(workbook.EXERCISES)} done" in capsys.readouterr().out
+    assert f"{len(workbook.LADDER)} done" in capsys.readouterr().out
 
 
 def test_a_copy_of_the_textbook_loaded_from_its_path_passes(tmp_path):
@@ -41,18 +41,18 @@ def test_an_untouched_workbook_is_all_to_do_and_fails_without_a_traceback(tmp_pa
     done = cli("learn", "check", str(tmp_path / "my_backprop.py"))
     assert done.returncode == 1
     assert "Traceback" not in done.stdout + done.stderr
-    assert done.stdout.count("to do: raises NotImplementedError") == len(workbook.EXERCISES)
-    assert f"{len(workbook.EXERCISES)} to do" in done.stdout
+    assert done.stdout.count("to do: raises NotImplementedError") == len(workbook.LADDER)
+    assert f"{len(workbook.LADDER)} to do" in done.stdout
 
 
 def test_the_workbook_has_one_stub_per_exercise_and_the_guide_its_order(tmp_path):
     workbook.start(tmp_path)
     source = (tmp_path / "my_backprop.py").read_text()
     guide = (tmp_path / "README.md").read_text()
-    for number, exercise in enumerate(workbook.EXERCISES, 1):
-        assert f"def {exercise.backward}(" in source
-        assert f"{number}. `{exercise.backward}`" in guide
-    assert source.count("\n    raise NotImplementedError\n") == len(workbook.EXERCISES)
+    for number, name in enumerate(workbook.LADDER, 1):
+        assert f"def {name}(" in source
+        assert f"{number}. `{name}`" in guide
+    assert source.count("\n    raise NotImplementedError\n") == len(workbook.LADDER)
 
 
 def test_start_never_overwrites_a_workbook_unless_asked(tmp_path):
@@ -876,7 +876,7 @@ def test_a_solved_workbook_passes_every_exercise_whole_model_included(tmp_path, 
     assert "\n    raise NotImplementedError\n" not in path.read_text()
     verdicts = workbook.check(path)
     assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
-    assert [v.name for v in verdicts][-1] == "encoder_decoder_backward"
+    assert [v.name for v in verdicts][-1] == "adamw_step"  # the ladder ends at the optimiser
     ladder = workbook.format_status([workbook.progress.Rung(v.name, "done", (), v) for v in verdicts])
     assert ladder.endswith("every exercise done. The proof: numpy-transformer learn prove FILE (your "
                            "encoder-decoder learns a real translator beside the textbook's)")  # fmt: skip
@@ -889,8 +889,9 @@ def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_pat
     workbook.start(tmp_path)
     fresh = {rung.name: rung for rung in workbook.status(path)}
     assert {name for name, rung in fresh.items() if rung.state == "ready"} == {
-        e.backward for e in workbook.EXERCISES if not workbook.progress.prerequisites(e.backward)
+        name for name in workbook.LADDER if not workbook.progress.prerequisites(name)
     }
+    assert fresh["adamw_step"].behind == ("adam_step",)
     assert fresh["feed_forward_backward"].behind == ("relu_backward", "dropout_backward", "linear_backward")
     assert fresh["encoder_stack_backward"].behind == ("layer_norm_backward", "encoder_block_backward")
     assert fresh["decoder_stack_backward"].behind == ("layer_norm_backward", "decoder_block_backward")
@@ -925,7 +926,7 @@ def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_pat
     out = capsys.readouterr().out
     assert " 8. layer_norm_backward" in out and "ready (yours: wrong)" in out
     assert "locked behind layer_norm_backward\n" in out
-    assert "3 done, 6 ready, 13 locked\nnext: positional_encoding_backward" in out
+    assert "3 done, 10 ready, 14 locked\nnext: positional_encoding_backward" in out
     assert main(["learn", "status", str(tmp_path / "missing.py")]) == 2
 
 
@@ -947,7 +948,7 @@ def test_the_blocks_wait_on_the_latent_attentions_only_on_their_latent_cases(tmp
     )  # fmt: skip
     assert workbook.progress.prerequisites(LATENT[1]) == (LATENT[0],)
     path = tmp_path / "my_backprop.py"
-    text = solved_workbook(tuple(e.backward for e in workbook.EXERCISES if e.backward not in LATENT))
+    text = solved_workbook(tuple(name for name in workbook.LADDER if name not in LATENT))
     path.write_text(text)
     rungs = {rung.name: rung for rung in workbook.status(path)}
     assert {name for name, rung in rungs.items() if rung.state != "done"} == set(LATENT)
@@ -977,10 +978,10 @@ def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(t
     assert done.returncode == 0, done.stderr
     notebook = tmp_path / "my_backprop.ipynb"
     cells = nbformat.read(notebook, as_version=4).cells
-    assert len(cells) == len(workbook.EXERCISES) + 1
+    assert len(cells) == len(workbook.LADDER) + 1  # one per rung, the training rungs' included
     untouched = cli("learn", "check", str(notebook))
     assert untouched.returncode == 1 and "Traceback" not in untouched.stderr
-    assert untouched.stdout.count("to do: raises NotImplementedError") == len(workbook.EXERCISES)
+    assert untouched.stdout.count("to do: raises NotImplementedError") == len(workbook.LADDER)
     assert "my_backprop.ipynb" in (tmp_path / "README.md").read_text()
     solved = jupytext.reads(solved_workbook(), fmt="py:percent")
     nbclient.NotebookClient(solved, timeout=120, kernel_name="python3").execute()  # it runs as a notebook
