@@ -16,7 +16,7 @@ from typing import Any
 
 from ..kernels import using_kernels
 from .exercises.curriculum import BLOCKS, TRAINING_BY_NAME
-from .optimiser import OptimiserSettings
+from .optimiser import OptimiserSettings, adam_update
 from .proof import MOST_STEPS, PROOF, ProofResult, Recipe, prove
 from .training import TRAINED_BLOCKS, blocks_using, guarded, learner_functions, train_blocks
 
@@ -45,11 +45,7 @@ class LearnerTraining:
         self.blocks: dict[str, Callable] = {}  # their block backwards (blocks.py's names), done or wrong
         self.functions, self.verdicts = learner_functions(path, self.blocks)
         self.ran: set[str] = set()  # those of their functions the model's run called
-        self.yours = [
-            v.name
-            for v in self.verdicts
-            if v.status in ("done", "wrong") and v.name not in BLOCKS and v.name not in TRAINING_BY_NAME
-        ]
+        self.yours = [v.name for v in self.verdicts if v.status in ("done", "wrong") and v.name not in BLOCKS]
         self.trained_blocks = [name for name in TRAINED_BLOCKS if name in self.blocks]
         self.rungs = [name for name in TRAINING_BY_NAME if name in self.blocks]  # their optimiser's functions
 
@@ -77,8 +73,9 @@ class LearnerTraining:
             )
         if self.rungs:
             lines.append(
-                f"your optimiser: {', '.join(self.rungs)} (blocks.py's encoder-decoder updates its weights with "
-                "them after the package's model, which keeps the textbook's)"
+                f"your optimiser: {', '.join(self.rungs)} (the package's model updates its weights with your "
+                "adam_step and adamw_step, its clipping and schedule the package's; blocks.py's encoder-decoder "
+                "trains on all of them after it)"
             )
         checked_only = [name for name in self.blocks if name not in TRAINED_BLOCKS and name not in self.rungs]
         if checked_only:
@@ -103,8 +100,10 @@ class LearnerTraining:
     @contextmanager
     def on_their_functions(self) -> Iterator[None]:
         """Inside the block the model runs on their functions (guarded, each that runs added to
-        ``ran``), the textbook's wherever they wrote none."""
-        with using_kernels(guarded(self.functions, self.path, self.ran)):
+        ``ran``), its Adam update on their adam_step and adamw_step, the textbook's wherever they wrote
+        none."""
+        rungs = guarded({name: self.blocks[name] for name in self.rungs}, self.path, self.ran)
+        with using_kernels(guarded(self.functions, self.path, self.ran), adam_update=adam_update(rungs)):
             yield
 
     @property

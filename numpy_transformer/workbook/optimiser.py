@@ -5,15 +5,18 @@ warm-up schedule and of warm-up + cosine, gradients clipped by their global norm
 AdamW step of one parameter. Each is computed here by the package's own optimiser code
 (:mod:`numpy_transformer.optim`), so that the two can never drift apart.
 
-``training_optimiser`` is the one place that chooses whose functions a run's optimiser calls: the
+``optimiser_functions`` is the one place that chooses whose functions a run's optimiser calls: the
 learner's wherever their file defines them, else these. ``learn train`` and ``learn prove`` (and any
-other milestone of the workbook) train with it.
+other milestone of the workbook) train with it: blocks.py's encoder-decoder with
+``training_optimiser`` (Adam or AdamW, clipping and a schedule), the package's model with
+``adam_update`` (its Adam update; its clipping and schedule are the package's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..backend import Array, get_array_module
@@ -112,9 +115,32 @@ class OptimiserSettings:
             )
 
 
+def optimiser_functions(functions: Mapping[str, Callable]) -> dict[str, Callable]:
+    """The training rungs' functions a run of the workbook updates its weights with: the learner's
+    where ``functions`` (theirs, by textbook name, as training.learner_functions gives them) has one,
+    else the textbook's. The one place that choice is made: every optimiser of the workbook
+    (training_optimiser, adam_update) calls it."""
+    return {name: functions.get(name, textbook) for name, textbook in TEXTBOOK.items()}
+
+
+def _adam_update(
+    functions: Mapping[str, Callable], param: Array, grad: Array, m: Array, v: Array, t: int, lr: float,
+    betas: tuple[float, float], eps: float, weight_decay: float,
+) -> list[Any]:  # fmt: skip
+    """The new (param, m, v) of one parameter: ``functions``' adamw_step where ``weight_decay``, else
+    its adam_step; a RuntimeError where what it returns is not three arrays of the parameter's shape."""
+    beta1, beta2 = betas
+    if weight_decay:
+        returned = functions["adamw_step"](param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay)
+        return _returned_list(returned, 3, "adamw_step", param.shape)
+    returned = functions["adam_step"](param, grad, m, v, t, lr, beta1, beta2, eps)
+    return _returned_list(returned, 3, "adam_step", param.shape)
+
+
 class TrainingOptimiser:
-    """The optimiser of a workbook run, made of the training rungs' functions (``functions``, by
-    name): it keeps the moments and the step count, and ``step`` gives the new parameters."""
+    """The optimiser of blocks.py's encoder-decoder in a workbook run, made of the training rungs'
+    functions (``functions``, by name): it keeps the moments and the step count, and ``step`` gives
+    the new parameters."""
 
     def __init__(self, functions: Mapping[str, Callable], settings: OptimiserSettings) -> None:
         self.functions = dict(functions)
@@ -133,12 +159,15 @@ class TrainingOptimiser:
         return float(self.functions["warmup_cosine_learning_rate"](step, s.lr, s.warmup, s.total, s.min_lr))
 
     def step(self, params: Mapping[str, Array], grads: Mapping[str, Array]) -> dict[str, Array]:
-        """One update of every parameter with its gradient (both by name): the new parameters."""
+        """One update of every parameter with its gradient (both by name): the new parameters. AdamW's
+        decay, where the settings have one, on the matrices alone (as optim.AdamW)."""
         s = self.settings
         names = list(params)
         gradients = [grads[name] for name in names]
         if s.clip > 0:
-            clipped, _ = self.functions["clip_by_global_norm"](gradients, s.clip)
+            clipped, _ = _returned_list(
+                self.functions["clip_by_global_norm"](gradients, s.clip), 2, "clip_by_global_norm"
+            )
             gradients = _returned_list(clipped, len(names), "clip_by_global_norm")
         self.t += 1
         lr = self.learning_rate(self.t)
@@ -148,39 +177,78 @@ class TrainingOptimiser:
             param = params[name]
             m = self.m.setdefault(name, xp.zeros_like(param))
             v = self.v.setdefault(name, xp.zeros_like(param))
-            beta1, beta2 = s.betas
-            if s.weight_decay and param.ndim > 1:
-                returned = self.functions["adamw_step"](
-                    param, grad, m, v, self.t, lr, beta1, beta2, s.eps, s.weight_decay
-                )
-                whose = "adamw_step"
-            else:
-                returned = self.functions["adam_step"](param, grad, m, v, self.t, lr, beta1, beta2, s.eps)
-                whose = "adam_step"
-            new, self.m[name], self.v[name] = _returned_list(returned, 3, whose, param.shape)
-            updated[name] = new
+            decay = s.weight_decay if param.ndim > 1 else 0.0
+            updated[name], self.m[name], self.v[name] = _adam_update(
+                self.functions, param, grad, m, v, self.t, lr, s.betas, s.eps, decay
+            )
         return updated
 
 
 def _returned_list(returned: Any, count: int, whose: str, shape: tuple[int, ...] | None = None) -> list[Any]:
-    """What a training function returned, as a list of ``count`` arrays (of ``shape`` where given);
-    a RuntimeError saying what it returned otherwise."""
+    """What a training function returned, as a list of ``count`` values (arrays of ``shape`` where
+    given); a RuntimeError saying what it returned otherwise."""
     if not isinstance(returned, (tuple, list)) or len(returned) != count:
         got = f"{len(returned)} values" if isinstance(returned, (tuple, list)) else type(returned).__name__
         raise RuntimeError(f"your {whose} returned {got}, expected {count}")
-    arrays = list(returned)
-    for value in arrays:
+    for value in returned:
         if shape is not None and tuple(getattr(value, "shape", ())) != tuple(shape):
             raise RuntimeError(
                 f"your {whose} returned an array of shape {getattr(value, 'shape', None)}, expected {tuple(shape)}"
             )
-    return arrays
+    return list(returned)
 
 
 def training_optimiser(functions: Mapping[str, Callable], settings: OptimiserSettings) -> TrainingOptimiser:
-    """The optimiser a workbook run trains with: for each training rung, the learner's function where
-    ``functions`` (the learner's, by textbook name, as training.learner_functions gives them) has it,
-    else the textbook's. The one place that choice is made: every run of the workbook calls this."""
-    return TrainingOptimiser(
-        {name: functions.get(name, textbook) for name, textbook in TEXTBOOK.items()}, settings
-    )
+    """The optimiser of blocks.py's encoder-decoder in a workbook run (learn train, learn prove), on
+    optimiser_functions' choice: the learner's training rungs where ``functions`` has them, else the
+    textbook's."""
+    return TrainingOptimiser(optimiser_functions(functions), settings)
+
+
+class LearnerAdamUpdate:
+    """The Adam update of the package's model in a workbook run (the "learner" kernel set's, see
+    kernels.using_kernels): optim.TextbookAdamUpdate's contract, made once from the named parameters,
+    owning the moments; each step calls optimiser_functions' adam_step (adamw_step where a parameter
+    decays) on every parameter and writes what it returns into the parameter and the moments."""
+
+    def __init__(
+        self, functions: Mapping[str, Callable], named_parameters: list[tuple[str, Parameter]], threads: int | None,
+        flat: Any,
+    ) -> None:  # fmt: skip
+        xp = get_array_module()
+        self.functions = optimiser_functions(functions)
+        self.parameters = [parameter for _, parameter in named_parameters]
+        self.m = [xp.zeros_like(p.data) for p in self.parameters]
+        self.v = [xp.zeros_like(p.data) for p in self.parameters]
+
+    def step(
+        self,
+        lr: float,
+        betas: tuple[float, float],
+        eps: float,
+        t: int,
+        weight_decay: float,
+        decays: Sequence[bool],
+    ) -> None:
+        for parameter, m, v, decay in zip(self.parameters, self.m, self.v, decays):
+            new, new_m, new_v = _adam_update(
+                self.functions,
+                parameter.data,
+                parameter.grad,
+                m,
+                v,
+                t,
+                lr,
+                betas,
+                eps,
+                weight_decay if decay else 0.0,
+            )
+            parameter.data[...] = new
+            m[...] = new_m
+            v[...] = new_v
+
+
+def adam_update(functions: Mapping[str, Callable]) -> Callable[..., LearnerAdamUpdate]:
+    """The Adam update class of the package's model on the learner's functions (optimiser_functions'
+    choice), as kernels.using_kernels takes it (adam_update)."""
+    return partial(LearnerAdamUpdate, dict(functions))

@@ -228,3 +228,48 @@ def test_a_wrong_adam_step_changes_the_proofs_run_and_is_named(tmp_path):
     assert not result.identical
     lines, code = _proof_report(result, recipe, 10, sorted(ran), ["adam_step"])
     assert code == 1 and any("learn check finds adam_step wrong" in line for line in lines)
+
+
+def test_the_package_models_adam_update_is_the_learners_where_they_wrote_it():
+    """optim.Adam and AdamW on the "learner" kernel set run the learner's adam_step and adamw_step (the
+    update of learn train's package model): a right one gives the textbook's weights bit for bit, a wrong
+    one other weights."""
+    from numpy_transformer.workbook.optimiser import adam_update
+
+    calls: list[str] = []
+
+    def counted(name, function):
+        def call(*args):
+            calls.append(name)
+            return function(*args)
+
+        return call
+
+    shapes = {"w": (3, 4), "b": (4,)}
+    grads = [
+        {name: _drawn(shape, 10 * step + i) for i, (name, shape) in enumerate(shapes.items())}
+        for step in range(3)
+    ]
+
+    def trained(kernels, update=None):
+        parameters = [(name, Parameter(_drawn(shape, i))) for i, (name, shape) in enumerate(shapes.items())]
+        with using_kernels(kernels, adam_update=update) if update else using_kernels(kernels):
+            adamw = optim.AdamW(parameters, lr=0.01, weight_decay=0.1)
+            for step in range(3):
+                adamw.zero_grad()
+                for name, parameter in parameters:
+                    parameter.accumulate(grads[step][name].copy())
+                adamw.step()
+        return {name: parameter.data for name, parameter in parameters}
+
+    right = {name: counted(name, optimiser.TEXTBOOK[name]) for name in ("adam_step", "adamw_step")}
+    textbook, yours = trained("reference"), trained({}, adam_update(right))
+    assert (
+        calls.count("adamw_step") == 3 and calls.count("adam_step") == 3
+    )  # the matrix decays, the vector not
+    assert all(np.array_equal(textbook[name], yours[name]) for name in shapes)
+
+    def wrong_adam(param, grad, m, v, t, lr, beta1, beta2, eps):
+        return optimiser.adam_step(param, grad, m, v, t + 1, lr, beta1, beta2, eps)
+
+    assert not np.array_equal(textbook["b"], trained({}, adam_update({"adam_step": wrong_adam}))["b"])
