@@ -102,8 +102,15 @@ class LearnerTraining:
         """Inside the block the model runs on their functions (guarded, each that runs added to
         ``ran``), its Adam update on their adam_step and adamw_step, the textbook's wherever they wrote
         none."""
-        rungs = guarded({name: self.blocks[name] for name in self.rungs}, self.path, self.ran)
-        with using_kernels(guarded(self.functions, self.path, self.ran), adam_update=adam_update(rungs)):
+        theirs = guarded(
+            {**self.functions, **{name: self.blocks[name] for name in self.rungs}}, self.path, self.ran
+        )
+        kernels = {name: function for name, function in theirs.items() if name not in self.rungs}
+        rungs = {name: function for name, function in theirs.items() if name in self.rungs}
+        update = (
+            adam_update(rungs) if {"adam_step", "adamw_step"} & set(rungs) else None
+        )  # else the textbook's
+        with using_kernels(kernels, adam_update=update):
             yield
 
     @property

@@ -273,3 +273,38 @@ def test_the_package_models_adam_update_is_the_learners_where_they_wrote_it():
         return optimiser.adam_step(param, grad, m, v, t + 1, lr, beta1, beta2, eps)
 
     assert not np.array_equal(textbook["b"], trained({}, adam_update({"adam_step": wrong_adam}))["b"])
+
+
+def test_learn_train_updates_both_models_with_the_learners_optimiser_and_equals_the_textbooks_run(
+    tmp_path, capsys
+):
+    """A file of a right relu and the right training rungs: the package's model updates its weights with
+    their adam_step (its run's weights the textbook's run's, bit for bit), and blocks.py's
+    encoder-decoder trains with their schedule, clipping and Adam beside the textbook's."""
+    from numpy_transformer.translator.cli import main
+
+    path = tmp_path / "mine.py"
+    path.write_text(
+        TRAINING_HEADER + "\ndef relu_backward(dout, cache):\n    return dout * cache\n" + SOLVED_TRAINING
+    )
+    quick = ["--task", "copy", "--steps", "6", "--d-model", "16", "--layers", "1", "--heads", "2",
+             "--d-ff", "16", "--eval-every", "3", "--eval-size", "4", "--no-progress", "--show", "0",
+             "--threads", "1", "--dropout", "0"]  # fmt: skip
+    out = tmp_path / "run"
+    assert main(["learn", "train", str(path), *quick, "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert (
+        "your optimiser: noam_learning_rate, warmup_cosine_learning_rate, clip_by_global_norm, adam_step"
+        in said
+    )
+    assert "the model ran your relu_backward, adam_step; not used by this model:" in said, said
+    assert (
+        "of blocks.py on your warmup_cosine_learning_rate, clip_by_global_norm, adam_step: dev loss" in said
+    ), said
+    assert "the textbook's:" in said
+    with (
+        np.load(out / "model.npz", allow_pickle=False) as yours,
+        np.load(out / "textbook" / "model.npz", allow_pickle=False) as textbook,
+    ):
+        weights = [name for name in yours.files if name.startswith("param")]
+        assert weights and all(np.array_equal(yours[name], textbook[name]) for name in weights)
