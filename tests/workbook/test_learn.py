@@ -1131,7 +1131,9 @@ def test_learn_train_resumes_a_run_that_skipped_the_comparison(tmp_path):
 
 
 BLOCKS_QUICK = ["--steps", "150", "--eval-every", "150", "--eval-size", "40", "--show", "0", "--no-progress",
-                "--threads", "1", "--d-model", "16", "--d-ff", "32", "--seed", "1"]  # fmt: skip
+                "--threads", "1", "--d-model", "16", "--d-ff", "32", "--seed", "1",
+                "--schedule", "constant", "--clip", "0"]  # fmt: skip
+# (the blocks' run follows the run's optimiser settings: Adam at a constant rate, unclipped, as measured)
 
 
 def _blocks_line(stdout):
@@ -1155,7 +1157,7 @@ def test_learn_train_trains_blocks_py_on_a_solved_workbooks_blocks_as_on_the_tex
     assert done.returncode == 0, done.stderr
     line, yours, textbook = _blocks_line(done.stdout)
     theirs = ", ".join(workbook.training.TRAINED_BLOCKS)
-    assert f"on your {theirs}:" in line
+    assert f"on your {theirs}, adam_step:" in line  # at a constant rate, unclipped: their Adam alone
     assert yours == textbook and "(same seed, 60 steps" in line
     assert "checked by learn check, not trained: your residual_backward" in done.stdout
 
@@ -1339,8 +1341,9 @@ def test_a_workbook_importing_the_blocks_from_where_they_were_is_told_where_they
 
 
 def test_the_proof_of_a_solved_workbook_is_the_textbooks_run_weight_for_weight(tmp_path):
-    """learn prove's engine on a solved workbook (a small recipe): the learner's run and the textbook's
-    have identical weights and translate the unseen numbers identically."""
+    """learn prove's engine on a solved workbook (a small recipe), its weights updated by the learner's
+    adam_step: the learner's run and the textbook's have identical weights and translate the unseen
+    numbers identically."""
     from learn_mistakes import solved_workbook
 
     from numpy_transformer.translator.tasks import make_task
@@ -1357,6 +1360,7 @@ def test_the_proof_of_a_solved_workbook_is_the_textbooks_run_weight_for_weight(t
     said: list[str] = []
     result = prove(make_task("numbers-en-fr", seed=0), theirs, recipe, say=said.append)
     assert "encoder_decoder_backward" in ran  # the learner's whole model ran, not the textbook's
+    assert "adam_step" in ran  # and their optimiser updated its weights
     assert [line.split(" (")[0] for line in said] == [
         "your run: step 12 of 12",
         "your run: translating 40 numbers it never saw",
