@@ -205,21 +205,18 @@ def training_optimiser(functions: Mapping[str, Callable], settings: OptimiserSet
     return TrainingOptimiser(optimiser_functions(functions), settings)
 
 
-class LearnerAdamUpdate:
+class LearnerAdamUpdate(TextbookAdamUpdate):
     """The Adam update of the package's model in a workbook run (the "learner" kernel set's, see
-    kernels.using_kernels): optim.TextbookAdamUpdate's contract, made once from the named parameters,
-    owning the moments; each step calls optimiser_functions' adam_step (adamw_step where a parameter
-    decays) on every parameter and writes what it returns into the parameter and the moments."""
+    kernels.using_kernels): optim.TextbookAdamUpdate's contract and moments, each step calling
+    optimiser_functions' adam_step (adamw_step where a parameter decays) on every parameter and
+    writing what it returns into the parameter and the moments."""
 
     def __init__(
         self, functions: Mapping[str, Callable], named_parameters: list[tuple[str, Parameter]], threads: int | None,
         flat: Any,
     ) -> None:  # fmt: skip
-        xp = get_array_module()
+        super().__init__(named_parameters, threads, flat)
         self.functions = optimiser_functions(functions)
-        self.parameters = [parameter for _, parameter in named_parameters]
-        self.m = [xp.zeros_like(p.data) for p in self.parameters]
-        self.v = [xp.zeros_like(p.data) for p in self.parameters]
 
     def step(
         self,
