@@ -59,7 +59,9 @@ class LearnerTraining:
         """What the run is made of, said before it starts: their functions (the wrong ones named),
         their blocks, those checked but not trained, those left to the textbook."""
         wrong = [v.name for v in self.verdicts if v.status == "wrong"]
-        yours = self.yours
+        yours = [
+            name for name in self.yours if name not in self.rungs
+        ]  # the optimiser's: a line of their own
         lines = [
             f"your functions: {', '.join(yours)}"
             + (f" ({', '.join(w for w in wrong if w in yours)} wrong)" if set(wrong) & set(yours) else "")
@@ -72,10 +74,18 @@ class LearnerTraining:
                 "modules; blocks.py's encoder-decoder trains on them after it)"
             )
         if self.rungs:
+            wrong_rungs = [name for name in self.rungs if name in wrong]
+            updates = [name for name in ("adam_step", "adamw_step") if name in self.rungs]
+            package = (
+                f"the package's model updates its weights with your {' and '.join(updates)}, its clipping and "
+                "schedule the package's"
+                if updates
+                else "the package's model keeps the package's optimiser"
+            )
             lines.append(
-                f"your optimiser: {', '.join(self.rungs)} (the package's model updates its weights with your "
-                "adam_step and adamw_step, its clipping and schedule the package's; blocks.py's encoder-decoder "
-                "trains on all of them after it)"
+                f"your optimiser: {', '.join(self.rungs)}"
+                + (f" ({', '.join(wrong_rungs)} wrong)" if wrong_rungs else "")
+                + f" ({package}; blocks.py's encoder-decoder trains with all of them after it)"
             )
         checked_only = [name for name in self.blocks if name not in TRAINED_BLOCKS and name not in self.rungs]
         if checked_only:

@@ -293,10 +293,12 @@ def test_learn_train_updates_both_models_with_the_learners_optimiser_and_equals_
     out = tmp_path / "run"
     assert main(["learn", "train", str(path), *quick, "--out", str(out)]) == 0
     said = capsys.readouterr().out
+    assert "your functions: relu_backward\n" in said, said
     assert (
-        "your optimiser: noam_learning_rate, warmup_cosine_learning_rate, clip_by_global_norm, adam_step"
-        in said
-    )
+        "your optimiser: noam_learning_rate, warmup_cosine_learning_rate, clip_by_global_norm, adam_step, "
+        "adamw_step (the package's model updates its weights with your adam_step and adamw_step, its clipping "
+        "and schedule the package's; blocks.py's encoder-decoder trains with all of them after it)\n" in said
+    ), said
     assert "the model ran your relu_backward, adam_step; not used by this model:" in said, said
     assert (
         "of blocks.py on your warmup_cosine_learning_rate, clip_by_global_norm, adam_step: dev loss" in said
