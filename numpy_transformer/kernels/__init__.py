@@ -36,6 +36,7 @@ ENV_VAR = "NUMPY_TRANSFORMER_KERNELS"
 BACKEND_KERNELS = {"numpy": "cpu", "cupy": "cuda"}  # array backend -> its kernel module in this package
 _selected: str | None = None  # None until chosen: then the environment variable, or "fast"
 _learner: dict[str, Callable] = {}  # the "learner" set's functions in place of the textbook's
+_learner_update: Any = None  # the "learner" set's Adam update (see adam_kernel), None: the textbook's
 
 
 def textbook_functions() -> dict[str, Callable]:
@@ -120,25 +121,32 @@ def get_kernels() -> str:
 
 
 @contextmanager
-def using_kernels(kernels: str | Mapping[str, Callable]) -> Iterator[None]:
+def using_kernels(kernels: str | Mapping[str, Callable], adam_update: Any = None) -> Iterator[None]:
     """Inside the block the model runs on ``kernels``: a set's name (see set_kernels), or functions by
-    textbook name, run as the ``"learner"`` set (see set_learner_functions); the previous choice, and
-    the learner set's previous functions, are restored afterwards."""
-    previous, previous_learner = get_kernels(), dict(_learner)
+    textbook name, run as the ``"learner"`` set (see set_learner_functions), with ``adam_update`` (a
+    class of optim.TextbookAdamUpdate's contract, or None for it) as that set's Adam update; the
+    previous choice, and the learner set's previous functions and update, are restored afterwards."""
+    global _learner_update
+    previous, previous_learner, previous_update = get_kernels(), dict(_learner), _learner_update
     if isinstance(kernels, str):
         set_kernels(kernels)
     else:
         set_learner_functions(dict(kernels))
+        _learner_update = adam_update
         set_kernels("learner")
     try:
         yield
     finally:
         set_kernels(previous)
         set_learner_functions(previous_learner)
+        _learner_update = previous_update
 
 
 def adam_kernel() -> Any:
-    """The backend's tuned Adam update (a class, see kernels.cpu.AdamUpdate), or None for the textbook's."""
+    """The backend's tuned Adam update (a class, see kernels.cpu.AdamUpdate), the learner set's where it
+    has one (using_kernels' adam_update), or None for the textbook's."""
+    if get_kernels() == "learner":
+        return _learner_update
     module = backend_kernels() if get_kernels() == "fast" else None
     return getattr(module, "AdamUpdate", None)
 

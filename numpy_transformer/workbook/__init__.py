@@ -18,19 +18,22 @@ The rooms, by job: the exercises (the folder ``exercises``: each declared once, 
 recognised mistakes and hints, their order and the mistakes' sentences); grading them (the folder
 ``grading``: the grader, its verdicts, the calls recorded, the diagnosis and causes of a mistake);
 writing the workbook (``writing``); loading the learner's code (``loading``); the ladder
-(``progress``); the aids (``aids``); the model and blocks.py's encoder-decoder on the learner's
-functions (``training``); the proof (``proof``) and the short messages of a corpus it learns on
-real text (``messages``); what learn train and learn prove run and say (``commands``); and the
-blocks' textbook (``blocks``). The workbook imports the model alone.
+(``progress``); the aids (``aids``); the textbook of the training rungs and the optimiser a workbook run
+trains with, the learner's where they wrote it (``optimiser``: ``training_optimiser`` makes that
+choice); the model and blocks.py's encoder-decoder on the learner's functions (``training``); the
+proof (``proof``) and the short messages of a corpus it learns on real text (``messages``); what
+learn train and learn prove run and say (``commands``); and the blocks' textbook (``blocks``). The
+workbook imports the model alone.
 """
 
 from .aids import cmp, next_hint, textbook
-from .commands import LearnerTraining, proof_recipe, prove_file
-from .exercises.curriculum import BY_NAME, EXERCISES
+from .commands import LearnerTraining, proof_recipe, prove_file, run_optimiser
+from .exercises.curriculum import BY_NAME, EXERCISES, LADDER, TRAINING_BY_NAME
 from .exercises.mistakes import SENTENCES
 from .grading import check, format_verdicts, run_check
 from .loading import LearnerCodeError, load_learner
 from .messages import SHORT_MESSAGES
+from .optimiser import OptimiserSettings, TrainingOptimiser, training_optimiser
 from .progress import format_status, status
 from .training import learner_functions, train_blocks
 from .writing import start
@@ -38,10 +41,14 @@ from .writing import start
 __all__ = [
     "BY_NAME",
     "EXERCISES",
+    "LADDER",
     "SENTENCES",
     "SHORT_MESSAGES",
+    "TRAINING_BY_NAME",
     "LearnerCodeError",
     "LearnerTraining",
+    "OptimiserSettings",
+    "TrainingOptimiser",
     "check",
     "cmp",
     "format_status",
@@ -52,8 +59,10 @@ __all__ = [
     "proof_recipe",
     "prove_file",
     "run_check",
+    "run_optimiser",
     "start",
     "status",
     "textbook",
     "train_blocks",
+    "training_optimiser",
 ]

@@ -11,7 +11,7 @@ import numpy
 from .. import functional
 from ..backend import get_array_module, to_numpy
 from ..files import write_text_atomically
-from .exercises.curriculum import BY_NAME, EXERCISES, unknown_exercise
+from .exercises.curriculum import EXERCISES, LADDER, hints_of, unknown_exercise
 from .grading.diagnosis import boundaries
 from .grading.recording import textbook_calls
 from .loading import learner_file
@@ -26,7 +26,7 @@ def next_hint(path: str | Path, name: str) -> str:
     a small JSON file beside the learner's file (written atomically)."""
     import json
 
-    if name not in BY_NAME:
+    if name not in LADDER:
         raise ValueError(unknown_exercise(name))
     file = learner_file(path)
     state_file = _hint_file(file)
@@ -42,7 +42,7 @@ def next_hint(path: str | Path, name: str) -> str:
     if unreadable:
         state = {}
         unreadable = f" (counting from hint 1 again: {state_file} held no hint levels, {unreadable})"
-    hints = BY_NAME[name].hints
+    hints = hints_of(name)
     level = state.get(name, 0)
     level = level if isinstance(level, int) and not isinstance(level, bool) and level >= 0 else 0
     if level >= len(hints):

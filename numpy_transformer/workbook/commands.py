@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..kernels import using_kernels
-from .exercises.curriculum import BLOCKS
+from .exercises.curriculum import BLOCKS, TRAINING_BY_NAME
+from .optimiser import OptimiserSettings, adam_update
 from .proof import MESSAGES, MOST_STEPS_TIMES, NUMBERS, ProofResult, Recipe, Translations, prove
 from .training import TRAINED_BLOCKS, blocks_using, guarded, learner_functions, train_blocks
 
@@ -46,12 +47,21 @@ class LearnerTraining:
         self.ran: set[str] = set()  # those of their functions the model's run called
         self.yours = [v.name for v in self.verdicts if v.status in ("done", "wrong") and v.name not in BLOCKS]
         self.trained_blocks = [name for name in TRAINED_BLOCKS if name in self.blocks]
+        self.rungs = [name for name in TRAINING_BY_NAME if name in self.blocks]  # their optimiser's functions
+
+    @property
+    def trains_blocks(self) -> bool:
+        """Whether blocks.py's encoder-decoder is trained after the package's model: on their blocks,
+        or with their optimiser (the package's model updates its weights with the textbook's)."""
+        return bool(self.trained_blocks or self.rungs)
 
     def introduction(self) -> list[str]:
         """What the run is made of, said before it starts: their functions (the wrong ones named),
         their blocks, those checked but not trained, those left to the textbook."""
         wrong = [v.name for v in self.verdicts if v.status == "wrong"]
-        yours = self.yours
+        yours = [
+            name for name in self.yours if name not in self.rungs
+        ]  # the optimiser's: a line of their own
         lines = [
             f"your functions: {', '.join(yours)}"
             + (f" ({', '.join(w for w in wrong if w in yours)} wrong)" if set(wrong) & set(yours) else "")
@@ -63,7 +73,21 @@ class LearnerTraining:
                 f"your blocks: {', '.join(self.trained_blocks)} (the package's model is built of the textbook's "
                 "modules; blocks.py's encoder-decoder trains on them after it)"
             )
-        checked_only = [name for name in self.blocks if name not in TRAINED_BLOCKS]
+        if self.rungs:
+            wrong_rungs = [name for name in self.rungs if name in wrong]
+            updates = [name for name in ("adam_step", "adamw_step") if name in self.rungs]
+            package = (
+                f"the package's model updates its weights with your {' and '.join(updates)}, its clipping and "
+                "schedule the package's"
+                if updates
+                else "the package's model keeps the package's optimiser"
+            )
+            lines.append(
+                f"your optimiser: {', '.join(self.rungs)}"
+                + (f" ({', '.join(wrong_rungs)} wrong)" if wrong_rungs else "")
+                + f" ({package}; blocks.py's encoder-decoder trains with all of them after it)"
+            )
+        checked_only = [name for name in self.blocks if name not in TRAINED_BLOCKS and name not in self.rungs]
         if checked_only:
             lines.append(
                 f"checked by learn check, not trained: your {', '.join(checked_only)} (blocks.py's model has none)"
@@ -86,8 +110,17 @@ class LearnerTraining:
     @contextmanager
     def on_their_functions(self) -> Iterator[None]:
         """Inside the block the model runs on their functions (guarded, each that runs added to
-        ``ran``), the textbook's wherever they wrote none."""
-        with using_kernels(guarded(self.functions, self.path, self.ran)):
+        ``ran``), its Adam update on their adam_step and adamw_step, the textbook's wherever they wrote
+        none."""
+        theirs = guarded(
+            {**self.functions, **{name: self.blocks[name] for name in self.rungs}}, self.path, self.ran
+        )
+        kernels = {name: function for name, function in theirs.items() if name not in self.rungs}
+        rungs = {name: function for name, function in theirs.items() if name in self.rungs}
+        update = (
+            adam_update(rungs) if {"adam_step", "adamw_step"} & set(rungs) else None
+        )  # else the textbook's
+        with using_kernels(kernels, adam_update=update):
             yield
 
     @property
@@ -124,18 +157,19 @@ class LearnerTraining:
         ]
 
     def train_blocks(self, task: Any, compare: bool, **settings: Any) -> str:
-        """blocks.py's encoder-decoder trained on ``task`` (``settings``: train_blocks' steps, sizes
-        and the rest): on their block functions (their encoder_decoder_backward, or the textbook's
-        calling their blocks and layers), then on the textbook's alone where ``compare``; the line
-        with both teacher-forced dev results. Their code raising is a RuntimeError saying where."""
+        """blocks.py's encoder-decoder trained on ``task`` (``settings``: train_blocks' steps, sizes,
+        optimiser settings and the rest): on their block functions (their encoder_decoder_backward, or
+        the textbook's calling their blocks and layers) and their optimiser's, then on the textbook's
+        alone where ``compare``; the line with both teacher-forced dev results. Their code raising is a
+        RuntimeError saying where."""
         ran: set[str] = set()
         theirs = guarded({**self.functions, **self.blocks}, self.path, ran)
         started = time.perf_counter()
         with blocks_using(theirs):
-            yours = train_blocks(task, **settings)
+            yours = train_blocks(task, **settings, training_functions=theirs)
         seconds = time.perf_counter() - started
         textbook = train_blocks(task, **settings) if compare else None
-        names = [name for name in TRAINED_BLOCKS if name in ran] or ["nothing"]
+        names = [name for name in (*TRAINED_BLOCKS, *TRAINING_BY_NAME) if name in ran] or ["nothing"]
         line = (
             f"the whole encoder-decoder of blocks.py on your {', '.join(names)}: dev loss {yours.dev_loss:.2f}, "
             f"token accuracy {yours.accuracy:.2f}"
@@ -145,6 +179,23 @@ class LearnerTraining:
         else:
             line += " ("
         return f"{line}{yours.steps} steps, {seconds:.1f} s)"
+
+
+def run_optimiser(train: dict[str, Any], d_model: int, steps: int) -> OptimiserSettings:
+    """The optimiser settings of a toolkit run (``train``: its saved train settings), for blocks.py's
+    encoder-decoder trained beside it: its rate's schedule, clipping, Adam or AdamW and weight decay."""
+    adamw = train.get("optimizer") == "adamw"
+    return OptimiserSettings(
+        lr=float(train["lr"]),
+        weight_decay=float(train.get("weight_decay") or 0.0) if adamw else 0.0,
+        clip=float(train.get("clip") or 0.0),
+        schedule=str(train.get("schedule", "constant")),
+        warmup=int(train.get("warmup") or 0),
+        total=steps,
+        min_lr=float(train.get("min_lr") or 0.0),
+        d_model=d_model,
+        factor=float(train.get("factor") or 1.0),
+    )
 
 
 def proof_recipe(steps: int | None, real_text: bool = False) -> Recipe:

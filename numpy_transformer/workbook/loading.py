@@ -27,6 +27,7 @@ from ..machine import require
 from ..moved import MOVED
 from . import blocks
 from .exercises.curriculum import BLOCKS
+from .optimiser import TEXTBOOK as TRAINING_TEXTBOOK
 
 SCRATCH = "# scratch"  # a notebook cell starting so is never run by check, status or train
 
@@ -252,10 +253,12 @@ def replaced_textbook(module: ModuleType, name: str) -> str | None:
 def learners_function(module: ModuleType, name: str) -> Callable | None:
     """The function ``name`` as the learner's file defines it (None if absent or imported); where it
     defines none but assigned one over the textbook's, that one."""
-    value = getattr(blocks if module is functional and name in BLOCKS else module, name, None)
-    if module is functional:
+    if module is functional:  # the textbook's own file: the blocks' and the training rungs' textbooks too
+        value = TRAINING_TEXTBOOK.get(name) or getattr(blocks if name in BLOCKS else module, name, None)
         return value if callable(value) else None
-    if value is None or value is getattr(functional, name, None) or value is getattr(blocks, name, None):
+    value = getattr(module, name, None)
+    textbook = (getattr(functional, name, None), getattr(blocks, name, None), TRAINING_TEXTBOOK.get(name))
+    if value is None or any(value is function for function in textbook if function is not None):
         value = _REPLACED.get(module.__name__, {}).get(name, (None, None))[1]
     return value if callable(value) else None
 

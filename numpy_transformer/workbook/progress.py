@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import functional
 from . import blocks
-from .exercises.curriculum import BY_NAME, EXERCISES, OPTIONAL, textbook_function
+from .exercises.curriculum import BY_NAME, EXERCISES, LADDER, OPTIONAL, TRAINING_BY_NAME, textbook_function
 from .grading import check
 from .grading.verdicts import FunctionVerdict
 
@@ -18,7 +18,10 @@ def prerequisites(name: str) -> tuple[str, ...]:
     """The exercises the textbook's ``name`` calls, directly or through a helper of the textbook's
     (multi_head_backward calls attention_backward), in ladder order: the rungs below it. The latent
     attentions (OPTIONAL) are below their own rungs only: a block calls them only on its latent
-    cases, and there the textbook's stand in for a learner's still to do (grading.check_function)."""
+    cases, and there the textbook's stand in for a learner's still to do (grading.check_function).
+    A training rung is below the rungs it names as built on (adamw_step on adam_step)."""
+    if name in TRAINING_BY_NAME:
+        return TRAINING_BY_NAME[name].builds_on
     found: set[str] = set()
     codes = [textbook_function(name).__code__]
     seen: set[Any] = set()
@@ -53,10 +56,10 @@ def status(path: str | Path) -> list[Rung]:
     verdicts = {verdict.name: verdict for verdict in check(path)}
     done = {name for name, verdict in verdicts.items() if verdict.passed}
     rungs = []
-    for exercise in EXERCISES:
-        behind = tuple(name for name in prerequisites(exercise.backward) if name not in done)
-        state = "done" if exercise.backward in done else "locked" if behind else "ready"
-        rungs.append(Rung(exercise.backward, state, behind, verdicts[exercise.backward]))
+    for name in LADDER:
+        behind = tuple(below for below in prerequisites(name) if below not in done)
+        state = "done" if name in done else "locked" if behind else "ready"
+        rungs.append(Rung(name, state, behind, verdicts[name]))
     return rungs
 
 

@@ -3,10 +3,11 @@
 The proof is the workbook's last milestone, in two parts. The whole encoder-decoder of blocks.py
 (float64) is trained on English number words to French ones (NUMBERS), or on short program
 messages of a real corpus (MESSAGES: see messages.py), its gradients from the learner's block and
-layer backwards wherever their file defines them, then the same run on the textbook's own code;
-each translates the task's unseen test sentences greedily, scored by exact match, BLEU and chrF.
-When every function the run called computes what the textbook's computes, operation for
-operation, the two runs' weights are identical.
+layer backwards wherever their file defines them, its weights updated by their optimiser (their
+adam_step) where it does, then the same run on the textbook's own code; each translates the task's
+unseen test sentences greedily, scored by exact match, BLEU and chrF. When every function the run
+called computes what the textbook's computes, operation for operation, the two runs' weights are
+identical.
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def prove(
     say: Callable[[str], None] | None = None,
 ) -> ProofResult:
     """Train blocks.py's encoder-decoder on ``task`` with ``functions`` (the learner's, by textbook
-    name, wrapped as training.guarded wraps them) in place of the textbook's, then on the textbook's
+    name, wrapped as training.guarded wraps them: their backwards, and their adam_step updating the
+    weights where they wrote it) in place of the textbook's, then on the textbook's
     alone (unless ``compare`` is false); each translates ``recipe.test_size`` of the task's test pairs.
     ``say`` gets a progress line now and then (the steps done, the seconds so far, the translating)."""
     settings: dict[str, Any] = {
@@ -181,18 +183,25 @@ def prove(
     }
     test = list(task.test[: recipe.test_size])
 
-    def run(whose: str) -> tuple[BlocksResult, Translations]:
+    def run(
+        whose: str, training_functions: dict[str, Any] | None = None
+    ) -> tuple[BlocksResult, Translations]:
         # one BLAS thread: the model is small, and a second thread on a shared machine spins more than
         # it works (a step of the messages' model: 0.5 s on one thread, 4 to 8 s on two, 7 other jobs running)
         with blas_threads(1):
-            trained = train_blocks(task, **settings, on_step=_progress_of(say, whose, recipe.steps))
+            trained = train_blocks(
+                task,
+                **settings,
+                on_step=_progress_of(say, whose, recipe.steps),
+                training_functions=training_functions,
+            )
             if say is not None:
                 say(f"{whose}: translating {len(test)} {recipe.unit} it never saw")
             return trained, translate(trained.params, task, test, recipe)  # on the textbook's forward
 
     started = time.perf_counter()
     with blocks_using(functions):
-        yours, yours_translated = run("your run")
+        yours, yours_translated = run("your run", functions)
     seconds = time.perf_counter() - started
     if not compare:
         return ProofResult(test, yours, yours_translated, seconds, None, None, None)

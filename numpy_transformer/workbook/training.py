@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,13 +14,12 @@ import numpy
 
 from .. import functional
 from ..backend import get_array_module
-from ..module import Parameter
-from ..optim import Adam
 from . import blocks
-from .exercises.curriculum import BLOCKS, BY_NAME
+from .exercises.curriculum import BLOCKS, BY_NAME, TRAINING_BY_NAME
 from .grading import check
 from .grading.verdicts import FunctionVerdict
 from .loading import describe_error, learners_function, load_learner
+from .optimiser import OptimiserSettings, training_optimiser
 
 
 def learner_functions(
@@ -29,11 +28,17 @@ def learner_functions(
     """The functions of the learner's file that the "learner" kernel set runs: every exercise they
     wrote (done or wrong: a wrong backward is theirs to see fail), with their forward where they
     wrote one. Exercises still to do, or whose code raised, stay the textbook's. Their block
-    backwards (blocks.py's names), done or wrong, go into ``block_table`` where one is given."""
+    backwards (blocks.py's names) and their training rungs (the optimiser's: see
+    optimiser.training_optimiser), done or wrong, go into ``block_table`` where one is given."""
     module = load_learner(path)
     verdicts = check(path, module=module)
     table: dict[str, Callable] = {}
     for verdict in verdicts:
+        if verdict.name in TRAINING_BY_NAME:
+            own_rung = learners_function(module, verdict.name)
+            if verdict.status in ("done", "wrong") and own_rung is not None and block_table is not None:
+                block_table[verdict.name] = own_rung
+            continue
         own_block = learners_function(module, verdict.name) if verdict.name in BLOCKS else None
         if verdict.status in ("done", "wrong") and own_block is not None and block_table is not None:
             block_table[verdict.name] = own_block
@@ -154,35 +159,38 @@ def train_blocks(
     label_smoothing: float,
     dev_pairs: Sequence[tuple[str, str]],
     on_step: Callable[[int], None] | None = None,
+    training_functions: Mapping[str, Callable] | None = None,
+    optimiser_settings: OptimiserSettings | None = None,
 ) -> BlocksResult:
     """Train blocks.encoder_decoder_forward's model (float64, blocks.init_params) on ``task``'s
-    training batches with the package's Adam (lr constant, betas 0.9, 0.98), the gradients from
-    blocks.encoder_decoder_backward as blocks.py reads it now (see blocks_using), and evaluate it
-    teacher-forced on ``dev_pairs``: the mean loss (without label smoothing) and the token accuracy.
+    training batches, the gradients from blocks.encoder_decoder_backward as blocks.py reads it now
+    (see blocks_using), and evaluate it teacher-forced on ``dev_pairs``: the mean loss (without label
+    smoothing) and the token accuracy. The weights are updated by optimiser.training_optimiser: the
+    training rungs of ``training_functions`` (the learner's, by name) where it has them, else the
+    textbook's, as ``optimiser_settings`` says (by default Adam at the constant rate ``lr``, betas
+    0.9 and 0.98, no clipping).
     ``on_step(n)`` is called after each step, n the steps done (a progress line's)."""
     xp = get_array_module()
     pad = task.ids.pad
-    initial = blocks.init_params(
+    params = blocks.init_params(
         numpy.random.default_rng(seed), len(task.src_vocab), len(task.tgt_vocab), d_model, d_ff, N,
         scale=d_model**-0.5,
     )  # fmt: skip
-    parameters = {key: Parameter(value) for key, value in initial.items()}
-    params = {key: parameter.data for key, parameter in parameters.items()}  # updated in place by Adam
-    optimizer = Adam(list(parameters.items()), lr=lr)
+    updates = training_optimiser(training_functions or {}, optimiser_settings or OptimiserSettings(lr=lr))
     for step in range(steps):
         batch = task.train_batch(step, batch_size)
         _, cache = blocks.encoder_decoder_forward(
             batch.src, batch.tgt_in, batch.tgt_out, params, N, h, pad, label_smoothing
         )
         grads = blocks.encoder_decoder_backward(1.0, cache)
-        optimizer.zero_grad()
-        for key, parameter in parameters.items():
-            grad = xp.asarray(grads[key], dtype=parameter.data.dtype) if key in grads else None
-            if grad is None or grad.shape != parameter.shape:
-                got = "nothing" if grad is None else f"shape {grad.shape}"
-                raise RuntimeError(f"the gradient of {key} is {got}, not shape {parameter.shape}")
-            parameter.accumulate(grad)
-        optimizer.step()
+        for key, param in params.items():
+            grad = grads.get(key) if isinstance(grads, dict) else None
+            if grad is None or getattr(grad, "shape", None) != param.shape:
+                got = "nothing" if grad is None else f"shape {getattr(grad, 'shape', None)}"
+                raise RuntimeError(f"the gradient of {key} is {got}, not shape {param.shape}")
+        params = updates.step(
+            params, {key: xp.asarray(grads[key], dtype=params[key].dtype) for key in params}
+        )
         if on_step is not None:
             on_step(step + 1)
     total = correct = tokens = 0.0

@@ -11,7 +11,7 @@ from .. import functional
 from ..files import write_text_atomically
 from ..machine import require
 from . import blocks
-from .exercises.curriculum import BLOCKS, EXERCISES, textbook_function
+from .exercises.curriculum import BLOCKS, EXERCISES, LADDER, TRAINING_BY_NAME, textbook_function
 from .exercises.exercise import Exercise
 from .loading import SCRATCH, TIME_LIMIT
 from .proof import MESSAGES
@@ -20,6 +20,11 @@ WORKBOOK = "my_backprop.py"
 
 
 GUIDE = "README.md"
+
+FORWARD_MARK = ": the forward is "  # the header of a backward's exercise (a notebook's cell starts at it)
+
+
+TRAINING_MARK = ": a training rung"  # the header of a training rung's
 
 
 def _cache_types(function: Callable) -> list[type]:
@@ -113,6 +118,10 @@ def workbook_text(name: str = WORKBOOK) -> str:
         "exercises may call your earlier ones (multi-head attention calls your linear_backward and",
         "attention_backward). You may also write a forward of your own under the textbook's name:",
         "it is checked with your backward.",
+        "",
+        "After the backwards, the training rungs: the schedules of the learning rate, clipping by the",
+        "global norm, and the Adam and AdamW step that your gradients feed. learn train and learn prove",
+        "update the weights with yours wherever you wrote them.",
         '"""',
         "",
         "from __future__ import annotations",
@@ -132,12 +141,24 @@ def workbook_text(name: str = WORKBOOK) -> str:
     for exercise in EXERCISES:
         lines += [
             "",
-            f"# {exercise.title}: the forward is {exercise.forward} (imported above), the textbook's code:",
+            f"# {exercise.title}{FORWARD_MARK}{exercise.forward} (imported above), the textbook's code:",
             "#",
             *[f"#   {line}" if line else "#" for line in forward_source(exercise, shown).splitlines()],
             "",
             f"def {exercise.backward}{exercise.signature}:",
             '    """' + exercise.doc.replace("\n        ", "\n    "),
+            '    """',
+            "    raise NotImplementedError",
+            "",
+        ]
+    for training in TRAINING_BY_NAME.values():
+        lines += [
+            "",
+            f"# {training.title}{TRAINING_MARK}: graded against the textbook's (numpy_transformer.optim)",
+            "# over several calls, each from a state it did not make.",
+            "",
+            f"def {training.name}{training.signature}:",
+            '    """' + training.doc.replace("\n        ", "\n    "),
             '    """',
             "    raise NotImplementedError",
             "",
@@ -151,6 +172,10 @@ def guide_text() -> str:
         f"{number}. `{exercise.backward}` ({exercise.title}): returns {', '.join(exercise.grads)}"
         for number, exercise in enumerate(EXERCISES, 1)
     )
+    training = "\n".join(
+        f"{number}. `{rung.name}` ({rung.title}): returns {', '.join(rung.returns)}"
+        for number, rung in enumerate(TRAINING_BY_NAME.values(), len(EXERCISES) + 1)
+    )
     layers = sum(not e.params for e in EXERCISES)
     return f"""# Learn backprop by writing it
 
@@ -163,6 +188,16 @@ layers (1 to {layers}), then the blocks built from them ({layers + 1} to {len(EX
 whole encoder-decoder with its loss:
 
 {ladder}
+
+Then the training rungs ({len(EXERCISES) + 1} to {len(LADDER)}), what your gradients feed: the learning
+rate's schedules, clipping by the global norm, and the optimiser, the ladder's last rung:
+
+{training}
+
+Each is graded over several calls, each from a state it did not make (moments of earlier updates,
+a step count past 1), against the textbook's (`numpy_transformer.optim`); a wrong one is named as
+the known mistake whose results it reproduces. Return new arrays: a function that writes into an
+array it was handed is refused.
 
 Check one function as soon as you have written it, or the whole ladder (done / to do / wrong):
 
@@ -209,14 +244,20 @@ then the textbook's own blocks on the same seed, and prints both teacher-forced 
 token accuracies on one line (`residual_backward` is checked by `learn check` only: that model has
 no such block). A wrong backward shows: the model learns less, or not at all.
 
+Where your file defines the training rungs, that run updates the weights with your `adam_step` (your
+`adamw_step` for the matrices, with a weight decay), its gradients first clipped by your
+`clip_by_global_norm`, the rate from your schedule, as the run's settings say (`--schedule`, `--clip`,
+`--optimizer`, `--weight-decay`); the textbook's run beside it the same with the textbook's.
+
 When every exercise is done, the proof:
 
 ```bash
 numpy-transformer learn prove {WORKBOOK}
 ```
 
-trains the whole encoder-decoder of `blocks.py` on your backwards to translate English number
-words into French (300 steps), translates 1,000 numbers it never saw, and does the same on the
+trains the whole encoder-decoder of `blocks.py` on your backwards, its weights updated by your
+`adam_step` where you wrote it, to translate English number words into French (300 steps),
+translates 1,000 numbers it never saw, and does the same on the
 textbook's code on the same seed. It says `proven` when `learn check` finds nothing of yours
 wrong, 90% or more of those numbers come out exactly, and the two runs' weights are identical.
 
@@ -247,7 +288,7 @@ def notebook_text() -> str:
     text = workbook_text(NOTEBOOK)
     marked = ["# %%"]
     for line in text.split("\n"):
-        if line.startswith("# ") and ": the forward is " in line:
+        if line.startswith("# ") and (FORWARD_MARK in line or TRAINING_MARK in line):
             marked.append("# %%")
         marked.append(line)
     notebook = jupytext.reads("\n".join(marked), fmt="py:percent")

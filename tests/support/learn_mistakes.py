@@ -1228,19 +1228,26 @@ MISTAKES += BLOCK_MISTAKES + WHOLE_MISTAKES
 
 def solved_workbook(solved: tuple[str, ...] | None = None) -> str:
     """A fresh workbook with every stub (those of ``solved`` only, when given) replaced by the
-    textbook's own backward (its source): the file of a learner who got everything right, for the
-    tests that it passes every exercise."""
+    textbook's own backward (its source), each training rung by a learner's right one: the file of a
+    learner who got everything right, for the tests that it passes every exercise."""
     import inspect
     import re
+
+    from learn_training_mistakes import CORRECT
 
     from numpy_transformer import workbook
 
     text = workbook.writing.workbook_text()
-    for exercise in workbook.EXERCISES:
-        if solved is not None and exercise.backward not in solved:
+    for name in workbook.LADDER:
+        if solved is not None and name not in solved:
             continue
-        source = inspect.getsource(workbook.exercises.textbook_function(exercise.backward))
-        stub = re.compile(rf"def {exercise.backward}\(.*?\n    raise NotImplementedError\n", re.S)
+        if (
+            name in CORRECT
+        ):  # a training rung: as a learner writes it (the textbook's calls optim.py's classes)
+            source = CORRECT[name].lstrip("\n")
+        else:
+            source = inspect.getsource(workbook.exercises.textbook_function(name))
+        stub = re.compile(rf"def {name}\(.*?\n    raise NotImplementedError\n", re.S)
         text = stub.sub(lambda _, source=source: source, text, count=1)
     return text + (
         "\n\nfrom numpy_transformer.functional import multi_head_backward  # noqa: E402 (the textbook's helper)\n"

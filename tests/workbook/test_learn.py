@@ -20,11 +20,11 @@ def cli(*args):
 
 def test_the_textbook_passes_every_exercise(capsys):
     verdicts = workbook.check(functional.__file__)
-    assert [v.name for v in verdicts] == [e.backward for e in workbook.EXERCISES]
+    assert [v.name for v in verdicts] == list(workbook.LADDER)  # the backwards, then the training rungs
     assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
     assert all(g.status == "exact" for v in verdicts for g in v.gradients)
     assert main(["learn", "check", functional.__file__]) == 0
-    assert f"{len(workbook.EXERCISES)} done" in capsys.readouterr().out
+    assert f"{len(workbook.LADDER)} done" in capsys.readouterr().out
 
 
 def test_a_copy_of_the_textbook_loaded_from_its_path_passes(tmp_path):
@@ -41,18 +41,18 @@ def test_an_untouched_workbook_is_all_to_do_and_fails_without_a_traceback(tmp_pa
     done = cli("learn", "check", str(tmp_path / "my_backprop.py"))
     assert done.returncode == 1
     assert "Traceback" not in done.stdout + done.stderr
-    assert done.stdout.count("to do: raises NotImplementedError") == len(workbook.EXERCISES)
-    assert f"{len(workbook.EXERCISES)} to do" in done.stdout
+    assert done.stdout.count("to do: raises NotImplementedError") == len(workbook.LADDER)
+    assert f"{len(workbook.LADDER)} to do" in done.stdout
 
 
 def test_the_workbook_has_one_stub_per_exercise_and_the_guide_its_order(tmp_path):
     workbook.start(tmp_path)
     source = (tmp_path / "my_backprop.py").read_text()
     guide = (tmp_path / "README.md").read_text()
-    for number, exercise in enumerate(workbook.EXERCISES, 1):
-        assert f"def {exercise.backward}(" in source
-        assert f"{number}. `{exercise.backward}`" in guide
-    assert source.count("\n    raise NotImplementedError\n") == len(workbook.EXERCISES)
+    for number, name in enumerate(workbook.LADDER, 1):
+        assert f"def {name}(" in source
+        assert f"{number}. `{name}`" in guide
+    assert source.count("\n    raise NotImplementedError\n") == len(workbook.LADDER)
 
 
 def test_start_never_overwrites_a_workbook_unless_asked(tmp_path):
@@ -876,7 +876,7 @@ def test_a_solved_workbook_passes_every_exercise_whole_model_included(tmp_path, 
     assert "\n    raise NotImplementedError\n" not in path.read_text()
     verdicts = workbook.check(path)
     assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
-    assert [v.name for v in verdicts][-1] == "encoder_decoder_backward"
+    assert [v.name for v in verdicts][-1] == "adamw_step"  # the ladder ends at the optimiser
     ladder = workbook.format_status([workbook.progress.Rung(v.name, "done", (), v) for v in verdicts])
     assert ladder.endswith("every exercise done. The proof: numpy-transformer learn prove FILE (your "
                            "encoder-decoder learns a real translator beside the textbook's); then on real text: "
@@ -891,8 +891,9 @@ def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_pat
     workbook.start(tmp_path)
     fresh = {rung.name: rung for rung in workbook.status(path)}
     assert {name for name, rung in fresh.items() if rung.state == "ready"} == {
-        e.backward for e in workbook.EXERCISES if not workbook.progress.prerequisites(e.backward)
+        name for name in workbook.LADDER if not workbook.progress.prerequisites(name)
     }
+    assert fresh["adamw_step"].behind == ("adam_step",)
     assert fresh["feed_forward_backward"].behind == ("relu_backward", "dropout_backward", "linear_backward")
     assert fresh["encoder_stack_backward"].behind == ("layer_norm_backward", "encoder_block_backward")
     assert fresh["decoder_stack_backward"].behind == ("layer_norm_backward", "decoder_block_backward")
@@ -927,7 +928,7 @@ def test_learn_status_places_each_exercise_of_the_workbook_on_the_ladder(tmp_pat
     out = capsys.readouterr().out
     assert " 8. layer_norm_backward" in out and "ready (yours: wrong)" in out
     assert "locked behind layer_norm_backward\n" in out
-    assert "3 done, 6 ready, 13 locked\nnext: positional_encoding_backward" in out
+    assert "3 done, 10 ready, 14 locked\nnext: positional_encoding_backward" in out
     assert main(["learn", "status", str(tmp_path / "missing.py")]) == 2
 
 
@@ -949,7 +950,7 @@ def test_the_blocks_wait_on_the_latent_attentions_only_on_their_latent_cases(tmp
     )  # fmt: skip
     assert workbook.progress.prerequisites(LATENT[1]) == (LATENT[0],)
     path = tmp_path / "my_backprop.py"
-    text = solved_workbook(tuple(e.backward for e in workbook.EXERCISES if e.backward not in LATENT))
+    text = solved_workbook(tuple(name for name in workbook.LADDER if name not in LATENT))
     path.write_text(text)
     rungs = {rung.name: rung for rung in workbook.status(path)}
     assert {name for name, rung in rungs.items() if rung.state != "done"} == set(LATENT)
@@ -979,10 +980,10 @@ def test_the_notebook_workbook_checks_like_the_file_and_a_solved_copy_executes(t
     assert done.returncode == 0, done.stderr
     notebook = tmp_path / "my_backprop.ipynb"
     cells = nbformat.read(notebook, as_version=4).cells
-    assert len(cells) == len(workbook.EXERCISES) + 1
+    assert len(cells) == len(workbook.LADDER) + 1  # one per rung, the training rungs' included
     untouched = cli("learn", "check", str(notebook))
     assert untouched.returncode == 1 and "Traceback" not in untouched.stderr
-    assert untouched.stdout.count("to do: raises NotImplementedError") == len(workbook.EXERCISES)
+    assert untouched.stdout.count("to do: raises NotImplementedError") == len(workbook.LADDER)
     assert "my_backprop.ipynb" in (tmp_path / "README.md").read_text()
     solved = jupytext.reads(solved_workbook(), fmt="py:percent")
     nbclient.NotebookClient(solved, timeout=120, kernel_name="python3").execute()  # it runs as a notebook
@@ -1132,7 +1133,9 @@ def test_learn_train_resumes_a_run_that_skipped_the_comparison(tmp_path):
 
 
 BLOCKS_QUICK = ["--steps", "150", "--eval-every", "150", "--eval-size", "40", "--show", "0", "--no-progress",
-                "--threads", "1", "--d-model", "16", "--d-ff", "32", "--seed", "1"]  # fmt: skip
+                "--threads", "1", "--d-model", "16", "--d-ff", "32", "--seed", "1",
+                "--schedule", "constant", "--clip", "0"]  # fmt: skip
+# (the blocks' run follows the run's optimiser settings: Adam at a constant rate, unclipped, as measured)
 
 
 def _blocks_line(stdout):
@@ -1156,7 +1159,7 @@ def test_learn_train_trains_blocks_py_on_a_solved_workbooks_blocks_as_on_the_tex
     assert done.returncode == 0, done.stderr
     line, yours, textbook = _blocks_line(done.stdout)
     theirs = ", ".join(workbook.training.TRAINED_BLOCKS)
-    assert f"on your {theirs}:" in line
+    assert f"on your {theirs}, adam_step:" in line  # at a constant rate, unclipped: their Adam alone
     assert yours == textbook and "(same seed, 60 steps" in line
     assert "checked by learn check, not trained: your residual_backward" in done.stdout
 
@@ -1340,8 +1343,9 @@ def test_a_workbook_importing_the_blocks_from_where_they_were_is_told_where_they
 
 
 def test_the_proof_of_a_solved_workbook_is_the_textbooks_run_weight_for_weight(tmp_path):
-    """learn prove's engine on a solved workbook (a small recipe): the learner's run and the textbook's
-    have identical weights and translate the unseen numbers identically."""
+    """learn prove's engine on a solved workbook (a small recipe), its weights updated by the learner's
+    adam_step: the learner's run and the textbook's have identical weights and translate the unseen
+    numbers identically."""
     from learn_mistakes import solved_workbook
 
     from numpy_transformer.translator.tasks import make_task
@@ -1358,6 +1362,7 @@ def test_the_proof_of_a_solved_workbook_is_the_textbooks_run_weight_for_weight(t
     said: list[str] = []
     result = prove(make_task("numbers-en-fr", seed=0), theirs, recipe, say=said.append)
     assert "encoder_decoder_backward" in ran  # the learner's whole model ran, not the textbook's
+    assert "adam_step" in ran  # and their optimiser updated its weights
     assert [line.split(" (")[0] for line in said] == [
         "your run: step 12 of 12",
         "your run: translating 40 numbers it never saw",

@@ -167,7 +167,7 @@ def run_learn(args: argparse.Namespace) -> int:
         say(line)
     if code == 0 and args.compare and learner.mine:
         code = _learn_compare(args, say)
-    if code != 0 or not learner.trained_blocks or not speak:  # the blocks' run is serial: rank 0 alone
+    if code != 0 or not learner.trains_blocks or not speak:  # the blocks' run is serial: rank 0 alone
         return code
     return _learn_blocks(args, learner, say)
 
@@ -197,8 +197,10 @@ def _learn_compare(args: argparse.Namespace, say: Callable[..., None]) -> int:
 
 
 def _learn_blocks(args: argparse.Namespace, learner: LearnerTraining, say: Callable[..., None]) -> int:
-    """blocks.py's encoder-decoder trained on the learner's blocks with the run's task, steps and sizes
-    (workbook.LearnerTraining.train_blocks), beside the textbook's unless --no-compare."""
+    """blocks.py's encoder-decoder trained on the learner's blocks and optimiser with the run's task, steps,
+    sizes and optimiser settings (workbook.LearnerTraining.train_blocks), beside the textbook's unless
+    --no-compare."""
+    from ... import workbook
     from ..run.checkpoint import load_meta, trained_task
 
     meta = load_meta(args.out)
@@ -212,6 +214,7 @@ def _learn_blocks(args: argparse.Namespace, learner: LearnerTraining, say: Calla
             **{key: model[key] for key in ("d_model", "N", "h", "d_ff")},
             **{key: train[key] for key in ("batch_size", "lr", "seed", "label_smoothing")},
             dev_pairs=task.dev[: train["eval_size"]],
+            optimiser_settings=workbook.run_optimiser(train, int(model["d_model"]), int(meta["step"])),
         )
     except KeyboardInterrupt:
         print("numpy-transformer learn train: interrupted", file=sys.stderr)

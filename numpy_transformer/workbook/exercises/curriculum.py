@@ -6,15 +6,29 @@ import difflib
 from collections.abc import Callable
 
 from ... import functional
-from .. import blocks
+from .. import blocks, optimiser
 from .block_exercises import BLOCK_EXERCISES
 from .exercise import Exercise
 from .layer_exercises import LAYER_EXERCISES
+from .training_exercises import TRAINING_EXERCISES, TrainingExercise
 
-EXERCISES: tuple[Exercise, ...] = LAYER_EXERCISES + BLOCK_EXERCISES
+EXERCISES: tuple[Exercise, ...] = LAYER_EXERCISES + BLOCK_EXERCISES  # the backwards
 
 
 BY_NAME = {exercise.backward: exercise for exercise in EXERCISES}
+
+
+TRAINING_BY_NAME: dict[str, TrainingExercise] = {exercise.name: exercise for exercise in TRAINING_EXERCISES}
+
+
+LADDER: tuple[str, ...] = tuple(e.backward for e in EXERCISES) + tuple(
+    TRAINING_BY_NAME
+)  # every rung, in order
+
+
+def hints_of(name: str) -> tuple[str, ...]:
+    """The hints of the rung ``name``, a backward's or a training rung's."""
+    return TRAINING_BY_NAME[name].hints if name in TRAINING_BY_NAME else BY_NAME[name].hints
 
 
 OPTIONAL = frozenset(
@@ -29,13 +43,16 @@ BLOCKS = (
 
 
 def textbook_function(name: str) -> Callable:
-    """The textbook's function ``name``: of functional.py, or of blocks.py for the blocks."""
+    """The textbook's function ``name``: of functional.py, of blocks.py for the blocks, of the workbook's
+    optimiser.py for the training rungs."""
+    if name in TRAINING_BY_NAME:
+        return optimiser.TEXTBOOK[name]
     return getattr(blocks if name in BLOCKS else functional, name)
 
 
 def unknown_exercise(name: str) -> str:
     """The refusal of a name that is no exercise: the nearest names first (did you mean)."""
-    every = [e.backward for e in EXERCISES]
+    every = list(LADDER)
     near = difflib.get_close_matches(name, every, n=3, cutoff=0.5)
     if not near and not name.endswith("_backward"):
         near = difflib.get_close_matches(f"{name}_backward", every, n=3, cutoff=0.5)

@@ -168,6 +168,68 @@ SENTENCES = {
     "so reshape it back (dx.reshape(x.shape))",
     "dtype": "a gradient is returned in another dtype than its input's: a backward computes in its input's "
     "dtype (a lower one loses the precision the model trains in)",
+    # the training rungs' causes: a schedule, clipping, the Adam and AdamW step
+    "schedule_off_by_one": "the schedule is off by one step: step is the number of this update, 1 for the "
+    "first, and the rate at step s is the formula's at s itself (no step - 1, no step + 1)",
+    "noam_warmup_power": "the warm-up's power is wrong: the rising line is step * warmup^-1.5, so that it "
+    "meets step^-0.5 exactly at step = warmup",
+    "noam_scale": "the d_model^-0.5 in front is missing or inverted: the whole schedule is scaled by "
+    "1 / sqrt(d_model)",
+    "noam_max": "the two curves are joined by max: the rate is the smaller of the rising line and the decay "
+    "(min), so it rises during the warm-up and decays after it",
+    "cosine_progress": "the cosine's progress counts from step 0: it runs from 0 at the end of the warm-up "
+    "to 1 at total, (step - warmup) / (total - warmup)",
+    "cosine_half": "the cosine is not mapped onto [0, 1]: 0.5 * (1 + cos(pi * progress)) falls from 1 to 0 "
+    "as progress goes from 0 to 1",
+    "cosine_floor": "min_lr is left out: the decay runs from peak down to min_lr, min_lr + 0.5 * (peak - "
+    "min_lr) * (1 + cos(pi * progress))",
+    "cosine_clamp": "the progress is not held at 1 after total: past the end the cosine climbs again; the "
+    "rate stays min_lr",
+    "clip_per_tensor": "each gradient is clipped by its own norm: the norm is global, of every gradient "
+    "together, and one scale applies to all of them (the update keeps its direction)",
+    "clip_by_value": "the entries are clipped one by one to [-max_norm, max_norm]: clipping by the norm "
+    "scales every array by one factor, max_norm / norm",
+    "clip_squared": "the norm is the sum of squares without its square root",
+    "clip_rms": "the norm is a mean of the squares (a root mean square): it is the square root of their sum",
+    "clip_inverted": "the scale is inverted: the gradients are multiplied by max_norm / norm, which is below "
+    "1 where clipping applies",
+    "clip_always": "the gradients are rescaled even where their norm is under max_norm: clipping only ever "
+    "shrinks, so below max_norm they are left as they are",
+    "clip_norm_after": "the norm returned is the one after clipping: it is the norm of the gradients handed "
+    "in, before clipping (what a training log shows)",
+    "no_bias_correction": "the bias correction is missing: both moments start at zero, so m_hat = m / (1 - "
+    "beta1^t) and v_hat = v / (1 - beta2^t)",
+    "bias_one_moment": "the bias correction is applied to one moment only: both start at zero, m_hat = m / "
+    "(1 - beta1^t) and v_hat = v / (1 - beta2^t)",
+    "bias_swapped": "the bias corrections are applied to the wrong moments: m's divides by 1 - beta1^t, v's "
+    "by 1 - beta2^t, each moment with its own beta",
+    "t_from_zero": "t is counted from 0: t is the number of this update, 1 for the first, and the correction "
+    "is 1 - beta^t with t as it is given (not t - 1)",
+    "t_ahead": "t is counted one ahead: t is already the number of this update, so the correction is "
+    "1 - beta^t with t as it is given (not t + 1)",
+    "eps_inside": "epsilon is inside the square root: it is added after it, sqrt(v_hat) + eps",
+    "no_sqrt": "the square root of v_hat is missing: the step divides by sqrt(v_hat) + eps",
+    "corrected_state": "the bias-corrected moments are returned as the new state: m_hat and v_hat only "
+    "serve this update; the running averages m and v are what carries on",
+    "v_unsquared": "v averages the gradient, not its square: v = beta2 v + (1 - beta2) g^2",
+    "moment_weight": "the new gradient is not weighed by 1 - beta: each moment is a running average, "
+    "m = beta1 m + (1 - beta1) g",
+    "betas_swapped": "beta1 and beta2 are swapped: beta1 is the first moment's (the gradient's), beta2 the "
+    "second's (its square's)",
+    "stale_moments": "the update uses the moments from before this step: first update m and v with this "
+    "gradient, then correct them and step",
+    "update_sign": "the update is added: Adam steps against the gradient, param - lr * m_hat / "
+    "(sqrt(v_hat) + eps)",
+    "decay_in_moment": "the weight decay is inside the gradient (Adam with L2): decoupled, it shrinks the "
+    "parameter itself, param * (1 - lr * weight_decay), and the moments never see it",
+    "decay_lr": "the decay is not scaled by the learning rate: the parameter shrinks by lr * weight_decay",
+    "decay_after": "the decay is applied to the updated parameter: AdamW shrinks the parameter as it was "
+    "before this step, then applies Adam's update",
+    "decay_missing": "the weight decay is missing: AdamW first shrinks the parameter, param * (1 - lr * "
+    "weight_decay)",
+    "decay_sign": "the decay grows the parameter: it shrinks it, param * (1 - lr * weight_decay)",
+    "writes_input": "{name} writes into {what}, which it was handed: return new arrays (x = x - ..., not "
+    "x -= ...), the caller keeps what it handed in",
 }
 
 

@@ -24,7 +24,14 @@ from ...gradient_checking import gradcheck
 from ...gradient_checking.contract import backward_writes
 from ...gradient_checking.upstream import random_upstream
 from .. import blocks
-from ..exercises.curriculum import BY_NAME, EXERCISES, OPTIONAL, textbook_function, unknown_exercise
+from ..exercises.curriculum import (
+    BY_NAME,
+    LADDER,
+    OPTIONAL,
+    TRAINING_BY_NAME,
+    textbook_function,
+    unknown_exercise,
+)
 from ..exercises.exercise import Case, Exercise
 from ..loading import (
     TIME_LIMIT,
@@ -40,6 +47,7 @@ from ..loading import (
 from .causes import block_mistake, dtype_drift, explain_raised, partial_sum
 from .diagnosis import RESIDUAL_BLOCKS, diagnose, returned_gradients
 from .recording import RecordedCall, explain_writes, recording_calls, textbook_calls
+from .steps import check_training_function
 from .verdicts import EXACT, FunctionVerdict, GradientVerdict, Localised, Raised, ToDo, as_array, close_enough
 
 
@@ -435,7 +443,9 @@ def _run_case_standing_in(
 def check_function(
     module: ModuleType, name: str, path: Path, seed: int = 0, time_limit: float | None = TIME_LIMIT
 ) -> FunctionVerdict:
-    """Grade the learner's ``name`` (a key of BY_NAME) on every drawn case of it."""
+    """Grade the learner's ``name`` (a rung of LADDER) on every drawn case of it."""
+    if name in TRAINING_BY_NAME:
+        return check_training_function(module, name, path, seed, time_limit)
     exercise = BY_NAME[name]
     if learners_function(module, name) is None:
         defined = None if module is functional else getattr(module, name, None)
@@ -509,11 +519,11 @@ def check(
     the file cannot be imported.
     """
     for name in names or ():
-        if name not in BY_NAME:
+        if name not in LADDER:
             raise ValueError(unknown_exercise(name))
     module = module if module is not None else load_learner(path)
     file = Path(module.__file__ or path).resolve()
-    wanted = [e.backward for e in EXERCISES if names is None or not names or e.backward in names]
+    wanted = [rung for rung in LADDER if names is None or not names or rung in names]
     verdicts = [check_function(module, name, file, seed, time_limit) for name in wanted]
     graded = {v.name: v for v in verdicts}
     for verdict in verdicts:  # a wrong function that calls a wrong one of theirs: say which to fix first
@@ -547,11 +557,11 @@ def _callees(module: ModuleType, name: str) -> list[str]:
         codes += [const for const in code.co_consts if isinstance(const, type(code))]  # nested functions
         for word in code.co_names:
             value = own.get(word)
-            if word in BY_NAME and word != name and learners_function(module, word) is not None:
+            if word in LADDER and word != name and learners_function(module, word) is not None:
                 found.add(word)
             if inspect.isfunction(value) and value.__globals__ is own:
                 codes.append(value.__code__)
-    return [e.backward for e in EXERCISES if e.backward in found]
+    return [rung for rung in LADDER if rung in found]
 
 
 MAX_WRONG_SHOWN = 6  # a whole model has dozens of parameters: one mistake, not one wall of ✖ lines

@@ -1,0 +1,387 @@
+"""The training rungs, after the backwards: the learning rate's schedules, clipping by the global norm,
+the Adam and AdamW step. Each declared once, with its cases (several calls from a state the learner
+did not make), the mistakes those cases recognise (each a function: the textbook's with one known
+mistake) and its hints. Their textbook is numpy_transformer.workbook.optimiser."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy
+
+from ...backend import Array, get_array_module
+from .exercise import normal
+
+
+@dataclass(frozen=True)
+class TrainingCase:
+    """Calls of a training rung: each the keyword arguments ``fixed`` with one entry of ``calls``, in
+    order. A step's state (param, m, v, t) is the textbook's at every call: each is graded alone."""
+
+    label: str
+    fixed: dict[str, Any]
+    calls: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class TrainingExercise:
+    name: str  # the function the learner writes, the textbook's name (workbook.optimiser)
+    arguments: tuple[str, ...]  # in the order the run calls it (positionally)
+    returns: tuple[str, ...]  # what it returns, in order
+    doc: str  # the contract
+    builds_on: tuple[str, ...] = ()  # the rungs below it (learn status)
+    cases: Callable[[numpy.random.Generator], list[TrainingCase]] = field(kw_only=True)
+    mistakes: tuple[tuple[str, Callable], ...] = field(
+        kw_only=True
+    )  # (key of SENTENCES, the mistaken function)
+    hints: tuple[str, ...] = field(kw_only=True)
+
+    @property
+    def title(self) -> str:
+        return self.name.replace("_", " ")
+
+    @property
+    def signature(self) -> str:
+        return f"({', '.join(self.arguments)})"
+
+
+# -- the schedules --------------------------------------------------------------------------------
+
+
+def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1.5, scale: float = -0.5,
+          pick: Callable = min) -> float:  # fmt: skip
+    step = max(step + shift, 1)
+    return float(d_model**scale * pick(step**-0.5, step * warmup**power))
+
+
+NOAM_MISTAKES: tuple[tuple[str, Callable], ...] = (
+    ("schedule_off_by_one", lambda step, d, w: _noam(step, d, w, shift=-1)),
+    ("schedule_off_by_one", lambda step, d, w: _noam(step, d, w, shift=1)),
+    ("noam_warmup_power", lambda step, d, w: _noam(step, d, w, power=-0.5)),
+    ("noam_scale", lambda step, d, w: _noam(step, d, w, scale=0.0)),
+    ("noam_scale", lambda step, d, w: _noam(step, d, w, scale=0.5)),
+    ("noam_max", lambda step, d, w: _noam(step, d, w, pick=max)),
+)
+
+
+def _cases_noam(rng: numpy.random.Generator) -> list[TrainingCase]:
+    return [
+        TrainingCase(
+            "d_model 64, warmup 10, steps 2 to 40",
+            {"d_model": 64, "warmup": 10},
+            [{"step": s} for s in (2, 3, 9, 10, 11, 25, 40)],
+        ),
+        TrainingCase(
+            "d_model 512, warmup 4000, steps 1 to 100000",
+            {"d_model": 512, "warmup": 4000},
+            [{"step": s} for s in (1, 2, 100, 3999, 4000, 4001, 100000)],
+        ),
+    ]
+
+
+def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift: int = 0, start: bool = False,
+            half: float = 0.5, floor: bool = True, clamp: bool = True) -> float:  # fmt: skip
+    step += shift
+    if step <= warmup:
+        return peak * step / max(warmup, 1)
+    progress = (step - (0 if start else warmup)) / max(total - (0 if start else warmup), 1)
+    progress = min(progress, 1.0) if clamp else progress
+    low = min_lr if floor else 0.0
+    return (
+        low + half * (peak - low) * (1.0 + math.cos(math.pi * progress))
+        if half
+        else (low + (peak - low) * math.cos(math.pi * progress))
+    )
+
+
+COSINE_MISTAKES: tuple[tuple[str, Callable], ...] = (
+    ("schedule_off_by_one", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, shift=-1)),
+    ("schedule_off_by_one", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, shift=1)),
+    ("cosine_progress", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, start=True)),
+    ("cosine_half", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, half=0.0)),
+    ("cosine_half", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, half=1.0)),
+    ("cosine_floor", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, floor=False)),
+    ("cosine_clamp", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, clamp=False)),
+)
+
+
+def _cases_cosine(rng: numpy.random.Generator) -> list[TrainingCase]:
+    return [
+        TrainingCase(
+            "peak 0.003, warmup 10, total 50, min_lr 0.0003, steps 2 to 70",
+            {"peak": 3e-3, "warmup": 10, "total": 50, "min_lr": 3e-4},
+            [{"step": s} for s in (2, 5, 9, 10, 11, 20, 30, 49, 50, 60, 70)],
+        ),
+        TrainingCase(
+            "peak 1, warmup 4, total 8, min_lr 0, steps 1 to 12",
+            {"peak": 1.0, "warmup": 4, "total": 8, "min_lr": 0.0},
+            [{"step": s} for s in range(1, 13)],
+        ),
+    ]
+
+
+# -- clipping -------------------------------------------------------------------------------------
+
+
+def _clip(grads: list[Array], max_norm: float, how: str = "") -> tuple[list[Array], float]:
+    """clip_by_global_norm with the mistake ``how``."""
+    xp = get_array_module()
+    squares = [float((g * g).sum()) for g in grads]
+    if how == "clip_per_tensor":
+        norms = [math.sqrt(s) for s in squares]
+        return [g * (max_norm / n) if n > max_norm else g.copy() for g, n in zip(grads, norms)], math.sqrt(
+            sum(squares)
+        )
+    if how == "clip_by_value":
+        return [xp.clip(g, -max_norm, max_norm) for g in grads], math.sqrt(sum(squares))
+    if how == "clip_rms":
+        norm = math.sqrt(sum(squares) / sum(g.size for g in grads))
+    else:
+        norm = sum(squares) if how == "clip_squared" else math.sqrt(sum(squares))
+    if how == "clip_inverted":
+        scale = norm / max_norm if norm > max_norm else 1.0
+    elif how == "clip_always":
+        scale = max_norm / norm
+    else:
+        scale = max_norm / norm if norm > max_norm else 1.0
+    clipped = [g * scale for g in grads]
+    if how == "clip_norm_after":
+        return clipped, math.sqrt(sum(float((g * g).sum()) for g in clipped))
+    return clipped, norm
+
+
+CLIP_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
+    (how, lambda grads, max_norm, how=how: _clip(grads, max_norm, how))
+    for how in (
+        "clip_per_tensor",
+        "clip_by_value",
+        "clip_squared",
+        "clip_rms",
+        "clip_inverted",
+        "clip_always",
+        "clip_norm_after",
+    )
+)
+
+
+def _cases_clip(rng: numpy.random.Generator) -> list[TrainingCase]:
+    def grads(*shapes_and_scales: tuple[tuple[int, ...], float]) -> list[Array]:
+        return [scale * normal(rng, *shape) for shape, scale in shapes_and_scales]
+
+    return [
+        TrainingCase(
+            "three tensors, each under max_norm, together over it",
+            {"max_norm": 1.0},
+            [{"grads": grads(((3, 4), 0.15), ((4,), 0.3), ((2, 3), 0.2))}],
+        ),
+        TrainingCase(
+            "two tensors, one far over max_norm",
+            {"max_norm": 0.5},
+            [{"grads": grads(((5, 2), 2.0), ((3,), 0.05))}, {"grads": grads(((5, 2), 0.5), ((3,), 0.5))}],
+        ),
+        TrainingCase(
+            "under max_norm: nothing changes",
+            {"max_norm": 100.0},
+            [{"grads": grads(((2, 2), 1.0), ((3,), 1.0))}],
+        ),
+    ]
+
+
+# -- Adam and AdamW -------------------------------------------------------------------------------
+
+
+def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1: float, beta2: float,
+          eps: float, *, how: str = "", weight_decay: float = 0.0, decay: str = "",
+          ) -> tuple[Array, Array, Array]:  # fmt: skip
+    """One AdamW step (Adam where weight_decay is 0) with the mistakes ``how`` (Adam's) and ``decay``."""
+    xp = get_array_module()
+    if decay == "decay_in_moment":
+        grad = grad + weight_decay * param
+    elif decay == "decay_lr":
+        param = param * (1.0 - weight_decay)
+    elif decay == "decay_sign":
+        param = param * (1.0 + lr * weight_decay)
+    elif decay not in ("decay_after", "decay_missing"):
+        param = param * (1.0 - lr * weight_decay)
+    b1, b2 = (beta2, beta1) if how.startswith("betas_swapped") else (beta1, beta2)
+    w1, w2 = (1.0, 1.0) if how == "moment_weight" else (1.0 - b1, 1.0 - b2)
+    new_m = b1 * m + w1 * grad
+    new_v = b2 * v + w2 * (grad if how == "v_unsquared" else grad * grad)
+    if how == "betas_swapped_in_moments":  # the corrections right
+        b1, b2 = beta1, beta2
+    moments = (m, v) if how == "stale_moments" else (new_m, new_v)
+    step = t - 1 if how == "t_from_zero" else t + 1 if how == "t_ahead" else t
+    c1, c2 = 1.0 - b1**step, 1.0 - b2**step
+    corrections = {
+        "no_bias_correction": (1.0, 1.0),
+        "bias_m_only": (c1, 1.0),
+        "bias_v_only": (1.0, c2),
+        "bias_swapped": (c2, c1),
+    }.get(how, (c1, c2))
+    with numpy.errstate(all="ignore"):
+        m_hat, v_hat = moments[0] / corrections[0], moments[1] / corrections[1]
+        if how == "eps_inside":
+            denominator = xp.sqrt(v_hat + eps)
+        elif how == "no_sqrt":
+            denominator = v_hat + eps
+        else:
+            denominator = xp.sqrt(v_hat) + eps
+        update = lr * m_hat / denominator
+    new_param = param + update if how == "update_sign" else param - update
+    if decay == "decay_after":
+        new_param = new_param * (1.0 - lr * weight_decay)
+    if how == "corrected_state":
+        return new_param, m_hat, v_hat
+    return new_param, new_m, new_v
+
+
+ADAM_HOWS = ("no_bias_correction", "bias_m_only", "bias_v_only", "bias_swapped", "t_from_zero", "t_ahead",
+             "eps_inside", "no_sqrt", "corrected_state", "v_unsquared", "moment_weight", "betas_swapped",
+             "betas_swapped_in_moments",
+             "stale_moments", "update_sign")  # fmt: skip
+
+
+ADAM_KEYS = {
+    "bias_m_only": "bias_one_moment",
+    "bias_v_only": "bias_one_moment",
+    "betas_swapped_in_moments": "betas_swapped",
+}  # two hows, one cause
+
+
+ADAM_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
+    (ADAM_KEYS.get(how, how), lambda *a, how=how: _adam(*a, how=how)) for how in ADAM_HOWS
+)
+
+
+ADAMW_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
+    (decay, lambda *a, decay=decay: _adam(*a[:9], weight_decay=a[9], decay=decay))
+    for decay in ("decay_in_moment", "decay_lr", "decay_after", "decay_missing", "decay_sign")
+) + tuple(
+    (ADAM_KEYS.get(how, how), lambda *a, how=how: _adam(*a[:9], how=how, weight_decay=a[9]))
+    for how in ADAM_HOWS
+)
+
+
+def _adam_state(rng: numpy.random.Generator, shape: tuple[int, ...], scale: float, t: int) -> dict[str, Any]:
+    """A state the learner did not make: moments of a few updates already, drawn."""
+    xp = get_array_module()
+    if t == 1:
+        return {"param": normal(rng, *shape), "m": xp.zeros(shape), "v": xp.zeros(shape), "t": 1}
+    return {
+        "param": normal(rng, *shape),
+        "m": 0.3 * scale * normal(rng, *shape),
+        "v": (scale * normal(rng, *shape)) ** 2 * 0.5 + 0.1 * scale**2,
+        "t": t,
+    }
+
+
+def _adam_cases(rng: numpy.random.Generator, weight_decay: float | None) -> list[TrainingCase]:
+    decay = {} if weight_decay is None else {"weight_decay": weight_decay}
+    cases = []
+    for label, shape, scale, t, hyper in (
+        ("param (3, 4), t from 3, eps 0.001 (small gradients)", (3, 4), 1e-2, 3,
+         {"lr": 0.01, "beta1": 0.9, "beta2": 0.98, "eps": 1e-3}),
+        ("param (2, 5), the first updates from zero moments, t from 1", (2, 5), 1.0, 1,
+         {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}),
+        ("param (6,), t from 10, betas 0.8 and 0.95", (6,), 0.5, 10,
+         {"lr": 0.05, "beta1": 0.8, "beta2": 0.95, "eps": 1e-9}),
+    ):  # fmt: skip
+        state = _adam_state(rng, shape, scale, t)
+        calls = [{"grad": scale * normal(rng, *shape)} for _ in range(4)]
+        cases.append(TrainingCase(f"{label}, 4 steps", {**state, **hyper, **decay}, calls))
+    return cases
+
+
+TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
+    TrainingExercise(
+        "noam_learning_rate",
+        ("step", "d_model", "warmup"),
+        ("lr",),
+        """The learning rate of the paper's schedule at optimiser step `step`.
+
+            step: the number of this update, 1 for the first; d_model: the model's width; warmup: the steps
+            of the warm-up. Returns lr, a float: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).""",
+        cases=_cases_noam,
+        mistakes=NOAM_MISTAKES,
+        hints=(
+            "Two curves, the smaller wins: a line rising with step, and a decay as 1/sqrt(step); they meet "
+            "at step = warmup. step is 1 at the first update: use it as it is given.",
+            "lr = d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5).",
+        ),
+    ),
+    TrainingExercise(
+        "warmup_cosine_learning_rate",
+        ("step", "peak", "warmup", "total", "min_lr"),
+        ("lr",),
+        """The learning rate at optimiser step `step` of a linear warm-up then a cosine decay.
+
+            step: the number of this update, 1 for the first; peak: the rate the warm-up reaches at step
+            warmup; total: the step the decay ends at, min_lr the rate there and after it.
+            Returns lr, a float.""",
+        cases=_cases_cosine,
+        mistakes=COSINE_MISTAKES,
+        hints=(
+            "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
+            "progress runs from 0 (at warmup) to 1 (at total) and stays 1 after total.",
+            "progress = min((step - warmup) / (total - warmup), 1); lr = min_lr + 0.5 * (peak - min_lr) * "
+            "(1 + cos(pi * progress)); during the warm-up lr = peak * step / warmup.",
+        ),
+    ),
+    TrainingExercise(
+        "clip_by_global_norm",
+        ("grads", "max_norm"),
+        ("grads", "norm"),
+        """Clip a list of gradients by their global norm.
+
+            grads: a list of arrays, the gradients of every parameter; max_norm: a positive float.
+            Returns (clipped, norm): clipped a list of new arrays, each grads[i] times max_norm / norm
+            where norm exceeds max_norm (else unchanged); norm, a float, the global norm before clipping:
+            the square root of the sum of every entry squared, of every array.""",
+        cases=_cases_clip,
+        mistakes=CLIP_MISTAKES,
+        hints=(
+            "One norm for all of them together, as if every gradient were one long vector: one scale for "
+            "every array, so the update keeps its direction.",
+            "norm = sqrt(sum over the arrays of (g * g).sum()); where norm > max_norm multiply every array "
+            "by max_norm / norm; return the norm from before.",
+        ),
+    ),
+    TrainingExercise(
+        "adam_step",
+        ("param", "grad", "m", "v", "t", "lr", "beta1", "beta2", "eps"),
+        ("param", "m", "v"),
+        """One Adam update of one parameter.
+
+            param, grad, m, v: arrays of one shape, the parameter, its gradient and the two moments before
+            this update; t: the number of this update, 1 for the first; lr, beta1, beta2, eps: floats.
+            Returns (param, m, v) after the update, new arrays (those handed in are left as they are).""",
+        cases=lambda rng: _adam_cases(rng, None),
+        mistakes=ADAM_MISTAKES,
+        hints=(
+            "Two running averages, of the gradient and of its square; both start at zero, so early on they "
+            "are too small: each is divided by 1 - beta^t, with its own beta, t counting this update.",
+            "m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2; m_hat = m / (1 - beta1^t), v_hat = "
+            "v / (1 - beta2^t); param - lr * m_hat / (sqrt(v_hat) + eps). Return m and v, not their hats.",
+        ),
+    ),
+    TrainingExercise(
+        "adamw_step",
+        ("param", "grad", "m", "v", "t", "lr", "beta1", "beta2", "eps", "weight_decay"),
+        ("param", "m", "v"),
+        """One AdamW update: Adam with decoupled weight decay.
+
+            As adam_step, and weight_decay a float. Returns (param, m, v) after the update, new arrays.""",
+        builds_on=("adam_step",),
+        cases=lambda rng: _adam_cases(rng, 0.1),
+        mistakes=ADAMW_MISTAKES,
+        hints=(
+            "Decoupled: the decay shrinks the parameter itself, at the rate lr; it never enters the "
+            "gradient, so the moments never see it.",
+            "param * (1 - lr * weight_decay) first, then your adam_step on that parameter with the gradient "
+            "as it is.",
+        ),
+    ),
+)

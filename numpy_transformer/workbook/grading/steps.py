@@ -1,0 +1,265 @@
+"""The grader of the training rungs (learn check): the learner's schedule, clipping or optimiser
+step called on each case's calls, each from the textbook's state (a state they did not make), and
+what it returns compared with the textbook's; where it differs, the known mistake whose own results
+it reproduces on every call of the case is named."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NamedTuple
+
+import numpy
+
+from ...backend import to_numpy
+from ..exercises.curriculum import TRAINING_BY_NAME
+from ..exercises.mistakes import sentence
+from ..exercises.training_exercises import TrainingCase, TrainingExercise
+from ..loading import (
+    TIME_LIMIT,
+    TimedOut,
+    describe_error,
+    learners_function,
+    needs_line_watch,
+    under_time_limit,
+)
+from ..optimiser import TEXTBOOK
+from .verdicts import FunctionVerdict, GradientVerdict, Raised, ToDo, as_array
+
+EXACT_UPDATE = 1e-12  # |yours - textbook's| over the largest entry (of the update, for a parameter)
+CLOSE_UPDATE = 1e-8
+
+
+def _arguments(case: TrainingCase, call: dict[str, Any], exercise: TrainingExercise) -> list[Any]:
+    """The call's positional arguments, in the rung's order, each array a fresh copy."""
+    values = {**case.fixed, **call}
+    return [_copied(values[name]) for name in exercise.arguments]
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value.copy() if hasattr(value, "shape") and hasattr(value, "copy") else value
+
+
+def _call(function: Callable, path: Path, exercise: TrainingExercise, arguments: list[Any]) -> Any:
+    """The learner's function on ``arguments``: NotImplementedError is "to do", whatever else it raises
+    is theirs (a Raised with their file and line); a write into what it was handed is a Raised naming it."""
+    name = exercise.name
+    try:
+        inspect.signature(function).bind(*arguments)
+    except TypeError as error:
+        raise Raised(
+            f"{name} cannot be called as the optimiser calls it, {name}{exercise.signature}: {error}"
+        ) from None
+    except ValueError:
+        pass
+    kept = [_copied(argument) for argument in arguments]
+    try:
+        with warnings.catch_warnings(), numpy.errstate(all="ignore"):  # a NaN is graded as a value
+            warnings.simplefilter("ignore", RuntimeWarning)
+            returned = function(*arguments)
+    except NotImplementedError as error:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename).resolve() == path]
+        raise ToDo(frames[-1].name if frames else name) from None
+    except (KeyboardInterrupt, TimedOut):
+        raise
+    except BaseException as error:  # all theirs
+        raise Raised(describe_error(error, path)) from None
+    for argument_name, before, after in zip(exercise.arguments, kept, arguments):
+        if _written(before, after):
+            raised = Raised(f"{name} writes into {argument_name}, which it was handed")
+            raised.cause = "writes_input"
+            raised.names = {"name": name, "what": argument_name}
+            raise raised
+    return returned
+
+
+def _written(before: Any, after: Any) -> bool:
+    if isinstance(before, list):
+        return any(_written(b, a) for b, a in zip(before, after)) if isinstance(after, list) else True
+    if not hasattr(before, "shape"):
+        return False
+    return not numpy.array_equal(to_numpy(before), to_numpy(after), equal_nan=True)
+
+
+class _Value(NamedTuple):
+    """One returned value as float64 entries, flat where it was a list of arrays (``shapes`` theirs)."""
+
+    array: numpy.ndarray
+    shapes: tuple[tuple[int, ...], ...] | None = None
+
+
+def _results(returned: Any, exercise: TrainingExercise) -> list[_Value] | str:
+    """What the function returned, one _Value per name of ``exercise.returns``, or why it cannot be
+    read so."""
+    names = exercise.returns
+    if len(names) > 1 and (not isinstance(returned, (tuple, list)) or len(returned) != len(names)):
+        got = f"{len(returned)} values" if isinstance(returned, (tuple, list)) else type(returned).__name__
+        return f"returned {got}, expected ({', '.join(names)})"
+    values: list[_Value] = []
+    for name, value in zip(names, [returned] if len(names) == 1 else returned):
+        if isinstance(value, (list, tuple)):
+            parts = [as_array(part) for part in value]
+            arrays = [part for part in parts if part is not None]
+            if len(arrays) != len(parts):
+                return f"returned {name} as a list holding something else than arrays"
+            flat = numpy.concatenate([a.reshape(-1) for a in arrays]) if arrays else numpy.zeros(0)
+            values.append(_Value(flat, tuple(a.shape for a in arrays)))
+            continue
+        array = as_array(value)
+        if array is None:
+            return f"returned {name} as {type(value).__name__}, expected a number or an array"
+        values.append(_Value(array))
+    return values
+
+
+RANK = {"exact": 0, "close": 1, "wrong": 2}
+
+
+def _compare(yours: _Value, right: _Value, before: numpy.ndarray | None) -> tuple[str, float, float]:
+    """Exact, close or wrong, the largest absolute error and that error relative to the scale:
+    the largest entry of the textbook's change (``before`` the array handed in, for a parameter and
+    a moment: its update is what is compared) or of its values."""
+    if yours.shapes != right.shapes or yours.array.shape != right.array.shape:
+        return "wrong", math.inf, math.inf
+    if not numpy.array_equal(numpy.isfinite(yours.array), numpy.isfinite(right.array)):
+        return "wrong", math.inf, math.inf
+    finite = numpy.isfinite(right.array)  # a NaN where the textbook (or a mistake) has one is equal
+    change = (right.array - before if before is not None else right.array)[finite]
+    scale = float(numpy.abs(change).max(initial=0.0)) or 1.0
+    error = float(numpy.abs(yours.array[finite] - right.array[finite]).max(initial=0.0))
+    floor = 1e-15 * float(numpy.abs(right.array[finite]).max(initial=0.0))  # the rounding of the value itself
+    status = (
+        "exact"
+        if error <= EXACT_UPDATE * scale + floor
+        else "close"
+        if error <= CLOSE_UPDATE * scale + floor
+        else "wrong"
+    )
+    return status, error, error / scale
+
+
+def _same(yours: list[_Value], other: list[_Value] | str, befores: list[Any]) -> bool:
+    if isinstance(other, str):
+        return False
+    return all(_compare(y, o, b)[0] != "wrong" for y, o, b in zip(yours, other, befores))
+
+
+def _where(yours: _Value, right: _Value) -> str:
+    """Where the entry farthest from the textbook's is (" at (1, 2) ", "[1] at (0,) " in a list), both values."""
+    mine, theirs = yours.array, right.array
+    if yours.shapes != right.shapes or mine.shape != theirs.shape:
+        return f" shapes {yours.shapes or mine.shape}, expected {right.shapes or theirs.shape}"
+    with numpy.errstate(all="ignore"):
+        difference = numpy.where(
+            numpy.isfinite(mine) & numpy.isfinite(theirs), numpy.abs(mine - theirs), numpy.inf
+        )
+        difference = numpy.where(numpy.isnan(mine) & numpy.isnan(theirs), 0.0, difference)
+    index = numpy.unravel_index(int(difference.argmax()), mine.shape) if mine.ndim else ()
+    at = f" at {tuple(int(i) for i in index)} " if mine.size > 1 else " "
+    if yours.shapes is not None:  # a list of arrays, stacked flat: which array, and where in it
+        flat, ends = int(index[0]), numpy.cumsum([math.prod(shape) for shape in yours.shapes])
+        which = int(numpy.searchsorted(ends, flat, side="right"))
+        inside = numpy.unravel_index(flat - (int(ends[which - 1]) if which else 0), yours.shapes[which])
+        at = f"[{which}] at {tuple(int(i) for i in inside)} "
+    return f"{at}yours {mine[index]:.6g}, expected {theirs[index]:.6g}"
+
+
+def _befores(exercise: TrainingExercise, arguments: list[Any]) -> list[numpy.ndarray | None]:
+    """For each returned value, the argument it updates, where it updates one (a parameter, a moment)."""
+    given = dict(zip(exercise.arguments, arguments))
+    return [
+        numpy.asarray(to_numpy(given[name]), dtype=numpy.float64) if name in ("param", "m", "v") else None
+        for name in exercise.returns
+    ]
+
+
+def _quiet(function: Callable, arguments: list[Any], exercise: TrainingExercise) -> list[_Value] | str:
+    """A textbook or mistaken function's results, its NaN warnings silenced."""
+    with warnings.catch_warnings(), numpy.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _results(function(*arguments), exercise)
+
+
+def _grade_case(
+    exercise: TrainingExercise, function: Callable, case: TrainingCase, path: Path
+) -> list[GradientVerdict]:
+    """Every call of the case: each returned value's verdict, the worst over the calls; a wrong one
+    with the first call it differs on, and the known mistake whose results it has on every call."""
+    verdicts = {name: GradientVerdict(name, "exact", case=case.label) for name in exercise.returns}
+    yours_all: list[list[_Value]] = []
+    befores_all: list[list[numpy.ndarray | None]] = []
+    mistaken: list[list[list[_Value] | str]] = [[] for _ in exercise.mistakes]
+    for number, call in enumerate(case.calls, 1):
+        arguments = _arguments(case, call, exercise)
+        right = _quiet(TEXTBOOK[exercise.name], _arguments(case, call, exercise), exercise)
+        assert not isinstance(right, str), right
+        yours = _results(_call(function, path, exercise, arguments), exercise)
+        if isinstance(yours, str):
+            raise Raised(f"{exercise.name} {yours} (case {case.label}, call {number})")
+        befores = _befores(exercise, arguments)
+        said = ", ".join(f"{key} {value}" for key, value in call.items() if isinstance(value, (int, float)))
+        for name, mine, theirs, before in zip(exercise.returns, yours, right, befores):
+            status, error, relative = _compare(mine, theirs, before)
+            verdict = verdicts[name]
+            if verdict.status == "close" and status == "close":
+                verdict.max_abs_error = max(verdict.max_abs_error, error)
+                verdict.relative_error = max(verdict.relative_error, relative)
+            if RANK[status] > RANK[verdict.status]:
+                verdict.status, verdict.max_abs_error, verdict.relative_error = status, error, relative
+                if status == "wrong":
+                    where = _where(mine, theirs)
+                    verdict.detail = f"call {number}{f' ({said})' if said else ''}: {name}{where}"
+        yours_all.append(yours)
+        befores_all.append(befores)
+        for index, (_, wrong) in enumerate(exercise.mistakes):
+            mistaken[index].append(_quiet(wrong, _arguments(case, call, exercise), exercise))
+    if any(v.status == "wrong" for v in verdicts.values()):
+        for (key, _), results in zip(exercise.mistakes, mistaken):
+            if all(_same(y, m, b) for y, m, b in zip(yours_all, results, befores_all)):
+                for verdict in verdicts.values():
+                    verdict.mistake = key if verdict.status == "wrong" else None
+                break
+    return list(verdicts.values())
+
+
+def check_training_function(
+    module: ModuleType, name: str, path: Path, seed: int = 0, time_limit: float | None = TIME_LIMIT
+) -> FunctionVerdict:
+    """Grade the learner's training rung ``name`` on every drawn case of it: the first case it is
+    wrong on gives each value's verdict."""
+    exercise = TRAINING_BY_NAME[name]
+    function = learners_function(module, name)
+    if function is None:
+        return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
+    merged: dict[str, GradientVerdict] = {}
+    try:
+        with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
+            for case in exercise.cases(numpy.random.default_rng(seed)):
+                for verdict in _grade_case(exercise, function, case, path):
+                    kept = merged.get(verdict.name)
+                    if kept is None or RANK[verdict.status] > RANK[kept.status]:
+                        merged[verdict.name] = verdict
+                if any(v.status == "wrong" for v in merged.values()):
+                    break
+    except ToDo as todo:
+        waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
+        return FunctionVerdict(name, "to do", message=f"raises NotImplementedError{waits}")
+    except Raised as raised:
+        message = raised.line if raised.cause is None else sentence(raised.cause, **raised.names)
+        return FunctionVerdict(name, "error", message=message, cause=raised.cause)
+    except TimedOut:
+        return FunctionVerdict(
+            name,
+            "error",
+            message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
+        )
+    gradients = [merged[value] for value in exercise.returns if value in merged]
+    status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
+    return FunctionVerdict(name, status, gradients)

@@ -1,0 +1,243 @@
+"""Plausible wrong training rungs (the schedules, clipping, the Adam and AdamW step), each written as a
+learner would write it, with the cause `learn check` should name: a key of
+numpy_transformer.workbook.SENTENCES. Written beside the grader, not by a learner working cold."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+TRAINING_HEADER = """
+import math
+
+import numpy as np
+
+from numpy_transformer.backend import get_array_module
+"""
+
+
+class TrainingMistake(NamedTuple):
+    function: str
+    expected: str
+    source: str
+
+
+# a learner's right versions, the base every mistake below changes
+CORRECT = {
+    "noam_learning_rate": """
+def noam_learning_rate(step, d_model, warmup):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+""",
+    "warmup_cosine_learning_rate": """
+def warmup_cosine_learning_rate(step, peak, warmup, total, min_lr):
+    if step <= warmup:
+        return peak * step / warmup
+    progress = min((step - warmup) / (total - warmup), 1.0)
+    return min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))
+""",
+    "clip_by_global_norm": """
+def clip_by_global_norm(grads, max_norm):
+    norm = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    scale = max_norm / norm if norm > max_norm else 1.0
+    return [g * scale for g in grads], norm
+""",
+    "adam_step": """
+def adam_step(param, grad, m, v, t, lr, beta1, beta2, eps):
+    xp = get_array_module()
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    m_hat = m / (1 - beta1 ** t)
+    v_hat = v / (1 - beta2 ** t)
+    return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v
+""",
+    "adamw_step": """
+def adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):
+    xp = get_array_module()
+    param = param * (1 - lr * weight_decay)
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * grad * grad
+    m_hat = m / (1 - beta1 ** t)
+    v_hat = v / (1 - beta2 ** t)
+    return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v
+""",
+}
+
+
+def changed(function: str, expected: str, *replacements: tuple[str, str]) -> TrainingMistake:
+    """The learner's right ``function`` with each (old, new) replaced once: one mistake."""
+    source = CORRECT[function]
+    for old, new in replacements:
+        assert old in source, (function, old)
+        source = source.replace(old, new, 1)
+    return TrainingMistake(function, expected, source)
+
+
+TRAINING_MISTAKES = [
+    # the paper's schedule
+    changed("noam_learning_rate", "schedule_off_by_one", ("return", "step = step + 1\n    return")),
+    changed("noam_learning_rate", "schedule_off_by_one", ("return", "step = max(step - 1, 1)\n    return")),
+    changed("noam_learning_rate", "noam_warmup_power", ("warmup ** -1.5", "warmup ** -0.5")),
+    changed("noam_learning_rate", "noam_scale", ("d_model ** -0.5 * ", "")),
+    changed("noam_learning_rate", "noam_scale", ("d_model ** -0.5", "math.sqrt(d_model)")),
+    changed("noam_learning_rate", "noam_max", ("min(", "max(")),
+    changed("noam_learning_rate", "noam_warmup_power", ("step * warmup ** -1.5", "step / warmup ** 0.5")),
+    # warm-up and cosine
+    changed(
+        "warmup_cosine_learning_rate", "schedule_off_by_one", ("if step", "step = step - 1\n    if step")
+    ),
+    changed("warmup_cosine_learning_rate", "schedule_off_by_one", ("if step", "step += 1\n    if step")),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_progress",
+        ("min((step - warmup) / (total - warmup), 1.0)", "min(step / total, 1.0)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_half",
+        (
+            "0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "(peak - min_lr) * math.cos(math.pi * progress)",
+        ),
+    ),
+    changed("warmup_cosine_learning_rate", "cosine_half", ("0.5 * (peak", "(peak")),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor",
+        ("return min_lr + 0.5 * (peak - min_lr)", "return 0.5 * peak"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_clamp",
+        ("min((step - warmup) / (total - warmup), 1.0)", "(step - warmup) / (total - warmup)"),
+    ),
+    # clipping
+    changed(
+        "clip_by_global_norm",
+        "clip_per_tensor",
+        (
+            "scale = max_norm / norm if norm > max_norm else 1.0\n    return [g * scale for g in grads], norm",
+            "clipped = []\n    for g in grads:\n        n = math.sqrt(float((g * g).sum()))\n"
+            "        clipped.append(g * (max_norm / n) if n > max_norm else g)\n    return clipped, norm",
+        ),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_by_value",
+        ("[g * scale for g in grads]", "[np.clip(g, -max_norm, max_norm) for g in grads]"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_squared",
+        ("math.sqrt(sum(float((g * g).sum()) for g in grads))", "sum(float((g * g).sum()) for g in grads)"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_rms",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "math.sqrt(sum(float((g * g).sum()) for g in grads) / sum(g.size for g in grads))",
+        ),
+    ),
+    changed("clip_by_global_norm", "clip_inverted", ("max_norm / norm if", "norm / max_norm if")),
+    changed(
+        "clip_by_global_norm",
+        "clip_always",
+        ("max_norm / norm if norm > max_norm else 1.0", "max_norm / norm"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_norm_after",
+        ("return [g * scale for g in grads], norm", "return [g * scale for g in grads], min(norm, max_norm)"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "writes_input",
+        (
+            "return [g * scale for g in grads], norm",
+            "for g in grads:\n        g *= scale\n    return grads, norm",
+        ),
+    ),
+    # Adam
+    changed("adam_step", "no_bias_correction", ("m / (1 - beta1 ** t)", "m"), ("v / (1 - beta2 ** t)", "v")),
+    changed("adam_step", "bias_one_moment", ("v / (1 - beta2 ** t)", "v")),
+    changed("adam_step", "bias_one_moment", ("m / (1 - beta1 ** t)", "m")),
+    changed(
+        "adam_step",
+        "bias_swapped",
+        ("m / (1 - beta1 ** t)", "m / (1 - beta2 ** t)"),
+        ("v / (1 - beta2 ** t)", "v / (1 - beta1 ** t)"),
+    ),
+    changed("adam_step", "t_from_zero", ("m_hat =", "t = t - 1\n    m_hat =")),
+    changed("adam_step", "t_ahead", ("m_hat =", "t += 1\n    m_hat =")),
+    changed("adam_step", "eps_inside", ("(xp.sqrt(v_hat) + eps)", "xp.sqrt(v_hat + eps)")),
+    changed("adam_step", "no_sqrt", ("(xp.sqrt(v_hat) + eps)", "(v_hat + eps)")),
+    changed("adam_step", "corrected_state", ("eps), m, v", "eps), m_hat, v_hat")),
+    changed("adam_step", "v_unsquared", ("(1 - beta2) * grad * grad", "(1 - beta2) * grad")),
+    changed(
+        "adam_step",
+        "moment_weight",
+        ("(1 - beta1) * grad", "grad"),
+        ("(1 - beta2) * grad * grad", "grad * grad"),
+    ),
+    changed(
+        "adam_step",
+        "betas_swapped",
+        ("beta1 * m + (1 - beta1)", "beta2 * m + (1 - beta2)"),
+        ("beta2 * v + (1 - beta2)", "beta1 * v + (1 - beta1)"),
+        ("beta1 ** t", "beta2 ** t"),
+        ("beta2 ** t", "beta1 ** t"),
+    ),
+    changed(
+        "adam_step",
+        "stale_moments",
+        (
+            "    m = beta1",
+            "    m_hat = m / (1 - beta1 ** t)\n    v_hat = v / (1 - beta2 ** t)\n    m = beta1",
+        ),
+        ("    m_hat = m / (1 - beta1 ** t)\n    v_hat = v / (1 - beta2 ** t)\n    return", "    return"),
+    ),
+    changed("adam_step", "update_sign", ("param - lr", "param + lr")),
+    changed(
+        "adam_step",
+        "writes_input",
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "param -= lr * m_hat / (xp.sqrt(v_hat) + eps)\n    return param, m, v",
+        ),
+    ),
+    changed(
+        "adam_step",
+        "writes_input",
+        ("m = beta1 * m + (1 - beta1) * grad", "m *= beta1\n    m += (1 - beta1) * grad"),
+    ),
+    # AdamW
+    changed(
+        "adamw_step",
+        "decay_in_moment",
+        ("param = param * (1 - lr * weight_decay)", "grad = grad + weight_decay * param"),
+    ),
+    changed("adamw_step", "decay_lr", ("param * (1 - lr * weight_decay)", "param * (1 - weight_decay)")),
+    changed(
+        "adamw_step",
+        "decay_after",
+        ("    param = param * (1 - lr * weight_decay)\n", ""),
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "param = param - lr * m_hat / (xp.sqrt(v_hat) + eps)\n    return param * (1 - lr * weight_decay), m, v",
+        ),
+    ),
+    changed("adamw_step", "decay_missing", ("    param = param * (1 - lr * weight_decay)\n", "")),
+    changed("adamw_step", "decay_sign", ("(1 - lr * weight_decay)", "(1 + lr * weight_decay)")),
+    changed("adamw_step", "no_bias_correction", ("m / (1 - beta1 ** t)", "m"), ("v / (1 - beta2 ** t)", "v")),
+    changed("adamw_step", "eps_inside", ("(xp.sqrt(v_hat) + eps)", "xp.sqrt(v_hat + eps)")),
+    changed(
+        "adamw_step", "t_from_zero", ("beta1 ** t", "beta1 ** (t - 1)"), ("beta2 ** t", "beta2 ** (t - 1)")
+    ),
+    changed(
+        "adamw_step",
+        "writes_input",
+        ("param = param * (1 - lr * weight_decay)", "param *= 1 - lr * weight_decay"),
+    ),
+]
+
+
+SOLVED_TRAINING = "".join(CORRECT.values())  # every training rung right, as a learner writes it
