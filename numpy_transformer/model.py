@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-import numpy
-
 from .backend import Array, backend_name, get_array_module, make_rng, require_array, resolve_dtype
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .kernels import ops
@@ -268,7 +266,7 @@ def _masked_loss_and_backward(
 
 
 def check_ids_on_host(
-    model: Transformer, src: numpy.ndarray, tgt: numpy.ndarray, labels: numpy.ndarray, pad_id: int
+    model: Transformer, src: Array, tgt: Array, labels: Array, pad_id: int
 ) -> None:
     """What loss_and_backward(on_device=True) leaves to the maker of a batch, checked on the host
     arrays it made the batch from (no device read): every id of ``src`` and ``tgt`` in its vocabulary,

@@ -110,7 +110,7 @@ def test_a_training_step_and_a_decoding_token_keep_to_their_budgets(run, fused, 
     assert cupy_launches.total() > 0  # the stand-in counted (a decode ran last)
     fused_families = {family for family in training["by_family"] if family.startswith("fused:")}
     # every fused kernel the step has work for (corpus trains without dropout)
-    dropout = bench.DROPOUT.get(run[0], 0.1)
+    dropout = bench.PRESETS[run[0]].dropout
     has_work = {name for name in cuda_fused.KERNELS if not name.startswith("dropout") or dropout}
     assert fused_families == ({f"fused:{name}" for name in has_work} if fused == "all" else set())
 
