@@ -156,6 +156,16 @@ TRAINING_MISTAKES = [
             "for g in grads:\n        g *= scale\n    return grads, norm",
         ),
     ),
+    changed(  # cold: the very list handed in, where nothing is clipped
+        "clip_by_global_norm",
+        "returns_input",
+        ("scale = max_norm", "if norm <= max_norm:\n        return grads, norm\n    scale = max_norm"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "returns_input",
+        ("scale = max_norm", "if norm <= max_norm:\n        return list(grads), norm\n    scale = max_norm"),
+    ),
     # Adam
     changed("adam_step", "no_bias_correction", ("m / (1 - beta1 ** t)", "m"), ("v / (1 - beta2 ** t)", "v")),
     changed("adam_step", "bias_one_moment", ("v / (1 - beta2 ** t)", "v")),

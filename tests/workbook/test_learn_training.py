@@ -65,12 +65,12 @@ def test_the_catalogue_covers_every_rung_and_every_cause_the_rungs_name():
     assert Counter(m.function for m in TRAINING_MISTAKES) == {
         "noam_learning_rate": 7,
         "warmup_cosine_learning_rate": 7,
-        "clip_by_global_norm": 8,
+        "clip_by_global_norm": 10,
         "adam_step": 16,
         "adamw_step": 9,
     }
     declared = {key for name in RUNGS for key, _ in workbook.TRAINING_BY_NAME[name].mistakes}
-    assert declared | {"writes_input"} <= {m.expected for m in TRAINING_MISTAKES}
+    assert declared | {"writes_input", "returns_input"} <= {m.expected for m in TRAINING_MISTAKES}
     assert all(m.expected in workbook.SENTENCES for m in TRAINING_MISTAKES)
     for mistake in TRAINING_MISTAKES:
         assert mistake.source != CORRECT[mistake.function], mistake
@@ -310,3 +310,19 @@ def test_learn_train_updates_both_models_with_the_learners_optimiser_and_equals_
     ):
         weights = [name for name in yours.files if name.startswith("param")]
         assert weights and all(np.array_equal(yours[name], textbook[name]) for name in weights)
+
+
+def test_a_tuple_or_a_0d_array_where_a_list_and_a_float_are_asked_is_said(tmp_path):
+    """A cold learner's clipping returned a tuple of arrays and its norm as a 0-d array: its values are
+    right, its types not what the contract asks (the optimiser and a training log take a list, a float)."""
+    path = tmp_path / "mine.py"
+    for returned, said in (
+        ("tuple(g * scale for g in grads), norm", "returned grads as tuple, expected a list of arrays"),
+        ("[g * scale for g in grads], np.array(norm)", "returned norm as a 0-d array, expected a float"),
+    ):
+        path.write_text(
+            TRAINING_HEADER
+            + CORRECT["clip_by_global_norm"].replace("[g * scale for g in grads], norm", returned)
+        )
+        report, code = workbook.run_check(path, ["clip_by_global_norm"])
+        assert code == 1 and said in report, report

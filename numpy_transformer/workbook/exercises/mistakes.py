@@ -230,6 +230,8 @@ SENTENCES = {
     "decay_sign": "the decay grows the parameter: it shrinks it, param * (1 - lr * weight_decay)",
     "writes_input": "{name} writes into {what}, which it was handed: return new arrays (x = x - ..., not "
     "x -= ...), the caller keeps what it handed in",
+    "returns_input": "{name} returns {what}, which it was handed: return new arrays, a copy where nothing "
+    "changes, so that what the caller does with them leaves its own untouched",
 }
 
 

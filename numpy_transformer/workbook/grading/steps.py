@@ -33,6 +33,8 @@ from .verdicts import FunctionVerdict, GradientVerdict, Raised, ToDo, as_array
 
 EXACT_UPDATE = 1e-12  # |yours - textbook's| over the largest entry (of the update, for a parameter)
 CLOSE_UPDATE = 1e-8
+LISTS = ("grads",)  # returned values the contract asks for as a list of new arrays
+NUMBERS = ("lr", "norm")  # and as a float
 
 
 def _arguments(case: TrainingCase, call: dict[str, Any], exercise: TrainingExercise) -> list[Any]:
@@ -80,6 +82,23 @@ def _call(function: Callable, path: Path, exercise: TrainingExercise, arguments:
     return returned
 
 
+def _handed_back(returned: Any, exercise: TrainingExercise, arguments: list[Any]) -> str | None:
+    """The name of an argument (a list or an array) that ``returned`` gives back as the very object it was
+    handed, or an array of it (or a view of one): a new array is asked for."""
+    values = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+    for name, argument in zip(exercise.arguments, arguments):
+        if not isinstance(argument, list) and not hasattr(argument, "shape"):
+            continue  # a number handed in may well come back as it is
+        arrays = argument if isinstance(argument, list) else [argument]
+        for value in values:
+            if value is argument:
+                return name
+            for part in value if isinstance(value, (tuple, list)) else [value]:
+                if any(part is array or getattr(part, "base", None) is array for array in arrays):
+                    return f"{name} (an array of it)" if isinstance(argument, list) else name
+    return None
+
+
 def _written(before: Any, after: Any) -> bool:
     if isinstance(before, list):
         return any(_written(b, a) for b, a in zip(before, after)) if isinstance(after, list) else True
@@ -104,6 +123,11 @@ def _results(returned: Any, exercise: TrainingExercise) -> list[_Value] | str:
         return f"returned {got}, expected ({', '.join(names)})"
     values: list[_Value] = []
     for name, value in zip(names, [returned] if len(names) == 1 else returned):
+        if name in LISTS and not isinstance(value, list):
+            return f"returned {name} as {type(value).__name__}, expected a list of arrays"
+        if name in NUMBERS and not _a_number(value):
+            kind = f"a {value.ndim}-d array" if hasattr(value, "ndim") else type(value).__name__
+            return f"returned {name} as {kind}, expected a float (float(...) turns a 0-d array into one)"
         if isinstance(value, (list, tuple)):
             parts = [as_array(part) for part in value]
             arrays = [part for part in parts if part is not None]
@@ -117,6 +141,10 @@ def _results(returned: Any, exercise: TrainingExercise) -> list[_Value] | str:
             return f"returned {name} as {type(value).__name__}, expected a number or an array"
         values.append(_Value(array))
     return values
+
+
+def _a_number(value: Any) -> bool:
+    return isinstance(value, (int, float, numpy.floating, numpy.integer)) and not isinstance(value, bool)
 
 
 RANK = {"exact": 0, "close": 1, "wrong": 2}
@@ -188,10 +216,11 @@ def _quiet(function: Callable, arguments: list[Any], exercise: TrainingExercise)
 
 
 def _grade_case(
-    exercise: TrainingExercise, function: Callable, case: TrainingCase, path: Path
+    exercise: TrainingExercise, function: Callable, case: TrainingCase, path: Path, handed: list[str]
 ) -> list[GradientVerdict]:
     """Every call of the case: each returned value's verdict, the worst over the calls; a wrong one
-    with the first call it differs on, and the known mistake whose results it has on every call."""
+    with the first call it differs on, and the known mistake whose results it has on every call.
+    ``handed`` gathers the arguments a call gave back as they were handed in."""
     verdicts = {name: GradientVerdict(name, "exact", case=case.label) for name in exercise.returns}
     yours_all: list[list[_Value]] = []
     befores_all: list[list[numpy.ndarray | None]] = []
@@ -200,10 +229,12 @@ def _grade_case(
         arguments = _arguments(case, call, exercise)
         right = _quiet(TEXTBOOK[exercise.name], _arguments(case, call, exercise), exercise)
         assert not isinstance(right, str), right
-        yours = _results(_call(function, path, exercise, arguments), exercise)
+        returned = _call(function, path, exercise, arguments)
+        yours = _results(returned, exercise)
         if isinstance(yours, str):
             raise Raised(f"{exercise.name} {yours} (case {case.label}, call {number})")
         befores = _befores(exercise, arguments)
+        handed += [name for name in [_handed_back(returned, exercise, arguments)] if name]
         said = ", ".join(f"{key} {value}" for key, value in call.items() if isinstance(value, (int, float)))
         for name, mine, theirs, before in zip(exercise.returns, yours, right, befores):
             status, error, relative = _compare(mine, theirs, before)
@@ -239,10 +270,11 @@ def check_training_function(
     if function is None:
         return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
     merged: dict[str, GradientVerdict] = {}
+    handed: list[str] = []
     try:
         with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
             for case in exercise.cases(numpy.random.default_rng(seed)):
-                for verdict in _grade_case(exercise, function, case, path):
+                for verdict in _grade_case(exercise, function, case, path, handed):
                     kept = merged.get(verdict.name)
                     if kept is None or RANK[verdict.status] > RANK[kept.status]:
                         merged[verdict.name] = verdict
@@ -262,4 +294,9 @@ def check_training_function(
         )
     gradients = [merged[value] for value in exercise.returns if value in merged]
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
+    if status == "done" and handed:  # right values, but the caller's own arrays: refused by name
+        names = {"name": name, "what": handed[0]}
+        return FunctionVerdict(
+            name, "error", message=sentence("returns_input", **names), cause="returns_input"
+        )
     return FunctionVerdict(name, status, gradients)
