@@ -126,7 +126,9 @@ def test_a_report_says_the_call_and_the_entry_where_it_differs(tmp_path):
     _, report = _graded(tmp_path, index)
     lines = report.splitlines()
     assert lines[0] == "✖ clip_by_global_norm  wrong", report
-    assert "case two tensors, one far over max_norm: call 1: grads[1] at (" in lines[1], report
+    assert "case three tensors, each under max_norm, together over it: call 1: grads[1] at (" in lines[1], (
+        report
+    )
     assert lines[2].strip().startswith("each gradient is clipped by its own norm"), report
     assert lines[3].strip() == "norm   ✔ exact", report
 
@@ -326,3 +328,29 @@ def test_a_tuple_or_a_0d_array_where_a_list_and_a_float_are_asked_is_said(tmp_pa
         )
         report, code = workbook.run_check(path, ["clip_by_global_norm"])
         assert code == 1 and said in report, report
+
+
+def test_the_clipping_cases_are_what_they_say():
+    for seed in range(3):
+        first, _, under = workbook.TRAINING_BY_NAME["clip_by_global_norm"].cases(np.random.default_rng(seed))
+        norms = [float(np.sqrt((g * g).sum())) for g in first.calls[0]["grads"]]
+        assert max(norms) < first.fixed["max_norm"] < float(np.sqrt(np.sum(np.square(norms)))), norms
+        assert all(
+            float(np.sqrt(sum((g * g).sum() for g in call["grads"]))) < under.fixed["max_norm"]
+            for call in under.calls
+        )
+
+
+def test_a_value_is_exact_only_where_every_case_compared_it(tmp_path):
+    """A cold learner's spectral norm (numpy's norm(g, 2) of a matrix) under-reads the global norm: the
+    gradients are wrong wherever that keeps them from being clipped, and never shown exact."""
+    path = tmp_path / "mine.py"
+    path.write_text(
+        TRAINING_HEADER
+        + CORRECT["clip_by_global_norm"].replace(
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "math.sqrt(sum(float(np.linalg.norm(g, 2)) ** 2 for g in grads))",
+        )
+    )
+    report, code = workbook.run_check(path, ["clip_by_global_norm"])
+    assert code == 1 and "✔" not in report and "grads  ✖ wrong" in report, report

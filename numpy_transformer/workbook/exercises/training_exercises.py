@@ -171,11 +171,15 @@ def _cases_clip(rng: numpy.random.Generator) -> list[TrainingCase]:
     def grads(*shapes_and_scales: tuple[tuple[int, ...], float]) -> list[Array]:
         return [scale * normal(rng, *shape) for shape, scale in shapes_and_scales]
 
+    def of_norms(*shapes_and_norms: tuple[tuple[int, ...], float]) -> list[Array]:
+        drawn = [normal(rng, *shape) for shape, _ in shapes_and_norms]
+        return [g * (norm / math.sqrt(float((g * g).sum()))) for g, (_, norm) in zip(drawn, shapes_and_norms)]
+
     return [
         TrainingCase(
             "three tensors, each under max_norm, together over it",
             {"max_norm": 1.0},
-            [{"grads": grads(((3, 4), 0.15), ((4,), 0.3), ((2, 3), 0.2))}],
+            [{"grads": of_norms(((3, 4), 0.6), ((4,), 0.8), ((2, 3), 0.5))}],  # together 1.118
         ),
         TrainingCase(
             "two tensors, one far over max_norm",

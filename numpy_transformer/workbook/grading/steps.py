@@ -217,9 +217,10 @@ def _quiet(function: Callable, arguments: list[Any], exercise: TrainingExercise)
 
 def _grade_case(
     exercise: TrainingExercise, function: Callable, case: TrainingCase, path: Path, handed: list[str]
-) -> list[GradientVerdict]:
-    """Every call of the case: each returned value's verdict, the worst over the calls; a wrong one
-    with the first call it differs on, and the known mistake whose results it has on every call.
+) -> tuple[list[GradientVerdict], set[int]]:
+    """Every call of the case: each returned value's verdict, the worst over the calls, a wrong one
+    with the first call it differs on; and the known mistakes (their indices) whose results it has on
+    every call.
     ``handed`` gathers the arguments a call gave back as they were handed in."""
     verdicts = {name: GradientVerdict(name, "exact", case=case.label) for name in exercise.returns}
     yours_all: list[list[_Value]] = []
@@ -251,35 +252,40 @@ def _grade_case(
         befores_all.append(befores)
         for index, (_, wrong) in enumerate(exercise.mistakes):
             mistaken[index].append(_quiet(wrong, _arguments(case, call, exercise), exercise))
-    if any(v.status == "wrong" for v in verdicts.values()):
-        for (key, _), results in zip(exercise.mistakes, mistaken):
-            if all(_same(y, m, b) for y, m, b in zip(yours_all, results, befores_all)):
-                for verdict in verdicts.values():
-                    verdict.mistake = key if verdict.status == "wrong" else None
-                break
-    return list(verdicts.values())
+    reproduced = {
+        index
+        for index, results in enumerate(mistaken)
+        if all(_same(y, m, b) for y, m, b in zip(yours_all, results, befores_all))
+    }
+    return list(verdicts.values()), reproduced
 
 
 def check_training_function(
     module: ModuleType, name: str, path: Path, seed: int = 0, time_limit: float | None = TIME_LIMIT
 ) -> FunctionVerdict:
-    """Grade the learner's training rung ``name`` on every drawn case of it: the first case it is
-    wrong on gives each value's verdict."""
+    """Grade the learner's training rung ``name`` on every drawn case of it: each value's verdict is
+    the first case it is wrong on, or exact (close) on every call of every case."""
     exercise = TRAINING_BY_NAME[name]
     function = learners_function(module, name)
     if function is None:
         return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
     merged: dict[str, GradientVerdict] = {}
     handed: list[str] = []
+    candidates = set(range(len(exercise.mistakes)))  # the mistakes it reproduces on every call so far
     try:
         with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
             for case in exercise.cases(numpy.random.default_rng(seed)):
-                for verdict in _grade_case(exercise, function, case, path, handed):
+                try:
+                    verdicts, reproduced = _grade_case(exercise, function, case, path, handed)
+                except Raised:
+                    if any(v.status == "wrong" for v in merged.values()):
+                        break  # the first case it is wrong on says what is wrong
+                    raise
+                candidates &= reproduced
+                for verdict in verdicts:  # every case is graded: an exact value is exact on every call
                     kept = merged.get(verdict.name)
                     if kept is None or RANK[verdict.status] > RANK[kept.status]:
                         merged[verdict.name] = verdict
-                if any(v.status == "wrong" for v in merged.values()):
-                    break
     except ToDo as todo:
         waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
         return FunctionVerdict(name, "to do", message=f"raises NotImplementedError{waits}")
@@ -293,6 +299,10 @@ def check_training_function(
             message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
         )
     gradients = [merged[value] for value in exercise.returns if value in merged]
+    for gradient in gradients:  # named only where one mistake has its results on every call graded
+        gradient.mistake = (
+            exercise.mistakes[min(candidates)][0] if candidates and gradient.status == "wrong" else None
+        )
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
     if status == "done" and handed:  # right values, but the caller's own arrays: refused by name
         names = {"name": name, "what": handed[0]}
