@@ -354,3 +354,15 @@ def test_a_value_is_exact_only_where_every_case_compared_it(tmp_path):
     )
     report, code = workbook.run_check(path, ["clip_by_global_norm"])
     assert code == 1 and "✔" not in report and "grads  ✖ wrong" in report, report
+
+
+@pytest.mark.parametrize("name", ["adam_step", "adamw_step"])
+def test_an_optimiser_cases_calls_are_successive_textbook_steps(name):
+    exercise = workbook.TRAINING_BY_NAME[name]
+    for case in exercise.cases(np.random.default_rng(0)):
+        for before, after in zip(case.calls, case.calls[1:]):
+            values = {**case.fixed, **before}
+            stepped = optimiser.TEXTBOOK[name](*(values[argument] for argument in exercise.arguments))
+            assert after["t"] == before["t"] + 1, case.label
+            for key, value in zip(("param", "m", "v"), stepped):
+                np.testing.assert_allclose(after[key], value, rtol=1e-12, atol=1e-15)

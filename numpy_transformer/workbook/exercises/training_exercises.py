@@ -19,7 +19,8 @@ from .exercise import normal
 @dataclass(frozen=True)
 class TrainingCase:
     """Calls of a training rung: each the keyword arguments ``fixed`` with one entry of ``calls``, in
-    order. A step's state (param, m, v, t) is the textbook's at every call: each is graded alone."""
+    order. An optimiser step's calls are successive steps, each from the state (param, m, v, t) the
+    textbook's previous step returned: each is graded alone, from a state the learner did not make."""
 
     label: str
     fixed: dict[str, Any]
@@ -286,17 +287,28 @@ def _adam_cases(rng: numpy.random.Generator, weight_decay: float | None) -> list
     decay = {} if weight_decay is None else {"weight_decay": weight_decay}
     cases = []
     for label, shape, scale, t, hyper in (
-        ("param (3, 4), t from 3, eps 0.001 (small gradients)", (3, 4), 1e-2, 3,
+        ("param (3, 4), eps 0.001 (small gradients)", (3, 4), 1e-2, 3,
          {"lr": 0.01, "beta1": 0.9, "beta2": 0.98, "eps": 1e-3}),
-        ("param (2, 5), the first updates from zero moments, t from 1", (2, 5), 1.0, 1,
+        ("param (2, 5), the first updates from zero moments", (2, 5), 1.0, 1,
          {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}),
-        ("param (6,), t from 10, betas 0.8 and 0.95", (6,), 0.5, 10,
+        ("param (6,), betas 0.8 and 0.95", (6,), 0.5, 10,
          {"lr": 0.05, "beta1": 0.8, "beta2": 0.95, "eps": 1e-9}),
     ):  # fmt: skip
         state = _adam_state(rng, shape, scale, t)
-        calls = [{"grad": scale * normal(rng, *shape)} for _ in range(4)]
-        cases.append(TrainingCase(f"{label}, 4 steps", {**state, **hyper, **decay}, calls))
+        calls = []
+        for _ in range(4):  # successive steps, each from the state the textbook's previous one returned
+            calls.append({**state, "grad": scale * normal(rng, *shape)})
+            given = [calls[-1][name] for name in ADAM_ARGUMENTS] + [hyper[name] for name in ADAM_HYPER]
+            param, m, v = _adam(*given, weight_decay=weight_decay or 0.0)
+            state = {"param": param, "m": m, "v": v, "t": state["t"] + 1}
+        cases.append(
+            TrainingCase(f"{label}, 4 successive steps (t {t} to {t + 3})", {**hyper, **decay}, calls)
+        )
     return cases
+
+
+ADAM_ARGUMENTS = ("param", "grad", "m", "v", "t")  # in the order of _adam's arguments
+ADAM_HYPER = ("lr", "beta1", "beta2", "eps")
 
 
 TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
