@@ -366,3 +366,18 @@ def test_an_optimiser_cases_calls_are_successive_textbook_steps(name):
             assert after["t"] == before["t"] + 1, case.label
             for key, value in zip(("param", "m", "v"), stepped):
                 np.testing.assert_allclose(after[key], value, rtol=1e-12, atol=1e-15)
+
+
+def test_a_wrong_value_alike_to_six_digits_shows_more_and_the_difference(tmp_path):
+    """A cold learner's max_norm / (norm + 1e-6), a habit from PyTorch: here 1e-7, a relative error of
+    about 1e-7, over the close limit, and the same to six digits."""
+    path = tmp_path / "mine.py"
+    path.write_text(
+        TRAINING_HEADER
+        + CORRECT["clip_by_global_norm"].replace("max_norm / norm if", "max_norm / (norm + 1e-7) if")
+    )
+    report, code = workbook.run_check(path, ["clip_by_global_norm"])
+    assert code == 1 and "grads  ✖ wrong" in report and "(a difference of " in report, report
+    shown = report.split("yours ")[1].split(" (a difference")[0]
+    yours, expected = shown.split(", expected ")
+    assert yours != expected, report

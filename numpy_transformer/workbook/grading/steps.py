@@ -196,7 +196,10 @@ def _where(yours: _Value, right: _Value) -> str:
         which = int(numpy.searchsorted(ends, flat, side="right"))
         inside = numpy.unravel_index(flat - (int(ends[which - 1]) if which else 0), yours.shapes[which])
         at = f"[{which}] at {tuple(int(i) for i in inside)} "
-    return f"{at}yours {mine[index]:.6g}, expected {theirs[index]:.6g}"
+    a, b = mine[index], theirs[index]
+    if f"{a:.6g}" == f"{b:.6g}":  # alike to six digits: enough of them to see it, and the difference
+        return f"{at}yours {a:.12g}, expected {b:.12g} (a difference of {abs(a - b):.2g})"
+    return f"{at}yours {a:.6g}, expected {b:.6g}"
 
 
 def _befores(exercise: TrainingExercise, arguments: list[Any]) -> list[numpy.ndarray | None]:
