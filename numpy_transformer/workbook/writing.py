@@ -121,7 +121,8 @@ def workbook_text(name: str = WORKBOOK) -> str:
         "",
         "After the backwards, the training rungs: the schedules of the learning rate, clipping by the",
         "global norm, and the Adam and AdamW step that your gradients feed. learn train and learn prove",
-        "update the weights with yours wherever you wrote them.",
+        "update the weights with yours wherever you wrote them. They too get their array module from",
+        "xp = get_array_module() (this file imports no NumPy): xp.sqrt(v_hat), xp.zeros_like(g).",
         '"""',
         "",
         "from __future__ import annotations",
@@ -155,7 +156,7 @@ def workbook_text(name: str = WORKBOOK) -> str:
         lines += [
             "",
             f"# {training.title}{TRAINING_MARK}: graded against the textbook's (numpy_transformer.optim)",
-            "# over several calls, each from a state it did not make.",
+            "# over several calls, each from a state it did not make (arrays: xp = get_array_module()).",
             "",
             f"def {training.name}{training.signature}:",
             '    """' + training.doc.replace("\n        ", "\n    "),

@@ -336,7 +336,9 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
 
             step: the number of this update, 1 for the first; peak: the rate the warm-up reaches at step
             warmup; total: the step the decay ends at, min_lr the rate there and after it.
-            Returns lr, a float.""",
+            Returns lr, a float: peak * step / warmup up to step warmup; after it, with progress =
+            min((step - warmup) / (total - warmup), 1), min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi *
+            progress)).""",
         cases=_cases_cosine,
         mistakes=COSINE_MISTAKES,
         hints=(
@@ -389,7 +391,10 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         ("param", "m", "v"),
         """One AdamW update: Adam with decoupled weight decay.
 
-            As adam_step, and weight_decay a float. Returns (param, m, v) after the update, new arrays.""",
+            As adam_step, and weight_decay a float. The decay is decoupled from the gradient: first the
+            parameter shrinks, param * (1 - lr * weight_decay) (scaled by lr), then Adam's update is
+            applied to it with the gradient as it is (the moments never see the decay).
+            Returns (param, m, v) after the update, new arrays.""",
         builds_on=("adam_step",),
         cases=lambda rng: _adam_cases(rng, 0.1),
         mistakes=ADAMW_MISTAKES,
