@@ -166,6 +166,27 @@ TRAINING_MISTAKES = [
         "returns_input",
         ("scale = max_norm", "if norm <= max_norm:\n        return list(grads), norm\n    scale = max_norm"),
     ),
+    # cold: the sum of the arrays' own norms
+    changed(
+        "clip_by_global_norm",
+        "clip_norm_sum",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "sum(math.sqrt(float((g * g).sum())) for g in grads)",
+        ),
+    ),
+    # cold: the warm-up alone off by one; the cosine to 0 with min_lr after total
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_off_by_one",
+        ("peak * step / warmup", "peak * (step - 1) / warmup"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor",
+        ("    progress = min(", "    if step >= total:\n        return min_lr\n    progress = min("),
+        ("return min_lr + 0.5 * (peak - min_lr)", "return 0.5 * peak"),
+    ),
     # Adam
     changed("adam_step", "no_bias_correction", ("m / (1 - beta1 ** t)", "m"), ("v / (1 - beta2 ** t)", "v")),
     changed("adam_step", "bias_one_moment", ("v / (1 - beta2 ** t)", "v")),
@@ -219,6 +240,20 @@ TRAINING_MISTAKES = [
         "writes_input",
         ("m = beta1 * m + (1 - beta1) * grad", "m *= beta1\n    m += (1 - beta1) * grad"),
     ),
+    # cold: v weighed by 1 - beta1, eps outside the division, corrections multiplied, m and v swapped
+    changed("adam_step", "v_beta1", ("v = beta2 * v + (1 - beta2)", "v = beta2 * v + (1 - beta1)")),
+    changed(
+        "adam_step",
+        "eps_outside",
+        ("lr * m_hat / (xp.sqrt(v_hat) + eps)", "lr * m_hat / xp.sqrt(v_hat) + eps"),
+    ),
+    changed(
+        "adam_step",
+        "bias_multiplied",
+        ("m / (1 - beta1 ** t)", "m * (1 - beta1 ** t)"),
+        ("v / (1 - beta2 ** t)", "v * (1 - beta2 ** t)"),
+    ),
+    changed("adam_step", "moments_swapped", ("+ eps), m, v", "+ eps), v, m")),
     # AdamW
     changed(
         "adamw_step",

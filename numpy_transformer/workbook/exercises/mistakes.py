@@ -228,6 +228,17 @@ SENTENCES = {
     "decay_missing": "the weight decay is missing: AdamW first shrinks the parameter, param * (1 - lr * "
     "weight_decay)",
     "decay_sign": "the decay grows the parameter: it shrinks it, param * (1 - lr * weight_decay)",
+    "v_beta1": "v's update weighs the gradient's square by 1 - beta1: v = beta2 v + (1 - beta2) g^2, each "
+    "moment with its own beta",
+    "eps_outside": "epsilon is added outside the division: it belongs in the denominator, m_hat / "
+    "(sqrt(v_hat) + eps)",
+    "bias_multiplied": "the bias correction multiplies: it divides, m_hat = m / (1 - beta1^t) and v_hat = v / "
+    "(1 - beta2^t), which enlarges the moments early on",
+    "moments_swapped": "m and v are returned swapped: the order is (param, m, v)",
+    "clip_norm_sum": "the norm is the sum of the arrays' own norms: the global norm is the square root of the "
+    "sum of their squares, sqrt(sum of every entry squared)",
+    "warmup_off_by_one": "the warm-up is off by one step: it is peak * step / warmup, so that step 1 has a "
+    "rate above 0 and step warmup reaches peak",
     "writes_input": "{name} writes into {what}, which it was handed: return new arrays (x = x - ..., not "
     "x -= ...), the caller keeps what it handed in",
     "returns_input": "{name} returns {what}, which it was handed: return new arrays, a copy where nothing "

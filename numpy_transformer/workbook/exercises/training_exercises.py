@@ -84,10 +84,13 @@ def _cases_noam(rng: numpy.random.Generator) -> list[TrainingCase]:
 
 
 def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift: int = 0, start: bool = False,
-            half: float = 0.5, floor: bool = True, clamp: bool = True) -> float:  # fmt: skip
+            half: float = 0.5, floor: bool = True, clamp: bool = True, ramp_late: bool = False,
+            hold: bool = False) -> float:  # fmt: skip
     step += shift
     if step <= warmup:
-        return peak * step / max(warmup, 1)
+        return peak * (step - (1 if ramp_late else 0)) / max(warmup, 1)
+    if hold and step >= total:
+        return min_lr
     progress = (step - (0 if start else warmup)) / max(total - (0 if start else warmup), 1)
     progress = min(progress, 1.0) if clamp else progress
     low = min_lr if floor else 0.0
@@ -105,6 +108,8 @@ COSINE_MISTAKES: tuple[tuple[str, Callable], ...] = (
     ("cosine_half", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, half=0.0)),
     ("cosine_half", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, half=1.0)),
     ("cosine_floor", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, floor=False)),
+    ("cosine_floor", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, floor=False, hold=True)),
+    ("warmup_off_by_one", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, ramp_late=True)),
     ("cosine_clamp", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, clamp=False)),
 )
 
@@ -138,7 +143,9 @@ def _clip(grads: list[Array], max_norm: float, how: str = "") -> tuple[list[Arra
         )
     if how == "clip_by_value":
         return [xp.clip(g, -max_norm, max_norm) for g in grads], math.sqrt(sum(squares))
-    if how == "clip_rms":
+    if how == "clip_norm_sum":
+        norm = sum(math.sqrt(square) for square in squares)
+    elif how == "clip_rms":
         norm = math.sqrt(sum(squares) / sum(g.size for g in grads))
     else:
         norm = sum(squares) if how == "clip_squared" else math.sqrt(sum(squares))
@@ -164,6 +171,7 @@ CLIP_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
         "clip_inverted",
         "clip_always",
         "clip_norm_after",
+        "clip_norm_sum",
     )
 )
 
@@ -214,6 +222,7 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     b1, b2 = (beta2, beta1) if how.startswith("betas_swapped") else (beta1, beta2)
     w1, w2 = (1.0, 1.0) if how == "moment_weight" else (1.0 - b1, 1.0 - b2)
     new_m = b1 * m + w1 * grad
+    w2 = 1.0 - b1 if how == "v_beta1" else w2
     new_v = b2 * v + w2 * (grad if how == "v_unsquared" else grad * grad)
     if how == "betas_swapped_in_moments":  # the corrections right
         b1, b2 = beta1, beta2
@@ -227,26 +236,35 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
         "bias_swapped": (c2, c1),
     }.get(how, (c1, c2))
     with numpy.errstate(all="ignore"):
-        m_hat, v_hat = moments[0] / corrections[0], moments[1] / corrections[1]
+        if how == "bias_multiplied":
+            m_hat, v_hat = moments[0] * corrections[0], moments[1] * corrections[1]
+        else:
+            m_hat, v_hat = moments[0] / corrections[0], moments[1] / corrections[1]
         if how == "eps_inside":
             denominator = xp.sqrt(v_hat + eps)
         elif how == "no_sqrt":
             denominator = v_hat + eps
+        elif how == "eps_outside":
+            denominator = xp.sqrt(v_hat)
         else:
             denominator = xp.sqrt(v_hat) + eps
         update = lr * m_hat / denominator
     new_param = param + update if how == "update_sign" else param - update
+    new_param = new_param + eps if how == "eps_outside" else new_param
     if decay == "decay_after":
         new_param = new_param * (1.0 - lr * weight_decay)
     if how == "corrected_state":
         return new_param, m_hat, v_hat
+    if how == "moments_swapped":
+        return new_param, new_v, new_m
     return new_param, new_m, new_v
 
 
 ADAM_HOWS = ("no_bias_correction", "bias_m_only", "bias_v_only", "bias_swapped", "t_from_zero", "t_ahead",
              "eps_inside", "no_sqrt", "corrected_state", "v_unsquared", "moment_weight", "betas_swapped",
              "betas_swapped_in_moments",
-             "stale_moments", "update_sign")  # fmt: skip
+             "stale_moments", "update_sign", "v_beta1", "eps_outside", "bias_multiplied",
+             "moments_swapped")  # fmt: skip
 
 
 ADAM_KEYS = {
