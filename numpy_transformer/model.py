@@ -265,9 +265,7 @@ def _masked_loss_and_backward(
     return loss
 
 
-def check_ids_on_host(
-    model: Transformer, src: Array, tgt: Array, labels: Array, pad_id: int
-) -> None:
+def check_ids_on_host(model: Transformer, src: Array, tgt: Array, labels: Array, pad_id: int) -> None:
     """What loss_and_backward(on_device=True) leaves to the maker of a batch, checked on the host
     arrays it made the batch from (no device read): every id of ``src`` and ``tgt`` in its vocabulary,
     at least one label other than ``pad_id``, and every such label in the target vocabulary."""
