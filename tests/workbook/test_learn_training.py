@@ -200,7 +200,7 @@ def test_the_optimiser_is_the_learners_where_they_wrote_it_and_the_textbooks_els
         {"adam_step": mine, "relu_backward": print}, optimiser.OptimiserSettings(lr=1.0)
     )
     assert chosen.functions["adam_step"] is mine
-    assert chosen.functions["adamw_step"] is optimiser.adamw_step
+    assert chosen.functions["adamw_step"] is optimiser.TEXTBOOK["adamw_step"]
     assert set(chosen.functions) == set(RUNGS)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy
 
 from ...backend import Array, get_array_module
+from ...presets import BASE, TINY
 from .exercise import normal
 
 
@@ -71,13 +72,13 @@ NOAM_MISTAKES: tuple[tuple[str, Callable], ...] = (
 def _cases_noam(rng: numpy.random.Generator) -> list[TrainingCase]:
     return [
         TrainingCase(
-            "d_model 64, warmup 10, steps 2 to 40",
-            {"d_model": 64, "warmup": 10},
+            f"d_model {TINY.d_model}, warmup 10, steps 2 to 40",
+            {"d_model": TINY.d_model, "warmup": 10},
             [{"step": s} for s in (2, 3, 9, 10, 11, 25, 40)],
         ),
         TrainingCase(
-            "d_model 512, warmup 4000, steps 1 to 100000",
-            {"d_model": 512, "warmup": 4000},
+            f"d_model {BASE.d_model}, warmup 4000, steps 1 to 100000",
+            {"d_model": BASE.d_model, "warmup": 4000},
             [{"step": s} for s in (1, 2, 100, 3999, 4000, 4001, 100000)],
         ),
     ]
