@@ -583,3 +583,21 @@ def test_every_kernel_keeps_the_textbook_signature():
     for module in (cpu, cuda):
         for name, kernel in kernel_functions(module).items():
             assert arguments(kernel) == arguments(getattr(F, name)), name
+
+
+def test_masked_cross_entropy_gradient_by_central_differences():
+    """The textbook's masked loss: dlogits equals dloss times the float64 central differences of the
+    loss, entry by entry (the rows not labelled included: there both are zero)."""
+    rng = np.random.default_rng(5)
+    logits, targets = rng.normal(size=(5, 4)), rng.integers(0, 4, 5)
+    labelled = np.array([True, False, True, True, False])
+    dloss, step = float(rng.uniform(0.5, 2.0)), 1e-6
+    _, dlogits = F.masked_cross_entropy(logits, targets, labelled, 0.1, dloss)
+    numeric = np.zeros_like(logits)
+    for index in np.ndindex(logits.shape):
+        shifted = [logits.copy(), logits.copy()]
+        shifted[0][index] += step
+        shifted[1][index] -= step
+        up, down = (float(F.masked_cross_entropy(s, targets, labelled, 0.1, 1.0)[0]) for s in shifted)
+        numeric[index] = dloss * (up - down) / (2 * step)
+    np.testing.assert_allclose(dlogits, numeric, rtol=1e-6, atol=1e-9)
