@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from numpy_transformer.translator.cli import main
-from numpy_transformer.translator.run.directory import RunLock, check_run_directory
+from numpy_transformer.translator.run.directory import RunDirectory, RunLock, check_run_directory
 
 TINY = [
     "--task",
@@ -267,3 +267,39 @@ def test_train_saves_where_translate_evaluate_and_plot_read_whatever_the_task(ca
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "evaluate and plot read by default" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_run_directory_is_claimed_by_one_owner_and_left_as_found_when_nothing_was_written(tmp_path):
+    out = tmp_path / "new" / "deeper"
+    with RunDirectory(out, resume=False, overwrite=False) as directory:
+        assert directory.path == out and (out / ".lock").read_text().strip() == str(os.getpid())
+    assert not (tmp_path / "new").exists()  # the claim made both: the release removes both
+    with RunDirectory(out, resume=False, overwrite=False):
+        (out / "log.jsonl").write_text('{"step": 1}\n')
+    assert sorted(path.name for path in out.iterdir()) == ["log.jsonl"]  # the lock goes, the run stays
+
+
+def test_a_run_directory_is_cleared_only_by_the_process_that_writes_it(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"step": 1}\n')
+    (out / "notes.txt").write_text("the user's")
+    RunDirectory(out, resume=False, overwrite=True, writes=False).clear()  # another MPI rank: it only checks
+    assert (out / "log.jsonl").exists()
+    with RunDirectory(out, resume=False, overwrite=True) as directory:
+        directory.clear()
+    assert sorted(path.name for path in out.iterdir()) == ["notes.txt"]
+
+
+def test_a_claim_refused_by_the_lock_leaves_nothing_it_made(tmp_path, monkeypatch):
+    out = tmp_path / "new" / "run"
+    directory = RunDirectory(out, resume=False, overwrite=False)
+
+    def taken_meanwhile(lock: RunLock) -> RunLock:  # by another run, between the check and the claim
+        lock.directory.mkdir(parents=True, exist_ok=True)
+        raise RunLock.in_use(lock.directory, os.getppid())
+
+    monkeypatch.setattr(RunLock, "__enter__", taken_meanwhile)
+    with pytest.raises(ValueError, match=f"--out {out} "):
+        directory.__enter__()
+    assert not (tmp_path / "new").exists()

@@ -28,6 +28,7 @@ from ..run.checkpoint import FILENAME, CheckpointError
 
 if TYPE_CHECKING:
     from ..distributed import Communicator
+    from ..run.directory import RunDirectory
     from ..training.trainer import Trainer
 from .common import BROKEN_PIPE, DEFAULT_OUT, add_backend, non_negative_int
 
@@ -79,8 +80,9 @@ def run_train(args: argparse.Namespace) -> int:
     from ..distributed import Communicator, RanksStopped
 
     comm = Communicator.from_environment()  # None unless started by mpiexec (or srun) with several ranks
+    command = TrainCommand(args, comm)
     try:
-        return _train_run(args, comm)
+        return command.run()
     except RanksStopped as stopped:  # the ranks agreed to stop (under MPI alone)
         return stopped.code
     except BaseException as error:
@@ -91,58 +93,244 @@ def run_train(args: argparse.Namespace) -> int:
             raise
         # out of step with the others (a second Ctrl-C), which may wait for this rank in a
         # collective call for ever: say why here, then end every rank
-        code, line = _failure(error, Path(args.out).expanduser(), comm.rank)
+        code, line = command.failure(error, Path(args.out).expanduser())
         if line:
             print(line, file=sys.stderr)
         comm.abort(code)
 
 
-def _train_run(args: argparse.Namespace, comm: Communicator | None) -> int:
-    """train, alone or as one rank of several; under MPI each stage ends with the ranks agreeing
-    (_on_every_rank), so that a refusal or failure on any rank stops every rank, said once."""
-    from ..run.directory import RunLock, check_run_directory
+class TrainCommand:
+    """``train``'s stages, read top to bottom in ``run``: the settings checked and the run directory
+    claimed, the Trainer made (new, resumed or fine-tuned), then fitted and its translations shown.
+    Alone, or as one rank of several: under MPI each stage ends with the ranks agreeing
+    (``together``), so that a refusal or failure on any rank stops every rank, said once."""
 
-    root = comm is None or comm.rank == 0
-    say = print if root else (lambda *a, **k: None)
-    created: list[Path] = []  # --out and its missing parents, deepest first: those this run made
-    try:
-        with ExitStack() as locked:
+    settings: dict[str, dict[str, Any]]  # section -> field -> value given (train_settings), set by claim
+    from_the_file: bool  # settings of a --config file are in effect (_from_the_file)
+    directory: RunDirectory  # the run directory, claimed by claim
 
-            def claim_out() -> tuple[dict[str, dict[str, Any]], bool, Path]:
-                require_evaluation_library()
-                if not args.no_progress:
-                    require("a training run's progress bar (--no-progress trains without one)", "tqdm")
-                settings = train_settings(args)  # every refusal of a setting comes before any work
-                from_the_file = _from_the_file(args)
-                _refuse_out_of_from(settings["train"].get("from_run"), args.out)
-                out = check_run_directory(args.out, args.resume, args.overwrite, check_lock=root)
-                if root:  # rank 0 alone writes the run directory
-                    created.extend(_missing(out))
-                    locked.enter_context(RunLock(out))
-                return settings, from_the_file, out
+    def __init__(self, args: argparse.Namespace, comm: Communicator | None) -> None:
+        from ..distributed import ranks_of
 
-            settings, from_the_file, out = _on_every_rank(comm, args.out, claim_out)
-            trainer, started = _on_every_rank(
-                comm, out, lambda: _trainer(args, settings, from_the_file, out, comm)
+        self.args = args
+        self.comm = comm
+        self.ranks = ranks_of(comm)
+        self.say: Callable[..., None] = print if self.ranks.is_root else (lambda *a, **k: None)
+
+    def run(self) -> int:
+        with ExitStack() as held:  # the run directory, from its claim on, whatever the other ranks say
+            self.together(self.args.out, lambda: self.claim(held))
+            out = self.directory.path
+            trainer, started = self.together(out, lambda: self.trainer())
+            self.say(started)
+            return self.together(out, lambda: self.fit(trainer))
+
+    def together(self, out: str | Path, work: Callable[[], T]) -> T:
+        """``work()`` alone; under MPI on every rank, then one agreement (Ranks.run_together): if it raised
+        on any rank, rank 0 prints the first rank's reason and every rank stops with its exit status
+        (raises RanksStopped)."""
+        return self.ranks.run_together(work, lambda error: self.failure(error, Path(out)))
+
+    def claim(self, held: ExitStack) -> None:
+        """The settings, every refusal of one before any work, and the run directory claimed (held
+        by ``held``): rank 0 alone writes it."""
+        from ..run.directory import RunDirectory
+
+        args = self.args
+        require_evaluation_library()
+        if not args.no_progress:
+            require("a training run's progress bar (--no-progress trains without one)", "tqdm")
+        self.settings = train_settings(args)
+        self.from_the_file = _from_the_file(args)
+        _refuse_out_of_from(self.settings["train"].get("from_run"), args.out)
+        self.directory = RunDirectory(args.out, args.resume, args.overwrite, writes=self.ranks.is_root)
+        held.enter_context(self.directory)
+
+    def trainer(self) -> tuple[Trainer, str]:
+        """The Trainer of a new run or of the one saved in the run directory (--resume), and the line
+        that says what it trains. With --overwrite the old run is cleared only now, once the
+        new one is ready: a refusal or a Ctrl-C before this point keeps it."""
+        from ..tasks import FileTask
+        from ..training.trainer import Trainer
+
+        args = self.args
+        comm = self.comm
+        settings = self.settings
+        out = self.directory.path
+        ranks = f" on {comm.size} MPI ranks" if comm else ""
+        try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
+            if args.resume:
+                may_change = {name: settings["train"].get(name) for name in resumable_fields()}
+                trainer = Trainer.resume(out, comm=comm, **may_change)
+            else:
+                trainer = Trainer.create(TrainConfig(**settings["train"]), settings["model"], comm=comm)
+        except (
+            ValueError,
+            TypeError,
+        ) as error:  # the model's checks, the memory estimate: the file took part
+            if not args.resume and "--config" not in str(error) and self.from_the_file:
+                error.args = (f"{error} (with the settings of --config {args.config})",)
+            raise
+        except KeyboardInterrupt as interrupt:
+            kept = (
+                f"the run saved in {out} is unchanged"
+                if args.resume or args.overwrite
+                else "nothing was written"
             )
-            say(started)
-            return _on_every_rank(comm, out, lambda: _fit(args, trainer, out, say))
-    finally:
-        for directory in created:  # stopped before anything was written: no empty directory stays
-            try:
-                directory.rmdir()
-            except OSError:  # it holds the run, or a file of someone else's: it stays, and its parents
-                break
+            raise _InterruptedBeforeTraining(
+                f"interrupted before training started (reading the corpus, learning its subwords): {kept}"
+            ) from interrupt
+        length = (
+            f"{trainer.steps} steps"
+            if trainer.budget is None
+            else f"{trainer.config.time_budget:g} minutes in all, steps planned from the measured speed"
+            + ("" if "time_budget" in settings["train"] else " (--steps N to fix them)")
+        )
+        if args.resume:
+            saved = trainer.resumed_from
+            resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
+            if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
+                warnings.warn(  # Trainer.resume planned its end where it is
+                    f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
+                    f"({trainer.budget.spent() / 60:.1f} so far) at step {trainer.step}: nothing is left to train; "
+                    "give a larger --time-budget (minutes in all) or --steps N above the step reached",
+                    stacklevel=2,
+                )
+            elif trainer.step >= trainer.steps:
+                warnings.warn(
+                    f"--resume: the run in {out} is at step {trainer.step} and --steps {trainer.steps} asks for "
+                    f"no more: nothing is left to train; give --steps above {trainer.step} to train on",
+                    stacklevel=2,
+                )
+            if trainer.step >= trainer.steps:  # said above: the run is left as it was saved
+                return trainer, f"{saved} stays at step {trainer.step}: nothing trained"
+            return trainer, f"resuming {saved} at step {trainer.step} for {length}{ranks}"
+        if args.overwrite:
+            self.directory.clear()
+        config, task, sizes = trainer.config, trainer.task, trainer.model_config
+        n_params = sum(p.data.size for p in trainer.model.parameters())
+        model = f"the model of {config.from_run}" if config.from_run else f"{sizes.attention} model"
+        units = f" of {config.vocab_size:,} subword units" if config.vocab_size else ""
+        chosen = [name for name in MODEL_SIZES if name not in settings["model"]]
+        if config.data and config.vocab_size and "vocab_size" not in settings["train"]:
+            chosen.append("vocab_size")
+        why = (  # a --from run's model and vocabularies are that run's: nothing is chosen
+            f"; {', '.join(chosen)} chosen for {len(task.train_pairs):,} training pairs"
+            + (f" and {config.time_budget:g} minutes" if config.time_budget else "")
+            if config.data and not config.from_run and chosen and isinstance(task, FileTask)
+            else ""
+        )
+        note = self.export_note(trainer)
+        return trainer, (
+            f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
+            f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
+            f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
+        ) + (f"\n{task.splits()}" if isinstance(task, FileTask) else "") + (f"\n{note}" if note else "")
 
+    def export_note(self, trainer: Trainer) -> str | None:
+        """What of the run's model and tokenizer ``export`` cannot write, to transformers and to
+        CTranslate2, said when the run starts (None: both take it whole)."""
+        from ..huggingface.ctranslate2_export import ctranslate2_unrepresentable
+        from ..huggingface.export import refusal
+        from ..tokenizers import (
+            BPETokenizer,
+            CharTokenizer,
+            SentencePieceTokenizer,
+            TokenizerExportError,
+            huggingface_tokenizer,
+        )
 
-def _missing(directory: Path) -> list[Path]:
-    """``directory`` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    for path in (directory, *directory.absolute().parents):
-        if path.exists():
-            break
-        missing.append(path)
-    return missing
+        model, tokenizer = trainer.model, trainer.task.tokenizer
+        lacking = []
+        transformers = refusal(model)
+        if transformers:
+            lacking.append(f"to transformers: {transformers}")
+        ctranslate2 = ctranslate2_unrepresentable(model)
+        if ctranslate2:
+            lacking.append(
+                f"to CTranslate2: CTranslate2 cannot represent this model's {'; '.join(ctranslate2)}"
+            )
+        if not isinstance(tokenizer, (BPETokenizer, CharTokenizer, SentencePieceTokenizer)):
+            try:  # refused by its kind alone, before any work
+                huggingface_tokenizer(tokenizer, trainer.task.src_vocab)
+            except TokenizerExportError as error:  # a word tokenizer: the model goes alone (--no-tokenizer)
+                lacking.append(str(error).removeprefix("tokenizer: "))
+        return f"note: this run cannot be exported whole: {' | '.join(lacking)}" if lacking else None
+
+    def fit(self, trainer: Trainer) -> int:
+        """Train, then show translations of unseen test sources (rank 0 alone)."""
+        from ..training.step import TrainingDiverged
+
+        args = self.args
+        out = self.directory.path
+        if args.resume and trainer.step >= trainer.steps:  # said when it resumed: nothing is rewritten
+            return 0
+        try:
+            # a bar redraws its line with carriage returns: into a file it would make one endless line
+            trainer.fit(out, progress=not args.no_progress)
+        except (KeyboardInterrupt, TrainingDiverged) as error:
+            if (
+                trainer.comm is not None
+            ):  # the ranks agree on it first (together), or end together (run_train)
+                raise
+            code, line = self.failure(error, out)
+            self.say(line, file=sys.stderr)
+            return code
+        if trainer.stop == "reader gone":  # saved; nobody is left to read the translations
+            return BROKEN_PIPE
+        if trainer.ranks.is_root:
+            self.show_translations(trainer, args.show)
+        return 0
+
+    def show_translations(self, trainer: Trainer, count: int) -> None:
+        """Print the model's translations of the first ``count`` test pairs, never seen in training."""
+        from ..corpora import printable
+        from ..translating import translate_ids
+
+        task = trainer.task
+        pairs = task.test[:count]
+        if not pairs:
+            return
+        print(f"translations of {len(pairs)} unseen test sources:")
+        outputs = translate_ids(trainer.model, task.encode_pairs(pairs)[0], ids=task.ids)
+        for (source, reference), ids in zip(pairs, outputs):
+            hypothesis = task.tokenizer.detokenize(task.tgt_vocab.decode(ids))
+            mark = "ok" if hypothesis == reference else f"expected: {printable(reference)}"
+            print(f"  {printable(source)}  ->  {printable(hypothesis)}   [{mark}]")
+
+    def failure(self, error: BaseException, out: Path) -> tuple[int, str]:
+        """The exit status of ``train`` stopped by ``error`` and the line that says why (naming the MPI
+        rank where it is not rank 0): 2 for a refusal, 1 for a failure, 130 for a second Ctrl-C."""
+        from ..training.step import TrainingDiverged
+
+        rank = self.ranks.rank
+        where = f"rank {rank}: " if rank else ""
+        if isinstance(error, _InterruptedBeforeTraining):
+            return 130, f"{where}{error}"
+        if isinstance(
+            error, KeyboardInterrupt
+        ):  # the second Ctrl-C: saves are atomic, so the last one is whole
+            kept = (
+                f"{out / FILENAME} holds the last checkpoint"
+                if (out / FILENAME).exists()
+                else "nothing was saved"
+            )
+            return 130, f"interrupted again: {where}stopped at once without saving this step; {kept}"
+        if isinstance(error, TrainingDiverged):
+            kept = (
+                f"the last good checkpoint in {out} is kept"
+                if (out / FILENAME).exists()
+                else f"no checkpoint was written to {out}"
+            )
+            return 1, f"numpy-transformer train: error: {where}training stopped: {error}; {kept}"
+        if isinstance(error, (ValueError, TypeError, RuntimeError, CheckpointError)):
+            return 2, f"numpy-transformer train: error: {where}{error}"
+        if isinstance(error, (OSError, MemoryError)):  # a full disk, an allocation refused
+            return 1, f"numpy-transformer train: error: {where}{error}"
+        if isinstance(error, SystemExit):
+            return (error.code if isinstance(error.code, int) else 1), ""
+        lines = traceback.format_exception(type(error), error, error.__traceback__)  # a bug: where it is
+        return 1, f"numpy-transformer train: error: {where}{''.join(lines).rstrip()}"
 
 
 def require_evaluation_library() -> None:
@@ -162,48 +350,6 @@ def _refuse_out_of_from(from_run: str | None, out: str) -> None:
             f"--out {out} is the run --from {from_run} starts from, which it would replace: choose a run "
             "directory of its own for --out"
         )
-
-
-def _on_every_rank(comm: Communicator | None, out: str | Path, work: Callable[[], T]) -> T:
-    """``work()`` alone; under MPI on every rank, then one agreement (Ranks.run_together): if it raised
-    on any rank, rank 0 prints the first rank's reason and every rank stops with its exit status
-    (raises RanksStopped)."""
-    from ..distributed import ranks_of
-
-    ranks = ranks_of(comm)
-    return ranks.run_together(work, lambda error: _failure(error, Path(out), ranks.rank))
-
-
-def _failure(error: BaseException, out: Path, rank: int = 0) -> tuple[int, str]:
-    """The exit status of ``train`` stopped by ``error`` and the line that says why (naming the MPI
-    rank where it is not rank 0): 2 for a refusal, 1 for a failure, 130 for a second Ctrl-C."""
-    from ..training.step import TrainingDiverged
-
-    where = f"rank {rank}: " if rank else ""
-    if isinstance(error, _InterruptedBeforeTraining):
-        return 130, f"{where}{error}"
-    if isinstance(error, KeyboardInterrupt):  # the second Ctrl-C: saves are atomic, so the last one is whole
-        kept = (
-            f"{out / FILENAME} holds the last checkpoint"
-            if (out / FILENAME).exists()
-            else "nothing was saved"
-        )
-        return 130, f"interrupted again: {where}stopped at once without saving this step; {kept}"
-    if isinstance(error, TrainingDiverged):
-        kept = (
-            f"the last good checkpoint in {out} is kept"
-            if (out / FILENAME).exists()
-            else f"no checkpoint was written to {out}"
-        )
-        return 1, f"numpy-transformer train: error: {where}training stopped: {error}; {kept}"
-    if isinstance(error, (ValueError, TypeError, RuntimeError, CheckpointError)):
-        return 2, f"numpy-transformer train: error: {where}{error}"
-    if isinstance(error, (OSError, MemoryError)):  # a full disk, an allocation refused
-        return 1, f"numpy-transformer train: error: {where}{error}"
-    if isinstance(error, SystemExit):
-        return (error.code if isinstance(error.code, int) else 1), ""
-    lines = traceback.format_exception(type(error), error, error.__traceback__)  # a bug: where it is
-    return 1, f"numpy-transformer train: error: {where}{''.join(lines).rstrip()}"
 
 
 def train_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -264,156 +410,5 @@ def _from_the_file(args: argparse.Namespace) -> bool:
 TASK_TIED = ("tokenizer", "vocab_size", "max_length", "bpe_dropout", "shared_vocab")
 
 
-def _trainer(
-    args: argparse.Namespace,
-    settings: dict[str, dict[str, Any]],
-    from_the_file: bool,
-    out: Path,
-    comm: Communicator | None,
-) -> tuple[Trainer, str]:
-    """The Trainer of a new run or of the one saved in ``out`` (--resume), and the line that says
-    what it trains; ``from_the_file``: settings of a --config file are in effect (_from_the_file).
-    With --overwrite the old run is cleared only now, once the new one is ready: a refusal or a
-    Ctrl-C before this point keeps it."""
-    from ..run.directory import clear_run
-    from ..tasks import FileTask
-    from ..training.trainer import Trainer
-
-    ranks = f" on {comm.size} MPI ranks" if comm else ""
-    try:  # reading the corpus and learning its subwords can take minutes: Ctrl-C must end it cleanly
-        if args.resume:
-            may_change = {name: settings["train"].get(name) for name in resumable_fields()}
-            trainer = Trainer.resume(out, comm=comm, **may_change)
-        else:
-            trainer = Trainer.create(TrainConfig(**settings["train"]), settings["model"], comm=comm)
-    except (ValueError, TypeError) as error:  # the model's checks, the memory estimate: the file took part
-        if not args.resume and "--config" not in str(error) and from_the_file:
-            error.args = (f"{error} (with the settings of --config {args.config})",)
-        raise
-    except KeyboardInterrupt as interrupt:
-        kept = (
-            f"the run saved in {out} is unchanged" if args.resume or args.overwrite else "nothing was written"
-        )
-        raise _InterruptedBeforeTraining(
-            f"interrupted before training started (reading the corpus, learning its subwords): {kept}"
-        ) from interrupt
-    length = (
-        f"{trainer.steps} steps"
-        if trainer.budget is None
-        else f"{trainer.config.time_budget:g} minutes in all, steps planned from the measured speed"
-        + ("" if "time_budget" in settings["train"] else " (--steps N to fix them)")
-    )
-    if args.resume:
-        saved = trainer.resumed_from
-        resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
-        if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
-            warnings.warn(  # Trainer.resume planned its end where it is
-                f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
-                f"({trainer.budget.spent() / 60:.1f} so far) at step {trainer.step}: nothing is left to train; "
-                "give a larger --time-budget (minutes in all) or --steps N above the step reached",
-                stacklevel=2,
-            )
-        elif trainer.step >= trainer.steps:
-            warnings.warn(
-                f"--resume: the run in {out} is at step {trainer.step} and --steps {trainer.steps} asks for "
-                f"no more: nothing is left to train; give --steps above {trainer.step} to train on",
-                stacklevel=2,
-            )
-        if trainer.step >= trainer.steps:  # said above: the run is left as it was saved
-            return trainer, f"{saved} stays at step {trainer.step}: nothing trained"
-        return trainer, f"resuming {saved} at step {trainer.step} for {length}{ranks}"
-    if args.overwrite and (comm is None or comm.rank == 0):
-        clear_run(out)
-    config, task, sizes = trainer.config, trainer.task, trainer.model_config
-    n_params = sum(p.data.size for p in trainer.model.parameters())
-    model = f"the model of {config.from_run}" if config.from_run else f"{sizes.attention} model"
-    units = f" of {config.vocab_size:,} subword units" if config.vocab_size else ""
-    chosen = [name for name in MODEL_SIZES if name not in settings["model"]]
-    if config.data and config.vocab_size and "vocab_size" not in settings["train"]:
-        chosen.append("vocab_size")
-    why = (  # a --from run's model and vocabularies are that run's: nothing is chosen
-        f"; {', '.join(chosen)} chosen for {len(task.train_pairs):,} training pairs"
-        + (f" and {config.time_budget:g} minutes" if config.time_budget else "")
-        if config.data and not config.from_run and chosen and isinstance(task, FileTask)
-        else ""
-    )
-    note = _export_note(trainer)
-    return trainer, (
-        f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
-        f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
-        f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
-    ) + (f"\n{task.splits()}" if isinstance(task, FileTask) else "") + (f"\n{note}" if note else "")
-
-
-def _export_note(trainer: Trainer) -> str | None:
-    """What of the run's model and tokenizer ``export`` cannot write, to transformers and to
-    CTranslate2, said when the run starts (None: both take it whole)."""
-    from ..huggingface.ctranslate2_export import ctranslate2_unrepresentable
-    from ..huggingface.export import refusal
-    from ..tokenizers import (
-        BPETokenizer,
-        CharTokenizer,
-        SentencePieceTokenizer,
-        TokenizerExportError,
-        huggingface_tokenizer,
-    )
-
-    model, tokenizer = trainer.model, trainer.task.tokenizer
-    lacking = []
-    transformers = refusal(model)
-    if transformers:
-        lacking.append(f"to transformers: {transformers}")
-    ctranslate2 = ctranslate2_unrepresentable(model)
-    if ctranslate2:
-        lacking.append(f"to CTranslate2: CTranslate2 cannot represent this model's {'; '.join(ctranslate2)}")
-    if not isinstance(tokenizer, (BPETokenizer, CharTokenizer, SentencePieceTokenizer)):
-        try:  # refused by its kind alone, before any work
-            huggingface_tokenizer(tokenizer, trainer.task.src_vocab)
-        except TokenizerExportError as error:  # a word tokenizer: the model goes alone (--no-tokenizer)
-            lacking.append(str(error).removeprefix("tokenizer: "))
-    return f"note: this run cannot be exported whole: {' | '.join(lacking)}" if lacking else None
-
-
 class _InterruptedBeforeTraining(Exception):
     """Ctrl-C while the run was being built: nothing of it was written (exit status 130)."""
-
-
-def _fit(args: argparse.Namespace, trainer: Trainer, out: Path, say: Callable[..., None]) -> int:
-    """Train, then show translations of unseen test sources; ``say`` prints on rank 0 only."""
-    from ..training.step import TrainingDiverged
-
-    if args.resume and trainer.step >= trainer.steps:  # said when it resumed: nothing is rewritten
-        return 0
-    try:
-        # a bar redraws its line with carriage returns: into a file it would make one endless line
-        trainer.fit(out, progress=not args.no_progress)
-    except (KeyboardInterrupt, TrainingDiverged) as error:
-        if (
-            trainer.comm is not None
-        ):  # the ranks agree on it first (_on_every_rank), or end together (run_train)
-            raise
-        code, line = _failure(error, out)
-        say(line, file=sys.stderr)
-        return code
-    if trainer.stop == "reader gone":  # saved; nobody is left to read the translations
-        return BROKEN_PIPE
-    if trainer.ranks.is_root:
-        _show_translations(trainer, args.show)
-    return 0
-
-
-def _show_translations(trainer: Trainer, count: int) -> None:
-    """Print the model's translations of the first ``count`` test pairs, never seen in training."""
-    from ..corpora import printable
-    from ..translating import translate_ids
-
-    task = trainer.task
-    pairs = task.test[:count]
-    if not pairs:
-        return
-    print(f"translations of {len(pairs)} unseen test sources:")
-    outputs = translate_ids(trainer.model, task.encode_pairs(pairs)[0], ids=task.ids)
-    for (source, reference), ids in zip(pairs, outputs):
-        hypothesis = task.tokenizer.detokenize(task.tgt_vocab.decode(ids))
-        mark = "ok" if hypothesis == reference else f"expected: {printable(reference)}"
-        print(f"  {printable(source)}  ->  {printable(hypothesis)}   [{mark}]")

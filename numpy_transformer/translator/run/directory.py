@@ -1,5 +1,6 @@
-"""The run directory of ``train --out``: checked before any work, locked while a run writes to it,
-and the files a run writes there (RunFiles).
+"""The run directory of ``train --out``: claimed by one owner (RunDirectory: checked before any
+work, made and locked while a run writes to it, cleared of the run it replaces, released at the
+end), and the files a run writes there (RunFiles).
 
 A run directory holds ``model.npz`` (the last checkpoint), ``best.npz`` (the best by dev BLEU),
 ``log.jsonl``, ``config.toml`` (the resolved configuration) and ``step-*.npz``, the last evaluation
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -281,6 +283,67 @@ def clear_run(directory: Path) -> None:
     """--overwrite: remove the old run's files before the new run writes its own."""
     for path in run_files(directory):
         path.unlink(missing_ok=True)
+
+
+class RunDirectory:
+    """The run directory of one ``train`` run, and its one owner: checked before any work, claimed
+    (where this process writes it, made and locked), cleared of the run it replaces, and released
+    at the end.
+
+        with RunDirectory(out, resume, overwrite, writes=rank == 0) as directory:
+            ...                  # build the run; --overwrite: directory.clear() once it is ready
+            trainer.fit(directory.path)
+
+    Only rank 0 of several MPI ranks writes (``writes``); the others check it alone. What the claim
+    made (the directory and its missing parents) is removed again at the release where the run
+    stopped before writing anything into it.
+    """
+
+    def __init__(self, out: str | Path, resume: bool, overwrite: bool, writes: bool = True) -> None:
+        """``out`` checked (check_run_directory); nothing is written yet."""
+        self.path = check_run_directory(out, resume, overwrite, check_lock=writes)
+        self.writes = writes
+        self._made: list[Path] = []  # the directory and its missing parents, deepest first
+        self._held = ExitStack()  # the lock
+
+    def __enter__(self) -> RunDirectory:
+        """The claim: where this process writes, the directory made and locked (RunLock)."""
+        if self.writes:
+            self._made = self._missing()
+            try:
+                self._held.enter_context(RunLock(self.path))
+            except BaseException:  # in use: what the claim made goes again
+                self.release()
+                raise
+        return self
+
+    def _missing(self) -> list[Path]:
+        """The directory and those of its parents that do not exist yet, deepest first."""
+        missing = []
+        for path in (self.path, *self.path.absolute().parents):
+            if path.exists():
+                break
+            missing.append(path)
+        return missing
+
+    def clear(self) -> None:
+        """--overwrite: the old run's files removed (clear_run), where this process writes; called
+        once the new run is ready, so that a refusal or a Ctrl-C before it keeps them."""
+        if self.writes:
+            clear_run(self.path)
+
+    def release(self) -> None:
+        """The lock removed, then the directories the claim made, where they are still empty."""
+        self._held.close()
+        for path in self._made:  # stopped before anything was written: no empty directory stays
+            try:
+                path.rmdir()
+            except OSError:  # it holds the run, or a file of someone else's: it stays, and its parents
+                break
+        self._made = []
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class RunFiles:
