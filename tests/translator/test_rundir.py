@@ -318,3 +318,12 @@ def test_a_torn_model_npz_falls_back_to_the_newest_whole_checkpoint_as_a_missing
     assert f"--resume: {out / 'model.npz'}: no such file: resuming from {out / 'step-0000006.npz'}" in (
         capsys.readouterr().err
     )
+    (out / "model.npz").unlink()
+    torn(out / "step-0000008.npz")  # the one it would fall back to: named, never said to be resumed from
+    assert resume(out, "--steps", "10") == 2
+    error = capsys.readouterr().err
+    assert (
+        f"--resume: {out / 'model.npz'}: no such file, and its newest evaluation checkpoint "
+        f"{out / 'step-0000008.npz'}: corrupt or truncated" in error
+    )
+    assert "resuming from" not in error

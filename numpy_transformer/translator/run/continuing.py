@@ -72,6 +72,7 @@ def resumed_run(
     ``threads``, its model and its task rebuilt. Refused when it holds an average or an imported
     model, or another number of ``ranks`` saved it."""
     checkpoint, last = resume_checkpoint(path), resolve_path(path)
+    why = ""
     if checkpoint != last:  # a run directory whose model.npz is missing, unreadable or older
         try:
             why = (
@@ -79,10 +80,16 @@ def resumed_run(
             )
         except CheckpointError as error:  # missing, or torn
             why = str(error).removeprefix("checkpoint ")
+    try:
+        arrays, meta = load_checkpoint(checkpoint)
+    except CheckpointError as error:
+        if not why:
+            raise
+        raise CheckpointError(f"--resume: {why}, and its newest evaluation {error}") from None
+    if why:
         warnings.warn(
             f"--resume: {why}: resuming from {checkpoint}, the run's newest complete checkpoint", stacklevel=3
         )
-    arrays, meta = load_checkpoint(checkpoint)
     held = "an imported model" if "imported_from" in meta else "an average" if "averaged_from" in meta else ""
     if held:  # an average's optimiser state is its last checkpoint's, which its weights did not reach
         raise ValueError(
