@@ -548,6 +548,12 @@ def _corpus_and_own_splits(
     for name, split in own.items():
         held = set(split)
         left = [pair for pair in kept if pair not in held]
+        if kept and not left:  # --dev the corpus itself: a warning, then "only 0 pairs", would hide why
+            raise ValueError(
+                f"--{name} {files[name]}: holds every one of the {len(kept)} pairs of --data {files['data']}, "
+                f"which are left out of training: none is left to train on (give --{name} pairs of its own, "
+                f"or leave --{name} out to hold {name} pairs out of --data)"
+            )
         if len(left) < len(kept):
             warnings.warn(
                 f"--data {files['data']}: {len(kept) - len(left)} of its pairs are also in --{name} {files[name]} "

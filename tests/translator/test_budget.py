@@ -276,6 +276,18 @@ def test_a_run_trained_with_steps_resumes_with_a_time_budget(tmp_path, capsys):
     assert "NoneType" not in capsys.readouterr().err
 
 
+def test_a_spent_budget_is_said_with_the_time_spent_as_it_is(tmp_path, capsys):
+    """A budget smaller than the time a run has taken: the minutes spent are said with the digits
+    that show them, never rounded to 0.0 below the budget they spent."""
+    out = str(tmp_path / "r")
+    assert main(["train", *SMALL, *QUIET, "--steps", "3", "--out", out]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", "--time-budget", "0.0001", *QUIET[:3], "--out", out]) == 0
+    said = re.search(r"has spent its (\S+) minutes \((\S+) so far\)", capsys.readouterr().err)
+    assert said is not None and said[1] == "0.0001"
+    assert float(said[2]) >= 0.0001
+
+
 def test_a_resume_with_nothing_left_to_train_says_so(tmp_path, capsys):
     out = str(tmp_path / "r")
     assert main(["train", *SMALL, *QUIET, "--steps", "3", "--out", out]) == 0

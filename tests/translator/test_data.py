@@ -252,9 +252,10 @@ def test_a_dev_or_test_file_is_refused_by_its_flag(tmp_path):
         pytest.raises(ValueError, match=r"long.tsv: no pair has at most 2 tokens"),
     ):
         FileTask(corpus, "word", max_length=2, dev=tmp_path / "long.tsv")
-    every = _pairs(tmp_path / "every.tsv", range(50))
-    with (
-        pytest.warns(UserWarning),
-        pytest.raises(ValueError, match="only 0 pairs, too few to split into train and test"),
+    every = _pairs(tmp_path / "every.tsv", range(50))  # --dev the corpus itself: said so, not "only 0 pairs"
+    with pytest.raises(
+        ValueError,
+        match=rf"^--dev {every}: holds every one of the 50 pairs of --data {corpus}, which are left out of "
+        "training: none is left to train on",
     ):
         FileTask(corpus, "word", dev=every)

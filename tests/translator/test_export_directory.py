@@ -243,3 +243,48 @@ def test_missing_parents_are_made_and_only_they_removed_on_failure(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ExportError, match=r"file is not a directory \(expected a folder to make it in\)"):
         check_destination(tmp_path / "file" / "c" / "out", overwrite=False)
+
+
+def test_an_export_into_a_run_or_of_an_export_is_refused_before_any_work(tmp_path, capsys):
+    """export RUN --to RUN (--overwrite or not) would put an export's files among the run's; a run
+    directory as --to is refused, never with --overwrite suggested. A Hugging Face export given as
+    RUN is said to be one, with the import that reads it as a run."""
+    from numpy_transformer.translator.cli import main
+
+    run = tmp_path / "run"
+    sizes = ["--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "16", "--batch-size", "8"]
+    quiet = ["--steps", "2", "--eval-every", "2", "--eval-size", "4", "--no-progress", "--show", "0"]
+    assert main(["train", "--task", "copy", *sizes, *quiet, "--out", str(run)]) == 0
+    before = contents_bytes(run)
+    capsys.readouterr()
+    for given, flags in (
+        (run, ["--overwrite"]),
+        (run / "model.npz", []),
+        (run, ["--ctranslate2", "--overwrite"]),
+    ):
+        assert main(["export", str(given), "--to", str(run), "--no-tokenizer", *flags]) == 2
+        error = capsys.readouterr().err
+        assert f"--to {run}: is RUN itself, a training run (model.npz" in error
+        assert "--overwrite" not in error and error.count("\n") == 1
+    assert contents_bytes(run) == before
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "log.jsonl").write_text("")
+    assert main(["export", str(run), "--to", str(other), "--overwrite", "--no-tokenizer"]) == 2
+    assert f"--to {other}: holds a training run (log.jsonl)" in capsys.readouterr().err
+    hf = tmp_path / "hf"
+    assert main(["export", str(run), "--to", str(hf), "--no-tokenizer"]) == 0
+    capsys.readouterr()
+    assert main(["export", str(hf), "--to", str(tmp_path / "again"), "--no-tokenizer"]) == 2
+    error = capsys.readouterr().err
+    assert f"RUN {hf}: a Hugging Face export (config.json, model.safetensors), not a run: import it" in error
+    assert f"numpy-transformer import {hf} --out NEW_RUN" in error
+    assert not (tmp_path / "again").exists()
+
+
+def contents_bytes(folder):
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }

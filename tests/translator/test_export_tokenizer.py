@@ -622,3 +622,99 @@ def test_a_load_checks_the_rows_after_the_vocabulary_against_config_json(tmp_pat
     )
     with pytest.raises(PretrainedError, match=refusal):
         load_pretrained(tmp_path / "hf")
+
+
+def edit_config(directory, **settings):
+    """config.json of the export in ``directory`` with ``settings`` of its own (``top``: a dict of
+    top-level keys) set, None removing one."""
+    path = directory / "config.json"
+    config = json.loads(path.read_text())
+    config.update(settings.pop("top", {}))
+    for key, value in settings.items():
+        if value is None:
+            del config["numpy_transformer"][key]
+        else:
+            config["numpy_transformer"][key] = value
+    path.write_text(json.dumps(config))
+    return config
+
+
+def import_refused(tmp_path, refusal):
+    """The import of ``tmp_path/hf`` refused with a message that ``refusal`` matches, nothing written."""
+    with pytest.raises(PretrainedError, match=refusal):
+        import_run(tmp_path / "hf", tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_tied_configuration_over_a_projection_of_its_own_is_refused_naming_it(tmp_path):
+    """tie_word_embeddings edited to true over an untied Pegasus export: its lm_head.weight is a
+    matrix of its own, which a tied model has no place for (transformers would drop it): refused;
+    a copy of the tied embedding under lm_head.weight imports."""
+    from safetensors.numpy import load_file, save_file
+
+    exported(tmp_path, "pegasus", False)
+    edit_config(tmp_path / "hf", top={"tie_word_embeddings": True})
+    import_refused(
+        tmp_path,
+        r"hf/model.safetensors: tensor 'lm_head.weight' is a projection of its own \(not the values of "
+        r"'model.shared.weight'\), but config.json's tie_word_embeddings is true",
+    )
+    model, tokenizer, vocabularies = exported(tmp_path / "tied", "marian", True)
+    weights = tmp_path / "tied" / "hf" / "model.safetensors"
+    tensors = load_file(str(weights))
+    save_file({**tensors, "lm_head.weight": tensors["model.shared.weight"]}, str(weights))
+    written, _ = import_run(tmp_path / "tied" / "hf", tmp_path / "tied-run")
+    assert_same_run(written, (model, tokenizer, *vocabularies))
+    save_file({**tensors, "lm_head.weight": tensors["model.shared.weight"] + 1}, str(weights))
+    with pytest.raises(PretrainedError, match="tensor 'lm_head.weight' is a projection of its own"):
+        import_run(tmp_path / "tied" / "hf", tmp_path / "tied-run-2")
+
+
+def test_shared_vocab_true_over_two_vocabularies_is_refused_naming_the_key(tmp_path):
+    exported(tmp_path, "pegasus", False)
+    edit_config(tmp_path / "hf", shared_vocab=True)
+    import_refused(
+        tmp_path,
+        r"hf/config.json: numpy_transformer.shared_vocab is true \(one vocabulary for the source and the "
+        r"target\), but .*hf/tokenizer.json and .*hf/target/tokenizer.json hold two different vocabularies",
+    )
+
+
+def test_a_wrong_or_missing_config_key_of_a_pegasus_export_is_named_not_the_weights_or_tokenizer(tmp_path):
+    """tgt_vocab_size counting the rows of the tokenizer's units, source_offset removed or moved, the
+    two tokenizers swapped: each refused naming config.json's key (and which tokenizer is which)."""
+    exported(tmp_path, "pegasus", False)
+    hf = tmp_path / "hf"
+    original = (hf / "config.json").read_text()
+    config = json.loads(original)["numpy_transformer"]
+    offset, own = config["source_offset"], config["tgt_vocab_size"]
+    assert offset > own  # the target's tokenizer has units its vocabulary lacks: rows of -inf bias
+    edit_config(hf, tgt_vocab_size=offset)
+    with pytest.raises(PretrainedError) as refused:
+        import_run(hf, tmp_path / "run")
+    assert str(refused.value).startswith(
+        f"{hf / 'config.json'}: gives a target vocabulary of {offset} (numpy_transformer.tgt_vocab_size"
+    )
+    assert str(refused.value).endswith(f"expected {own}")
+    (hf / "config.json").write_text(original)
+    edit_config(hf, source_offset=None)
+    with pytest.raises(PretrainedError, match=r"hf/config.json: has no numpy_transformer.source_offset"):
+        import_run(hf, tmp_path / "run")
+    (hf / "config.json").write_text(original)
+    edit_config(hf, source_offset=own)
+    with pytest.raises(
+        PretrainedError,
+        match=rf"hf/tokenizer.json: its ids start at {offset}, but .*numpy_transformer.source_offset {own} gives "
+        rf"the source's ids from {own}$",
+    ):
+        import_run(hf, tmp_path / "run")
+    (hf / "config.json").write_text(original)
+    source, target = (hf / "tokenizer.json").read_bytes(), (hf / "target" / "tokenizer.json").read_bytes()
+    (hf / "tokenizer.json").write_bytes(target)
+    (hf / "target" / "tokenizer.json").write_bytes(source)
+    with pytest.raises(
+        PretrainedError,
+        match=rf"hf/tokenizer.json: its ids start at 0, .* from {offset}: it is the target's tokenizer",
+    ):
+        import_run(hf, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

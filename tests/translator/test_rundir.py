@@ -303,3 +303,63 @@ def test_a_claim_refused_by_the_lock_leaves_nothing_it_made(tmp_path, monkeypatc
     with pytest.raises(ValueError, match=f"--out {out} "):
         directory.__enter__()
     assert not (tmp_path / "new").exists()
+
+
+def torn(path):
+    """``path`` cut to its first 3000 bytes, as a copy cut short leaves it."""
+    path.write_bytes(path.read_bytes()[:3000])
+
+
+def resume(out, *extra):
+    return main(["train", "--resume", "--out", str(out), "--no-progress", "--show", "0", *extra])
+
+
+def test_a_torn_checkpoint_the_resumed_run_keeps_is_refused_before_any_step(tmp_path, capsys):
+    """An evaluation checkpoint the run keeps (to average at its end) or its best.npz, torn: found
+    when --resume starts (exit 2, naming it and what to do), never after training; once removed,
+    the run goes on without it."""
+    out = tmp_path / "run"
+    assert train(out, "--eval-every", "2", "--keep-checkpoints", "3") == 0
+    for name in ("step-0000004.npz", "best.npz"):
+        whole = (out / name).read_bytes()
+        torn(out / name)
+        saved = {path.name: path.read_bytes() for path in out.iterdir()}
+        capsys.readouterr()
+        assert resume(out, "--steps", "6") == 2
+        error = capsys.readouterr().err
+        assert f"--resume: checkpoint {out / name}: corrupt or truncated" in error
+        assert "remove it, and the run goes on without it, or put a whole copy back" in error
+        assert {path.name: path.read_bytes() for path in out.iterdir()} == saved  # nothing trained
+        (out / name).write_bytes(whole)
+    torn(out / "step-0000004.npz")
+    (out / "step-0000004.npz").unlink()
+    assert resume(out, "--steps", "6") == 0
+    assert (out / "step-0000006.npz").is_file()
+
+
+def test_a_torn_model_npz_falls_back_to_the_newest_whole_checkpoint_as_a_missing_one_does(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, "--eval-every", "2", "--keep-checkpoints", "2") == 0
+    torn(out / "model.npz")
+    capsys.readouterr()
+    assert resume(out, "--steps", "6") == 0
+    said = capsys.readouterr()
+    assert (
+        f"--resume: {out / 'model.npz'}: corrupt or truncated (BadZipFile: File is not a zip file): resuming "
+        f"from {out / 'step-0000004.npz'}, the run's newest complete checkpoint" in said.err
+    )
+    assert f"resuming {out / 'step-0000004.npz'} at step 4" in said.out
+    (out / "model.npz").unlink()
+    assert resume(out, "--steps", "8") == 0
+    assert f"--resume: {out / 'model.npz'}: no such file: resuming from {out / 'step-0000006.npz'}" in (
+        capsys.readouterr().err
+    )
+    (out / "model.npz").unlink()
+    torn(out / "step-0000008.npz")  # the one it would fall back to: named, never said to be resumed from
+    assert resume(out, "--steps", "10") == 2
+    error = capsys.readouterr().err
+    assert (
+        f"--resume: {out / 'model.npz'}: no such file, and its newest evaluation checkpoint "
+        f"{out / 'step-0000008.npz'}: corrupt or truncated" in error
+    )
+    assert "resuming from" not in error

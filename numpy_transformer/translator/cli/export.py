@@ -55,6 +55,7 @@ def run_export(args: argparse.Namespace) -> int:
     from ..huggingface.export import ARCHITECTURES, export_pretrained, transformers_architecture
     from ..run.checkpoint import load_for_inference
 
+    refuse_other_directories(args.run, args.to)
     if args.ctranslate2:
         require("export --ctranslate2", "ctranslate2")
         check_destination(args.to, args.overwrite)  # before the run is read
@@ -84,6 +85,36 @@ def run_export(args: argparse.Namespace) -> int:
             f"            the translations decoded by AutoTokenizer.from_pretrained('{args.to}/{TARGET_TOKENIZER}')"
         )
     return 0
+
+
+def refuse_other_directories(run: str, to: str) -> None:
+    """ExportError, before any work, for a ``run`` that is an export rather than a run (import reads
+    a Hugging Face one back as a run), and a ``to`` that holds a run (the run itself, too): an export
+    goes into a directory of its own, never beside a run's files (--overwrite or not)."""
+    from ..huggingface.directory import CONFIG, WEIGHTS, ExportError
+    from ..run.checkpoint import FILENAME
+    from ..run.directory import run_files
+
+    folder = Path(run).expanduser()
+    if folder.is_dir() and not (folder / FILENAME).exists() and (folder / CONFIG).is_file():
+        if (folder / WEIGHTS).is_file():
+            raise ExportError(
+                f"RUN {run}: a Hugging Face export ({CONFIG}, {WEIGHTS}), not a run: import it first "
+                f"(numpy-transformer import {run} --out NEW_RUN), then export NEW_RUN"
+            )
+        if (folder / "model.bin").is_file():
+            raise ExportError(
+                f"RUN {run}: a CTranslate2 export (model.bin), not a run: export the run it was made from"
+            )
+    destination = Path(to).expanduser()
+    held = run_files(destination) if destination.is_dir() else []
+    if held:
+        same = destination.resolve() == (folder if folder.is_dir() else folder.parent).resolve()
+        names = ", ".join(path.name for path in held[:3]) + (", ..." if len(held) > 3 else "")
+        raise ExportError(
+            f"--to {to}: {'is RUN itself, a' if same else 'holds a'} training run ({names}): an export goes into "
+            "a directory of its own; give a new or empty one"
+        )
 
 
 def say_ctranslate2_recipe(to: str, model: Any, tokenizer: Any, written: list[Path]) -> None:

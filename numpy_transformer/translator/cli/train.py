@@ -192,7 +192,7 @@ class TrainCommand:
             if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
                 warnings.warn(  # Trainer.resume planned its end where it is
                     f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
-                    f"({trainer.budget.spent() / 60:.1f} so far) at step {trainer.step}: nothing is left to train; "
+                    f"({trainer.budget.spent() / 60:g} so far) at step {trainer.step}: nothing is left to train; "
                     "give a larger --time-budget (minutes in all) or --steps N above the step reached",
                     stacklevel=2,
                 )

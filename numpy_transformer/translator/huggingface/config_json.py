@@ -189,6 +189,12 @@ def _check_settings(config: dict[str, Any], path: Path) -> None:
                     f"{path}: {SETTINGS}.{key} is {settings.get(key)!r}, expected a whole number in [1, {len(rows)}] "
                     f"(its vocabulary's rows of the embedding, by {SETTINGS}.source_offset {settings['source_offset']})"
                 )
+    tied = config.get("tie_word_embeddings", True) and settings.get("shared_vocab", True)
+    if config["model_type"] == "pegasus" and settings and not tied and "source_offset" not in settings:
+        raise PretrainedError(
+            f"{path}: has no {SETTINGS}.source_offset, which a Pegasus export of two vocabularies or untied "
+            "embeddings records (the first source id of its one embedding table, after the target's)"
+        )
     if settings.get("shared_vocab") and len(set(vocab_sizes(config))) > 1:
         raise PretrainedError(
             f"{path}: {SETTINGS}.shared_vocab is true, but vocab_size and decoder_vocab_size differ"

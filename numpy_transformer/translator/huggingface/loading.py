@@ -58,7 +58,8 @@ class WeightPlanner:
     """plan_weights' stages over one file's tensors (``tensors``, read from the header of ``path``)
     for the model ``shape`` describes: the layers the file holds, a tensor for every parameter with
     every copy of it checked, the position tables it saves, and no tensor left without a place.
-    ``used`` holds the names of the tensors given a place so far."""
+    ``used`` holds the names of the tensors given a place so far; ``copies`` the tensor read for a
+    tied embedding and each other copy of it in the file (the projection's ``lm_head``)."""
 
     def __init__(
         self, config: dict[str, Any], tensors: dict[str, TensorEntry], path: Path, shape: TransformerConfig
@@ -68,6 +69,7 @@ class WeightPlanner:
         # the file's rows: the model's, and any of <unk> after them
         self.vocab, self.decoder_vocab = vocab_sizes(config)
         self.used: set[str] = set()
+        self.copies: list[tuple[TensorEntry, TensorEntry]] = []
 
     def plan(self) -> WeightPlan:
         """The plan, or PretrainedError naming what of the file does not fit config.json."""
@@ -140,6 +142,8 @@ class WeightPlanner:
                 continue
             for found in copies if ours in embeddings else copies[:1]:
                 self.take(found, self.expected_shapes(ours))
+            if shape.tie_embeddings and ours in embeddings:  # one matrix: every copy must hold it
+                self.copies += [(self.tensors[copies[0]], self.tensors[other]) for other in copies[1:]]
             if shape.attention_bias or not ATTENTION_BIAS.search(theirs[0]):
                 parameters[ours] = self.tensors[copies[0]]
             else:
@@ -215,10 +219,12 @@ def load_model(directory: str | Path, dtype: str | None, copies: int) -> Transfo
     dtype = dtype or own_dtype(config)
     path = weights_path(directory)
     shape = model_shape(config, dtype, directory / CONFIG)
-    plan = plan_weights(config, read_header(path), path, shape)
+    planner = WeightPlanner(config, read_header(path), path, shape)  # plan_weights, and the copies it found
+    plan = planner.plan()
     refuse_beyond_memory(plan, shape, copies, path)
     model = build_from_config(shape, seed=0)
     check_computed_tensors(plan, path)
+    check_tied_copies(planner.copies, path)
     fill_parameters(model, plan.parameters, path, embedding_rows(config))
     if shape.positions == "interleaved":  # an export's weights, reordered for split sinusoids: undone
         state = {name: to_numpy(value) for name, value in model.state_dict().items()}
@@ -259,6 +265,26 @@ def check_computed_tensors(plan: WeightPlan, path: Path) -> None:
             )
 
 
+def check_tied_copies(copies: list[tuple[TensorEntry, TensorEntry]], path: Path) -> None:
+    """Each copy the file holds of a tied embedding (config.json's ``tie_word_embeddings`` true: the
+    embedding is the projection too; with ``share_encoder_decoder_embeddings``, or Pegasus's one
+    table, the source's and the target's are one) holds the same values as the tensor read: a
+    projection of its own (``lm_head.weight`` of an untied model) has no place in a tied one, and is
+    refused by name rather than dropped. ``copies``: WeightPlanner's, the tensor read and a copy."""
+    for read, copy in copies:
+        if not numpy.array_equal(read.read(), copy.read()):
+            if copy.name == "lm_head.weight":
+                raise PretrainedError(
+                    f"{path}: tensor 'lm_head.weight' is a projection of its own (not the values of "
+                    f"{read.name!r}), but {CONFIG}'s tie_word_embeddings is true (the projection is the target's "
+                    "embedding): refused rather than dropped; tie_word_embeddings false reads it"
+                )
+            raise PretrainedError(
+                f"{path}: tensor {copy.name!r} is not the values of {read.name!r}, but {CONFIG} makes them one "
+                "matrix (tie_word_embeddings true, the embeddings shared): refused rather than dropped"
+            )
+
+
 def fill_parameters(
     model: Transformer, parameters: dict[str, TensorEntry], path: Path, rows: tuple[range, range]
 ) -> None:
@@ -283,8 +309,25 @@ def fill_parameters(
             )
         value = value[: weight.shape[0]]
         if not numpy.isfinite(value).all():
+            refuse_vocabulary_of_unit_rows(value, entry.name, path)
             raise PretrainedError(f"{path}: tensor {entry.name!r} holds NaN or infinite values")
         weight[...] = xp.asarray(value.reshape(weight.shape), dtype=weight.dtype)  # on the device, if any
+
+
+def refuse_vocabulary_of_unit_rows(bias: numpy.ndarray, name: str, path: Path) -> None:
+    """A projection's bias ``bias`` (as read for the target vocabulary config.json gives) that is -inf
+    from some row on: the rows an export writes after its target vocabulary for its tokenizer's units
+    (never predicted), counted in the vocabulary by config.json: refused naming its key."""
+    finite = numpy.isfinite(bias)
+    if bias.ndim != 1 or finite.all() or not finite[0]:
+        return
+    first = int(numpy.argmin(finite))
+    if numpy.isneginf(bias[first:]).all():
+        raise PretrainedError(
+            f"{path.parent / CONFIG}: gives a target vocabulary of {len(bias)} ({SETTINGS}.tgt_vocab_size, else "
+            f"decoder_vocab_size), but {path.name}'s {name!r} is -inf from row {first} on, the rows an export "
+            f"writes after its target vocabulary for its tokenizer's units (never predicted): expected {first}"
+        )
 
 
 def check_unit_rows(value: numpy.ndarray, rows: int, name: str, side: str, path: Path) -> None:

@@ -192,7 +192,9 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
         path = folder / TOKENIZER_JSON
         try:
             data = read_bounded(path, MAX_VOCAB)
-            content = shifted_ids(json.loads(data.decode("utf-8")), -side_rows.start)
+            content = json.loads(data.decode("utf-8"))
+            check_first_id(content, side, side_rows, path, config_path, config)
+            content = shifted_ids(content, -side_rows.start)
             tokenizer, itos = from_huggingface(content, size)
             if "<unk>" not in itos:
                 raise ValueError("its vocabulary has no '<unk>'")
@@ -223,6 +225,12 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
             )
         check_fingerprint(directory, path.relative_to(directory).as_posix(), config, data)
     (tokenizer, source), (other, target) = found
+    if shared and source.itos != target.itos:
+        raise PretrainedError(
+            f"{config_path}: {SETTINGS}.shared_vocab is true (one vocabulary for the source and the target), but "
+            f"{directory / TOKENIZER_JSON} and {target_folder / TOKENIZER_JSON} hold two different vocabularies "
+            f"(an export of them records shared_vocab false)"
+        )
     if type(tokenizer) is not type(other) or getattr(tokenizer, "serialized", None) != getattr(
         other, "serialized", None
     ):
@@ -230,6 +238,36 @@ def read_exported_tokenizer(directory: Path, config: dict[str, Any]) -> tuple[To
             f"{target_folder / TOKENIZER_JSON}: splits text otherwise than {TOKENIZER_JSON}"
         )
     return tokenizer, (source, target)
+
+
+def check_first_id(
+    content: Any, side: str, rows: range, path: Path, config_path: Path, config: dict[str, Any]
+) -> None:
+    """The ``side`` tokenizer's ``content`` (a tokenizer.json's, at ``path``) gives its first id where
+    config.json's rows of that side (``rows``, config_json.embedding_rows) start: of a Pegasus export
+    of two vocabularies, the target's at 0 and the source's at ``numpy_transformer.source_offset``;
+    else refused naming the key, and the other side's tokenizer where it is that one. Content that is
+    not a tokenizer's is left to from_huggingface to name."""
+    offset = config.get(SETTINGS, {}).get("source_offset")
+    model = content.get("model") if isinstance(content, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    if offset is None or not isinstance(vocab, dict) or not vocab:  # without it, config_json names the key
+        return
+    ids = list(vocab.values())
+    if not all(isinstance(index, int) for index in ids) or min(ids) == rows.start:
+        return
+    first = min(ids)
+    other = "target" if side == "source" else "source"
+    swapped = (
+        f": it is the {other}'s tokenizer (an export holds the source's {TOKENIZER_JSON} at the top, the "
+        f"target's in {TARGET_TOKENIZER}/)"
+        if (first == 0) == (side == "source")
+        else ""
+    )
+    raise PretrainedError(
+        f"{path}: its ids start at {first}, but {config_path}'s {SETTINGS}.source_offset {offset} gives the "
+        f"{side}'s ids from {rows.start}{swapped}"
+    )
 
 
 FINGERPRINTED = (TOKENIZER_JSON, VOCAB, *SENTENCEPIECE_FILES)  # the tokenizer files an export records

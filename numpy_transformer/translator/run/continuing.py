@@ -31,7 +31,7 @@ from .checkpoint import (
     serialized_tokenizer,
     task_recipe,
 )
-from .directory import resume_checkpoint
+from .directory import BEST_NAME, resume_checkpoint
 from .state import RunState
 
 
@@ -71,14 +71,25 @@ def resumed_run(
     its state, its settings as saved but for the length given (``steps`` or ``time_budget``) and
     ``threads``, its model and its task rebuilt. Refused when it holds an average or an imported
     model, or another number of ``ranks`` saved it."""
-    checkpoint = resume_checkpoint(path)
-    if checkpoint != resolve_path(path):  # a run directory whose model.npz is missing or older
+    checkpoint, last = resume_checkpoint(path), resolve_path(path)
+    why = ""
+    if checkpoint != last:  # a run directory whose model.npz is missing, unreadable or older
+        try:
+            why = (
+                f"{last} holds step {load_meta(last)['step']}, older than {checkpoint.name} (its save failed)"
+            )
+        except CheckpointError as error:  # missing, or torn
+            why = str(error).removeprefix("checkpoint ")
+    try:
+        arrays, meta = load_checkpoint(checkpoint)
+    except CheckpointError as error:
+        if not why:
+            raise
+        raise CheckpointError(f"--resume: {why}, and its newest evaluation {error}") from None
+    if why:
         warnings.warn(
-            f"--resume: {resolve_path(path)} is missing or older than {checkpoint.name} (its save "
-            f"failed): resuming from {checkpoint}, the run's newest complete checkpoint",
-            stacklevel=3,
+            f"--resume: {why}: resuming from {checkpoint}, the run's newest complete checkpoint", stacklevel=3
         )
-    arrays, meta = load_checkpoint(checkpoint)
     held = "an imported model" if "imported_from" in meta else "an average" if "averaged_from" in meta else ""
     if held:  # an average's optimiser state is its last checkpoint's, which its weights did not reach
         raise ValueError(
@@ -86,6 +97,7 @@ def resumed_run(
             f"into a run of its own with train --from {path} --data FILE.tsv --out NEW_RUN"
         )
     state = RunState.from_checkpoint(arrays, meta, checkpoint)
+    refuse_torn_kept(checkpoint.parent, state)
     if state.ranks != ranks:
         raise ValueError(
             f"checkpoint {checkpoint} was trained on {state.ranks} rank(s) and this run has "
@@ -99,6 +111,22 @@ def resumed_run(
         config = replace(config, threads=threads)
     model, task = restore_model_and_task(checkpoint, arrays, meta)
     return ResumedRun(model, task, config, state, checkpoint)
+
+
+def refuse_torn_kept(directory: Path, state: RunState) -> None:
+    """The checkpoints a resumed run in ``directory`` reads again or keeps (its evaluation checkpoints,
+    which it averages at its end, and best.npz, which it compares the average with) read, before any
+    step: one that cannot be read (a torn copy) is refused naming it, never found at the end of the
+    run. One removed by hand is left out of the average, as a run leaves it out."""
+    for path in [*(directory / name for name in state.kept), directory / BEST_NAME]:
+        if path.exists():
+            try:
+                load_meta(path)
+            except CheckpointError as error:
+                raise CheckpointError(
+                    f"--resume: {error}: the run keeps it (to average, or as its best); remove it, and the "
+                    "run goes on without it, or put a whole copy back"
+                ) from None
 
 
 def fine_tune_start(

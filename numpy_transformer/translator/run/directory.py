@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from ...files import SaveError, refuse_empty, write_text_atomically
-from .checkpoint import FILENAME, load_meta, resolve_path
+from .checkpoint import FILENAME, CheckpointError, load_meta, resolve_path
 from .state import KEPT_NAME, RunState
 
 LOG_NAME = "log.jsonl"
@@ -271,12 +271,20 @@ def _evaluation_checkpoints(directory: Path) -> list[Path]:
 def resume_checkpoint(path: str | Path) -> Path:
     """The checkpoint --resume continues from ``path``: a checkpoint file itself; of a run directory
     its model.npz, or the newest evaluation checkpoint when it is newer (the save of model.npz after
-    it failed, a full disk) or model.npz is missing."""
+    it failed, a full disk) or model.npz is missing or cannot be read (a torn copy)."""
     kept = _evaluation_checkpoints(Path(path)) if Path(path).is_dir() else []
     last = resolve_path(path)
-    if kept and (not last.is_file() or int(kept[-1].stem.removeprefix("step-")) > load_meta(last)["step"]):
+    if kept and (not last.is_file() or int(kept[-1].stem.removeprefix("step-")) > _saved_step(last)):
         return kept[-1]
     return last
+
+
+def _saved_step(path: Path) -> int:
+    """The step the checkpoint ``path`` holds; -1 where it cannot be read, so that any other is newer."""
+    try:
+        return load_meta(path)["step"]
+    except CheckpointError:
+        return -1
 
 
 def clear_run(directory: Path) -> None:
