@@ -150,6 +150,7 @@ class TrainCommand:
         """The Trainer of a new run or of the one saved in the run directory (--resume), and the line
         that says what it trains. With --overwrite the old run is cleared only now, once the
         new one is ready: a refusal or a Ctrl-C before this point keeps it."""
+        from ..huggingface.exportable import export_limits
         from ..tasks import FileTask
         from ..training.trainer import Trainer
 
@@ -207,7 +208,9 @@ class TrainCommand:
             return trainer, f"resuming {saved} at step {trainer.step} for {length}{ranks}"
         if args.overwrite:
             self.directory.clear()
-        config, task, sizes = trainer.config, trainer.task, trainer.model_config
+        config = trainer.config
+        task = trainer.task
+        sizes = trainer.model_config
         n_params = sum(p.data.size for p in trainer.model.parameters())
         model = f"the model of {config.from_run}" if config.from_run else f"{sizes.attention} model"
         units = f" of {config.vocab_size:,} subword units" if config.vocab_size else ""
@@ -220,42 +223,14 @@ class TrainCommand:
             if config.data and not config.from_run and chosen and isinstance(task, FileTask)
             else ""
         )
-        note = self.export_note(trainer)
+        # what export cannot write of the run, said before it trains rather than found once it is trained
+        lacking = export_limits(trainer.model, task.tokenizer, task.src_vocab)
+        note = f"note: this run cannot be exported whole: {' | '.join(lacking)}" if lacking else None
         return trainer, (
             f"training {model} ({n_params:,} parameters: d_model {sizes.d_model}, {sizes.N} layers, "
             f"{sizes.h} heads, d_ff {sizes.d_ff}, dropout {sizes.dropout:g}) on {config.data or config.task}{ranks} "
             f"for {length}; vocabularies {len(task.src_vocab):,}/{len(task.tgt_vocab):,}{units}{why}; saving to {out}"
         ) + (f"\n{task.splits()}" if isinstance(task, FileTask) else "") + (f"\n{note}" if note else "")
-
-    def export_note(self, trainer: Trainer) -> str | None:
-        """What of the run's model and tokenizer ``export`` cannot write, to transformers and to
-        CTranslate2, said when the run starts (None: both take it whole)."""
-        from ..huggingface.ctranslate2_export import ctranslate2_unrepresentable
-        from ..huggingface.export import refusal
-        from ..tokenizers import (
-            BPETokenizer,
-            CharTokenizer,
-            SentencePieceTokenizer,
-            TokenizerExportError,
-            huggingface_tokenizer,
-        )
-
-        model, tokenizer = trainer.model, trainer.task.tokenizer
-        lacking = []
-        transformers = refusal(model)
-        if transformers:
-            lacking.append(f"to transformers: {transformers}")
-        ctranslate2 = ctranslate2_unrepresentable(model)
-        if ctranslate2:
-            lacking.append(
-                f"to CTranslate2: CTranslate2 cannot represent this model's {'; '.join(ctranslate2)}"
-            )
-        if not isinstance(tokenizer, (BPETokenizer, CharTokenizer, SentencePieceTokenizer)):
-            try:  # refused by its kind alone, before any work
-                huggingface_tokenizer(tokenizer, trainer.task.src_vocab)
-            except TokenizerExportError as error:  # a word tokenizer: the model goes alone (--no-tokenizer)
-                lacking.append(str(error).removeprefix("tokenizer: "))
-        return f"note: this run cannot be exported whole: {' | '.join(lacking)}" if lacking else None
 
     def fit(self, trainer: Trainer) -> int:
         """Train, then show translations of unseen test sources (rank 0 alone)."""

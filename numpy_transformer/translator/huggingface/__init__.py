@@ -8,7 +8,8 @@ and written (``config_json``); the weights under transformers' names and the reo
 interleaved positions, both ways (``weights``); loading a model (``loading``: load_pretrained,
 plan_weights); the tokenizer files, both ways (``tokenizer_files``: MarianTokenizer, tokenizer.json);
 the transformers export (``export``: export_pretrained) and the CTranslate2 one
-(``ctranslate2_export``: export_ctranslate2).
+(``ctranslate2_export``: export_ctranslate2); what of a run neither can write, asked before it
+trains (``exportable``: export_limits).
 Nothing here reaches the network, and nothing is unpickled.
 """
 

@@ -104,6 +104,14 @@ def load_meta(path: str | Path) -> dict[str, Any]:
     return _read(path, arrays=False)[1]
 
 
+def saved_step(path: str | Path) -> int:
+    """The step the checkpoint ``path`` holds; -1 where it cannot be read, so that any other is newer."""
+    try:
+        return load_meta(path)["step"]
+    except CheckpointError:
+        return -1
+
+
 def _read(path: str | Path, arrays: bool) -> tuple[dict[str, numpy.ndarray], dict[str, Any]]:
     path = resolve_path(path)
     if not path.is_file():

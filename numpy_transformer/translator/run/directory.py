@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from ...files import SaveError, refuse_empty, write_text_atomically
-from .checkpoint import FILENAME, CheckpointError, load_meta, resolve_path
+from .checkpoint import FILENAME, load_meta, resolve_path, saved_step
 from .state import KEPT_NAME, RunState
 
 LOG_NAME = "log.jsonl"
@@ -274,17 +274,9 @@ def resume_checkpoint(path: str | Path) -> Path:
     it failed, a full disk) or model.npz is missing or cannot be read (a torn copy)."""
     kept = _evaluation_checkpoints(Path(path)) if Path(path).is_dir() else []
     last = resolve_path(path)
-    if kept and (not last.is_file() or int(kept[-1].stem.removeprefix("step-")) > _saved_step(last)):
+    if kept and (not last.is_file() or int(kept[-1].stem.removeprefix("step-")) > saved_step(last)):
         return kept[-1]
     return last
-
-
-def _saved_step(path: Path) -> int:
-    """The step the checkpoint ``path`` holds; -1 where it cannot be read, so that any other is newer."""
-    try:
-        return load_meta(path)["step"]
-    except CheckpointError:
-        return -1
 
 
 def clear_run(directory: Path) -> None:

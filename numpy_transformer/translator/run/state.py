@@ -21,10 +21,11 @@ from typing import Any
 import numpy
 
 from ..config import TrainConfig
-from .checkpoint import CheckpointError, resolve_path, split_prefix
+from .checkpoint import CheckpointError, resolve_path
 
 KEPT_NAME = re.compile(r"step-\d{7}\.npz")  # exactly the names a run writes (RunFiles.save_evaluated)
-OPTIMIZER_ARRAYS = ("m.", "v.")  # the optimiser state's arrays (Adam's moments), stored under optim/
+OPTIMIZER_ARRAYS = ("m.", "v.")  # the optimiser state's arrays (Adam's moments), stored under OPTIMIZER
+OPTIMIZER = "optim/"  # the checkpoint's prefix of those arrays: written and read here alone
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class RunState:
 
     def to_checkpoint(self) -> tuple[dict[str, numpy.ndarray], dict[str, Any]]:
         """The checkpoint's arrays (optim/...) and metadata fields that hold this state."""
-        arrays = {f"optim/{k}": v for k, v in self.optimizer.items() if k.startswith(OPTIMIZER_ARRAYS)}
+        arrays = {OPTIMIZER + k: v for k, v in self.optimizer.items() if k.startswith(OPTIMIZER_ARRAYS)}
         meta = {
             "run_id": self.run_id,
             "step": self.step,
@@ -150,7 +151,10 @@ class RunState:
         return cls(
             run_id=run_id if isinstance(run_id, str) and run_id else None,
             step=number("step", None),
-            optimizer={**split_prefix(arrays, "optim"), **meta.get("optimizer", {})},
+            optimizer={
+                **{k.removeprefix(OPTIMIZER): v for k, v in arrays.items() if k.startswith(OPTIMIZER)},
+                **meta.get("optimizer", {}),
+            },
             ranks=number("ranks", cls.ranks, minimum=1),
             best_bleu=number("best_bleu", cls.best_bleu, minimum=-1, integer=False),
             evals_since_best=number("evals_since_best", cls.evals_since_best),
