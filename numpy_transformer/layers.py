@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from .backend import Array, get_array_module, to_numpy
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
-from .kernels import fused_layer, ops
+from .kernels import backward_into, fused_layer, ops
 from .module import Module, ModuleList, Parameter
 
 
@@ -109,10 +109,15 @@ class Linear(Module):
         return out
 
     def backward(self, dout: Array) -> Array:
-        dx, dweight, dbias = ops.linear_backward(dout, self._take())
-        self.weight.accumulate(dweight)
-        if self.bias is not None:
-            self.bias.accumulate(dbias)
+        return self._backward(dout, self._take(), (self.weight, self.bias))
+
+    def _backward(self, dout: Array, cache: Any, parameters: tuple[Parameter, Parameter | None]) -> Array:
+        """dx; the gradients of ``parameters`` (the weight, the bias where the product added it)
+        accumulated, or written straight into them (kernels.backward_into)."""
+        into = backward_into("linear")
+        outputs = (None, None) if into is None else self._gradient_outputs(parameters)
+        dx, *gradients = ops.linear_backward(dout, cache) if into is None else into(dout, cache, *outputs)
+        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
         return dx
 
     def forward_activated(self, x: Array, kernel: Any) -> Array:
@@ -130,10 +135,8 @@ class Linear(Module):
         assert self.bias is not None
         cache, kernel, activation_cache = self._take()
         dout, dbias = kernel.backward(dout, activation_cache)
-        dx, dweight, _ = ops.linear_backward(dout, cache)
-        self.weight.accumulate(dweight)
         self.bias.accumulate(dbias)
-        return dx
+        return self._backward(dout, cache, (self.weight, None))
 
 
 class Weight(Module):
@@ -293,9 +296,22 @@ class LayerNormalization(Module):
         return out
 
     def backward(self, dout: Array) -> Array:
-        dx, dgamma, dbeta = ops.layer_norm_backward(dout, self._take())
-        self.gamma.accumulate(dgamma)
-        self.beta.accumulate(dbeta)
+        return self.backward_added(dout, None)
+
+    def backward_added(self, dout: Array, dskip: Array | None) -> Array:
+        """dx, plus ``dskip`` where given (a residual connection's skip gradient: in the backward's launch
+        where the backend fuses the two); the parameters' gradients accumulated, or written straight
+        into them (kernels.backward_into)."""
+        parameters = (self.gamma, self.beta)
+        into = backward_into("layer_norm")
+        cache = self._take()
+        if into is None:
+            dx, *gradients = ops.layer_norm_backward(dout, cache)
+            self._accumulate_unwritten(parameters, tuple(gradients), (None, None))
+            return dx if dskip is None else dx + dskip
+        outputs = self._gradient_outputs(parameters)
+        dx, *gradients = into(dout, cache, *outputs, dskip)
+        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
         return dx
 
 
@@ -394,6 +410,17 @@ class _AttentionBase(Module):
             raise ValueError(f"{type(self).__name__}.attention_probs needs a forward first")
         return self._cache.cache.heads.attention.probs
 
+    def _backward_into(
+        self, dout: Array, cache: Any, is_self_attention: bool, parameters: tuple[Parameter | None, ...]
+    ) -> Array | tuple[Array, Array]:
+        """backward by kernels.backward_into("attention"), which writes the gradients of ``parameters``
+        (w_in, w_decompress, w_o, b_in, b_o; None where the block has none) straight into them while they
+        read as zero; the others are accumulated."""
+        outputs = self._gradient_outputs(parameters)
+        dx_q, dx_kv, *gradients = backward_into("attention")(dout, cache, outputs)
+        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
+        return dx_q if is_self_attention else (dx_q, dx_kv)
+
     def _check(self, x_q: Array, x_kv: Array | None, mask: Array | None) -> None:
         for argument, x in (("x_q", x_q), ("x_kv", x_q if x_kv is None else x_kv)):
             if x.ndim != 3 or x.shape[-1] != self.d_model:
@@ -468,15 +495,14 @@ class MultiHeadAttentionBlock(_AttentionBase):
     def backward(self, dout: Array) -> Array | tuple[Array, Array]:
         """dx after self-attention; (dx_q, dx_kv) after cross-attention."""
         is_self_attention, cache = self._take()
+        parameters = (self._w_qkv, None, self.w_o.weight, self._b_qkv, self.w_o.bias)
+        if backward_into("attention") is not None:
+            return self._backward_into(dout, cache, is_self_attention, parameters)
         if is_self_attention:
             dx, dw_qkv, dw_o, db_qkv, db_o = ops.multi_head_self_attention_backward(dout, cache)
         else:
             dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o = ops.multi_head_attention_backward(dout, cache)
-        self._w_qkv.accumulate(dw_qkv)
-        self.w_o.weight.accumulate(dw_o)
-        if self._b_qkv is not None and self.w_o.bias is not None:
-            self._b_qkv.accumulate(db_qkv)
-            self.w_o.bias.accumulate(db_o)
+        self._accumulate_unwritten(parameters, (dw_qkv, None, dw_o, db_qkv, db_o), (None,) * 5)
         return dx if is_self_attention else (dx_q, dx_kv)
 
 
@@ -534,6 +560,9 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
     def backward(self, dout: Array) -> Array | tuple[Array, Array]:
         """dx after self-attention; (dx_q, dx_kv) after cross-attention."""
         is_self_attention, cache = self._take()
+        parameters = (self._w_q_compress, self._w_kv_decompress, self.w_o.weight, None, None)
+        if backward_into("attention") is not None:
+            return self._backward_into(dout, cache, is_self_attention, parameters)
         if is_self_attention:
             dx, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_self_attention_backward(
                 dout, cache
@@ -542,9 +571,8 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
             dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_attention_backward(
                 dout, cache
             )
-        self._w_q_compress.accumulate(dw_q_compress)
-        self._w_kv_decompress.accumulate(dw_kv_decompress)
-        self.w_o.weight.accumulate(dw_o)
+        gradients = (dw_q_compress, dw_kv_decompress, dw_o, None, None)
+        self._accumulate_unwritten(parameters, gradients, (None,) * 5)
         return dx if is_self_attention else (dx_q, dx_kv)
 
 
@@ -606,7 +634,7 @@ class ResidualConnection(Module):
         dskip, self._dskip = self._dskip, None
         if dskip is None:
             raise ValueError("ResidualConnection.enter_backward was called before exit_backward")
-        return (self.norm.backward(dy) if self.norm_first else dy) + dskip
+        return self.norm.backward_added(dy, dskip) if self.norm_first else dy + dskip
 
 
 class EncoderBlock(Module):

@@ -158,3 +158,14 @@ def fused_layer(name: str) -> Any:
     module = backend_kernels() if get_kernels() == "fast" else None
     choose = getattr(module, "fused_layer", None)
     return None if choose is None else choose(name)
+
+
+def backward_into(name: str) -> Any:
+    """The backend's backward of the layer ``name`` (kernels.cuda.backward_into: ``"linear"``,
+    ``"layer_norm"``, ``"attention"``) that writes the parameters' gradients into arrays it is given
+    (a gradient's own array while it reads as zero: no copy into it after the product), or None where
+    the backend has none: the layer hands the gradients of ``ops`` to its parameters' accumulate(), as
+    on NumPy and in the reference and learner sets."""
+    module = backend_kernels() if get_kernels() == "fast" else None
+    choose = getattr(module, "backward_into", None)
+    return None if choose is None else choose(name)

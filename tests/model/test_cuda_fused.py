@@ -31,11 +31,13 @@ from numpy_transformer.kernels.cuda_fused import (
     dropout,
     dropout_add,
     layer_norm,
+    layer_norm_add,
 )
 
 SETTINGS = settings(max_examples=25, deadline=None)
 TWIN_TESTS = {
     "layer_norm",
+    "layer_norm_add",
     "dropout",
     "dropout_add",
     "bias_relu",
@@ -84,6 +86,62 @@ def test_layer_norm_twin_equals_the_textbook(rows, width, seed):
             assert_close(twin, textbook, f"{backward.__qualname__}: {name}")
     for after, before in zip((x, gamma, beta, dout), originals):
         np.testing.assert_array_equal(after, before)  # the inputs left as they were
+
+
+@SETTINGS
+@given(rows=st.integers(1, 40), width=st.integers(2, 600), seed=st.integers(0, 99))
+@example(rows=3, width=257, seed=0)  # a row wider than a block's threads
+def test_layer_norm_add_twin_equals_the_textbook(rows, width, seed):
+    """dx + dskip, dgamma and dbeta, written into the arrays given (else new ones), from the cache of
+    either forward; the CUDA kernel set's residual backward with the kernel on and off."""
+    rng = np.random.default_rng(seed)
+    x, dout, dskip = (rng.standard_normal((2, rows, width)) for _ in range(3))
+    gamma, beta = rng.standard_normal(width), rng.standard_normal(width)
+    _, cache = F.layer_norm_forward(x, gamma, beta)
+    dx, dgamma, dbeta = F.layer_norm_backward(dout, cache)
+    originals = [np.copy(a) for a in (x, gamma, dout, dskip)]
+    for switched in ("layer_norm_add", "layer_norm,layer_norm_add", "layer_norm", "none"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cuda_fused.ENV_VAR, switched)
+            _, kernel_cache = cuda.layer_norm_forward(x, gamma, beta)
+            for backward in (layer_norm_add.backward_added_twin, layer_norm_add.backward_added):
+                outputs = np.full(width, np.nan), np.full(width, np.nan)
+                gradients = backward(dout, kernel_cache, dskip, *outputs)
+                for name, twin, textbook in zip(
+                    ("dx", "dgamma", "dbeta"), gradients, (dx + dskip, dgamma, dbeta)
+                ):
+                    assert_close(twin, textbook, f"{switched}: {backward.__qualname__}: {name}")
+                assert all(np.shares_memory(g, o) for g, o in zip(gradients[1:], outputs))
+            gradients = cuda.layer_norm_backward_into(dout, kernel_cache, None, None, dskip)
+            for name, got, textbook in zip(("dx", "dgamma", "dbeta"), gradients, (dx + dskip, dgamma, dbeta)):
+                assert_close(got, textbook, f"{switched}: cuda.layer_norm_backward_into: {name}")
+    for after, before in zip((x, gamma, dout, dskip), originals):
+        np.testing.assert_array_equal(after, before)  # the inputs left as they were
+    with pytest.raises(ValueError, match=r"dskip of shape \(3,\) must have dout's shape"):
+        layer_norm_add.backward_added(dout, cache, np.zeros(3))
+
+
+def test_layer_norm_add_gradient_by_central_differences():
+    """The twin's dx + dskip, dgamma and dbeta are the float64 central differences of
+    <dout, norm(x)> + <dskip, x>: the loss of a pre-norm residual connection's two paths."""
+    rng = np.random.default_rng(7)
+    x, dout, dskip = (rng.standard_normal((2, 3, 5)) for _ in range(3))
+    gamma, beta, step = rng.standard_normal(5), rng.standard_normal(5), 1e-6
+
+    def loss(x, gamma, beta):
+        return float((dout * F.layer_norm_forward(x, gamma, beta)[0]).sum() + (dskip * x).sum())
+
+    _, cache = layer_norm.forward_twin(x, gamma, beta)
+    analytic = layer_norm_add.backward_added_twin(dout, cache, dskip)
+    arguments = [x, gamma, beta]
+    for which, gradient in enumerate(analytic):
+        numeric = np.zeros_like(arguments[which])
+        for index in np.ndindex(numeric.shape):
+            shifted = [[a.copy() for a in arguments] for _ in range(2)]
+            shifted[0][which][index] += step
+            shifted[1][which][index] -= step
+            numeric[index] = (loss(*shifted[0]) - loss(*shifted[1])) / (2 * step)
+        np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-8, err_msg=f"argument {which}")
 
 
 @SETTINGS

@@ -27,6 +27,7 @@ from ...backend import backend_name, get_array_module
 ENV_VAR = "NUMPY_TRANSFORMER_FUSED"
 KERNELS = (
     "layer_norm",
+    "layer_norm_add",
     "dropout",
     "dropout_add",
     "bias_relu",
