@@ -43,6 +43,7 @@ from ..functional import (
 from .attention_blocks import block_kernels
 from .cpu import FusedAttentionCache, constant_vector, row_mean
 from .cuda_fused import adam as fused_adam
+from .cuda_fused import attention_dropout as fused_attention_dropout
 from .cuda_fused import attention_softmax as fused_softmax
 from .cuda_fused import bias_relu as fused_bias_relu
 from .cuda_fused import cross_entropy as fused_cross_entropy
@@ -309,10 +310,14 @@ def attention_forward(
     scale: float | None = None,
 ) -> tuple[Array, AttentionCache]:
     """The textbook's, the scale and the mask applied in place (with the softmax in one launch where
-    the fused kernel is switched on)."""
+    the fused kernel is switched on, and the dropout in that launch too with attention_dropout on)."""
     xp = get_array_module()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ k.swapaxes(-1, -2)
+    if training and dropout_p != 0.0 and enabled("attention_dropout"):
+        probs, dropped, fused_cache = fused_attention_dropout.forward(scores, mask, scale, dropout_p, rng)
+        dropout_cache: Any = fused_cache  # the cache's dropout field holds the fused dropouts' caches too
+        return dropped @ v, AttentionCache(q, k, v, mask, probs, dropped, dropout_cache, scale)
     if enabled("attention_softmax"):
         probs = fused_softmax.forward(scores, mask, scale)
     else:
@@ -337,7 +342,20 @@ def _attention_backward_into(dout: Array, cache: AttentionCache, dq: Array, dk: 
     xp = get_array_module()
     q, k, v, mask, probs, dropped, dropout_cache, scale = cache
     xp.matmul(dropped.swapaxes(-1, -2), dout, out=dv)
-    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), dropout_cache)
+    if isinstance(dropout_cache, fused_attention_dropout.AttentionDropoutCache):
+        dscores = fused_attention_dropout.backward(
+            dout @ v.swapaxes(-1, -2), probs, mask, scale, dropout_cache
+        )
+    else:
+        dscores = _softmax_backward(
+            dropout_backward(dout @ v.swapaxes(-1, -2), dropout_cache), probs, mask, scale
+        )
+    xp.matmul(dscores, k, out=dq)
+    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+
+
+def _softmax_backward(dprobs: Array, probs: Array, mask: Array | None, scale: float) -> Array:
+    """dS of the scaled, masked softmax from the gradient of its probabilities."""
     if enabled("attention_softmax"):
         dscores = fused_softmax.backward(dprobs, probs, mask, scale)
     else:
@@ -345,8 +363,7 @@ def _attention_backward_into(dout: Array, cache: AttentionCache, dq: Array, dk: 
         if mask is not None:
             dscores *= mask  # in place: cheaper than where(), and dscores is finite
         dscores *= scale
-    xp.matmul(dscores, k, out=dq)
-    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+    return dscores
 
 
 def _heads(x: Array, n_heads: int, parts: int) -> Array:

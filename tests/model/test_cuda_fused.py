@@ -25,6 +25,7 @@ from numpy_transformer.backend import random_uint16
 from numpy_transformer.kernels import cuda, cuda_fused, using_kernels
 from numpy_transformer.kernels.cuda_fused import (
     adam,
+    attention_dropout,
     attention_softmax,
     bias_relu,
     cross_entropy,
@@ -42,6 +43,7 @@ TWIN_TESTS = {
     "dropout_add",
     "bias_relu",
     "attention_softmax",
+    "attention_dropout",
     "cross_entropy",
     "adam",
 }  # the kernels whose twin a test below proves
@@ -188,6 +190,87 @@ def test_attention_softmax_twin_equals_the_textbook(batch, heads, t, s, mask_kin
     assert_close(fused_out, out, "cuda.attention_forward")
     for name, fused, textbook in zip(("dq", "dk", "dv"), fused_gradients, gradients):
         assert_close(fused, textbook, f"cuda.attention_backward: {name}")
+
+
+def _attention_case(rng, batch, heads, t, s, mask_kind):
+    scores = rng.standard_normal((batch, heads, t, s)) * 3
+    mask = None
+    if mask_kind == "keys":
+        mask = rng.random((batch, 1, 1, s)) > 0.3
+    elif mask_kind == "causal":
+        mask = np.broadcast_to(np.tril(np.ones((t, s), dtype=bool)), (batch, 1, t, s)).copy()
+    return scores, mask
+
+
+def _textbook_softmax_dropout(scores, mask, scale, keep, keep_prob):
+    """The textbook's scale, mask and softmax, then its dropout with the keep mask ``keep``."""
+    masked = scores * scale if mask is None else np.where(mask, scores * scale, F.MASKED_SCORE)
+    probs = F.softmax_forward(masked)[0]
+    return probs, probs * keep / keep_prob
+
+
+@SETTINGS
+@given(
+    batch=st.integers(1, 3),
+    heads=st.integers(1, 4),
+    t=st.integers(1, 12),
+    s=st.integers(1, 200),
+    mask_kind=st.sampled_from([None, "keys", "causal"]),
+    p=st.sampled_from([0.1, 0.5]),
+    seed=st.integers(0, 99),
+)
+@example(batch=2, heads=2, t=3, s=130, mask_kind="keys", p=0.3, seed=0)  # a row wider than a block
+def test_attention_dropout_twin_equals_the_textbook_with_its_mask(batch, heads, t, s, mask_kind, p, seed):
+    """The twin against the textbook's softmax and dropout with the twin's Philox mask (forward and
+    backward); the CUDA kernel set's attention with the kernel on against it with the softmax and the
+    dropout fused apart: the same masks (one seed stream, the same offsets), so the same results."""
+    rng = np.random.default_rng(seed)
+    scores, mask = _attention_case(rng, batch, heads, t, s, mask_kind)
+    ddropped, scale = rng.standard_normal(scores.shape), 0.37
+    for forward, backward in [
+        (attention_dropout.forward_dropped_twin, attention_dropout.backward_dropped_twin),
+        (attention_dropout._forward, attention_dropout._backward),  # off a GPU: the twin
+    ]:
+        cache = attention_dropout.AttentionDropoutCache(*dropout.new_cache(p, np.random.default_rng(seed)))
+        keep = dropout.keep_mask(cache.seed, scores.shape, cache.threshold, cache.offset)
+        probs, dropped = _textbook_softmax_dropout(scores, mask, scale, keep, cache.keep_prob)
+        dscores = F.softmax_backward(ddropped * keep / cache.keep_prob, probs) * scale
+        dscores = dscores if mask is None else np.where(mask, dscores, 0.0)
+        twin_probs, twin_dropped = forward(scores, mask, scale, cache)
+        assert_close(twin_probs, probs, f"{forward.__qualname__}: probs")
+        assert_close(twin_dropped, dropped, f"{forward.__qualname__}: dropped")
+        assert_close(backward(ddropped, twin_probs, mask, scale, cache), dscores, backward.__qualname__)
+    q, k, v = (rng.standard_normal((batch, heads, n, 4)) for n in (t, s, s))
+    dout = rng.standard_normal((batch, heads, t, 4))
+    results = {}
+    for switched in ("attention_softmax,dropout", "attention_dropout"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cuda_fused.ENV_VAR, switched)
+            out, cache = cuda.attention_forward(q, k, v, mask, p, np.random.default_rng(seed), True)
+            results[switched] = (out, *cuda.attention_backward(dout, cache))
+    for name, fused, apart in zip(("out", "dq", "dk", "dv"), *results.values()):
+        assert_close(fused, apart, f"cuda attention with attention_dropout: {name}")
+
+
+def test_attention_dropout_gradient_by_central_differences():
+    """The twin's dS is the float64 central differences of <ddropped, dropped(scores)> with its mask."""
+    rng = np.random.default_rng(11)
+    scores, mask = _attention_case(rng, 1, 2, 3, 4, "causal")
+    ddropped, scale, step = rng.standard_normal(scores.shape), 0.6, 1e-6
+    cache = attention_dropout.AttentionDropoutCache(*dropout.new_cache(0.4, np.random.default_rng(3)))
+
+    def loss(scores):
+        return float((ddropped * attention_dropout.forward_dropped_twin(scores, mask, scale, cache)[1]).sum())
+
+    probs, _ = attention_dropout.forward_dropped_twin(scores, mask, scale, cache)
+    analytic = attention_dropout.backward_dropped_twin(ddropped, probs, mask, scale, cache)
+    numeric = np.zeros_like(scores)
+    for index in np.ndindex(scores.shape):
+        up, down = scores.copy(), scores.copy()
+        up[index] += step
+        down[index] -= step
+        numeric[index] = (loss(up) - loss(down)) / (2 * step)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
 
 
 @SETTINGS

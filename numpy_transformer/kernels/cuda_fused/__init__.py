@@ -32,6 +32,7 @@ KERNELS = (
     "dropout_add",
     "bias_relu",
     "attention_softmax",
+    "attention_dropout",
     "cross_entropy",
     "adam",
 )  # the fused kernels, by the name their switch takes
