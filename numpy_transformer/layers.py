@@ -134,8 +134,9 @@ class Linear(Module):
         """dx of forward_activated from the gradient of its activated output."""
         assert self.bias is not None
         cache, kernel, activation_cache = self._take()
-        dout, dbias = kernel.backward(dout, activation_cache)
-        self.bias.accumulate(dbias)
+        output = self._gradient_outputs((self.bias,))  # the kernel writes dbias into it where claimed
+        dout, dbias = kernel.backward(dout, activation_cache, *output)
+        self._accumulate_unwritten((self.bias,), (dbias,), output)
         return self._backward(dout, cache, (self.weight, None))
 
 
@@ -341,7 +342,7 @@ class FeedForwardBlock(Module):
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
     def forward(self, x: Array) -> Array:
-        kernel = fused_layer("bias_relu") if self.activation == "relu" else None
+        kernel = fused_layer(f"bias_{self.activation}")
         if kernel is None:
             hidden = self.linear_1.forward(x)
             hidden, activation_cache = getattr(ops, f"{self.activation}_forward")(hidden)

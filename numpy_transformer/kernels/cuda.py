@@ -45,6 +45,7 @@ from .cpu import FusedAttentionCache, constant_vector, row_mean
 from .cuda_fused import adam as fused_adam
 from .cuda_fused import attention_dropout as fused_attention_dropout
 from .cuda_fused import attention_softmax as fused_softmax
+from .cuda_fused import bias_act as fused_bias_act
 from .cuda_fused import bias_relu as fused_bias_relu
 from .cuda_fused import cross_entropy as fused_cross_entropy
 from .cuda_fused import dropout as fused_dropout
@@ -121,12 +122,18 @@ def fused_layer(name: str) -> Any:
     runs the steps). ``"dropout_add"``: ``skip + dropout(x)`` in one launch, ``(x, skip, p, rng) ->
     (out, cache)`` for dropout_backward, on only with the fused dropout on, whose backward it shares.
     ``"bias_relu"``: the module kernels.cuda_fused.bias_relu (``forward(h, bias)`` and
-    ``backward(dout, cache)``), the bias and ReLU after a product without its bias."""
+    ``backward(dout, cache, dbias=None)``), the bias and ReLU after a product without its bias;
+    ``"bias_silu"``, ``"bias_gelu_tanh"``: the same for SiLU and GELU (kernels.cuda_fused.bias_act)."""
     if name == "dropout_add":
         return fused_dropout_add.forward if enabled("dropout") and enabled("dropout_add") else None
     if name == "bias_relu":
         return fused_bias_relu if enabled("bias_relu") else None
-    raise ValueError(f"no fused layer named {name!r}: expected dropout_add or bias_relu")
+    activation = name.removeprefix("bias_")
+    if name.startswith("bias_") and activation in fused_bias_act.BY_ACTIVATION:
+        return fused_bias_act.BY_ACTIVATION[activation] if enabled("bias_act") else None
+    raise ValueError(
+        f"no fused layer named {name!r}: expected dropout_add, bias_relu, bias_silu or bias_gelu_tanh"
+    )
 
 
 def layer_norm_forward(

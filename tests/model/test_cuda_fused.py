@@ -27,6 +27,7 @@ from numpy_transformer.kernels.cuda_fused import (
     adam,
     attention_dropout,
     attention_softmax,
+    bias_act,
     bias_relu,
     cross_entropy,
     dropout,
@@ -42,6 +43,7 @@ TWIN_TESTS = {
     "dropout",
     "dropout_add",
     "bias_relu",
+    "bias_act",
     "attention_softmax",
     "attention_dropout",
     "cross_entropy",
@@ -433,9 +435,106 @@ def test_bias_relu_twin_equals_the_textbook(shape, seed):
     for after, before in zip((h, dout, bias), originals):
         np.testing.assert_array_equal(after, before)
     with pytest.raises(
-        ValueError, match="no fused layer named 'bias_gelu': expected dropout_add or bias_relu"
+        ValueError, match="no fused layer named 'bias_gelu': expected dropout_add, bias_relu, bias_silu or"
     ):
         cuda.fused_layer("bias_gelu")
+    kernel_dh, dbias = bias_relu.backward(dout, y, np.full(shape[-1], np.nan))  # into the array given
+    assert_close(dbias, dh.reshape(-1, shape[-1]).sum(axis=0), "dbias written")
+
+
+@SETTINGS
+@given(
+    shape=st.sampled_from([(3, 5), (2, 4, 7), (1, 1, 300), (4, 70)]),
+    activation=st.sampled_from(bias_act.ACTIVATIONS),
+    seed=st.integers(0, 99),
+)
+def test_bias_act_twin_equals_the_textbook(shape, activation, seed):
+    """f(h + b) and its backward (dh, and db summed down every row, written into the array given or a
+    new one) against the textbook's bias add and activation, the twin and through the CUDA kernel set's
+    switch; the feed-forward block's own activation where the switch is off."""
+    rng = np.random.default_rng(seed)
+    h, dout, bias = rng.standard_normal(shape) * 2, rng.standard_normal(shape), rng.standard_normal(shape[-1])
+    originals = [np.copy(a) for a in (h, dout, bias)]
+    out, cache = getattr(F, f"{activation}_forward")(h + bias)
+    dh = getattr(F, f"{activation}_backward")(dout, cache)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "bias_act")
+        kernel = cuda.fused_layer(f"bias_{activation}")
+        patch.setenv(cuda_fused.ENV_VAR, "bias_relu")
+        assert cuda.fused_layer(f"bias_{activation}") is None
+    twin = (
+        lambda h, bias: bias_act.forward_twin(h, bias, activation),
+        lambda dout, pre, dbias=None: bias_act.backward_twin(dout, pre, activation, dbias),
+    )
+    for forward, backward in (twin, (kernel.forward, kernel.backward)):
+        y, pre = forward(h, bias)
+        assert_close(y, out, f"{activation} forward")
+        for output in (None, np.full(shape[-1], np.nan)):
+            kernel_dh, dbias = backward(dout, pre, output)
+            assert_close(kernel_dh, dh, f"{activation} dh")
+            assert_close(dbias, dh.reshape(-1, shape[-1]).sum(axis=0), f"{activation} dbias")
+            assert output is None or np.shares_memory(dbias, output)
+    for after, before in zip((h, dout, bias), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        bias_act.BiasActivation("relu")
+
+
+@pytest.mark.parametrize("activation", bias_act.ACTIVATIONS)
+def test_a_feed_forward_block_runs_bias_act_on_the_stand_in(activation, monkeypatch):
+    """The block's forward and backward on the CuPy stand-in with bias_act on: its launches counted, the
+    output, dx and the parameters' gradients (the bias's written straight in) the textbook's on NumPy."""
+    monkeypatch.setenv(cuda_fused.ENV_VAR, "bias_act")
+    rng = np.random.default_rng(17)
+    x, dout = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 3, 8))
+    weights = nt.layers.FeedForwardBlock(8, 12, 0.0, activation, dtype="float64").state_dict()
+    results = []
+    for on_standin in (False, True):
+        previous = backend.get_array_module()
+        xp = backend.set_backend(make_module()) if on_standin else previous
+        try:
+            with using_kernels("fast" if on_standin else "reference"):
+                block = nt.layers.FeedForwardBlock(8, 12, 0.0, activation, dtype="float64")
+                block.load_state_dict(weights)
+                LAUNCHES.clear()
+                out = block.forward(xp.asarray(x))
+                dx = block.backward(xp.asarray(dout))
+                results.append(
+                    [backend.to_numpy(a) for a in (out, dx, *(p.grad for p in block.parameters()))]
+                )
+                launches = dict(LAUNCHES)
+        finally:
+            backend.set_backend(previous)
+    assert launches["fused:bias_act"] == 2
+    for index, (fused, textbook) in enumerate(zip(*results)):
+        assert_close(fused, textbook, f"result {index}")
+
+
+@pytest.mark.parametrize("activation", bias_act.ACTIVATIONS)
+def test_bias_act_gradient_by_central_differences(activation):
+    """The twin's dh and db are the float64 central differences of <dy, f(h + b)>."""
+    rng = np.random.default_rng(13)
+    h, dout, bias, step = (
+        rng.standard_normal((2, 3, 4)) * 2,
+        rng.standard_normal((2, 3, 4)),
+        rng.standard_normal(4),
+        1e-6,
+    )
+
+    def loss(h, bias):
+        return float((dout * bias_act.forward_twin(h, bias, activation)[0]).sum())
+
+    _, pre = bias_act.forward_twin(h, bias, activation)
+    analytic = bias_act.backward_twin(dout, pre, activation)
+    for which, gradient in enumerate(analytic):
+        arguments = [h, bias]
+        numeric = np.zeros_like(arguments[which])
+        for index in np.ndindex(numeric.shape):
+            shifted = [[a.copy() for a in arguments] for _ in range(2)]
+            shifted[0][which][index] += step
+            shifted[1][which][index] -= step
+            numeric[index] = (loss(*shifted[0]) - loss(*shifted[1])) / (2 * step)
+        np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-8, err_msg=f"argument {which}")
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ KERNELS = (
     "dropout",
     "dropout_add",
     "bias_relu",
+    "bias_act",
     "attention_softmax",
     "attention_dropout",
     "cross_entropy",
