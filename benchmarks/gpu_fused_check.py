@@ -26,12 +26,15 @@ from numpy_transformer import backend
 from numpy_transformer.kernels import cuda_fused
 from numpy_transformer.kernels.cuda_fused import (
     adam,
+    attention_dropout,
     attention_softmax,
+    bias_act,
     bias_relu,
     cross_entropy,
     dropout,
     dropout_add,
     layer_norm,
+    layer_norm_add,
 )
 
 BOUNDS = {"float64": 1e-12, "float32": 1e-5}  # kernel vs twin: worst relative error of an array
@@ -59,6 +62,21 @@ def _layer_norm(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width:
     return pairs
 
 
+def _layer_norm_add(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    x, dout, dskip = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(3))
+    gamma, beta = (xp.asarray(rng.standard_normal(width).astype(dtype)) for _ in range(2))
+    _, cache = layer_norm.forward_twin(x, gamma, beta)
+    return dict(
+        zip(
+            ("dx", "dgamma", "dbeta"),
+            zip(
+                layer_norm_add.backward_added(dout, cache, dskip),
+                layer_norm_add.backward_added_twin(dout, cache, dskip),
+            ),
+        )
+    )
+
+
 def _dropout(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
     x = xp.asarray(rng.standard_normal((rows, width)).astype(dtype))
     out, cache = dropout.forward(x, 0.1, xp.random.default_rng(int(rng.integers(2**31))))
@@ -83,6 +101,40 @@ def _bias_relu(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: 
         bias_relu.backward_twin(dout, twin_cache),
     )
     return {"y": (y, twin_y), "dh": (dh, twin_dh), "dbias": (dbias, twin_dbias)}
+
+
+def _bias_act(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    h, dout = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
+    bias = xp.asarray(rng.standard_normal(width).astype(dtype))
+    pairs = {}
+    for activation in bias_act.ACTIVATIONS:
+        (y, cache), (twin_y, twin_cache) = (
+            bias_act.forward(h, bias, activation),
+            bias_act.forward_twin(h, bias, activation),
+        )
+        (dh, dbias), (twin_dh, twin_dbias) = (
+            bias_act.backward(dout, cache, activation),
+            bias_act.backward_twin(dout, twin_cache, activation),
+        )
+        pairs |= {f"{activation} y": (y, twin_y), f"{activation} dh": (dh, twin_dh)}
+        pairs[f"{activation} dbias"] = (dbias, twin_dbias)
+    return pairs
+
+
+def _attention_dropout(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    scores, ddropped = (xp.asarray(rng.standard_normal((2, 2, rows, width)).astype(dtype)) for _ in range(2))
+    mask = xp.asarray(rng.random((2, 1, 1, width)) > 0.3)
+    generator = xp.random.default_rng(int(rng.integers(2**31)))
+    probs, dropped, cache = attention_dropout.forward(scores, mask, 0.125, 0.1, generator)
+    twin_probs, twin_dropped = attention_dropout.forward_dropped_twin(scores, mask, 0.125, cache)
+    return {
+        "probs": (probs, twin_probs),
+        "dropped": (dropped, twin_dropped),
+        "dscores": (
+            attention_dropout.backward(ddropped, probs, mask, 0.125, cache),
+            attention_dropout.backward_dropped_twin(ddropped, twin_probs, mask, 0.125, cache),
+        ),
+    }
 
 
 def _attention_softmax(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
@@ -124,10 +176,13 @@ def _adam(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) 
 
 KERNEL_CHECKS: dict[str, Callable[..., dict]] = {
     "layer_norm": _layer_norm,
+    "layer_norm_add": _layer_norm_add,
     "dropout": _dropout,
     "dropout_add": _dropout_add,
     "bias_relu": _bias_relu,
+    "bias_act": _bias_act,
     "attention_softmax": _attention_softmax,
+    "attention_dropout": _attention_dropout,
     "cross_entropy": _cross_entropy,
     "adam": _adam,
 }
