@@ -33,6 +33,7 @@ from numpy_transformer.kernels.cuda_fused import (
     cross_entropy,
     dropout,
     dropout_add,
+    dropout_add_norm,
     layer_norm,
     layer_norm_add,
 )
@@ -90,6 +91,20 @@ def _dropout_add(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width
     x, skip = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
     out, cache = dropout_add.forward(x, skip, 0.1, xp.random.default_rng(int(rng.integers(2**31))))
     return {"y": (out, dropout_add.added_twin(x, skip, cache))}
+
+
+def _dropout_add_norm(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    x, skip = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
+    gamma, beta = (xp.asarray(rng.standard_normal(width).astype(dtype)) for _ in range(2))
+    generator = xp.random.default_rng(int(rng.integers(2**31)))
+    total, out, cache, norm_cache = dropout_add_norm.forward(x, skip, 0.1, generator, gamma, beta)
+    twin_total, twin_out, twin_cache = dropout_add_norm.added_norm_twin(x, skip, cache, gamma, beta, 1e-5)
+    return {
+        "sum": (total, twin_total),
+        "y": (out, twin_out),
+        "xhat": (norm_cache.xhat, twin_cache.xhat),
+        "rstd": (norm_cache.rstd, twin_cache.rstd),
+    }
 
 
 def _bias_relu(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
@@ -179,6 +194,7 @@ KERNEL_CHECKS: dict[str, Callable[..., dict]] = {
     "layer_norm_add": _layer_norm_add,
     "dropout": _dropout,
     "dropout_add": _dropout_add,
+    "dropout_add_norm": _dropout_add_norm,
     "bias_relu": _bias_relu,
     "bias_act": _bias_act,
     "attention_softmax": _attention_softmax,

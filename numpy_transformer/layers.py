@@ -296,6 +296,16 @@ class LayerNormalization(Module):
         self._save(cache)
         return out
 
+    def forward_added(self, y: Array, skip: Array, dropout: Dropout, kernel: Any) -> tuple[Array, Array]:
+        """(skip + dropout(y), its norm) by the fused ``kernel`` (kernels.fused_layer("dropout_add_norm")),
+        in one launch: ``dropout`` keeps its mask's cache for its backward, this norm its own."""
+        total, out, dropout_cache, cache = kernel(
+            y, skip, dropout.p, dropout.rng, self.gamma.data, self.beta.data, self.eps
+        )
+        dropout._save((dropout_cache,))
+        self._save(cache)
+        return total, out
+
     def backward(self, dout: Array) -> Array:
         return self.backward_added(dout, None)
 
@@ -594,6 +604,9 @@ class ResidualConnection(Module):
         dy = residual.exit_backward(dout)
         dy = sublayer.backward(dy)
         dx = residual.enter_backward(dy)   adds the gradient that came along the skip path
+
+    Where the next step is another connection's enter, a block calls ``exit_entering(y, following)``:
+    the two, in one launch in pre-norm where the backend fuses the dropout, the add and the norm.
     """
 
     def __init__(
@@ -624,6 +637,17 @@ class ResidualConnection(Module):
             raise ValueError("ResidualConnection.exit was called before enter")
         total = self.dropout.forward_added(y, x)
         return total if self.norm_first else self.norm.forward(total)
+
+    def exit_entering(self, y: Array, following: ResidualConnection) -> Array:
+        """``following.enter(self.exit(y))``, the next connection's sublayer input: in pre-norm the sum
+        and its layer norm in one launch where the backend fuses them (kernels.fused_layer)."""
+        fuse = self.norm_first and following.norm_first and self.dropout.training and self.dropout.p
+        kernel = fused_layer("dropout_add_norm") if fuse else None
+        if kernel is None or self._skip is None:
+            return following.enter(self.exit(y))
+        skip, self._skip = self._skip, None
+        following._skip, normed = following.norm.forward_added(y, skip, self.dropout, kernel)
+        return normed
 
     def exit_backward(self, dout: Array) -> Array:
         """The gradient reaching the sublayer's output; the skip path's share is kept for enter_backward."""
@@ -662,8 +686,7 @@ class EncoderBlock(Module):
         around_attention, around_feed_forward = self.residual_connections
         y = around_attention.enter(x)
         y = attention.forward(y, mask=src_mask)
-        x = around_attention.exit(y)
-        y = around_feed_forward.enter(x)
+        y = around_attention.exit_entering(y, around_feed_forward)
         y = feed_forward.forward(y)
         return around_feed_forward.exit(y)
 
@@ -710,11 +733,9 @@ class DecoderBlock(Module):
         around_attention, around_cross_attention, around_feed_forward = self.residual_connections
         y = around_attention.enter(x)
         y = attention.forward(y, mask=tgt_mask)
-        x = around_attention.exit(y)
-        y = around_cross_attention.enter(x)
+        y = around_attention.exit_entering(y, around_cross_attention)
         y = cross_attention.forward(y, encoder_output, mask=src_mask)
-        x = around_cross_attention.exit(y)
-        y = around_feed_forward.enter(x)
+        y = around_cross_attention.exit_entering(y, around_feed_forward)
         y = feed_forward.forward(y)
         return around_feed_forward.exit(y)
 

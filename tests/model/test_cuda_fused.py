@@ -32,6 +32,7 @@ from numpy_transformer.kernels.cuda_fused import (
     cross_entropy,
     dropout,
     dropout_add,
+    dropout_add_norm,
     layer_norm,
     layer_norm_add,
 )
@@ -42,6 +43,7 @@ TWIN_TESTS = {
     "layer_norm_add",
     "dropout",
     "dropout_add",
+    "dropout_add_norm",
     "bias_relu",
     "bias_act",
     "attention_softmax",
@@ -410,6 +412,47 @@ def test_dropout_add_twin_equals_the_textbook_with_its_mask(shape, p, seed):
 
 
 @SETTINGS
+@given(
+    shape=st.sampled_from([(3, 5), (2, 4, 7), (1, 1, 300), (4, 70)]),
+    p=st.sampled_from([0.1, 0.5]),
+    seed=st.integers(0, 99),
+)
+def test_dropout_add_norm_twin_equals_the_textbook_with_its_mask(shape, p, seed):
+    """The sum and its norm against the textbook's add of the dropped x (the twin's Philox mask) and its
+    layer norm; through the CUDA kernel set's switch (on only with dropout); the norm's cache serves the
+    textbook's layer norm backward."""
+    rng = np.random.default_rng(seed)
+    x, skip, dout = (rng.standard_normal(shape) for _ in range(3))
+    gamma, beta = rng.standard_normal(shape[-1]), rng.standard_normal(shape[-1])
+    originals = [np.copy(a) for a in (x, skip, gamma, beta)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "dropout_add_norm")
+        assert cuda.fused_layer("dropout_add_norm") is None  # its backward is dropout's
+        patch.setenv(cuda_fused.ENV_VAR, "dropout,dropout_add_norm")
+        kernel = cuda.fused_layer("dropout_add_norm")
+    total, out, cache, norm_cache = kernel(x, skip, p, np.random.default_rng(seed), gamma, beta, 1e-5)
+    keep = dropout.keep_mask(cache.seed, shape, cache.threshold, cache.offset)
+    textbook_total = skip + x * keep / cache.keep_prob
+    textbook_out, textbook_cache = F.layer_norm_forward(textbook_total, gamma, beta, 1e-5)
+    assert_close(total, textbook_total, "sum")
+    assert_close(out, textbook_out, "normed")
+    for name, got, textbook in zip(
+        ("dx", "dgamma", "dbeta"),
+        F.layer_norm_backward(dout, norm_cache),
+        F.layer_norm_backward(dout, textbook_cache),
+    ):
+        assert_close(got, textbook, f"the norm's backward from the kernel's cache: {name}")
+    assert_close(dropout.backward(dout, cache), dout * keep / cache.keep_prob, "dropout's backward")
+    twin = dropout_add_norm.added_norm_twin(x, skip, cache, gamma, beta, 1e-5)
+    for got, expected in zip(twin[:2], (textbook_total, textbook_out)):
+        assert_close(got, expected, "twin")
+    for after, before in zip((x, skip, gamma, beta), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(ValueError, match=r"skip of shape \(2,\) must have x's shape"):
+        dropout_add_norm.forward(x, np.zeros(2), p, np.random.default_rng(0), gamma, beta)
+
+
+@SETTINGS
 @given(shape=st.sampled_from([(1, 1), (3, 5), (2, 7, 300), (4, 33, 16)]), seed=st.integers(0, 99))
 def test_bias_relu_twin_equals_the_textbook(shape, seed):
     """relu(h + b) and its backward (dh, and db summed down every row) against the textbook's bias
@@ -435,7 +478,8 @@ def test_bias_relu_twin_equals_the_textbook(shape, seed):
     for after, before in zip((h, dout, bias), originals):
         np.testing.assert_array_equal(after, before)
     with pytest.raises(
-        ValueError, match="no fused layer named 'bias_gelu': expected dropout_add, bias_relu, bias_silu or"
+        ValueError,
+        match="no fused layer named 'bias_gelu': expected dropout_add, dropout_add_norm, bias_relu",
     ):
         cuda.fused_layer("bias_gelu")
     kernel_dh, dbias = bias_relu.backward(dout, y, np.full(shape[-1], np.nan))  # into the array given
@@ -538,13 +582,15 @@ def test_bias_act_gradient_by_central_differences(activation):
 
 
 @pytest.mark.parametrize(
-    "fused, more, saved",
+    "fused, more, saved, norm_first",
     [
-        ("dropout", "dropout,dropout_add", 2 * 2 + 3 * 2),  # a launch at every residual connection
-        ("dropout", "dropout,bias_relu", 2 * 2 * 2),  # two forward, one backward at every feed-forward
+        ("dropout", "dropout,dropout_add", 2 * 2 + 3 * 2, False),  # a launch at every residual connection
+        ("dropout", "dropout,bias_relu", 2 * 2 * 2, False),  # two forward, one backward at every feed-forward
+        # pre-norm: a launch where one connection's sum is the next one's norm, inside every block
+        ("dropout,dropout_add", "dropout,dropout_add,dropout_add_norm", 2 * 1 + 2 * 2, True),
     ],
 )
-def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved):
+def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved, norm_first):
     """A training step on the CuPy stand-in with a layer's steps fused (the residual add into dropout,
     the bias and ReLU): the same masks (one seed stream, the same offsets), so the same loss and
     gradients to rounding, with ``saved`` launches fewer at least (tiny_model: two encoder blocks, two
@@ -556,7 +602,7 @@ def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved):
         for switched in (fused, more):
             with pytest.MonkeyPatch.context() as patch, using_kernels("fast"):
                 patch.setenv(cuda_fused.ENV_VAR, switched)
-                model = tiny_model("mha", False, dtype="float64", dropout=0.3, seed=4).train()
+                model = tiny_model("mha", norm_first, dtype="float64", dropout=0.3, seed=4).train()
                 model.set_rng(backend.make_rng(9))
                 src, tgt, labels = (backend.get_array_module().asarray(a) for a in model_batch(2))
                 masks = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)

@@ -30,6 +30,7 @@ KERNELS = (
     "layer_norm_add",
     "dropout",
     "dropout_add",
+    "dropout_add_norm",
     "bias_relu",
     "bias_act",
     "attention_softmax",
