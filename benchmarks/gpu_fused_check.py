@@ -36,6 +36,7 @@ from numpy_transformer.kernels.cuda_fused import (
     dropout_add_norm,
     layer_norm,
     layer_norm_add,
+    layer_norm_add_dropout,
 )
 
 BOUNDS = {"float64": 1e-12, "float32": 1e-5}  # kernel vs twin: worst relative error of an array
@@ -73,6 +74,22 @@ def _layer_norm_add(xp: Any, dtype: str, rng: np.random.Generator, rows: int, wi
             zip(
                 layer_norm_add.backward_added(dout, cache, dskip),
                 layer_norm_add.backward_added_twin(dout, cache, dskip),
+            ),
+        )
+    )
+
+
+def _layer_norm_add_dropout(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    x, dout, dskip = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(3))
+    gamma, beta = (xp.asarray(rng.standard_normal(width).astype(dtype)) for _ in range(2))
+    _, cache = layer_norm.forward_twin(x, gamma, beta)
+    _, dropout_cache = dropout.forward(x, 0.1, xp.random.default_rng(int(rng.integers(2**31))))
+    return dict(
+        zip(
+            ("dx", "dropped", "dgamma", "dbeta"),
+            zip(
+                layer_norm_add_dropout.backward_dropped(dout, cache, dskip, dropout_cache),
+                layer_norm_add_dropout.backward_dropped_twin(dout, cache, dskip, dropout_cache),
             ),
         )
     )
@@ -192,6 +209,7 @@ def _adam(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) 
 KERNEL_CHECKS: dict[str, Callable[..., dict]] = {
     "layer_norm": _layer_norm,
     "layer_norm_add": _layer_norm_add,
+    "layer_norm_add_dropout": _layer_norm_add_dropout,
     "dropout": _dropout,
     "dropout_add": _dropout_add,
     "dropout_add_norm": _dropout_add_norm,

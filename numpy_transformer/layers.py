@@ -309,6 +309,19 @@ class LayerNormalization(Module):
     def backward(self, dout: Array) -> Array:
         return self.backward_added(dout, None)
 
+    def backward_added_dropped(
+        self, dout: Array, dskip: Array, dropout: Dropout, kernel: Any
+    ) -> tuple[Array, Array]:
+        """(backward_added(dout, dskip), ``dropout``'s backward of it) by the fused ``kernel``
+        (kernels.fused_layer("layer_norm_add_dropout")), in one launch; the parameters' gradients
+        written straight into them where they read as zero, else accumulated."""
+        parameters = (self.gamma, self.beta)
+        outputs = self._gradient_outputs(parameters)
+        (dropout_cache,) = dropout._take()
+        dx, dropped, *gradients = kernel(dout, self._take(), dskip, dropout_cache, *outputs)
+        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
+        return dx, dropped
+
     def backward_added(self, dout: Array, dskip: Array | None) -> Array:
         """dx, plus ``dskip`` where given (a residual connection's skip gradient: in the backward's launch
         where the backend fuses the two); the parameters' gradients accumulated, or written straight
@@ -606,7 +619,9 @@ class ResidualConnection(Module):
         dx = residual.enter_backward(dy)   adds the gradient that came along the skip path
 
     Where the next step is another connection's enter, a block calls ``exit_entering(y, following)``:
-    the two, in one launch in pre-norm where the backend fuses the dropout, the add and the norm.
+    the two, in one launch in pre-norm where the backend fuses the dropout, the add and the norm; and
+    backwards ``enter_backward_exiting(dy, preceding)`` for an enter_backward and the preceding
+    connection's exit_backward.
     """
 
     def __init__(
@@ -654,6 +669,18 @@ class ResidualConnection(Module):
         self._dskip = dout if self.norm_first else self.norm.backward(dout)
         return self.dropout.backward(self._dskip)
 
+    def enter_backward_exiting(self, dy: Array, preceding: ResidualConnection) -> Array:
+        """``preceding.exit_backward(self.enter_backward(dy))``, the gradient reaching the preceding
+        connection's sublayer: in pre-norm the norm's backward, the skip gradient's add and the preceding
+        dropout's backward in one launch where the backend fuses them (kernels.fused_layer)."""
+        fuse = self.norm_first and preceding.norm_first and preceding.dropout.training and preceding.dropout.p
+        kernel = fused_layer("layer_norm_add_dropout") if fuse else None
+        if kernel is None or self._dskip is None:
+            return preceding.exit_backward(self.enter_backward(dy))
+        dskip, self._dskip = self._dskip, None
+        preceding._dskip, dropped = self.norm.backward_added_dropped(dy, dskip, preceding.dropout, kernel)
+        return dropped
+
     def enter_backward(self, dy: Array) -> Array:
         """dx = the gradient through the sublayer's input (through norm in pre-norm) + the skip path's."""
         dskip, self._dskip = self._dskip, None
@@ -695,8 +722,7 @@ class EncoderBlock(Module):
         around_attention, around_feed_forward = self.residual_connections
         dy = around_feed_forward.exit_backward(dout)
         dy = feed_forward.backward(dy)
-        dx = around_feed_forward.enter_backward(dy)
-        dy = around_attention.exit_backward(dx)
+        dy = around_feed_forward.enter_backward_exiting(dy, around_attention)
         dy = attention.backward(dy)
         return around_attention.enter_backward(dy)
 
@@ -749,11 +775,9 @@ class DecoderBlock(Module):
         around_attention, around_cross_attention, around_feed_forward = self.residual_connections
         dy = around_feed_forward.exit_backward(dout)
         dy = feed_forward.backward(dy)
-        dx = around_feed_forward.enter_backward(dy)
-        dy = around_cross_attention.exit_backward(dx)
+        dy = around_feed_forward.enter_backward_exiting(dy, around_cross_attention)
         dy, d_encoder_output = cross_attention.backward(dy)
-        dx = around_cross_attention.enter_backward(dy)
-        dy = around_attention.exit_backward(dx)
+        dy = around_cross_attention.enter_backward_exiting(dy, around_attention)
         dy = attention.backward(dy)
         return around_attention.enter_backward(dy), d_encoder_output
 

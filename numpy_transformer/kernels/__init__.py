@@ -153,9 +153,9 @@ def adam_kernel() -> Any:
 
 def fused_layer(name: str) -> Any:
     """The backend's fused kernel for a layer's steps across textbook functions (kernels.cuda.fused_layer:
-    ``"dropout_add"``, ``"dropout_add_norm"``, ``"bias_relu"``, ``"bias_silu"``, ``"bias_gelu_tanh"``), or
-    None where it has none switched on: the layer runs the textbook's steps, as on NumPy and in the
-    reference and learner sets."""
+    ``"dropout_add"``, ``"dropout_add_norm"``, ``"layer_norm_add_dropout"``, ``"bias_relu"``,
+    ``"bias_silu"``, ``"bias_gelu_tanh"``), or None where it has none switched on: the layer runs the
+    textbook's steps, as on NumPy and in the reference and learner sets."""
     module = backend_kernels() if get_kernels() == "fast" else None
     choose = getattr(module, "fused_layer", None)
     return None if choose is None else choose(name)

@@ -54,6 +54,7 @@ from .cuda_fused import dropout_add_norm as fused_dropout_add_norm
 from .cuda_fused import enabled
 from .cuda_fused import layer_norm as fused_layer_norm
 from .cuda_fused import layer_norm_add as fused_layer_norm_add
+from .cuda_fused import layer_norm_add_dropout as fused_layer_norm_add_dropout
 
 
 def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, LinearCache]:
@@ -124,6 +125,9 @@ def fused_layer(name: str) -> Any:
     (out, cache)`` for dropout_backward, on only with the fused dropout on, whose backward it shares.
     ``"dropout_add_norm"``: that sum and its layer norm in one launch, ``(x, skip, p, rng, gamma, beta,
     eps) -> (sum, normed, dropout's cache, the norm's cache)``, on only with the fused dropout on.
+    ``"layer_norm_add_dropout"``: its backward's counterpart, the norm's dx plus the skip gradient and
+    that through the dropout before it, ``(dout, norm cache, dskip, dropout's cache, dgamma, dbeta) ->
+    (dx, dx dropped out, dgamma, dbeta)``, on only with the fused dropout on.
     ``"bias_relu"``: the module kernels.cuda_fused.bias_relu (``forward(h, bias)`` and
     ``backward(dout, cache, dbias=None)``), the bias and ReLU after a product without its bias;
     ``"bias_silu"``, ``"bias_gelu_tanh"``: the same for SiLU and GELU (kernels.cuda_fused.bias_act)."""
@@ -131,14 +135,17 @@ def fused_layer(name: str) -> Any:
         return fused_dropout_add.forward if enabled("dropout") and enabled("dropout_add") else None
     if name == "dropout_add_norm":
         return fused_dropout_add_norm.forward if enabled("dropout") and enabled("dropout_add_norm") else None
+    if name == "layer_norm_add_dropout":
+        on = enabled("dropout") and enabled("layer_norm_add_dropout")
+        return fused_layer_norm_add_dropout.backward_dropped if on else None
     if name == "bias_relu":
         return fused_bias_relu if enabled("bias_relu") else None
     activation = name.removeprefix("bias_")
     if name.startswith("bias_") and activation in fused_bias_act.BY_ACTIVATION:
         return fused_bias_act.BY_ACTIVATION[activation] if enabled("bias_act") else None
     raise ValueError(
-        f"no fused layer named {name!r}: expected dropout_add, dropout_add_norm, bias_relu, bias_silu or "
-        "bias_gelu_tanh"
+        f"no fused layer named {name!r}: expected dropout_add, dropout_add_norm, layer_norm_add_dropout, "
+        "bias_relu, bias_silu or bias_gelu_tanh"
     )
 
 

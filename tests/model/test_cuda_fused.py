@@ -35,12 +35,14 @@ from numpy_transformer.kernels.cuda_fused import (
     dropout_add_norm,
     layer_norm,
     layer_norm_add,
+    layer_norm_add_dropout,
 )
 
 SETTINGS = settings(max_examples=25, deadline=None)
 TWIN_TESTS = {
     "layer_norm",
     "layer_norm_add",
+    "layer_norm_add_dropout",
     "dropout",
     "dropout_add",
     "dropout_add_norm",
@@ -125,6 +127,64 @@ def test_layer_norm_add_twin_equals_the_textbook(rows, width, seed):
         np.testing.assert_array_equal(after, before)  # the inputs left as they were
     with pytest.raises(ValueError, match=r"dskip of shape \(3,\) must have dout's shape"):
         layer_norm_add.backward_added(dout, cache, np.zeros(3))
+
+
+@SETTINGS
+@given(
+    rows=st.integers(1, 40), width=st.integers(2, 600), p=st.sampled_from([0.1, 0.5]), seed=st.integers(0, 99)
+)
+@example(rows=3, width=257, p=0.1, seed=0)  # a row wider than a block's threads
+def test_layer_norm_add_dropout_twin_equals_the_textbook_with_its_mask(rows, width, p, seed):
+    """dx + dskip, that through the dropout's Philox mask, dgamma and dbeta (into the arrays given)
+    against the textbook's layer norm backward, add and dropout backward with the twin's mask; through
+    the CUDA kernel set's switch, on only with dropout."""
+    rng = np.random.default_rng(seed)
+    x, dout, dskip = (rng.standard_normal((2, rows, width)) for _ in range(3))
+    gamma, beta = rng.standard_normal(width), rng.standard_normal(width)
+    _, cache = F.layer_norm_forward(x, gamma, beta)
+    dx, dgamma, dbeta = F.layer_norm_backward(dout, cache)
+    dropout_cache = dropout.new_cache(p, np.random.default_rng(seed))
+    keep = dropout.keep_mask(dropout_cache.seed, x.shape, dropout_cache.threshold, dropout_cache.offset)
+    expected = (dx + dskip, (dx + dskip) * keep / dropout_cache.keep_prob, dgamma, dbeta)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "layer_norm_add_dropout")
+        assert cuda.fused_layer("layer_norm_add_dropout") is None  # the mask must be the fused dropout's
+        patch.setenv(cuda_fused.ENV_VAR, "dropout,layer_norm_add_dropout")
+        kernel = cuda.fused_layer("layer_norm_add_dropout")
+    originals = [np.copy(a) for a in (x, dout, dskip)]
+    for backward in (layer_norm_add_dropout.backward_dropped_twin, kernel):
+        outputs = np.full(width, np.nan), np.full(width, np.nan)
+        got = backward(dout, cache, dskip, dropout_cache, *outputs)
+        for name, value, textbook in zip(("dx", "dropped", "dgamma", "dbeta"), got, expected):
+            assert_close(value, textbook, f"{backward.__qualname__}: {name}")
+        assert all(np.shares_memory(g, o) for g, o in zip(got[2:], outputs))
+    for after, before in zip((x, dout, dskip), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(ValueError, match=r"dskip of shape \(3,\) must have dout's shape"):
+        layer_norm_add_dropout.backward_dropped(dout, cache, np.zeros(3), dropout_cache)
+
+
+def test_layer_norm_add_dropout_gradient_by_central_differences():
+    """The twin's dropped gradient is the float64 central differences, in the preceding sublayer's
+    output y, of <dout, norm(skip + dropout(y))> + <dskip, skip + dropout(y)> with the twin's mask."""
+    rng = np.random.default_rng(19)
+    y, skip, dout, dskip = (rng.standard_normal((2, 3, 5)) for _ in range(4))
+    gamma, beta, step = rng.standard_normal(5), rng.standard_normal(5), 1e-6
+    dropout_cache = dropout.new_cache(0.4, np.random.default_rng(2))
+
+    def loss(y):
+        total = skip + dropout.apply_twin(y, dropout_cache)
+        return float((dout * F.layer_norm_forward(total, gamma, beta)[0]).sum() + (dskip * total).sum())
+
+    _, cache = layer_norm.forward_twin(skip + dropout.apply_twin(y, dropout_cache), gamma, beta)
+    analytic = layer_norm_add_dropout.backward_dropped_twin(dout, cache, dskip, dropout_cache)[1]
+    numeric = np.zeros_like(y)
+    for index in np.ndindex(y.shape):
+        up, down = y.copy(), y.copy()
+        up[index] += step
+        down[index] -= step
+        numeric[index] = (loss(up) - loss(down)) / (2 * step)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
 
 
 def test_layer_norm_add_gradient_by_central_differences():
@@ -479,7 +539,7 @@ def test_bias_relu_twin_equals_the_textbook(shape, seed):
         np.testing.assert_array_equal(after, before)
     with pytest.raises(
         ValueError,
-        match="no fused layer named 'bias_gelu': expected dropout_add, dropout_add_norm, bias_relu",
+        match="no fused layer named 'bias_gelu': expected dropout_add, dropout_add_norm, layer_norm",
     ):
         cuda.fused_layer("bias_gelu")
     kernel_dh, dbias = bias_relu.backward(dout, y, np.full(shape[-1], np.nan))  # into the array given
@@ -588,6 +648,8 @@ def test_bias_act_gradient_by_central_differences(activation):
         ("dropout", "dropout,bias_relu", 2 * 2 * 2, False),  # two forward, one backward at every feed-forward
         # pre-norm: a launch where one connection's sum is the next one's norm, inside every block
         ("dropout,dropout_add", "dropout,dropout_add,dropout_add_norm", 2 * 1 + 2 * 2, True),
+        # and backwards: a launch where one connection's input gradient is the one before's output's
+        ("dropout,layer_norm_add", "dropout,layer_norm_add,layer_norm_add_dropout", 2 * 1 + 2 * 2, True),
     ],
 )
 def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved, norm_first):

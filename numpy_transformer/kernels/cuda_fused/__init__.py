@@ -28,6 +28,7 @@ ENV_VAR = "NUMPY_TRANSFORMER_FUSED"
 KERNELS = (
     "layer_norm",
     "layer_norm_add",
+    "layer_norm_add_dropout",
     "dropout",
     "dropout_add",
     "dropout_add_norm",

@@ -154,9 +154,11 @@ def launch_backward(
     dskip: Array | None,
     dgamma: Array | None,
     dbeta: Array | None,
+    more: tuple = (),
 ) -> tuple[Array, Array, Array]:
     """The backward row kernel's ``entry`` of ``kernel`` (a GPU only): dx (plus ``dskip`` where the entry
-    takes it), dgamma and dbeta (into the arrays given, else new ones)."""
+    takes it), dgamma and dbeta (into the arrays given, else new ones); ``more``: the entry's arguments
+    after these."""
     xp = get_array_module()
     xhat, rstd, gamma = cache
     width = dout.shape[-1]
@@ -166,6 +168,6 @@ def launch_backward(
     dgamma = xp.empty_like(gamma) if dgamma is None else dgamma
     dbeta = xp.empty_like(gamma) if dbeta is None else dbeta
     skip = () if dskip is None else (xp.ascontiguousarray(dskip).reshape(-1, width),)
-    args = (dy, xhat, rstd, gamma, *skip, dx, dgamma, dbeta, xp.int64(rows), xp.int64(width))
+    args = (dy, xhat, rstd, gamma, *skip, dx, dgamma, dbeta, xp.int64(rows), xp.int64(width), *more)
     kernel.launch(entry, dout.dtype, rows + kernel.blocks(width), args)
     return dx.reshape(dout.shape), dgamma, dbeta
