@@ -23,6 +23,7 @@ import gpu_launches
 import numpy as np
 
 from numpy_transformer import backend
+from numpy_transformer.functional import EmbeddingCache
 from numpy_transformer.kernels import cuda_fused
 from numpy_transformer.kernels.cuda_fused import (
     adam,
@@ -34,6 +35,7 @@ from numpy_transformer.kernels.cuda_fused import (
     dropout,
     dropout_add,
     dropout_add_norm,
+    embedding_backward,
     layer_norm,
     layer_norm_add,
     layer_norm_add_dropout,
@@ -185,6 +187,16 @@ def _attention_softmax(xp: Any, dtype: str, rng: np.random.Generator, rows: int,
     }
 
 
+def _embedding_backward(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    vocab = max(1, rows // 4)  # every id repeated about four times
+    ids = xp.asarray(rng.integers(0, vocab, (1, rows)))
+    dout = xp.asarray(rng.standard_normal((1, rows, width)).astype(dtype))
+    cache = EmbeddingCache(ids, (vocab, width), float(np.sqrt(width)))
+    twin = xp.zeros((vocab, width), dtype=dtype)
+    embedding_backward.write_rows_twin(dout, cache, twin)
+    return {"dtable": (embedding_backward.backward(dout, cache), twin)}
+
+
 def _cross_entropy(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
     logits = xp.asarray((rng.standard_normal((rows, width)) * 3).astype(dtype))
     labelled = rng.random(rows) < 0.75
@@ -217,6 +229,7 @@ KERNEL_CHECKS: dict[str, Callable[..., dict]] = {
     "bias_act": _bias_act,
     "attention_softmax": _attention_softmax,
     "attention_dropout": _attention_dropout,
+    "embedding_backward": _embedding_backward,
     "cross_entropy": _cross_entropy,
     "adam": _adam,
 }

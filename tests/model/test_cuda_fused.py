@@ -33,6 +33,7 @@ from numpy_transformer.kernels.cuda_fused import (
     dropout,
     dropout_add,
     dropout_add_norm,
+    embedding_backward,
     layer_norm,
     layer_norm_add,
     layer_norm_add_dropout,
@@ -50,6 +51,7 @@ TWIN_TESTS = {
     "bias_act",
     "attention_softmax",
     "attention_dropout",
+    "embedding_backward",
     "cross_entropy",
     "adam",
 }  # the kernels whose twin a test below proves
@@ -184,6 +186,53 @@ def test_layer_norm_add_dropout_gradient_by_central_differences():
         up[index] += step
         down[index] -= step
         numeric[index] = (loss(up) - loss(down)) / (2 * step)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
+
+
+@SETTINGS
+@given(
+    batch=st.integers(1, 4),
+    length=st.integers(1, 9),
+    vocab=st.integers(1, 12),
+    width=st.integers(1, 300),
+    seed=st.integers(0, 99),
+)
+@example(batch=3, length=5, vocab=2, width=257, seed=0)  # many repeats, a row wider than a block
+def test_embedding_backward_twin_equals_the_textbook(batch, length, vocab, width, seed):
+    """The table's gradient (ids repeated, rows never seen left zero) against the textbook's add.at,
+    the twin and through the CUDA kernel set's switch; float32 rows summed in float64."""
+    rng = np.random.default_rng(seed)
+    ids, table = rng.integers(0, vocab, (batch, length)), rng.standard_normal((vocab, width))
+    dout = rng.standard_normal((batch, length, width))
+    _, cache = F.embedding_forward(ids, table)
+    expected = F.embedding_backward(dout, cache)
+    originals = [np.copy(a) for a in (ids, dout)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "embedding_backward")
+        for backward in (embedding_backward.backward, cuda.embedding_backward):
+            assert_close(backward(dout, cache), expected, backward.__qualname__)
+        single = embedding_backward.backward(dout.astype(np.float32), cache)
+    assert single.dtype == np.float32
+    np.testing.assert_allclose(single, expected, rtol=1e-5, atol=1e-5)
+    for after, before in zip((ids, dout), originals):
+        np.testing.assert_array_equal(after, before)
+
+
+def test_embedding_backward_gradient_by_central_differences():
+    """The twin's dE is the float64 central differences of <dy, E[ids] * sqrt(D)>."""
+    rng = np.random.default_rng(23)
+    ids, table, dout = rng.integers(0, 4, (2, 3)), rng.standard_normal((5, 3)), rng.standard_normal((2, 3, 3))
+    step = 1e-6
+    _, cache = F.embedding_forward(ids, table)
+    analytic = embedding_backward.backward(dout, cache)
+    numeric = np.zeros_like(table)
+    for index in np.ndindex(table.shape):
+        up, down = table.copy(), table.copy()
+        up[index] += step
+        down[index] -= step
+        numeric[index] = float(
+            (dout * F.embedding_forward(ids, up)[0]).sum() - (dout * F.embedding_forward(ids, down)[0]).sum()
+        ) / (2 * step)
     np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
 
 

@@ -35,13 +35,13 @@ BUDGETS = {
 # the same with every fused kernel switched on (NUMPY_TRANSFORMER_FUSED=all): what a GPU run that proves
 # them all would launch
 FUSED_BUDGETS = {
-    ("tiny", "mha"): (329, 1, 70),
-    ("small", "mha"): (329, 1, 70),
-    ("small", "mla"): (371, 1, 114),
-    ("corpus", "mha"): (318, 1, 70),
-    ("seed", "mha"): (769, 1, 178),
-    ("base", "mha"): (769, 1, 178),
-    ("base", "mla"): (895, 1, 310),
+    ("tiny", "mha"): (273, 1, 70),
+    ("small", "mha"): (273, 1, 70),
+    ("small", "mla"): (315, 1, 114),
+    ("corpus", "mha"): (262, 1, 70),
+    ("seed", "mha"): (713, 1, 178),
+    ("base", "mha"): (713, 1, 178),
+    ("base", "mla"): (839, 1, 310),
 }
 
 

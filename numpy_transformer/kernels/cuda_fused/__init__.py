@@ -36,6 +36,7 @@ KERNELS = (
     "bias_act",
     "attention_softmax",
     "attention_dropout",
+    "embedding_backward",
     "cross_entropy",
     "adam",
 )  # the fused kernels, by the name their switch takes
