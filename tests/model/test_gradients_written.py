@@ -112,7 +112,7 @@ def test_only_the_cuda_kernel_set_writes_gradients_in_place():
         backend.set_backend(previous)
 
 
-def two_backwards(kind, attention_bias, on_standin):
+def two_backwards(kind, attention_bias, on_standin, tie_embeddings=False):
     """The flat gradient after zero_grad and two backwards of one batch (the first written, the second
     accumulated), in float64 without dropout; on the stand-in (the CUDA kernel set, every fused kernel
     on), else on NumPy's textbook; the weights NumPy's generator drew either way."""
@@ -120,7 +120,7 @@ def two_backwards(kind, attention_bias, on_standin):
     def build():
         return nt.build_transformer(
             11, 13, 7, 6, d_model=8, N=2, h=2, d_ff=12, dropout=0.0, attention=kind,
-            attention_bias=attention_bias, dtype="float64", seed=5,
+            attention_bias=attention_bias, tie_embeddings=tie_embeddings, dtype="float64", seed=5,
         )  # fmt: skip
 
     weights = build().state_dict()
@@ -141,9 +141,14 @@ def two_backwards(kind, attention_bias, on_standin):
         backend.set_backend(previous)
 
 
-@pytest.mark.parametrize("kind, attention_bias", [("mha", False), ("mha", True), ("mla", False)])
-def test_a_step_on_the_stand_in_writes_the_textbooks_gradients(kind, attention_bias, monkeypatch):
+@pytest.mark.parametrize(
+    "kind, attention_bias, tie_embeddings",
+    [("mha", False, False), ("mha", True, False), ("mla", False, False), ("mha", False, True)],
+)  # tied: the projection writes the shared table's gradient, the embedding's backward adds to it
+def test_a_step_on_the_stand_in_writes_the_textbooks_gradients(
+    kind, attention_bias, tie_embeddings, monkeypatch
+):
     monkeypatch.setenv(cuda_fused.ENV_VAR, "all")
-    written = two_backwards(kind, attention_bias, on_standin=True)
-    textbook = two_backwards(kind, attention_bias, on_standin=False)
+    written = two_backwards(kind, attention_bias, True, tie_embeddings)
+    textbook = two_backwards(kind, attention_bias, False, tie_embeddings)
     assert relative_error(written, textbook) <= KERNEL_TOLERANCE
