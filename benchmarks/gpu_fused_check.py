@@ -23,15 +23,22 @@ import gpu_launches
 import numpy as np
 
 from numpy_transformer import backend
+from numpy_transformer.functional import EmbeddingCache
 from numpy_transformer.kernels import cuda_fused
 from numpy_transformer.kernels.cuda_fused import (
     adam,
+    attention_dropout,
     attention_softmax,
+    bias_act,
     bias_relu,
     cross_entropy,
     dropout,
     dropout_add,
+    dropout_add_norm,
+    embedding_backward,
     layer_norm,
+    layer_norm_add,
+    layer_norm_add_dropout,
 )
 
 BOUNDS = {"float64": 1e-12, "float32": 1e-5}  # kernel vs twin: worst relative error of an array
@@ -59,6 +66,37 @@ def _layer_norm(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width:
     return pairs
 
 
+def _layer_norm_add(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    x, dout, dskip = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(3))
+    gamma, beta = (xp.asarray(rng.standard_normal(width).astype(dtype)) for _ in range(2))
+    _, cache = layer_norm.forward_twin(x, gamma, beta)
+    return dict(
+        zip(
+            ("dx", "dgamma", "dbeta"),
+            zip(
+                layer_norm_add.backward_added(dout, cache, dskip),
+                layer_norm_add.backward_added_twin(dout, cache, dskip),
+            ),
+        )
+    )
+
+
+def _layer_norm_add_dropout(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    x, dout, dskip = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(3))
+    gamma, beta = (xp.asarray(rng.standard_normal(width).astype(dtype)) for _ in range(2))
+    _, cache = layer_norm.forward_twin(x, gamma, beta)
+    _, dropout_cache = dropout.forward(x, 0.1, xp.random.default_rng(int(rng.integers(2**31))))
+    return dict(
+        zip(
+            ("dx", "dropped", "dgamma", "dbeta"),
+            zip(
+                layer_norm_add_dropout.backward_dropped(dout, cache, dskip, dropout_cache),
+                layer_norm_add_dropout.backward_dropped_twin(dout, cache, dskip, dropout_cache),
+            ),
+        )
+    )
+
+
 def _dropout(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
     x = xp.asarray(rng.standard_normal((rows, width)).astype(dtype))
     out, cache = dropout.forward(x, 0.1, xp.random.default_rng(int(rng.integers(2**31))))
@@ -74,6 +112,20 @@ def _dropout_add(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width
     return {"y": (out, dropout_add.added_twin(x, skip, cache))}
 
 
+def _dropout_add_norm(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    x, skip = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
+    gamma, beta = (xp.asarray(rng.standard_normal(width).astype(dtype)) for _ in range(2))
+    generator = xp.random.default_rng(int(rng.integers(2**31)))
+    total, out, cache, norm_cache = dropout_add_norm.forward(x, skip, 0.1, generator, gamma, beta)
+    twin_total, twin_out, twin_cache = dropout_add_norm.added_norm_twin(x, skip, cache, gamma, beta, 1e-5)
+    return {
+        "sum": (total, twin_total),
+        "y": (out, twin_out),
+        "xhat": (norm_cache.xhat, twin_cache.xhat),
+        "rstd": (norm_cache.rstd, twin_cache.rstd),
+    }
+
+
 def _bias_relu(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
     h, dout = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
     bias = xp.asarray(rng.standard_normal(width).astype(dtype))
@@ -83,6 +135,40 @@ def _bias_relu(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: 
         bias_relu.backward_twin(dout, twin_cache),
     )
     return {"y": (y, twin_y), "dh": (dh, twin_dh), "dbias": (dbias, twin_dbias)}
+
+
+def _bias_act(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    h, dout = (xp.asarray(rng.standard_normal((rows, width)).astype(dtype)) for _ in range(2))
+    bias = xp.asarray(rng.standard_normal(width).astype(dtype))
+    pairs = {}
+    for activation in bias_act.ACTIVATIONS:
+        (y, cache), (twin_y, twin_cache) = (
+            bias_act.forward(h, bias, activation),
+            bias_act.forward_twin(h, bias, activation),
+        )
+        (dh, dbias), (twin_dh, twin_dbias) = (
+            bias_act.backward(dout, cache, activation),
+            bias_act.backward_twin(dout, twin_cache, activation),
+        )
+        pairs |= {f"{activation} y": (y, twin_y), f"{activation} dh": (dh, twin_dh)}
+        pairs[f"{activation} dbias"] = (dbias, twin_dbias)
+    return pairs
+
+
+def _attention_dropout(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    scores, ddropped = (xp.asarray(rng.standard_normal((2, 2, rows, width)).astype(dtype)) for _ in range(2))
+    mask = xp.asarray(rng.random((2, 1, 1, width)) > 0.3)
+    generator = xp.random.default_rng(int(rng.integers(2**31)))
+    probs, dropped, cache = attention_dropout.forward(scores, mask, 0.125, 0.1, generator)
+    twin_probs, twin_dropped = attention_dropout.forward_dropped_twin(scores, mask, 0.125, cache)
+    return {
+        "probs": (probs, twin_probs),
+        "dropped": (dropped, twin_dropped),
+        "dscores": (
+            attention_dropout.backward(ddropped, probs, mask, 0.125, cache),
+            attention_dropout.backward_dropped_twin(ddropped, twin_probs, mask, 0.125, cache),
+        ),
+    }
 
 
 def _attention_softmax(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
@@ -99,6 +185,16 @@ def _attention_softmax(xp: Any, dtype: str, rng: np.random.Generator, rows: int,
             attention_softmax.backward_twin(dprobs, twin_probs, mask, 0.125),
         ),
     }
+
+
+def _embedding_backward(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
+    vocab = max(1, rows // 4)  # every id repeated about four times
+    ids = xp.asarray(rng.integers(0, vocab, (1, rows)))
+    dout = xp.asarray(rng.standard_normal((1, rows, width)).astype(dtype))
+    cache = EmbeddingCache(ids, (vocab, width), float(np.sqrt(width)))
+    twin = xp.zeros((vocab, width), dtype=dtype)
+    embedding_backward.write_rows_twin(dout, cache, twin)
+    return {"dtable": (embedding_backward.backward(dout, cache), twin)}
 
 
 def _cross_entropy(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) -> dict:
@@ -124,10 +220,16 @@ def _adam(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) 
 
 KERNEL_CHECKS: dict[str, Callable[..., dict]] = {
     "layer_norm": _layer_norm,
+    "layer_norm_add": _layer_norm_add,
+    "layer_norm_add_dropout": _layer_norm_add_dropout,
     "dropout": _dropout,
     "dropout_add": _dropout_add,
+    "dropout_add_norm": _dropout_add_norm,
     "bias_relu": _bias_relu,
+    "bias_act": _bias_act,
     "attention_softmax": _attention_softmax,
+    "attention_dropout": _attention_dropout,
+    "embedding_backward": _embedding_backward,
     "cross_entropy": _cross_entropy,
     "adam": _adam,
 }

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from .backend import Array, get_array_module, to_numpy
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
-from .kernels import fused_layer, ops
+from .kernels import backward_into, fused_layer, ops
 from .module import Module, ModuleList, Parameter
 
 
@@ -109,10 +109,15 @@ class Linear(Module):
         return out
 
     def backward(self, dout: Array) -> Array:
-        dx, dweight, dbias = ops.linear_backward(dout, self._take())
-        self.weight.accumulate(dweight)
-        if self.bias is not None:
-            self.bias.accumulate(dbias)
+        return self._backward(dout, self._take(), (self.weight, self.bias))
+
+    def _backward(self, dout: Array, cache: Any, parameters: tuple[Parameter, Parameter | None]) -> Array:
+        """dx; the gradients of ``parameters`` (the weight, the bias where the product added it)
+        accumulated, or written straight into them (kernels.backward_into)."""
+        into = backward_into("linear")
+        outputs = (None, None) if into is None else self._gradient_outputs(parameters)
+        dx, *gradients = ops.linear_backward(dout, cache) if into is None else into(dout, cache, *outputs)
+        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
         return dx
 
     def forward_activated(self, x: Array, kernel: Any) -> Array:
@@ -129,11 +134,10 @@ class Linear(Module):
         """dx of forward_activated from the gradient of its activated output."""
         assert self.bias is not None
         cache, kernel, activation_cache = self._take()
-        dout, dbias = kernel.backward(dout, activation_cache)
-        dx, dweight, _ = ops.linear_backward(dout, cache)
-        self.weight.accumulate(dweight)
-        self.bias.accumulate(dbias)
-        return dx
+        output = self._gradient_outputs((self.bias,))  # the kernel writes dbias into it where claimed
+        dout, dbias = kernel.backward(dout, activation_cache, *output)
+        self._accumulate_unwritten((self.bias,), (dbias,), output)
+        return self._backward(dout, cache, (self.weight, None))
 
 
 class Weight(Module):
@@ -292,10 +296,46 @@ class LayerNormalization(Module):
         self._save(cache)
         return out
 
+    def forward_added(self, y: Array, skip: Array, dropout: Dropout, kernel: Any) -> tuple[Array, Array]:
+        """(skip + dropout(y), its norm) by the fused ``kernel`` (kernels.fused_layer("dropout_add_norm")),
+        in one launch: ``dropout`` keeps its mask's cache for its backward, this norm its own."""
+        total, out, dropout_cache, cache = kernel(
+            y, skip, dropout.p, dropout.rng, self.gamma.data, self.beta.data, self.eps
+        )
+        dropout._save((dropout_cache,))
+        self._save(cache)
+        return total, out
+
     def backward(self, dout: Array) -> Array:
-        dx, dgamma, dbeta = ops.layer_norm_backward(dout, self._take())
-        self.gamma.accumulate(dgamma)
-        self.beta.accumulate(dbeta)
+        return self.backward_added(dout, None)
+
+    def backward_added_dropped(
+        self, dout: Array, dskip: Array, dropout: Dropout, kernel: Any
+    ) -> tuple[Array, Array]:
+        """(backward_added(dout, dskip), ``dropout``'s backward of it) by the fused ``kernel``
+        (kernels.fused_layer("layer_norm_add_dropout")), in one launch; the parameters' gradients
+        written straight into them where they read as zero, else accumulated."""
+        parameters = (self.gamma, self.beta)
+        outputs = self._gradient_outputs(parameters)
+        (dropout_cache,) = dropout._take()
+        dx, dropped, *gradients = kernel(dout, self._take(), dskip, dropout_cache, *outputs)
+        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
+        return dx, dropped
+
+    def backward_added(self, dout: Array, dskip: Array | None) -> Array:
+        """dx, plus ``dskip`` where given (a residual connection's skip gradient: in the backward's launch
+        where the backend fuses the two); the parameters' gradients accumulated, or written straight
+        into them (kernels.backward_into)."""
+        parameters = (self.gamma, self.beta)
+        into = backward_into("layer_norm")
+        cache = self._take()
+        if into is None:
+            dx, *gradients = ops.layer_norm_backward(dout, cache)
+            self._accumulate_unwritten(parameters, tuple(gradients), (None, None))
+            return dx if dskip is None else dx + dskip
+        outputs = self._gradient_outputs(parameters)
+        dx, *gradients = into(dout, cache, *outputs, dskip)
+        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
         return dx
 
 
@@ -325,7 +365,7 @@ class FeedForwardBlock(Module):
         self.dropout = Dropout(dropout, dtype=dtype, rng=self.rng)
 
     def forward(self, x: Array) -> Array:
-        kernel = fused_layer("bias_relu") if self.activation == "relu" else None
+        kernel = fused_layer(f"bias_{self.activation}")
         if kernel is None:
             hidden = self.linear_1.forward(x)
             hidden, activation_cache = getattr(ops, f"{self.activation}_forward")(hidden)
@@ -393,6 +433,17 @@ class _AttentionBase(Module):
         if self._cache is None:
             raise ValueError(f"{type(self).__name__}.attention_probs needs a forward first")
         return self._cache.cache.heads.attention.probs
+
+    def _backward_into(
+        self, dout: Array, cache: Any, is_self_attention: bool, parameters: tuple[Parameter | None, ...]
+    ) -> Array | tuple[Array, Array]:
+        """backward by kernels.backward_into("attention"), which writes the gradients of ``parameters``
+        (w_in, w_decompress, w_o, b_in, b_o; None where the block has none) straight into them while they
+        read as zero; the others are accumulated."""
+        outputs = self._gradient_outputs(parameters)
+        dx_q, dx_kv, *gradients = backward_into("attention")(dout, cache, outputs)
+        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
+        return dx_q if is_self_attention else (dx_q, dx_kv)
 
     def _check(self, x_q: Array, x_kv: Array | None, mask: Array | None) -> None:
         for argument, x in (("x_q", x_q), ("x_kv", x_q if x_kv is None else x_kv)):
@@ -468,15 +519,14 @@ class MultiHeadAttentionBlock(_AttentionBase):
     def backward(self, dout: Array) -> Array | tuple[Array, Array]:
         """dx after self-attention; (dx_q, dx_kv) after cross-attention."""
         is_self_attention, cache = self._take()
+        parameters = (self._w_qkv, None, self.w_o.weight, self._b_qkv, self.w_o.bias)
+        if backward_into("attention") is not None:
+            return self._backward_into(dout, cache, is_self_attention, parameters)
         if is_self_attention:
             dx, dw_qkv, dw_o, db_qkv, db_o = ops.multi_head_self_attention_backward(dout, cache)
         else:
             dx_q, dx_kv, dw_qkv, dw_o, db_qkv, db_o = ops.multi_head_attention_backward(dout, cache)
-        self._w_qkv.accumulate(dw_qkv)
-        self.w_o.weight.accumulate(dw_o)
-        if self._b_qkv is not None and self.w_o.bias is not None:
-            self._b_qkv.accumulate(db_qkv)
-            self.w_o.bias.accumulate(db_o)
+        self._accumulate_unwritten(parameters, (dw_qkv, None, dw_o, db_qkv, db_o), (None,) * 5)
         return dx if is_self_attention else (dx_q, dx_kv)
 
 
@@ -534,6 +584,9 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
     def backward(self, dout: Array) -> Array | tuple[Array, Array]:
         """dx after self-attention; (dx_q, dx_kv) after cross-attention."""
         is_self_attention, cache = self._take()
+        parameters = (self._w_q_compress, self._w_kv_decompress, self.w_o.weight, None, None)
+        if backward_into("attention") is not None:
+            return self._backward_into(dout, cache, is_self_attention, parameters)
         if is_self_attention:
             dx, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_self_attention_backward(
                 dout, cache
@@ -542,9 +595,8 @@ class MultiHeadLatentAttentionBlock(_AttentionBase):
             dx_q, dx_kv, dw_q_compress, dw_kv_decompress, dw_o = ops.multi_head_latent_attention_backward(
                 dout, cache
             )
-        self._w_q_compress.accumulate(dw_q_compress)
-        self._w_kv_decompress.accumulate(dw_kv_decompress)
-        self.w_o.weight.accumulate(dw_o)
+        gradients = (dw_q_compress, dw_kv_decompress, dw_o, None, None)
+        self._accumulate_unwritten(parameters, gradients, (None,) * 5)
         return dx if is_self_attention else (dx_q, dx_kv)
 
 
@@ -565,6 +617,11 @@ class ResidualConnection(Module):
         dy = residual.exit_backward(dout)
         dy = sublayer.backward(dy)
         dx = residual.enter_backward(dy)   adds the gradient that came along the skip path
+
+    Where the next step is another connection's enter, a block calls ``exit_entering(y, following)``:
+    the two, in one launch in pre-norm where the backend fuses the dropout, the add and the norm; and
+    backwards ``enter_backward_exiting(dy, preceding)`` for an enter_backward and the preceding
+    connection's exit_backward.
     """
 
     def __init__(
@@ -596,17 +653,40 @@ class ResidualConnection(Module):
         total = self.dropout.forward_added(y, x)
         return total if self.norm_first else self.norm.forward(total)
 
+    def exit_entering(self, y: Array, following: ResidualConnection) -> Array:
+        """``following.enter(self.exit(y))``, the next connection's sublayer input: in pre-norm the sum
+        and its layer norm in one launch where the backend fuses them (kernels.fused_layer)."""
+        fuse = self.norm_first and following.norm_first and self.dropout.training and self.dropout.p
+        kernel = fused_layer("dropout_add_norm") if fuse else None
+        if kernel is None or self._skip is None:
+            return following.enter(self.exit(y))
+        skip, self._skip = self._skip, None
+        following._skip, normed = following.norm.forward_added(y, skip, self.dropout, kernel)
+        return normed
+
     def exit_backward(self, dout: Array) -> Array:
         """The gradient reaching the sublayer's output; the skip path's share is kept for enter_backward."""
         self._dskip = dout if self.norm_first else self.norm.backward(dout)
         return self.dropout.backward(self._dskip)
+
+    def enter_backward_exiting(self, dy: Array, preceding: ResidualConnection) -> Array:
+        """``preceding.exit_backward(self.enter_backward(dy))``, the gradient reaching the preceding
+        connection's sublayer: in pre-norm the norm's backward, the skip gradient's add and the preceding
+        dropout's backward in one launch where the backend fuses them (kernels.fused_layer)."""
+        fuse = self.norm_first and preceding.norm_first and preceding.dropout.training and preceding.dropout.p
+        kernel = fused_layer("layer_norm_add_dropout") if fuse else None
+        if kernel is None or self._dskip is None:
+            return preceding.exit_backward(self.enter_backward(dy))
+        dskip, self._dskip = self._dskip, None
+        preceding._dskip, dropped = self.norm.backward_added_dropped(dy, dskip, preceding.dropout, kernel)
+        return dropped
 
     def enter_backward(self, dy: Array) -> Array:
         """dx = the gradient through the sublayer's input (through norm in pre-norm) + the skip path's."""
         dskip, self._dskip = self._dskip, None
         if dskip is None:
             raise ValueError("ResidualConnection.enter_backward was called before exit_backward")
-        return (self.norm.backward(dy) if self.norm_first else dy) + dskip
+        return self.norm.backward_added(dy, dskip) if self.norm_first else dy + dskip
 
 
 class EncoderBlock(Module):
@@ -633,8 +713,7 @@ class EncoderBlock(Module):
         around_attention, around_feed_forward = self.residual_connections
         y = around_attention.enter(x)
         y = attention.forward(y, mask=src_mask)
-        x = around_attention.exit(y)
-        y = around_feed_forward.enter(x)
+        y = around_attention.exit_entering(y, around_feed_forward)
         y = feed_forward.forward(y)
         return around_feed_forward.exit(y)
 
@@ -643,8 +722,7 @@ class EncoderBlock(Module):
         around_attention, around_feed_forward = self.residual_connections
         dy = around_feed_forward.exit_backward(dout)
         dy = feed_forward.backward(dy)
-        dx = around_feed_forward.enter_backward(dy)
-        dy = around_attention.exit_backward(dx)
+        dy = around_feed_forward.enter_backward_exiting(dy, around_attention)
         dy = attention.backward(dy)
         return around_attention.enter_backward(dy)
 
@@ -681,11 +759,9 @@ class DecoderBlock(Module):
         around_attention, around_cross_attention, around_feed_forward = self.residual_connections
         y = around_attention.enter(x)
         y = attention.forward(y, mask=tgt_mask)
-        x = around_attention.exit(y)
-        y = around_cross_attention.enter(x)
+        y = around_attention.exit_entering(y, around_cross_attention)
         y = cross_attention.forward(y, encoder_output, mask=src_mask)
-        x = around_cross_attention.exit(y)
-        y = around_feed_forward.enter(x)
+        y = around_cross_attention.exit_entering(y, around_feed_forward)
         y = feed_forward.forward(y)
         return around_feed_forward.exit(y)
 
@@ -699,11 +775,9 @@ class DecoderBlock(Module):
         around_attention, around_cross_attention, around_feed_forward = self.residual_connections
         dy = around_feed_forward.exit_backward(dout)
         dy = feed_forward.backward(dy)
-        dx = around_feed_forward.enter_backward(dy)
-        dy = around_cross_attention.exit_backward(dx)
+        dy = around_feed_forward.enter_backward_exiting(dy, around_cross_attention)
         dy, d_encoder_output = cross_attention.backward(dy)
-        dx = around_cross_attention.enter_backward(dy)
-        dy = around_attention.exit_backward(dx)
+        dy = around_cross_attention.enter_backward_exiting(dy, around_attention)
         dy = attention.backward(dy)
         return around_attention.enter_backward(dy), d_encoder_output
 

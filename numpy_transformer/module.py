@@ -88,6 +88,16 @@ class Parameter:
     def zero_grad(self) -> None:
         self.owner._zero_pending = True
 
+    def writable_gradient(self) -> Array | None:
+        """Where a backward may write this parameter's gradient whole, instead of handing it to
+        accumulate() (which would copy it in): the gradient array, while it reads as zero (right after
+        zero_grad()), claimed (it holds what the backward writes); None for a view, and where the
+        gradient holds a value to add to."""
+        if self._owner is not None or not self._zero_pending:
+            return None
+        self._zero_pending = False
+        return self._gradient()
+
     def accumulate(self, gradient: Array) -> None:
         """grad += gradient; right after zero_grad() the gradient is copied in instead."""
         if self._owner is None and self._zero_pending:
@@ -248,6 +258,24 @@ class Module:
             )
         cache, self._cache = self._cache, None
         return cache
+
+    @staticmethod
+    def _gradient_outputs(parameters: tuple[Parameter | None, ...]) -> tuple[Array | None, ...]:
+        """Each parameter's writable_gradient() (claimed), for a backward that writes gradients in place
+        (kernels.backward_into); None for a parameter that is None."""
+        return tuple(None if p is None else p.writable_gradient() for p in parameters)
+
+    @staticmethod
+    def _accumulate_unwritten(
+        parameters: tuple[Parameter | None, ...],
+        gradients: tuple[Array | None, ...],
+        outputs: tuple[Array | None, ...],
+    ) -> None:
+        """Accumulate each parameter's gradient, save where the backward wrote it into its output."""
+        for parameter, gradient, output in zip(parameters, gradients, outputs):
+            if parameter is not None and output is None:
+                assert gradient is not None, "a backward gave no gradient for one of its parameters"
+                parameter.accumulate(gradient)
 
     def _new_parameter(self, shape: tuple[int, ...], fill: float | None = None) -> Parameter:
         xp = get_array_module()

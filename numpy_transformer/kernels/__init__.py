@@ -153,8 +153,20 @@ def adam_kernel() -> Any:
 
 def fused_layer(name: str) -> Any:
     """The backend's fused kernel for a layer's steps across textbook functions (kernels.cuda.fused_layer:
-    ``"dropout_add"``, ``"bias_relu"``), or None where it has none switched on: the layer runs the
+    ``"dropout_add"``, ``"dropout_add_norm"``, ``"layer_norm_add_dropout"``, ``"bias_relu"``,
+    ``"bias_silu"``, ``"bias_gelu_tanh"``), or None where it has none switched on: the layer runs the
     textbook's steps, as on NumPy and in the reference and learner sets."""
     module = backend_kernels() if get_kernels() == "fast" else None
     choose = getattr(module, "fused_layer", None)
+    return None if choose is None else choose(name)
+
+
+def backward_into(name: str) -> Any:
+    """The backend's backward of the layer ``name`` (kernels.cuda.backward_into: ``"linear"``,
+    ``"layer_norm"``, ``"attention"``) that writes the parameters' gradients into arrays it is given
+    (a gradient's own array while it reads as zero: no copy into it after the product), or None where
+    the backend has none: the layer hands the gradients of ``ops`` to its parameters' accumulate(), as
+    on NumPy and in the reference and learner sets."""
+    module = backend_kernels() if get_kernels() == "fast" else None
+    choose = getattr(module, "backward_into", None)
     return None if choose is None else choose(name)

@@ -41,15 +41,21 @@ from ..functional import (
     softmax_forward,
 )
 from .attention_blocks import block_kernels
-from .cpu import FusedAttentionCache, column_sum, row_mean
+from .cpu import FusedAttentionCache, constant_vector, row_mean
 from .cuda_fused import adam as fused_adam
+from .cuda_fused import attention_dropout as fused_attention_dropout
 from .cuda_fused import attention_softmax as fused_softmax
+from .cuda_fused import bias_act as fused_bias_act
 from .cuda_fused import bias_relu as fused_bias_relu
 from .cuda_fused import cross_entropy as fused_cross_entropy
 from .cuda_fused import dropout as fused_dropout
 from .cuda_fused import dropout_add as fused_dropout_add
+from .cuda_fused import dropout_add_norm as fused_dropout_add_norm
+from .cuda_fused import embedding_backward as fused_embedding_backward
 from .cuda_fused import enabled
 from .cuda_fused import layer_norm as fused_layer_norm
+from .cuda_fused import layer_norm_add as fused_layer_norm_add
+from .cuda_fused import layer_norm_add_dropout as fused_layer_norm_add_dropout
 
 
 def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[Array, LinearCache]:
@@ -62,11 +68,41 @@ def linear_forward(x: Array, weight: Array, bias: Array | None = None) -> tuple[
 
 def linear_backward(dout: Array, cache: LinearCache) -> tuple[Array, Array, Array | None]:
     """dx and dW as 2-D GEMMs over the folded rows, db as one GEMV with a column of ones."""
+    return linear_backward_into(dout, cache, None, None)
+
+
+def linear_backward_into(
+    dout: Array, cache: LinearCache, dweight: Array | None, dbias: Array | None
+) -> tuple[Array, Array, Array | None]:
+    """linear_backward, dW and db written by their products into ``dweight`` and ``dbias`` where given
+    (overwritten; C-contiguous, of dW's and db's shapes), else into new arrays; returns (dx, dW, db)."""
+    xp = get_array_module()
     x, weight, has_bias = cache
     dout_rows = dout.reshape(-1, dout.shape[-1])
     dx = (dout_rows @ weight).reshape(x.shape)
-    dweight = dout_rows.T @ x.reshape(-1, x.shape[-1])
-    return dx, dweight, column_sum(dout_rows) if has_bias else None
+    dweight = xp.matmul(dout_rows.T, x.reshape(-1, x.shape[-1]), out=dweight)
+    return dx, dweight, _column_sum_into(dout_rows, dbias) if has_bias else None
+
+
+def _column_sum_into(x: Array, out: Array | None) -> Array:
+    """kernels.cpu.column_sum (one GEMV with a vector of ones) written into ``out`` where given."""
+    xp = get_array_module()
+    rows = x.reshape(-1, x.shape[-1])
+    return xp.matmul(constant_vector(xp, rows.shape[0], 1.0, x.dtype), rows, out=out)
+
+
+def backward_into(name: str) -> Any:
+    """The backward of the layer ``name`` that writes its parameters' gradients into the arrays it is
+    given (kernels.backward_into): ``"linear"`` (linear_backward_into), ``"layer_norm"``
+    (layer_norm_backward_into) or ``"attention"`` (attention_backward_into)."""
+    writers = {
+        "linear": linear_backward_into,
+        "layer_norm": layer_norm_backward_into,
+        "attention": attention_backward_into,
+    }
+    if name not in writers:
+        raise ValueError(f"no backward_into for {name!r}: expected one of {', '.join(writers)}")
+    return writers[name]
 
 
 def dropout_forward(x: Array, p: float, rng: Any, training: bool) -> tuple[Array, Any]:
@@ -88,13 +124,30 @@ def fused_layer(name: str) -> Any:
     """A layer's steps fused across the textbook's functions, where switched on (else None: the layer
     runs the steps). ``"dropout_add"``: ``skip + dropout(x)`` in one launch, ``(x, skip, p, rng) ->
     (out, cache)`` for dropout_backward, on only with the fused dropout on, whose backward it shares.
+    ``"dropout_add_norm"``: that sum and its layer norm in one launch, ``(x, skip, p, rng, gamma, beta,
+    eps) -> (sum, normed, dropout's cache, the norm's cache)``, on only with the fused dropout on.
+    ``"layer_norm_add_dropout"``: its backward's counterpart, the norm's dx plus the skip gradient and
+    that through the dropout before it, ``(dout, norm cache, dskip, dropout's cache, dgamma, dbeta) ->
+    (dx, dx dropped out, dgamma, dbeta)``, on only with the fused dropout on.
     ``"bias_relu"``: the module kernels.cuda_fused.bias_relu (``forward(h, bias)`` and
-    ``backward(dout, cache)``), the bias and ReLU after a product without its bias."""
+    ``backward(dout, cache, dbias=None)``), the bias and ReLU after a product without its bias;
+    ``"bias_silu"``, ``"bias_gelu_tanh"``: the same for SiLU and GELU (kernels.cuda_fused.bias_act)."""
     if name == "dropout_add":
         return fused_dropout_add.forward if enabled("dropout") and enabled("dropout_add") else None
+    if name == "dropout_add_norm":
+        return fused_dropout_add_norm.forward if enabled("dropout") and enabled("dropout_add_norm") else None
+    if name == "layer_norm_add_dropout":
+        on = enabled("dropout") and enabled("layer_norm_add_dropout")
+        return fused_layer_norm_add_dropout.backward_dropped if on else None
     if name == "bias_relu":
         return fused_bias_relu if enabled("bias_relu") else None
-    raise ValueError(f"no fused layer named {name!r}: expected dropout_add or bias_relu")
+    activation = name.removeprefix("bias_")
+    if name.startswith("bias_") and activation in fused_bias_act.BY_ACTIVATION:
+        return fused_bias_act.BY_ACTIVATION[activation] if enabled("bias_act") else None
+    raise ValueError(
+        f"no fused layer named {name!r}: expected dropout_add, dropout_add_norm, layer_norm_add_dropout, "
+        "bias_relu, bias_silu or bias_gelu_tanh"
+    )
 
 
 def layer_norm_forward(
@@ -115,8 +168,33 @@ def layer_norm_forward(
 def layer_norm_backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
     """mean(g) and mean(g * xhat) as products with gamma / D, dy * xhat shared with dgamma (one launch
     with the fused kernel switched on)."""
+    return layer_norm_backward_into(dout, cache, None, None)
+
+
+def layer_norm_backward_into(
+    dout: Array,
+    cache: LayerNormCache,
+    dgamma: Array | None,
+    dbeta: Array | None,
+    dskip: Array | None = None,
+) -> tuple[Array, Array, Array]:
+    """layer_norm_backward, dgamma and dbeta written into ``dgamma`` and ``dbeta`` where given
+    (overwritten; C-contiguous, of gamma's shape), else into new arrays; returns (dx, dgamma, dbeta),
+    dx plus ``dskip`` where given (a residual connection's skip gradient: in the backward's launch with
+    the fused layer_norm_add on)."""
+    if dskip is not None and enabled("layer_norm_add"):
+        return fused_layer_norm_add.backward_added(dout, cache, dskip, dgamma, dbeta)
+    dx, dgamma, dbeta = _layer_norm_backward_into(dout, cache, dgamma, dbeta)
+    if dskip is not None:
+        dx += dskip
+    return dx, dgamma, dbeta
+
+
+def _layer_norm_backward_into(
+    dout: Array, cache: LayerNormCache, dgamma: Array | None, dbeta: Array | None
+) -> tuple[Array, Array, Array]:
     if enabled("layer_norm"):
-        return fused_layer_norm.backward(dout, cache)
+        return fused_layer_norm.backward(dout, cache, dgamma, dbeta)
     xhat, rstd, gamma = cache
     width = dout.shape[-1]
     dout_xhat = dout * xhat
@@ -125,7 +203,7 @@ def layer_norm_backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Arra
     dx -= (dout.reshape(-1, width) @ column).reshape(*dout.shape[:-1], 1)
     dx -= xhat * (dout_xhat.reshape(-1, width) @ column).reshape(*dout.shape[:-1], 1)
     dx *= rstd
-    return dx, column_sum(dout_xhat), column_sum(dout)
+    return dx, _column_sum_into(dout_xhat, dgamma), _column_sum_into(dout, dbeta)
 
 
 def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
@@ -135,7 +213,10 @@ def embedding_backward(dout: Array, cache: EmbeddingCache) -> Array:
     its id's segment total as the difference of the prefix sums at the segment's two ends; every
     position of an id then writes the same total into dE[v], so the order of the writes does not
     matter. No transfer to the host and no shape that depends on the data. dout: (B, T, D) -> (V, D)
+    With the fused kernel switched on, a zeroed table and one launch, without a sort.
     """
+    if enabled("embedding_backward"):
+        return fused_embedding_backward.backward(dout, cache)
     xp = get_array_module()
     ids, table_shape, scale = cache
     flat_ids = ids.reshape(-1)
@@ -253,10 +334,14 @@ def attention_forward(
     scale: float | None = None,
 ) -> tuple[Array, AttentionCache]:
     """The textbook's, the scale and the mask applied in place (with the softmax in one launch where
-    the fused kernel is switched on)."""
+    the fused kernel is switched on, and the dropout in that launch too with attention_dropout on)."""
     xp = get_array_module()
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ k.swapaxes(-1, -2)
+    if training and dropout_p != 0.0 and enabled("attention_dropout"):
+        probs, dropped, fused_cache = fused_attention_dropout.forward(scores, mask, scale, dropout_p, rng)
+        dropout_cache: Any = fused_cache  # the cache's dropout field holds the fused dropouts' caches too
+        return dropped @ v, AttentionCache(q, k, v, mask, probs, dropped, dropout_cache, scale)
     if enabled("attention_softmax"):
         probs = fused_softmax.forward(scores, mask, scale)
     else:
@@ -281,7 +366,20 @@ def _attention_backward_into(dout: Array, cache: AttentionCache, dq: Array, dk: 
     xp = get_array_module()
     q, k, v, mask, probs, dropped, dropout_cache, scale = cache
     xp.matmul(dropped.swapaxes(-1, -2), dout, out=dv)
-    dprobs = dropout_backward(dout @ v.swapaxes(-1, -2), dropout_cache)
+    if isinstance(dropout_cache, fused_attention_dropout.AttentionDropoutCache):
+        dscores = fused_attention_dropout.backward(
+            dout @ v.swapaxes(-1, -2), probs, mask, scale, dropout_cache
+        )
+    else:
+        dscores = _softmax_backward(
+            dropout_backward(dout @ v.swapaxes(-1, -2), dropout_cache), probs, mask, scale
+        )
+    xp.matmul(dscores, k, out=dq)
+    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+
+
+def _softmax_backward(dprobs: Array, probs: Array, mask: Array | None, scale: float) -> Array:
+    """dS of the scaled, masked softmax from the gradient of its probabilities."""
     if enabled("attention_softmax"):
         dscores = fused_softmax.backward(dprobs, probs, mask, scale)
     else:
@@ -289,8 +387,7 @@ def _attention_backward_into(dout: Array, cache: AttentionCache, dq: Array, dk: 
         if mask is not None:
             dscores *= mask  # in place: cheaper than where(), and dscores is finite
         dscores *= scale
-    xp.matmul(dscores, k, out=dq)
-    xp.matmul(dscores.swapaxes(-1, -2), q, out=dk)
+    return dscores
 
 
 def _heads(x: Array, n_heads: int, parts: int) -> Array:
@@ -357,11 +454,24 @@ def _fused_backward(
     dout: Array, cache: FusedAttentionCache
 ) -> tuple[Array, Array | None, Array, Array | None, Array, Array | None, Array | None]:
     """dx_q, dx_kv (None in self-attention), dw_in, dw_decompress (None for MHA), dw_o, db_in and
-    db_o (None without biases). Q's, K's and V's gradients are written into one buffer where one
-    product made them, and merged by one copy."""
+    db_o (None without biases)."""
+    return attention_backward_into(dout, cache, NO_OUTPUTS)
+
+
+NO_OUTPUTS = (None,) * 5  # attention_backward_into's outputs where every gradient is to be a new array
+
+
+def attention_backward_into(
+    dout: Array, cache: FusedAttentionCache, outputs: tuple[Array | None, ...]
+) -> tuple[Array, Array | None, Array, Array | None, Array, Array | None, Array | None]:
+    """_fused_backward, the weights' gradients written into ``outputs`` (dw_in, dw_decompress, dw_o,
+    db_in, db_o: each overwritten where given, C-contiguous, of its parameter's shape; None: a new
+    array). Q's, K's and V's gradients are written into one buffer where one product made them, and
+    merged by one copy; cross-attention's dw_in is written by its two products into its two row blocks."""
     xp = get_array_module()
+    out_in, out_decompress, out_o, out_b_in, out_b_o = outputs
     attention = cache.heads.attention
-    dheads, dw_o, db_o = linear_backward(dout, cache.output)
+    dheads, dw_o, db_o = linear_backward_into(dout, cache.output, out_o, out_b_o)
     dheads = _heads(dheads, cache.heads.n_heads, 1)[0]
     one_product = cache.kv_inputs is None and cache.decompress is None  # MHA self-attention
     gradients = xp.empty((3, *attention.q.shape), dtype=dheads.dtype) if one_product else None
@@ -373,19 +483,30 @@ def _fused_backward(
     )
     _attention_backward_into(dheads, attention, dq_heads[0], dkv_heads[0], dkv_heads[1])
     if gradients is not None:
-        dx, dw_in, db_in = linear_backward(_merged(gradients), cache.inputs)
+        dx, dw_in, db_in = linear_backward_into(_merged(gradients), cache.inputs, out_in, out_b_in)
         return dx, None, dw_in, None, dw_o, db_in, db_o
     dq, dkv = _merged(dq_heads), _merged(dkv_heads)
     dw_decompress = None
     if cache.decompress is not None:
-        dkv, dw_decompress, _ = linear_backward(dkv, cache.decompress)
+        dkv, dw_decompress, _ = linear_backward_into(dkv, cache.decompress, out_decompress, None)
     if cache.kv_inputs is None:  # MLA self-attention: the query's and the latent's rows of one product
-        dx, dw_in, db_in = linear_backward(xp.concatenate([dq, dkv], axis=-1), cache.inputs)
+        dx, dw_in, db_in = linear_backward_into(
+            xp.concatenate([dq, dkv], axis=-1), cache.inputs, out_in, out_b_in
+        )
         return dx, None, dw_in, dw_decompress, dw_o, db_in, db_o
-    dx_q, dw_q, db_q = linear_backward(dq, cache.inputs)
-    dx_kv, dw_kv, db_kv = linear_backward(dkv, cache.kv_inputs)
-    db_in = None if db_q is None else xp.concatenate([db_q, db_kv])
-    return dx_q, dx_kv, xp.concatenate([dw_q, dw_kv]), dw_decompress, dw_o, db_in, db_o
+    # cross-attention: the query's rows of w_in, then the keys' and values', each by its own product
+    query_rows, kv_rows = cache.inputs.weight.shape[0], cache.kv_inputs.weight.shape[0]
+    shape = (query_rows + kv_rows, cache.inputs.weight.shape[1])
+    dw_in = xp.empty(shape, dtype=dq.dtype) if out_in is None else out_in
+    db_in = out_b_in
+    if cache.inputs.has_bias and db_in is None:
+        db_in = xp.empty(shape[0], dtype=dq.dtype)
+    halves = [slice(None, query_rows), slice(query_rows, None)]
+    dx_q, dx_kv = (
+        linear_backward_into(d, inputs, dw_in[rows], None if db_in is None else db_in[rows])[0]
+        for d, inputs, rows in zip((dq, dkv), (cache.inputs, cache.kv_inputs), halves)
+    )
+    return dx_q, dx_kv, dw_in, dw_decompress, dw_o, db_in, db_o
 
 
 # the textbook's eight attention-block functions around the pair above (kernels.attention_blocks)

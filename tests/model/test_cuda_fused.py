@@ -25,21 +25,33 @@ from numpy_transformer.backend import random_uint16
 from numpy_transformer.kernels import cuda, cuda_fused, using_kernels
 from numpy_transformer.kernels.cuda_fused import (
     adam,
+    attention_dropout,
     attention_softmax,
+    bias_act,
     bias_relu,
     cross_entropy,
     dropout,
     dropout_add,
+    dropout_add_norm,
+    embedding_backward,
     layer_norm,
+    layer_norm_add,
+    layer_norm_add_dropout,
 )
 
 SETTINGS = settings(max_examples=25, deadline=None)
 TWIN_TESTS = {
     "layer_norm",
+    "layer_norm_add",
+    "layer_norm_add_dropout",
     "dropout",
     "dropout_add",
+    "dropout_add_norm",
     "bias_relu",
+    "bias_act",
     "attention_softmax",
+    "attention_dropout",
+    "embedding_backward",
     "cross_entropy",
     "adam",
 }  # the kernels whose twin a test below proves
@@ -87,6 +99,167 @@ def test_layer_norm_twin_equals_the_textbook(rows, width, seed):
 
 
 @SETTINGS
+@given(rows=st.integers(1, 40), width=st.integers(2, 600), seed=st.integers(0, 99))
+@example(rows=3, width=257, seed=0)  # a row wider than a block's threads
+def test_layer_norm_add_twin_equals_the_textbook(rows, width, seed):
+    """dx + dskip, dgamma and dbeta, written into the arrays given (else new ones), from the cache of
+    either forward; the CUDA kernel set's residual backward with the kernel on and off."""
+    rng = np.random.default_rng(seed)
+    x, dout, dskip = (rng.standard_normal((2, rows, width)) for _ in range(3))
+    gamma, beta = rng.standard_normal(width), rng.standard_normal(width)
+    _, cache = F.layer_norm_forward(x, gamma, beta)
+    dx, dgamma, dbeta = F.layer_norm_backward(dout, cache)
+    originals = [np.copy(a) for a in (x, gamma, dout, dskip)]
+    for switched in ("layer_norm_add", "layer_norm,layer_norm_add", "layer_norm", "none"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cuda_fused.ENV_VAR, switched)
+            _, kernel_cache = cuda.layer_norm_forward(x, gamma, beta)
+            for backward in (layer_norm_add.backward_added_twin, layer_norm_add.backward_added):
+                outputs = np.full(width, np.nan), np.full(width, np.nan)
+                gradients = backward(dout, kernel_cache, dskip, *outputs)
+                for name, twin, textbook in zip(
+                    ("dx", "dgamma", "dbeta"), gradients, (dx + dskip, dgamma, dbeta)
+                ):
+                    assert_close(twin, textbook, f"{switched}: {backward.__qualname__}: {name}")
+                assert all(np.shares_memory(g, o) for g, o in zip(gradients[1:], outputs))
+            gradients = cuda.layer_norm_backward_into(dout, kernel_cache, None, None, dskip)
+            for name, got, textbook in zip(("dx", "dgamma", "dbeta"), gradients, (dx + dskip, dgamma, dbeta)):
+                assert_close(got, textbook, f"{switched}: cuda.layer_norm_backward_into: {name}")
+    for after, before in zip((x, gamma, dout, dskip), originals):
+        np.testing.assert_array_equal(after, before)  # the inputs left as they were
+    with pytest.raises(ValueError, match=r"dskip of shape \(3,\) must have dout's shape"):
+        layer_norm_add.backward_added(dout, cache, np.zeros(3))
+
+
+@SETTINGS
+@given(
+    rows=st.integers(1, 40), width=st.integers(2, 600), p=st.sampled_from([0.1, 0.5]), seed=st.integers(0, 99)
+)
+@example(rows=3, width=257, p=0.1, seed=0)  # a row wider than a block's threads
+def test_layer_norm_add_dropout_twin_equals_the_textbook_with_its_mask(rows, width, p, seed):
+    """dx + dskip, that through the dropout's Philox mask, dgamma and dbeta (into the arrays given)
+    against the textbook's layer norm backward, add and dropout backward with the twin's mask; through
+    the CUDA kernel set's switch, on only with dropout."""
+    rng = np.random.default_rng(seed)
+    x, dout, dskip = (rng.standard_normal((2, rows, width)) for _ in range(3))
+    gamma, beta = rng.standard_normal(width), rng.standard_normal(width)
+    _, cache = F.layer_norm_forward(x, gamma, beta)
+    dx, dgamma, dbeta = F.layer_norm_backward(dout, cache)
+    dropout_cache = dropout.new_cache(p, np.random.default_rng(seed))
+    keep = dropout.keep_mask(dropout_cache.seed, x.shape, dropout_cache.threshold, dropout_cache.offset)
+    expected = (dx + dskip, (dx + dskip) * keep / dropout_cache.keep_prob, dgamma, dbeta)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "layer_norm_add_dropout")
+        assert cuda.fused_layer("layer_norm_add_dropout") is None  # the mask must be the fused dropout's
+        patch.setenv(cuda_fused.ENV_VAR, "dropout,layer_norm_add_dropout")
+        kernel = cuda.fused_layer("layer_norm_add_dropout")
+    originals = [np.copy(a) for a in (x, dout, dskip)]
+    for backward in (layer_norm_add_dropout.backward_dropped_twin, kernel):
+        outputs = np.full(width, np.nan), np.full(width, np.nan)
+        got = backward(dout, cache, dskip, dropout_cache, *outputs)
+        for name, value, textbook in zip(("dx", "dropped", "dgamma", "dbeta"), got, expected):
+            assert_close(value, textbook, f"{backward.__qualname__}: {name}")
+        assert all(np.shares_memory(g, o) for g, o in zip(got[2:], outputs))
+    for after, before in zip((x, dout, dskip), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(ValueError, match=r"dskip of shape \(3,\) must have dout's shape"):
+        layer_norm_add_dropout.backward_dropped(dout, cache, np.zeros(3), dropout_cache)
+
+
+def test_layer_norm_add_dropout_gradient_by_central_differences():
+    """The twin's dropped gradient is the float64 central differences, in the preceding sublayer's
+    output y, of <dout, norm(skip + dropout(y))> + <dskip, skip + dropout(y)> with the twin's mask."""
+    rng = np.random.default_rng(19)
+    y, skip, dout, dskip = (rng.standard_normal((2, 3, 5)) for _ in range(4))
+    gamma, beta, step = rng.standard_normal(5), rng.standard_normal(5), 1e-6
+    dropout_cache = dropout.new_cache(0.4, np.random.default_rng(2))
+
+    def loss(y):
+        total = skip + dropout.apply_twin(y, dropout_cache)
+        return float((dout * F.layer_norm_forward(total, gamma, beta)[0]).sum() + (dskip * total).sum())
+
+    _, cache = layer_norm.forward_twin(skip + dropout.apply_twin(y, dropout_cache), gamma, beta)
+    analytic = layer_norm_add_dropout.backward_dropped_twin(dout, cache, dskip, dropout_cache)[1]
+    numeric = np.zeros_like(y)
+    for index in np.ndindex(y.shape):
+        up, down = y.copy(), y.copy()
+        up[index] += step
+        down[index] -= step
+        numeric[index] = (loss(up) - loss(down)) / (2 * step)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
+
+
+@SETTINGS
+@given(
+    batch=st.integers(1, 4),
+    length=st.integers(1, 9),
+    vocab=st.integers(1, 12),
+    width=st.integers(1, 300),
+    seed=st.integers(0, 99),
+)
+@example(batch=3, length=5, vocab=2, width=257, seed=0)  # many repeats, a row wider than a block
+def test_embedding_backward_twin_equals_the_textbook(batch, length, vocab, width, seed):
+    """The table's gradient (ids repeated, rows never seen left zero) against the textbook's add.at,
+    the twin and through the CUDA kernel set's switch; float32 rows summed in float64."""
+    rng = np.random.default_rng(seed)
+    ids, table = rng.integers(0, vocab, (batch, length)), rng.standard_normal((vocab, width))
+    dout = rng.standard_normal((batch, length, width))
+    _, cache = F.embedding_forward(ids, table)
+    expected = F.embedding_backward(dout, cache)
+    originals = [np.copy(a) for a in (ids, dout)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "embedding_backward")
+        for backward in (embedding_backward.backward, cuda.embedding_backward):
+            assert_close(backward(dout, cache), expected, backward.__qualname__)
+        single = embedding_backward.backward(dout.astype(np.float32), cache)
+    assert single.dtype == np.float32
+    np.testing.assert_allclose(single, expected, rtol=1e-5, atol=1e-5)
+    for after, before in zip((ids, dout), originals):
+        np.testing.assert_array_equal(after, before)
+
+
+def test_embedding_backward_gradient_by_central_differences():
+    """The twin's dE is the float64 central differences of <dy, E[ids] * sqrt(D)>."""
+    rng = np.random.default_rng(23)
+    ids, table, dout = rng.integers(0, 4, (2, 3)), rng.standard_normal((5, 3)), rng.standard_normal((2, 3, 3))
+    step = 1e-6
+    _, cache = F.embedding_forward(ids, table)
+    analytic = embedding_backward.backward(dout, cache)
+    numeric = np.zeros_like(table)
+    for index in np.ndindex(table.shape):
+        up, down = table.copy(), table.copy()
+        up[index] += step
+        down[index] -= step
+        numeric[index] = float(
+            (dout * F.embedding_forward(ids, up)[0]).sum() - (dout * F.embedding_forward(ids, down)[0]).sum()
+        ) / (2 * step)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_layer_norm_add_gradient_by_central_differences():
+    """The twin's dx + dskip, dgamma and dbeta are the float64 central differences of
+    <dout, norm(x)> + <dskip, x>: the loss of a pre-norm residual connection's two paths."""
+    rng = np.random.default_rng(7)
+    x, dout, dskip = (rng.standard_normal((2, 3, 5)) for _ in range(3))
+    gamma, beta, step = rng.standard_normal(5), rng.standard_normal(5), 1e-6
+
+    def loss(x, gamma, beta):
+        return float((dout * F.layer_norm_forward(x, gamma, beta)[0]).sum() + (dskip * x).sum())
+
+    _, cache = layer_norm.forward_twin(x, gamma, beta)
+    analytic = layer_norm_add.backward_added_twin(dout, cache, dskip)
+    arguments = [x, gamma, beta]
+    for which, gradient in enumerate(analytic):
+        numeric = np.zeros_like(arguments[which])
+        for index in np.ndindex(numeric.shape):
+            shifted = [[a.copy() for a in arguments] for _ in range(2)]
+            shifted[0][which][index] += step
+            shifted[1][which][index] -= step
+            numeric[index] = (loss(*shifted[0]) - loss(*shifted[1])) / (2 * step)
+        np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-8, err_msg=f"argument {which}")
+
+
+@SETTINGS
 @given(
     batch=st.integers(1, 3),
     heads=st.integers(1, 4),
@@ -130,6 +303,87 @@ def test_attention_softmax_twin_equals_the_textbook(batch, heads, t, s, mask_kin
     assert_close(fused_out, out, "cuda.attention_forward")
     for name, fused, textbook in zip(("dq", "dk", "dv"), fused_gradients, gradients):
         assert_close(fused, textbook, f"cuda.attention_backward: {name}")
+
+
+def _attention_case(rng, batch, heads, t, s, mask_kind):
+    scores = rng.standard_normal((batch, heads, t, s)) * 3
+    mask = None
+    if mask_kind == "keys":
+        mask = rng.random((batch, 1, 1, s)) > 0.3
+    elif mask_kind == "causal":
+        mask = np.broadcast_to(np.tril(np.ones((t, s), dtype=bool)), (batch, 1, t, s)).copy()
+    return scores, mask
+
+
+def _textbook_softmax_dropout(scores, mask, scale, keep, keep_prob):
+    """The textbook's scale, mask and softmax, then its dropout with the keep mask ``keep``."""
+    masked = scores * scale if mask is None else np.where(mask, scores * scale, F.MASKED_SCORE)
+    probs = F.softmax_forward(masked)[0]
+    return probs, probs * keep / keep_prob
+
+
+@SETTINGS
+@given(
+    batch=st.integers(1, 3),
+    heads=st.integers(1, 4),
+    t=st.integers(1, 12),
+    s=st.integers(1, 200),
+    mask_kind=st.sampled_from([None, "keys", "causal"]),
+    p=st.sampled_from([0.1, 0.5]),
+    seed=st.integers(0, 99),
+)
+@example(batch=2, heads=2, t=3, s=130, mask_kind="keys", p=0.3, seed=0)  # a row wider than a block
+def test_attention_dropout_twin_equals_the_textbook_with_its_mask(batch, heads, t, s, mask_kind, p, seed):
+    """The twin against the textbook's softmax and dropout with the twin's Philox mask (forward and
+    backward); the CUDA kernel set's attention with the kernel on against it with the softmax and the
+    dropout fused apart: the same masks (one seed stream, the same offsets), so the same results."""
+    rng = np.random.default_rng(seed)
+    scores, mask = _attention_case(rng, batch, heads, t, s, mask_kind)
+    ddropped, scale = rng.standard_normal(scores.shape), 0.37
+    for forward, backward in [
+        (attention_dropout.forward_dropped_twin, attention_dropout.backward_dropped_twin),
+        (attention_dropout._forward, attention_dropout._backward),  # off a GPU: the twin
+    ]:
+        cache = attention_dropout.AttentionDropoutCache(*dropout.new_cache(p, np.random.default_rng(seed)))
+        keep = dropout.keep_mask(cache.seed, scores.shape, cache.threshold, cache.offset)
+        probs, dropped = _textbook_softmax_dropout(scores, mask, scale, keep, cache.keep_prob)
+        dscores = F.softmax_backward(ddropped * keep / cache.keep_prob, probs) * scale
+        dscores = dscores if mask is None else np.where(mask, dscores, 0.0)
+        twin_probs, twin_dropped = forward(scores, mask, scale, cache)
+        assert_close(twin_probs, probs, f"{forward.__qualname__}: probs")
+        assert_close(twin_dropped, dropped, f"{forward.__qualname__}: dropped")
+        assert_close(backward(ddropped, twin_probs, mask, scale, cache), dscores, backward.__qualname__)
+    q, k, v = (rng.standard_normal((batch, heads, n, 4)) for n in (t, s, s))
+    dout = rng.standard_normal((batch, heads, t, 4))
+    results = {}
+    for switched in ("attention_softmax,dropout", "attention_dropout"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cuda_fused.ENV_VAR, switched)
+            out, cache = cuda.attention_forward(q, k, v, mask, p, np.random.default_rng(seed), True)
+            results[switched] = (out, *cuda.attention_backward(dout, cache))
+    for name, fused, apart in zip(("out", "dq", "dk", "dv"), *results.values()):
+        assert_close(fused, apart, f"cuda attention with attention_dropout: {name}")
+
+
+def test_attention_dropout_gradient_by_central_differences():
+    """The twin's dS is the float64 central differences of <ddropped, dropped(scores)> with its mask."""
+    rng = np.random.default_rng(11)
+    scores, mask = _attention_case(rng, 1, 2, 3, 4, "causal")
+    ddropped, scale, step = rng.standard_normal(scores.shape), 0.6, 1e-6
+    cache = attention_dropout.AttentionDropoutCache(*dropout.new_cache(0.4, np.random.default_rng(3)))
+
+    def loss(scores):
+        return float((ddropped * attention_dropout.forward_dropped_twin(scores, mask, scale, cache)[1]).sum())
+
+    probs, _ = attention_dropout.forward_dropped_twin(scores, mask, scale, cache)
+    analytic = attention_dropout.backward_dropped_twin(ddropped, probs, mask, scale, cache)
+    numeric = np.zeros_like(scores)
+    for index in np.ndindex(scores.shape):
+        up, down = scores.copy(), scores.copy()
+        up[index] += step
+        down[index] -= step
+        numeric[index] = (loss(up) - loss(down)) / (2 * step)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
 
 
 @SETTINGS
@@ -267,6 +521,47 @@ def test_dropout_add_twin_equals_the_textbook_with_its_mask(shape, p, seed):
 
 
 @SETTINGS
+@given(
+    shape=st.sampled_from([(3, 5), (2, 4, 7), (1, 1, 300), (4, 70)]),
+    p=st.sampled_from([0.1, 0.5]),
+    seed=st.integers(0, 99),
+)
+def test_dropout_add_norm_twin_equals_the_textbook_with_its_mask(shape, p, seed):
+    """The sum and its norm against the textbook's add of the dropped x (the twin's Philox mask) and its
+    layer norm; through the CUDA kernel set's switch (on only with dropout); the norm's cache serves the
+    textbook's layer norm backward."""
+    rng = np.random.default_rng(seed)
+    x, skip, dout = (rng.standard_normal(shape) for _ in range(3))
+    gamma, beta = rng.standard_normal(shape[-1]), rng.standard_normal(shape[-1])
+    originals = [np.copy(a) for a in (x, skip, gamma, beta)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "dropout_add_norm")
+        assert cuda.fused_layer("dropout_add_norm") is None  # its backward is dropout's
+        patch.setenv(cuda_fused.ENV_VAR, "dropout,dropout_add_norm")
+        kernel = cuda.fused_layer("dropout_add_norm")
+    total, out, cache, norm_cache = kernel(x, skip, p, np.random.default_rng(seed), gamma, beta, 1e-5)
+    keep = dropout.keep_mask(cache.seed, shape, cache.threshold, cache.offset)
+    textbook_total = skip + x * keep / cache.keep_prob
+    textbook_out, textbook_cache = F.layer_norm_forward(textbook_total, gamma, beta, 1e-5)
+    assert_close(total, textbook_total, "sum")
+    assert_close(out, textbook_out, "normed")
+    for name, got, textbook in zip(
+        ("dx", "dgamma", "dbeta"),
+        F.layer_norm_backward(dout, norm_cache),
+        F.layer_norm_backward(dout, textbook_cache),
+    ):
+        assert_close(got, textbook, f"the norm's backward from the kernel's cache: {name}")
+    assert_close(dropout.backward(dout, cache), dout * keep / cache.keep_prob, "dropout's backward")
+    twin = dropout_add_norm.added_norm_twin(x, skip, cache, gamma, beta, 1e-5)
+    for got, expected in zip(twin[:2], (textbook_total, textbook_out)):
+        assert_close(got, expected, "twin")
+    for after, before in zip((x, skip, gamma, beta), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(ValueError, match=r"skip of shape \(2,\) must have x's shape"):
+        dropout_add_norm.forward(x, np.zeros(2), p, np.random.default_rng(0), gamma, beta)
+
+
+@SETTINGS
 @given(shape=st.sampled_from([(1, 1), (3, 5), (2, 7, 300), (4, 33, 16)]), seed=st.integers(0, 99))
 def test_bias_relu_twin_equals_the_textbook(shape, seed):
     """relu(h + b) and its backward (dh, and db summed down every row) against the textbook's bias
@@ -292,19 +587,121 @@ def test_bias_relu_twin_equals_the_textbook(shape, seed):
     for after, before in zip((h, dout, bias), originals):
         np.testing.assert_array_equal(after, before)
     with pytest.raises(
-        ValueError, match="no fused layer named 'bias_gelu': expected dropout_add or bias_relu"
+        ValueError,
+        match="no fused layer named 'bias_gelu': expected dropout_add, dropout_add_norm, layer_norm",
     ):
         cuda.fused_layer("bias_gelu")
+    kernel_dh, dbias = bias_relu.backward(dout, y, np.full(shape[-1], np.nan))  # into the array given
+    assert_close(dbias, dh.reshape(-1, shape[-1]).sum(axis=0), "dbias written")
+
+
+@SETTINGS
+@given(
+    shape=st.sampled_from([(3, 5), (2, 4, 7), (1, 1, 300), (4, 70)]),
+    activation=st.sampled_from(bias_act.ACTIVATIONS),
+    seed=st.integers(0, 99),
+)
+def test_bias_act_twin_equals_the_textbook(shape, activation, seed):
+    """f(h + b) and its backward (dh, and db summed down every row, written into the array given or a
+    new one) against the textbook's bias add and activation, the twin and through the CUDA kernel set's
+    switch; the feed-forward block's own activation where the switch is off."""
+    rng = np.random.default_rng(seed)
+    h, dout, bias = rng.standard_normal(shape) * 2, rng.standard_normal(shape), rng.standard_normal(shape[-1])
+    originals = [np.copy(a) for a in (h, dout, bias)]
+    out, cache = getattr(F, f"{activation}_forward")(h + bias)
+    dh = getattr(F, f"{activation}_backward")(dout, cache)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(cuda_fused.ENV_VAR, "bias_act")
+        kernel = cuda.fused_layer(f"bias_{activation}")
+        patch.setenv(cuda_fused.ENV_VAR, "bias_relu")
+        assert cuda.fused_layer(f"bias_{activation}") is None
+    twin = (
+        lambda h, bias: bias_act.forward_twin(h, bias, activation),
+        lambda dout, pre, dbias=None: bias_act.backward_twin(dout, pre, activation, dbias),
+    )
+    for forward, backward in (twin, (kernel.forward, kernel.backward)):
+        y, pre = forward(h, bias)
+        assert_close(y, out, f"{activation} forward")
+        for output in (None, np.full(shape[-1], np.nan)):
+            kernel_dh, dbias = backward(dout, pre, output)
+            assert_close(kernel_dh, dh, f"{activation} dh")
+            assert_close(dbias, dh.reshape(-1, shape[-1]).sum(axis=0), f"{activation} dbias")
+            assert output is None or np.shares_memory(dbias, output)
+    for after, before in zip((h, dout, bias), originals):
+        np.testing.assert_array_equal(after, before)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        bias_act.BiasActivation("relu")
+
+
+@pytest.mark.parametrize("activation", bias_act.ACTIVATIONS)
+def test_a_feed_forward_block_runs_bias_act_on_the_stand_in(activation, monkeypatch):
+    """The block's forward and backward on the CuPy stand-in with bias_act on: its launches counted, the
+    output, dx and the parameters' gradients (the bias's written straight in) the textbook's on NumPy."""
+    monkeypatch.setenv(cuda_fused.ENV_VAR, "bias_act")
+    rng = np.random.default_rng(17)
+    x, dout = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 3, 8))
+    weights = nt.layers.FeedForwardBlock(8, 12, 0.0, activation, dtype="float64").state_dict()
+    results = []
+    for on_standin in (False, True):
+        previous = backend.get_array_module()
+        xp = backend.set_backend(make_module()) if on_standin else previous
+        try:
+            with using_kernels("fast" if on_standin else "reference"):
+                block = nt.layers.FeedForwardBlock(8, 12, 0.0, activation, dtype="float64")
+                block.load_state_dict(weights)
+                LAUNCHES.clear()
+                out = block.forward(xp.asarray(x))
+                dx = block.backward(xp.asarray(dout))
+                results.append(
+                    [backend.to_numpy(a) for a in (out, dx, *(p.grad for p in block.parameters()))]
+                )
+                launches = dict(LAUNCHES)
+        finally:
+            backend.set_backend(previous)
+    assert launches["fused:bias_act"] == 2
+    for index, (fused, textbook) in enumerate(zip(*results)):
+        assert_close(fused, textbook, f"result {index}")
+
+
+@pytest.mark.parametrize("activation", bias_act.ACTIVATIONS)
+def test_bias_act_gradient_by_central_differences(activation):
+    """The twin's dh and db are the float64 central differences of <dy, f(h + b)>."""
+    rng = np.random.default_rng(13)
+    h, dout, bias, step = (
+        rng.standard_normal((2, 3, 4)) * 2,
+        rng.standard_normal((2, 3, 4)),
+        rng.standard_normal(4),
+        1e-6,
+    )
+
+    def loss(h, bias):
+        return float((dout * bias_act.forward_twin(h, bias, activation)[0]).sum())
+
+    _, pre = bias_act.forward_twin(h, bias, activation)
+    analytic = bias_act.backward_twin(dout, pre, activation)
+    for which, gradient in enumerate(analytic):
+        arguments = [h, bias]
+        numeric = np.zeros_like(arguments[which])
+        for index in np.ndindex(numeric.shape):
+            shifted = [[a.copy() for a in arguments] for _ in range(2)]
+            shifted[0][which][index] += step
+            shifted[1][which][index] -= step
+            numeric[index] = (loss(*shifted[0]) - loss(*shifted[1])) / (2 * step)
+        np.testing.assert_allclose(gradient, numeric, rtol=1e-6, atol=1e-8, err_msg=f"argument {which}")
 
 
 @pytest.mark.parametrize(
-    "fused, more, saved",
+    "fused, more, saved, norm_first",
     [
-        ("dropout", "dropout,dropout_add", 2 * 2 + 3 * 2),  # a launch at every residual connection
-        ("dropout", "dropout,bias_relu", 2 * 2 * 2),  # two forward, one backward at every feed-forward
+        ("dropout", "dropout,dropout_add", 2 * 2 + 3 * 2, False),  # a launch at every residual connection
+        ("dropout", "dropout,bias_relu", 2 * 2 * 2, False),  # two forward, one backward at every feed-forward
+        # pre-norm: a launch where one connection's sum is the next one's norm, inside every block
+        ("dropout,dropout_add", "dropout,dropout_add,dropout_add_norm", 2 * 1 + 2 * 2, True),
+        # and backwards: a launch where one connection's input gradient is the one before's output's
+        ("dropout,layer_norm_add", "dropout,layer_norm_add,layer_norm_add_dropout", 2 * 1 + 2 * 2, True),
     ],
 )
-def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved):
+def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved, norm_first):
     """A training step on the CuPy stand-in with a layer's steps fused (the residual add into dropout,
     the bias and ReLU): the same masks (one seed stream, the same offsets), so the same loss and
     gradients to rounding, with ``saved`` launches fewer at least (tiny_model: two encoder blocks, two
@@ -316,7 +713,7 @@ def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved):
         for switched in (fused, more):
             with pytest.MonkeyPatch.context() as patch, using_kernels("fast"):
                 patch.setenv(cuda_fused.ENV_VAR, switched)
-                model = tiny_model("mha", False, dtype="float64", dropout=0.3, seed=4).train()
+                model = tiny_model("mha", norm_first, dtype="float64", dropout=0.3, seed=4).train()
                 model.set_rng(backend.make_rng(9))
                 src, tgt, labels = (backend.get_array_module().asarray(a) for a in model_batch(2))
                 masks = nt.make_src_mask(src, 0), nt.make_tgt_mask(tgt, 0)

@@ -27,10 +27,16 @@ from ...backend import backend_name, get_array_module
 ENV_VAR = "NUMPY_TRANSFORMER_FUSED"
 KERNELS = (
     "layer_norm",
+    "layer_norm_add",
+    "layer_norm_add_dropout",
     "dropout",
     "dropout_add",
+    "dropout_add_norm",
     "bias_relu",
+    "bias_act",
     "attention_softmax",
+    "attention_dropout",
+    "embedding_backward",
     "cross_entropy",
     "adam",
 )  # the fused kernels, by the name their switch takes

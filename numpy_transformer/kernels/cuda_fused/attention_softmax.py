@@ -12,8 +12,11 @@ from __future__ import annotations
 from ...backend import Array, get_array_module
 from ...functional import MASKED_SCORE
 from . import FusedKernel
+from .dropout import PHILOX
 
-SOURCE = r"""
+# the row kernels, which attention_dropout.py's entries share: with a seed (not null) the forward also
+# writes the probabilities dropped out, and the backward reads dy through the same mask
+TEMPLATES = r"""
 // Whether row `row` (of heads * queries rows per batch entry) may see key `key`: the mask through its
 // strides in elements (0 along an axis it broadcasts).
 __device__ bool visible(const bool* mask, long long row, long long key, long long heads, long long queries,
@@ -22,10 +25,19 @@ __device__ bool visible(const bool* mask, long long row, long long key, long lon
     return mask[b * stride_b + h * stride_h + t * stride_t + key];
 }
 
+// The Philox dropout mask of dropout.py's kernel: entry i of dout through it, or dout[i] with no seed.
 template <typename T>
-__device__ void forward(const T* scores, const bool* mask, T* probs, long long keys, long long heads,
-                        long long queries, long long stride_b, long long stride_h, long long stride_t,
-                        double scale, double masked) {
+__device__ T dropped_out(const T* dout, long long i, const unsigned short* seed, unsigned int offset,
+                         unsigned int threshold, double keep_prob) {
+    if (seed == nullptr) return dout[i];
+    return kept(i, seed, offset, threshold) ? dout[i] / (T)keep_prob : (T)0;
+}
+
+template <typename T>
+__device__ void forward(const T* scores, const bool* mask, T* probs, T* dropped, const unsigned short* seed,
+                        unsigned int offset, unsigned int threshold, double keep_prob, long long keys,
+                        long long heads, long long queries, long long stride_b, long long stride_h,
+                        long long stride_t, double scale, double masked) {
     __shared__ T shared[THREADS];
     const long long row = blockIdx.x;
     const T* s = scores + row * keys;
@@ -45,45 +57,60 @@ __device__ void forward(const T* scores, const bool* mask, T* probs, long long k
         sum += e;
     }
     sum = block_reduce(sum, shared, false);
-    for (long long j = threadIdx.x; j < keys; j += THREADS) y[j] = y[j] / sum;
+    for (long long j = threadIdx.x; j < keys; j += THREADS) {
+        y[j] = y[j] / sum;
+        if (seed != nullptr) dropped[row * keys + j] = dropped_out(probs, row * keys + j, seed, offset,
+                                                                   threshold, keep_prob);
+    }
 }
 
 template <typename T>
-__device__ void backward(const T* dout, const T* probs, const bool* mask, T* dscores, long long keys,
-                         long long heads, long long queries, long long stride_b, long long stride_h,
-                         long long stride_t, double scale) {
+__device__ void backward(const T* dout, const T* probs, const bool* mask, const unsigned short* seed,
+                         unsigned int offset, unsigned int threshold, double keep_prob, T* dscores,
+                         long long keys, long long heads, long long queries, long long stride_b,
+                         long long stride_h, long long stride_t, double scale) {
     __shared__ T shared[THREADS];
     const long long row = blockIdx.x;
-    const T* dy = dout + row * keys;
     const T* y = probs + row * keys;
     T dot = 0;
-    for (long long j = threadIdx.x; j < keys; j += THREADS) dot += dy[j] * y[j];
-    dot = block_reduce(dot, shared, false);
     for (long long j = threadIdx.x; j < keys; j += THREADS)
+        dot += dropped_out(dout, row * keys + j, seed, offset, threshold, keep_prob) * y[j];
+    dot = block_reduce(dot, shared, false);
+    for (long long j = threadIdx.x; j < keys; j += THREADS) {
+        const T dy = dropped_out(dout, row * keys + j, seed, offset, threshold, keep_prob);
         dscores[row * keys + j] = visible(mask, row, j, heads, queries, stride_b, stride_h, stride_t)
-                                      ? y[j] * (dy[j] - dot) * (T)scale : (T)0;
+                                      ? y[j] * (dy - dot) * (T)scale : (T)0;
+    }
 }
+"""
 
+SOURCE = (
+    PHILOX
+    + TEMPLATES
+    + r"""
 #define SOFTMAX_ENTRIES(T)                                                                             \
     extern "C" __global__ void attention_softmax_forward_##T(                                           \
         const T* scores, const bool* mask, T* probs, long long keys, long long heads, long long queries, \
         long long stride_b, long long stride_h, long long stride_t, double scale, double masked) {      \
-        forward<T>(scores, mask, probs, keys, heads, queries, stride_b, stride_h, stride_t, scale, masked); \
+        forward<T>(scores, mask, probs, nullptr, nullptr, 0, 0, 1.0, keys, heads, queries, stride_b,     \
+                   stride_h, stride_t, scale, masked);                                                  \
     }                                                                                                   \
     extern "C" __global__ void attention_softmax_backward_##T(                                          \
         const T* dout, const T* probs, const bool* mask, T* dscores, long long keys, long long heads,    \
         long long queries, long long stride_b, long long stride_h, long long stride_t, double scale) {  \
-        backward<T>(dout, probs, mask, dscores, keys, heads, queries, stride_b, stride_h, stride_t, scale); \
+        backward<T>(dout, probs, mask, nullptr, 0, 0, 1.0, dscores, keys, heads, queries, stride_b,      \
+                    stride_h, stride_t, scale);                                                         \
     }
 
 SOFTMAX_ENTRIES(float)
 SOFTMAX_ENTRIES(double)
 """
+)
 
 KERNEL = FusedKernel("attention_softmax", SOURCE, threads=128)
 
 
-def _mask_strides(mask: Array | None, shape: tuple[int, ...]) -> tuple[Array, tuple[int, int, int]]:
+def mask_strides(mask: Array | None, shape: tuple[int, ...]) -> tuple[Array, tuple[int, int, int]]:
     """The mask (all-visible where None) and its strides in elements along B, H and T (0 where it
     broadcasts); its last axis is the keys', contiguous."""
     xp = get_array_module()
@@ -141,7 +168,7 @@ def _forward(scores: Array, mask: Array | None, scale: float) -> Array:
     xp = get_array_module()
     scores = xp.ascontiguousarray(scores)
     probs = xp.empty_like(scores)
-    bool_mask, (stride_b, stride_h, stride_t) = _mask_strides(mask, scores.shape)
+    bool_mask, (stride_b, stride_h, stride_t) = mask_strides(mask, scores.shape)
     batch, heads, queries, keys = scores.shape
     args = (
         scores,
@@ -160,7 +187,7 @@ def _backward(dout: Array, probs: Array, mask: Array | None, scale: float) -> Ar
     xp = get_array_module()
     dout = xp.ascontiguousarray(dout)
     dscores = xp.empty_like(dout)
-    bool_mask, (stride_b, stride_h, stride_t) = _mask_strides(mask, dout.shape)
+    bool_mask, (stride_b, stride_h, stride_t) = mask_strides(mask, dout.shape)
     batch, heads, queries, keys = dout.shape
     args = (
         dout,

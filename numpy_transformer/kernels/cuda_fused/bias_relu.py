@@ -63,10 +63,10 @@ def forward_twin(h: Array, bias: Array) -> tuple[Array, Array]:
     return out, out
 
 
-def backward_twin(dout: Array, y: Array) -> tuple[Array, Array]:
-    """The backward as array operations: (dh, dbias)."""
+def backward_twin(dout: Array, y: Array, dbias: Array | None = None) -> tuple[Array, Array]:
+    """The backward as array operations: (dh, dbias), dbias written into the array given."""
     dh = dout * (y > 0)
-    return dh, dh.reshape(-1, dh.shape[-1]).sum(axis=0)
+    return dh, get_array_module().sum(dh.reshape(-1, dh.shape[-1]), axis=0, out=dbias)
 
 
 @KERNEL.with_twin(forward_twin)
@@ -82,13 +82,14 @@ def forward(h: Array, bias: Array) -> tuple[Array, Array]:
 
 
 @KERNEL.with_twin(backward_twin)
-def backward(dout: Array, y: Array) -> tuple[Array, Array]:
-    """dh and dbias of the forward from dy and its cache y, in one launch (the twin off a GPU)."""
+def backward(dout: Array, y: Array, dbias: Array | None = None) -> tuple[Array, Array]:
+    """dh and dbias of the forward from dy and its cache y, in one launch (the twin off a GPU); dbias
+    written into the array given (overwritten; C-contiguous, (width,)), else into a new one."""
     xp = get_array_module()
     dy = xp.ascontiguousarray(dout)
     dh = xp.empty_like(dy)
     size, width = dy.size, dy.shape[-1]
-    dbias = xp.empty(width, dtype=dy.dtype)
+    dbias = xp.empty(width, dtype=dy.dtype) if dbias is None else dbias
     entry_blocks = KERNEL.blocks(size)
     args = (dy, y, dh, dbias, xp.int64(size), xp.int64(width), xp.int64(entry_blocks))
     KERNEL.launch("bias_relu_backward", dout.dtype, entry_blocks + KERNEL.blocks(width), args)

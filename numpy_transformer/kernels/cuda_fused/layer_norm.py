@@ -13,7 +13,8 @@ from ...backend import Array, get_array_module
 from ...functional import LayerNormCache
 from . import FusedKernel
 
-SOURCE = r"""
+# the row kernels, which layer_norm_add.py's entries share
+TEMPLATES = r"""
 template <typename T>
 __device__ void forward(const T* x, const T* gamma, const T* beta, T* out, T* xhat, T* rstd,
                         long long width, double eps) {
@@ -37,9 +38,10 @@ __device__ void forward(const T* x, const T* gamma, const T* beta, T* out, T* xh
     if (threadIdx.x == 0) rstd[row] = r;
 }
 
+// dx, plus dskip where it is not null (the gradient along a residual connection's skip path)
 template <typename T>
-__device__ void backward(const T* dout, const T* xhat, const T* rstd, const T* gamma, T* dx, T* dgamma,
-                         T* dbeta, long long rows, long long width) {
+__device__ void backward(const T* dout, const T* xhat, const T* rstd, const T* gamma, const T* dskip, T* dx,
+                         T* dgamma, T* dbeta, long long rows, long long width) {
     __shared__ T shared[THREADS];
     if (blockIdx.x < rows) {
         const long long row = blockIdx.x;
@@ -54,7 +56,8 @@ __device__ void backward(const T* dout, const T* xhat, const T* rstd, const T* g
         const T mean_g = block_reduce(sum_g, shared, false) / (T)width;
         const T mean_gh = block_reduce(sum_gh, shared, false) / (T)width;
         for (long long i = threadIdx.x; i < width; i += THREADS)
-            dx[row * width + i] = rstd[row] * (dy[i] * gamma[i] - mean_g - h[i] * mean_gh);
+            dx[row * width + i] = rstd[row] * (dy[i] * gamma[i] - mean_g - h[i] * mean_gh)
+                                  + (dskip != nullptr ? dskip[row * width + i] : (T)0);
     } else {
         const long long column = (blockIdx.x - rows) * THREADS + threadIdx.x;
         if (column >= width) return;
@@ -67,7 +70,11 @@ __device__ void backward(const T* dout, const T* xhat, const T* rstd, const T* g
         dbeta[column] = sum_d;
     }
 }
+"""
 
+SOURCE = (
+    TEMPLATES
+    + r"""
 #define LAYER_NORM_ENTRIES(T)                                                                        \
     extern "C" __global__ void layer_norm_forward_##T(const T* x, const T* gamma, const T* beta,     \
                                                       T* out, T* xhat, T* rstd, long long width,      \
@@ -77,12 +84,13 @@ __device__ void backward(const T* dout, const T* xhat, const T* rstd, const T* g
     extern "C" __global__ void layer_norm_backward_##T(const T* dout, const T* xhat, const T* rstd,  \
                                                        const T* gamma, T* dx, T* dgamma, T* dbeta,    \
                                                        long long rows, long long width) {             \
-        backward<T>(dout, xhat, rstd, gamma, dx, dgamma, dbeta, rows, width);                         \
+        backward<T>(dout, xhat, rstd, gamma, nullptr, dx, dgamma, dbeta, rows, width);                \
     }
 
 LAYER_NORM_ENTRIES(float)
 LAYER_NORM_ENTRIES(double)
 """
+)
 
 KERNEL = FusedKernel("layer_norm", SOURCE)
 
@@ -97,9 +105,12 @@ def forward_twin(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tupl
     return gamma * xhat + beta, LayerNormCache(xhat, rstd, gamma)
 
 
-def backward_twin(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
+def backward_twin(
+    dout: Array, cache: LayerNormCache, dgamma: Array | None = None, dbeta: Array | None = None
+) -> tuple[Array, Array, Array]:
     """The kernel's backward as array operations: dx from the row means of g and g * xhat, dgamma and
-    dbeta as sums down the rows."""
+    dbeta as sums down the rows (written into ``dgamma`` and ``dbeta`` where given)."""
+    xp = get_array_module()
     xhat, rstd, gamma = cache
     width = dout.shape[-1]
     g = dout * gamma
@@ -108,8 +119,8 @@ def backward_twin(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Arr
     rows = dout.reshape(-1, width)
     return (
         rstd * (g - mean_g - xhat * mean_gh),
-        (rows * xhat.reshape(-1, width)).sum(axis=0),
-        rows.sum(axis=0),
+        xp.sum(rows * xhat.reshape(-1, width), axis=0, out=dgamma),
+        xp.sum(rows, axis=0, out=dbeta),
     )
 
 
@@ -127,15 +138,36 @@ def forward(x: Array, gamma: Array, beta: Array, eps: float = 1e-5) -> tuple[Arr
 
 
 @KERNEL.with_twin(backward_twin)
-def backward(dout: Array, cache: LayerNormCache) -> tuple[Array, Array, Array]:
-    """layer_norm_backward in one launch (its twin off a GPU)."""
+def backward(
+    dout: Array, cache: LayerNormCache, dgamma: Array | None = None, dbeta: Array | None = None
+) -> tuple[Array, Array, Array]:
+    """layer_norm_backward in one launch (its twin off a GPU); dgamma and dbeta written into the arrays
+    given (overwritten; C-contiguous, of gamma's shape), else into new ones."""
+    return launch_backward(KERNEL, "layer_norm_backward", dout, cache, None, dgamma, dbeta)
+
+
+def launch_backward(
+    kernel: FusedKernel,
+    entry: str,
+    dout: Array,
+    cache: LayerNormCache,
+    dskip: Array | None,
+    dgamma: Array | None,
+    dbeta: Array | None,
+    more: tuple = (),
+) -> tuple[Array, Array, Array]:
+    """The backward row kernel's ``entry`` of ``kernel`` (a GPU only): dx (plus ``dskip`` where the entry
+    takes it), dgamma and dbeta (into the arrays given, else new ones); ``more``: the entry's arguments
+    after these."""
     xp = get_array_module()
     xhat, rstd, gamma = cache
     width = dout.shape[-1]
     dy = xp.ascontiguousarray(dout).reshape(-1, width)
     rows = dy.shape[0]
     dx = xp.empty_like(dy)
-    dgamma, dbeta = xp.empty_like(gamma), xp.empty_like(gamma)
-    args = (dy, xhat, rstd, gamma, dx, dgamma, dbeta, xp.int64(rows), xp.int64(width))
-    KERNEL.launch("layer_norm_backward", dout.dtype, rows + KERNEL.blocks(width), args)
+    dgamma = xp.empty_like(gamma) if dgamma is None else dgamma
+    dbeta = xp.empty_like(gamma) if dbeta is None else dbeta
+    skip = () if dskip is None else (xp.ascontiguousarray(dskip).reshape(-1, width),)
+    args = (dy, xhat, rstd, gamma, *skip, dx, dgamma, dbeta, xp.int64(rows), xp.int64(width), *more)
+    kernel.launch(entry, dout.dtype, rows + kernel.blocks(width), args)
     return dx.reshape(dout.shape), dgamma, dbeta
