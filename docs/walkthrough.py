@@ -671,9 +671,9 @@ print(f"tgt_table: |projection's part| {np.abs(dprojection).sum():.3f}, "
 # The model chains all of the above: embeddings and positional encodings, encoder blocks
 # (self-attention and feed-forward, each inside a residual connection with a layer norm), decoder
 # blocks (masked self-attention, cross-attention, feed-forward), a final projection and the loss.
-# Each module of `numpy_transformer/layers.py` owns its parameters, and its `backward` is its
-# `forward` read in reverse, one line per step. A residual connection $y = x + f(x)$ is the
-# meeting-point rule once more: $\bar x = \bar y + (\text{the branch's } \bar x)$.
+# Each module of `numpy_transformer/layers.py` and `stacks.py` owns its parameters, and its
+# `backward` is its `forward` read in reverse, one line per step. A residual connection
+# $y = x + f(x)$ is the meeting-point rule once more: $\bar x = \bar y + (\text{the branch's } \bar x)$.
 #
 # The check below builds two tiny models in float64 with dropout off (the function must be
 # deterministic): one with multi-head attention and pre-norm, one with latent attention and the
@@ -783,6 +783,6 @@ for source, output in zip(sources, outputs.tolist()):
 #   moment you write it, and `numpy-transformer learn train` trains a translator on your own code.
 # - Check your own layers in your own tests with
 #   `numpy_transformer.gradient_checking.assert_gradients`, as this page did.
-# - Read `numpy_transformer/layers.py` to see how the modules chain these pairs, and the guide
-#   *Learning backprop* (`docs/learn.md`), section "How backprop flows through the Transformer", for
-#   the order of the whole backward pass.
+# - Read `numpy_transformer/layers.py` and `stacks.py` to see how the modules chain these pairs,
+#   and the guide *Learning backprop* (`docs/learn.md`), section "How backprop flows through the
+#   Transformer", for the order of the whole backward pass.

@@ -7,12 +7,8 @@ from .backend import get_array_module, set_backend
 from .gradient_checking import assert_gradients, assert_module_gradients, gradcheck
 from .kernels import get_kernels, set_kernels
 from .layers import (
-    Decoder,
-    DecoderBlock,
     Dropout,
     Embedding,
-    Encoder,
-    EncoderBlock,
     FeedForwardBlock,
     InputEmbeddings,
     LayerNormalization,
@@ -21,7 +17,6 @@ from .layers import (
     MultiHeadLatentAttentionBlock,
     PositionalEncoding,
     ProjectionLayer,
-    ResidualConnection,
 )
 from .machine import tune_cpu
 from .model import (
@@ -35,6 +30,7 @@ from .model import (
     make_tgt_mask,
 )
 from .module import Module, ModuleList, Parameter
+from .stacks import Decoder, DecoderBlock, Encoder, EncoderBlock, ResidualConnection
 
 __version__ = "0.1.0"
 

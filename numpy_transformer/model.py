@@ -12,10 +12,6 @@ from .backend import Array, backend_name, get_array_module, make_rng, require_ar
 from .functional import ACTIVATIONS, POSITION_LAYOUTS
 from .kernels import ops
 from .layers import (
-    Decoder,
-    DecoderBlock,
-    Encoder,
-    EncoderBlock,
     FeedForwardBlock,
     InputEmbeddings,
     MultiHeadAttentionBlock,
@@ -30,6 +26,7 @@ from .layers import (
 from .module import Module, ModuleList
 from .presets import BASE
 from .settings import Checked, setting
+from .stacks import Decoder, DecoderBlock, Encoder, EncoderBlock
 
 ATTENTION_KINDS = {"mha": MultiHeadAttentionBlock, "mla": MultiHeadLatentAttentionBlock}
 

@@ -41,6 +41,12 @@ MOVED: dict[str, str] = {
     "numpy_transformer.testing": "numpy_transformer.gradient_checking",
     "numpy_transformer.finite_differences": "numpy_transformer.gradient_checking.differences",
     "numpy_transformer.backward_contract": "numpy_transformer.gradient_checking.contract",
+    # the blocks and stacks the layers compose into, in a module of their own
+    "numpy_transformer.layers.Decoder": "numpy_transformer.stacks.Decoder",
+    "numpy_transformer.layers.DecoderBlock": "numpy_transformer.stacks.DecoderBlock",
+    "numpy_transformer.layers.Encoder": "numpy_transformer.stacks.Encoder",
+    "numpy_transformer.layers.EncoderBlock": "numpy_transformer.stacks.EncoderBlock",
+    "numpy_transformer.layers.ResidualConnection": "numpy_transformer.stacks.ResidualConnection",
     # a resumed run is read back in one call
     "numpy_transformer.translator.run.continuing.saved_state": (
         "numpy_transformer.translator.run.continuing.resumed_run"
