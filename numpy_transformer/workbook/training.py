@@ -137,6 +137,10 @@ def blocks_using(functions: dict[str, Callable]) -> Iterator[None]:
         space.update(saved)
 
 
+class Diverged(RuntimeError):
+    """blocks.py's encoder-decoder's weights became NaN or infinite: the run stopped there."""
+
+
 @dataclass
 class BlocksResult:
     dev_loss: float
@@ -191,6 +195,9 @@ def train_blocks(
         params = updates.step(
             params, {key: xp.asarray(grads[key], dtype=params[key].dtype) for key in params}
         )
+        broken = next((key for key, value in params.items() if not bool(xp.isfinite(value).all())), None)
+        if broken is not None:
+            raise Diverged(f"diverged at step {step + 1}: the weights of {broken} are NaN or infinite")
         if on_step is not None:
             on_step(step + 1)
     total = correct = tokens = 0.0

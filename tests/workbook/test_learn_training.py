@@ -228,7 +228,7 @@ def test_a_wrong_adam_step_changes_the_proofs_run_and_is_named(tmp_path):
     result = prove(make_task("numbers-en-fr", seed=0), theirs, recipe)
     assert "adam_step" in ran and "encoder_decoder_backward" in ran
     assert not result.identical
-    lines, code = _proof_report(result, recipe, sorted(ran), ["adam_step"])
+    lines, code = _proof_report(result, recipe, sorted(ran), [v for v in verdicts if v.status != "done"])
     assert code == 1 and any("learn check finds adam_step wrong" in line for line in lines)
 
 

@@ -239,6 +239,9 @@ SENTENCES = {
     "sum of their squares, sqrt(sum of every entry squared)",
     "warmup_off_by_one": "the warm-up is off by one step: it is peak * step / warmup, so that step 1 has a "
     "rate above 0 and step warmup reaches peak",
+    "rung_dtype": "{name} is returned as {dtype}, which rounds it to about {digits} digits: compute in the "
+    "dtype of what the function is handed (Python floats, float64 arrays), as the textbook does, with no "
+    "astype or {dtype}(...) on the way",
     "writes_input": "{name} writes into {what}, which it was handed: return new arrays (x = x - ..., not "
     "x -= ...), the caller keeps what it handed in",
     "returns_input": "{name} returns {what}, which it was handed: return new arrays, a copy where nothing "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 import traceback
 import warnings
 from collections.abc import Callable
@@ -108,10 +109,33 @@ def _written(before: Any, after: Any) -> bool:
 
 
 class _Value(NamedTuple):
-    """One returned value as float64 entries, flat where it was a list of arrays (``shapes`` theirs)."""
+    """One returned value as float64 entries, flat where it was a list of arrays (``shapes`` theirs);
+    ``dtype`` the floating dtype it came in where that is narrower than float64 (float32, float16)."""
 
     array: numpy.ndarray
     shapes: tuple[tuple[int, ...], ...] | None = None
+    dtype: str | None = None
+
+
+def _narrow(*values: Any) -> str | None:
+    """The name of the narrowest floating dtype among ``values`` where it is narrower than float64."""
+    dtypes = [numpy.dtype(v.dtype) for v in values if hasattr(v, "dtype")]
+    narrow = [d for d in dtypes if d.kind == "f" and d.itemsize < 8]
+    return min(narrow, key=lambda d: d.itemsize).name if narrow else None
+
+
+def _unreadable(name: str, value: Any) -> str | None:
+    """Why ``value`` (or an array of it) holds no numbers the grader can read, said by its dtype or size."""
+    for part in value if isinstance(value, (list, tuple)) else [value]:
+        dtype = getattr(part, "dtype", None)
+        if dtype is not None and numpy.dtype(dtype).kind not in "biuf":
+            return f"returned {name} as an array of dtype {numpy.dtype(dtype)}, expected floats"
+        if isinstance(part, int) and not isinstance(part, bool) and abs(part) > sys.float_info.max:
+            return (
+                f"returned {name} as an int of {len(str(abs(part)))} digits, too large for a float "
+                f"(the largest is about {sys.float_info.max:.3g})"
+            )
+    return None
 
 
 def _results(returned: Any, exercise: TrainingExercise) -> list[_Value] | str:
@@ -128,18 +152,21 @@ def _results(returned: Any, exercise: TrainingExercise) -> list[_Value] | str:
         if name in NUMBERS and not _a_number(value):
             kind = f"a {value.ndim}-d array" if hasattr(value, "ndim") else type(value).__name__
             return f"returned {name} as {kind}, expected a float (float(...) turns a 0-d array into one)"
+        unreadable = _unreadable(name, value)
+        if unreadable is not None:
+            return unreadable
         if isinstance(value, (list, tuple)):
             parts = [as_array(part) for part in value]
             arrays = [part for part in parts if part is not None]
             if len(arrays) != len(parts):
                 return f"returned {name} as a list holding something else than arrays"
             flat = numpy.concatenate([a.reshape(-1) for a in arrays]) if arrays else numpy.zeros(0)
-            values.append(_Value(flat, tuple(a.shape for a in arrays)))
+            values.append(_Value(flat, tuple(a.shape for a in arrays), _narrow(*value)))
             continue
         array = as_array(value)
         if array is None:
             return f"returned {name} as {type(value).__name__}, expected a number or an array"
-        values.append(_Value(array))
+        values.append(_Value(array, dtype=_narrow(value)))
     return values
 
 
@@ -171,6 +198,18 @@ def _compare(yours: _Value, right: _Value, before: numpy.ndarray | None) -> tupl
         else "wrong"
     )
     return status, error, error / scale
+
+
+def _rounded(yours: _Value, right: _Value) -> bool:
+    """Whether ``yours`` came in a narrower float than the textbook's and differs from it only by
+    that dtype's rounding."""
+    if yours.dtype is None or right.dtype is not None or yours.array.shape != right.array.shape:
+        return False
+    finite = numpy.isfinite(right.array)
+    if not numpy.array_equal(numpy.isfinite(yours.array), finite):
+        return False
+    error = numpy.abs(yours.array[finite] - right.array[finite])
+    return bool((error <= 4 * numpy.finfo(yours.dtype).eps * numpy.abs(right.array[finite]) + 1e-300).all())
 
 
 def _same(yours: list[_Value], other: list[_Value] | str, befores: list[Any]) -> bool:
@@ -251,6 +290,10 @@ def _grade_case(
                 if status == "wrong":
                     where = _where(mine, theirs)
                     verdict.detail = f"call {number}{f' ({said})' if said else ''}: {name}{where}"
+                    if mine.dtype is not None and _rounded(mine, theirs):
+                        digits = numpy.finfo(mine.dtype).precision
+                        verdict.mistake = "rung_dtype"
+                        verdict.values = {"name": name, "dtype": mine.dtype, "digits": digits}
         yours_all.append(yours)
         befores_all.append(befores)
         for index, (_, wrong) in enumerate(exercise.mistakes):
@@ -303,9 +346,8 @@ def check_training_function(
         )
     gradients = [merged[value] for value in exercise.returns if value in merged]
     for gradient in gradients:  # named only where one mistake has its results on every call graded
-        gradient.mistake = (
-            exercise.mistakes[min(candidates)][0] if candidates and gradient.status == "wrong" else None
-        )
+        if gradient.mistake is None and candidates and gradient.status == "wrong":
+            gradient.mistake = exercise.mistakes[min(candidates)][0]
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
     if status == "done" and handed:  # right values, but the caller's own arrays: refused by name
         names = {"name": name, "what": handed[0]}
