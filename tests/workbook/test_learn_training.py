@@ -381,3 +381,24 @@ def test_a_wrong_value_alike_to_six_digits_shows_more_and_the_difference(tmp_pat
     shown = report.split("yours ")[1].split(" (a difference")[0]
     yours, expected = shown.split(", expected ")
     assert yours != expected, report
+
+
+def test_a_runs_guard_leaves_the_packages_own_functions_in_their_modules(tmp_path):
+    """The textbook's file hands the workbook's optimiser functions in as its own (learners_function):
+    guarding them for a run must not put the guard into the optimiser's module."""
+    before = {name: getattr(optimiser, name) for name in optimiser.TEXTBOOK}
+    try:
+        workbook.training.guarded(dict(before), functional.__file__)
+        assert {name: getattr(optimiser, name) for name in before} == before
+    finally:
+        for name, function in before.items():
+            setattr(optimiser, name, function)
+    mine = tmp_path / "mine.py"
+    mine.write_text(
+        TRAINING_HEADER + SOLVED_TRAINING + "\ndef adamw_step(*args):\n    return adam_step(*args[:9])\n"
+    )
+    module = workbook.load_learner(mine)
+    wrapped = workbook.training.guarded(
+        {"adam_step": module.adam_step, "adamw_step": module.adamw_step}, mine
+    )
+    assert module.adam_step is wrapped["adam_step"]  # their own file's: their functions calling each other
