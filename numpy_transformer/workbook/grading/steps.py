@@ -21,6 +21,7 @@ from ...backend import to_numpy
 from ..exercises.curriculum import TRAINING_BY_NAME
 from ..exercises.mistakes import sentence
 from ..exercises.training_exercises import TrainingCase, TrainingExercise
+from ..exercises.training_symptoms import Observed
 from ..loading import (
     TIME_LIMIT,
     TimedOut,
@@ -177,7 +178,9 @@ def _a_number(value: Any) -> bool:
 RANK = {"exact": 0, "close": 1, "wrong": 2}
 
 
-def _compare(yours: _Value, right: _Value, before: numpy.ndarray | None) -> tuple[str, float, float]:
+def _compare(
+    yours: _Value, right: _Value, before: numpy.ndarray | None, scale_of: _Value | None = None
+) -> tuple[str, float, float]:
     """Exact, close or wrong, the largest absolute error and that error relative to the scale:
     the largest entry of the textbook's change (``before`` the array handed in, for a parameter and
     a moment: its update is what is compared) or of its values."""
@@ -186,7 +189,8 @@ def _compare(yours: _Value, right: _Value, before: numpy.ndarray | None) -> tupl
     if not numpy.array_equal(numpy.isfinite(yours.array), numpy.isfinite(right.array)):
         return "wrong", math.inf, math.inf
     finite = numpy.isfinite(right.array)  # a NaN where the textbook (or a mistake) has one is equal
-    change = (right.array - before if before is not None else right.array)[finite]
+    of = scale_of.array if scale_of is not None and scale_of.array.shape == right.array.shape else right.array
+    change = (of - before if before is not None else of)[finite]
     scale = float(numpy.abs(change).max(initial=0.0)) or 1.0
     error = float(numpy.abs(yours.array[finite] - right.array[finite]).max(initial=0.0))
     floor = 1e-15 * float(numpy.abs(right.array[finite]).max(initial=0.0))  # the rounding of the value itself
@@ -212,10 +216,12 @@ def _rounded(yours: _Value, right: _Value) -> bool:
     return bool((error <= 4 * numpy.finfo(yours.dtype).eps * numpy.abs(right.array[finite]) + 1e-300).all())
 
 
-def _same(yours: list[_Value], other: list[_Value] | str, befores: list[Any]) -> bool:
+def _same(yours: list[_Value], other: list[_Value] | str, befores: list[Any], right: list[_Value]) -> bool:
+    """Whether ``yours`` are a mistake's results ``other``, to the tolerance of the textbook's scale
+    (``right``: a mistake's value near 0 where the textbook's is not is compared as the textbook's)."""
     if isinstance(other, str):
         return False
-    return all(_compare(y, o, b)[0] != "wrong" for y, o, b in zip(yours, other, befores))
+    return all(_compare(y, o, b, r)[0] != "wrong" for y, o, b, r in zip(yours, other, befores, right))
 
 
 def _where(yours: _Value, right: _Value) -> str:
@@ -258,16 +264,24 @@ def _quiet(function: Callable, arguments: list[Any], exercise: TrainingExercise)
 
 
 def _grade_case(
-    exercise: TrainingExercise, function: Callable, case: TrainingCase, path: Path, handed: list[str]
+    exercise: TrainingExercise,
+    function: Callable,
+    case: TrainingCase,
+    path: Path,
+    handed: list[str],
+    observed: list[Observed],
 ) -> tuple[list[GradientVerdict], set[int]]:
     """Every call of the case: each returned value's verdict, the worst over the calls, a wrong one
-    with the first call it differs on; and the known mistakes (their indices) whose results it has on
-    every call.
-    ``handed`` gathers the arguments a call gave back as they were handed in."""
+    with the first call it differs on; and the known mistakes (their indices in ``exercise.known``)
+    whose results it has on every call.
+    ``handed`` gathers the arguments a call gave back as they were handed in, ``observed`` every call
+    (what a symptom reads)."""
     verdicts = {name: GradientVerdict(name, "exact", case=case.label) for name in exercise.returns}
     yours_all: list[list[_Value]] = []
     befores_all: list[list[numpy.ndarray | None]] = []
-    mistaken: list[list[list[_Value] | str]] = [[] for _ in exercise.mistakes]
+    rights_all: list[list[_Value]] = []
+    known = exercise.known
+    mistaken: list[list[list[_Value] | str]] = [[] for _ in known]
     for number, call in enumerate(case.calls, 1):
         arguments = _arguments(case, call, exercise)
         right = _quiet(TEXTBOOK[exercise.name], _arguments(case, call, exercise), exercise)
@@ -295,15 +309,41 @@ def _grade_case(
                         verdict.mistake = "rung_dtype"
                         verdict.values = {"name": name, "dtype": mine.dtype, "digits": digits}
         yours_all.append(yours)
+        rights_all.append(right)
         befores_all.append(befores)
-        for index, (_, wrong) in enumerate(exercise.mistakes):
+        flat = [[value.array.reshape(-1) for value in values] for values in (yours, right)]
+        observed.append(Observed({**case.fixed, **call}, *flat))
+        for index, (_, wrong) in enumerate(known):
             mistaken[index].append(_quiet(wrong, _arguments(case, call, exercise), exercise))
     reproduced = {
         index
         for index, results in enumerate(mistaken)
-        if all(_same(y, m, b) for y, m, b in zip(yours_all, results, befores_all))
+        if all(_same(y, m, b, r) for y, m, b, r in zip(yours_all, results, befores_all, rights_all))
     }
     return list(verdicts.values()), reproduced
+
+
+def _cause(
+    exercise: TrainingExercise, candidates: set[int], observed: list[Observed]
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The keys of the mistakes whose results a wrong rung has on every call (one alone before two
+    together), or else the first symptom its numbers show, with the values its sentence names."""
+    if candidates:
+        return exercise.known[min(candidates)][0], {}
+    if all(all(_agree(y, r) for y, r in zip(o.yours, o.right)) for o in observed):
+        return (), {}  # nothing wrong: no symptom to read
+    with numpy.errstate(all="ignore"):
+        for symptom in exercise.symptoms:
+            found = symptom(observed)
+            if found is not None:
+                return (found[0],), found[1]
+    return (), {}
+
+
+def _agree(yours: numpy.ndarray, right: numpy.ndarray) -> bool:
+    return yours.shape == right.shape and bool(
+        numpy.allclose(yours, right, rtol=1e-12, atol=0.0, equal_nan=True)
+    )
 
 
 def check_training_function(
@@ -317,12 +357,13 @@ def check_training_function(
         return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
     merged: dict[str, GradientVerdict] = {}
     handed: list[str] = []
-    candidates = set(range(len(exercise.mistakes)))  # the mistakes it reproduces on every call so far
+    candidates = set(range(len(exercise.known)))  # the mistakes it reproduces on every call so far
+    observed: list[Observed] = []
     try:
         with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
             for case in exercise.cases(numpy.random.default_rng(seed)):
                 try:
-                    verdicts, reproduced = _grade_case(exercise, function, case, path, handed)
+                    verdicts, reproduced = _grade_case(exercise, function, case, path, handed, observed)
                 except Raised:
                     if any(v.status == "wrong" for v in merged.values()):
                         break  # the first case it is wrong on says what is wrong
@@ -345,9 +386,10 @@ def check_training_function(
             message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
         )
     gradients = [merged[value] for value in exercise.returns if value in merged]
-    for gradient in gradients:  # named only where one mistake has its results on every call graded
-        if gradient.mistake is None and candidates and gradient.status == "wrong":
-            gradient.mistake = exercise.mistakes[min(candidates)][0]
+    keys, values = _cause(exercise, candidates, observed)
+    for gradient in gradients:  # named only where a mistake has its results on every call graded
+        if gradient.mistake is None and keys and gradient.status == "wrong":
+            gradient.mistake, gradient.also, gradient.values = keys[0], keys[1:], values
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
     if status == "done" and handed:  # right values, but the caller's own arrays: refused by name
         names = {"name": name, "what": handed[0]}
