@@ -130,3 +130,15 @@ def test_learn_train_refuses_an_update_of_the_wrong_shape_before_it_makes_anythi
     assert done.returncode == 1, done
     assert "your adam_step returned an array of shape (3, 2), expected (2, 3); nothing was run" in done.stderr
     assert "saving to" not in done.stdout and sorted(p.name for p in tmp_path.iterdir()) == ["mine.py"]
+
+
+def test_a_rung_returning_fewer_or_other_shaped_arrays_is_graded_wrong_not_a_crash(tmp_path):
+    path = _file(
+        tmp_path,
+        ("kept", "\n_clip, _adamw = clip_by_global_norm, adamw_step\n"),
+        ("clip", "\ndef clip_by_global_norm(grads, max_norm):\n    clipped, norm = _clip(grads, max_norm)\n"
+         "    return clipped[:-1], norm\n"),
+        ("adamw", "\ndef adamw_step(*args):\n    param, m, v = _adamw(*args)\n    return param[:1], m, v\n"),
+    )  # fmt: skip
+    verdicts = workbook.check(path, ["clip_by_global_norm", "adamw_step"])
+    assert [v.status for v in verdicts] == ["wrong", "wrong"], workbook.format_verdicts(verdicts)

@@ -158,7 +158,7 @@ def clip_epsilon(observed: list[Observed]) -> Symptom:
             [numpy.asarray(g, dtype=numpy.float64).reshape(-1) for g in o.arguments["grads"]]
         )
         max_norm, (yours, norm_yours), (right, norm) = float(o.arguments["max_norm"]), o.yours, o.right
-        if not _same(norm_yours, norm):
+        if yours.shape != grads.shape or not _same(norm_yours, norm):
             return None
         if float(norm[0]) <= max_norm:
             if not _same(yours, right):
@@ -184,9 +184,9 @@ def decay_rate(observed: list[Observed]) -> Symptom:
     found = None
     for number, o in enumerate(observed, 1):
         (param_yours, m_yours, v_yours), (param_right, m_right, v_right) = o.yours, o.right
-        if not (_same(m_yours, m_right) and _same(v_yours, v_right)):
-            return None
         param = numpy.asarray(o.arguments["param"], dtype=numpy.float64).reshape(-1)
+        if param_yours.shape != param.shape or not (_same(m_yours, m_right) and _same(v_yours, v_right)):
+            return None
         rate = float(o.arguments["lr"]) * float(o.arguments["weight_decay"])
         big = numpy.abs(param) > 1e-3 * float(numpy.abs(param).max(initial=0.0))
         shrunk = (param_right - param_yours)[big] / param[big] + rate  # param (1 - share) - Adam's step
