@@ -192,6 +192,12 @@ TRAINING_MISTAKES = [
         ("return min_lr + 0.5 * (peak - min_lr)", "return 0.5 * peak"),
     ),
     # the schedules' mistakes named from their numbers: which part is wrong, and what it does instead
+    changed("noam_learning_rate", "schedule_factor", ("return d_model", "return 2 * d_model")),
+    changed(
+        "warmup_cosine_learning_rate",
+        "schedule_factor",
+        ("    if step <= warmup:", "    peak, min_lr = peak / 10, min_lr / 10\n    if step <= warmup:"),
+    ),
     changed("noam_learning_rate", "noam_decay_power", ("step ** -0.5", "step ** -1.0")),
     changed("noam_learning_rate", "noam_no_decay", ("min(step ** -0.5", "min(math.sqrt(step)")),
     changed("noam_learning_rate", "noam_decay", ("step ** -0.5", "1 / math.log(step + 1)")),

@@ -239,6 +239,8 @@ SENTENCES = {
     "sum of their squares, sqrt(sum of every entry squared)",
     "warmup_off_by_one": "the warm-up is off by one step: it is peak * step / warmup, so that step 1 has a "
     "rate above 0 and step warmup reaches peak",
+    "schedule_factor": "every rate is {times:.6g} times the schedule's: its shape is right, a constant factor "
+    "is not (one the formula does not have, or one it has left out)",
     "noam_decay": "the decay after the warm-up is wrong (the rising line before it is right): past step = "
     "warmup the rate is d_model^-0.5 * step^-0.5, falling as 1 / sqrt(step), and min(...) picks it there",
     "noam_no_decay": "the rate never decays: past step = warmup yours still follows the rising line, so "

@@ -24,6 +24,7 @@ from .training_symptoms import (
     decay_rate,
     noam_decay,
     noam_line,
+    schedule_factor,
     warmup_start,
 )
 
@@ -405,7 +406,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             of the warm-up. Returns lr, a float: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).""",
         cases=_cases_noam,
         mistakes=NOAM_MISTAKES,
-        symptoms=(noam_decay, noam_line),
+        symptoms=(schedule_factor, noam_decay, noam_line),
         hints=(
             "Two curves, the smaller wins: a line rising with step, and a decay as 1/sqrt(step); they meet "
             "at step = warmup. step is 1 at the first update: use it as it is given.",
@@ -426,7 +427,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=_cases_cosine,
         mistakes=COSINE_MISTAKES,
         pairs=COSINE_PAIRS,
-        symptoms=(warmup_start, cosine_span),
+        symptoms=(schedule_factor, warmup_start, cosine_span),
         hints=(
             "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
             "progress runs from 0 (at warmup) to 1 (at total) and stays 1 after total.",

@@ -37,6 +37,21 @@ def _rate(observed: Observed) -> tuple[float, float]:
     return float(observed.yours[0][0]), float(observed.right[0][0])  # flat: one entry
 
 
+def schedule_factor(observed: list[Observed]) -> Symptom:
+    """Every rate the same multiple of the textbook's: the schedule's shape right, a constant factor off."""
+    ratios = []
+    for o in observed:
+        yours, right = _rate(o)
+        if right == 0 and yours == 0:
+            continue  # any factor keeps a 0
+        if right == 0 or not math.isfinite(yours):
+            return None
+        ratios.append(yours / right)
+    if not ratios or _same(ratios[0], 1.0) or ratios[0] == 0:  # 0 everywhere is no factor of the schedule
+        return None
+    return ("schedule_factor", {"times": ratios[0]}) if all(_same(r, ratios[0]) for r in ratios) else None
+
+
 # -- the paper's schedule: a rising line, then a decay as 1 / sqrt(step) -----------------------------
 
 
@@ -199,6 +214,7 @@ def decay_rate(observed: list[Observed]) -> Symptom:
 
 
 SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
+    "schedule_factor",
     "noam_decay",
     "noam_decay_power",
     "noam_no_decay",
