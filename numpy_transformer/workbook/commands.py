@@ -16,9 +16,10 @@ from typing import Any
 
 from ..kernels import using_kernels
 from .exercises.curriculum import BLOCKS, TRAINING_BY_NAME
-from .optimiser import OptimiserSettings, adam_update
+from .grading.verdicts import FunctionVerdict
+from .optimiser import OptimiserSettings, adam_update, first_update
 from .proof import MESSAGES, MOST_STEPS_TIMES, NUMBERS, ProofResult, Recipe, Translations, prove
-from .training import TRAINED_BLOCKS, blocks_using, guarded, learner_functions, train_blocks
+from .training import TRAINED_BLOCKS, Diverged, blocks_using, guarded, learner_functions, train_blocks
 
 COMPARISON = (
     "what this shows: your functions train a translator. Both runs are identical when your "
@@ -123,6 +124,16 @@ class LearnerTraining:
         with using_kernels(kernels, adam_update=update):
             yield
 
+    def first_update(self) -> None:
+        """Their adam_step and adamw_step, those the package's model updates its weights with, called
+        once on a small parameter before the run makes anything: a RuntimeError saying what is wrong
+        with what one returns (or where their code raised)."""
+        updates: dict[str, Callable] = {
+            name: self.blocks[name] for name in ("adam_step", "adamw_step") if name in self.rungs
+        }
+        if updates:
+            first_update(guarded(updates, self.path))
+
     @property
     def mine(self) -> list[str]:
         """Their functions the model's run called."""
@@ -165,13 +176,21 @@ class LearnerTraining:
         ran: set[str] = set()
         theirs = guarded({**self.functions, **self.blocks}, self.path, ran)
         started = time.perf_counter()
-        with blocks_using(theirs):
-            yours = train_blocks(task, **settings, training_functions=theirs)
+
+        def names() -> list[str]:
+            return [name for name in (*TRAINED_BLOCKS, *TRAINING_BY_NAME) if name in ran] or ["nothing"]
+
+        try:
+            with blocks_using(theirs):
+                yours = train_blocks(task, **settings, training_functions=theirs)
+        except Diverged as diverged:
+            wrong = [v.name for v in self.verdicts if v.status == "wrong" and v.name in ran]
+            said = f" ({', '.join(wrong)} wrong in learn check)" if wrong else ""
+            raise Diverged(f"{diverged}, on your {', '.join(names())}{said}") from None
         seconds = time.perf_counter() - started
         textbook = train_blocks(task, **settings) if compare else None
-        names = [name for name in (*TRAINED_BLOCKS, *TRAINING_BY_NAME) if name in ran] or ["nothing"]
         line = (
-            f"the whole encoder-decoder of blocks.py on your {', '.join(names)}: dev loss {yours.dev_loss:.2f}, "
+            f"the whole encoder-decoder of blocks.py on your {', '.join(names())}: dev loss {yours.dev_loss:.2f}, "
             f"token accuracy {yours.accuracy:.2f}"
         )
         if textbook is not None:
@@ -222,10 +241,10 @@ def prove_file(
     in the run is a RuntimeError saying where; ``say`` gets the progress lines."""
     blocks: dict[str, Callable] = {}
     functions, verdicts = learner_functions(path, blocks)
-    wrong = [v.name for v in verdicts if v.status == "wrong"]
+    failing = [v for v in verdicts if v.status in ("wrong", "error")]
     ran: set[str] = set()
     result = prove(task, guarded({**functions, **blocks}, path, ran), recipe, compare=compare, say=say)
-    return _proof_report(result, recipe, sorted(ran), wrong)
+    return _proof_report(result, recipe, sorted(ran), failing)
 
 
 def _scores(translated: Translations) -> str:
@@ -246,11 +265,14 @@ def _reached(recipe: Recipe, translated: Translations) -> bool:
 
 
 def _proof_report(
-    result: ProofResult, recipe: Recipe, mine: Sequence[str], wrong: Sequence[str]
+    result: ProofResult, recipe: Recipe, mine: Sequence[str], failing: Sequence[FunctionVerdict]
 ) -> tuple[list[str], int]:
-    """The proof's lines (what ran, how well each run translates, some of the learner's translations,
-    the verdict, what it shows) and its exit code: 0 when proven (nothing wrong, the target reached,
-    the weights the textbook's)."""
+    """The proof's lines (what ran, which of the learner's functions learn check finds an error in and
+    what it is, how well each run translates, some of the learner's translations, the verdict, what it
+    shows) and its exit code: 0 when proven (nothing wrong or failing in learn check, the target
+    reached, the weights the textbook's)."""
+    wrong = [v.name for v in failing if v.status == "wrong"]
+    errors = [v for v in failing if v.status == "error"]
     yours = result.yours_translated
     line = (
         f"blocks.py's encoder-decoder on your {', '.join(mine)} (the rest the textbook's)"
@@ -260,6 +282,9 @@ def _proof_report(
     lines = [
         f"{line}, {recipe.steps} steps of {recipe.task}: {_scores(yours)} on {len(result.test)} {recipe.unit} "
         f"it never saw ({result.seconds:.0f} s, training and translating)"
+    ]
+    lines += [
+        f"left to the textbook (learn check finds an error in it): your {v.name}: {v.message}" for v in errors
     ]
     if result.textbook_translated is not None:
         same = (
@@ -276,10 +301,12 @@ def _proof_report(
         lines += [
             f"  {source}  ->  {translation}  (= {reference})" for (source, reference), translation in shown
         ]
-    if not mine:
+    found = [f"{', '.join(wrong)} wrong"] if wrong else []
+    found += [f"an error in {', '.join(v.name for v in errors)}"] if errors else []
+    if found:
+        verdict = f"not a proof yet: learn check finds {' and '.join(found)}"
+    elif not mine:
         verdict = "nothing of yours was proven: write the workbook's backwards first"
-    elif wrong:
-        verdict = f"not a proof yet: learn check finds {', '.join(wrong)} wrong"
     elif not _reached(recipe, yours):
         verdict = f"not yet: the target is {_target(recipe)}"
     elif result.textbook is not None and not result.identical:

@@ -137,6 +137,19 @@ def _adam_update(
     return _returned_list(returned, 3, "adam_step", param.shape)
 
 
+def first_update(functions: Mapping[str, Callable]) -> None:
+    """Each of ``functions``' adam_step and adamw_step (the learner's) called once on a small float32
+    parameter of shape (2, 3), as a run's first update calls it: a RuntimeError where what one returns is
+    not three arrays of the parameter's shape. A run calls it before it makes anything."""
+    xp = get_array_module()
+    param = xp.linspace(-1.0, 1.0, 6, dtype=xp.float32).reshape(2, 3)
+    for name in functions:
+        _adam_update(
+            {**TEXTBOOK, **functions}, param.copy(), param[::-1].copy(), xp.zeros_like(param),
+            xp.zeros_like(param), 1, 1e-3, (0.9, 0.98), 1e-9, 0.01 if name == "adamw_step" else 0.0,
+        )  # fmt: skip
+
+
 class TrainingOptimiser:
     """The optimiser of blocks.py's encoder-decoder in a workbook run, made of the training rungs'
     functions (``functions``, by name): it keeps the moments and the step count, and ``step`` gives

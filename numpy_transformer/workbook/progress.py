@@ -66,7 +66,11 @@ def status(path: str | Path) -> list[Rung]:
 def format_status(rungs: Sequence[Rung]) -> str:
     """The ladder, a line per exercise, and what to do next."""
     width = max(len(rung.name) for rung in rungs)
-    said = {"wrong": "wrong", "error": "raises", "textbook": "not in the file"}
+    said = {  # an error: it raised, ran past its time, or returned what cannot be graded
+        "wrong": "wrong",
+        "error": "an error, learn check says what",
+        "textbook": "not in the file",
+    }
     lines = []
     for number, rung in enumerate(rungs, 1):
         line = f"{number:>2}. {rung.name:<{width}}  {rung.state}"

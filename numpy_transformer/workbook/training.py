@@ -95,10 +95,18 @@ def guarded(
     wrapped = {name: guard(name, function) for name, function in functions.items()}
     for name, function in functions.items():  # their functions calling each other: guarded and counted too
         space = getattr(function, "__globals__", None)
-        theirs = getattr(function, "__module__", None) not in (functional.__name__, blocks.__name__)
-        if theirs and isinstance(space, dict) and space.get(name) is function:
+        if isinstance(space, dict) and _their_module(space, file) and space.get(name) is function:
             space[name] = wrapped[name]
     return wrapped
+
+
+def _their_module(space: dict[str, Any], file: Path) -> bool:
+    """Whether ``space`` is the namespace of the learner's own file (loaded from ``file``), never a
+    module of the package: the textbook's functions stand in for what a file leaves out, and a run
+    must leave the package's modules as it found them."""
+    package = str(space.get("__name__", "")).split(".")[0] == functional.__name__.split(".")[0]
+    where = space.get("__file__")
+    return not package and isinstance(where, str) and Path(where).resolve() == file
 
 
 TRAINED_BLOCKS = ("feed_forward_backward", "embedding_with_positions_backward", "encoder_block_backward",
@@ -135,6 +143,10 @@ def blocks_using(functions: dict[str, Callable]) -> Iterator[None]:
         yield
     finally:
         space.update(saved)
+
+
+class Diverged(RuntimeError):
+    """blocks.py's encoder-decoder's weights became NaN or infinite: the run stopped there."""
 
 
 @dataclass
@@ -191,6 +203,9 @@ def train_blocks(
         params = updates.step(
             params, {key: xp.asarray(grads[key], dtype=params[key].dtype) for key in params}
         )
+        broken = next((key for key, value in params.items() if not bool(xp.isfinite(value).all())), None)
+        if broken is not None:
+            raise Diverged(f"diverged at step {step + 1}: the weights of {broken} are NaN or infinite")
         if on_step is not None:
             on_step(step + 1)
     total = correct = tokens = 0.0

@@ -19,6 +19,7 @@ class TrainingMistake(NamedTuple):
     function: str
     expected: str
     source: str
+    also: tuple[str, ...] = ()  # a second mistake made beside the first, named too
 
 
 # a learner's right versions, the base every mistake below changes
@@ -62,13 +63,16 @@ def adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):
 }
 
 
-def changed(function: str, expected: str, *replacements: tuple[str, str]) -> TrainingMistake:
-    """The learner's right ``function`` with each (old, new) replaced once: one mistake."""
+def changed(
+    function: str, expected: str, *replacements: tuple[str, str], also: tuple[str, ...] = ()
+) -> TrainingMistake:
+    """The learner's right ``function`` with each (old, new) replaced once: one mistake (two where
+    ``also`` names the second)."""
     source = CORRECT[function]
     for old, new in replacements:
         assert old in source, (function, old)
         source = source.replace(old, new, 1)
-    return TrainingMistake(function, expected, source)
+    return TrainingMistake(function, expected, source, also)
 
 
 TRAINING_MISTAKES = [
@@ -186,6 +190,117 @@ TRAINING_MISTAKES = [
         "cosine_floor",
         ("    progress = min(", "    if step >= total:\n        return min_lr\n    progress = min("),
         ("return min_lr + 0.5 * (peak - min_lr)", "return 0.5 * peak"),
+    ),
+    # the schedules' mistakes named from their numbers: which part is wrong, and what it does instead
+    changed("noam_learning_rate", "schedule_factor", ("return d_model", "return 2 * d_model")),
+    changed(
+        "warmup_cosine_learning_rate",
+        "schedule_factor",
+        ("    if step <= warmup:", "    peak, min_lr = peak / 10, min_lr / 10\n    if step <= warmup:"),
+    ),
+    changed("noam_learning_rate", "noam_decay_power", ("step ** -0.5", "step ** -1.0")),
+    changed("noam_learning_rate", "noam_no_decay", ("min(step ** -0.5", "min(math.sqrt(step)")),
+    changed("noam_learning_rate", "noam_decay", ("step ** -0.5", "1 / math.log(step + 1)")),
+    changed("noam_learning_rate", "noam_line", ("step * warmup ** -1.5", "step / warmup ** 2")),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_start",
+        ("peak * step / warmup", "peak * (step + 1) / (warmup + 1)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_whole_steps",
+        ("peak * step / warmup", "peak * int(step / warmup)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_quarter",
+        (
+            "0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "(peak - min_lr) * math.cos(math.pi * progress / 2)",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_span",
+        (
+            "progress = min((step - warmup) / (total - warmup), 1.0)",
+            "progress = (step - warmup) / total\n    progress = min(progress, 1.0)",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor",
+        (
+            "progress = min((step - warmup) / (total - warmup), 1.0)",
+            "progress = (step - warmup) / (total - warmup)",
+        ),
+        ("return min_lr + 0.5 * (peak - min_lr)", "return 0.5 * peak"),
+        also=("cosine_clamp",),
+    ),
+    # clipping's
+    changed(
+        "clip_by_global_norm",
+        "clip_spectral",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "math.sqrt(sum(float(np.linalg.norm(g, 2)) ** 2 for g in grads))",
+        ),
+    ),
+    changed("clip_by_global_norm", "clip_epsilon", ("max_norm / norm if", "max_norm / (norm + 1e-6) if")),
+    changed(
+        "clip_by_global_norm",
+        "clip_rms",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "math.sqrt(sum(float((g * g).sum()) for g in grads) / sum(g.size for g in grads))",
+        ),
+        ("return [g * scale for g in grads], norm", "return [g * scale for g in grads], min(norm, max_norm)"),
+        also=("clip_norm_after",),
+    ),
+    # the optimiser's
+    changed(
+        "adam_step",
+        "eps_uncorrected",
+        (
+            "    m_hat = m / (1 - beta1 ** t)\n    v_hat = v / (1 - beta2 ** t)\n",
+            "    step = lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)\n",
+        ),
+        ("param - lr * m_hat / (xp.sqrt(v_hat) + eps)", "param - step * m / (xp.sqrt(v) + eps)"),
+    ),
+    changed("adam_step", "v_of_m", ("(1 - beta2) * grad * grad", "(1 - beta2) * m * m")),
+    changed(
+        "adam_step",
+        "first_step_moments",
+        (
+            "    m = beta1",
+            "    if t == 1:\n        step = lr * grad / (xp.abs(grad) + eps)\n"
+            "        return param - step, grad.copy(), grad * grad\n    m = beta1",
+        ),
+    ),
+    changed(
+        "adam_step",
+        "rung_dtype",
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "return (param - lr * m_hat / (xp.sqrt(v_hat) + eps)).astype(np.float32), m, v",
+        ),
+    ),
+    changed(
+        "adamw_step",
+        "decay_twice",
+        (
+            "    param = param * (1 - lr",
+            "    grad = grad + weight_decay * param\n    param = param * (1 - lr",
+        ),
+    ),
+    changed(
+        "adamw_step",
+        "decay_rate",
+        (
+            "param = param * (1 - lr * weight_decay)",
+            "param = param * (1 - lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) * weight_decay)",
+        ),
     ),
     # Adam
     changed("adam_step", "no_bias_correction", ("m / (1 - beta1 ** t)", "m"), ("v / (1 - beta2 ** t)", "v")),

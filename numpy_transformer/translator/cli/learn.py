@@ -159,6 +159,11 @@ def run_learn(args: argparse.Namespace) -> int:
         return 130
     for line in learner.introduction():
         say(line)
+    try:  # their optimiser's first update, tried before the run makes its directory
+        learner.first_update()
+    except RuntimeError as error:  # their code raised (guarded says where), or returned the wrong shapes
+        print(f"numpy-transformer learn train: {error}; nothing was run", file=sys.stderr)
+        return 1
     if args.out is None:  # beside the learner's file, a fresh folder for every run: nothing is replaced
         args.out = str(learner.fresh_out())
     with learner.on_their_functions():

@@ -239,6 +239,46 @@ SENTENCES = {
     "sum of their squares, sqrt(sum of every entry squared)",
     "warmup_off_by_one": "the warm-up is off by one step: it is peak * step / warmup, so that step 1 has a "
     "rate above 0 and step warmup reaches peak",
+    "schedule_factor": "every rate is {times:.6g} times the schedule's: its shape is right, a constant factor "
+    "is not (one the formula does not have, or one it has left out)",
+    "noam_decay": "the decay after the warm-up is wrong (the rising line before it is right): past step = "
+    "warmup the rate is d_model^-0.5 * step^-0.5, falling as 1 / sqrt(step), and min(...) picks it there",
+    "noam_no_decay": "the rate never decays: past step = warmup yours still follows the rising line, so "
+    "your decay is never the smaller; it is d_model^-0.5 * step^-0.5, falling as 1 / sqrt(step) (a power of "
+    "-0.5)",
+    "noam_decay_power": "the decay falls as {times:.4g} * step^{power:.4g} (times d_model^-0.5): it is "
+    "step^-0.5, 1 / sqrt(step), with no other factor (the rising line before it is right)",
+    "noam_line": "the warm-up's rising line is wrong (the decay after it is right): up to step = warmup the "
+    "rate is d_model^-0.5 * step * warmup^-1.5, and min(...) picks it there",
+    "warmup_start": "the warm-up's line starts at {start:.6g} at step 0: it climbs from 0, peak * step / "
+    "warmup, to peak at step warmup",
+    "warmup_whole_steps": "the warm-up divides in whole numbers (step // warmup is 0 until step warmup): it "
+    "climbs a little every step, peak * step / warmup with a true division",
+    "cosine_quarter": "the decay is a quarter cosine, cos(pi / 2 * progress): the schedule's is half a "
+    "period lifted onto [0, 1], 0.5 * (1 + cos(pi * progress)), which falls slowly at both ends",
+    "cosine_span": "the cosine's progress runs over other steps: yours goes from 0 at step {start:.6g} to 1 at "
+    "step {end:.6g}, where the decay runs from warmup ({warmup}) to total ({total}): progress = (step - warmup) "
+    "/ (total - warmup)",
+    "clip_epsilon": "the scale divides by norm + {eps:.3g}: it is max_norm / norm exactly (an epsilon, as "
+    "PyTorch's clip_grad_norm_ adds, is not needed: where it clips, the norm exceeds max_norm)",
+    "clip_spectral": "a matrix's norm is taken as its largest singular value (numpy's norm(g, 2) on a 2-d "
+    "array): the global norm counts every entry, the square root of the sum of every entry squared "
+    "(norm(g) with no ord, or sqrt((g * g).sum()))",
+    "eps_uncorrected": "epsilon is added to sqrt(v) before v's bias correction (the Adam paper's efficient "
+    "form, lr * sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + eps)): here it is added after it, m_hat "
+    "/ (sqrt(v_hat) + eps)",
+    "v_of_m": "v averages the square of the first moment (m^2): it averages the gradient's square, v = beta2 "
+    "v + (1 - beta2) g^2",
+    "first_step_moments": "at t = 1 the moments are set to the gradient itself (m = g, v = g^2): they are "
+    "averaged from their zeros like on every step, m = beta1 m + (1 - beta1) g, and the bias correction "
+    "makes up for the zeros",
+    "decay_twice": "the weight decay is applied twice: inside the gradient (L2) and decoupled; AdamW's is "
+    "decoupled alone, param * (1 - lr * weight_decay), and the moments never see it",
+    "decay_rate": "the decay shrinks the parameter by another share of it: AdamW's is lr * weight_decay, "
+    "{right:.6g} on call {call}, yours {yours:.6g} ({times:.6g} times as much)",
+    "rung_dtype": "{name} is returned as {dtype}, which rounds it to about {digits} digits: compute in the "
+    "dtype of what the function is handed (Python floats, float64 arrays), as the textbook does, with no "
+    "astype or {dtype}(...) on the way",
     "writes_input": "{name} writes into {what}, which it was handed: return new arrays (x = x - ..., not "
     "x -= ...), the caller keeps what it handed in",
     "returns_input": "{name} returns {what}, which it was handed: return new arrays, a copy where nothing "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy
@@ -15,6 +16,17 @@ import numpy
 from ...backend import Array, get_array_module
 from ...presets import BASE, TINY
 from .exercise import normal
+from .training_symptoms import (
+    Observed,
+    Symptom,
+    clip_epsilon,
+    cosine_span,
+    decay_rate,
+    noam_decay,
+    noam_line,
+    schedule_factor,
+    warmup_start,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,17 @@ class TrainingExercise:
         kw_only=True
     )  # (key of SENTENCES, the mistaken function)
     hints: tuple[str, ...] = field(kw_only=True)
+    pairs: tuple[tuple[tuple[str, str], Callable], ...] = field(
+        default=(), kw_only=True
+    )  # two mistakes made together: their keys, the function with both
+    symptoms: tuple[Callable[[list[Observed]], Symptom], ...] = field(
+        default=(), kw_only=True
+    )  # read from the numbers where no mistake reproduces them: the key of SENTENCES and its values
+
+    @property
+    def known(self) -> list[tuple[tuple[str, ...], Callable]]:
+        """Every mistake it recognises by reproducing it, one alone first, then two together."""
+        return [((key,), function) for key, function in self.mistakes] + list(self.pairs)
 
     @property
     def title(self) -> str:
@@ -85,34 +108,61 @@ def _cases_noam(rng: numpy.random.Generator) -> list[TrainingCase]:
 
 
 def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift: int = 0, start: bool = False,
-            half: float = 0.5, floor: bool = True, clamp: bool = True, ramp_late: bool = False,
-            hold: bool = False) -> float:  # fmt: skip
+            half: float = 0.5, floor: str = "min_lr", clamp: bool = True, ramp_late: bool = False,
+            hold: bool = False, quarter: bool = False, whole_steps: bool = False) -> float:  # fmt: skip
+    """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
+    cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...))."""
     step += shift
     if step <= warmup:
+        if whole_steps:
+            return peak * (step // max(warmup, 1))
         return peak * (step - (1 if ramp_late else 0)) / max(warmup, 1)
     if hold and step >= total:
         return min_lr
     progress = (step - (0 if start else warmup)) / max(total - (0 if start else warmup), 1)
     progress = min(progress, 1.0) if clamp else progress
-    low = min_lr if floor else 0.0
-    return (
-        low + half * (peak - low) * (1.0 + math.cos(math.pi * progress))
-        if half
-        else (low + (peak - low) * math.cos(math.pi * progress))
-    )
+    low = min_lr if floor == "min_lr" else 0.0
+    if quarter:
+        rate = low + (peak - low) * math.cos(0.5 * math.pi * progress)
+    elif half:
+        rate = low + half * (peak - low) * (1.0 + math.cos(math.pi * progress))
+    else:
+        rate = low + (peak - low) * math.cos(math.pi * progress)
+    return max(min_lr, rate) if floor == "max" else rate
 
 
-COSINE_MISTAKES: tuple[tuple[str, Callable], ...] = (
-    ("schedule_off_by_one", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, shift=-1)),
-    ("schedule_off_by_one", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, shift=1)),
-    ("cosine_progress", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, start=True)),
-    ("cosine_half", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, half=0.0)),
-    ("cosine_half", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, half=1.0)),
-    ("cosine_floor", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, floor=False)),
-    ("cosine_floor", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, floor=False, hold=True)),
-    ("warmup_off_by_one", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, ramp_late=True)),
-    ("cosine_clamp", lambda s, p, w, t, lo: _cosine(s, p, w, t, lo, clamp=False)),
+COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("schedule_off_by_one", {"shift": -1}),
+    ("schedule_off_by_one", {"shift": 1}),
+    ("cosine_progress", {"start": True}),
+    ("cosine_half", {"half": 0.0}),
+    ("cosine_half", {"half": 1.0}),
+    ("cosine_floor", {"floor": "zero"}),
+    ("cosine_floor", {"floor": "zero", "hold": True}),
+    ("warmup_off_by_one", {"ramp_late": True}),
+    ("cosine_clamp", {"clamp": False}),
+    ("cosine_quarter", {"quarter": True}),
+    ("cosine_floor", {"floor": "max"}),
+    ("warmup_whole_steps", {"whole_steps": True}),
 )
+
+
+def _knob_mistakes(function: Callable, knobs: tuple[tuple[str, dict[str, Any]], ...]) -> tuple[
+    tuple[tuple[str, Callable], ...], tuple[tuple[tuple[str, str], Callable], ...]
+]:  # fmt: skip
+    """``function`` with each of ``knobs`` (a mistake's key, its keywords) alone, and with two of different
+    keys and keywords together."""
+    alone = tuple((key, partial(function, **words)) for key, words in knobs)
+    together = tuple(
+        ((first, second), partial(function, **words, **more))
+        for index, (first, words) in enumerate(knobs)
+        for second, more in knobs[index + 1 :]
+        if first != second and not set(words) & set(more)
+    )
+    return alone, together
+
+
+COSINE_MISTAKES, COSINE_PAIRS = _knob_mistakes(_cosine, COSINE_KNOBS)
 
 
 def _cases_cosine(rng: numpy.random.Generator) -> list[TrainingCase]:
@@ -133,48 +183,54 @@ def _cases_cosine(rng: numpy.random.Generator) -> list[TrainingCase]:
 # -- clipping -------------------------------------------------------------------------------------
 
 
-def _clip(grads: list[Array], max_norm: float, how: str = "") -> tuple[list[Array], float]:
-    """clip_by_global_norm with the mistake ``how``."""
+def _global_norm(grads: list[Array], norm: str) -> float:
+    """The norm of every gradient together, or the mistaken one ``norm`` says."""
     xp = get_array_module()
     squares = [float((g * g).sum()) for g in grads]
-    if how == "clip_per_tensor":
-        norms = [math.sqrt(s) for s in squares]
-        return [g * (max_norm / n) if n > max_norm else g.copy() for g, n in zip(grads, norms)], math.sqrt(
-            sum(squares)
-        )
-    if how == "clip_by_value":
-        return [xp.clip(g, -max_norm, max_norm) for g in grads], math.sqrt(sum(squares))
-    if how == "clip_norm_sum":
-        norm = sum(math.sqrt(square) for square in squares)
-    elif how == "clip_rms":
-        norm = math.sqrt(sum(squares) / sum(g.size for g in grads))
-    else:
-        norm = sum(squares) if how == "clip_squared" else math.sqrt(sum(squares))
-    if how == "clip_inverted":
-        scale = norm / max_norm if norm > max_norm else 1.0
-    elif how == "clip_always":
-        scale = max_norm / norm
-    else:
-        scale = max_norm / norm if norm > max_norm else 1.0
-    clipped = [g * scale for g in grads]
-    if how == "clip_norm_after":
-        return clipped, math.sqrt(sum(float((g * g).sum()) for g in clipped))
-    return clipped, norm
+    if norm == "sum":  # the arrays' own norms added
+        return sum(math.sqrt(square) for square in squares)
+    if norm == "rms":
+        return math.sqrt(sum(squares) / sum(g.size for g in grads))
+    if norm == "squared":
+        return sum(squares)
+    if norm == "spectral":  # a matrix's norm(g, 2): its largest singular value
+        squares = [float(xp.linalg.norm(g, 2)) ** 2 if g.ndim == 2 else s for g, s in zip(grads, squares)]
+    return math.sqrt(sum(squares))
 
 
-CLIP_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
-    (how, lambda grads, max_norm, how=how: _clip(grads, max_norm, how))
-    for how in (
-        "clip_per_tensor",
-        "clip_by_value",
-        "clip_squared",
-        "clip_rms",
-        "clip_inverted",
-        "clip_always",
-        "clip_norm_after",
-        "clip_norm_sum",
-    )
+def _clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", returned: str = "") -> tuple[
+    list[Array], float
+]:  # fmt: skip
+    """clip_by_global_norm with the mistakes its keywords say: the norm's (``norm``), the scale's
+    (``scale``), the norm returned (``returned``: "after", the clipped gradients' norm)."""
+    xp = get_array_module()
+    total = _global_norm(grads, norm)
+    if scale == "per_tensor":
+        own = [_global_norm([g], norm) for g in grads]
+        clipped = [g * (max_norm / n) if n > max_norm else g.copy() for g, n in zip(grads, own)]
+    elif scale == "by_value":
+        clipped = [xp.clip(g, -max_norm, max_norm) for g in grads]
+    else:
+        factor = max_norm / total if total > max_norm or scale == "always" else 1.0
+        factor = 1.0 / factor if scale == "inverted" else factor
+        clipped = [g * factor for g in grads]
+    return clipped, _global_norm(clipped, norm) if returned == "after" else total
+
+
+CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("clip_per_tensor", {"scale": "per_tensor"}),
+    ("clip_by_value", {"scale": "by_value"}),
+    ("clip_squared", {"norm": "squared"}),
+    ("clip_rms", {"norm": "rms"}),
+    ("clip_inverted", {"scale": "inverted"}),
+    ("clip_always", {"scale": "always"}),
+    ("clip_norm_after", {"returned": "after"}),
+    ("clip_norm_sum", {"norm": "sum"}),
+    ("clip_spectral", {"norm": "spectral"}),
 )
+
+
+CLIP_MISTAKES, CLIP_PAIRS = _knob_mistakes(_clip, CLIP_KNOBS)
 
 
 def _cases_clip(rng: numpy.random.Generator) -> list[TrainingCase]:
@@ -212,8 +268,10 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
           ) -> tuple[Array, Array, Array]:  # fmt: skip
     """One AdamW step (Adam where weight_decay is 0) with the mistakes ``how`` (Adam's) and ``decay``."""
     xp = get_array_module()
-    if decay == "decay_in_moment":
+    if decay in ("decay_in_moment", "decay_twice"):
         grad = grad + weight_decay * param
+    if decay == "decay_in_moment":
+        pass  # the L2 term alone
     elif decay == "decay_lr":
         param = param * (1.0 - weight_decay)
     elif decay == "decay_sign":
@@ -224,7 +282,10 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     w1, w2 = (1.0, 1.0) if how == "moment_weight" else (1.0 - b1, 1.0 - b2)
     new_m = b1 * m + w1 * grad
     w2 = 1.0 - b1 if how == "v_beta1" else w2
-    new_v = b2 * v + w2 * (grad if how == "v_unsquared" else grad * grad)
+    squared = new_m * new_m if how == "v_of_m" else grad * grad
+    new_v = b2 * v + w2 * (grad if how == "v_unsquared" else squared)
+    if how == "first_step_moments" and t == 1:  # the moments set to the gradient, not averaged from 0
+        new_m, new_v = grad, grad * grad
     if how == "betas_swapped_in_moments":  # the corrections right
         b1, b2 = beta1, beta2
     moments = (m, v) if how == "stale_moments" else (new_m, new_v)
@@ -236,6 +297,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
         "bias_v_only": (1.0, c2),
         "bias_swapped": (c2, c1),
     }.get(how, (c1, c2))
+    if how == "first_step_moments" and t == 1:  # the gradient itself needs no correction
+        corrections = (1.0, 1.0)
     with numpy.errstate(all="ignore"):
         if how == "bias_multiplied":
             m_hat, v_hat = moments[0] * corrections[0], moments[1] * corrections[1]
@@ -247,6 +310,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
             denominator = v_hat + eps
         elif how == "eps_outside":
             denominator = xp.sqrt(v_hat)
+        elif how == "eps_uncorrected":  # the paper's efficient form: eps on sqrt(v) before v's correction
+            denominator = xp.sqrt(v_hat) + eps / math.sqrt(corrections[1])
         else:
             denominator = xp.sqrt(v_hat) + eps
         update = lr * m_hat / denominator
@@ -265,7 +330,7 @@ ADAM_HOWS = ("no_bias_correction", "bias_m_only", "bias_v_only", "bias_swapped",
              "eps_inside", "no_sqrt", "corrected_state", "v_unsquared", "moment_weight", "betas_swapped",
              "betas_swapped_in_moments",
              "stale_moments", "update_sign", "v_beta1", "eps_outside", "bias_multiplied",
-             "moments_swapped")  # fmt: skip
+             "moments_swapped", "eps_uncorrected", "v_of_m", "first_step_moments")  # fmt: skip
 
 
 ADAM_KEYS = {
@@ -282,7 +347,7 @@ ADAM_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
 
 ADAMW_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
     (decay, lambda *a, decay=decay: _adam(*a[:9], weight_decay=a[9], decay=decay))
-    for decay in ("decay_in_moment", "decay_lr", "decay_after", "decay_missing", "decay_sign")
+    for decay in ("decay_in_moment", "decay_lr", "decay_after", "decay_missing", "decay_sign", "decay_twice")
 ) + tuple(
     (ADAM_KEYS.get(how, how), lambda *a, how=how: _adam(*a[:9], how=how, weight_decay=a[9]))
     for how in ADAM_HOWS
@@ -341,6 +406,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             of the warm-up. Returns lr, a float: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).""",
         cases=_cases_noam,
         mistakes=NOAM_MISTAKES,
+        symptoms=(schedule_factor, noam_decay, noam_line),
         hints=(
             "Two curves, the smaller wins: a line rising with step, and a decay as 1/sqrt(step); they meet "
             "at step = warmup. step is 1 at the first update: use it as it is given.",
@@ -360,6 +426,8 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             progress)).""",
         cases=_cases_cosine,
         mistakes=COSINE_MISTAKES,
+        pairs=COSINE_PAIRS,
+        symptoms=(schedule_factor, warmup_start, cosine_span),
         hints=(
             "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
             "progress runs from 0 (at warmup) to 1 (at total) and stays 1 after total.",
@@ -379,6 +447,8 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             the square root of the sum of every entry squared, of every array.""",
         cases=_cases_clip,
         mistakes=CLIP_MISTAKES,
+        pairs=CLIP_PAIRS,
+        symptoms=(clip_epsilon,),
         hints=(
             "One norm for all of them together, as if every gradient were one long vector: one scale for "
             "every array, so the update keeps its direction.",
@@ -417,6 +487,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         builds_on=("adam_step",),
         cases=lambda rng: _adam_cases(rng, 0.1),
         mistakes=ADAMW_MISTAKES,
+        symptoms=(decay_rate,),
         hints=(
             "Decoupled: the decay shrinks the parameter itself, at the rate lr; it never enters the "
             "gradient, so the moments never see it.",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 import traceback
 import warnings
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from ...backend import to_numpy
 from ..exercises.curriculum import TRAINING_BY_NAME
 from ..exercises.mistakes import sentence
 from ..exercises.training_exercises import TrainingCase, TrainingExercise
+from ..exercises.training_symptoms import Observed
 from ..loading import (
     TIME_LIMIT,
     TimedOut,
@@ -108,10 +110,33 @@ def _written(before: Any, after: Any) -> bool:
 
 
 class _Value(NamedTuple):
-    """One returned value as float64 entries, flat where it was a list of arrays (``shapes`` theirs)."""
+    """One returned value as float64 entries, flat where it was a list of arrays (``shapes`` theirs);
+    ``dtype`` the floating dtype it came in where that is narrower than float64 (float32, float16)."""
 
     array: numpy.ndarray
     shapes: tuple[tuple[int, ...], ...] | None = None
+    dtype: str | None = None
+
+
+def _narrow(*values: Any) -> str | None:
+    """The name of the narrowest floating dtype among ``values`` where it is narrower than float64."""
+    dtypes = [numpy.dtype(v.dtype) for v in values if hasattr(v, "dtype")]
+    narrow = [d for d in dtypes if d.kind == "f" and d.itemsize < 8]
+    return min(narrow, key=lambda d: d.itemsize).name if narrow else None
+
+
+def _unreadable(name: str, value: Any) -> str | None:
+    """Why ``value`` (or an array of it) holds no numbers the grader can read, said by its dtype or size."""
+    for part in value if isinstance(value, (list, tuple)) else [value]:
+        dtype = getattr(part, "dtype", None)
+        if dtype is not None and numpy.dtype(dtype).kind not in "biuf":
+            return f"returned {name} as an array of dtype {numpy.dtype(dtype)}, expected floats"
+        if isinstance(part, int) and not isinstance(part, bool) and abs(part) > sys.float_info.max:
+            return (
+                f"returned {name} as an int of {len(str(abs(part)))} digits, too large for a float "
+                f"(the largest is about {sys.float_info.max:.3g})"
+            )
+    return None
 
 
 def _results(returned: Any, exercise: TrainingExercise) -> list[_Value] | str:
@@ -128,18 +153,21 @@ def _results(returned: Any, exercise: TrainingExercise) -> list[_Value] | str:
         if name in NUMBERS and not _a_number(value):
             kind = f"a {value.ndim}-d array" if hasattr(value, "ndim") else type(value).__name__
             return f"returned {name} as {kind}, expected a float (float(...) turns a 0-d array into one)"
+        unreadable = _unreadable(name, value)
+        if unreadable is not None:
+            return unreadable
         if isinstance(value, (list, tuple)):
             parts = [as_array(part) for part in value]
             arrays = [part for part in parts if part is not None]
             if len(arrays) != len(parts):
                 return f"returned {name} as a list holding something else than arrays"
             flat = numpy.concatenate([a.reshape(-1) for a in arrays]) if arrays else numpy.zeros(0)
-            values.append(_Value(flat, tuple(a.shape for a in arrays)))
+            values.append(_Value(flat, tuple(a.shape for a in arrays), _narrow(*value)))
             continue
         array = as_array(value)
         if array is None:
             return f"returned {name} as {type(value).__name__}, expected a number or an array"
-        values.append(_Value(array))
+        values.append(_Value(array, dtype=_narrow(value)))
     return values
 
 
@@ -150,7 +178,9 @@ def _a_number(value: Any) -> bool:
 RANK = {"exact": 0, "close": 1, "wrong": 2}
 
 
-def _compare(yours: _Value, right: _Value, before: numpy.ndarray | None) -> tuple[str, float, float]:
+def _compare(
+    yours: _Value, right: _Value, before: numpy.ndarray | None, scale_of: _Value | None = None
+) -> tuple[str, float, float]:
     """Exact, close or wrong, the largest absolute error and that error relative to the scale:
     the largest entry of the textbook's change (``before`` the array handed in, for a parameter and
     a moment: its update is what is compared) or of its values."""
@@ -159,7 +189,8 @@ def _compare(yours: _Value, right: _Value, before: numpy.ndarray | None) -> tupl
     if not numpy.array_equal(numpy.isfinite(yours.array), numpy.isfinite(right.array)):
         return "wrong", math.inf, math.inf
     finite = numpy.isfinite(right.array)  # a NaN where the textbook (or a mistake) has one is equal
-    change = (right.array - before if before is not None else right.array)[finite]
+    of = scale_of.array if scale_of is not None and scale_of.array.shape == right.array.shape else right.array
+    change = (of - before if before is not None else of)[finite]
     scale = float(numpy.abs(change).max(initial=0.0)) or 1.0
     error = float(numpy.abs(yours.array[finite] - right.array[finite]).max(initial=0.0))
     floor = 1e-15 * float(numpy.abs(right.array[finite]).max(initial=0.0))  # the rounding of the value itself
@@ -173,10 +204,24 @@ def _compare(yours: _Value, right: _Value, before: numpy.ndarray | None) -> tupl
     return status, error, error / scale
 
 
-def _same(yours: list[_Value], other: list[_Value] | str, befores: list[Any]) -> bool:
+def _rounded(yours: _Value, right: _Value) -> bool:
+    """Whether ``yours`` came in a narrower float than the textbook's and differs from it only by
+    that dtype's rounding."""
+    if yours.dtype is None or right.dtype is not None or yours.array.shape != right.array.shape:
+        return False
+    finite = numpy.isfinite(right.array)
+    if not numpy.array_equal(numpy.isfinite(yours.array), finite):
+        return False
+    error = numpy.abs(yours.array[finite] - right.array[finite])
+    return bool((error <= 4 * numpy.finfo(yours.dtype).eps * numpy.abs(right.array[finite]) + 1e-300).all())
+
+
+def _same(yours: list[_Value], other: list[_Value] | str, befores: list[Any], right: list[_Value]) -> bool:
+    """Whether ``yours`` are a mistake's results ``other``, to the tolerance of the textbook's scale
+    (``right``: a mistake's value near 0 where the textbook's is not is compared as the textbook's)."""
     if isinstance(other, str):
         return False
-    return all(_compare(y, o, b)[0] != "wrong" for y, o, b in zip(yours, other, befores))
+    return all(_compare(y, o, b, r)[0] != "wrong" for y, o, b, r in zip(yours, other, befores, right))
 
 
 def _where(yours: _Value, right: _Value) -> str:
@@ -219,16 +264,24 @@ def _quiet(function: Callable, arguments: list[Any], exercise: TrainingExercise)
 
 
 def _grade_case(
-    exercise: TrainingExercise, function: Callable, case: TrainingCase, path: Path, handed: list[str]
+    exercise: TrainingExercise,
+    function: Callable,
+    case: TrainingCase,
+    path: Path,
+    handed: list[str],
+    observed: list[Observed],
 ) -> tuple[list[GradientVerdict], set[int]]:
     """Every call of the case: each returned value's verdict, the worst over the calls, a wrong one
-    with the first call it differs on; and the known mistakes (their indices) whose results it has on
-    every call.
-    ``handed`` gathers the arguments a call gave back as they were handed in."""
+    with the first call it differs on; and the known mistakes (their indices in ``exercise.known``)
+    whose results it has on every call.
+    ``handed`` gathers the arguments a call gave back as they were handed in, ``observed`` every call
+    (what a symptom reads)."""
     verdicts = {name: GradientVerdict(name, "exact", case=case.label) for name in exercise.returns}
     yours_all: list[list[_Value]] = []
     befores_all: list[list[numpy.ndarray | None]] = []
-    mistaken: list[list[list[_Value] | str]] = [[] for _ in exercise.mistakes]
+    rights_all: list[list[_Value]] = []
+    known = exercise.known
+    mistaken: list[list[list[_Value] | str]] = [[] for _ in known]
     for number, call in enumerate(case.calls, 1):
         arguments = _arguments(case, call, exercise)
         right = _quiet(TEXTBOOK[exercise.name], _arguments(case, call, exercise), exercise)
@@ -251,16 +304,46 @@ def _grade_case(
                 if status == "wrong":
                     where = _where(mine, theirs)
                     verdict.detail = f"call {number}{f' ({said})' if said else ''}: {name}{where}"
+                    if mine.dtype is not None and _rounded(mine, theirs):
+                        digits = numpy.finfo(mine.dtype).precision
+                        verdict.mistake = "rung_dtype"
+                        verdict.values = {"name": name, "dtype": mine.dtype, "digits": digits}
         yours_all.append(yours)
+        rights_all.append(right)
         befores_all.append(befores)
-        for index, (_, wrong) in enumerate(exercise.mistakes):
+        flat = [[value.array.reshape(-1) for value in values] for values in (yours, right)]
+        observed.append(Observed({**case.fixed, **call}, *flat))
+        for index, (_, wrong) in enumerate(known):
             mistaken[index].append(_quiet(wrong, _arguments(case, call, exercise), exercise))
     reproduced = {
         index
         for index, results in enumerate(mistaken)
-        if all(_same(y, m, b) for y, m, b in zip(yours_all, results, befores_all))
+        if all(_same(y, m, b, r) for y, m, b, r in zip(yours_all, results, befores_all, rights_all))
     }
     return list(verdicts.values()), reproduced
+
+
+def _cause(
+    exercise: TrainingExercise, candidates: set[int], observed: list[Observed]
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The keys of the mistakes whose results a wrong rung has on every call (one alone before two
+    together), or else the first symptom its numbers show, with the values its sentence names."""
+    if candidates:
+        return exercise.known[min(candidates)][0], {}
+    if all(all(_agree(y, r) for y, r in zip(o.yours, o.right)) for o in observed):
+        return (), {}  # nothing wrong: no symptom to read
+    with numpy.errstate(all="ignore"):
+        for symptom in exercise.symptoms:
+            found = symptom(observed)
+            if found is not None:
+                return (found[0],), found[1]
+    return (), {}
+
+
+def _agree(yours: numpy.ndarray, right: numpy.ndarray) -> bool:
+    return yours.shape == right.shape and bool(
+        numpy.allclose(yours, right, rtol=1e-12, atol=0.0, equal_nan=True)
+    )
 
 
 def check_training_function(
@@ -274,12 +357,13 @@ def check_training_function(
         return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
     merged: dict[str, GradientVerdict] = {}
     handed: list[str] = []
-    candidates = set(range(len(exercise.mistakes)))  # the mistakes it reproduces on every call so far
+    candidates = set(range(len(exercise.known)))  # the mistakes it reproduces on every call so far
+    observed: list[Observed] = []
     try:
         with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
             for case in exercise.cases(numpy.random.default_rng(seed)):
                 try:
-                    verdicts, reproduced = _grade_case(exercise, function, case, path, handed)
+                    verdicts, reproduced = _grade_case(exercise, function, case, path, handed, observed)
                 except Raised:
                     if any(v.status == "wrong" for v in merged.values()):
                         break  # the first case it is wrong on says what is wrong
@@ -302,10 +386,10 @@ def check_training_function(
             message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
         )
     gradients = [merged[value] for value in exercise.returns if value in merged]
-    for gradient in gradients:  # named only where one mistake has its results on every call graded
-        gradient.mistake = (
-            exercise.mistakes[min(candidates)][0] if candidates and gradient.status == "wrong" else None
-        )
+    keys, values = _cause(exercise, candidates, observed)
+    for gradient in gradients:  # named only where a mistake has its results on every call graded
+        if gradient.mistake is None and keys and gradient.status == "wrong":
+            gradient.mistake, gradient.also, gradient.values = keys[0], keys[1:], values
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
     if status == "done" and handed:  # right values, but the caller's own arrays: refused by name
         names = {"name": name, "what": handed[0]}

@@ -39,9 +39,14 @@ class GradientVerdict:
     detail: str = ""  # wrong: where and both values
     mistake: str | None = None  # wrong: the key of SENTENCES it looks like
     factor: float | None = None
+    values: dict[str, Any] = field(default_factory=dict)  # the numbers its sentence names
+    also: tuple[str, ...] = ()  # more keys of SENTENCES: a second mistake made beside the first
 
     def explanation(self) -> str | None:
-        return None if self.mistake is None else sentence(self.mistake, factor=self.factor or 0.0)
+        if self.mistake is None:
+            return None
+        said = [sentence(key, factor=self.factor or 0.0, **self.values) for key in (self.mistake, *self.also)]
+        return "; and ".join(said)
 
 
 @dataclass

@@ -1,0 +1,226 @@
+"""What a wrong training rung's numbers show where no known mistake reproduces them: which part of a
+schedule is wrong and what it does instead, the constant that clipping's scale or AdamW's decay uses in
+place of the textbook's. Each reads the graded calls (Observed) and gives the key of
+the sentence that names the cause and the numbers the sentence shows, or None where its pattern does
+not hold on every call it reads."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy
+
+
+class Observed(NamedTuple):
+    """One graded call: its arguments by name (arrays as they were handed in), what the learner's
+    function returned and what the textbook's did (each value float64 and flat, a list of arrays one)."""
+
+    arguments: dict[str, Any]
+    yours: list[numpy.ndarray]
+    right: list[numpy.ndarray]
+
+
+Symptom = tuple[str, dict[str, Any]] | None
+AGREE = 1e-9  # two numbers the same but for rounding, relative to the larger
+
+
+def _same(a: Any, b: Any) -> bool:
+    a, b = numpy.asarray(a, dtype=numpy.float64), numpy.asarray(b, dtype=numpy.float64)
+    scale = float(numpy.abs(b).max(initial=0.0))
+    return a.shape == b.shape and bool((numpy.abs(a - b) <= AGREE * scale + 1e-300).all())
+
+
+def _rate(observed: Observed) -> tuple[float, float]:
+    """A schedule's call: the learner's rate and the textbook's."""
+    return float(observed.yours[0][0]), float(observed.right[0][0])  # flat: one entry
+
+
+def schedule_factor(observed: list[Observed]) -> Symptom:
+    """Every rate the same multiple of the textbook's: the schedule's shape right, a constant factor off."""
+    ratios = []
+    for o in observed:
+        yours, right = _rate(o)
+        if right == 0 and yours == 0:
+            continue  # any factor keeps a 0
+        if right == 0 or not math.isfinite(yours):
+            return None
+        ratios.append(yours / right)
+    if not ratios or _same(ratios[0], 1.0) or ratios[0] == 0:  # 0 everywhere is no factor of the schedule
+        return None
+    return ("schedule_factor", {"times": ratios[0]}) if all(_same(r, ratios[0]) for r in ratios) else None
+
+
+# -- the paper's schedule: a rising line, then a decay as 1 / sqrt(step) -----------------------------
+
+
+def _noam_part(observed: Sequence[Observed], right_part: Callable[[int, int], bool], wrong_part: Callable[
+    [int, int], bool
+]) -> bool:  # fmt: skip
+    """Whether every call in ``right_part`` (step, warmup) is right and one in ``wrong_part`` is wrong."""
+    steps = [(o, int(o.arguments["step"]), int(o.arguments["warmup"])) for o in observed]
+    checked = [o for o, step, warmup in steps if right_part(step, warmup)]
+    wrong = [o for o, step, warmup in steps if wrong_part(step, warmup) and not _same(*_rate(o))]
+    return bool(checked) and all(_same(*_rate(o)) for o in checked) and bool(wrong)
+
+
+def noam_decay(observed: list[Observed]) -> Symptom:
+    """The rising line right where it rules (the first quarter of the warm-up), the rate wrong after the
+    warm-up: the decay is what is wrong. Where the rate never leaves the line, the decay never falls
+    below it (noam_no_decay); where it leaves it for a power of the step, that power and its factor."""
+    if not _noam_part(observed, lambda step, warmup: 4 * step <= warmup, lambda step, warmup: step > warmup):
+        return None
+    points = []
+    for o in observed:
+        step, d_model, warmup = (int(o.arguments[name]) for name in ("step", "d_model", "warmup"))
+        yours, _ = _rate(o)
+        if not _same(yours, d_model**-0.5 * step * warmup**-1.5):  # off the line: the learner's decay
+            points.append((math.log(step), math.log(yours * d_model**0.5) if yours > 0 else math.nan))
+    if not points:
+        return "noam_no_decay", {}
+    line = (
+        _line(points)
+        if all(math.isfinite(y) for _, y in points) and len({x for x, _ in points}) > 1
+        else None
+    )
+    if line is None or not math.isfinite(line[0]):
+        return "noam_decay", {}
+    return "noam_decay_power", {"power": line[0], "times": math.exp(line[1])}
+
+
+def noam_line(observed: list[Observed]) -> Symptom:
+    """The decay right where it rules (four warm-ups on), the rate wrong during the warm-up."""
+    if _noam_part(observed, lambda step, warmup: step >= 4 * warmup, lambda step, warmup: step <= warmup):
+        return "noam_line", {}
+    return None
+
+
+# -- warm-up and cosine ---------------------------------------------------------------------------
+
+
+def _cases(observed: list[Observed]) -> list[list[Observed]]:
+    """The calls grouped by their schedule's settings (every argument but the step)."""
+    groups: dict[tuple, list[Observed]] = {}
+    for o in observed:
+        key = tuple(sorted((name, value) for name, value in o.arguments.items() if name != "step"))
+        groups.setdefault(key, []).append(o)
+    return list(groups.values())
+
+
+def _line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The line (slope, intercept) through every point, or None where they are not on one."""
+    if len(points) < 3:
+        return None
+    (x0, y0), (x1, y1) = points[0], points[-1]
+    slope = (y1 - y0) / (x1 - x0)
+    intercept = y0 - slope * x0
+    return (slope, intercept) if all(_same(slope * x + intercept, y) for x, y in points) else None
+
+
+def warmup_start(observed: list[Observed]) -> Symptom:
+    """The warm-up wrong and everything after it right, the warm-up a line that reaches peak at step
+    warmup but starts elsewhere than 0 at step 0."""
+    starts = []
+    for case in _cases(observed):
+        warmup, peak = int(case[0].arguments["warmup"]), float(case[0].arguments["peak"])
+        during = [o for o in case if int(o.arguments["step"]) <= warmup]
+        if not all(_same(*_rate(o)) for o in case if o not in during):
+            return None
+        if all(_same(*_rate(o)) for o in during):
+            continue
+        line = _line([(float(o.arguments["step"]), _rate(o)[0]) for o in during])
+        if line is None or not _same(line[0] * warmup + line[1], peak):
+            return None
+        starts.append(line[1])
+    return ("warmup_start", {"start": starts[0]}) if starts else None
+
+
+def cosine_span(observed: list[Observed]) -> Symptom:
+    """The decay a half cosine from peak to min_lr whose progress runs over other steps than warmup to
+    total: read back from each rate, the progress is a line of the step that is 0 and 1 elsewhere."""
+    found = []
+    for case in _cases(observed):
+        arguments = case[0].arguments
+        warmup, total = int(arguments["warmup"]), int(arguments["total"])
+        peak, low = float(arguments["peak"]), float(arguments["min_lr"])
+        if not all(_same(*_rate(o)) for o in case if int(o.arguments["step"]) <= warmup):
+            return None
+        points = []
+        for o in case:
+            step, (yours, _) = int(o.arguments["step"]), _rate(o)
+            share = (yours - low) / (peak - low) if peak != low else math.nan
+            if warmup < step and 1e-9 < share < 1 - 1e-9:
+                points.append((float(step), math.acos(2 * share - 1) / math.pi))
+        line = _line(points)
+        if line is None or line[0] <= 0:
+            return None
+        start, end = -line[1] / line[0], (1 - line[1]) / line[0]
+        if not (_same(start, warmup) and _same(end, total)):
+            found.append({"start": start, "end": end, "warmup": warmup, "total": total})
+    return ("cosine_span", found[0]) if found else None
+
+
+# -- clipping ---------------------------------------------------------------------------------------
+
+
+def clip_epsilon(observed: list[Observed]) -> Symptom:
+    """The norm right, the gradients scaled by max_norm / (norm + eps) where they are clipped: one small
+    constant eps added to the norm on every call that clips."""
+    added = []
+    for o in observed:
+        grads = numpy.concatenate(
+            [numpy.asarray(g, dtype=numpy.float64).reshape(-1) for g in o.arguments["grads"]]
+        )
+        max_norm, (yours, norm_yours), (right, norm) = float(o.arguments["max_norm"]), o.yours, o.right
+        if yours.shape != grads.shape or not _same(norm_yours, norm):
+            return None
+        if float(norm[0]) <= max_norm:
+            if not _same(yours, right):
+                return None
+            continue
+        big = numpy.abs(grads) > 1e-3 * float(numpy.abs(grads).max(initial=0.0))
+        scales = yours[big] / grads[big]
+        if not _same(scales, numpy.full_like(scales, scales[0])) or scales[0] <= 0:
+            return None
+        added.append(max_norm / float(scales[0]) - float(norm[0]))
+    if not added or not all(abs(eps - added[0]) <= 1e-3 * abs(added[0]) for eps in added):
+        return None
+    eps = added[0]
+    return ("clip_epsilon", {"eps": eps}) if 0 < abs(eps) < 1e-2 else None
+
+
+# -- AdamW's decay ----------------------------------------------------------------------------------
+
+
+def decay_rate(observed: list[Observed]) -> Symptom:
+    """The moments right, the parameter shrunk by another share of itself than lr * weight_decay, one
+    share for every entry of a call: the decay's rate is what is wrong."""
+    found = None
+    for number, o in enumerate(observed, 1):
+        (param_yours, m_yours, v_yours), (param_right, m_right, v_right) = o.yours, o.right
+        param = numpy.asarray(o.arguments["param"], dtype=numpy.float64).reshape(-1)
+        if param_yours.shape != param.shape or not (_same(m_yours, m_right) and _same(v_yours, v_right)):
+            return None
+        rate = float(o.arguments["lr"]) * float(o.arguments["weight_decay"])
+        big = numpy.abs(param) > 1e-3 * float(numpy.abs(param).max(initial=0.0))
+        shrunk = (param_right - param_yours)[big] / param[big] + rate  # param (1 - share) - Adam's step
+        share = float(numpy.median(shrunk))  # one share, to the rounding a step's size leaves on it
+        if not bool((numpy.abs(shrunk - share) <= 1e-6 * max(abs(share), rate)).all()):
+            return None
+        if found is None and not _same(share, rate):
+            found = {"call": number, "yours": share, "right": rate, "times": share / rate}
+    return ("decay_rate", found) if found else None
+
+
+SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
+    "schedule_factor",
+    "noam_decay",
+    "noam_decay_power",
+    "noam_no_decay",
+    "noam_line",
+    "warmup_start",
+    "cosine_span",
+    "clip_epsilon",
+    "decay_rate",
+)

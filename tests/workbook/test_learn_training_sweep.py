@@ -1,0 +1,144 @@
+"""The training rungs on what a hostile learner hands in: a narrower dtype, an array of objects, an int
+too large for a float, None, code that raises, a rate that makes the run diverge, a step of the wrong
+shape. Each is said for what it is, by learn check, learn status, learn train and learn prove, and a run
+leaves the package's modules as it found them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from learn_training_mistakes import SOLVED_TRAINING, TRAINING_HEADER
+
+from numpy_transformer import workbook
+from numpy_transformer.translator.tasks import make_task
+from numpy_transformer.workbook.commands import prove_file
+from numpy_transformer.workbook.proof import Recipe
+
+
+def _file(tmp_path, *replaced: tuple[str, str], name: str = "mine.py"):
+    """The right training rungs, each (function, source) in ``replaced`` defined again after them."""
+    path = tmp_path / name
+    path.write_text(TRAINING_HEADER + SOLVED_TRAINING + "".join(source for _, source in replaced))
+    return path
+
+
+def learn(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "numpy_transformer", "learn", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+
+
+def test_a_rung_returned_as_float32_is_named_by_its_dtype(tmp_path):
+    path = _file(
+        tmp_path,
+        ("kept", "\n_clip, _adam, _cosine = clip_by_global_norm, adam_step, warmup_cosine_learning_rate\n"),
+        ("clip", "\ndef clip_by_global_norm(grads, max_norm):\n    clipped, norm = _clip(grads, max_norm)\n"
+         "    return [g.astype(np.float32) for g in clipped], norm\n"),
+        ("adam", "\ndef adam_step(*args):\n    param, m, v = _adam(*args)\n"
+         "    return param.astype(np.float32), m, v\n"),
+        ("cosine", "\ndef warmup_cosine_learning_rate(*args):\n    return np.float32(_cosine(*args))\n"),
+    )  # fmt: skip
+    names = ["clip_by_global_norm", "adam_step", "warmup_cosine_learning_rate"]
+    verdicts = {verdict.name: verdict for verdict in workbook.check(path, names)}
+    report = workbook.format_verdicts(list(verdicts.values()))
+    for name, value in zip(names, ("grads", "param", "lr")):
+        verdict = verdicts[name]
+        assert verdict.status == "wrong", report
+        (wrong,) = [g for g in verdict.gradients if g.status == "wrong"]
+        assert wrong.mistake == "rung_dtype", report
+        assert f"{value} is returned as float32, which rounds it to about 6 digits" in report
+
+
+def test_an_array_of_objects_and_an_int_too_large_for_a_float_are_said_for_what_they_are(tmp_path):
+    path = _file(
+        tmp_path,
+        ("adam", "\ndef adam_step(param, grad, m, v, t, lr, beta1, beta2, eps):\n"
+         "    return param.astype(object), m.copy(), v.copy()\n"),
+        ("noam", "\ndef noam_learning_rate(step, d_model, warmup):\n    return 10 ** 400\n"),
+    )  # fmt: skip
+    noam, adam = workbook.check(path, ["adam_step", "noam_learning_rate"])  # in the ladder's order
+    assert (
+        adam.status == "error"
+        and "returned param as an array of dtype object, expected floats" in adam.message
+    )
+    assert (
+        noam.status == "error"
+        and "returned lr as an int of 401 digits, too large for a float" in noam.message
+    )
+
+
+def test_status_says_an_error_for_a_rung_that_returns_none_not_that_it_raises(tmp_path):
+    path = _file(tmp_path, ("adam", "\ndef adam_step(*args):\n    return None\n"))
+    report = workbook.format_status(workbook.status(path))
+    line = next(line for line in report.splitlines() if ". adam_step" in line)
+    assert "(yours: an error, learn check says what)" in line and "raises" not in report, report
+
+
+def _proof(tmp_path, name: str, source: str):
+    path = _file(tmp_path, (name, source), name=f"{name}.py")
+    recipe = Recipe(d_model=16, N=1, h=2, d_ff=32, steps=2, test_size=10)
+    return prove_file(path, make_task("numbers-en-fr", seed=0), recipe, compare=False)
+
+
+def test_the_proof_names_a_rung_learn_check_finds_an_error_in_and_what_it_raised(tmp_path):
+    lines, code = _proof(
+        tmp_path, "adam", "\ndef adam_step(param, grad, *rest):\n    return param + grad[:1, :1, :1]\n"
+    )
+    assert code == 1
+    said = next(line for line in lines if line.startswith("left to the textbook"))
+    assert "your adam_step: IndexError: too many indices" in said and "adam.py:" in said, lines
+    assert "not a proof yet: learn check finds an error in adam_step" in lines, lines
+    assert not any("write the workbook's backwards first" in line for line in lines), lines
+
+
+def test_the_proofs_verdict_names_every_rung_learn_check_fails_beside_the_target(tmp_path):
+    for name, source in (
+        ("clip", "\ndef clip_by_global_norm(grads, max_norm):\n    return None\n"),
+        ("noam", "\ndef noam_learning_rate(step, d_model, warmup):\n    return 0.001\n"),
+    ):
+        lines, code = _proof(tmp_path, name, source)
+        function = {"clip": "clip_by_global_norm", "noam": "noam_learning_rate"}[name]
+        verdict = next(line for line in lines if line.startswith("not"))
+        assert code == 1 and function in verdict and "the target" not in verdict, lines
+
+
+def test_learn_train_whose_schedule_makes_the_blocks_diverge_says_so_and_exits_1(tmp_path):
+    path = _file(
+        tmp_path, ("noam", "\ndef noam_learning_rate(step, d_model, warmup):\n    return float('nan')\n")
+    )
+    done = learn("train", str(path), "--steps", "2", "--threads", "1", "--schedule", "noam", "--no-compare")
+    assert done.returncode == 1, done
+    assert "blocks.py's encoder-decoder: diverged at step 1: the weights of" in done.stderr, done.stderr
+    assert (
+        "on your noam_learning_rate" in done.stderr
+        and "(noam_learning_rate wrong in learn check)" in done.stderr
+    )
+
+
+def test_learn_train_refuses_an_update_of_the_wrong_shape_before_it_makes_anything(tmp_path):
+    path = _file(
+        tmp_path,
+        ("adam", "\n_adam = adam_step\n\ndef adam_step(*args):\n    param, m, v = _adam(*args)\n"
+         "    return param.T, m, v\n"),
+    )  # fmt: skip
+    done = learn("train", str(path), "--steps", "2", "--threads", "1", "--no-compare")
+    assert done.returncode == 1, done
+    assert "your adam_step returned an array of shape (3, 2), expected (2, 3); nothing was run" in done.stderr
+    assert "saving to" not in done.stdout and sorted(p.name for p in tmp_path.iterdir()) == ["mine.py"]
+
+
+def test_a_rung_returning_fewer_or_other_shaped_arrays_is_graded_wrong_not_a_crash(tmp_path):
+    path = _file(
+        tmp_path,
+        ("kept", "\n_clip, _adamw = clip_by_global_norm, adamw_step\n"),
+        ("clip", "\ndef clip_by_global_norm(grads, max_norm):\n    clipped, norm = _clip(grads, max_norm)\n"
+         "    return clipped[:-1], norm\n"),
+        ("adamw", "\ndef adamw_step(*args):\n    param, m, v = _adamw(*args)\n    return param[:1], m, v\n"),
+    )  # fmt: skip
+    verdicts = workbook.check(path, ["clip_by_global_norm", "adamw_step"])
+    assert [v.status for v in verdicts] == ["wrong", "wrong"], workbook.format_verdicts(verdicts)
