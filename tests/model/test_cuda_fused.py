@@ -704,6 +704,8 @@ def test_bias_act_gradient_by_central_differences(activation):
     "fused, more, saved, norm_first",
     [
         ("dropout", "dropout,dropout_add", 2 * 2 + 3 * 2, False),  # a launch at every residual connection
+        # post-norm, where a norm follows no connection's sum as it is: the norms' kernels on change nothing
+        ("dropout", "dropout,dropout_add_norm,layer_norm_add_dropout,dropout_add", 2 * 2 + 3 * 2, False),
         ("dropout", "dropout,bias_relu", 2 * 2 * 2, False),  # two forward, one backward at every feed-forward
         # pre-norm: a launch where one connection's sum is the next one's norm, inside every block,
         # and across blocks: a block's last sum into the next block's norm, or into the stack's final one
