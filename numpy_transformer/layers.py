@@ -63,6 +63,7 @@ class Dropout(Module):
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {p!r}")
         self.p = float(p)
+        self._ahead: tuple[Array, Array] | None = None  # (dout, its backward), made by a fused norm backward
 
     def forward(self, x: Array) -> Array:
         out, cache = ops.dropout_forward(x, self.p, self.rng, self.training)
@@ -70,6 +71,11 @@ class Dropout(Module):
         return out
 
     def backward(self, dout: Array) -> Array:
+        """dx; where a layer norm's fused backward made dout, the dx it made in the same launch
+        (LayerNormalization.backward_added with this dropout as ``preceding``)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] is dout:
+            return ahead[1]
         (cache,) = self._take()
         return ops.dropout_backward(dout, cache)
 
@@ -293,51 +299,58 @@ class LayerNormalization(Module):
         self.eps = eps
         self.gamma = self._new_parameter((features,), fill=1.0)
         self.beta = self._new_parameter((features,))
+        self._ahead: tuple[Array, Array] | None = None  # (x, its norm), made by forward_added
 
     def forward(self, x: Array) -> Array:
+        """The norm of x; where forward_added made x, the norm it made in the same launch."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] is x:
+            return ahead[1]
         out, cache = ops.layer_norm_forward(x, self.gamma.data, self.beta.data, self.eps)
         self._save(cache)
         return out
 
-    def forward_added(self, y: Array, skip: Array, dropout: Dropout, kernel: Any) -> tuple[Array, Array]:
-        """(skip + dropout(y), its norm) by the fused ``kernel`` (kernels.fused_layer("dropout_add_norm")),
-        in one launch: ``dropout`` keeps its mask's cache for its backward, this norm its own."""
+    def forward_added(self, y: Array, skip: Array, dropout: Dropout, kernel: Any) -> Array:
+        """``skip + dropout(y)``, the sum this norm takes next, by the fused ``kernel``
+        (kernels.fused_layer("dropout_add_norm")) with its norm in one launch: forward of the sum then
+        returns that norm. ``dropout`` keeps its mask's cache for its backward, this norm its own."""
         total, out, dropout_cache, cache = kernel(
             y, skip, dropout.p, dropout.rng, self.gamma.data, self.beta.data, self.eps
         )
         dropout._save((dropout_cache,))
         self._save(cache)
-        return total, out
+        self._ahead = total, out
+        return total
 
-    def backward(self, dout: Array) -> Array:
-        return self.backward_added(dout, None)
+    def backward(self, dout: Array, preceding: Dropout | None = None) -> Array:
+        """dx; ``preceding`` as in backward_added."""
+        return self.backward_added(dout, None, preceding)
 
-    def backward_added_dropped(
-        self, dout: Array, dskip: Array, dropout: Dropout, kernel: Any
-    ) -> tuple[Array, Array]:
-        """(backward_added(dout, dskip), ``dropout``'s backward of it) by the fused ``kernel``
-        (kernels.fused_layer("layer_norm_add_dropout")), in one launch; the parameters' gradients
-        written straight into them where they read as zero, else accumulated."""
-        parameters = (self.gamma, self.beta)
-        outputs = self._gradient_outputs(parameters)
-        (dropout_cache,) = dropout._take()
-        dx, dropped, *gradients = kernel(dout, self._take(), dskip, dropout_cache, *outputs)
-        self._accumulate_unwritten(parameters, tuple(gradients), outputs)
-        return dx, dropped
-
-    def backward_added(self, dout: Array, dskip: Array | None) -> Array:
+    def backward_added(self, dout: Array, dskip: Array | None, preceding: Dropout | None = None) -> Array:
         """dx, plus ``dskip`` where given (a residual connection's skip gradient: in the backward's launch
         where the backend fuses the two); the parameters' gradients accumulated, or written straight
-        into them (kernels.backward_into)."""
+        into them (kernels.backward_into). ``preceding``: the dropout whose backward takes dx next (a
+        pre-norm connection's exit before this norm), where the backend fuses the two
+        (kernels.fused_layer("layer_norm_add_dropout")) made in the same launch: its backward of dx then
+        returns it."""
         parameters = (self.gamma, self.beta)
+        fuse = preceding is not None and preceding.training and preceding.p
+        kernel = fused_layer("layer_norm_add_dropout") if fuse else None
         into = backward_into("layer_norm")
         cache = self._take()
-        if into is None:
+        if kernel is not None:
+            assert preceding is not None
+            outputs = self._gradient_outputs(parameters)
+            (dropout_cache,) = preceding._take()
+            dx, dropped, *gradients = kernel(dout, cache, dskip, dropout_cache, *outputs)
+            preceding._ahead = dx, dropped
+        elif into is None:
+            outputs = (None, None)
             dx, *gradients = ops.layer_norm_backward(dout, cache)
-            self._accumulate_unwritten(parameters, tuple(gradients), (None, None))
-            return dx if dskip is None else dx + dskip
-        outputs = self._gradient_outputs(parameters)
-        dx, *gradients = into(dout, cache, *outputs, dskip)
+            dx = dx if dskip is None else dx + dskip
+        else:
+            outputs = self._gradient_outputs(parameters)
+            dx, *gradients = into(dout, cache, *outputs, dskip)
         self._accumulate_unwritten(parameters, tuple(gradients), outputs)
         return dx
 

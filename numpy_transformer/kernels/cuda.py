@@ -127,8 +127,8 @@ def fused_layer(name: str) -> Any:
     ``"dropout_add_norm"``: that sum and its layer norm in one launch, ``(x, skip, p, rng, gamma, beta,
     eps) -> (sum, normed, dropout's cache, the norm's cache)``, on only with the fused dropout on.
     ``"layer_norm_add_dropout"``: its backward's counterpart, the norm's dx plus the skip gradient and
-    that through the dropout before it, ``(dout, norm cache, dskip, dropout's cache, dgamma, dbeta) ->
-    (dx, dx dropped out, dgamma, dbeta)``, on only with the fused dropout on.
+    that through the dropout before it, ``(dout, norm cache, dskip or None, dropout's cache, dgamma,
+    dbeta) -> (dx, dx dropped out, dgamma, dbeta)``, on only with the fused dropout on.
     ``"bias_relu"``: the module kernels.cuda_fused.bias_relu (``forward(h, bias)`` and
     ``backward(dout, cache, dbias=None)``), the bias and ReLU after a product without its bias;
     ``"bias_silu"``, ``"bias_gelu_tanh"``: the same for SiLU and GELU (kernels.cuda_fused.bias_act)."""

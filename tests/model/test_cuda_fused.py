@@ -162,21 +162,31 @@ def test_layer_norm_add_dropout_twin_equals_the_textbook_with_its_mask(rows, wid
         assert all(np.shares_memory(g, o) for g, o in zip(got[2:], outputs))
     for after, before in zip((x, dout, dskip), originals):
         np.testing.assert_array_equal(after, before)
+    # without a skip gradient (a stack's final norm after its last connection): the norm's dx alone
+    without_skip = (dx, dx * keep / dropout_cache.keep_prob, dgamma, dbeta)
+    for backward in (layer_norm_add_dropout.backward_dropped_twin, kernel):
+        got = backward(dout, cache, None, dropout_cache)
+        for name, value, textbook in zip(("dx", "dropped", "dgamma", "dbeta"), got, without_skip):
+            assert_close(value, textbook, f"{backward.__qualname__} without dskip: {name}")
     with pytest.raises(ValueError, match=r"dskip of shape \(3,\) must have dout's shape"):
         layer_norm_add_dropout.backward_dropped(dout, cache, np.zeros(3), dropout_cache)
 
 
-def test_layer_norm_add_dropout_gradient_by_central_differences():
+@pytest.mark.parametrize("with_skip_gradient", [True, False])
+def test_layer_norm_add_dropout_gradient_by_central_differences(with_skip_gradient):
     """The twin's dropped gradient is the float64 central differences, in the preceding sublayer's
-    output y, of <dout, norm(skip + dropout(y))> + <dskip, skip + dropout(y)> with the twin's mask."""
+    output y, of <dout, norm(skip + dropout(y))> + <dskip, skip + dropout(y)> with the twin's mask;
+    without dskip (a stack's final norm), of the first term alone."""
     rng = np.random.default_rng(19)
     y, skip, dout, dskip = (rng.standard_normal((2, 3, 5)) for _ in range(4))
     gamma, beta, step = rng.standard_normal(5), rng.standard_normal(5), 1e-6
     dropout_cache = dropout.new_cache(0.4, np.random.default_rng(2))
+    dskip = dskip if with_skip_gradient else None
 
     def loss(y):
         total = skip + dropout.apply_twin(y, dropout_cache)
-        return float((dout * F.layer_norm_forward(total, gamma, beta)[0]).sum() + (dskip * total).sum())
+        added = 0.0 if dskip is None else (dskip * total).sum()
+        return float((dout * F.layer_norm_forward(total, gamma, beta)[0]).sum() + added)
 
     _, cache = layer_norm.forward_twin(skip + dropout.apply_twin(y, dropout_cache), gamma, beta)
     analytic = layer_norm_add_dropout.backward_dropped_twin(dout, cache, dskip, dropout_cache)[1]
@@ -694,11 +704,19 @@ def test_bias_act_gradient_by_central_differences(activation):
     "fused, more, saved, norm_first",
     [
         ("dropout", "dropout,dropout_add", 2 * 2 + 3 * 2, False),  # a launch at every residual connection
+        # post-norm, where a norm follows no connection's sum as it is: the norms' kernels on change nothing
+        ("dropout", "dropout,dropout_add_norm,layer_norm_add_dropout,dropout_add", 2 * 2 + 3 * 2, False),
         ("dropout", "dropout,bias_relu", 2 * 2 * 2, False),  # two forward, one backward at every feed-forward
-        # pre-norm: a launch where one connection's sum is the next one's norm, inside every block
-        ("dropout,dropout_add", "dropout,dropout_add,dropout_add_norm", 2 * 1 + 2 * 2, True),
+        # pre-norm: a launch where one connection's sum is the next one's norm, inside every block,
+        # and across blocks: a block's last sum into the next block's norm, or into the stack's final one
+        ("dropout,dropout_add", "dropout,dropout_add,dropout_add_norm", 2 * 1 + 2 * 2 + 2 * 2, True),
         # and backwards: a launch where one connection's input gradient is the one before's output's
-        ("dropout,layer_norm_add", "dropout,layer_norm_add,layer_norm_add_dropout", 2 * 1 + 2 * 2, True),
+        (
+            "dropout,layer_norm_add",
+            "dropout,layer_norm_add,layer_norm_add_dropout",
+            2 * 1 + 2 * 2 + 2 * 2,
+            True,
+        ),
     ],
 )
 def test_a_fused_layer_is_the_step_it_replaces(fused, more, saved, norm_first):

@@ -5,7 +5,8 @@ In a pre-norm block the gradient of one connection's input, dx = norm's dx + the
 through its dropout its sublayer's. Here the norm's backward kernel (layer_norm.py's row and column
 blocks) writes dx and, in its row blocks, dx through that dropout's Philox mask (recomputed from the
 forward's seed and offset, as dropout.py's backward), where the two take a launch each. The dropout's
-cache must be the fused dropout's: the switch acts only with ``dropout`` on.
+cache must be the fused dropout's: the switch acts only with ``dropout`` on. Without a skip gradient
+(a stack's final norm after its last connection) the second entry writes the norm's dx alone.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ...backend import Array, get_array_module
 from ...functional import LayerNormCache
 from . import FusedKernel
 from .dropout import PHILOX, PhiloxDropoutCache, apply_twin, mask_args
-from .layer_norm import TEMPLATES, launch_backward
+from .layer_norm import TEMPLATES, backward_twin, launch_backward
 from .layer_norm_add import backward_added_twin
 
 SOURCE = (
@@ -45,8 +46,19 @@ __device__ void backward_dropped(const T* dout, const T* xhat, const T* rstd, co
                             seed, offset, threshold, keep_prob);                                       \
     }
 
+#define LAYER_NORM_DROPOUT_ENTRIES(T)                                                                 \
+    extern "C" __global__ void layer_norm_dropout_##T(                                                 \
+        const T* dout, const T* xhat, const T* rstd, const T* gamma, T* dx, T* dgamma, T* dbeta,       \
+        long long rows, long long width, T* dropped, const unsigned short* seed, unsigned int offset,   \
+        unsigned int threshold, double keep_prob, long long size) {                                     \
+        backward_dropped<T>(dout, xhat, rstd, gamma, nullptr, dx, dgamma, dbeta, rows, width, dropped, \
+                            seed, offset, threshold, keep_prob);                                        \
+    }
+
 LAYER_NORM_ADD_DROPOUT_ENTRIES(float)
 LAYER_NORM_ADD_DROPOUT_ENTRIES(double)
+LAYER_NORM_DROPOUT_ENTRIES(float)
+LAYER_NORM_DROPOUT_ENTRIES(double)
 """
 )
 
@@ -56,28 +68,32 @@ KERNEL = FusedKernel("layer_norm_add_dropout", SOURCE)
 def backward_dropped_twin(
     dout: Array,
     cache: LayerNormCache,
-    dskip: Array,
+    dskip: Array | None,
     dropout_cache: PhiloxDropoutCache,
     dgamma: Array | None = None,
     dbeta: Array | None = None,
 ) -> tuple[Array, Array, Array, Array]:
-    """The kernel as array operations: layer_norm_add.py's twin, then dropout's twin of its dx."""
-    dx, dgamma, dbeta = backward_added_twin(dout, cache, dskip, dgamma, dbeta)
+    """The kernel as array operations: layer_norm_add.py's twin (layer_norm.py's without ``dskip``),
+    then dropout's twin of its dx."""
+    if dskip is None:
+        dx, dgamma, dbeta = backward_twin(dout, cache, dgamma, dbeta)
+    else:
+        dx, dgamma, dbeta = backward_added_twin(dout, cache, dskip, dgamma, dbeta)
     return dx, apply_twin(dx, dropout_cache), dgamma, dbeta
 
 
 def backward_dropped(
     dout: Array,
     cache: LayerNormCache,
-    dskip: Array,
+    dskip: Array | None,
     dropout_cache: PhiloxDropoutCache,
     dgamma: Array | None = None,
     dbeta: Array | None = None,
 ) -> tuple[Array, Array, Array, Array]:
     """(dx + dskip, that through the fused dropout's mask of ``dropout_cache``, dgamma, dbeta) in one
-    launch (the twin off a GPU); ``dskip`` of dout's shape; dgamma and dbeta written into the arrays
-    given (overwritten), else into new ones."""
-    if dskip.shape != dout.shape:
+    launch (the twin off a GPU); ``dskip`` of dout's shape, or None for dx alone; dgamma and dbeta
+    written into the arrays given (overwritten), else into new ones."""
+    if dskip is not None and dskip.shape != dout.shape:
         raise ValueError(f"dskip of shape {tuple(dskip.shape)} must have dout's shape {tuple(dout.shape)}")
     return _backward_dropped(dout, cache, dskip, dropout_cache, dgamma, dbeta)
 
@@ -86,14 +102,13 @@ def backward_dropped(
 def _backward_dropped(
     dout: Array,
     cache: LayerNormCache,
-    dskip: Array,
+    dskip: Array | None,
     dropout_cache: PhiloxDropoutCache,
     dgamma: Array | None,
     dbeta: Array | None,
 ) -> tuple[Array, Array, Array, Array]:
     dropped = get_array_module().empty(dout.shape, dtype=dout.dtype)
     more = (dropped, *mask_args(dropout_cache, dout.size))
-    dx, dgamma, dbeta = launch_backward(
-        KERNEL, "layer_norm_add_dropout", dout, cache, dskip, dgamma, dbeta, more
-    )
+    entry = "layer_norm_dropout" if dskip is None else "layer_norm_add_dropout"
+    dx, dgamma, dbeta = launch_backward(KERNEL, entry, dout, cache, dskip, dgamma, dbeta, more)
     return dx, dropped, dgamma, dbeta
