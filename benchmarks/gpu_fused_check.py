@@ -213,9 +213,16 @@ def _adam(xp: Any, dtype: str, rng: np.random.Generator, rows: int, width: int) 
     v = xp.asarray(rng.random(size).astype(dtype))
     decay = xp.asarray((np.arange(size) % 3 == 0).astype(dtype))
     kernel, twin = [data.copy(), m.copy(), v.copy()], [data.copy(), m.copy(), v.copy()]
+    taken, refused = xp.ones((), dtype=xp.bool_), xp.zeros((), dtype=xp.bool_)
     for update, (d, first, second) in ((adam.update, kernel), (adam.update_twin, twin)):
-        update(d, grad, first, second, decay, 1e-3, (0.9, 0.98), 1e-9, 7, 0.01)
-    return {name: (a, b) for name, a, b in zip(("data", "m", "v"), kernel, twin)}
+        update(d, grad, first, second, decay, taken, 1e-3, (0.9, 0.98), 1e-9, 7, 0.01)
+    # a refused step (its flag false, its gradient NaN) writes nothing: the kernel's arrays as they were
+    held = [array.copy() for array in kernel]
+    adam.update(*kernel[:1], grad * xp.nan, *kernel[1:], decay, refused, 1e-3, (0.9, 0.98), 1e-9, 8, 0.01)
+    names = ("data", "m", "v")
+    return {name: (a, b) for name, a, b in zip(names, kernel, twin)} | {
+        f"{name} refused": (a, b) for name, a, b in zip(names, kernel, held)
+    }
 
 
 KERNEL_CHECKS: dict[str, Callable[..., dict]] = {

@@ -106,14 +106,19 @@ class BenchTask:
 
 
 def _counted(call) -> dict:
+    """The launches and synchronisations of ``call``, and the launches after its last synchronisation
+    (all of them where it has none): 0 where a step reads the device at its very end."""
     cupy_launches.LAUNCHES.clear()
     cupy_standin.SYNCS.clear()
+    cupy_standin.SYNCED_AT.clear()
     call()
+    launches = cupy_launches.total()
     return {
-        "launches": cupy_launches.total(),
+        "launches": launches,
         "by_family": dict(cupy_launches.LAUNCHES.most_common()),
         "syncs": sum(cupy_standin.SYNCS.values()),
         "syncs_by_kind": dict(cupy_standin.SYNCS),
+        "launches_after_last_sync": launches - (cupy_standin.SYNCED_AT or [0])[-1],
     }
 
 
@@ -149,6 +154,7 @@ def main() -> None:
     for family, launches in training["by_family"].items():
         print(f"  {launches:>6}  {family}")
     print(f"  syncs by kind: {training['syncs_by_kind'] or 'none'}")
+    print(f"  launches after the last sync: {training['launches_after_last_sync']}")
     print(
         f"decoding, one token of cached greedy decoding at batch 1: {decoding['launches']:g} launches, "
         f"{decoding['syncs']:g} syncs"

@@ -28,7 +28,9 @@ class TextbookAdamUpdate:
 
     The contract every backend's update kernel keeps (kernels.cpu.AdamUpdate,
     kernels.cuda.AdamUpdate): made once from the named parameters, it owns the moments ``m`` and
-    ``v`` (one array per parameter) and ``step`` takes values only.
+    ``v`` (one array per parameter) and ``step`` takes values only. An update that reads Adam.step's
+    ``finite`` flag in its own step says so (``takes_finite = True``: kernels.cuda.AdamUpdate, in its
+    launch); Adam guards any other.
     """
 
     def __init__(self, named_parameters: list[tuple[str, Parameter]], threads: int | None, flat: Any) -> None:
@@ -101,18 +103,48 @@ class Adam:
         """Whether decoupled weight decay applies to ``parameter``: never in plain Adam (AdamW overrides this)."""
         return False
 
-    def step(self, lr: float | None = None) -> None:
+    def step(self, lr: float | None = None, finite: Array | None = None) -> None:
         """Apply one update with ``lr`` (or the optimiser's own), counting one more optimiser step t:
 
         p <- p - lr * wd * p   (AdamW, where decays(p))
         m <- b1 m + (1 - b1) g,   v <- b2 v + (1 - b2) g^2
         m_hat = m / (1 - b1^t),   v_hat = v / (1 - b2^t)
         p <- p - lr * m_hat / (sqrt(v_hat) + eps)
+
+        ``finite`` (a 0-d boolean array: on a GPU whether the step's loss and gradient norm are finite,
+        computed on the device) guards the update without reading the device: where it is false the
+        weights and moments stay as they were, and the caller, having read it, takes the count back
+        (take_back_step). The CUDA kernel set's update reads it in its own launch; any other update is
+        guarded here, its weights and moments copied before and put back where the step is refused.
         """
         self.step_count += 1
         decays = [self.decays(parameter) for _, parameter in self.named_parameters]
         lr = self.lr if lr is None else lr
-        self.update.step(lr, self.betas, self.eps, self.step_count, self.weight_decay, decays)
+        settings = (lr, self.betas, self.eps, self.step_count, self.weight_decay, decays)
+        if finite is None:
+            self.update.step(*settings)
+        elif getattr(self.update, "takes_finite", False):
+            self.update.step(*settings, finite=finite)
+        else:
+            self._guarded_step(settings, finite)
+
+    def _guarded_step(self, settings: tuple, finite: Array) -> None:
+        """The update of a kernel that takes no flag, guarded by ``finite``: everything it writes is
+        kept before it runs and put back where ``finite`` is false."""
+        xp = get_array_module()
+        written = [
+            array for (_, p), m, v in zip(self.named_parameters, self.m, self.v) for array in (p.data, m, v)
+        ]
+        kept = [array.copy() for array in written]
+        self.update.step(*settings)
+        refused = xp.logical_not(finite)
+        for array, before in zip(written, kept):
+            xp.copyto(array, before, where=refused)
+
+    def take_back_step(self) -> None:
+        """Count the last step as not taken: its ``finite`` flag was false, so its update left the weights
+        and moments as they were (Adam.step), and the next step's bias correction is the same t again."""
+        self.step_count -= 1
 
     def state_dict(self) -> dict[str, Any]:
         """Host arrays of both moments per parameter name, plus the step and hyper-parameters."""

@@ -267,10 +267,12 @@ class AdamUpdate:
 
     The moments are two flat buffers laid out as the parameters (``m``, ``v``: one view per
     parameter, for the optimiser's state); AdamW's decoupled decay is one product with a flat
-    vector that holds 1 - lr * wd where a parameter decays and 1 elsewhere.
+    vector that holds 1 - lr * wd where a parameter decays and 1 elsewhere. The update takes the
+    device's flag ``finite`` (Adam.step's): where it is false, nothing is written, with no host read.
     """
 
     needs_flat_buffers = True  # Adam of a list of parameters (no flat buffers) runs the textbook loop
+    takes_finite = True  # guards its own update by Adam.step's ``finite`` flag, on the device
 
     def __init__(self, named_parameters: list[tuple[str, Any]], threads: int | None, flat: Any) -> None:
         xp = get_array_module()
@@ -287,6 +289,7 @@ class AdamUpdate:
         self._decaying: tuple[tuple[bool, ...], Array] | None = (
             None  # (which parameters decay, their flat 0/1 vector), built at the first step
         )
+        self._always = xp.ones((), dtype=xp.bool_)  # the flag of a step given none: every step is taken
 
     def _decay_vector(self, decays: Sequence[bool]) -> Array | None:
         """1 where a parameter decays, 0 elsewhere, over the flat buffer (built once per mask)."""
@@ -310,12 +313,25 @@ class AdamUpdate:
         t: int,
         weight_decay: float,
         decays: Sequence[bool],
+        finite: Array | None = None,
     ) -> None:
-        """One update of step ``t``; ``decays[i]``: whether parameter i takes the decoupled decay."""
+        """One update of step ``t``; ``decays[i]``: whether parameter i takes the decoupled decay; where
+        ``finite`` (a 0-d boolean array on the device) is false, the weights and moments stay as they were."""
         decay = self._decay_vector(decays) if weight_decay else None
+        flag = self._always if finite is None else finite
         update = fused_adam.update if enabled("adam") else fused_adam.update_twin
         update(
-            self.flat.data, self.flat.gradients(), self._m, self._v, decay, lr, betas, eps, t, weight_decay
+            self.flat.data,
+            self.flat.gradients(),
+            self._m,
+            self._v,
+            decay,
+            flag,
+            lr,
+            betas,
+            eps,
+            t,
+            weight_decay,
         )
 
 

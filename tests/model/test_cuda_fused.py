@@ -436,7 +436,8 @@ def test_cross_entropy_twin_equals_the_textbook(rows, classes, smoothing, dloss,
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
 @pytest.mark.parametrize("function", [adam.update_twin, adam.update])
 def test_adam_twin_equals_the_textbook(function, weight_decay):
-    """Three steps over a flat buffer against Adam's (AdamW's) update as the paper writes it."""
+    """Three steps over a flat buffer against Adam's (AdamW's) update as the paper writes it, the flag
+    true (the step's loss and gradient norm finite)."""
     rng = np.random.default_rng(0)
     size, lr, betas, eps = 1000, 0.01, (0.9, 0.98), 1e-9
     decay = (np.arange(size) < 600).astype(np.float64)  # the first parameters decay, the others not
@@ -450,10 +451,48 @@ def test_adam_twin_equals_the_textbook(function, weight_decay):
         v_ref = betas[1] * v_ref + (1 - betas[1]) * grad**2
         m_hat, v_hat = m_ref / (1 - betas[0] ** t), v_ref / (1 - betas[1] ** t)
         expected -= lr * m_hat / (np.sqrt(v_hat) + eps)
-        function(data, grad, m, v, decay if weight_decay else None, lr, betas, eps, t, weight_decay)
+        finite = np.array(True)
+        function(data, grad, m, v, decay if weight_decay else None, finite, lr, betas, eps, t, weight_decay)
         assert_close(data, expected, f"step {t}")
         assert_close(m, m_ref, f"m, step {t}")
         assert_close(v, v_ref, f"v, step {t}")
+
+
+@pytest.mark.parametrize("blowup", [1.0, np.nan, np.inf])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+@pytest.mark.parametrize("function", [adam.update_twin, adam.update])
+def test_adam_twin_with_its_flag_false_writes_nothing(function, weight_decay, blowup):
+    """A refused step (the flag false: the loss or the gradient norm not finite) leaves the weights and
+    both moments bit for bit, a NaN or infinite gradient included, as the kernel returns before it
+    writes."""
+    rng = np.random.default_rng(1)
+    size = 1000
+    data, m, v, grad = (
+        rng.standard_normal(size),
+        rng.standard_normal(size),
+        rng.random(size),
+        rng.standard_normal(size),
+    )
+    grad[7] = blowup
+    decay = (np.arange(size) < 600).astype(np.float64)
+    before = data.copy(), m.copy(), v.copy(), grad.copy()
+    finite = np.array(False)
+    with np.errstate(invalid="ignore"):  # the values not written are NaN where the gradient is infinite
+        function(
+            data,
+            grad,
+            m,
+            v,
+            decay if weight_decay else None,
+            finite,
+            0.01,
+            (0.9, 0.98),
+            1e-9,
+            4,
+            weight_decay,
+        )
+    for after, kept, name in zip((data, m, v, grad), before, ("data", "m", "v", "grad")):
+        np.testing.assert_array_equal(after, kept, err_msg=name)
 
 
 # Random123's known-answer vectors of Philox4x32-10 (its kat_vectors file): counter, key -> output

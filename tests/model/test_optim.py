@@ -111,6 +111,51 @@ def test_non_contiguous_parameter_is_refused_by_the_kernel_and_updated_by_the_te
     np.testing.assert_allclose(w.data, 1.0 - 0.1 / (1.0 + 1e-9))
 
 
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_a_step_its_flag_refuses_changes_nothing_and_one_it_takes_is_the_step(weight_decay):
+    """Adam.step's ``finite`` (on a GPU the device's word on the step's loss and gradient norm): true,
+    the step is the plain step bit for bit; false, the weights and moments stay bit for bit, NaN and
+    infinite gradients included, and take_back_step puts the count back, so the next step is the one
+    the refused step would have been."""
+    rng = np.random.default_rng(0)
+    shapes = [(3, 4), (SLICE + 3,), (5,)]  # packed and unpacked runs of the CPU kernel
+    start = [rng.standard_normal(shape) for shape in shapes]
+    plain, flagged = ([(f"p{i}", Parameter(s.copy())) for i, s in enumerate(start)] for _ in "ab")
+    optimisers = [AdamW(named, lr=0.01, weight_decay=weight_decay) for named in (plain, flagged)]
+
+    def gradients(*blowups):
+        grads = [rng.standard_normal(shape) for shape in shapes]
+        for grad, blowup in zip(grads, blowups):
+            grad.flat[1] = blowup
+        for named in (plain, flagged):
+            for (_, parameter), grad in zip(named, grads):
+                parameter.grad[...] = grad
+
+    def state(named, optimiser):
+        return [a.copy() for (_, p), m, v in zip(named, optimiser.m, optimiser.v) for a in (p.data, m, v)]
+
+    for _ in range(2):
+        gradients()
+        optimisers[0].step(0.01)
+        optimisers[1].step(0.01, finite=np.array(True))
+        for a, b in zip(state(plain, optimisers[0]), state(flagged, optimisers[1])):
+            np.testing.assert_array_equal(b, a)
+    gradients(np.nan, np.inf)
+    before = state(flagged, optimisers[1])
+    with np.errstate(invalid="ignore"):  # the refused update's values, never kept, are NaN
+        optimisers[1].step(0.01, finite=np.array(False))
+    for a, b in zip(state(flagged, optimisers[1]), before):
+        np.testing.assert_array_equal(a, b)
+    assert optimisers[1].step_count == 3
+    optimisers[1].take_back_step()
+    assert optimisers[1].step_count == optimisers[0].step_count == 2
+    gradients()
+    optimisers[0].step(0.01)
+    optimisers[1].step(0.01, finite=np.array(True))
+    for a, b in zip(state(plain, optimisers[0]), state(flagged, optimisers[1])):
+        np.testing.assert_array_equal(b, a)
+
+
 @pytest.mark.parametrize("threads", [0, -1, 2.5, True])
 def test_bad_thread_count(threads):
     with pytest.raises(ValueError, match=f"threads must be a positive integer or None, got {threads!r}"):

@@ -12,8 +12,9 @@ It behaves like CuPy where CuPy differs from NumPy, and counts what costs on a G
 - its random Generator offers CuPy's methods only, and its bit generator's ``state`` is a method
   returning a device pointer (an int), not a serialisable dict;
 - it counts every device-to-host synchronisation (``float()``, ``int()``, ``bool()``,
-  ``.item()``, ``.tolist()``, ``.get()``, ``asnumpy``) in ``SYNCS`` and every host-to-device copy
-  in ``UPLOADS``, so tests can hold budgets;
+  ``.item()``, ``.tolist()``, ``.get()``, ``asnumpy``) in ``SYNCS``, and in ``SYNCED_AT`` when
+  each came (the launches counted by then), and every host-to-device copy in ``UPLOADS``, so tests
+  can hold budgets, and see whether a step launches anything after its read;
 - integer-array indices out of range wrap around instead of raising (in ``[]``, assignment and
   ``take``), as CuPy documents: ``x[[1, 3]]`` of a 3-element array reads element 0;
 - an assignment whose integer indices repeat a location stores one of the values, not always the
@@ -45,6 +46,9 @@ import numpy as np
 from cupy_launches import one_kernel
 
 SYNCS: Counter = Counter()  # device -> host synchronisations, by kind
+SYNCED_AT: list[
+    int
+] = []  # each synchronisation in turn: the launches counted when it came, its copy included
 UPLOADS: Counter = Counter()  # host -> device copies, by function
 _UNDEFINED = np.random.default_rng(20261127)  # which duplicate wins, summation orders, tie orders
 
@@ -88,6 +92,7 @@ POOL = _MemoryPool()
 def _sync(kind: str) -> None:
     SYNCS[kind] += 1
     launches.count("memcpy")  # the device-to-host copy the host waits for
+    SYNCED_AT.append(launches.total())
 
 
 class HostArrayError(TypeError):

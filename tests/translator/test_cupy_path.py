@@ -7,12 +7,15 @@ device-to-host synchronisations and host-to-device copies.
 
 import warnings
 
+import cupy_launches
 import numpy as np
 import pytest
-from cupy_standin import SYNCS, UPLOADS, make_module
+from cupy_launches import LAUNCHES
+from cupy_standin import SYNCED_AT, SYNCS, UPLOADS, make_module
 
 import numpy_transformer as nt
 from numpy_transformer import backend
+from numpy_transformer.kernels import cuda_fused
 from numpy_transformer.model import make_src_mask
 from numpy_transformer.translator.batches import make_batch
 from numpy_transformer.translator.config import TrainConfig
@@ -23,7 +26,9 @@ from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 TINY = {"d_model": 16, "N": 1, "h": 2, "d_ff": 32, "dropout": 0.1}
-STEP_SYNC_BUDGET = 1  # the loss and the gradient norm read together; the ids checked on the host batch
+STEP_SYNC_BUDGET = (
+    1  # the loss and the gradient norm read together, at the end; the ids checked on the host batch
+)
 CONFIG = {"task": "copy", "steps": 4, "batch_size": 8, "eval_every": 2, "eval_size": 4, "log_every": 1}
 
 
@@ -54,15 +59,18 @@ def test_training_steps_stay_on_the_device_with_a_few_syncs(gpu, attention):
     assert all(isinstance(p.data, gpu.ndarray) for p in trainer.model.parameters())
     trainer.train_step()  # the first step builds what later steps reuse
     SYNCS.clear()
+    SYNCED_AT.clear()
     UPLOADS.clear()
+    LAUNCHES.clear()
     stats = trainer.train_step()
     assert sum(SYNCS.values()) <= STEP_SYNC_BUDGET, dict(SYNCS)
+    assert SYNCED_AT[-1] == cupy_launches.total()  # the read is the step's last launch: the update before it
     assert sum(UPLOADS.values()) <= 1, dict(UPLOADS)  # the batch reaches the device in one copy
     assert np.isfinite(stats["loss"]) and np.isfinite(stats["grad_norm"])
 
 
-def test_a_diverged_step_on_the_device_is_refused_before_the_update(gpu):
-    """The one read comes before the update: a NaN loss stops the step with the weights as they were."""
+def test_a_diverged_step_on_the_device_leaves_the_weights_as_they_were(gpu):
+    """The update is guarded on the device: NaN weights stop the step with the weights as they were."""
     trainer = Trainer.create(TrainConfig(**CONFIG), TINY)
     trainer.train_step()
     trainer.model.src_embed.embedding.weight.data[...] = gpu.nan
@@ -71,6 +79,49 @@ def test_a_diverged_step_on_the_device_is_refused_before_the_update(gpu):
         trainer.train_step()
     np.testing.assert_array_equal(trainer.model.flat.data.get(), before)
     assert trainer.step == step
+
+
+@pytest.mark.parametrize("fused", ["none", "adam"])
+@pytest.mark.parametrize(
+    "blowup, message",
+    [("loss", "step 2: the loss is nan"), ("gradient", "step 2: the gradient of .*bias is NaN or infinite")],
+)
+def test_a_step_read_diverged_at_its_end_left_weights_and_moments_as_they_were(
+    gpu, kernels, fused, blowup, message, monkeypatch
+):
+    """The step reads the loss and the gradient norm once, after the update, which the device guarded by
+    their being finite: a NaN loss or an infinite gradient raises TrainingDiverged with the weights and
+    both moments bit for bit as they were and the optimiser's step count taken back, on the CUDA kernel
+    set (the Adam kernel's twin, or its array operations) and on the textbook's update."""
+    monkeypatch.setenv(cuda_fused.ENV_VAR, fused)
+    trainer = Trainer.create(TrainConfig(**CONFIG), TINY)
+    trainer.train_step()
+    model, optimizer = trainer.model, trainer.optimizer
+    loss_and_backward = trainer._loss_and_backward
+
+    def diverged(*args):
+        loss = loss_and_backward(*args)
+        if blowup == "loss":
+            return loss * gpu.nan
+        model.projection_layer.proj.bias.grad[3] = gpu.inf
+        return loss
+
+    monkeypatch.setattr(trainer, "_loss_and_backward", diverged)
+
+    def state():
+        return [
+            a.get() for p, m, v in zip(model.parameters(), optimizer.m, optimizer.v) for a in (p.data, m, v)
+        ]
+
+    before, count, step = state(), optimizer.step_count, trainer.step
+    with pytest.raises(TrainingDiverged, match=message), np.errstate(invalid="ignore"):  # inf / inf, not kept
+        trainer.train_step()
+    for after, kept in zip(state(), before):
+        np.testing.assert_array_equal(after, kept)
+    assert optimizer.step_count == count and trainer.step == step
+    monkeypatch.undo()  # the next step takes the refused one's count
+    stats = trainer.train_step()
+    assert optimizer.step_count == count + 1 and np.isfinite(stats["loss"])
 
 
 def test_the_step_on_the_device_synchronises_nowhere_and_equals_the_step(gpu):

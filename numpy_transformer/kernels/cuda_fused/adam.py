@@ -2,7 +2,11 @@
 
 One thread per entry of the flat buffers: AdamW's decoupled decay where the parameter decays, the two
 moments, and the bias-corrected step, in the order kernels.cuda.AdamUpdate's array operations take
-(seven to ten launches: the decay, two for each moment, the root, the division, the step).
+(fifteen to eighteen launches: three for AdamW's decay, three and four for the moments, five for the
+step, three writes). The update is guarded by a flag on the device (``finite``, as PyTorch's fused Adam takes
+``found_inf``): where the step's loss or gradient norm is not finite, every thread returns before
+it writes, so the weights and the moments stay as they were, and no host read comes before the
+update (the Trainer reads the two numbers once, at the step's end).
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from . import FusedKernel
 
 SOURCE = r"""
 template <typename T>
-__device__ void update(T* data, const T* grad, T* m, T* v, const T* decay, int decays, long long size,
-                       double decay_rate, double beta1, double beta2, double step_size, double eps) {
+__device__ void update(T* data, const T* grad, T* m, T* v, const T* decay, int decays, const bool* finite,
+                       long long size, double decay_rate, double beta1, double beta2, double step_size,
+                       double eps) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= size) return;
+    if (i >= size || !*finite) return;  // a refused step (loss or gradient norm not finite) writes nothing
     const T g = grad[i];
     T value = data[i];
     if (decays) value *= (T)1 - (T)decay_rate * decay[i];
@@ -30,10 +35,11 @@ __device__ void update(T* data, const T* grad, T* m, T* v, const T* decay, int d
 
 #define ADAM_ENTRIES(T)                                                                               \
     extern "C" __global__ void adam_update_##T(T* data, const T* grad, T* m, T* v, const T* decay,   \
-                                               int decays, long long size, double decay_rate,         \
-                                               double beta1, double beta2, double step_size,          \
-                                               double eps) {                                          \
-        update<T>(data, grad, m, v, decay, decays, size, decay_rate, beta1, beta2, step_size, eps);   \
+                                               int decays, const bool* finite, long long size,        \
+                                               double decay_rate, double beta1, double beta2,         \
+                                               double step_size, double eps) {                        \
+        update<T>(data, grad, m, v, decay, decays, finite, size, decay_rate, beta1, beta2, step_size, \
+                  eps);                                                                               \
     }
 
 ADAM_ENTRIES(float)
@@ -49,23 +55,26 @@ def update_twin(
     m: Array,
     v: Array,
     decay: Array | None,
+    finite: Array,
     lr: float,
     betas: tuple[float, float],
     eps: float,
     t: int,
     weight_decay: float,
 ) -> None:
-    """The kernel as array operations, in place (what the CUDA kernel set runs with the kernel off)."""
+    """The kernel as array operations, in place (what the CUDA kernel set runs with the kernel off): the
+    new values made apart and written only where ``finite`` (a 0-d boolean array) holds, so a refused
+    step leaves ``data``, ``m`` and ``v`` as they were, NaN or infinite gradients included (a product
+    with a false flag would not: NaN times 0 is NaN)."""
     xp = get_array_module()
     beta1, beta2 = betas
-    if decay is not None:
-        data *= 1.0 - (lr * weight_decay) * decay
-    m *= beta1
-    m += (1.0 - beta1) * grad
-    v *= beta2
-    v += (1.0 - beta2) * (grad * grad)
+    value = data if decay is None else data * (1.0 - (lr * weight_decay) * decay)
+    first = m * beta1 + (1.0 - beta1) * grad
+    second = v * beta2 + (1.0 - beta2) * (grad * grad)
     step_size, eps_hat = _corrected(lr, betas, eps, t)
-    data -= step_size * m / (xp.sqrt(v) + eps_hat)
+    value = value - step_size * first / (xp.sqrt(second) + eps_hat)
+    for target, new in ((m, first), (v, second), (data, value)):
+        xp.copyto(target, new, where=finite)
 
 
 def _corrected(lr: float, betas: tuple[float, float], eps: float, t: int) -> tuple[float, float]:
@@ -82,6 +91,7 @@ def update(
     m: Array,
     v: Array,
     decay: Array | None,
+    finite: Array,
     lr: float,
     betas: tuple[float, float],
     eps: float,
@@ -89,7 +99,8 @@ def update(
     weight_decay: float,
 ) -> None:
     """Step ``t`` of Adam (AdamW's decay where ``decay`` is 1) in place on the flat ``data``, ``m`` and
-    ``v``, in one launch (the twin, counted as that launch, off a GPU)."""
+    ``v``, in one launch (the twin, counted as that launch, off a GPU); where ``finite`` (a 0-d boolean
+    array on the device) is false, nothing is written."""
     xp = get_array_module()
     step_size, eps_hat = _corrected(lr, betas, eps, t)
     size = data.size
@@ -100,6 +111,7 @@ def update(
         v,
         data if decay is None else decay,  # not read without a decay
         xp.int32(decay is not None),
+        finite,
         xp.int64(size),
         xp.float64(lr * weight_decay),
         xp.float64(betas[0]),

@@ -55,7 +55,8 @@ def check_settings(config: TrainConfig) -> None:
 
 
 def check_finite(model: Transformer, step: int, loss: float, grad_norm: float) -> None:
-    """Stop before the update if the loss or any gradient is NaN/inf, naming the first bad parameter."""
+    """Stop the run (TrainingDiverged) if the loss, any gradient or their norm is NaN/inf, naming the
+    first bad parameter: on the host before the update, on a GPU after an update the device refused."""
     if math.isfinite(loss) and math.isfinite(grad_norm):
         return
     xp = get_array_module()
@@ -66,6 +67,7 @@ def check_finite(model: Transformer, step: int, loss: float, grad_norm: float) -
             )
     if not math.isfinite(loss):
         raise TrainingDiverged(f"step {step + 1}: the loss is {loss}")
+    raise TrainingDiverged(f"step {step + 1}: the gradient norm is {grad_norm}, every gradient finite")
 
 
 def check_weights(model: Transformer, step: int) -> None:

@@ -8,6 +8,7 @@ run, resumed from a checkpoint, trained by its loop (Loop) and saved.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -209,8 +210,8 @@ class Trainer:
         tokens = sum(batch.n_tokens for batch in batches)
         model.train()
         self.optimizer.zero_grad()
-        # on a GPU the step reads the device once, the loss and the gradient norm together, before
-        # the update (a diverged step is refused before it moves the weights): every check that
+        # on a GPU the step reads the device once, at its end, the loss and the gradient norm together
+        # (the update before it is guarded on the device by their being finite): every check that
         # would read the device in the middle of the step is made on the host batch instead (MPI, whose
         # ranks agree on host numbers, is refused on a GPU: Communicator.from_environment)
         on_device = backend_name() == "cupy"
@@ -229,13 +230,13 @@ class Trainer:
         )
         if stop:
             self.stop = self.stop or self.requests.reason or "another rank"
-        if on_device:
-            loss, grad_norm = self._read_loss_and_norm(loss)
-        else:
-            grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
-        check_finite(model, self.step, loss, grad_norm)
         lr = self.learning_rate(self.step + 1)
-        self.optimizer.step(lr)
+        if on_device:
+            loss, grad_norm = self._update_then_read(loss, lr)
+        else:  # on the host the numbers are at hand: a diverged step is refused before the update
+            grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
+            check_finite(model, self.step, loss, grad_norm)
+            self.optimizer.step(lr)
         self.step += 1
         return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
 
@@ -260,12 +261,19 @@ class Trainer:
             self._parallel[shards] = DataParallel(model, shards)
         return self._parallel[shards].loss_and_backward(*arguments)
 
-    def _read_loss_and_norm(self, loss: Any) -> tuple[float, float]:
-        """The GPU step's one host synchronisation: the gradient norm, computed (and the gradients
-        clipped, config.clip) on the device, read with the loss in one transfer."""
+    def _update_then_read(self, loss: Any, lr: float) -> tuple[float, float]:
+        """The GPU step's end: the gradient norm computed (and the gradients clipped, config.clip) on the
+        device, the update guarded there by the loss and the norm being finite, then the step's one host
+        synchronisation, the two read together. Where they are not finite the update wrote nothing: its
+        count is taken back and TrainingDiverged names what diverged (check_finite)."""
         xp = get_array_module()
         norm = grad_norm_on_device(self.model, self.config.clip or None)
-        loss_value, norm_value = to_numpy(xp.stack([xp.asarray(loss, dtype=xp.float64), norm])).tolist()
+        numbers = xp.stack([xp.asarray(loss, dtype=xp.float64), norm])
+        self.optimizer.step(lr, finite=xp.isfinite(numbers).all())
+        loss_value, norm_value = to_numpy(numbers).tolist()
+        if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
+            self.optimizer.take_back_step()
+            check_finite(self.model, self.step, loss_value, norm_value)
         return loss_value, norm_value
 
     # -- the loop ---------------------------------------------------------------------------
