@@ -144,8 +144,13 @@ class LearnerTraining:
         if not self.yours:
             return []
         unused = [name for name in self.yours if name not in self.ran]
+        ran = (
+            f"the model ran your {', '.join(self.mine)}"
+            if self.mine
+            else "the model ran none of your functions"
+        )
         return [
-            f"the model ran your {', '.join(self.mine) or 'nothing'}"
+            ran
             + (f"; not used by this model: {', '.join(unused)}" if unused else "")
             + "; the rest was the textbook's"
         ]
