@@ -95,7 +95,7 @@ class LearnerTraining:
             )
         raised = [v.name for v in self.verdicts if v.status == "error"]
         if raised:
-            lines.append(f"left to the textbook (your code raised in check): {', '.join(raised)}")
+            lines.append(f"left to the textbook (an error in learn check): {', '.join(raised)}")
         return lines
 
     def fresh_out(self) -> Path:
