@@ -308,6 +308,16 @@ def test_a_run_directory_is_never_cleared_without_overwrite_or_outside_its_claim
     assert sorted(path.name for path in out.iterdir()) == ["log.jsonl", "model.npz"]
 
 
+def test_a_second_claim_in_one_process_is_refused_as_such_not_as_a_stale_lock(tmp_path):
+    out = tmp_path / "new"
+    with (
+        RunDirectory(out, resume=False, overwrite=False),
+        pytest.raises(ValueError, match=rf"--out {out} is claimed already by this process \({os.getpid()}, "),
+    ):
+        RunDirectory(out, resume=False, overwrite=False).__enter__()
+    assert not out.exists()
+
+
 def test_a_claim_refused_by_the_lock_leaves_nothing_it_made(tmp_path, monkeypatch):
     out = tmp_path / "new" / "run"
     directory = RunDirectory(out, resume=False, overwrite=False)

@@ -217,6 +217,11 @@ class RunLock:
         """The refusal of a lock whose process is alive: a training run's, or one that may be stale
         (its run killed, the process id since taken by another program), with how to tell."""
         lock = directory / LOCK_NAME
+        if owner == os.getpid():  # a second claim in one program: neither another run nor stale
+            return ValueError(
+                f"--out {directory} is claimed already by this process ({owner}, {lock}): a run directory "
+                "has one owner; claim it again once the first claim is released, or choose another --out"
+            )
         command = _command_line(owner)
         if command is not None and ("numpy_transformer" in command or "numpy-transformer" in command):
             return ValueError(
