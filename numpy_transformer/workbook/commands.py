@@ -95,7 +95,7 @@ class LearnerTraining:
             )
         raised = [v.name for v in self.verdicts if v.status == "error"]
         if raised:
-            lines.append(f"left to the textbook (your code raised in check): {', '.join(raised)}")
+            lines.append(f"left to the textbook (an error in learn check): {', '.join(raised)}")
         return lines
 
     def fresh_out(self) -> Path:
@@ -144,8 +144,13 @@ class LearnerTraining:
         if not self.yours:
             return []
         unused = [name for name in self.yours if name not in self.ran]
+        ran = (
+            f"the model ran your {', '.join(self.mine)}"
+            if self.mine
+            else "the model ran none of your functions"
+        )
         return [
-            f"the model ran your {', '.join(self.mine) or 'nothing'}"
+            ran
             + (f"; not used by this model: {', '.join(unused)}" if unused else "")
             + "; the rest was the textbook's"
         ]

@@ -718,3 +718,21 @@ def test_a_wrong_or_missing_config_key_of_a_pegasus_export_is_named_not_the_weig
     ):
         import_run(hf, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_source_offset_of_a_marian_export_and_a_missing_vocabulary_size_are_named_as_such(tmp_path):
+    """source_offset added to a Marian export was refused as out of its range while in it, and a
+    vocabulary size removed from a Pegasus export was said to be None."""
+    exported(tmp_path / "marian", "marian", False)
+    edit_config(tmp_path / "marian" / "hf", source_offset=3)
+    import_refused(
+        tmp_path / "marian",
+        r"hf/config.json: numpy_transformer.source_offset is 3, but model_type is 'marian': only a Pegasus "
+        r"export \(both vocabularies in one embedding\) records it$",
+    )
+    exported(tmp_path, "pegasus", False)
+    edit_config(tmp_path / "hf", src_vocab_size=None)
+    import_refused(
+        tmp_path,
+        r"hf/config.json: numpy_transformer.src_vocab_size is missing, expected a whole number in \[1, ",
+    )

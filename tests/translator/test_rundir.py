@@ -291,6 +291,33 @@ def test_a_run_directory_is_cleared_only_by_the_process_that_writes_it(tmp_path)
     assert sorted(path.name for path in out.iterdir()) == ["notes.txt"]
 
 
+def test_a_run_directory_is_never_cleared_without_overwrite_or_outside_its_claim(tmp_path):
+    """clear() removes a run only for a claim made with overwrite, and only while it holds the lock:
+    a resumed run is continued, never removed, and an unlocked directory may be another run's."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"step": 1}\n')
+    (out / "model.npz").write_bytes(b"the run's checkpoint")
+    with (
+        RunDirectory(out, resume=True, overwrite=False) as directory,
+        pytest.raises(ValueError, match="overwrite=False, so the run in it is kept"),
+    ):
+        directory.clear()
+    with pytest.raises(RuntimeError, match="outside `with RunDirectory"):
+        RunDirectory(out, resume=False, overwrite=True).clear()
+    assert sorted(path.name for path in out.iterdir()) == ["log.jsonl", "model.npz"]
+
+
+def test_a_second_claim_in_one_process_is_refused_as_such_not_as_a_stale_lock(tmp_path):
+    out = tmp_path / "new"
+    with (
+        RunDirectory(out, resume=False, overwrite=False),
+        pytest.raises(ValueError, match=rf"--out {out} is claimed already by this process \({os.getpid()}, "),
+    ):
+        RunDirectory(out, resume=False, overwrite=False).__enter__()
+    assert not out.exists()
+
+
 def test_a_claim_refused_by_the_lock_leaves_nothing_it_made(tmp_path, monkeypatch):
     out = tmp_path / "new" / "run"
     directory = RunDirectory(out, resume=False, overwrite=False)

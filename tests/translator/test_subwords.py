@@ -1,6 +1,7 @@
 """Subword vocabularies (byte-level BPE from Hugging Face tokenizers), stored in checkpoints as JSON."""
 
 import json
+import os
 import time
 from dataclasses import replace
 
@@ -216,8 +217,8 @@ learn = data.BPETokenizer.train.__func__
 
 
 def train(cls, texts, vocab_size):
-    def slowly():  # a large corpus: the library is still learning when Ctrl-C comes
-        os.kill(os.getpid(), signal.SIGINT)
+    def slowly():  # a large corpus: the library is still learning when Ctrl-C (or SIGTERM) comes
+        os.kill(os.getpid(), getattr(signal, os.environ["INTERRUPTING_SIGNAL"]))
         for text in texts:
             time.sleep(1)
             yield text
@@ -230,8 +231,18 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize("saved", [False, True])
-def test_ctrl_c_while_the_subwords_are_learned_ends_in_one_line_and_writes_nothing(tmp_path, saved):
+@pytest.mark.parametrize(
+    ("saved", "interrupting", "code", "said"),
+    [
+        (False, "SIGINT", 130, "interrupted"),
+        (True, "SIGINT", 130, "interrupted"),
+        (False, "SIGTERM", 143, "SIGTERM"),  # its default action left --out made, holding a stale lock
+        (True, "SIGTERM", 143, "SIGTERM"),
+    ],
+)
+def test_ctrl_c_while_the_subwords_are_learned_ends_in_one_line_and_writes_nothing(
+    tmp_path, saved, interrupting, code, said
+):
     import subprocess
     import sys
 
@@ -248,14 +259,15 @@ def test_ctrl_c_while_the_subwords_are_learned_ends_in_one_line_and_writes_nothi
         capture_output=True,
         text=True,
         timeout=100,  # learning slowly would take more than 120 s: the interruption must not wait for it
+        env={**os.environ, "INTERRUPTING_SIGNAL": interrupting},
     )
-    assert result.returncode == 130, result.stderr
+    assert result.returncode == code, result.stderr
     assert time.monotonic() - start < 60
     assert result.stderr.strip().splitlines() == [
-        "interrupted before training started (reading the corpus, learning its subwords): "
+        f"{said} before training started (reading the corpus, learning its subwords): "
         + (f"the run saved in {out} is unchanged" if saved else "nothing was written")
     ]
-    if saved:
+    if saved:  # the lock gone as well
         assert sorted(p.name for p in out.iterdir()) == ["log.jsonl", "model.npz"]
         assert (out / "model.npz").read_bytes() == b"the user's saved run"
     else:

@@ -582,7 +582,7 @@ def test_sys_exit_in_the_learners_code_is_theirs_in_check_and_in_train(tmp_path)
     )
     assert (
         trained.returncode == 0
-        and "left to the textbook (your code raised in check): relu_backward" in trained.stdout
+        and "left to the textbook (an error in learn check): relu_backward" in trained.stdout
     )
     path.write_text(  # right on check's small cases, an exit on the model's larger ones
         "import sys\n\ndef relu_backward(dout, cache):\n    if dout.size > 500:\n        sys.exit(0)\n"

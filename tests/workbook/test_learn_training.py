@@ -406,3 +406,16 @@ def test_a_runs_guard_leaves_the_packages_own_functions_in_their_modules(tmp_pat
         {"adam_step": module.adam_step, "adamw_step": module.adamw_step}, mine
     )
     assert module.adam_step is wrapped["adam_step"]  # their own file's: their functions calling each other
+
+
+def test_a_run_that_called_none_of_the_learners_functions_says_so_in_words():
+    """Their adam_step left to the textbook (it returned None in check), the rest unused by the
+    package's model: the line named nothing as if it were a function ("ran your nothing")."""
+    from numpy_transformer.workbook.commands import LearnerTraining
+
+    training = object.__new__(LearnerTraining)  # what_ran reads only these two, set by the run
+    training.yours, training.ran = ["noam_learning_rate", "clip_by_global_norm"], set()
+    assert training.what_ran() == [
+        "the model ran none of your functions; not used by this model: noam_learning_rate, "
+        "clip_by_global_norm; the rest was the textbook's"
+    ]

@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     the process in to the CPU settings (tune_cpu), as a program of its own may.
 
     Exit codes: 0 done; 2 refused (one line naming what is wrong); 130 interrupted (Ctrl-C), 143 an
-    export ended by SIGTERM; 141 the reader of standard output went away (``| head``), as
+    export or a run being built ended by SIGTERM; 141 the reader of standard output went away (``| head``), as
     128 + SIGPIPE says for cat and its kin.
     """
     if argv is None and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:

@@ -4,7 +4,9 @@ Trainer made or resumed on every rank, fitted, and what a failure leaves behind.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -89,7 +91,7 @@ def run_train(args: argparse.Namespace) -> int:
         if comm is None:
             if isinstance(error, _InterruptedBeforeTraining):
                 print(error, file=sys.stderr)
-                return 130
+                return error.code
             raise
         # out of step with the others (a second Ctrl-C), which may wait for this rank in a
         # collective call for ever: say why here, then end every rank
@@ -119,9 +121,10 @@ class TrainCommand:
 
     def run(self) -> int:
         with ExitStack() as held:  # the run directory, from its claim on, whatever the other ranks say
-            self.together(self.args.out, lambda: self.claim(held))
-            out = self.directory.path
-            trainer, started = self.together(out, lambda: self.trainer())
+            with _terminated_as_interrupted():  # until the Trainer's own handlers take SIGTERM over
+                self.together(self.args.out, lambda: self.claim(held))
+                out = self.directory.path
+                trainer, started = self.together(out, lambda: self.trainer())
             self.say(started)
             return self.together(out, lambda: self.fit(trainer))
 
@@ -178,8 +181,11 @@ class TrainCommand:
                 if args.resume or args.overwrite
                 else "nothing was written"
             )
+            terminated = isinstance(interrupt, _Terminated)
             raise _InterruptedBeforeTraining(
-                f"interrupted before training started (reading the corpus, learning its subwords): {kept}"
+                f"{'SIGTERM' if terminated else 'interrupted'} before training started "
+                f"(reading the corpus, learning its subwords): {kept}",
+                code=143 if terminated else 130,
             ) from interrupt
         length = (
             f"{trainer.steps} steps"
@@ -281,7 +287,7 @@ class TrainCommand:
         rank = self.ranks.rank
         where = f"rank {rank}: " if rank else ""
         if isinstance(error, _InterruptedBeforeTraining):
-            return 130, f"{where}{error}"
+            return error.code, f"{where}{error}"
         if isinstance(
             error, KeyboardInterrupt
         ):  # the second Ctrl-C: saves are atomic, so the last one is whole
@@ -386,4 +392,32 @@ TASK_TIED = ("tokenizer", "vocab_size", "max_length", "bpe_dropout", "shared_voc
 
 
 class _InterruptedBeforeTraining(Exception):
-    """Ctrl-C while the run was being built: nothing of it was written (exit status 130)."""
+    """Ctrl-C (exit status 130) or SIGTERM (143) while the run was being built: nothing of it was
+    written."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM while the run is being built, raised where Ctrl-C raises KeyboardInterrupt."""
+
+
+@contextmanager
+def _terminated_as_interrupted() -> Iterator[None]:
+    """SIGTERM (a kill, a scheduler's limit) stops a run that is being built as Ctrl-C does: the run
+    directory is released, its lock and the directories its claim made removed, where the signal's
+    default action ended the process at once and left them. Training's own handlers take over in fit."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread alone
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -172,7 +172,12 @@ def _check_settings(config: dict[str, Any], path: Path) -> None:
         elif key in ("src_vocab_size", "tgt_vocab_size"):
             valid = _is_int(value) and 1 <= value <= vocab_sizes(config)[key == "tgt_vocab_size"]
         elif key == "source_offset":
-            valid = _is_int(value) and 1 <= value < config["vocab_size"] and config["model_type"] == "pegasus"
+            if config["model_type"] != "pegasus":  # a value in range is still wrong: name what is
+                raise PretrainedError(
+                    f"{path}: {SETTINGS}.source_offset is {value!r}, but model_type is {config['model_type']!r}: "
+                    "only a Pegasus export (both vocabularies in one embedding) records it"
+                )
+            valid = _is_int(value) and 1 <= value < config["vocab_size"]
         elif key == TOKENIZER_SHA256:
             valid = isinstance(value, dict) and all(
                 isinstance(name, str) and isinstance(digest, str) and re.fullmatch("[0-9a-f]{64}", digest)
@@ -185,8 +190,9 @@ def _check_settings(config: dict[str, Any], path: Path) -> None:
     if "source_offset" in settings:  # the rows of each vocabulary in the one embedding hold it
         for key, rows in zip(("src_vocab_size", "tgt_vocab_size"), embedding_rows(config)):
             if not 1 <= settings.get(key, 0) <= len(rows):
+                given = f"is {settings[key]!r}" if key in settings else "is missing"
                 raise PretrainedError(
-                    f"{path}: {SETTINGS}.{key} is {settings.get(key)!r}, expected a whole number in [1, {len(rows)}] "
+                    f"{path}: {SETTINGS}.{key} {given}, expected a whole number in [1, {len(rows)}] "
                     f"(its vocabulary's rows of the embedding, by {SETTINGS}.source_offset {settings['source_offset']})"
                 )
     tied = config.get("tie_word_embeddings", True) and settings.get("shared_vocab", True)

@@ -217,6 +217,11 @@ class RunLock:
         """The refusal of a lock whose process is alive: a training run's, or one that may be stale
         (its run killed, the process id since taken by another program), with how to tell."""
         lock = directory / LOCK_NAME
+        if owner == os.getpid():  # a second claim in one program: neither another run nor stale
+            return ValueError(
+                f"--out {directory} is claimed already by this process ({owner}, {lock}): a run directory "
+                "has one owner; claim it again once the first claim is released, or choose another --out"
+            )
         command = _command_line(owner)
         if command is not None and ("numpy_transformer" in command or "numpy-transformer" in command):
             return ValueError(
@@ -302,7 +307,9 @@ class RunDirectory:
     def __init__(self, out: str | Path, resume: bool, overwrite: bool, writes: bool = True) -> None:
         """``out`` checked (check_run_directory); nothing is written yet."""
         self.path = check_run_directory(out, resume, overwrite, check_lock=writes)
+        self.overwrite = overwrite
         self.writes = writes
+        self._locked = False  # between the claim and the release
         self._made: list[Path] = []  # the directory and its missing parents, deepest first
         self._held = ExitStack()  # the lock
 
@@ -312,6 +319,7 @@ class RunDirectory:
             self._made = self._missing()
             try:
                 self._held.enter_context(RunLock(self.path))
+                self._locked = True
             except BaseException:  # in use: what the claim made goes again
                 self.release()
                 raise
@@ -328,13 +336,26 @@ class RunDirectory:
 
     def clear(self) -> None:
         """--overwrite: the old run's files removed (clear_run), where this process writes; called
-        once the new run is ready, so that a refusal or a Ctrl-C before it keeps them."""
+        once the new run is ready, so that a refusal or a Ctrl-C before it keeps them. Refused where
+        the claim was made without ``overwrite`` (a resumed run is continued, never removed) and, where
+        this process writes, outside ``with`` (unlocked, another run may be writing there)."""
+        if not self.overwrite:
+            raise ValueError(
+                f"RunDirectory({str(self.path)!r}).clear(): made with overwrite=False, so the run in it "
+                "is kept: only a claim made with overwrite=True (--overwrite) replaces a run"
+            )
         if self.writes:
+            if not self._locked:
+                raise RuntimeError(
+                    f"RunDirectory({str(self.path)!r}).clear() outside `with RunDirectory(...)`: the run "
+                    "directory is cleared only while this process holds its lock"
+                )
             clear_run(self.path)
 
     def release(self) -> None:
         """The lock removed, then the directories the claim made, where they are still empty."""
         self._held.close()
+        self._locked = False
         for path in self._made:  # stopped before anything was written: no empty directory stays
             try:
                 path.rmdir()
