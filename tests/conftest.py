@@ -1,5 +1,7 @@
-"""Shared fixtures: tolerances, padded batches, tiny models, and running a test on the textbook."""
+"""Shared fixtures: tolerances, padded batches, tiny models, running a test on the textbook, and the
+documentation site built once."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from numpy_transformer.kernels import using_kernels
 
 # the helpers several tests share (the CuPy stand-in, the hostile cases, Marian files...) live in support/
 sys.path.insert(0, str(Path(__file__).parent / "support"))
+from docs_site import BUILT_ELSEWHERE, build_site, builds_the_site_here
 
 GRADCHECK_TOLERANCE = 1e-6  # worst relative error of a float64 finite-difference check
 KERNEL_TOLERANCE = 1e-12  # worst relative error of a kernel against the textbook, float64
@@ -69,3 +72,16 @@ def textbook():
     """Run the test on the textbook (set_kernels("reference")), the fast kernels restored after."""
     with using_kernels("reference"):
         yield
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory):
+    """The built documentation site, once for every test that reads it (test_docs_site's, and the
+    walkthrough's, executed in its build): NUMPY_TRANSFORMER_SITE, or built here as .ci/run builds it."""
+    if os.environ.get(BUILT_ELSEWHERE):
+        return Path(os.environ[BUILT_ELSEWHERE])
+    if not builds_the_site_here():
+        pytest.skip('mkdocs is not installed: pip install -e ".[docs]" (the documentation extra)')
+    directory = tmp_path_factory.mktemp("site")
+    build_site(directory)
+    return directory

@@ -10,11 +10,9 @@ a site already built into DIR instead of building one (about 30 s).
 import html
 import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -105,28 +103,6 @@ def test_the_hook_leaves_links_alone_and_never_makes_a_formula_s_text_html():
 def test_the_hook_fails_naming_an_unknown_command_or_an_empty_formula(formula, reason):
     with pytest.raises(ValueError, match=reason):
         load_hook().render_notebook(f'<div class="jp-Cell jp-MarkdownCell">{formula}</div>')
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """The built site: NUMPY_TRANSFORMER_SITE, or built here as .ci/run builds it (strict)."""
-    if os.environ.get("NUMPY_TRANSFORMER_SITE"):
-        return Path(os.environ["NUMPY_TRANSFORMER_SITE"])
-    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocs_jupyter") is None:
-        pytest.skip('mkdocs is not installed: pip install -e ".[docs]" (the documentation extra)')
-    directory = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONPATH=str(ROOT))
-    env.pop("MPLBACKEND", None)  # as in test_walkthrough: the notebook's figures must reach the page
-    build = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(directory)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert build.returncode == 0, build.stderr[-4000:]
-    return directory
 
 
 def test_the_built_walkthrough_holds_mathml_and_no_raw_formula(site):

@@ -3,28 +3,49 @@
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
-from learn_mistakes import BLOCKS_ON_THE_TEXTBOOK, HEADER, MISTAKES
+from learn_mistakes import BLOCKS_ON_THE_TEXTBOOK, HEADER, MISTAKES, Mistake
 
 from numpy_transformer import functional, workbook
 from numpy_transformer.translator.cli import main
 from numpy_transformer.workbook import blocks
+from numpy_transformer.workbook.grading import grader
+from numpy_transformer.workbook.grading.verdicts import FunctionVerdict
 
 
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "numpy_transformer", *args], capture_output=True, text=True)
 
 
+@contextmanager
+def recorded_gradings() -> Iterator[list[list[FunctionVerdict]]]:
+    """The verdicts of each grading done inside (learn check and run_check grade with check): one
+    grading read both ways, by what the command says and by the verdicts it said it from."""
+    returned: list[list[FunctionVerdict]] = []
+    check = grader.check
+
+    def recording(*args, **kwargs):
+        returned.append(check(*args, **kwargs))
+        return returned[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(grader, "check", recording)
+        yield returned
+
+
 def test_the_textbook_passes_every_exercise(capsys):
-    verdicts = workbook.check(functional.__file__)
+    with recorded_gradings() as gradings:
+        assert main(["learn", "check", functional.__file__]) == 0
+    assert f"{len(workbook.LADDER)} done" in capsys.readouterr().out
+    (verdicts,) = gradings
     assert [v.name for v in verdicts] == list(workbook.LADDER)  # the backwards, then the training rungs
     assert all(v.status == "done" for v in verdicts), workbook.format_verdicts(verdicts)
     assert all(g.status == "exact" for v in verdicts for g in v.gradients)
-    assert main(["learn", "check", functional.__file__]) == 0
-    assert f"{len(workbook.LADDER)} done" in capsys.readouterr().out
 
 
 def test_a_copy_of_the_textbook_loaded_from_its_path_passes(tmp_path):
@@ -68,16 +89,30 @@ def test_start_never_overwrites_a_workbook_unless_asked(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
 
 
+_GRADED: dict[tuple[str, str], tuple[str, int, FunctionVerdict]] = {}  # for every test here
+
+
+def graded(tmp_path: Path, mistake: Mistake) -> tuple[str, int, FunctionVerdict]:
+    """learn check on the mistake's exercise alone, graded once for every test of this file: its
+    report, its exit status and the verdict it reported."""
+    key = (mistake.function, mistake.source)
+    if key not in _GRADED:
+        path = tmp_path / f"m{len(_GRADED)}.py"  # a name of its own: no bytecode of another file
+        path.write_text(HEADER + mistake.source)
+        with recorded_gradings() as gradings:
+            report, code = workbook.run_check(path, [mistake.function])
+        ((verdict,),) = gradings
+        _GRADED[key] = report, code, verdict
+    return _GRADED[key]
+
+
 @pytest.mark.parametrize(
     "mistake", MISTAKES, ids=[f"{m.function}-{m.expected}-{i}" for i, m in enumerate(MISTAKES)]
 )
 def test_each_catalogued_mistake_is_caught_and_named(tmp_path, mistake):
-    path = tmp_path / "my_backprop.py"
-    path.write_text(HEADER + mistake.source)
-    report, code = workbook.run_check(path, [mistake.function])
+    report, code, verdict = graded(tmp_path, mistake)
     assert code == 1
     assert report.startswith(f"✖ {mistake.function}"), report
-    (verdict,) = workbook.check(path, [mistake.function])
     assert verdict.status == "wrong"
     found = [g.mistake for g in verdict.gradients if g.status == "wrong"]
     found += [verdict.localised.mistake] if verdict.localised else []
@@ -96,9 +131,7 @@ def _causes_named(tmp_path, mistakes) -> tuple[dict[str, int], dict[str, int], l
     total: dict[str, int] = {}
     missed = []
     for i, mistake in enumerate(mistakes):
-        path = tmp_path / f"m{i}.py"
-        path.write_text(HEADER + mistake.source)
-        (verdict,) = workbook.check(path, [mistake.function])
+        _, _, verdict = graded(tmp_path, mistake)
         assert verdict.status == "wrong", workbook.format_verdicts([verdict])
         keys = {g.mistake for g in verdict.gradients if g.status == "wrong"}
         keys |= {verdict.localised.mistake} if verdict.localised else set()

@@ -9,8 +9,9 @@ from __future__ import annotations
 import inspect
 import traceback
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -50,11 +51,26 @@ from .recording import RecordedCall, explain_writes, recording_calls, textbook_c
 from .steps import check_training_function
 from .verdicts import EXACT, FunctionVerdict, GradientVerdict, Localised, Raised, ToDo, as_array, close_enough
 
+# each function's signature, read once: the central differences call a forward thousands of times
+_SIGNATURES: weakref.WeakKeyDictionary[Callable, inspect.Signature] = weakref.WeakKeyDictionary()
+
+
+def _signature(function: Callable) -> inspect.Signature:
+    """inspect.signature(function), kept while the function lives (a callable that cannot be
+    referred to weakly, a builtin's, is read each time)."""
+    try:
+        return _SIGNATURES[function]
+    except (KeyError, TypeError):
+        signature = inspect.signature(function)
+    with suppress(TypeError):
+        _SIGNATURES[function] = signature
+    return signature
+
 
 def _signature_problem(function: Callable, args: tuple, kwargs: dict[str, Any]) -> str | None:
     """Why ``function`` cannot be called as the model calls it, or None."""
     try:
-        inspect.signature(function).bind(*args, **kwargs)
+        _signature(function).bind(*args, **kwargs)
     except TypeError as error:
         return str(error)
     except ValueError:  # no signature to read (a builtin): let the call say
