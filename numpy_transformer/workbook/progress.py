@@ -76,7 +76,10 @@ def format_status(rungs: Sequence[Rung]) -> str:
         line = f"{number:>2}. {rung.name:<{width}}  {rung.state}"
         if rung.state == "locked":
             line += f" behind {', '.join(rung.behind)}"
-        if rung.state != "done" and rung.verdict.status in ("wrong", "error", "textbook"):
+        waits = [below for below in rung.behind if f"it calls your {below}, which" in rung.verdict.message]
+        if waits:  # graded through their wrong rung below it: its own verdict waits on that one
+            line += f" (yours: waits on {waits[0]}, which it calls)"
+        elif rung.state != "done" and rung.verdict.status in ("wrong", "error", "textbook"):
             line += f" (yours: {said[rung.verdict.status]})"
         lines.append(line)
     counts = {state: sum(rung.state == state for rung in rungs) for state in ("done", "ready", "locked")}

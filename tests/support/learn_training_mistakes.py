@@ -80,8 +80,8 @@ TRAINING_MISTAKES = [
     changed("noam_learning_rate", "schedule_off_by_one", ("return", "step = step + 1\n    return")),
     changed("noam_learning_rate", "schedule_off_by_one", ("return", "step = max(step - 1, 1)\n    return")),
     changed("noam_learning_rate", "noam_warmup_power", ("warmup ** -1.5", "warmup ** -0.5")),
-    changed("noam_learning_rate", "noam_scale", ("d_model ** -0.5 * ", "")),
-    changed("noam_learning_rate", "noam_scale", ("d_model ** -0.5", "math.sqrt(d_model)")),
+    changed("noam_learning_rate", "noam_scale_missing", ("d_model ** -0.5 * ", "")),
+    changed("noam_learning_rate", "noam_scale_inverted", ("d_model ** -0.5", "math.sqrt(d_model)")),
     changed("noam_learning_rate", "noam_max", ("min(", "max(")),
     changed("noam_learning_rate", "noam_warmup_power", ("step * warmup ** -1.5", "step / warmup ** 0.5")),
     # warm-up and cosine
@@ -204,7 +204,7 @@ TRAINING_MISTAKES = [
     changed("noam_learning_rate", "noam_line", ("step * warmup ** -1.5", "step / warmup ** 2")),
     changed(
         "warmup_cosine_learning_rate",
-        "warmup_start",
+        "warmup_span",
         ("peak * step / warmup", "peak * (step + 1) / (warmup + 1)"),
     ),
     changed(
@@ -396,6 +396,75 @@ TRAINING_MISTAKES = [
         "adamw_step",
         "writes_input",
         ("param = param * (1 - lr * weight_decay)", "param *= 1 - lr * weight_decay"),
+    ),
+]
+
+
+# a third cold learner's: the front factor's and a power's parentheses, the warm-up shifted either way, the
+# decay between other rates, an L1 norm, eps outside the division in parentheses, each moment's weights
+# swapped, v of |g|, the decay on the moments, and two slips at once in Adam and in AdamW
+TRAINING_MISTAKES += [
+    changed("noam_learning_rate", "noam_front", ("d_model ** -0.5", "d_model ** -1 / 2")),
+    changed("noam_learning_rate", "noam_one_curve", ("step * warmup ** -1.5", "(step * warmup) ** -1.5")),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_span",
+        ("peak * step / warmup", "peak * (step + 1) / warmup"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_span",
+        ("peak * step / warmup", "peak * (step - 1) / (warmup - 1)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_start",
+        ("peak * step / warmup", "min_lr + (peak - min_lr) * step / warmup"),
+    ),
+    changed("warmup_cosine_learning_rate", "cosine_ends", ("0.5 * (peak - min_lr)", "0.5 * peak")),
+    changed("warmup_cosine_learning_rate", "cosine_ends", ("(1 + math.cos", "(1 - math.cos")),
+    changed(
+        "clip_by_global_norm",
+        "clip_l1",
+        ("math.sqrt(sum(float((g * g).sum()) for g in grads))", "sum(float(np.abs(g).sum()) for g in grads)"),
+    ),
+    changed(
+        "adam_step",
+        "eps_outside",
+        ("lr * m_hat / (xp.sqrt(v_hat) + eps)", "lr * (m_hat / xp.sqrt(v_hat) + eps)"),
+    ),
+    changed(
+        "adam_step",
+        "moment_weights_swapped",
+        ("beta1 * m + (1 - beta1) * grad", "(1 - beta1) * m + beta1 * grad"),
+        ("beta2 * v + (1 - beta2) * grad", "(1 - beta2) * v + beta2 * grad"),
+    ),
+    changed("adam_step", "v_abs", ("(1 - beta2) * grad * grad", "(1 - beta2) * xp.abs(grad)")),
+    changed(
+        "adam_step",
+        "no_bias_correction",
+        ("m / (1 - beta1 ** t)", "m"),
+        ("v / (1 - beta2 ** t)", "v"),
+        ("(xp.sqrt(v_hat) + eps)", "xp.sqrt(v_hat + eps)"),
+        also=("eps_inside",),
+    ),
+    changed(
+        "adamw_step",
+        "decay_on_moments",
+        (
+            "    m = beta1 * m",
+            "    m, v = m * (1 - lr * weight_decay), v * (1 - lr * weight_decay)\n    m = beta1 * m",
+        ),
+    ),
+    changed(
+        "adamw_step",
+        "decay_after",
+        ("    param = param * (1 - lr * weight_decay)\n", ""),
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "param = param - lr * m_hat / (xp.sqrt(v_hat) + eps)\n    return param * (1 - weight_decay), m, v",
+        ),
+        also=("decay_lr",),
     ),
 ]
 

@@ -79,6 +79,40 @@ def test_status_says_an_error_for_a_rung_that_returns_none_not_that_it_raises(tm
     assert "(yours: an error, learn check says what)" in line and "raises" not in report, report
 
 
+def test_status_says_a_right_adamw_step_waits_on_the_wrong_adam_step_it_calls(tmp_path):
+    path = _file(
+        tmp_path,
+        ("adam", "\n_adam = adam_step\n\ndef adam_step(*args):\n    param, m, v = _adam(*args)\n"
+         "    return param + 1.0, m, v\n"),
+        ("adamw", "\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+         "    return adam_step(param * (1 - lr * weight_decay), grad, m, v, t, lr, beta1, beta2, eps)\n"),
+    )  # fmt: skip
+    lines = workbook.format_status(workbook.status(path)).splitlines()
+    adam, adamw = (
+        next(line for line in lines if f". {name} " in line) for name in ("adam_step", "adamw_step")
+    )
+    assert "(yours: wrong)" in adam, lines
+    assert "locked behind adam_step (yours: waits on adam_step, which it calls)" in adamw, lines
+
+
+def test_a_returned_array_of_the_list_handed_in_is_said_as_one_of_its_arrays(tmp_path):
+    path = _file(
+        tmp_path,
+        ("clip", "\n_clip = clip_by_global_norm\n\ndef clip_by_global_norm(grads, max_norm):\n"
+         "    clipped, norm = _clip(grads, max_norm)\n    if norm <= max_norm:  # nothing clipped\n"
+         "        clipped[0] = grads[0]\n    return clipped, norm\n"),
+    )  # fmt: skip
+    (verdict,) = workbook.check(path, ["clip_by_global_norm"])
+    assert verdict.cause == "returns_input", verdict
+    assert "returns one of the arrays it was handed (grads[0]): return new arrays" in verdict.message
+
+
+def test_adam_steps_contract_gives_the_formula_and_where_epsilon_goes():
+    doc = workbook.TRAINING_BY_NAME["adam_step"].doc
+    for part in ("m = beta1 * m + (1 - beta1) * grad", "v_hat = v / (1 - beta2^t)", "(sqrt(v_hat) + eps)"):
+        assert part in doc, doc
+
+
 def _proof(tmp_path, name: str, source: str):
     path = _file(tmp_path, (name, source), name=f"{name}.py")
     recipe = Recipe(d_model=16, N=1, h=2, d_ff=32, steps=2, test_size=10)

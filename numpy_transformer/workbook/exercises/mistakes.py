@@ -173,8 +173,10 @@ SENTENCES = {
     "first, and the rate at step s is the formula's at s itself (no step - 1, no step + 1)",
     "noam_warmup_power": "the warm-up's power is wrong: the rising line is step * warmup^-1.5, so that it "
     "meets step^-0.5 exactly at step = warmup",
-    "noam_scale": "the d_model^-0.5 in front is missing or inverted: the whole schedule is scaled by "
+    "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "
     "1 / sqrt(d_model)",
+    "noam_scale_inverted": "the d_model factor in front is inverted, sqrt(d_model): the whole schedule is "
+    "divided by it, d_model^-0.5 (1 / sqrt(d_model))",
     "noam_max": "the two curves are joined by max: the rate is the smaller of the rising line and the decay "
     "(min), so it rises during the warm-up and decays after it",
     "cosine_progress": "the cosine's progress counts from step 0: it runs from 0 at the end of the warm-up "
@@ -235,6 +237,14 @@ SENTENCES = {
     "bias_multiplied": "the bias correction multiplies: it divides, m_hat = m / (1 - beta1^t) and v_hat = v / "
     "(1 - beta2^t), which enlarges the moments early on",
     "moments_swapped": "m and v are returned swapped: the order is (param, m, v)",
+    "v_abs": "v averages the gradient's size |g|, not its square: v = beta2 v + (1 - beta2) g^2 (its square "
+    "root in the step brings it back to the gradient's scale)",
+    "moment_weights_swapped": "each moment's two weights are swapped: a running average keeps beta of the old "
+    "moment and adds 1 - beta of the new gradient, m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2",
+    "decay_on_moments": "the decay shrinks the moments too: decoupled, it shrinks the parameter alone, param * "
+    "(1 - lr * weight_decay); m and v are Adam's, of the gradient as it is",
+    "clip_l1": "the norm is the sum of the entries' sizes |g| (an L1 norm): the global norm is the square root "
+    "of the sum of every entry squared (L2)",
     "clip_norm_sum": "the norm is the sum of the arrays' own norms: the global norm is the square root of the "
     "sum of their squares, sqrt(sum of every entry squared)",
     "warmup_off_by_one": "the warm-up is off by one step: it is peak * step / warmup, so that step 1 has a "
@@ -248,10 +258,22 @@ SENTENCES = {
     "-0.5)",
     "noam_decay_power": "the decay falls as {times:.4g} * step^{power:.4g} (times d_model^-0.5): it is "
     "step^-0.5, 1 / sqrt(step), with no other factor (the rising line before it is right)",
+    "noam_front": "the factor in front is {times:.4g} * d_model^{power:.4g} (yours is {ratio:.6g} times the "
+    "schedule at d_model {d_model}): it is d_model^-0.5, 1 / sqrt(d_model), the shape after it is right",
+    "noam_one_curve": "the rate is one curve at every step, {times:.4g} * step^{power:.4g} (times "
+    "d_model^-0.5, at warmup {warmup}): the schedule is two, the rising line step * warmup^-1.5 up to step "
+    "warmup and the decay step^-0.5 after it, min(...) picking the smaller; check each power's parentheses "
+    "(step * warmup ** -1.5 raises warmup alone)",
     "noam_line": "the warm-up's rising line is wrong (the decay after it is right): up to step = warmup the "
     "rate is d_model^-0.5 * step * warmup^-1.5, and min(...) picks it there",
     "warmup_start": "the warm-up's line starts at {start:.6g} at step 0: it climbs from 0, peak * step / "
     "warmup, to peak at step warmup",
+    "warmup_span": "the warm-up's line runs between other steps: yours climbs from 0 at step {zero:.6g} to "
+    "peak at step {top:.6g}; it climbs from 0 at step 0 to peak at step warmup ({warmup}), peak * step / "
+    "warmup, with step as it is given",
+    "cosine_ends": "the decay runs between other rates: yours goes from {start:.6g} at the end of the "
+    "warm-up to {end:.6g} at total, where it falls from peak ({peak:.6g}) to min_lr ({min_lr:.6g}), min_lr + "
+    "0.5 * (peak - min_lr) * (1 + cos(pi * progress))",
     "warmup_whole_steps": "the warm-up divides in whole numbers (step // warmup is 0 until step warmup): it "
     "climbs a little every step, peak * step / warmup with a true division",
     "cosine_quarter": "the decay is a quarter cosine, cos(pi / 2 * progress): the schedule's is half a "
@@ -281,7 +303,7 @@ SENTENCES = {
     "astype or {dtype}(...) on the way",
     "writes_input": "{name} writes into {what}, which it was handed: return new arrays (x = x - ..., not "
     "x -= ...), the caller keeps what it handed in",
-    "returns_input": "{name} returns {what}, which it was handed: return new arrays, a copy where nothing "
+    "returns_input": "{name} returns {what}: return new arrays, a copy where nothing "
     "changes, so that what the caller does with them leaves its own untouched",
 }
 

@@ -20,12 +20,15 @@ from .training_symptoms import (
     Observed,
     Symptom,
     clip_epsilon,
+    cosine_ends,
     cosine_span,
     decay_rate,
     noam_decay,
+    noam_front,
     noam_line,
+    noam_one_curve,
     schedule_factor,
-    warmup_start,
+    warmup_line,
 )
 
 
@@ -86,8 +89,8 @@ NOAM_MISTAKES: tuple[tuple[str, Callable], ...] = (
     ("schedule_off_by_one", lambda step, d, w: _noam(step, d, w, shift=-1)),
     ("schedule_off_by_one", lambda step, d, w: _noam(step, d, w, shift=1)),
     ("noam_warmup_power", lambda step, d, w: _noam(step, d, w, power=-0.5)),
-    ("noam_scale", lambda step, d, w: _noam(step, d, w, scale=0.0)),
-    ("noam_scale", lambda step, d, w: _noam(step, d, w, scale=0.5)),
+    ("noam_scale_missing", lambda step, d, w: _noam(step, d, w, scale=0.0)),
+    ("noam_scale_inverted", lambda step, d, w: _noam(step, d, w, scale=0.5)),
     ("noam_max", lambda step, d, w: _noam(step, d, w, pick=max)),
 )
 
@@ -193,6 +196,8 @@ def _global_norm(grads: list[Array], norm: str) -> float:
         return math.sqrt(sum(squares) / sum(g.size for g in grads))
     if norm == "squared":
         return sum(squares)
+    if norm == "l1":
+        return sum(float(xp.abs(g).sum()) for g in grads)
     if norm == "spectral":  # a matrix's norm(g, 2): its largest singular value
         squares = [float(xp.linalg.norm(g, 2)) ** 2 if g.ndim == 2 else s for g, s in zip(grads, squares)]
     return math.sqrt(sum(squares))
@@ -227,6 +232,7 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_norm_after", {"returned": "after"}),
     ("clip_norm_sum", {"norm": "sum"}),
     ("clip_spectral", {"norm": "spectral"}),
+    ("clip_l1", {"norm": "l1"}),
 )
 
 
@@ -264,94 +270,127 @@ def _cases_clip(rng: numpy.random.Generator) -> list[TrainingCase]:
 
 
 def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1: float, beta2: float,
-          eps: float, *, how: str = "", weight_decay: float = 0.0, decay: str = "",
+          eps: float, *, weight_decay: float = 0.0, decay: str = "", decay_rate: str = "", betas: str = "",
+          weights: str = "", v_of: str = "", first: bool = False, stale: bool = False, t_shift: int = 0,
+          correction: str = "", denominator: str = "", ascent: bool = False, returned: str = "",
           ) -> tuple[Array, Array, Array]:  # fmt: skip
-    """One AdamW step (Adam where weight_decay is 0) with the mistakes ``how`` (Adam's) and ``decay``."""
+    """One AdamW step (Adam where weight_decay is 0) with the mistakes its keywords say, each of one part
+    of the step: the decay's place (``decay``) and its rate (``decay_rate``), the betas, the moments'
+    weights and what v averages (``v_of``), the moments set at t = 1 (``first``) or the old ones used
+    (``stale``), t shifted, the bias correction, the denominator, the update's sign, what is returned."""
     xp = get_array_module()
-    if decay in ("decay_in_moment", "decay_twice"):
+    shrink = {"unscaled": weight_decay, "grows": -lr * weight_decay}.get(decay_rate, lr * weight_decay)
+    if decay in ("in_moment", "twice"):
         grad = grad + weight_decay * param
-    if decay == "decay_in_moment":
-        pass  # the L2 term alone
-    elif decay == "decay_lr":
-        param = param * (1.0 - weight_decay)
-    elif decay == "decay_sign":
-        param = param * (1.0 + lr * weight_decay)
-    elif decay not in ("decay_after", "decay_missing"):
-        param = param * (1.0 - lr * weight_decay)
-    b1, b2 = (beta2, beta1) if how.startswith("betas_swapped") else (beta1, beta2)
-    w1, w2 = (1.0, 1.0) if how == "moment_weight" else (1.0 - b1, 1.0 - b2)
-    new_m = b1 * m + w1 * grad
-    w2 = 1.0 - b1 if how == "v_beta1" else w2
-    squared = new_m * new_m if how == "v_of_m" else grad * grad
-    new_v = b2 * v + w2 * (grad if how == "v_unsquared" else squared)
-    if how == "first_step_moments" and t == 1:  # the moments set to the gradient, not averaged from 0
+    if decay == "moments":
+        m, v = m * (1.0 - shrink), v * (1.0 - shrink)
+    if decay not in ("in_moment", "after", "missing"):
+        param = param * (1.0 - shrink)
+    b1, b2 = (beta2, beta1) if betas else (beta1, beta2)
+    w1, w2 = {"one": (1.0, 1.0), "v_beta1": (1.0 - b1, 1.0 - b1), "swapped": (b1, b2)}.get(
+        weights, (1.0 - b1, 1.0 - b2)
+    )
+    k1, k2 = (1.0 - b1, 1.0 - b2) if weights == "swapped" else (b1, b2)  # what the old moments keep
+    new_m = k1 * m + w1 * grad
+    averaged = {"grad": grad, "abs": xp.abs(grad), "m": new_m * new_m}.get(v_of, grad * grad)
+    new_v = k2 * v + w2 * averaged
+    if first and t == 1:  # the moments set to the gradient, not averaged from 0
         new_m, new_v = grad, grad * grad
-    if how == "betas_swapped_in_moments":  # the corrections right
+    if betas == "in_moments":  # the corrections right
         b1, b2 = beta1, beta2
-    moments = (m, v) if how == "stale_moments" else (new_m, new_v)
-    step = t - 1 if how == "t_from_zero" else t + 1 if how == "t_ahead" else t
+    moments = (m, v) if stale else (new_m, new_v)
+    step = t + t_shift
     c1, c2 = 1.0 - b1**step, 1.0 - b2**step
-    corrections = {
-        "no_bias_correction": (1.0, 1.0),
-        "bias_m_only": (c1, 1.0),
-        "bias_v_only": (1.0, c2),
-        "bias_swapped": (c2, c1),
-    }.get(how, (c1, c2))
-    if how == "first_step_moments" and t == 1:  # the gradient itself needs no correction
+    corrections = {"none": (1.0, 1.0), "m_only": (c1, 1.0), "v_only": (1.0, c2), "swapped": (c2, c1)}.get(
+        correction, (c1, c2)
+    )
+    if first and t == 1:  # the gradient itself needs no correction
         corrections = (1.0, 1.0)
     with numpy.errstate(all="ignore"):
-        if how == "bias_multiplied":
-            m_hat, v_hat = moments[0] * corrections[0], moments[1] * corrections[1]
+        if correction == "multiplied":
+            m_hat, v_hat = moments[0] * c1, moments[1] * c2
         else:
             m_hat, v_hat = moments[0] / corrections[0], moments[1] / corrections[1]
-        if how == "eps_inside":
-            denominator = xp.sqrt(v_hat + eps)
-        elif how == "no_sqrt":
-            denominator = v_hat + eps
-        elif how == "eps_outside":
-            denominator = xp.sqrt(v_hat)
-        elif how == "eps_uncorrected":  # the paper's efficient form: eps on sqrt(v) before v's correction
-            denominator = xp.sqrt(v_hat) + eps / math.sqrt(corrections[1])
-        else:
-            denominator = xp.sqrt(v_hat) + eps
-        update = lr * m_hat / denominator
-    new_param = param + update if how == "update_sign" else param - update
-    new_param = new_param + eps if how == "eps_outside" else new_param
-    if decay == "decay_after":
-        new_param = new_param * (1.0 - lr * weight_decay)
-    if how == "corrected_state":
+        update = _update(m_hat, v_hat, lr, eps, denominator, corrections[1])
+    new_param = param + update if ascent else param - update
+    new_param = new_param + eps if denominator == "eps_outside" else new_param
+    if decay == "after":
+        new_param = new_param * (1.0 - shrink)
+    if returned == "corrected":
         return new_param, m_hat, v_hat
-    if how == "moments_swapped":
+    if returned == "swapped":
         return new_param, new_v, new_m
     return new_param, new_m, new_v
 
 
-ADAM_HOWS = ("no_bias_correction", "bias_m_only", "bias_v_only", "bias_swapped", "t_from_zero", "t_ahead",
-             "eps_inside", "no_sqrt", "corrected_state", "v_unsquared", "moment_weight", "betas_swapped",
-             "betas_swapped_in_moments",
-             "stale_moments", "update_sign", "v_beta1", "eps_outside", "bias_multiplied",
-             "moments_swapped", "eps_uncorrected", "v_of_m", "first_step_moments")  # fmt: skip
+def _update(m_hat: Array, v_hat: Array, lr: float, eps: float, denominator: str, correction: float) -> Array:
+    """lr * m_hat / (sqrt(v_hat) + eps), or with the mistake in its denominator that ``denominator`` says
+    ("eps_outside": eps added to the parameter after it, "eps_outside_lr": lr * (m_hat / sqrt(v_hat) + eps))."""
+    xp = get_array_module()
+    if denominator == "eps_inside":
+        return lr * m_hat / xp.sqrt(v_hat + eps)
+    if denominator == "no_sqrt":
+        return lr * m_hat / (v_hat + eps)
+    if denominator == "eps_outside":
+        return lr * m_hat / xp.sqrt(v_hat)
+    if denominator == "eps_outside_lr":
+        return lr * (m_hat / xp.sqrt(v_hat) + eps)
+    if denominator == "eps_uncorrected":  # the paper's efficient form: eps on sqrt(v) before v's correction
+        return (
+            lr * m_hat / (xp.sqrt(v_hat) + eps / numpy.sqrt(numpy.float64(correction)))
+        )  # inf where it is 0
+    return lr * m_hat / (xp.sqrt(v_hat) + eps)
 
 
-ADAM_KEYS = {
-    "bias_m_only": "bias_one_moment",
-    "bias_v_only": "bias_one_moment",
-    "betas_swapped_in_moments": "betas_swapped",
-}  # two hows, one cause
-
-
-ADAM_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
-    (ADAM_KEYS.get(how, how), lambda *a, how=how: _adam(*a, how=how)) for how in ADAM_HOWS
+ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("no_bias_correction", {"correction": "none"}),
+    ("bias_one_moment", {"correction": "m_only"}),
+    ("bias_one_moment", {"correction": "v_only"}),
+    ("bias_swapped", {"correction": "swapped"}),
+    ("bias_multiplied", {"correction": "multiplied"}),
+    ("t_from_zero", {"t_shift": -1}),
+    ("t_ahead", {"t_shift": 1}),
+    ("eps_inside", {"denominator": "eps_inside"}),
+    ("no_sqrt", {"denominator": "no_sqrt"}),
+    ("eps_outside", {"denominator": "eps_outside"}),
+    ("eps_outside", {"denominator": "eps_outside_lr"}),
+    ("eps_uncorrected", {"denominator": "eps_uncorrected"}),
+    ("corrected_state", {"returned": "corrected"}),
+    ("moments_swapped", {"returned": "swapped"}),
+    ("v_unsquared", {"v_of": "grad"}),
+    ("v_abs", {"v_of": "abs"}),
+    ("v_of_m", {"v_of": "m"}),
+    ("moment_weight", {"weights": "one"}),
+    ("v_beta1", {"weights": "v_beta1"}),
+    ("moment_weights_swapped", {"weights": "swapped"}),
+    ("betas_swapped", {"betas": "everywhere"}),
+    ("betas_swapped", {"betas": "in_moments"}),
+    ("stale_moments", {"stale": True}),
+    ("update_sign", {"ascent": True}),
+    ("first_step_moments", {"first": True}),
 )
 
 
-ADAMW_MISTAKES: tuple[tuple[str, Callable], ...] = tuple(
-    (decay, lambda *a, decay=decay: _adam(*a[:9], weight_decay=a[9], decay=decay))
-    for decay in ("decay_in_moment", "decay_lr", "decay_after", "decay_missing", "decay_sign", "decay_twice")
-) + tuple(
-    (ADAM_KEYS.get(how, how), lambda *a, how=how: _adam(*a[:9], how=how, weight_decay=a[9]))
-    for how in ADAM_HOWS
+ADAM_MISTAKES, ADAM_PAIRS = _knob_mistakes(_adam, ADAM_KNOBS)
+
+
+def _adamw(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1: float, beta2: float,
+           eps: float, weight_decay: float, **mistakes: Any) -> tuple[Array, Array, Array]:  # fmt: skip
+    return _adam(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay=weight_decay, **mistakes)
+
+
+DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("decay_in_moment", {"decay": "in_moment"}),
+    ("decay_after", {"decay": "after"}),
+    ("decay_missing", {"decay": "missing"}),
+    ("decay_twice", {"decay": "twice"}),
+    ("decay_on_moments", {"decay": "moments"}),
+    ("decay_lr", {"decay_rate": "unscaled"}),
+    ("decay_sign", {"decay_rate": "grows"}),
 )
+
+
+ADAMW_MISTAKES, ADAMW_PAIRS = _knob_mistakes(_adamw, DECAY_KNOBS + ADAM_KNOBS)
 
 
 def _adam_state(rng: numpy.random.Generator, shape: tuple[int, ...], scale: float, t: int) -> dict[str, Any]:
@@ -406,7 +445,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             of the warm-up. Returns lr, a float: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).""",
         cases=_cases_noam,
         mistakes=NOAM_MISTAKES,
-        symptoms=(schedule_factor, noam_decay, noam_line),
+        symptoms=(schedule_factor, noam_front, noam_decay, noam_line, noam_one_curve),
         hints=(
             "Two curves, the smaller wins: a line rising with step, and a decay as 1/sqrt(step); they meet "
             "at step = warmup. step is 1 at the first update: use it as it is given.",
@@ -427,7 +466,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=_cases_cosine,
         mistakes=COSINE_MISTAKES,
         pairs=COSINE_PAIRS,
-        symptoms=(schedule_factor, warmup_start, cosine_span),
+        symptoms=(schedule_factor, warmup_line, cosine_span, cosine_ends),
         hints=(
             "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
             "progress runs from 0 (at warmup) to 1 (at total) and stays 1 after total.",
@@ -464,9 +503,14 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
 
             param, grad, m, v: arrays of one shape, the parameter, its gradient and the two moments before
             this update; t: the number of this update, 1 for the first; lr, beta1, beta2, eps: floats.
-            Returns (param, m, v) after the update, new arrays (those handed in are left as they are).""",
+            m = beta1 * m + (1 - beta1) * grad; v = beta2 * v + (1 - beta2) * grad^2; m_hat = m / (1 -
+            beta1^t), v_hat = v / (1 - beta2^t); param - lr * m_hat / (sqrt(v_hat) + eps), eps added to
+            the square root, inside the denominator.
+            Returns (param, m, v) after the update, the new m and v (not their hats), new arrays (those
+            handed in are left as they are).""",
         cases=lambda rng: _adam_cases(rng, None),
         mistakes=ADAM_MISTAKES,
+        pairs=ADAM_PAIRS,
         hints=(
             "Two running averages, of the gradient and of its square; both start at zero, so early on they "
             "are too small: each is divided by 1 - beta^t, with its own beta, t counting this update.",
@@ -487,6 +531,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         builds_on=("adam_step",),
         cases=lambda rng: _adam_cases(rng, 0.1),
         mistakes=ADAMW_MISTAKES,
+        pairs=ADAMW_PAIRS,
         symptoms=(decay_rate,),
         hints=(
             "Decoupled: the decay shrinks the parameter itself, at the rate lr; it never enters the "

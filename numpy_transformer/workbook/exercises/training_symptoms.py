@@ -89,6 +89,48 @@ def noam_decay(observed: list[Observed]) -> Symptom:
     return "noam_decay_power", {"power": line[0], "times": math.exp(line[1])}
 
 
+def noam_front(observed: list[Observed]) -> Symptom:
+    """Each case's rates one multiple of the textbook's, the multiple changing with d_model: the factor in
+    front is another power of d_model than -0.5, read back as times * d_model^power."""
+    fronts = []
+    for case in _cases(observed):
+        ratios = [yours / right for yours, right in map(_rate, case) if right != 0]
+        if not ratios or not all(_same(r, ratios[0]) for r in ratios) or ratios[0] <= 0:
+            return None
+        d_model = int(case[0].arguments["d_model"])
+        fronts.append((math.log(d_model), math.log(ratios[0] * d_model**-0.5), ratios[0], d_model))
+    if len({x for x, *_ in fronts}) < 2 or all(_same(ratio, fronts[0][2]) for *_, ratio, _ in fronts):
+        return None  # one d_model, or one factor for all: schedule_factor says it
+    (x0, y0, *_), (x1, y1, *_) = fronts[0], fronts[-1]
+    power = (y1 - y0) / (x1 - x0)
+    if not all(_same(y0 + power * (x - x0), y) for x, y, *_ in fronts):
+        return None
+    ratio, d_model = next((r, d) for *_, r, d in fronts if not _same(r, 1.0))
+    return "noam_front", {
+        "times": math.exp(y0 - power * x0),
+        "power": power,
+        "ratio": ratio,
+        "d_model": d_model,
+    }
+
+
+def noam_one_curve(observed: list[Observed]) -> Symptom:
+    """In every case the rate is one power of the step at every step, both sides of warmup: one curve
+    (of another power than the decay's and the line's, which noam_line and noam_decay read) wins min(...)."""
+    found = []
+    for case in _cases(observed):
+        d_model, warmup = int(case[0].arguments["d_model"]), int(case[0].arguments["warmup"])
+        steps = [int(o.arguments["step"]) for o in case]
+        rates = [_rate(o)[0] * d_model**0.5 for o in case]
+        if min(steps) >= warmup or max(steps) <= warmup or min(rates) <= 0:
+            return None
+        line = _line([(math.log(step), math.log(rate)) for step, rate in zip(steps, rates)])
+        if line is None:
+            return None
+        found.append({"power": line[0], "times": math.exp(line[1]), "warmup": warmup})
+    return ("noam_one_curve", found[0]) if found else None
+
+
 def noam_line(observed: list[Observed]) -> Symptom:
     """The decay right where it rules (four warm-ups on), the rate wrong during the warm-up."""
     if _noam_part(observed, lambda step, warmup: step >= 4 * warmup, lambda step, warmup: step <= warmup):
@@ -118,10 +160,11 @@ def _line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     return (slope, intercept) if all(_same(slope * x + intercept, y) for x, y in points) else None
 
 
-def warmup_start(observed: list[Observed]) -> Symptom:
-    """The warm-up wrong and everything after it right, the warm-up a line that reaches peak at step
-    warmup but starts elsewhere than 0 at step 0."""
-    starts = []
+def warmup_line(observed: list[Observed]) -> Symptom:
+    """The warm-up wrong and everything after it right, the warm-up a line: one that is 0 at a whole
+    step runs between other steps (warmup_span: shifted, 0 at step 1, or stretched), one that reaches
+    peak at step warmup but is 0 between two steps starts wrong (warmup_start)."""
+    lines = []
     for case in _cases(observed):
         warmup, peak = int(case[0].arguments["warmup"]), float(case[0].arguments["peak"])
         during = [o for o in case if int(o.arguments["step"]) <= warmup]
@@ -130,10 +173,41 @@ def warmup_start(observed: list[Observed]) -> Symptom:
         if all(_same(*_rate(o)) for o in during):
             continue
         line = _line([(float(o.arguments["step"]), _rate(o)[0]) for o in during])
-        if line is None or not _same(line[0] * warmup + line[1], peak):
+        if line is None or line[0] <= 0:
             return None
-        starts.append(line[1])
-    return ("warmup_start", {"start": starts[0]}) if starts else None
+        zero, top = -line[1] / line[0], (peak - line[1]) / line[0]
+        if abs(zero - round(zero)) < 1e-9:
+            lines.append(("warmup_span", {"zero": round(zero), "top": top, "warmup": warmup}))
+        elif _same(top, warmup):
+            lines.append(("warmup_start", {"start": line[1]}))
+        else:
+            return None
+    return lines[0] if lines else None
+
+
+def cosine_ends(observed: list[Observed]) -> Symptom:
+    """The warm-up right, the decay a half cosine over the right steps between other rates than peak and
+    min_lr: each rate after the warm-up on one line of 0.5 * (1 + cos(pi * progress)), read back at its
+    two ends."""
+    found = []
+    for case in _cases(observed):
+        arguments = case[0].arguments
+        warmup, total = int(arguments["warmup"]), int(arguments["total"])
+        peak, low = float(arguments["peak"]), float(arguments["min_lr"])
+        if not all(_same(*_rate(o)) for o in case if int(o.arguments["step"]) <= warmup):
+            return None
+        after = [o for o in case if int(o.arguments["step"]) > warmup]
+        if all(_same(*_rate(o)) for o in after):
+            continue
+        points = []
+        for o in after:
+            progress = min((int(o.arguments["step"]) - warmup) / (total - warmup), 1.0)
+            points.append((0.5 * (1 + math.cos(math.pi * progress)), _rate(o)[0]))
+        line = _line(points)
+        if line is None:
+            return None
+        found.append({"start": line[0] + line[1], "end": line[1], "peak": peak, "min_lr": low})
+    return ("cosine_ends", found[0]) if found else None
 
 
 def cosine_span(observed: list[Observed]) -> Symptom:
@@ -219,7 +293,11 @@ SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
     "noam_decay_power",
     "noam_no_decay",
     "noam_line",
+    "noam_front",
+    "noam_one_curve",
     "warmup_start",
+    "warmup_span",
+    "cosine_ends",
     "cosine_span",
     "clip_epsilon",
     "decay_rate",

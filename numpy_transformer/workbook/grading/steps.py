@@ -85,8 +85,8 @@ def _call(function: Callable, path: Path, exercise: TrainingExercise, arguments:
 
 
 def _handed_back(returned: Any, exercise: TrainingExercise, arguments: list[Any]) -> str | None:
-    """The name of an argument (a list or an array) that ``returned`` gives back as the very object it was
-    handed, or an array of it (or a view of one): a new array is asked for."""
+    """What ``returned`` gives back as it was handed: an argument (a list or an array) itself, or one
+    array of a list (or a view of one), said as such: a new array is asked for."""
     values = list(returned) if isinstance(returned, (tuple, list)) else [returned]
     for name, argument in zip(exercise.arguments, arguments):
         if not isinstance(argument, list) and not hasattr(argument, "shape"):
@@ -94,10 +94,12 @@ def _handed_back(returned: Any, exercise: TrainingExercise, arguments: list[Any]
         arrays = argument if isinstance(argument, list) else [argument]
         for value in values:
             if value is argument:
-                return name
+                return f"{name}, which it was handed"
             for part in value if isinstance(value, (tuple, list)) else [value]:
-                if any(part is array or getattr(part, "base", None) is array for array in arrays):
-                    return f"{name} (an array of it)" if isinstance(argument, list) else name
+                for index, array in enumerate(arrays):
+                    if part is array or getattr(part, "base", None) is array:
+                        at = f"one of the arrays it was handed ({name}[{index}])"
+                        return at if isinstance(argument, list) else f"{name}, which it was handed"
     return None
 
 
@@ -257,10 +259,14 @@ def _befores(exercise: TrainingExercise, arguments: list[Any]) -> list[numpy.nda
 
 
 def _quiet(function: Callable, arguments: list[Any], exercise: TrainingExercise) -> list[_Value] | str:
-    """A textbook or mistaken function's results, its NaN warnings silenced."""
+    """A textbook or mistaken function's results, its NaN warnings silenced; a mistake that cannot be
+    computed on these arguments (two of them dividing by 0 together) says so and reproduces nothing."""
     with warnings.catch_warnings(), numpy.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        return _results(function(*arguments), exercise)
+        try:
+            return _results(function(*arguments), exercise)
+        except ArithmeticError as error:
+            return f"cannot be computed here: {error}"
 
 
 def _grade_case(
@@ -270,18 +276,15 @@ def _grade_case(
     path: Path,
     handed: list[str],
     observed: list[Observed],
+    candidates: set[int],
 ) -> tuple[list[GradientVerdict], set[int]]:
     """Every call of the case: each returned value's verdict, the worst over the calls, a wrong one
-    with the first call it differs on; and the known mistakes (their indices in ``exercise.known``)
-    whose results it has on every call.
+    with the first call it differs on; and the known mistakes of ``candidates`` (their indices in
+    ``exercise.known``) whose results it has on every call (each left out from the first call it differs on).
     ``handed`` gathers the arguments a call gave back as they were handed in, ``observed`` every call
     (what a symptom reads)."""
     verdicts = {name: GradientVerdict(name, "exact", case=case.label) for name in exercise.returns}
-    yours_all: list[list[_Value]] = []
-    befores_all: list[list[numpy.ndarray | None]] = []
-    rights_all: list[list[_Value]] = []
-    known = exercise.known
-    mistaken: list[list[list[_Value] | str]] = [[] for _ in known]
+    reproduced = set(candidates)
     for number, call in enumerate(case.calls, 1):
         arguments = _arguments(case, call, exercise)
         right = _quiet(TEXTBOOK[exercise.name], _arguments(case, call, exercise), exercise)
@@ -308,19 +311,32 @@ def _grade_case(
                         digits = numpy.finfo(mine.dtype).precision
                         verdict.mistake = "rung_dtype"
                         verdict.values = {"name": name, "dtype": mine.dtype, "digits": digits}
-        yours_all.append(yours)
-        rights_all.append(right)
-        befores_all.append(befores)
         flat = [[value.array.reshape(-1) for value in values] for values in (yours, right)]
         observed.append(Observed({**case.fixed, **call}, *flat))
-        for index, (_, wrong) in enumerate(known):
-            mistaken[index].append(_quiet(wrong, _arguments(case, call, exercise), exercise))
-    reproduced = {
-        index
-        for index, results in enumerate(mistaken)
-        if all(_same(y, m, b, r) for y, m, b, r in zip(yours_all, results, befores_all, rights_all))
-    }
+        reproduced = _still_reproduced(exercise, reproduced, case, call, (yours, befores, right))
     return list(verdicts.values()), reproduced
+
+
+def _still_reproduced(
+    exercise: TrainingExercise,
+    indices: set[int],
+    case: TrainingCase,
+    call: dict[str, Any],
+    graded: tuple[list[_Value], list[numpy.ndarray | None], list[_Value]],
+) -> set[int]:
+    """The known mistakes of ``indices`` whose results on this call are the learner's (``graded``: what
+    it returned, the arguments it updates, the textbook's results)."""
+    yours, befores, right = graded
+    return {
+        index
+        for index in indices
+        if _same(
+            yours,
+            _quiet(exercise.known[index][1], _arguments(case, call, exercise), exercise),
+            befores,
+            right,
+        )
+    }
 
 
 def _cause(
@@ -363,7 +379,9 @@ def check_training_function(
         with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
             for case in exercise.cases(numpy.random.default_rng(seed)):
                 try:
-                    verdicts, reproduced = _grade_case(exercise, function, case, path, handed, observed)
+                    verdicts, reproduced = _grade_case(
+                        exercise, function, case, path, handed, observed, candidates
+                    )
                 except Raised:
                     if any(v.status == "wrong" for v in merged.values()):
                         break  # the first case it is wrong on says what is wrong
