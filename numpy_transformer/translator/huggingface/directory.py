@@ -115,9 +115,9 @@ def check_destination(
 ) -> Path:
     """``directory`` as the export's (never named as a ``.npz`` file): absent (its missing parents are
     made on writing), an empty directory, or (``overwrite``) one to replace the files of an export
-    (``written``: either kind's, EXPORTS_WRITTEN) in. What an export ended by a kill left beside it is put right first
-    (recover_killed: the earlier export put back, a half-written one removed); one still running
-    into it is refused."""
+    (``written``: either kind's, EXPORTS_WRITTEN) in. What an export ended by a kill left beside it
+    is put right first (recover_killed: the earlier export put back, a half-written one removed);
+    one still running into it is refused."""
     path = Path(directory).expanduser()
     if path.suffix == ".npz":  # a checkpoint's name, refused as train --out refuses it
         raise ExportError(

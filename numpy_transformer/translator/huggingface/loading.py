@@ -225,9 +225,8 @@ def load_model(directory: str | Path, dtype: str | None, copies: int) -> Transfo
     model = build_from_config(shape, seed=0)
     check_computed_tensors(plan, path)
     check_tied_copies(planner.copies, path)
-    recorded = "src_vocab_size" in config.get(
-        SETTINGS, {}
-    )  # an export's: the rows after it are <unk>'s copies
+    # an export's own source vocabulary size: the rows after it are copies of <unk>'s
+    recorded = "src_vocab_size" in config.get(SETTINGS, {})
     fill_parameters(model, plan.parameters, path, embedding_rows(config), recorded)
     if shape.positions == "interleaved":  # an export's weights, reordered for split sinusoids: undone
         state = {name: to_numpy(value) for name, value in model.state_dict().items()}
@@ -349,7 +348,7 @@ def refuse_vocabulary_of_copied_rows(embedding: numpy.ndarray, name: str, path: 
     vocabulary are never one another's copies."""
     same = (embedding == embedding[-1]).all(axis=1)  # the rows that are copies of the last one
     start = len(same) - int(numpy.argmin(same[::-1]))  # where the last rows' run of copies starts
-    if start == len(same) or not same[:start].any():  # every row one, or the last row a row of its own
+    if start == len(same) or not same[:start].any():  # all rows alike, or the last row one of its own
         return
     original = int(numpy.argmax(same))
     raise PretrainedError(
