@@ -517,8 +517,12 @@ def from_huggingface(content: dict[str, Any], size: int) -> tuple[Tokenizer, lis
             "or character tokenizer"
         )
     itos = {index: token for token, index in vocab.items() if isinstance(index, int)}
-    if sorted(itos) != list(range(len(vocab))) or len(vocab) < size:
-        raise ValueError(f"its vocabulary's ids are not 0 .. {len(vocab) - 1}, each once, of at least {size}")
+    if sorted(itos) != list(range(len(vocab))):
+        raise ValueError(f"its vocabulary's ids are not 0 .. {len(vocab) - 1}, each once")
+    if len(vocab) < size:
+        raise ValueError(
+            f"its vocabulary holds {len(vocab)} tokens, fewer than the model's vocabulary of {size}"
+        )
     tokens = [itos[index] for index in range(size)]
     if kind == "WordLevel":
         pattern = (content.get("pre_tokenizer") or {}).get("pattern", {}).get("Regex")

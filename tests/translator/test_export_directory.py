@@ -248,7 +248,8 @@ def test_missing_parents_are_made_and_only_they_removed_on_failure(tmp_path):
 def test_an_export_into_a_run_or_of_an_export_is_refused_before_any_work(tmp_path, capsys):
     """export RUN --to RUN (--overwrite or not) would put an export's files among the run's; a run
     directory as --to is refused, never with --overwrite suggested. A Hugging Face export given as
-    RUN is said to be one, with the import that reads it as a run."""
+    RUN is said to be one, with the import that reads it as a run. A --to named as a .npz file is
+    refused as train --out refuses it."""
     from numpy_transformer.translator.cli import main
 
     run = tmp_path / "run"
@@ -280,6 +281,15 @@ def test_an_export_into_a_run_or_of_an_export_is_refused_before_any_work(tmp_pat
     assert f"RUN {hf}: a Hugging Face export (config.json, model.safetensors), not a run: import it" in error
     assert f"numpy-transformer import {hf} --out NEW_RUN" in error
     assert not (tmp_path / "again").exists()
+    for flags in ([], ["--overwrite"]):  # a checkpoint's name, as train --out refuses it
+        assert main(["export", str(run), "--to", str(tmp_path / "x.npz"), "--no-tokenizer", *flags]) == 2
+        error = capsys.readouterr().err
+        assert error.endswith(
+            "--to names the export's directory (it will hold config.json and the model's weights), not a "
+            f"file: got {tmp_path / 'x.npz'}\n"
+        )
+        assert error.count("\n") == 1
+    assert not (tmp_path / "x.npz").exists()
 
 
 def contents_bytes(folder):

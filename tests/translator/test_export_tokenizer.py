@@ -37,7 +37,13 @@ from numpy_transformer.translator.run.checkpoint import (
     restore_model_and_task,
 )
 from numpy_transformer.translator.run.importing import import_run
-from numpy_transformer.translator.tokenizers import BYTE_UNITS, BPETokenizer, CharTokenizer, WordTokenizer
+from numpy_transformer.translator.tokenizers import (
+    BYTE_UNITS,
+    BPETokenizer,
+    CharTokenizer,
+    WordTokenizer,
+    from_huggingface,
+)
 from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import Vocab
 
@@ -736,3 +742,62 @@ def test_a_source_offset_of_a_marian_export_and_a_missing_vocabulary_size_are_na
         tmp_path,
         r"hf/config.json: numpy_transformer.src_vocab_size is missing, expected a whole number in \[1, ",
     )
+
+
+@pytest.mark.parametrize("architecture", EXPORTS)
+def test_a_source_vocabulary_size_counting_the_tokenizers_units_is_refused_naming_the_key(
+    tmp_path, architecture
+):
+    """src_vocab_size raised to the source tokenizer's every token (its vocabulary's and the units
+    after them, whose rows an export writes as copies of <unk>'s): refused naming the key, the rows
+    and the size the export wrote, never imported as a larger vocabulary."""
+    model, _, _ = exported(tmp_path, architecture, False)
+    own = model.config.src_vocab_size
+    held = len(json.loads((tmp_path / "hf" / "tokenizer.json").read_text())["model"]["vocab"])
+    assert held > own  # the tokenizer has units the vocabulary lacks
+    edit_config(tmp_path / "hf", src_vocab_size=held)
+    import_refused(
+        tmp_path,
+        rf"hf/config.json: numpy_transformer.src_vocab_size is {held}, but in model.safetensors's "
+        rf"'model.encoder.embed_tokens.weight' the source's rows {own} .. {held - 1} are copies of its row \d+, "
+        rf"as an export writes <unk>'s after its source vocabulary for its tokenizer's units: expected {own}$",
+    )
+
+
+def test_marian_shared_embeddings_over_two_vocabularies_are_refused_naming_the_key(tmp_path):
+    """share_encoder_decoder_embeddings true over a Marian export of two vocabularies: transformers
+    would read one embedding for both; refused naming the key, not imported with the key ignored."""
+    exported(tmp_path, "marian", False)
+    edit_config(tmp_path / "hf", top={"share_encoder_decoder_embeddings": True})
+    import_refused(
+        tmp_path,
+        r"hf/config.json: share_encoder_decoder_embeddings is true \(transformers would make the source's and "
+        r"the target's embeddings one\), but numpy_transformer.shared_vocab is false: an export of two "
+        r"vocabularies, each its own embedding; expected false$",
+    )
+
+
+def test_a_pegasus_export_without_its_settings_names_what_config_json_lacks(tmp_path):
+    """The whole numpy_transformer object removed from a Pegasus export of two vocabularies: named in
+    config.json, not blamed on the untouched tokenizer.json."""
+    exported(tmp_path, "pegasus", False)
+    offset = source_offset(tmp_path / "hf")
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    del config["numpy_transformer"]
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(config))
+    import_refused(
+        tmp_path,
+        rf"hf/config.json: has no numpy_transformer object, but .*hf/tokenizer.json's ids start at {offset}: a "
+        r"Pegasus export of two vocabularies records there the first source id of its one embedding "
+        r"\(numpy_transformer.source_offset\) and each vocabulary's own size; put the export's own config.json back$",
+    )
+
+
+def test_a_tokenizer_json_of_other_ids_or_too_few_tokens_is_named_in_words():
+    word_level = {"type": "WordLevel", "vocab": {"a": 0, "b": 1}}
+    with pytest.raises(
+        ValueError, match=r"^its vocabulary holds 2 tokens, fewer than the model's vocabulary of 5$"
+    ):
+        from_huggingface({"model": word_level}, 5)
+    with pytest.raises(ValueError, match=r"^its vocabulary's ids are not 0 \.\. 1, each once$"):
+        from_huggingface({"model": {**word_level, "vocab": {"a": 1, "b": 2}}}, 2)

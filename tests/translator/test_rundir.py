@@ -364,6 +364,30 @@ def test_a_torn_checkpoint_the_resumed_run_keeps_is_refused_before_any_step(tmp_
     assert (out / "step-0000006.npz").is_file()
 
 
+def test_resume_compares_the_steps_the_checkpoints_hold_not_their_names(tmp_path, capsys):
+    """A user's copy of model.npz (step 4) named step-0000009.npz is not newer than model.npz: the
+    run resumes from model.npz, without a warning; a model.npz that holds an older step than the
+    newest evaluation checkpoint is said to, with both steps, and that checkpoint is resumed."""
+    out = tmp_path / "run"
+    assert train(out, "--eval-every", "2", "--keep-checkpoints", "2") == 0
+    (out / "step-0000009.npz").write_bytes((out / "model.npz").read_bytes())
+    capsys.readouterr()
+    assert resume(out, "--steps", "6") == 0
+    said = capsys.readouterr()
+    assert "--resume:" not in said.err
+    assert f"resuming {out / 'model.npz'} at step 4" in said.out
+    (out / "step-0000009.npz").unlink()
+    (out / "model.npz").write_bytes((out / "step-0000004.npz").read_bytes())
+    assert resume(out, "--steps", "8") == 0
+    said = capsys.readouterr()
+    assert (
+        f"--resume: {out / 'model.npz'} holds step 4, older than the step 6 that step-0000006.npz holds: "
+        f"resuming from {out / 'step-0000006.npz'}, the run's newest complete checkpoint" in said.err
+    )
+    assert "save failed" not in said.err
+    assert f"resuming {out / 'step-0000006.npz'} at step 6" in said.out
+
+
 def test_a_torn_model_npz_falls_back_to_the_newest_whole_checkpoint_as_a_missing_one_does(tmp_path, capsys):
     out = tmp_path / "run"
     assert train(out, "--eval-every", "2", "--keep-checkpoints", "2") == 0

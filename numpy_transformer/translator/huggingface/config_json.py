@@ -205,6 +205,15 @@ def _check_settings(config: dict[str, Any], path: Path) -> None:
         raise PretrainedError(
             f"{path}: {SETTINGS}.shared_vocab is true, but vocab_size and decoder_vocab_size differ"
         )
+    marian_shares = (
+        config["model_type"] == "marian" and config.get("share_encoder_decoder_embeddings") is True
+    )
+    if marian_shares and settings.get("shared_vocab") is False:
+        raise PretrainedError(  # transformers' Marian reads one matrix for both: the export writes false
+            f"{path}: share_encoder_decoder_embeddings is true (transformers would make the source's and the "
+            f"target's embeddings one), but {SETTINGS}.shared_vocab is false: an export of two vocabularies, "
+            "each its own embedding; expected false"
+        )
 
 
 def embedding_rows(config: dict[str, Any]) -> tuple[range, range]:

@@ -113,12 +113,17 @@ def weights_path(directory: str | Path) -> Path:
 def check_destination(
     directory: str | Path, overwrite: bool, written: tuple[str, ...] = EXPORTS_WRITTEN
 ) -> Path:
-    """``directory`` as the export's: absent (its missing parents are made on writing), an empty
-    directory, or (``overwrite``) one to replace the files of an export (``written``: either kind's,
-    EXPORTS_WRITTEN) in. What an export ended by a kill left beside it is put right first
-    (recover_killed: the earlier export put back, a half-written one removed); one still running
-    into it is refused."""
+    """``directory`` as the export's (never named as a ``.npz`` file): absent (its missing parents are
+    made on writing), an empty directory, or (``overwrite``) one to replace the files of an export
+    (``written``: either kind's, EXPORTS_WRITTEN) in. What an export ended by a kill left beside it
+    is put right first (recover_killed: the earlier export put back, a half-written one removed);
+    one still running into it is refused."""
     path = Path(directory).expanduser()
+    if path.suffix == ".npz":  # a checkpoint's name, refused as train --out refuses it
+        raise ExportError(
+            f"--to names the export's directory (it will hold {CONFIG} and the model's weights), not a file: "
+            f"got {directory}"
+        )
     ancestor = next((parent for parent in path.parents if parent.exists()), path)
     if not ancestor.is_dir():
         raise ExportError(

@@ -225,7 +225,9 @@ def load_model(directory: str | Path, dtype: str | None, copies: int) -> Transfo
     model = build_from_config(shape, seed=0)
     check_computed_tensors(plan, path)
     check_tied_copies(planner.copies, path)
-    fill_parameters(model, plan.parameters, path, embedding_rows(config))
+    # an export's own source vocabulary size: the rows after it are copies of <unk>'s
+    recorded = "src_vocab_size" in config.get(SETTINGS, {})
+    fill_parameters(model, plan.parameters, path, embedding_rows(config), recorded)
     if shape.positions == "interleaved":  # an export's weights, reordered for split sinusoids: undone
         state = {name: to_numpy(value) for name, value in model.state_dict().items()}
         model.load_state_dict(permuted_state(state, numpy.argsort(residual_permutation(shape.d_model))))
@@ -286,12 +288,18 @@ def check_tied_copies(copies: list[tuple[TensorEntry, TensorEntry]], path: Path)
 
 
 def fill_parameters(
-    model: Transformer, parameters: dict[str, TensorEntry], path: Path, rows: tuple[range, range]
+    model: Transformer,
+    parameters: dict[str, TensorEntry],
+    path: Path,
+    rows: tuple[range, range],
+    source_recorded: bool = False,
 ) -> None:
     """Each of ``model``'s parameters (written into) set to its tensor of ``parameters``, read one at a
     time, in the parameter's dtype and on its device; a tensor of NaN or infinite values refused. The
     source and target embeddings are read from their ``rows`` (config_json.embedding_rows: of a
-    Pegasus export of two vocabularies, each its range of the one table)."""
+    Pegasus export of two vocabularies, each its range of the one table). ``source_recorded``: an
+    export's config.json gives the source vocabulary's own size, whose rows must not end in the
+    copies of <unk>'s an export writes after them (refuse_vocabulary_of_copied_rows)."""
     own, xp = dict(model.named_parameters()), get_array_module()
     if set(own) != set(parameters):  # plan_weights and build_from_config disagree: a bug here, not the user's
         raise AssertionError(f"parameters {sorted(set(own) ^ set(parameters))} unplanned")
@@ -308,6 +316,8 @@ def fill_parameters(
                 value, weight.shape[0], entry.name, "src" if name.startswith("src_") else "tgt", path
             )
         value = value[: weight.shape[0]]
+        if source_recorded and name == "src_embed.embedding.weight":
+            refuse_vocabulary_of_copied_rows(value, entry.name, path)
         if not numpy.isfinite(value).all():
             refuse_vocabulary_of_unit_rows(value, entry.name, path)
             raise PretrainedError(f"{path}: tensor {entry.name!r} holds NaN or infinite values")
@@ -328,6 +338,24 @@ def refuse_vocabulary_of_unit_rows(bias: numpy.ndarray, name: str, path: Path) -
             f"decoder_vocab_size), but {path.name}'s {name!r} is -inf from row {first} on, the rows an export "
             f"writes after its target vocabulary for its tokenizer's units (never predicted): expected {first}"
         )
+
+
+def refuse_vocabulary_of_copied_rows(embedding: numpy.ndarray, name: str, path: Path) -> None:
+    """A source embedding ``embedding`` (as read for the vocabulary config.json's
+    ``numpy_transformer.src_vocab_size`` gives) whose last rows are each a copy of one row before
+    them: the rows an export writes after its vocabulary for its tokenizer's units (<unk>'s), counted
+    in the vocabulary by config.json: refused naming its key. The rows of a trained or initialised
+    vocabulary are never one another's copies."""
+    same = (embedding == embedding[-1]).all(axis=1)  # the rows that are copies of the last one
+    start = len(same) - int(numpy.argmin(same[::-1]))  # where the last rows' run of copies starts
+    if start == len(same) or not same[:start].any():  # all rows alike, or the last row one of its own
+        return
+    original = int(numpy.argmax(same))
+    raise PretrainedError(
+        f"{path.parent / CONFIG}: {SETTINGS}.src_vocab_size is {len(embedding)}, but in {path.name}'s {name!r} "
+        f"the source's rows {start} .. {len(embedding) - 1} are copies of its row {original}, as an export writes "
+        f"<unk>'s after its source vocabulary for its tokenizer's units: expected {start}"
+    )
 
 
 def check_unit_rows(value: numpy.ndarray, rows: int, name: str, side: str, path: Path) -> None:

@@ -246,17 +246,26 @@ def check_first_id(
     """The ``side`` tokenizer's ``content`` (a tokenizer.json's, at ``path``) gives its first id where
     config.json's rows of that side (``rows``, config_json.embedding_rows) start: of a Pegasus export
     of two vocabularies, the target's at 0 and the source's at ``numpy_transformer.source_offset``;
-    else refused naming the key, and the other side's tokenizer where it is that one. Content that is
-    not a tokenizer's is left to from_huggingface to name."""
-    offset = config.get(SETTINGS, {}).get("source_offset")
+    else refused naming the key (or what config.json lacks of it: ids after the target's with no
+    source_offset), and the other side's tokenizer where it is that one. Content that is not a
+    tokenizer's is left to from_huggingface to name."""
+    settings = config.get(SETTINGS, {})
+    offset = settings.get("source_offset")
     model = content.get("model") if isinstance(content, dict) else None
     vocab = model.get("vocab") if isinstance(model, dict) else None
-    if offset is None or not isinstance(vocab, dict) or not vocab:  # without it, config_json names the key
+    if (offset is None and config["model_type"] != "pegasus") or not isinstance(vocab, dict) or not vocab:
         return
     ids = list(vocab.values())
     if not all(isinstance(index, int) for index in ids) or min(ids) == rows.start:
         return
     first = min(ids)
+    if offset is None:  # a Pegasus export's source ids, after the target's: config.json lost their record
+        lacking = f"{SETTINGS}.source_offset" if SETTINGS in config else f"{SETTINGS} object"
+        raise PretrainedError(
+            f"{config_path}: has no {lacking}, but {path}'s ids start at {first}: a Pegasus export of two "
+            f"vocabularies records there the first source id of its one embedding ({SETTINGS}.source_offset) "
+            "and each vocabulary's own size; put the export's own config.json back"
+        )
     other = "target" if side == "source" else "source"
     swapped = (
         f": it is the {other}'s tokenizer (an export holds the source's {TOKENIZER_JSON} at the top, the "

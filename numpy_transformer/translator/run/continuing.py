@@ -27,6 +27,7 @@ from .checkpoint import (
     load_meta,
     resolve_path,
     restore_model_and_task,
+    saved_step,
     saved_vocabularies,
     serialized_tokenizer,
     task_recipe,
@@ -76,7 +77,8 @@ def resumed_run(
     if checkpoint != last:  # a run directory whose model.npz is missing, unreadable or older
         try:
             why = (
-                f"{last} holds step {load_meta(last)['step']}, older than {checkpoint.name} (its save failed)"
+                f"{last} holds step {load_meta(last)['step']}, older than the step {saved_step(checkpoint)} that "
+                f"{checkpoint.name} holds"
             )
         except CheckpointError as error:  # missing, or torn
             why = str(error).removeprefix("checkpoint ")

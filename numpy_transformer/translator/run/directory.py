@@ -275,13 +275,15 @@ def _evaluation_checkpoints(directory: Path) -> list[Path]:
 
 def resume_checkpoint(path: str | Path) -> Path:
     """The checkpoint --resume continues from ``path``: a checkpoint file itself; of a run directory
-    its model.npz, or the newest evaluation checkpoint when it is newer (the save of model.npz after
-    it failed, a full disk) or model.npz is missing or cannot be read (a torn copy)."""
+    its model.npz, or the newest evaluation checkpoint when it holds a later step (the save of
+    model.npz after it failed, a full disk) or model.npz is missing or cannot be read (a torn copy).
+    The steps compared are those the files hold, never those their names give (a copy renamed)."""
     kept = _evaluation_checkpoints(Path(path)) if Path(path).is_dir() else []
     last = resolve_path(path)
-    if kept and (not last.is_file() or int(kept[-1].stem.removeprefix("step-")) > saved_step(last)):
-        return kept[-1]
-    return last
+    if not kept:
+        return last
+    held = saved_step(last)  # -1: missing or torn
+    return kept[-1] if held < 0 or saved_step(kept[-1]) > held else last
 
 
 def clear_run(directory: Path) -> None:
