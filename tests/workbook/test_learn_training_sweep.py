@@ -79,13 +79,18 @@ def test_status_says_an_error_for_a_rung_that_returns_none_not_that_it_raises(tm
     assert "(yours: an error, learn check says what)" in line and "raises" not in report, report
 
 
+ADAMW_CALLING_ADAM = (
+    "\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+    "    return adam_step(param * (1 - lr * weight_decay), grad, m, v, t, lr, beta1, beta2, eps)\n"
+)
+
+
 def test_status_says_a_right_adamw_step_waits_on_the_wrong_adam_step_it_calls(tmp_path):
     path = _file(
         tmp_path,
         ("adam", "\n_adam = adam_step\n\ndef adam_step(*args):\n    param, m, v = _adam(*args)\n"
          "    return param + 1.0, m, v\n"),
-        ("adamw", "\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
-         "    return adam_step(param * (1 - lr * weight_decay), grad, m, v, t, lr, beta1, beta2, eps)\n"),
+        ("adamw", ADAMW_CALLING_ADAM),
     )  # fmt: skip
     lines = workbook.format_status(workbook.status(path)).splitlines()
     adam, adamw = (
@@ -176,3 +181,19 @@ def test_a_rung_returning_fewer_or_other_shaped_arrays_is_graded_wrong_not_a_cra
     )  # fmt: skip
     verdicts = workbook.check(path, ["clip_by_global_norm", "adamw_step"])
     assert [v.status for v in verdicts] == ["wrong", "wrong"], workbook.format_verdicts(verdicts)
+
+
+def test_learn_train_whose_adam_step_overflows_says_every_warning_as_theirs_and_errs_as_learn_train(tmp_path):
+    """Weights made infinite by their update, every gradient finite: the run stops before scoring them
+    (no NumPy warning of the model's own sums, which would be nobody's), said by learn train."""
+    path = _file(
+        tmp_path,
+        ("adam", "\n_adam = adam_step\n\ndef adam_step(*args):\n    param, m, v = _adam(*args)\n"
+         "    return param * 1e300, m, v\n"),
+    )  # fmt: skip
+    done = learn("train", str(path), "--steps", "3", "--threads", "1", "--no-compare", "--no-progress")
+    assert done.returncode == 1, done
+    warned = [line for line in done.stderr.splitlines() if ": warning: " in line]
+    assert warned and all(": warning: your adam_step: " in line for line in warned), done.stderr
+    assert "numpy-transformer learn train: error: training stopped: step 1: the weights of " in done.stderr
+    assert "numpy-transformer train:" not in done.stderr and "loss nan" not in done.stdout, done
