@@ -269,6 +269,8 @@ class TimedOut(BaseException):
 
 
 TIME_LIMIT = 60.0  # seconds for importing the learner's file, and for every case of one exercise
+# seconds their function runs before the wait is said (the textbook's slowest grades in 5 on a busy machine)
+WAITING_AFTER = 10.0
 _NOT_THEIRS = tuple(
     os.path.join(os.path.dirname(module.__file__ or ""), "") for module in (functional, numpy)
 )
@@ -298,11 +300,18 @@ def needs_line_watch(module: ModuleType) -> bool:
 
 
 @contextmanager
-def under_time_limit(seconds: float | None, watch_lines: bool = False) -> Iterator[None]:
+def under_time_limit(
+    seconds: float | None,
+    watch_lines: bool = False,
+    say: Callable[[str], None] | None = None,
+    waiting: str = "",
+) -> Iterator[None]:
     """Raise TimedOut in whatever runs after ``seconds`` (on the main thread, where signals can
     interrupt it; elsewhere, or with None, no limit). ``watch_lines`` also looks at the clock on every
     line of code outside the package and NumPy, for what no signal can stop (needs_line_watch); it
-    slows that code, so it is on only where needed."""
+    slows that code, so it is on only where needed. Where it still runs after WAITING_AFTER seconds,
+    ``say`` gets a line saying what it waits for (``waiting``, "your adam_step") and how long at most:
+    else a learner would look at a silent command for a minute."""
     if seconds is None:
         yield
         return
@@ -333,9 +342,16 @@ def under_time_limit(seconds: float | None, watch_lines: bool = False) -> Iterat
     signal.setitimer(signal.ITIMER_REAL, seconds)
     if watch_lines:
         sys.settrace(line_by_line)
+    notice = None
+    if say is not None and seconds > WAITING_AFTER:  # said from a thread: a signal handler may not print
+        notice = threading.Timer(WAITING_AFTER, say, [f"waiting for {waiting} (a limit of {seconds:g} s)…"])
+        notice.daemon = True
+        notice.start()
     try:
         yield
     finally:
+        if notice is not None:
+            notice.cancel()
         if watch_lines:
             sys.settrace(previous_trace)
         signal.setitimer(signal.ITIMER_REAL, 0)

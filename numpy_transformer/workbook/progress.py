@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ from . import blocks
 from .exercises.curriculum import BY_NAME, EXERCISES, LADDER, OPTIONAL, TRAINING_BY_NAME, textbook_function
 from .grading import check
 from .grading.verdicts import FunctionVerdict
+from .loading import TIME_LIMIT
 
 
 def prerequisites(name: str) -> tuple[str, ...]:
@@ -51,9 +52,12 @@ class Rung:
     verdict: FunctionVerdict
 
 
-def status(path: str | Path) -> list[Rung]:
-    """``learn status``: every exercise of the learner's file graded, and placed on the ladder."""
-    verdicts = {verdict.name: verdict for verdict in check(path)}
+def status(
+    path: str | Path, say: Callable[[str], None] | None = None, time_limit: float | None = TIME_LIMIT
+) -> list[Rung]:
+    """``learn status``: every exercise of the learner's file graded (under ``time_limit`` each, ``say``
+    getting a line when one runs so long that the wait wants saying), and placed on the ladder."""
+    verdicts = {verdict.name: verdict for verdict in check(path, time_limit=time_limit, say=say)}
     done = {name for name, verdict in verdicts.items() if verdict.passed}
     rungs = []
     for name in LADDER:

@@ -150,6 +150,25 @@ def test_nan_stops_training_and_keeps_last_good_checkpoint(tmp_path):
         np.testing.assert_array_equal(good[name], after[name])
 
 
+def test_weights_an_update_made_infinite_stop_the_run_before_they_are_evaluated(tmp_path, capsys):
+    """Every gradient finite, the update overflowing: the run stops before its dev evaluation, which
+    would score NaN and have NumPy warn of the model's own sums."""
+    trainer = Trainer.create(TrainConfig(task="copy", steps=2, eval_every=1, eval_size=5), SMALL)
+    update = trainer.optimizer.step
+
+    def overflowing(*args, **kwargs):
+        update(*args, **kwargs)
+        trainer.model.projection_layer.proj.bias.data[0] = np.inf
+
+    trainer.optimizer.step = overflowing
+    with pytest.raises(
+        TrainingDiverged, match="step 1: the weights of projection_layer.proj.bias are NaN or infinite"
+    ):
+        trainer.fit(tmp_path, progress=False)
+    assert "dev" not in capsys.readouterr().out
+    assert not (tmp_path / "model.npz").exists()
+
+
 @pytest.mark.slow
 def test_ctrl_c_saves_before_exiting(tmp_path):
     process = subprocess.Popen(

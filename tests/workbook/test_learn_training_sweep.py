@@ -11,6 +11,7 @@ import sys
 from learn_training_mistakes import SOLVED_TRAINING, TRAINING_HEADER
 
 from numpy_transformer import workbook
+from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.tasks import make_task
 from numpy_transformer.workbook.commands import prove_file
 from numpy_transformer.workbook.proof import Recipe
@@ -79,13 +80,18 @@ def test_status_says_an_error_for_a_rung_that_returns_none_not_that_it_raises(tm
     assert "(yours: an error, learn check says what)" in line and "raises" not in report, report
 
 
+ADAMW_CALLING_ADAM = (
+    "\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+    "    return adam_step(param * (1 - lr * weight_decay), grad, m, v, t, lr, beta1, beta2, eps)\n"
+)
+
+
 def test_status_says_a_right_adamw_step_waits_on_the_wrong_adam_step_it_calls(tmp_path):
     path = _file(
         tmp_path,
         ("adam", "\n_adam = adam_step\n\ndef adam_step(*args):\n    param, m, v = _adam(*args)\n"
          "    return param + 1.0, m, v\n"),
-        ("adamw", "\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
-         "    return adam_step(param * (1 - lr * weight_decay), grad, m, v, t, lr, beta1, beta2, eps)\n"),
+        ("adamw", ADAMW_CALLING_ADAM),
     )  # fmt: skip
     lines = workbook.format_status(workbook.status(path)).splitlines()
     adam, adamw = (
@@ -176,3 +182,70 @@ def test_a_rung_returning_fewer_or_other_shaped_arrays_is_graded_wrong_not_a_cra
     )  # fmt: skip
     verdicts = workbook.check(path, ["clip_by_global_norm", "adamw_step"])
     assert [v.status for v in verdicts] == ["wrong", "wrong"], workbook.format_verdicts(verdicts)
+
+
+def test_learn_train_whose_adam_step_overflows_says_every_warning_as_theirs_and_errs_as_learn_train(tmp_path):
+    """Weights made infinite by their update, every gradient finite: the run stops before scoring them
+    (no NumPy warning of the model's own sums, which would be nobody's), said by learn train."""
+    path = _file(
+        tmp_path,
+        ("adam", "\n_adam = adam_step\n\ndef adam_step(*args):\n    param, m, v = _adam(*args)\n"
+         "    return param * 1e300, m, v\n"),
+    )  # fmt: skip
+    done = learn("train", str(path), "--steps", "3", "--threads", "1", "--no-compare", "--no-progress")
+    assert done.returncode == 1, done
+    warned = [line for line in done.stderr.splitlines() if ": warning: " in line]
+    assert warned and all(": warning: your adam_step: " in line for line in warned), done.stderr
+    assert "numpy-transformer learn train: error: training stopped: step 1: the weights of " in done.stderr
+    assert "numpy-transformer train:" not in done.stderr and "loss nan" not in done.stdout, done
+
+
+HANGS = """
+import time
+
+_adam = adam_step
+
+def adam_step(*args):
+    with open({calls!r}, "a") as calls:
+        calls.write("called\\n")
+    time.sleep(1000)
+    return _adam(*args)
+"""
+SLOW_FIRST_CALL = """
+import time
+
+_adam = adam_step
+_calls = []
+
+def adam_step(*args):
+    _calls.append(args)
+    if len(_calls) == 1:
+        time.sleep(0.5)
+    return _adam(*args)
+"""
+
+
+def test_status_waits_once_for_a_hanging_adam_step_and_says_what_it_waits_for(tmp_path, monkeypatch):
+    """adamw_step calls the adam_step that ran out of time: it is not run (it would wait as long
+    again), and waits on adam_step; the wait is said while it lasts."""
+    calls = tmp_path / "calls.txt"
+    path = _file(tmp_path, ("adam", HANGS.format(calls=str(calls))), ("adamw", ADAMW_CALLING_ADAM))
+    monkeypatch.setattr(workbook.loading, "WAITING_AFTER", 0.1)
+    said: list[str] = []
+    lines = workbook.format_status(workbook.status(path, say=said.append, time_limit=0.5)).splitlines()
+    assert said == ["waiting for your adam_step (a limit of 0.5 s)…"]
+    assert calls.read_text() == "called\n"  # adam_step entered once: adamw_step never ran
+    adam, adamw = (
+        next(line for line in lines if f". {name} " in line) for name in ("adam_step", "adamw_step")
+    )
+    assert "(yours: an error, learn check says what)" in adam, lines
+    assert "locked behind adam_step (yours: waits on adam_step, which it calls)" in adamw, lines
+
+
+def test_learn_status_says_on_stderr_what_it_waits_for(tmp_path, monkeypatch, capsys):
+    path = _file(tmp_path, ("adam", SLOW_FIRST_CALL))
+    monkeypatch.setattr(workbook.loading, "WAITING_AFTER", 0.1)
+    assert main(["learn", "status", str(path)]) == 0
+    said = capsys.readouterr().err.splitlines()  # another rung slower than 0.1 s is said too
+    assert "learn status: waiting for your adam_step (a limit of 60 s)…" in said, said
+    assert all(line.startswith("learn status: waiting for your ") for line in said), said

@@ -129,11 +129,11 @@ def run_learn(args: argparse.Namespace) -> int:
             )
             return 0
         if args.action == "check":
-            report, code = workbook.run_check(args.file, args.names)
+            report, code = workbook.run_check(args.file, args.names, say=_on_stderr("check"))
             print(report)
             return code
         if args.action == "status":
-            print(workbook.format_status(workbook.status(args.file)))
+            print(workbook.format_status(workbook.status(args.file, say=_on_stderr("status"))))
             return 0
         if args.action == "hint":
             print(workbook.next_hint(args.file, args.name))
@@ -244,10 +244,14 @@ def _last_dev(out: Path) -> dict[str, Any] | None:
     return dev[-1] if dev else None
 
 
-def _say_progress(line: str) -> None:
-    """A progress line of learn prove, on stderr as a training run's progress bar is: stdout keeps
-    the result alone."""
-    print(f"learn prove: {line}", file=sys.stderr, flush=True)
+def _on_stderr(action: str) -> Callable[[str], None]:
+    """What says a progress line of learn ``action`` (learn prove's, a wait on the learner's code), on
+    stderr as a training run's progress bar is: stdout keeps the result alone."""
+
+    def say(line: str) -> None:
+        print(f"learn {action}: {line}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _learn_prove(args: argparse.Namespace, say: Callable[..., None]) -> int:
@@ -266,7 +270,7 @@ def _learn_prove(args: argparse.Namespace, say: Callable[..., None]) -> int:
             read_tsv(args.corpus, "--corpus"), f"--corpus {args.corpus}"
         )
         task = PairsTask(train, dev, test, recipe.tokenizer)
-    progress = None if args.no_progress or say is not print else _say_progress
+    progress = None if args.no_progress or say is not print else _on_stderr("prove")
     try:
         lines, code = workbook.prove_file(args.file, task, recipe, compare=args.compare, say=progress)
     except RuntimeError as error:  # their code raised (guarded says where)

@@ -118,6 +118,9 @@ class TrainCommand:
         self.comm = comm
         self.ranks = ranks_of(comm)
         self.say: Callable[..., None] = print if self.ranks.is_root else (lambda *a, **k: None)
+        # the command its errors are said by: learn train runs this one on the learner's functions
+        learn = getattr(args, "command", "train") == "learn"
+        self.command = f"numpy-transformer {'learn ' if learn else ''}train"
 
     def run(self) -> int:
         with ExitStack() as held:  # the run directory, from its claim on, whatever the other ranks say
@@ -303,15 +306,15 @@ class TrainCommand:
                 if (out / FILENAME).exists()
                 else f"no checkpoint was written to {out}"
             )
-            return 1, f"numpy-transformer train: error: {where}training stopped: {error}; {kept}"
+            return 1, f"{self.command}: error: {where}training stopped: {error}; {kept}"
         if isinstance(error, (ValueError, TypeError, RuntimeError, CheckpointError)):
-            return 2, f"numpy-transformer train: error: {where}{error}"
+            return 2, f"{self.command}: error: {where}{error}"
         if isinstance(error, (OSError, MemoryError)):  # a full disk, an allocation refused
-            return 1, f"numpy-transformer train: error: {where}{error}"
+            return 1, f"{self.command}: error: {where}{error}"
         if isinstance(error, SystemExit):
             return (error.code if isinstance(error.code, int) else 1), ""
         lines = traceback.format_exception(type(error), error, error.__traceback__)  # a bug: where it is
-        return 1, f"numpy-transformer train: error: {where}{''.join(lines).rstrip()}"
+        return 1, f"{self.command}: error: {where}{''.join(lines).rstrip()}"
 
 
 def require_evaluation_library() -> None:

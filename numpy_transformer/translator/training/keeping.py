@@ -18,6 +18,7 @@ from ..run.checkpoint import (
 )
 from ..run.directory import RunFiles
 from .protocol import Training
+from .step import check_weights
 
 
 class Keeper:
@@ -36,8 +37,12 @@ class Keeper:
 
     def evaluate(self) -> dict[str, Any]:
         """Score the dev pairs and do what the score decides (EvaluationState.judge): save the checkpoint
-        (and best.npz when it improved), cut the learning rate on a plateau, stop when patience runs out."""
+        (and best.npz when it improved), cut the learning rate on a plateau, stop when patience runs out.
+        Weights that are NaN or infinite are not scored (TrainingDiverged)."""
         trainer, run, bar = self.trainer, self.run, self.bar
+        # weights gone NaN or infinite with every gradient finite (an update that overflowed) stop the
+        # run here: scored, they would give a dev line of NaN and NumPy's warnings of it first
+        check_weights(trainer.model, trainer.step)
         metrics = trainer.dev_metrics(trainer.model, trainer.config.eval_examples)
         record = {"step": trainer.step, "split": "dev", **metrics}
         bar.write(format_metrics(f"step {trainer.step} dev", metrics))

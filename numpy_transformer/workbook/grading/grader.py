@@ -457,11 +457,17 @@ def _run_case_standing_in(
 
 
 def check_function(
-    module: ModuleType, name: str, path: Path, seed: int = 0, time_limit: float | None = TIME_LIMIT
+    module: ModuleType,
+    name: str,
+    path: Path,
+    seed: int = 0,
+    time_limit: float | None = TIME_LIMIT,
+    say: Callable[[str], None] | None = None,
 ) -> FunctionVerdict:
-    """Grade the learner's ``name`` (a rung of LADDER) on every drawn case of it."""
+    """Grade the learner's ``name`` (a rung of LADDER) on every drawn case of it; ``say`` gets a line
+    when it runs so long that the wait wants saying (under_time_limit)."""
     if name in TRAINING_BY_NAME:
-        return check_training_function(module, name, path, seed, time_limit)
+        return check_training_function(module, name, path, seed, time_limit, say)
     exercise = BY_NAME[name]
     if learners_function(module, name) is None:
         defined = None if module is functional else getattr(module, name, None)
@@ -478,7 +484,7 @@ def check_function(
     standing_in: list[str] = []
     rng = numpy.random.default_rng(seed)
     try:
-        with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
+        with under_time_limit(time_limit, needs_line_watch(module), say, f"your {name}"):
             cases = list(enumerate(BY_NAME[name].cases(rng)))
             for number, case in cases:
                 graded, where = _run_case_standing_in(
@@ -499,11 +505,7 @@ def check_function(
     except Raised as raised:
         return FunctionVerdict(name, "error", message=raised.line, cause=raised.cause)
     except TimedOut:
-        return FunctionVerdict(
-            name,
-            "error",
-            message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
-        )
+        return FunctionVerdict.out_of_time(name, time_limit)
     gradients = list(merged.values())
     status = "wrong" if any(g.status == "wrong" for g in gradients) else "done"
     stood = (
@@ -528,8 +530,11 @@ def check(
     seed: int = 0,
     module: ModuleType | None = None,
     time_limit: float | None = TIME_LIMIT,
+    say: Callable[[str], None] | None = None,
 ) -> list[FunctionVerdict]:
     """Grade the learner's file: the exercises ``names`` (every exercise when None), in ladder order.
+    ``say`` gets a line when a function runs so long that the wait wants saying; a function that calls
+    one of theirs that ran out of time is not run (it would wait as long again).
 
     Raises ValueError for a name that is no exercise, FileNotFoundError, or LearnerCodeError when
     the file cannot be imported.
@@ -540,20 +545,46 @@ def check(
     module = module if module is not None else load_learner(path)
     file = Path(module.__file__ or path).resolve()
     wanted = [rung for rung in LADDER if names is None or not names or rung in names]
-    verdicts = [check_function(module, name, file, seed, time_limit) for name in wanted]
-    graded = {v.name: v for v in verdicts}
+    graded: dict[str, FunctionVerdict] = {}
+    not_run: set[str] = set()  # those that call one of theirs that ran out of time: it says so already
+    for name in wanted:
+        waiting = _waits_on_time_out(module, name, graded, time_limit)
+        if waiting is not None:
+            not_run.add(name)
+        graded[name] = waiting or check_function(module, name, file, seed, time_limit, say)
+    verdicts = [graded[name] for name in wanted]
     for verdict in verdicts:  # a wrong function that calls a wrong one of theirs: say which to fix first
-        if verdict.status not in ("wrong", "error"):
+        if verdict.status not in ("wrong", "error") or verdict.name in not_run:
             continue
         for callee in _callees(module, verdict.name):  # graded here even when not asked for
+            if callee not in graded and verdict.timed_out:  # its time is spent: not waited for twice
+                continue
             if callee not in graded:
-                graded[callee] = check_function(module, callee, file, seed, time_limit)
+                graded[callee] = check_function(module, callee, file, seed, time_limit, say)
             if graded[callee].status in ("wrong", "error"):
                 pointer = f"it calls your {callee}, which is wrong: fix that first"
                 if pointer not in verdict.message:
                     verdict.message = f"{verdict.message}; {pointer}" if verdict.message else pointer
                 break
     return verdicts
+
+
+def _waits_on_time_out(
+    module: ModuleType, name: str, graded: dict[str, FunctionVerdict], time_limit: float | None
+) -> FunctionVerdict | None:
+    """The verdict of ``name``, not run, where it calls a function of theirs already graded that ran
+    out of time (adamw_step calling a hanging adam_step); None where it is to be run."""
+    if not any(verdict.timed_out for verdict in graded.values()):
+        return None
+    hanging = next((c for c in _callees(module, name) if c in graded and graded[c].timed_out), None)
+    if hanging is None:
+        return None
+    return FunctionVerdict(
+        name,
+        "error",
+        message=f"it calls your {hanging}, which did not return within {time_limit or 0:g} seconds: "
+        "fix that first (not run: it would wait as long again)",
+    )
 
 
 def _callees(module: ModuleType, name: str) -> list[str]:
@@ -638,9 +669,12 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
     return "\n".join(lines)
 
 
-def run_check(path: str | Path, names: Sequence[str] | None = None) -> tuple[str, int]:
-    """``learn check``: the report and the exit status (0 when every function checked passes)."""
-    verdicts = check(path, names)
+def run_check(
+    path: str | Path, names: Sequence[str] | None = None, say: Callable[[str], None] | None = None
+) -> tuple[str, int]:
+    """``learn check``: the report and the exit status (0 when every function checked passes); ``say``
+    gets a line when a function runs so long that the wait wants saying."""
+    verdicts = check(path, names, say=say)
     checked = [v for v in verdicts if names or v.status != "textbook"]
     return format_verdicts(verdicts, details=bool(names)), 0 if checked and all(
         v.passed for v in checked

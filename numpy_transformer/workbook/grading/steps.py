@@ -363,10 +363,16 @@ def _agree(yours: numpy.ndarray, right: numpy.ndarray) -> bool:
 
 
 def check_training_function(
-    module: ModuleType, name: str, path: Path, seed: int = 0, time_limit: float | None = TIME_LIMIT
+    module: ModuleType,
+    name: str,
+    path: Path,
+    seed: int = 0,
+    time_limit: float | None = TIME_LIMIT,
+    say: Callable[[str], None] | None = None,
 ) -> FunctionVerdict:
     """Grade the learner's training rung ``name`` on every drawn case of it: each value's verdict is
-    the first case it is wrong on, or exact (close) on every call of every case."""
+    the first case it is wrong on, or exact (close) on every call of every case. ``say`` gets a line
+    when it runs so long that the wait wants saying (under_time_limit)."""
     exercise = TRAINING_BY_NAME[name]
     function = learners_function(module, name)
     if function is None:
@@ -376,7 +382,7 @@ def check_training_function(
     candidates = set(range(len(exercise.known)))  # the mistakes it reproduces on every call so far
     observed: list[Observed] = []
     try:
-        with under_time_limit(time_limit, watch_lines=needs_line_watch(module)):
+        with under_time_limit(time_limit, needs_line_watch(module), say, f"your {name}"):
             for case in exercise.cases(numpy.random.default_rng(seed)):
                 try:
                     verdicts, reproduced = _grade_case(
@@ -398,11 +404,7 @@ def check_training_function(
         message = raised.line if raised.cause is None else sentence(raised.cause, **raised.names)
         return FunctionVerdict(name, "error", message=message, cause=raised.cause)
     except TimedOut:
-        return FunctionVerdict(
-            name,
-            "error",
-            message=f"did not return within {time_limit or 0:g} seconds (every case together): a loop that never ends?",
-        )
+        return FunctionVerdict.out_of_time(name, time_limit)
     gradients = [merged[value] for value in exercise.returns if value in merged]
     keys, values = _cause(exercise, candidates, observed)
     for gradient in gradients:  # named only where a mistake has its results on every call graded

@@ -60,10 +60,21 @@ class FunctionVerdict:
     message: str = ""
     cause: str | None = None  # an error: the key of SENTENCES its message names, if any
     localised: Localised | None = None  # a wrong block: where its gradients first differ, and why
+    timed_out: bool = False  # an error: it ran past its time limit (a function calling it is not run)
 
     @property
     def passed(self) -> bool:
         return self.status == "done"
+
+    @classmethod
+    def out_of_time(cls, name: str, seconds: float | None) -> FunctionVerdict:
+        """The verdict of ``name`` stopped at its time limit of ``seconds``."""
+        return cls(
+            name,
+            "error",
+            message=f"did not return within {seconds or 0:g} seconds (every case together): a loop that never ends?",
+            timed_out=True,
+        )
 
 
 def close_enough(yours: Any, right: Any) -> bool:
