@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -51,7 +52,11 @@ def textbook_functions() -> dict[str, Callable]:
 def backend_kernels() -> Any:
     """The kernel module of the array backend in use, or None where it has none."""
     module = BACKEND_KERNELS.get(backend_name())
-    return None if module is None else importlib.import_module(f"{__name__}.{module}")
+    if module is None:
+        return None
+    name = f"{__name__}.{module}"
+    # the layers ask at every step (fused_layer, backward_into): a loaded module is a dictionary read
+    return sys.modules.get(name) or importlib.import_module(name)
 
 
 def kernel_functions(module: Any) -> dict[str, Callable]:
