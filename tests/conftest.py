@@ -2,6 +2,7 @@
 documentation site built once."""
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +19,12 @@ from docs_site import BUILT_ELSEWHERE, build_site, builds_the_site_here
 GRADCHECK_TOLERANCE = 1e-6  # worst relative error of a float64 finite-difference check
 KERNEL_TOLERANCE = 1e-12  # worst relative error of a kernel against the textbook, float64
 ATTENTION = {"mha": nt.MultiHeadAttentionBlock, "mla": nt.MultiHeadLatentAttentionBlock}
+
+# A runner started in the background without job control (nohup, `cmd &` in a script) ignores SIGINT, and
+# the children of the Ctrl-C tests would inherit that and never be interrupted: a handler of Python's own is
+# not inherited (each child starts with SIGINT at its default), so the tests see what a user's terminal does.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def padded_ids(rng, batch, length, vocab, pad_id=0):
