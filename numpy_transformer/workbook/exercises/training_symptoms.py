@@ -185,17 +185,26 @@ def warmup_line(observed: list[Observed]) -> Symptom:
     return lines[0] if lines else None
 
 
+def _warmed_up(case: list[Observed]) -> tuple[int, int, float, float] | None:
+    """A warm-up + cosine case's (warmup, total, peak, min_lr), or None where a rate of the warm-up is
+    wrong (the cosine's symptoms read the decay of a right warm-up)."""
+    arguments = case[0].arguments
+    warmup, total = int(arguments["warmup"]), int(arguments["total"])
+    if not all(_same(*_rate(o)) for o in case if int(o.arguments["step"]) <= warmup):
+        return None
+    return warmup, total, float(arguments["peak"]), float(arguments["min_lr"])
+
+
 def cosine_ends(observed: list[Observed]) -> Symptom:
     """The warm-up right, the decay a half cosine over the right steps between other rates than peak and
     min_lr: each rate after the warm-up on one line of 0.5 * (1 + cos(pi * progress)), read back at its
     two ends."""
     found = []
     for case in _cases(observed):
-        arguments = case[0].arguments
-        warmup, total = int(arguments["warmup"]), int(arguments["total"])
-        peak, low = float(arguments["peak"]), float(arguments["min_lr"])
-        if not all(_same(*_rate(o)) for o in case if int(o.arguments["step"]) <= warmup):
+        settings = _warmed_up(case)
+        if settings is None:
             return None
+        warmup, total, peak, low = settings
         after = [o for o in case if int(o.arguments["step"]) > warmup]
         if all(_same(*_rate(o)) for o in after):
             continue
@@ -215,11 +224,10 @@ def cosine_span(observed: list[Observed]) -> Symptom:
     total: read back from each rate, the progress is a line of the step that is 0 and 1 elsewhere."""
     found = []
     for case in _cases(observed):
-        arguments = case[0].arguments
-        warmup, total = int(arguments["warmup"]), int(arguments["total"])
-        peak, low = float(arguments["peak"]), float(arguments["min_lr"])
-        if not all(_same(*_rate(o)) for o in case if int(o.arguments["step"]) <= warmup):
+        settings = _warmed_up(case)
+        if settings is None:
             return None
+        warmup, total, peak, low = settings
         points = []
         for o in case:
             step, (yours, _) = int(o.arguments["step"]), _rate(o)
