@@ -14,10 +14,13 @@ other milestone of the workbook) train with it: blocks.py's encoder-decoder with
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
+
+import numpy
 
 from ..backend import Array, get_array_module
 from ..module import Parameter
@@ -253,9 +256,28 @@ class LearnerAdamUpdate(TextbookAdamUpdate):
                 eps,
                 weight_decay if decay else 0.0,
             )
-            parameter.data[...] = new
-            m[...] = new_m
-            v[...] = new_v
+            name = "adamw_step" if decay and weight_decay else "adam_step"
+            for target, value in ((parameter.data, new), (m, new_m), (v, new_v)):
+                _write_back(target, value, name)
+
+
+def _write_back(target: Array, value: Array, whose: str) -> None:
+    """``value`` (what the learner's ``whose`` returned) written into ``target``, the package's array of its
+    own dtype. Values beyond that dtype's range become infinite there, said as theirs: under NumPy 1's
+    casting rules ``float32 * 1e300`` is a float64 their code computed without overflowing."""
+    if getattr(value, "dtype", None) == target.dtype:
+        target[...] = value
+        return
+    xp = get_array_module()
+    with numpy.errstate(over="ignore", invalid="ignore"):  # a cast's overflow, said below as theirs
+        target[...] = value
+    if not bool(xp.isfinite(target).all()) and bool(xp.isfinite(xp.asarray(value)).all()):
+        warnings.warn(
+            f"your {whose}: returned values beyond {xp.dtype(target.dtype).name}'s range "
+            f"(largest magnitude {float(xp.abs(xp.asarray(value)).max()):.3g}), kept as infinite",
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 def adam_update(functions: Mapping[str, Callable]) -> Callable[..., LearnerAdamUpdate]:

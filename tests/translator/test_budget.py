@@ -314,3 +314,16 @@ def test_a_run_that_ended_its_plan_early_resumes_with_the_time_it_has_left(clock
     timed(resumed, clock, step_s=0.1, evaluation_s=0.0)
     resumed.fit(tmp_path / "run", progress=False)
     assert resumed.step == pytest.approx(300, abs=25)
+
+
+def test_a_run_that_ended_its_plan_with_a_sliver_left_is_not_trained_on(clock, corpus, tmp_path):
+    """A budgeted run whose plan ended with less time left than the PLAN_AFTER steps a resumed run
+    takes before it plans (at the pace the run kept): resumed with its saved budget, it stays where it
+    is rather than overrun the budget by them."""
+    config = TrainConfig(task=None, data=str(corpus), tokenizer="word", time_budget=0.5, eval_every=1000)
+    trainer = Trainer.create(config, TINY_MODEL)
+    timed(trainer, clock, step_s=0.1, evaluation_s=0.0)
+    trainer.budget.seconds = 29.5  # its plan ends half a second (five steps) before the saved 30 s
+    trainer.fit(tmp_path / "run", progress=False)
+    resumed = Trainer.resume(tmp_path / "run")
+    assert resumed.budget.spent() < resumed.budget.seconds and resumed.steps == resumed.step == trainer.step

@@ -199,11 +199,14 @@ class TrainCommand:
         if args.resume:
             saved = trainer.resumed_from
             resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
-            if trainer.budget is not None and trainer.budget.spent() >= trainer.budget.seconds:
+            if trainer.budget is not None and trainer.step >= trainer.steps:
+                spent = trainer.budget.spent() >= trainer.budget.seconds
                 warnings.warn(  # Trainer.resume planned its end where it is
-                    f"--resume: the run in {out} has spent its {trainer.config.time_budget:g} minutes "
-                    f"({trainer.budget.spent() / 60:g} so far) at step {trainer.step}: nothing is left to train; "
-                    "give a larger --time-budget (minutes in all) or --steps N above the step reached",
+                    f"--resume: the run in {out} "
+                    + ("has spent its" if spent else "has too little left for more steps of its")
+                    + f" {trainer.config.time_budget:g} minutes ({trainer.budget.spent() / 60:g} so far) at step "
+                    f"{trainer.step}: nothing is left to train; give a larger --time-budget (minutes in all) "
+                    "or --steps N above the step reached",
                     stacklevel=2,
                 )
             elif trainer.step >= trainer.steps:

@@ -110,6 +110,12 @@ class RunState:
     steps_planned: int | None = None  # the run's last step as planned when it was saved
     time_spent_s: float | None = None  # a time-budgeted run's time so far (None: not budgeted)
 
+    @property
+    def seconds_per_step(self) -> float:
+        """A time-budgeted run's time so far for each of its steps, its setup and evaluations shared among
+        them (0.0 where not known)."""
+        return (self.time_spent_s or 0.0) / self.step if self.step else 0.0
+
     def to_checkpoint(self) -> tuple[dict[str, numpy.ndarray], dict[str, Any]]:
         """The checkpoint's arrays (optim/...) and metadata fields that hold this state."""
         arrays = {OPTIMIZER + k: v for k, v in self.optimizer.items() if k.startswith(OPTIMIZER_ARRAYS)}

@@ -164,6 +164,10 @@ class Trainer:
             planned = state.steps_planned or 0  # a plan behind the run (it ended early): plan anew
             if keep_plan and planned > state.step:
                 self.plan_steps(planned)
+            elif self.budget.seconds - self.budget.spent() < PLAN_AFTER * state.seconds_per_step:
+                # the first plan comes after PLAN_AFTER steps: were they to overrun the time left at the
+                # run's pace so far (its evaluations and setup included), the run ends where it is
+                self.plan_steps(self.step)
             if self.budget.spent() >= self.budget.seconds:  # nothing of its time is left: it ends where it is
                 self.plan_steps(self.step)
         self.evaluations = EvaluationState.of(state)
