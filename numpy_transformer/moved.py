@@ -47,6 +47,22 @@ MOVED: dict[str, str] = {
     "numpy_transformer.layers.Encoder": "numpy_transformer.stacks.Encoder",
     "numpy_transformer.layers.EncoderBlock": "numpy_transformer.stacks.EncoderBlock",
     "numpy_transformer.layers.ResidualConnection": "numpy_transformer.stacks.ResidualConnection",
+    # tokenizer.json, a Hugging Face format, among the others
+    "numpy_transformer.translator.tokenizers.CHAR_PATTERN": (
+        "numpy_transformer.translator.huggingface.tokenizer_json.CHAR_PATTERN"
+    ),
+    "numpy_transformer.translator.tokenizers.TokenizerExportError": (
+        "numpy_transformer.translator.huggingface.tokenizer_json.TokenizerExportError"
+    ),
+    "numpy_transformer.translator.tokenizers.from_huggingface": (
+        "numpy_transformer.translator.huggingface.tokenizer_json.from_huggingface"
+    ),
+    "numpy_transformer.translator.tokenizers.huggingface_tokenizer": (
+        "numpy_transformer.translator.huggingface.tokenizer_json.huggingface_tokenizer"
+    ),
+    "numpy_transformer.translator.tokenizers.library_bpe": (
+        "numpy_transformer.translator.huggingface.tokenizer_json.library_bpe"
+    ),
     # a resumed run is read back in one call
     "numpy_transformer.translator.run.continuing.saved_state": (
         "numpy_transformer.translator.run.continuing.resumed_run"

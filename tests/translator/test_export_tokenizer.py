@@ -31,6 +31,7 @@ from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.corpora import printable
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
 from numpy_transformer.translator.huggingface import ExportError, PretrainedError, export_pretrained
+from numpy_transformer.translator.huggingface.tokenizer_json import from_huggingface
 from numpy_transformer.translator.run.checkpoint import (
     load_checkpoint,
     load_for_inference,
@@ -42,7 +43,6 @@ from numpy_transformer.translator.tokenizers import (
     BPETokenizer,
     CharTokenizer,
     WordTokenizer,
-    from_huggingface,
 )
 from numpy_transformer.translator.translating import translate_ids
 from numpy_transformer.translator.vocabulary import Vocab
@@ -531,7 +531,10 @@ def test_a_trained_bpe_run_exports_and_imports_through_the_command_line(tmp_path
 
 def test_a_word_run_is_refused_without_the_tokenizers_library_and_a_char_run_names_what_needs_it(monkeypatch):
     from numpy_transformer.machine import MissingLibrary
-    from numpy_transformer.translator.tokenizers import TokenizerExportError, huggingface_tokenizer
+    from numpy_transformer.translator.huggingface.tokenizer_json import (
+        TokenizerExportError,
+        huggingface_tokenizer,
+    )
 
     monkeypatch.setitem(sys.modules, "tokenizers", None)  # not installed: importing it raises ImportError
     vocab = Vocab(["a", "b"])

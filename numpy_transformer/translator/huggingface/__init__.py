@@ -6,7 +6,8 @@ The rooms, one concept each: a model directory's file names, bounded reads and a
 (``directory``); the safetensors header reader (``safetensors_reader``); config.json read and checked,
 and written (``config_json``); the weights under transformers' names and the reordering of
 interleaved positions, both ways (``weights``); loading a model (``loading``: load_pretrained,
-plan_weights); the tokenizer files, both ways (``tokenizer_files``: MarianTokenizer, tokenizer.json);
+plan_weights); the tokenizer files, both ways (``tokenizer_files``: MarianTokenizer, tokenizer.json), of
+which a run's own tokenizer as tokenizer.json and back (``tokenizer_json``);
 the transformers export (``export``: export_pretrained) and the CTranslate2 one
 (``ctranslate2_export``: export_ctranslate2); what of a run neither can write, asked before it
 trains (``exportable``: export_limits).

@@ -5,17 +5,11 @@ only once it is trained. Each export refuses the same things itself when asked t
 from __future__ import annotations
 
 from ...model import Transformer
-from ..tokenizers import (
-    BPETokenizer,
-    CharTokenizer,
-    SentencePieceTokenizer,
-    Tokenizer,
-    TokenizerExportError,
-    huggingface_tokenizer,
-)
+from ..tokenizers import BPETokenizer, CharTokenizer, SentencePieceTokenizer, Tokenizer
 from ..vocabulary import Vocab
 from .ctranslate2_export import ctranslate2_unrepresentable
 from .export import refusal
+from .tokenizer_json import TokenizerExportError, huggingface_tokenizer
 
 
 def export_limits(model: Transformer, tokenizer: Tokenizer, vocab: Vocab) -> list[str]:

@@ -4,7 +4,7 @@ and vocabularies, and a run's tokenizer written as either.
 
 Marian's SentencePiece (an imported OPUS-MT run's) goes with a Marian export as Marian's files.
 Byte-level BPE and characters go with either architecture as ``tokenizer.json`` and
-``tokenizer_config.json`` (tokenizers.huggingface_tokenizer): the run's own subword model, or a
+``tokenizer_config.json`` (tokenizer_json.huggingface_tokenizer): the run's own subword model, or a
 word-level model over single characters, with the run's ids; the padding, start and end tokens
 special, a special token's text in a sentence split as text, no end token appended (the run's
 sources have none). transformers has one tokenizer a directory: of separate source and target
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ...model import Transformer
-from ..tokenizers import SentencePieceTokenizer, Tokenizer, from_huggingface, huggingface_tokenizer
+from ..tokenizers import SentencePieceTokenizer, Tokenizer
 from ..vocabulary import SpecialIds, Vocab
 from .config_json import SETTINGS, TOKENIZER_SHA256, embedding_rows, marian_special_ids, vocab_sizes
 from .directory import (
@@ -50,6 +50,7 @@ from .directory import (
     PretrainedError,
     read_bounded,
 )
+from .tokenizer_json import from_huggingface, huggingface_tokenizer
 
 
 class MarianTokenizer:
