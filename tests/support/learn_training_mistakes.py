@@ -469,4 +469,60 @@ TRAINING_MISTAKES += [
 ]
 
 
+# a third cold learner's: the warm-up's power without its minus, the rate held after the warm-up, two
+# arguments swapped, the cosine without pi or 0 from total on, each array's mean of squares, v corrected with
+# beta1, the decay as a constant or through Adam's denominator, weight_decay handed on in eps's place, and two
+# slips at once in the paper's schedule and in clipping
+TRAINING_MISTAKES += [
+    changed("noam_learning_rate", "noam_warmup_sign", ("warmup ** -1.5", "warmup ** 1.5")),
+    changed(
+        "noam_learning_rate",
+        "noam_flat",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "min(step, warmup) * warmup ** -1.5"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "arguments_swapped",
+        ("d_model ** -0.5", "warmup ** -0.5"),
+        ("warmup ** -1.5", "d_model ** -1.5"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_scale_missing",
+        ("d_model ** -0.5 * ", ""),
+        ("return", "step = step + 1\n    return"),
+        also=("schedule_off_by_one",),
+    ),
+    changed(
+        "warmup_cosine_learning_rate", "cosine_pi", ("math.cos(math.pi * progress)", "math.cos(progress)")
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_end_zero",
+        ("    progress = min(", "    if step >= total:\n        return 0.0\n    progress = min("),
+    ),
+    changed("clip_by_global_norm", "clip_means", ("float((g * g).sum())", "float((g * g).mean())")),
+    changed(
+        "clip_by_global_norm",
+        "clip_epsilon",
+        ("max_norm / norm if norm > max_norm else 1.0", "max_norm / (norm + 1e-6)"),
+        also=("clip_always",),
+    ),
+    changed("adam_step", "bias_same_beta", ("v / (1 - beta2 ** t)", "v / (1 - beta1 ** t)")),
+    changed("adamw_step", "decay_constant", ("param * (1 - lr * weight_decay)", "param - lr * weight_decay")),
+    changed(
+        "adamw_step",
+        "decay_adaptive",
+        ("    param = param * (1 - lr * weight_decay)\n", ""),
+        (
+            "lr * m_hat / (xp.sqrt(v_hat) + eps)",
+            "lr * (m_hat + weight_decay * param) / (xp.sqrt(v_hat) + eps)",
+        ),
+    ),
+    changed(
+        "adamw_step", "argument_misplaced", ("(xp.sqrt(v_hat) + eps)", "(xp.sqrt(v_hat) + weight_decay)")
+    ),
+]
+
+
 SOLVED_TRAINING = "".join(CORRECT.values())  # every training rung right, as a learner writes it

@@ -298,6 +298,33 @@ SENTENCES = {
     "decoupled alone, param * (1 - lr * weight_decay), and the moments never see it",
     "decay_rate": "the decay shrinks the parameter by another share of it: AdamW's is lr * weight_decay, "
     "{right:.6g} on call {call}, yours {yours:.6g} ({times:.6g} times as much)",
+    # a third cold learner's: the warm-up's power without its minus, the rate held after the warm-up, the
+    # cosine without pi or 0 after total, each array's mean of squares, both corrections with one beta, the
+    # decay taken away as a constant or put through Adam's denominator, and arguments mixed up
+    "noam_warmup_sign": "the warm-up's power has lost its minus sign, warmup^1.5: your rising line is so large "
+    "that min(...) always picks the decay, so there is no warm-up; the line is step * warmup^-1.5, which "
+    "meets step^-0.5 at step = warmup",
+    "noam_flat": "after the warm-up your rate stays at its peak, min(step, warmup) * warmup^-1.5: it decays, "
+    "d_model^-0.5 * step^-0.5 (1 / sqrt(step)); the min is between the two curves, min(step^-0.5, step * "
+    "warmup^-1.5), not a cap on step",
+    "cosine_pi": "the cosine's angle lacks pi, cos(progress): it turns through 1 radian where it should turn "
+    "half a circle, so yours never reaches min_lr at total; it is cos(pi * progress)",
+    "cosine_end_zero": "from total on the rate is 0: the decay ends at min_lr at total, and the rate stays "
+    "min_lr after it (progress held at 1)",
+    "clip_means": "the norm adds each array's mean of squares: the global norm is the square root of the sum "
+    "of every entry squared, each array's (g * g).sum(), not its mean",
+    "bias_same_beta": "both bias corrections use the same beta: each moment is corrected with its own, m_hat "
+    "= m / (1 - beta1^t) and v_hat = v / (1 - beta2^t)",
+    "decay_constant": "the decay takes a constant away, param - lr * weight_decay: it takes a share of the "
+    "parameter, param * (1 - lr * weight_decay), so each weight shrinks in proportion to its size",
+    "decay_adaptive": "the decay goes through Adam's denominator, lr * (m_hat + weight_decay * param) / "
+    "(sqrt(v_hat) + eps): decoupled, it is lr * weight_decay * param, taken away as it is, param * (1 - lr * "
+    "weight_decay), before Adam's update",
+    "arguments_swapped": "two arguments are swapped, {first} and {second}: yours is the formula with each in "
+    "the other's place; check each name where you use it, and the order you hand them on in",
+    "argument_misplaced": "an argument is used where another belongs, {used} where {belongs} belongs: yours "
+    "is the formula with {belongs} replaced by {used}; check each name where you use it, and the order you "
+    "hand arguments on in (a call's arguments go by position)",
     "rung_dtype": "{name} is returned as {dtype}, which rounds it to about {digits} digits: compute in the "
     "dtype of what the function is handed (Python floats, float64 arrays), as the textbook does, with no "
     "astype or {dtype}(...) on the way",

@@ -23,6 +23,7 @@ from .training_symptoms import (
     cosine_ends,
     cosine_span,
     decay_rate,
+    mixed_arguments,
     noam_decay,
     noam_front,
     noam_line,
@@ -80,18 +81,24 @@ class TrainingExercise:
 
 
 def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1.5, scale: float = -0.5,
-          pick: Callable = min) -> float:  # fmt: skip
+          pick: Callable = min, flat: bool = False) -> float:  # fmt: skip
+    """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
+    pick(step, warmup) * warmup^power, in place of the decay)."""
     step = max(step + shift, 1)
+    if flat:
+        return float(d_model**scale * pick(step, warmup) * warmup**power)
     return float(d_model**scale * pick(step**-0.5, step * warmup**power))
 
 
-NOAM_MISTAKES: tuple[tuple[str, Callable], ...] = (
-    ("schedule_off_by_one", lambda step, d, w: _noam(step, d, w, shift=-1)),
-    ("schedule_off_by_one", lambda step, d, w: _noam(step, d, w, shift=1)),
-    ("noam_warmup_power", lambda step, d, w: _noam(step, d, w, power=-0.5)),
-    ("noam_scale_missing", lambda step, d, w: _noam(step, d, w, scale=0.0)),
-    ("noam_scale_inverted", lambda step, d, w: _noam(step, d, w, scale=0.5)),
-    ("noam_max", lambda step, d, w: _noam(step, d, w, pick=max)),
+NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("schedule_off_by_one", {"shift": -1}),
+    ("schedule_off_by_one", {"shift": 1}),
+    ("noam_warmup_power", {"power": -0.5}),
+    ("noam_scale_missing", {"scale": 0.0}),
+    ("noam_scale_inverted", {"scale": 0.5}),
+    ("noam_max", {"pick": max}),
+    ("noam_warmup_sign", {"power": 1.5}),
+    ("noam_flat", {"flat": True}),
 )
 
 
@@ -112,25 +119,27 @@ def _cases_noam(rng: numpy.random.Generator) -> list[TrainingCase]:
 
 def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift: int = 0, start: bool = False,
             half: float = 0.5, floor: str = "min_lr", clamp: bool = True, ramp_late: bool = False,
-            hold: bool = False, quarter: bool = False, whole_steps: bool = False) -> float:  # fmt: skip
+            past_end: str = "", quarter: bool = False, whole_steps: bool = False, turn: float = math.pi,
+            ) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
-    cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...))."""
+    cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...); past_end: the rate from total on,
+    "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right)."""
     step += shift
     if step <= warmup:
         if whole_steps:
             return peak * (step // max(warmup, 1))
         return peak * (step - (1 if ramp_late else 0)) / max(warmup, 1)
-    if hold and step >= total:
-        return min_lr
+    if past_end and step >= total:
+        return min_lr if past_end == "min_lr" else 0.0
     progress = (step - (0 if start else warmup)) / max(total - (0 if start else warmup), 1)
     progress = min(progress, 1.0) if clamp else progress
     low = min_lr if floor == "min_lr" else 0.0
     if quarter:
-        rate = low + (peak - low) * math.cos(0.5 * math.pi * progress)
+        rate = low + (peak - low) * math.cos(0.5 * turn * progress)
     elif half:
-        rate = low + half * (peak - low) * (1.0 + math.cos(math.pi * progress))
+        rate = low + half * (peak - low) * (1.0 + math.cos(turn * progress))
     else:
-        rate = low + (peak - low) * math.cos(math.pi * progress)
+        rate = low + (peak - low) * math.cos(turn * progress)
     return max(min_lr, rate) if floor == "max" else rate
 
 
@@ -141,12 +150,14 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_half", {"half": 0.0}),
     ("cosine_half", {"half": 1.0}),
     ("cosine_floor", {"floor": "zero"}),
-    ("cosine_floor", {"floor": "zero", "hold": True}),
+    ("cosine_floor", {"floor": "zero", "past_end": "min_lr"}),
     ("warmup_off_by_one", {"ramp_late": True}),
     ("cosine_clamp", {"clamp": False}),
     ("cosine_quarter", {"quarter": True}),
     ("cosine_floor", {"floor": "max"}),
     ("warmup_whole_steps", {"whole_steps": True}),
+    ("cosine_pi", {"turn": 1.0}),
+    ("cosine_end_zero", {"past_end": "zero"}),
 )
 
 
@@ -165,6 +176,7 @@ def _knob_mistakes(function: Callable, knobs: tuple[tuple[str, dict[str, Any]], 
     return alone, together
 
 
+NOAM_MISTAKES, NOAM_PAIRS = _knob_mistakes(_noam, NOAM_KNOBS)
 COSINE_MISTAKES, COSINE_PAIRS = _knob_mistakes(_cosine, COSINE_KNOBS)
 
 
@@ -194,6 +206,8 @@ def _global_norm(grads: list[Array], norm: str) -> float:
         return sum(math.sqrt(square) for square in squares)
     if norm == "rms":
         return math.sqrt(sum(squares) / sum(g.size for g in grads))
+    if norm == "means":  # each array's mean of squares, added
+        return math.sqrt(sum(square / max(g.size, 1) for g, square in zip(grads, squares)))
     if norm == "squared":
         return sum(squares)
     if norm == "l1":
@@ -233,6 +247,7 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_norm_sum", {"norm": "sum"}),
     ("clip_spectral", {"norm": "spectral"}),
     ("clip_l1", {"norm": "l1"}),
+    ("clip_means", {"norm": "means"}),
 )
 
 
@@ -273,19 +288,22 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
           eps: float, *, weight_decay: float = 0.0, decay: str = "", decay_rate: str = "", betas: str = "",
           weights: str = "", v_of: str = "", first: bool = False, stale: bool = False, t_shift: int = 0,
           correction: str = "", denominator: str = "", ascent: bool = False, returned: str = "",
-          ) -> tuple[Array, Array, Array]:  # fmt: skip
+          subtracted: bool = False) -> tuple[Array, Array, Array]:  # fmt: skip
     """One AdamW step (Adam where weight_decay is 0) with the mistakes its keywords say, each of one part
-    of the step: the decay's place (``decay``) and its rate (``decay_rate``), the betas, the moments'
-    weights and what v averages (``v_of``), the moments set at t = 1 (``first``) or the old ones used
-    (``stale``), t shifted, the bias correction, the denominator, the update's sign, what is returned."""
+    of the step: the decay's place (``decay``; "adaptive": weight_decay * param added to m_hat), its rate
+    (``decay_rate``) and its form (``subtracted``: lr * weight_decay taken away, not a share), the betas,
+    the moments' weights and what v averages (``v_of``), the moments set at t = 1 (``first``) or the old
+    ones used (``stale``), t shifted, the bias correction, the denominator, the update's sign, what is
+    returned."""
     xp = get_array_module()
     shrink = {"unscaled": weight_decay, "grows": -lr * weight_decay}.get(decay_rate, lr * weight_decay)
     if decay in ("in_moment", "twice"):
         grad = grad + weight_decay * param
     if decay == "moments":
         m, v = m * (1.0 - shrink), v * (1.0 - shrink)
-    if decay not in ("in_moment", "after", "missing"):
-        param = param * (1.0 - shrink)
+    decayed = param  # the parameter as it was handed in: what "adaptive" decays
+    if decay not in ("in_moment", "after", "missing", "adaptive"):
+        param = param - shrink if subtracted else param * (1.0 - shrink)
     b1, b2 = (beta2, beta1) if betas else (beta1, beta2)
     w1, w2 = {"one": (1.0, 1.0), "v_beta1": (1.0 - b1, 1.0 - b1), "swapped": (b1, b2)}.get(
         weights, (1.0 - b1, 1.0 - b2)
@@ -301,9 +319,14 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     moments = (m, v) if stale else (new_m, new_v)
     step = t + t_shift
     c1, c2 = 1.0 - b1**step, 1.0 - b2**step
-    corrections = {"none": (1.0, 1.0), "m_only": (c1, 1.0), "v_only": (1.0, c2), "swapped": (c2, c1)}.get(
-        correction, (c1, c2)
-    )
+    corrections = {
+        "none": (1.0, 1.0),
+        "m_only": (c1, 1.0),
+        "v_only": (1.0, c2),
+        "swapped": (c2, c1),
+        "beta1_both": (c1, c1),
+        "beta2_both": (c2, c2),
+    }.get(correction, (c1, c2))
     if first and t == 1:  # the gradient itself needs no correction
         corrections = (1.0, 1.0)
     with numpy.errstate(all="ignore"):
@@ -311,11 +334,13 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
             m_hat, v_hat = moments[0] * c1, moments[1] * c2
         else:
             m_hat, v_hat = moments[0] / corrections[0], moments[1] / corrections[1]
+        if decay == "adaptive":  # the decay put through the adaptive step with the moment
+            m_hat = m_hat + weight_decay * decayed
         update = _update(m_hat, v_hat, lr, eps, denominator, corrections[1])
     new_param = param + update if ascent else param - update
     new_param = new_param + eps if denominator == "eps_outside" else new_param
     if decay == "after":
-        new_param = new_param * (1.0 - shrink)
+        new_param = new_param - shrink if subtracted else new_param * (1.0 - shrink)
     if returned == "corrected":
         return new_param, m_hat, v_hat
     if returned == "swapped":
@@ -347,6 +372,8 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("bias_one_moment", {"correction": "m_only"}),
     ("bias_one_moment", {"correction": "v_only"}),
     ("bias_swapped", {"correction": "swapped"}),
+    ("bias_same_beta", {"correction": "beta1_both"}),
+    ("bias_same_beta", {"correction": "beta2_both"}),
     ("bias_multiplied", {"correction": "multiplied"}),
     ("t_from_zero", {"t_shift": -1}),
     ("t_ahead", {"t_shift": 1}),
@@ -387,6 +414,8 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("decay_on_moments", {"decay": "moments"}),
     ("decay_lr", {"decay_rate": "unscaled"}),
     ("decay_sign", {"decay_rate": "grows"}),
+    ("decay_constant", {"subtracted": True}),
+    ("decay_adaptive", {"decay": "adaptive"}),
 )
 
 
@@ -445,7 +474,15 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             of the warm-up. Returns lr, a float: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).""",
         cases=_cases_noam,
         mistakes=NOAM_MISTAKES,
-        symptoms=(schedule_factor, noam_front, noam_decay, noam_line, noam_one_curve),
+        pairs=NOAM_PAIRS,
+        symptoms=(
+            partial(mixed_arguments, _noam),
+            schedule_factor,
+            noam_front,
+            noam_decay,
+            noam_line,
+            noam_one_curve,
+        ),
         hints=(
             "Two curves, the smaller wins: a line rising with step, and a decay as 1/sqrt(step); they meet "
             "at step = warmup. step is 1 at the first update: use it as it is given.",
@@ -466,7 +503,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=_cases_cosine,
         mistakes=COSINE_MISTAKES,
         pairs=COSINE_PAIRS,
-        symptoms=(schedule_factor, warmup_line, cosine_span, cosine_ends),
+        symptoms=(partial(mixed_arguments, _cosine), schedule_factor, warmup_line, cosine_span, cosine_ends),
         hints=(
             "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
             "progress runs from 0 (at warmup) to 1 (at total) and stays 1 after total.",
@@ -511,6 +548,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=lambda rng: _adam_cases(rng, None),
         mistakes=ADAM_MISTAKES,
         pairs=ADAM_PAIRS,
+        symptoms=(partial(mixed_arguments, _adam),),
         hints=(
             "Two running averages, of the gradient and of its square; both start at zero, so early on they "
             "are too small: each is divided by 1 - beta^t, with its own beta, t counting this update.",
@@ -532,7 +570,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=lambda rng: _adam_cases(rng, 0.1),
         mistakes=ADAMW_MISTAKES,
         pairs=ADAMW_PAIRS,
-        symptoms=(decay_rate,),
+        symptoms=(partial(mixed_arguments, _adamw), decay_rate),
         hints=(
             "Decoupled: the decay shrinks the parameter itself, at the rate lr; it never enters the "
             "gradient, so the moments never see it.",

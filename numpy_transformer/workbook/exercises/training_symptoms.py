@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy
 
+from ...backend import to_numpy
+
 
 class Observed(NamedTuple):
     """One graded call: its arguments by name (arrays as they were handed in), what the learner's
@@ -22,7 +24,7 @@ class Observed(NamedTuple):
     right: list[numpy.ndarray]
 
 
-Symptom = tuple[str, dict[str, Any]] | None
+Symptom = tuple[str | tuple[str, ...], dict[str, Any]] | None  # a key, or two where two slips show
 AGREE = 1e-9  # two numbers the same but for rounding, relative to the larger
 
 
@@ -50,6 +52,66 @@ def schedule_factor(observed: list[Observed]) -> Symptom:
     if not ratios or _same(ratios[0], 1.0) or ratios[0] == 0:  # 0 everywhere is no factor of the schedule
         return None
     return ("schedule_factor", {"times": ratios[0]}) if all(_same(r, ratios[0]) for r in ratios) else None
+
+
+# -- any rung: its arguments mixed up --------------------------------------------------------------
+
+
+def mixed_arguments(textbook: Callable, observed: list[Observed]) -> Symptom:
+    """Every call's results the textbook's (``textbook``, called with the arguments by name) with two of its
+    number arguments swapped (arguments_swapped), or with one's value where another's belongs
+    (argument_misplaced); the swaps are tried first."""
+    names = [name for name, value in observed[0].arguments.items() if _a_number(value)] if observed else []
+    swaps = [(first, second) for index, first in enumerate(names) for second in names[index + 1 :]]
+    for first, second in swaps:
+        if _reproduced(textbook, observed, ((first, second), (second, first))):
+            return "arguments_swapped", {"first": first, "second": second}
+    for used in names:
+        for belongs in names:
+            if used != belongs and _reproduced(textbook, observed, ((belongs, used),)):
+                return "argument_misplaced", {"used": used, "belongs": belongs}
+    return None
+
+
+def _a_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _reproduced(textbook: Callable, observed: list[Observed], mixed: tuple[tuple[str, str], ...]) -> bool:
+    """Whether the textbook on every call's arguments mixed up as ``mixed`` says (each argument named
+    first given the value of the one named second) differs from the textbook's results somewhere and is
+    the learner's everywhere: each value's difference from the textbook's the same, to rounding."""
+    differs = False
+    for o in observed:
+        try:
+            results = textbook(**{**o.arguments, **{name: o.arguments[source] for name, source in mixed}})
+        except (ArithmeticError, ValueError):
+            return False
+        flat = [_flat(part) for part in (results if isinstance(results, tuple) else (results,))]
+        for yours, right, theirs in zip(o.yours, o.right, flat):
+            if yours.shape != right.shape or theirs.shape != right.shape:
+                return False
+            finite = numpy.isfinite(right)
+            if not (
+                numpy.array_equal(finite, numpy.isfinite(yours))
+                and numpy.array_equal(finite, numpy.isfinite(theirs))
+            ):
+                return False
+            floor = 1e-12 * float(numpy.abs(right[finite]).max(initial=0.0)) + 1e-300
+            mistaken, learners = theirs[finite] - right[finite], yours[finite] - right[finite]
+            scale = float(numpy.abs(mistaken).max(initial=0.0))
+            if not bool((numpy.abs(learners - mistaken) <= AGREE * scale + floor).all()):
+                return False
+            differs = differs or scale > floor
+    return differs
+
+
+def _flat(value: Any) -> numpy.ndarray:
+    """A result as float64 entries, flat (a list of arrays one after the other)."""
+    parts = value if isinstance(value, list) else [value]
+    return numpy.concatenate(
+        [numpy.asarray(to_numpy(part), dtype=numpy.float64).reshape(-1) for part in parts]
+    )
 
 
 # -- the paper's schedule: a rising line, then a decay as 1 / sqrt(step) -----------------------------
@@ -248,8 +310,9 @@ def cosine_span(observed: list[Observed]) -> Symptom:
 
 def clip_epsilon(observed: list[Observed]) -> Symptom:
     """The norm right, the gradients scaled by max_norm / (norm + eps) where they are clipped: one small
-    constant eps added to the norm on every call that clips."""
-    added = []
+    constant eps added to the norm on every call that clips; where the gradients under max_norm are scaled
+    so too, they are rescaled even there (clip_always beside it)."""
+    added, always = [], False
     for o in observed:
         grads = numpy.concatenate(
             [numpy.asarray(g, dtype=numpy.float64).reshape(-1) for g in o.arguments["grads"]]
@@ -258,9 +321,9 @@ def clip_epsilon(observed: list[Observed]) -> Symptom:
         if yours.shape != grads.shape or not _same(norm_yours, norm):
             return None
         if float(norm[0]) <= max_norm:
-            if not _same(yours, right):
-                return None
-            continue
+            if _same(yours, right):
+                continue
+            always = True  # scaled where it should be left as it is: read its eps as on a call that clips
         big = numpy.abs(grads) > 1e-3 * float(numpy.abs(grads).max(initial=0.0))
         scales = yours[big] / grads[big]
         if not _same(scales, numpy.full_like(scales, scales[0])) or scales[0] <= 0:
@@ -269,7 +332,9 @@ def clip_epsilon(observed: list[Observed]) -> Symptom:
     if not added or not all(abs(eps - added[0]) <= 1e-3 * abs(added[0]) for eps in added):
         return None
     eps = added[0]
-    return ("clip_epsilon", {"eps": eps}) if 0 < abs(eps) < 1e-2 else None
+    if not 0 < abs(eps) < 1e-2:
+        return None
+    return ("clip_epsilon", "clip_always") if always else "clip_epsilon", {"eps": eps}
 
 
 # -- AdamW's decay ----------------------------------------------------------------------------------
@@ -296,6 +361,8 @@ def decay_rate(observed: list[Observed]) -> Symptom:
 
 
 SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
+    "arguments_swapped",
+    "argument_misplaced",
     "schedule_factor",
     "noam_decay",
     "noam_decay_power",

@@ -352,7 +352,7 @@ def _cause(
         for symptom in exercise.symptoms:
             found = symptom(observed)
             if found is not None:
-                return (found[0],), found[1]
+                return (found[0],) if isinstance(found[0], str) else found[0], found[1]
     return (), {}
 
 
