@@ -60,10 +60,31 @@ def test_a_section_past_the_deadline_is_stopped_and_reported(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert result.returncode == 1
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     sections = json.loads((tmp_path / "report.json").read_text())["sections"]
     assert sections["training_step"]["status"] == "STOPPED (deadline)"
     assert sections["translate"]["status"] == "SKIPPED (deadline)"
+
+
+def test_a_deadline_stops_our_code_and_waits_out_another_librarys(monkeypatch):
+    """The deadline is raised where the code running is ours; in another library's (PyTorch's Python,
+    reached from its C++, where an exception cannot unwind: the process aborts) it is tried again
+    a moment later."""
+    spec = importlib.util.spec_from_file_location("gpu_check_under_test", SCRIPT)
+    gpu_check = importlib.util.module_from_spec(spec)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts the checkout's folders first
+    spec.loader.exec_module(gpu_check)
+    armed = []
+    monkeypatch.setattr(gpu_check.signal, "setitimer", lambda which, seconds: armed.append(seconds))
+    foreign = {}
+    exec(
+        compile("import sys\nframe = sys._getframe()", "/elsewhere/torch/nn/modules/module.py", "exec"),
+        foreign,
+    )
+    gpu_check._deadline(gpu_check.signal.SIGALRM, foreign["frame"])
+    assert armed == [gpu_check.RETRY_S]
+    with pytest.raises(gpu_check.Deadline):
+        gpu_check._deadline(gpu_check.signal.SIGALRM, sys._getframe())  # this test: the checkout's
 
 
 @pytest.mark.skipif(
