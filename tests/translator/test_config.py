@@ -437,6 +437,28 @@ def test_a_corpus_run_chooses_what_it_was_not_given_and_keeps_what_it_was():
         ModelConfig(d_model=30, h=4)  # refused as given, before a corpus is read to size the rest
 
 
+@pytest.mark.parametrize(
+    ("flags", "widths"), [([], "d_model 128 is"), (["--time-budget", "100"], "d_model 128 or 256 is")]
+)
+def test_heads_no_corpus_width_fits_are_refused_before_the_corpus_is_read(
+    tmp_path, capsys, monkeypatch, flags, widths
+):
+    """--heads without --d-model on a corpus: the width is chosen once the corpus is read, but a head
+    count that fits none of the widths the budget can choose is refused before it is (a large corpus
+    takes minutes to read and learn subwords from), saying which width the run would get."""
+    from numpy_transformer.translator import tasks
+
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("".join(f"a{i}\tb{i}\n" for i in range(30)))
+    monkeypatch.setattr(tasks, "read_tsv", lambda *args: pytest.fail("the corpus was read"))
+    assert main(["train", "--data", str(corpus), "--heads", "3", *flags, "--out", str(tmp_path / "run")]) == 2
+    error = capsys.readouterr().err
+    assert f"d_model must be divisible by h, got d_model=128, h=3: {widths} the width a " in error
+    assert "give --d-model too" in error and not (tmp_path / "run").exists()
+    ModelConfig(h=8).refuse_heads_for_corpus(15.0)  # 128 holds 8 heads: nothing to refuse
+    ModelConfig(h=3, d_model=96).refuse_heads_for_corpus(15.0)  # a width given: checked as given
+
+
 @pytest.mark.parametrize(("pairs", "units"), [(1_000, 1000), (10_000, 2000), (50_000, 4000), (300_000, 8000)])
 def test_the_subword_vocabulary_grows_with_the_corpus(pairs, units):
     assert subword_vocab_size(pairs) == units

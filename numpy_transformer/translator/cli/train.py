@@ -371,6 +371,8 @@ def train_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             model = ModelConfig.from_mapping(settings["model"])
             if train.data is None:  # a generated task's sizes are known before any work: chosen now
                 model.resolve()
+            elif train.from_run is None:  # a corpus's width is chosen once it is read: its heads checked now
+                model.refuse_heads_for_corpus(train.time_budget)
     return settings
 
 

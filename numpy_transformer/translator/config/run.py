@@ -142,6 +142,27 @@ class ModelConfig(Checked):
             sizes["h"] = max(h for h in range(1, sizes["h"] + 1) if sizes["d_model"] % h == 0)
         return replace(self, **sizes)
 
+    def refuse_heads_for_corpus(self, minutes: float | None) -> None:
+        """Heads given without a width on a corpus (whose width sizes_for_corpus chooses once it is read,
+        from the budget of ``minutes`` and its size): refused now, before the corpus is read, where they
+        fit none of the widths that budget can choose."""
+        if self.h is None or self.d_model is not None:
+            return
+        minutes = DATA_TIME_BUDGET if minutes is None else minutes
+        widths = sorted({size.d_model for least, _, size in CORPUS_SIZES if minutes >= least})
+        refusals = []
+        for width in widths:
+            try:
+                check_attention_shape(width, self.h, self.attention, self.attention_bias)
+            except ValueError as error:
+                refusals.append(error)
+        if len(refusals) == len(widths):
+            chosen = " or ".join(str(width) for width in widths)
+            raise ValueError(
+                f"{refusals[0]}: d_model {chosen} is the width a {minutes:g}-minute run on a corpus gets, "
+                f"chosen with its size: give --d-model too (--heads {self.h} fits a multiple of {self.h})"
+            )
+
     @classmethod
     def from_model(cls, config: TransformerConfig | Mapping[str, Any]) -> ModelConfig:
         """The fields of a built model's configuration (Transformer.config, or a checkpoint's
