@@ -273,3 +273,17 @@ def test_the_toolkit_names_at_the_top_load_on_first_use():
     )
     module = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert module.strip() == "numpy_transformer.translator.huggingface.loading"
+
+
+def test_the_readmes_map_names_every_module():
+    """The README's map of the package (its tree of rooms) names every module's file: a room added
+    without a line there is a room a reader cannot find."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    top = readme.index("├── functional.py")
+    tree = readme[readme.rfind("```", 0, top) : readme.index("```", top)]
+    unnamed = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "__init__.py" and path.name not in tree
+    ]
+    assert not unnamed, f"modules the README's map does not name: {unnamed}"
