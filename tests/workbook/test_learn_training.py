@@ -339,6 +339,45 @@ def test_a_tuple_or_a_0d_array_where_a_list_and_a_float_are_asked_is_said(tmp_pa
         assert code == 1 and said in report, report
 
 
+def test_results_in_another_order_are_said_so_right_or_still_wrong(tmp_path):
+    """(norm, grads) returned where (grads, norm) is asked: the order is said, and whether the results are
+    right in it (a second slip, each array's mean of squares, is left for the next check)."""
+    path = tmp_path / "mine.py"
+    swapped = CORRECT["clip_by_global_norm"].replace(
+        "[g * scale for g in grads], norm", "norm, [g * scale for g in grads]"
+    )
+    for source, then in (
+        (swapped, "in it they are right"),
+        (swapped.replace("(g * g).sum()", "(g * g).mean()"), "in it they are still wrong"),
+    ):
+        path.write_text(TRAINING_HEADER + source)
+        report, code = workbook.run_check(path, ["clip_by_global_norm"])
+        assert code == 1 and "in another order, (norm, grads): the order is (grads, norm)" in report, report
+        assert then in report, report
+
+
+def test_a_schedule_that_counts_its_own_steps_is_said_to_keep_state(tmp_path):
+    """A schedule that counts its calls in place of using step gives two answers to one call: said so, with
+    the argument that numbers the update (step); a right one that keeps a harmless cache is done."""
+    path = tmp_path / "mine.py"
+    counting = (
+        CORRECT["noam_learning_rate"]
+        .replace("def noam_learning_rate", "_calls = [0]\n\n\ndef noam_learning_rate")
+        .replace("    return", "    _calls[0] += 1\n    step = _calls[0]\n    return")
+    )
+    path.write_text(TRAINING_HEADER + counting)
+    report, code = workbook.run_check(path, ["noam_learning_rate"])
+    assert (
+        code == 1 and "keeps state between calls" in report and "(step, the number of this update)" in report
+    )
+    cached = CORRECT["noam_learning_rate"].replace(
+        "def noam_learning_rate", "@functools.lru_cache(maxsize=None)\ndef noam_learning_rate"
+    )
+    path.write_text(TRAINING_HEADER + "import functools\n" + cached)
+    report, code = workbook.run_check(path, ["noam_learning_rate"])
+    assert code == 0 and "done" in report, report
+
+
 def test_the_clipping_cases_are_what_they_say():
     for seed in range(3):
         first, _, under = workbook.TRAINING_BY_NAME["clip_by_global_norm"].cases(np.random.default_rng(seed))

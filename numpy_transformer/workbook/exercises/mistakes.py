@@ -367,8 +367,8 @@ SENTENCES = {
     "itself, param * (1 - lr * weight_decay); the gradient reaches the parameter through Adam's update alone",
     "keeps_state": "{name} keeps state between calls: called twice on the same arguments, it gave two answers "
     "({what} differs); use only what it is handed{counter}, and keep nothing from one call to the next",
-    "returns_order": "{name} returns its results in another order, ({yours}): with them in the order "
-    "({right}) they are right",
+    "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "
+    "in it they are {then}",
 }
 
 

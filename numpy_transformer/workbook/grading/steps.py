@@ -279,22 +279,26 @@ def _refused(cause: str, **names: Any) -> Raised:
 
 def _reordered(
     returned: Any, exercise: TrainingExercise, befores: list[Any], right: list[_Value]
-) -> str | None:
-    """The names of ``exercise.returns`` in the order ``returned`` holds them, where it holds the textbook's
-    results in another order (and not as the contract asks), or None."""
+) -> dict[str, str] | None:
+    """Where ``returned`` cannot be read in the contract's order but can in another: that order (``yours``,
+    the names of ``exercise.returns`` as it holds them) and whether its results are then the textbook's
+    (``then``), preferring an order in which they are; or None."""
     names = exercise.returns
     if len(names) < 2 or not isinstance(returned, (tuple, list)) or len(returned) != len(names):
         return None
+    readable = []
     for order in itertools.permutations(range(len(names))):  # order[i]: where the learner put names[i]
         values = _results(tuple(returned[place] for place in order), exercise)
-        if (
-            list(order) != sorted(order)
-            and not isinstance(values, str)
-            and _same(values, right, befores, right)
-        ):
-            held = dict(zip(order, names))
-            return ", ".join(held[place] for place in range(len(names)))
-    return None
+        if list(order) != sorted(order) and not isinstance(values, str):
+            readable.append((not _same(values, right, befores, right), order))
+    if not readable:
+        return None
+    wrong, order = min(readable)
+    held = dict(zip(order, names))
+    return {
+        "yours": ", ".join(held[place] for place in range(len(names))),
+        "then": "still wrong (put in order, learn check says where)" if wrong else "right",
+    }
 
 
 def _same_again(exercise: TrainingExercise, yours: list[_Value], again: Any) -> None:
@@ -344,9 +348,7 @@ def _grade_case(
             order = _reordered(returned, exercise, befores, right)
             if order is None:
                 raise Raised(f"{exercise.name} {yours} (case {case.label}, call {number})")
-            raise _refused(
-                "returns_order", name=exercise.name, yours=order, right=", ".join(exercise.returns)
-            )
+            raise _refused("returns_order", name=exercise.name, right=", ".join(exercise.returns), **order)
         _same_again(exercise, yours, again)
         handed += [name for name in [_handed_back(returned, exercise, arguments)] if name]
         said = ", ".join(f"{key} {value}" for key, value in call.items() if isinstance(value, (int, float)))
