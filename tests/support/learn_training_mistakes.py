@@ -201,7 +201,8 @@ TRAINING_MISTAKES = [
     changed("noam_learning_rate", "noam_decay_power", ("step ** -0.5", "step ** -1.0")),
     changed("noam_learning_rate", "noam_no_decay", ("min(step ** -0.5", "min(math.sqrt(step)")),
     changed("noam_learning_rate", "noam_decay", ("step ** -0.5", "1 / math.log(step + 1)")),
-    changed("noam_learning_rate", "noam_line", ("step * warmup ** -1.5", "step / warmup ** 2")),
+    changed("noam_learning_rate", "noam_warmup_squared", ("step * warmup ** -1.5", "step / warmup ** 2")),
+    changed("noam_learning_rate", "noam_line", ("step * warmup ** -1.5", "(step / warmup) ** 1.5")),
     changed(
         "warmup_cosine_learning_rate",
         "warmup_span",
@@ -225,9 +226,10 @@ TRAINING_MISTAKES = [
         "cosine_span",
         (
             "progress = min((step - warmup) / (total - warmup), 1.0)",
-            "progress = (step - warmup) / total\n    progress = min(progress, 1.0)",
+            "progress = (step - warmup) / (total - warmup + 1)\n    progress = min(progress, 1.0)",
         ),
     ),
+    changed("warmup_cosine_learning_rate", "cosine_ends", ("0.5 * (peak - min_lr)", "0.5 * (peak + min_lr)")),
     changed(
         "warmup_cosine_learning_rate",
         "cosine_floor",
@@ -404,7 +406,8 @@ TRAINING_MISTAKES = [
 # decay between other rates, an L1 norm, eps outside the division in parentheses, each moment's weights
 # swapped, v of |g|, the decay on the moments, and two slips at once in Adam and in AdamW
 TRAINING_MISTAKES += [
-    changed("noam_learning_rate", "noam_front", ("d_model ** -0.5", "d_model ** -1 / 2")),
+    changed("noam_learning_rate", "noam_power_precedence", ("d_model ** -0.5", "d_model ** -1 / 2")),
+    changed("noam_learning_rate", "noam_front", ("d_model ** -0.5", "1 / d_model")),
     changed("noam_learning_rate", "noam_one_curve", ("step * warmup ** -1.5", "(step * warmup) ** -1.5")),
     changed(
         "warmup_cosine_learning_rate",
@@ -421,8 +424,8 @@ TRAINING_MISTAKES += [
         "warmup_start",
         ("peak * step / warmup", "min_lr + (peak - min_lr) * step / warmup"),
     ),
-    changed("warmup_cosine_learning_rate", "cosine_ends", ("0.5 * (peak - min_lr)", "0.5 * peak")),
-    changed("warmup_cosine_learning_rate", "cosine_ends", ("(1 + math.cos", "(1 - math.cos")),
+    changed("warmup_cosine_learning_rate", "cosine_height", ("0.5 * (peak - min_lr)", "0.5 * peak")),
+    changed("warmup_cosine_learning_rate", "cosine_rising", ("(1 + math.cos", "(1 - math.cos")),
     changed(
         "clip_by_global_norm",
         "clip_l1",
@@ -521,6 +524,79 @@ TRAINING_MISTAKES += [
     ),
     changed(
         "adamw_step", "argument_misplaced", ("(xp.sqrt(v_hat) + eps)", "(xp.sqrt(v_hat) + weight_decay)")
+    ),
+]
+
+
+# a fourth cold learner's (two more of theirs, the cosine's height 0.5 * peak and its 1 - cos, are the
+# second learner's above): a power written ** -1/2, the rate 0 at step 1 from a step counted from 0, the
+# warm-up's line with step and warmup swapped or warmup ** (-3 // 2), the cosine's brackets, min_lr as a
+# share of peak, progress over total, a step late or in whole numbers, each array's sum squared,
+# the results returned in another order, a step counted by the function itself, AdamW's decay at Adam's
+# corrected step size or of the gradient
+TRAINING_MISTAKES += [
+    changed(
+        "noam_learning_rate",
+        "noam_power_precedence",
+        ("d_model ** -0.5 * min(step ** -0.5", "d_model ** -1/2 * min(step ** -1/2"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "schedule_off_by_one",
+        ("    return", "    step = step - 1\n    if step == 0:\n        return 0.0\n    return"),
+    ),
+    changed("noam_learning_rate", "noam_line_swapped", ("step * warmup ** -1.5", "warmup * step ** -1.5")),
+    changed("noam_learning_rate", "noam_warmup_squared", ("warmup ** -1.5", "warmup ** (-3 // 2)")),
+    changed(
+        "warmup_cosine_learning_rate", "cosine_over_total", ("/ (total - warmup), 1.0)", "/ total, 1.0)")
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_whole_progress",
+        ("/ (total - warmup), 1.0)", "// (total - warmup), 1)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_min_ratio",
+        (
+            "min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "peak * (min_lr + 0.5 * (1 - min_lr) * (1 + math.cos(math.pi * progress)))",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_unbracketed",
+        ("min_lr + 0.5 * (peak - min_lr) * (1", "min_lr + 0.5 * peak - min_lr * (1"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_decay_off_by_one",
+        ("min((step - warmup) /", "min((step - warmup - 1) /"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "returns_order",
+        ("return [g * scale for g in grads], norm", "return norm, [g * scale for g in grads]"),
+    ),
+    changed("clip_by_global_norm", "clip_sum_squared", ("float((g * g).sum())", "float(g.sum()) ** 2")),
+    changed(
+        "adam_step",
+        "keeps_state",
+        ("def adam_step", "_updates = [0]\n\n\ndef adam_step"),
+        (
+            "    xp = get_array_module()",
+            "    xp = get_array_module()\n    _updates[0] += 1\n    t = _updates[0]",
+        ),
+    ),
+    changed(
+        "adamw_step",
+        "decay_step_size",
+        ("param * (1 - lr * weight_decay)", "param * (1 - lr / (1 - beta1 ** t) * weight_decay)"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_of_gradient",
+        ("param * (1 - lr * weight_decay)", "param - lr * weight_decay * grad"),
     ),
 ]
 

@@ -332,6 +332,43 @@ SENTENCES = {
     "x -= ...), the caller keeps what it handed in",
     "returns_input": "{name} returns {what}: return new arrays, a copy where nothing "
     "changes, so that what the caller does with them leaves its own untouched",
+    # a fourth cold learner's: a power written ** -1/2, the warm-up's line with step and warmup swapped or
+    # with warmup^-2, the cosine's height, brackets, sign, min_lr as a ratio, its progress over total, a step
+    # late or in whole numbers, each array's sum squared, AdamW's decay at Adam's corrected step size or of
+    # the gradient, a function keeping state between calls, and the results returned in another order
+    "noam_power_precedence": "a power is written ** -1/2, which Python reads as (x ** -1) / 2, 1 / (2 x): ** "
+    "binds tighter than /, so it is not 1 / sqrt(x); write x ** -0.5 (or x ** (-1 / 2)): lr = d_model^-0.5 * "
+    "min(step^-0.5, step * warmup^-1.5)",
+    "noam_line_swapped": "the warm-up's line has step and warmup swapped, warmup * step^-1.5: it falls with the "
+    "step; the line is step * warmup^-1.5, which rises with the step and meets step^-0.5 at step = warmup",
+    "noam_warmup_squared": "the warm-up's line is step * warmup^-2 (as warmup ** (-3 // 2) gives: // divides "
+    "in whole numbers, rounding -1.5 down to -2): it is step * warmup^-1.5, which meets step^-0.5 at step = "
+    "warmup; write -1.5 or (-3 / 2)",
+    "cosine_height": "the half cosine's height is 0.5 * peak, so the decay starts at peak + min_lr: it falls "
+    "from peak to min_lr, a height of peak - min_lr, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress))",
+    "cosine_unbracketed": "the brackets are lost: yours computes min_lr + 0.5 * peak - min_lr * (1 + cos(pi * "
+    "progress)); it is min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress)), the height peak - min_lr "
+    "bracketed, times the whole (1 + cos)",
+    "cosine_rising": "the decay rises, 1 - cos(pi * progress): yours climbs from min_lr after the warm-up to "
+    "peak at total; it falls, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress)), from peak to min_lr",
+    "cosine_min_ratio": "min_lr is used as a share of peak, peak * min_lr: it is a rate itself, the one the "
+    "decay ends at, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress))",
+    "cosine_over_total": "the progress is divided by total, so it reaches 1 at warmup + total, not at total: it "
+    "is (step - warmup) / (total - warmup), the steps of the decay alone",
+    "cosine_decay_off_by_one": "the decay's progress is off by one step: it is 0 at step warmup, where the "
+    "warm-up ends at peak, and 1 at total, (step - warmup) / (total - warmup), with step as it is given",
+    "cosine_whole_progress": "the progress divides in whole numbers ((step - warmup) // (total - warmup) is 0 "
+    "until total): the rate stays at peak, then drops to min_lr at once; divide with /",
+    "clip_sum_squared": "the norm squares each array's sum, g.sum() ** 2: it sums every entry squared, each "
+    "array's (g * g).sum(), and takes the square root of their total",
+    "decay_step_size": "the decay is scaled by lr / (1 - beta1^t), Adam's bias-corrected step size: AdamW's "
+    "decay uses lr itself, param * (1 - lr * weight_decay), whatever the step",
+    "decay_of_gradient": "the decay takes lr * weight_decay * grad away: weight decay shrinks the parameter "
+    "itself, param * (1 - lr * weight_decay); the gradient reaches the parameter through Adam's update alone",
+    "keeps_state": "{name} keeps state between calls: called twice on the same arguments, it gave two answers "
+    "({what} differs); use only what it is handed{counter}, and keep nothing from one call to the next",
+    "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "
+    "in it they are {then}",
 }
 
 

@@ -81,13 +81,22 @@ class TrainingExercise:
 
 
 def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1.5, scale: float = -0.5,
-          pick: Callable = min, flat: bool = False) -> float:  # fmt: skip
+          pick: Callable = min, flat: bool = False, first_zero: bool = False, halved: str = "",
+          line_swapped: bool = False) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
-    pick(step, warmup) * warmup^power, in place of the decay)."""
-    step = max(step + shift, 1)
+    pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
+    below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
+    "both"; line_swapped: the line warmup * step^power)."""
+    step += shift
+    if first_zero and step < 1:
+        return 0.0
+    step = max(step, 1)
+    front = d_model ** (2 * scale) / 2 if halved in ("front", "both") else d_model**scale
     if flat:
-        return float(d_model**scale * pick(step, warmup) * warmup**power)
-    return float(d_model**scale * pick(step**-0.5, step * warmup**power))
+        return float(front * pick(step, warmup) * warmup**power)
+    decay = step**-1 / 2 if halved in ("decay", "both") else step**-0.5
+    line = warmup * step**power if line_swapped else step * warmup**power
+    return float(front * pick(decay, line))
 
 
 NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -99,6 +108,12 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_max", {"pick": max}),
     ("noam_warmup_sign", {"power": 1.5}),
     ("noam_flat", {"flat": True}),
+    ("schedule_off_by_one", {"shift": -1, "first_zero": True}),
+    ("noam_power_precedence", {"halved": "front"}),
+    ("noam_power_precedence", {"halved": "decay"}),
+    ("noam_power_precedence", {"halved": "both"}),
+    ("noam_line_swapped", {"line_swapped": True}),
+    ("noam_warmup_squared", {"power": -2.0}),
 )
 
 
@@ -120,10 +135,14 @@ def _cases_noam(rng: numpy.random.Generator) -> list[TrainingCase]:
 def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift: int = 0, start: bool = False,
             half: float = 0.5, floor: str = "min_lr", clamp: bool = True, ramp_late: bool = False,
             past_end: str = "", quarter: bool = False, whole_steps: bool = False, turn: float = math.pi,
-            ) -> float:  # fmt: skip
+            height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
+            whole_progress: bool = False) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
-    cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...); past_end: the rate from total on,
-    "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right)."""
+    cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
+    rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
+    height: the half cosine's "peak" alone, or "unbracketed" min_lr + 0.5 * peak - min_lr * (1 + cos);
+    rising: 1 - cos; the progress divided by total (over_total), shifted (decay_shift) or divided in
+    whole numbers (whole_progress))."""
     step += shift
     if step <= warmup:
         if whole_steps:
@@ -131,13 +150,18 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
         return peak * (step - (1 if ramp_late else 0)) / max(warmup, 1)
     if past_end and step >= total:
         return min_lr if past_end == "min_lr" else 0.0
-    progress = (step - (0 if start else warmup)) / max(total - (0 if start else warmup), 1)
+    begin = 0 if start else warmup
+    length, moved = max(total if over_total else total - begin, 1), step - begin + decay_shift
+    progress = moved // length if whole_progress else moved / length
     progress = min(progress, 1.0) if clamp else progress
-    low = min_lr if floor == "min_lr" else 0.0
+    low = {"min_lr": min_lr, "ratio": peak * min_lr}.get(floor, 0.0)
+    wave = 1.0 - math.cos(turn * progress) if rising else 1.0 + math.cos(turn * progress)
     if quarter:
         rate = low + (peak - low) * math.cos(0.5 * turn * progress)
+    elif height == "unbracketed":
+        rate = low + half * peak - low * wave
     elif half:
-        rate = low + half * (peak - low) * (1.0 + math.cos(turn * progress))
+        rate = low + half * (peak if height == "peak" else peak - low) * wave
     else:
         rate = low + (peak - low) * math.cos(turn * progress)
     return max(min_lr, rate) if floor == "max" else rate
@@ -158,6 +182,14 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("warmup_whole_steps", {"whole_steps": True}),
     ("cosine_pi", {"turn": 1.0}),
     ("cosine_end_zero", {"past_end": "zero"}),
+    ("cosine_height", {"height": "peak"}),
+    ("cosine_unbracketed", {"height": "unbracketed"}),
+    ("cosine_rising", {"rising": True}),
+    ("cosine_min_ratio", {"floor": "ratio"}),
+    ("cosine_over_total", {"over_total": True}),
+    ("cosine_decay_off_by_one", {"decay_shift": -1}),
+    ("cosine_decay_off_by_one", {"decay_shift": 1}),
+    ("cosine_whole_progress", {"whole_progress": True}),
 )
 
 
@@ -210,6 +242,8 @@ def _global_norm(grads: list[Array], norm: str) -> float:
         return math.sqrt(sum(square / max(g.size, 1) for g, square in zip(grads, squares)))
     if norm == "squared":
         return sum(squares)
+    if norm == "sums":  # each array's sum, squared
+        return math.sqrt(sum(float(g.sum()) ** 2 for g in grads))
     if norm == "l1":
         return sum(float(xp.abs(g).sum()) for g in grads)
     if norm == "spectral":  # a matrix's norm(g, 2): its largest singular value
@@ -248,6 +282,7 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_spectral", {"norm": "spectral"}),
     ("clip_l1", {"norm": "l1"}),
     ("clip_means", {"norm": "means"}),
+    ("clip_sum_squared", {"norm": "sums"}),
 )
 
 
@@ -290,19 +325,26 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
           correction: str = "", denominator: str = "", ascent: bool = False, returned: str = "",
           subtracted: bool = False) -> tuple[Array, Array, Array]:  # fmt: skip
     """One AdamW step (Adam where weight_decay is 0) with the mistakes its keywords say, each of one part
-    of the step: the decay's place (``decay``; "adaptive": weight_decay * param added to m_hat), its rate
-    (``decay_rate``) and its form (``subtracted``: lr * weight_decay taken away, not a share), the betas,
-    the moments' weights and what v averages (``v_of``), the moments set at t = 1 (``first``) or the old
+    of the step: the decay's place (``decay``; "adaptive": weight_decay * param added to m_hat; "gradient":
+    lr * weight_decay * grad taken away), its rate (``decay_rate``; "step_size": lr / (1 - beta1^t) in
+    place of lr) and its form (``subtracted``: lr * weight_decay taken away, not a share), the betas, the
+    moments' weights and what v averages (``v_of``), the moments set at t = 1 (``first``) or the old
     ones used (``stale``), t shifted, the bias correction, the denominator, the update's sign, what is
     returned."""
     xp = get_array_module()
-    shrink = {"unscaled": weight_decay, "grows": -lr * weight_decay}.get(decay_rate, lr * weight_decay)
+    shrink = {
+        "unscaled": weight_decay,
+        "grows": -lr * weight_decay,
+        "step_size": lr / (1.0 - beta1**t) * weight_decay,
+    }.get(decay_rate, lr * weight_decay)
     if decay in ("in_moment", "twice"):
         grad = grad + weight_decay * param
     if decay == "moments":
         m, v = m * (1.0 - shrink), v * (1.0 - shrink)
     decayed = param  # the parameter as it was handed in: what "adaptive" decays
-    if decay not in ("in_moment", "after", "missing", "adaptive"):
+    if decay == "gradient":
+        param = param - shrink * grad
+    elif decay not in ("in_moment", "after", "missing", "adaptive"):
         param = param - shrink if subtracted else param * (1.0 - shrink)
     b1, b2 = (beta2, beta1) if betas else (beta1, beta2)
     w1, w2 = {"one": (1.0, 1.0), "v_beta1": (1.0 - b1, 1.0 - b1), "swapped": (b1, b2)}.get(
@@ -416,6 +458,8 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("decay_sign", {"decay_rate": "grows"}),
     ("decay_constant", {"subtracted": True}),
     ("decay_adaptive", {"decay": "adaptive"}),
+    ("decay_step_size", {"decay_rate": "step_size"}),
+    ("decay_of_gradient", {"decay": "gradient"}),
 )
 
 

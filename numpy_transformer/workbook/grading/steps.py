@@ -6,6 +6,7 @@ it reproduces on every call of the case is named."""
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import sys
 import traceback
@@ -269,6 +270,56 @@ def _quiet(function: Callable, arguments: list[Any], exercise: TrainingExercise)
             return f"cannot be computed here: {error}"
 
 
+def _refused(cause: str, **names: Any) -> Raised:
+    """The learner's function refused with the sentence of ``cause``, its ``names`` filled in."""
+    refused = Raised(sentence(cause, **names))
+    refused.cause, refused.names = cause, names
+    return refused
+
+
+def _reordered(
+    returned: Any, exercise: TrainingExercise, befores: list[Any], right: list[_Value]
+) -> dict[str, str] | None:
+    """Where ``returned`` cannot be read in the contract's order but can in another: that order (``yours``,
+    the names of ``exercise.returns`` as it holds them) and whether its results are then the textbook's
+    (``then``), preferring an order in which they are; or None."""
+    names = exercise.returns
+    if len(names) < 2 or not isinstance(returned, (tuple, list)) or len(returned) != len(names):
+        return None
+    readable = []
+    for order in itertools.permutations(range(len(names))):  # order[i]: where the learner put names[i]
+        values = _results(tuple(returned[place] for place in order), exercise)
+        if list(order) != sorted(order) and not isinstance(values, str):
+            readable.append((not _same(values, right, befores, right), order))
+    if not readable:
+        return None
+    wrong, order = min(readable)
+    held = dict(zip(order, names))
+    return {
+        "yours": ", ".join(held[place] for place in range(len(names))),
+        "then": "still wrong (put in order, learn check says where)" if wrong else "right",
+    }
+
+
+def _same_again(exercise: TrainingExercise, yours: list[_Value], again: Any) -> None:
+    """Refuse a function whose second call on the same arguments (``again``) returned other results than
+    its first (``yours``): it keeps state between calls."""
+    twice = _results(again, exercise)
+    differs = [
+        name
+        for index, name in enumerate(exercise.returns)
+        if isinstance(twice, str)
+        or twice[index].shapes != yours[index].shapes
+        or not numpy.array_equal(twice[index].array, yours[index].array, equal_nan=True)
+    ]
+    if differs:
+        counter = next(
+            (f" ({name}, the number of this update)" for name in ("t", "step") if name in exercise.arguments),
+            "",
+        )
+        raise _refused("keeps_state", name=exercise.name, what=differs[0], counter=counter)
+
+
 def _grade_case(
     exercise: TrainingExercise,
     function: Callable,
@@ -282,7 +333,8 @@ def _grade_case(
     with the first call it differs on; and the known mistakes of ``candidates`` (their indices in
     ``exercise.known``) whose results it has on every call (each left out from the first call it differs on).
     ``handed`` gathers the arguments a call gave back as they were handed in, ``observed`` every call
-    (what a symptom reads)."""
+    (what a symptom reads). Each call is made twice: a function that keeps state between calls gives two
+    answers, and is refused so; results it returns in another order are refused with that order."""
     verdicts = {name: GradientVerdict(name, "exact", case=case.label) for name in exercise.returns}
     reproduced = set(candidates)
     for number, call in enumerate(case.calls, 1):
@@ -290,10 +342,14 @@ def _grade_case(
         right = _quiet(TEXTBOOK[exercise.name], _arguments(case, call, exercise), exercise)
         assert not isinstance(right, str), right
         returned = _call(function, path, exercise, arguments)
-        yours = _results(returned, exercise)
+        again = _call(function, path, exercise, _arguments(case, call, exercise))  # the same call again
+        yours, befores = _results(returned, exercise), _befores(exercise, arguments)
         if isinstance(yours, str):
-            raise Raised(f"{exercise.name} {yours} (case {case.label}, call {number})")
-        befores = _befores(exercise, arguments)
+            order = _reordered(returned, exercise, befores, right)
+            if order is None:
+                raise Raised(f"{exercise.name} {yours} (case {case.label}, call {number})")
+            raise _refused("returns_order", name=exercise.name, right=", ".join(exercise.returns), **order)
+        _same_again(exercise, yours, again)
         handed += [name for name in [_handed_back(returned, exercise, arguments)] if name]
         said = ", ".join(f"{key} {value}" for key, value in call.items() if isinstance(value, (int, float)))
         for name, mine, theirs, before in zip(exercise.returns, yours, right, befores):
