@@ -133,11 +133,15 @@ def _adam_update(
     """The new (param, m, v) of one parameter: ``functions``' adamw_step where ``weight_decay``, else
     its adam_step; a RuntimeError where what it returns is not three arrays of the parameter's shape."""
     beta1, beta2 = betas
-    if weight_decay:
-        returned = functions["adamw_step"](param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay)
-        return _returned_list(returned, 3, "adamw_step", param.shape)
-    returned = functions["adam_step"](param, grad, m, v, t, lr, beta1, beta2, eps)
-    return _returned_list(returned, 3, "adam_step", param.shape)
+    name = _rung(weight_decay)
+    decayed = (weight_decay,) if weight_decay else ()
+    returned = functions[name](param, grad, m, v, t, lr, beta1, beta2, eps, *decayed)
+    return _returned_list(returned, 3, name, param.shape)
+
+
+def _rung(weight_decay: float) -> str:
+    """The training rung an update of this weight decay calls: adamw_step where it decays, else adam_step."""
+    return "adamw_step" if weight_decay else "adam_step"
 
 
 def first_update(functions: Mapping[str, Callable]) -> None:
@@ -244,21 +248,12 @@ class LearnerAdamUpdate(TextbookAdamUpdate):
         decays: Sequence[bool],
     ) -> None:
         for parameter, m, v, decay in zip(self.parameters, self.m, self.v, decays):
+            rate = weight_decay if decay else 0.0
             new, new_m, new_v = _adam_update(
-                self.functions,
-                parameter.data,
-                parameter.grad,
-                m,
-                v,
-                t,
-                lr,
-                betas,
-                eps,
-                weight_decay if decay else 0.0,
+                self.functions, parameter.data, parameter.grad, m, v, t, lr, betas, eps, rate
             )
-            name = "adamw_step" if decay and weight_decay else "adam_step"
             for target, value in ((parameter.data, new), (m, new_m), (v, new_v)):
-                _write_back(target, value, name)
+                _write_back(target, value, _rung(rate))
 
 
 def _write_back(target: Array, value: Array, whose: str) -> None:

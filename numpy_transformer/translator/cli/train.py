@@ -199,23 +199,22 @@ class TrainCommand:
         if args.resume:
             saved = trainer.resumed_from
             resume_conflicts(settings, {"model": trainer.model_config, "train": trainer.config})
-            if trainer.budget is not None and trainer.step >= trainer.steps:
-                spent = trainer.budget.spent() >= trainer.budget.seconds
-                warnings.warn(  # Trainer.resume planned its end where it is
-                    f"--resume: the run in {out} "
-                    + ("has spent its" if spent else "has too little left for more steps of its")
-                    + f" {trainer.config.time_budget:g} minutes ({trainer.budget.spent() / 60:g} so far) at step "
-                    f"{trainer.step}: nothing is left to train; give a larger --time-budget (minutes in all) "
-                    "or --steps N above the step reached",
-                    stacklevel=2,
-                )
-            elif trainer.step >= trainer.steps:
-                warnings.warn(
-                    f"--resume: the run in {out} is at step {trainer.step} and --steps {trainer.steps} asks for "
-                    f"no more: nothing is left to train; give --steps above {trainer.step} to train on",
-                    stacklevel=2,
-                )
-            if trainer.step >= trainer.steps:  # said above: the run is left as it was saved
+            if trainer.step >= trainer.steps:  # said, and the run is left as it was saved
+                if trainer.budget is not None:  # Trainer.resume planned its end where it is
+                    spent = trainer.budget.spent() >= trainer.budget.seconds
+                    said = (
+                        f"--resume: the run in {out} "
+                        + ("has spent its" if spent else "has too little left for more steps of its")
+                        + f" {trainer.config.time_budget:g} minutes ({trainer.budget.spent() / 60:g} so far) at "
+                        f"step {trainer.step}: nothing is left to train; give a larger --time-budget (minutes in "
+                        "all) or --steps N above the step reached"
+                    )
+                else:
+                    said = (
+                        f"--resume: the run in {out} is at step {trainer.step} and --steps {trainer.steps} asks "
+                        f"for no more: nothing is left to train; give --steps above {trainer.step} to train on"
+                    )
+                warnings.warn(said, stacklevel=2)
                 return trainer, f"{saved} stays at step {trainer.step}: nothing trained"
             return trainer, f"resuming {saved} at step {trainer.step} for {length}{ranks}"
         if args.overwrite:
