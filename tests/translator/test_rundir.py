@@ -414,3 +414,27 @@ def test_a_torn_model_npz_falls_back_to_the_newest_whole_checkpoint_as_a_missing
         f"{out / 'step-0000008.npz'}: corrupt or truncated" in error
     )
     assert "resuming from" not in error
+
+
+def test_a_resumed_run_never_writes_over_a_step_file_it_did_not_record(tmp_path, capsys):
+    """A file named as an evaluation checkpoint of a step the resumed run will reach, which its
+    checkpoint does not record (the user's own copy), is refused by name before any step and stays
+    as it was; a run that keeps no evaluation checkpoints, or ends before that step, goes on."""
+    out = tmp_path / "run"
+    assert train(out, "--eval-every", "2", "--keep-checkpoints", "2") == 0
+    mine = out / "step-0000006.npz"
+    mine.write_bytes(b"the user's own file")
+    saved = {path.name: path.read_bytes() for path in out.iterdir()}
+    capsys.readouterr()
+    assert resume(out, "--steps", "8") == 2
+    error = capsys.readouterr().err
+    assert f"--resume: {mine} is not among the evaluation checkpoints the run recorded at step 4" in error
+    assert "move or rename it first" in error
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == saved  # nothing trained
+    assert resume(out, "--steps", "5") == 0  # ends before step 6
+    assert mine.read_bytes() == b"the user's own file"
+    keeps_none = tmp_path / "keeps-none"
+    assert train(keeps_none, "--eval-every", "2", "--keep-checkpoints", "0", "--average-last", "0") == 0
+    (keeps_none / mine.name).write_bytes(b"the user's own file")
+    assert resume(keeps_none, "--steps", "8") == 0
+    assert (keeps_none / mine.name).read_bytes() == b"the user's own file"

@@ -414,6 +414,17 @@ class TrainConfig(Checked):
                 f"{self.plateau_cut:g} could never cut the learning rate; give a --lr-floor below --lr"
             )
 
+    @property
+    def averages(self) -> bool:
+        """Whether the run averages its last evaluation checkpoints at its end (average_last 2 or more)."""
+        return self.average_last >= 2
+
+    @property
+    def checkpoints_kept(self) -> int:
+        """The evaluation checkpoints (step-*.npz) kept while the run goes: keep_checkpoints, or the
+        average_last it averages at its end where that is more. None (0): the run writes none."""
+        return max(self.keep_checkpoints, self.average_last if self.averages else 0)
+
     def resolve(self, *, saved: bool = False) -> TrainConfig:
         """The configuration with every setting the run chooses filled in (RunChoices); refuses settings
         that cannot apply to the chosen task instead of dropping them. Without --steps, a --data run

@@ -32,8 +32,8 @@ from .checkpoint import (
     serialized_tokenizer,
     task_recipe,
 )
-from .directory import BEST_NAME, resume_checkpoint
-from .state import RunState
+from .directory import BEST_NAME, resume_checkpoint, run_files
+from .state import KEPT_NAME, RunState
 
 
 def run_checkpoint(
@@ -111,6 +111,8 @@ def resumed_run(
         config = replace(config, steps=steps, time_budget=time_budget).resolve(saved=True)
     if threads is not None:
         config = replace(config, threads=threads)
+    if config.checkpoints_kept:
+        refuse_unrecorded_later(checkpoint.parent, state, config.steps)
     model, task = restore_model_and_task(checkpoint, arrays, meta)
     return ResumedRun(model, task, config, state, checkpoint)
 
@@ -129,6 +131,30 @@ def refuse_torn_kept(directory: Path, state: RunState) -> None:
                     f"--resume: {error}: the run keeps it (to average, or as its best); remove it, and the "
                     "run goes on without it, or put a whole copy back"
                 ) from None
+
+
+def refuse_unrecorded_later(directory: Path, state: RunState, steps: int | None) -> None:
+    """A resumed run that keeps evaluation checkpoints writes step-N.npz as it reaches step N: a file of
+    such a name in ``directory``, of a step after the resumed one and up to the run's ``steps`` (None:
+    a time budget's, any), and not among those its checkpoint records (a copy of the user's, or one
+    of a later run resumed from an earlier checkpoint), is refused naming it before any step, never
+    written over."""
+    last = steps if steps is not None else float("inf")
+    reached = [
+        path
+        for path in run_files(directory)
+        if KEPT_NAME.fullmatch(path.name)
+        and path.name not in state.kept
+        and state.step < int(path.stem.removeprefix("step-")) <= last
+    ]
+    if reached:
+        named = ", ".join(str(path) for path in reached)
+        raise ValueError(
+            f"--resume: {named} {'is' if len(reached) == 1 else 'are'} not among the evaluation checkpoints "
+            f"the run recorded at step {state.step}, and the resumed run writes its own step-N.npz as it "
+            "reaches step N: move or rename it first (a name such as step-0000400-mine.npz is never "
+            "touched by a run)"
+        )
 
 
 def fine_tune_start(

@@ -29,12 +29,6 @@ class Keeper:
     def __init__(self, trainer: Training, run: RunFiles | None, bar: Any) -> None:
         self.trainer, self.run, self.bar = trainer, run, bar
 
-    @property
-    def checkpoints_kept(self) -> int:
-        """The evaluation checkpoints (step-*.npz) kept while the run goes: those it may average too."""
-        config = self.trainer.config
-        return max(config.keep_checkpoints, config.average_last if self.trainer.averages else 0)
-
     def evaluate(self) -> dict[str, Any]:
         """Score the dev pairs and do what the score decides (EvaluationState.judge): save the checkpoint
         (and best.npz when it improved), cut the learning rate on a plateau, stop when patience runs out.
@@ -63,7 +57,7 @@ class Keeper:
         if run:
             run.log(record)
             saved = run.save_evaluated(
-                trainer.run_state(), trainer.save, verdict.improved, self.checkpoints_kept
+                trainer.run_state(), trainer.save, verdict.improved, trainer.config.checkpoints_kept
             )
             evaluations.kept = saved.kept
         if verdict.stop:

@@ -192,7 +192,7 @@ class Trainer:
     @property
     def averages(self) -> bool:
         """Whether the run averages its last evaluation checkpoints at its end (config.average_last)."""
-        return self.config.average_last >= 2
+        return self.config.averages
 
     # -- one step ---------------------------------------------------------------------------
 
