@@ -72,7 +72,9 @@ def not_finite_report(
         return failed_tensor(name, size, index, math.nan, math.nan, note)
     if (where := first_not_finite(get_array_module().asarray(analytic))) is not None:
         count, index, value = where
-        numeric = float(numeric_entries(loss, array, [index], eps)[1][0]) if math.isfinite(base) else math.nan
+        numeric = (
+            float(numeric_entries(loss, array, [index], eps).numeric[0]) if math.isfinite(base) else math.nan
+        )
         note = f"the analytic gradient is not finite at {index}: {value} ({count} of {size} entries)"
         return failed_tensor(name, size, index, value, numeric, note)
     if not math.isfinite(base):
@@ -161,7 +163,7 @@ def gradcheck(
             entries = entries_to_check(tuple(array.shape), max_entries, rng)
             differences[name] = numeric_entries(loss, array, entries, eps)
     largest = largest_gradient(
-        {name: analytic[name] for name in checked}, {n: d[1] for n, d in differences.items()}
+        {name: analytic[name] for name in checked}, {n: d.numeric for n, d in differences.items()}
     )
     for name, array in checked.items():
         if name in differences:

@@ -65,16 +65,34 @@ def _moved(
     return value, taken
 
 
+class Moves(NamedTuple):
+    """The loss with an entry moved one step up and one down, and the steps actually taken (the
+    entry's rounding: ``up`` > 0 > ``down``)."""
+
+    plus: float
+    up: float
+    minus: float
+    down: float
+
+
 def sides(
-    loss: Callable[[], float], array: Array, indices: Sequence[tuple[int, ...]], eps: float, base: float
+    loss: Callable[[], float],
+    array: Array,
+    indices: Sequence[tuple[int, ...]],
+    eps: float,
+    base: float,
+    at_h: Moves | None = None,
 ) -> tuple[float, float, float, float, float]:
     """One-sided slopes (left, right) at the step h and at 2 h with the entries of ``indices`` moved
-    together, and h."""
+    together, and h. ``at_h``: the moves by h, where the central difference took them already."""
     h = step_at(float(array[indices[0]]), eps)
     slopes = []
     for multiple in (1.0, 2.0):
-        plus, up = _moved(loss, array, indices, multiple * h)
-        minus, down = _moved(loss, array, indices, -multiple * h)
+        if multiple == 1.0 and at_h is not None:
+            plus, up, minus, down = at_h
+        else:
+            plus, up = _moved(loss, array, indices, multiple * h)
+            minus, down = _moved(loss, array, indices, -multiple * h)
         slopes += [(base - minus) / -down, (plus - base) / up]
     return slopes[0], slopes[1], slopes[2], slopes[3], h
 
@@ -87,12 +105,13 @@ def kink_at(
     base: float,
     scale: float = 1.0,
     rtol: float = 1e-3,
+    at_h: Moves | None = None,
 ) -> tuple[float, float, bool]:
     """The one-sided slopes at ``index`` and whether they disagree as at a kink. A smooth curve's
     gap between them is h f'' and doubles with the step h, and its central differences at h and 2 h
     agree to h^2 f'''; at a kink within 2 h the gap stays or grows other than twofold, or the two
-    central differences differ."""
-    left, right, left2, right2, h = sides(loss, array, [index], eps, base)
+    central differences differ. ``at_h``: the moves by h the central difference took (see sides)."""
+    left, right, left2, right2, h = sides(loss, array, [index], eps, base, at_h)
     gap, gap2 = right - left, right2 - left2
     size = max(abs(right), abs(left), 1e-300)
     noise = rounding_allowance(max(abs(base), scale), h)
@@ -110,12 +129,23 @@ def between(value: float, left: float, right: float, atol: float, rtol: float) -
     return low - slack <= value <= high + slack
 
 
+class Differences(NamedTuple):
+    """numeric_entries' central differences: at each of ``indices`` its value, the step h and the
+    moves by h (kept: a failing entry's kink check starts from them)."""
+
+    indices: list[tuple[int, ...]]
+    numeric: Any
+    steps: Any
+    moves: list[Moves]
+
+
 def numeric_entries(
     loss: Callable[[], float], array: Array, indices: list[tuple[int, ...]], eps: float
-) -> tuple[list[tuple[int, ...]], Any, Any]:
-    """Central differences at each of ``indices``: (indices, numeric values, steps)."""
+) -> Differences:
+    """Central differences at each of ``indices``."""
     numeric = numpy.empty(len(indices))
     steps = numpy.empty(len(indices))
+    moves = []
     for k, index in enumerate(indices):
         original = float(array[index])
         h = step_at(original, eps)
@@ -128,7 +158,8 @@ def numeric_entries(
         array[index] = original
         numeric[k] = (plus - minus) / (high - low)
         steps[k] = h
-    return indices, numeric, steps
+        moves.append(Moves(plus, high - original, minus, low - original))
+    return Differences(indices, numeric, steps, moves)
 
 
 def check_every_entry(
@@ -139,7 +170,7 @@ def check_every_entry(
     base: float,
     tolerances: Tolerances,
     kinks: str,
-    differences: tuple[list[tuple[int, ...]], Any, Any],
+    differences: Differences,
     scale: float,
     largest: float,
 ) -> tuple[TensorReport, float]:
@@ -147,7 +178,7 @@ def check_every_entry(
     values and steps) against the analytic gradient, the failing ones checked for kinks and ties.
     Returns the report and the tensor's gradient scale (its largest |analytic| or |numeric|)."""
     eps, atol, rtol = tolerances
-    indices, numeric, steps = differences
+    indices, numeric, steps, moves = differences
     grad = to_numpy(analytic)
     analytic_values = numpy.array([grad[index] for index in indices], dtype=numpy.float64)
     errors = numpy.abs(analytic_values - numeric)
@@ -170,7 +201,7 @@ def check_every_entry(
             "one step away from the point checked"
         )
     for k in (int(i) for i in numpy.flatnonzero(bad & numpy.isfinite(numeric))):
-        left, right, is_kink = kink_at(loss, array, indices[k], eps, base, scale, rtol)
+        left, right, is_kink = kink_at(loss, array, indices[k], eps, base, scale, rtol, moves[k])
         if is_kink:
             valid = between(float(analytic_values[k]), left, right, float(absolute[k]), rtol)
             kink = KinkReport(name, indices[k], left, right, float(analytic_values[k]), valid)

@@ -212,7 +212,9 @@ def sample_entries(tensor: ProjectedTensor, rng: numpy.random.Generator, search:
     """An error spread too thin for any half to disagree alone: a few entries sampled and measured."""
     picks = sorted({int(rng.integers(0, tensor.size)) for _ in range(WIDESPREAD_LOCATED)})
     for flat in picks:
-        _, numeric, _ = numeric_entries(tensor.loss, tensor.array, [unravel(flat, tensor.shape)], tensor.eps)
+        numeric = numeric_entries(
+            tensor.loss, tensor.array, [unravel(flat, tensor.shape)], tensor.eps
+        ).numeric
         search.located.append((flat, float(tensor.grad[flat]), float(numeric[0])))
 
 

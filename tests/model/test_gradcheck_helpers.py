@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 from numpy_transformer import Linear
-from numpy_transformer.gradient_checking import assert_gradients, assert_module_gradients
+from numpy_transformer.gradient_checking import assert_gradients, assert_module_gradients, gradcheck
 from numpy_transformer.gradient_checking.report import GradcheckError
 from numpy_transformer.gradient_checking.strategies import shapes
 
@@ -142,7 +142,6 @@ def test_unusable_arguments_get_a_clear_error_naming_them(call, error, message):
 
 
 def test_the_low_level_checker_refuses_what_it_would_skip():
-    from numpy_transformer.gradient_checking import gradcheck
 
     x = np.ones(3)
     with pytest.raises(GradcheckError, match="no analytic gradient for 'x'"):
@@ -365,3 +364,23 @@ def test_unchecked_that_is_not_a_tuple_of_names_is_refused(unchecked):
 def test_unchecked_names_may_come_in_a_tuple_a_list_or_a_set(unchecked):
     layer = Linear(3, 2, dtype="float64")
     assert_module_gradients(layer, {"x": np.ones((2, 3))}, unchecked=unchecked)
+
+
+def test_a_failing_entrys_kink_check_reuses_its_central_difference():
+    """The exhaustive mode's kink check of a failing entry starts from the moves by h its central
+    difference took: two more evaluations of the loss per failing entry (those at 2 h), not four."""
+
+    x = np.linspace(0.5, 1.5, 12).reshape(3, 4)
+    calls = []
+
+    def loss():
+        calls.append(1)
+        return float((x**3).sum())
+
+    def evaluations(analytic):
+        calls.clear()
+        gradcheck(loss, {"x": x}, {"x": analytic}, mode="exhaustive", raise_on_failure=False)
+        return len(calls)
+
+    right, wrong = evaluations(3 * x**2), evaluations(2 * x**2)
+    assert wrong - right == 2 * x.size
