@@ -298,11 +298,14 @@ TRAINING_MISTAKES = [
     ),
     changed(
         "adamw_step",
-        "decay_rate",
+        "decay_paper_step_size",
         (
             "param = param * (1 - lr * weight_decay)",
             "param = param * (1 - lr * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) * weight_decay)",
         ),
+    ),
+    changed(
+        "adamw_step", "decay_rate", ("param * (1 - lr * weight_decay)", "param * (1 - lr * weight_decay / 2)")
     ),
     # Adam
     changed("adam_step", "no_bias_correction", ("m / (1 - beta1 ** t)", "m"), ("v / (1 - beta2 ** t)", "v")),
@@ -597,6 +600,95 @@ TRAINING_MISTAKES += [
         "adamw_step",
         "decay_of_gradient",
         ("param * (1 - lr * weight_decay)", "param - lr * weight_decay * grad"),
+    ),
+]
+
+
+def _adamw_calling_adam(expected: str, handed: str) -> TrainingMistake:
+    """A learner's AdamW that decays the parameter and hands on to their right adam_step the arguments
+    ``handed`` (after param, grad, m, v), mixed up as ``expected`` names."""
+    source = CORRECT["adam_step"] + (
+        "\n\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+        f"    return adam_step(param * (1 - lr * weight_decay), grad, m, v, {handed})\n"
+    )
+    return TrainingMistake("adamw_step", expected, source)
+
+
+# a fifth cold learner's: the warm-up's line from step / warmup * sqrt(warmup), the paper's schedule as an
+# if/else with its branches swapped, the progress held by max, min_lr inside the brackets, min_lr halved
+# beside a step late, the norm the largest entry, the scale by the sum of squares, the gradients unscaled in
+# a loop, a correction's brackets lost, eps after the division, the moments restarted beside eps inside the
+# root, adam_step called with t and lr swapped, the decay dividing; their decay at the Adam paper's step size
+# is the entry above now named so (a decay halved takes its place there); and beside the grader, adam_step
+# handed eps as its lr (weight_decay as its lr reads as the two swapped: the decay multiplies them)
+TRAINING_MISTAKES += [
+    changed(
+        "noam_learning_rate",
+        "noam_warmup_power",
+        ("step * warmup ** -1.5", "step / warmup * math.sqrt(warmup)"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_max",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step < warmup:\n        factor = step ** -0.5\n    else:\n"
+            "        factor = step * warmup ** -1.5\n    return d_model ** -0.5 * factor",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate", "cosine_clamp_max", ("min((step - warmup)", "max((step - warmup)")
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor_bracketed",
+        ("min_lr + 0.5 * (peak - min_lr) * (1", "(min_lr + 0.5 * (peak - min_lr)) * (1"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor_halved",
+        ("min((step - warmup) /", "min((step - warmup - 1) /"),
+        ("return min_lr + 0.5", "return 0.5 * min_lr + 0.5"),
+        also=("cosine_decay_off_by_one",),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        ("math.sqrt(sum(float((g * g).sum()) for g in grads))", "max(float(np.abs(g).max()) for g in grads)"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_scale_norm",
+        ("max_norm / norm if", "max_norm / norm ** 2 if"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_unscaled",
+        (
+            "    return [g * scale for g in grads], norm",
+            "    clipped = list(grads)\n    for g in clipped:\n        g = g * scale\n    return clipped, norm",
+        ),
+    ),
+    changed("adam_step", "bias_unbracketed", ("m / (1 - beta1 ** t)", "m / 1 - beta1 ** t")),
+    changed(
+        "adam_step",
+        "eps_outside",
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "update = lr * m_hat / xp.sqrt(v_hat) + eps\n    return param - update, m, v",
+        ),
+    ),
+    changed(
+        "adam_step",
+        "moments_restarted",
+        ("    m = beta1 * m", "    m, v = xp.zeros_like(grad), xp.zeros_like(grad)\n    m = beta1 * m"),
+        ("(xp.sqrt(v_hat) + eps)", "xp.sqrt(v_hat + eps)"),
+        also=("eps_inside",),
+    ),
+    _adamw_calling_adam("handed_on_swapped", "lr, t, beta1, beta2, eps"),
+    _adamw_calling_adam("handed_on_misplaced", "t, eps, beta1, beta2, eps"),
+    changed(
+        "adamw_step", "decay_divided", ("param * (1 - lr * weight_decay)", "param / (1 + lr * weight_decay)")
     ),
 ]
 

@@ -64,11 +64,11 @@ def test_a_stub_fails(tmp_path):
 
 def test_the_catalogue_covers_every_rung_and_every_cause_the_rungs_name():
     assert Counter(m.function for m in TRAINING_MISTAKES) == {
-        "noam_learning_rate": 24,
-        "warmup_cosine_learning_rate": 28,
-        "clip_by_global_norm": 19,
-        "adam_step": 30,
-        "adamw_step": 18,
+        "noam_learning_rate": 26,
+        "warmup_cosine_learning_rate": 31,
+        "clip_by_global_norm": 22,
+        "adam_step": 33,
+        "adamw_step": 22,
     }
     declared = {key for name in RUNGS for key, _ in workbook.TRAINING_BY_NAME[name].mistakes}
     named = {m.expected for m in TRAINING_MISTAKES} | {key for m in TRAINING_MISTAKES for key in m.also}
@@ -115,9 +115,9 @@ def test_each_catalogued_mistake_is_caught_and_its_cause_named(tmp_path, index):
 
 
 def test_the_share_of_catalogued_mistakes_with_their_cause_named(tmp_path):
-    """Measured on the catalogue (119 mistakes, 50 written beside the grader, 69 after cold attempts, six of
+    """Measured on the catalogue (134 mistakes, 52 written beside the grader, 82 after cold attempts, eight of
     them two slips at once): every one caught and its own causes named, none a wrong one: the paper's
-    schedule 24 of 24, warm-up + cosine 28 of 28, clipping 19 of 19, Adam 30 of 30, AdamW 18 of 18."""
+    schedule 26 of 26, warm-up + cosine 31 of 31, clipping 22 of 22, Adam 33 of 33, AdamW 22 of 22."""
     right, wrong, total = Counter(), Counter(), Counter()
     for index, mistake in enumerate(TRAINING_MISTAKES):
         verdict, report = _graded(tmp_path, index)

@@ -171,14 +171,18 @@ SENTENCES = {
     # the training rungs' causes: a schedule, clipping, the Adam and AdamW step
     "schedule_off_by_one": "the schedule is off by one step: step is the number of this update, 1 for the "
     "first, and the rate at step s is the formula's at s itself (no step - 1, no step + 1)",
-    "noam_warmup_power": "the warm-up's power is wrong: the rising line is step * warmup^-1.5, so that it "
-    "meets step^-0.5 exactly at step = warmup",
+    "noam_warmup_power": "the warm-up's line is step * warmup^-0.5, step / sqrt(warmup) (as step / warmup * "
+    "sqrt(warmup) gives too: / and * go from left to right, so it divides by warmup, then multiplies by "
+    "sqrt(warmup)): the line is step * warmup^-1.5, step / (warmup * sqrt(warmup)), so that it meets "
+    "step^-0.5 exactly at step = warmup",
     "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "
     "1 / sqrt(d_model)",
     "noam_scale_inverted": "the d_model factor in front is inverted, sqrt(d_model): the whole schedule is "
     "divided by it, d_model^-0.5 (1 / sqrt(d_model))",
-    "noam_max": "the two curves are joined by max: the rate is the smaller of the rising line and the decay "
-    "(min), so it rises during the warm-up and decays after it",
+    "noam_max": "the rate is the larger of the two curves, as max(...) in place of min(...) gives, or an "
+    "if/else with its two branches swapped (the decay up to step warmup, the rising line after it): it is "
+    "the smaller, min(step^-0.5, step * warmup^-1.5), the rising line during the warm-up and the decay "
+    "after it",
     "cosine_progress": "the cosine's progress counts from step 0: it runs from 0 at the end of the warm-up "
     "to 1 at total, (step - warmup) / (total - warmup)",
     "cosine_half": "the cosine is not mapped onto [0, 1]: 0.5 * (1 + cos(pi * progress)) falls from 1 to 0 "
@@ -365,6 +369,41 @@ SENTENCES = {
     "decay uses lr itself, param * (1 - lr * weight_decay), whatever the step",
     "decay_of_gradient": "the decay takes lr * weight_decay * grad away: weight decay shrinks the parameter "
     "itself, param * (1 - lr * weight_decay); the gradient reaches the parameter through Adam's update alone",
+    # a fifth cold learner's: the progress held by max, min_lr inside the brackets or halved, clipping's
+    # norm another one or its scale another, a bias correction's brackets lost, the moments restarted, the
+    # decay at the Adam paper's step size or dividing, and arguments mixed up where they are handed on
+    "cosine_clamp_max": "the progress is held by max((step - warmup) / (total - warmup), 1), which is at "
+    "least 1: the rate drops to min_lr right after the warm-up; min(..., 1) holds it at 1 only from total on",
+    "cosine_floor_bracketed": "the brackets take min_lr in: yours computes (min_lr + 0.5 * (peak - min_lr)) * "
+    "(1 + cos(pi * progress)), from peak + min_lr down to 0; min_lr is added to the cosine's part, min_lr + "
+    "0.5 * (peak - min_lr) * (1 + cos(pi * progress)), from peak down to min_lr",
+    "cosine_floor_halved": "min_lr is halved, 0.5 * min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * "
+    "progress)): the 0.5 belongs to the cosine's part alone, min_lr is added whole, min_lr + 0.5 * (peak - "
+    "min_lr) * (1 + cos(pi * progress))",
+    "clip_other_norm": "the norm is {what}: the global norm is the square root of the sum of every entry "
+    "squared, of every array together (sqrt of the sum over the arrays of (g * g).sum())",
+    "clip_unscaled": "the gradients come back unscaled where their norm is over max_norm (the norm returned "
+    "is right): each is multiplied by max_norm / norm; in a loop, g = g * scale binds the name g to a new "
+    "array and leaves the list as it was, so return a new list, [g * scale for g in grads]",
+    "clip_scale_norm": "the scale divides max_norm by {what}, though the norm returned is right: it is "
+    "max_norm / norm, with that norm",
+    "bias_unbracketed": "a bias correction has lost its brackets, m / 1 - beta1 ** t, which Python reads as "
+    "(m / 1) - beta1^t (/ binds tighter than -): it takes beta^t away; it divides by the whole, m / (1 - "
+    "beta1 ** t) and v / (1 - beta2 ** t)",
+    "moments_restarted": "the moments restart from zeros on every call, the m and v handed in left out: each "
+    "carries on from the step before, m = beta1 * m + (1 - beta1) * grad and v = beta2 * v + (1 - beta2) * "
+    "grad^2 with m and v as they are handed in",
+    "decay_paper_step_size": "the decay is scaled by lr * sqrt(1 - beta2^t) / (1 - beta1^t), the step size of "
+    "the Adam paper's efficient form: AdamW's decay uses lr itself, param * (1 - lr * weight_decay), "
+    "whatever the step",
+    "decay_divided": "the decay divides, param / (1 + lr * weight_decay): it multiplies, param * (1 - lr * "
+    "weight_decay), taking the share lr * weight_decay of the parameter away",
+    "handed_on_swapped": "two arguments are swapped where they are handed on to {below}, {first} and "
+    "{second}: yours is {below} called with each in the other's place, the rest right; a call's arguments "
+    "go by position, so hand them on in {below}'s order, ({order})",
+    "handed_on_misplaced": "an argument is handed on to {below} where another belongs, {used} where "
+    "{belongs} belongs: yours is {below} called with {used} in {belongs}'s place, the rest right; a call's "
+    "arguments go by position, so hand them on in {below}'s order, ({order})",
     "keeps_state": "{name} keeps state between calls: called twice on the same arguments, it gave two answers "
     "({what} differs); use only what it is handed{counter}, and keep nothing from one call to the next",
     "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "

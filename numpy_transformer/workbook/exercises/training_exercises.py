@@ -20,9 +20,12 @@ from .training_symptoms import (
     Observed,
     Symptom,
     clip_epsilon,
+    clip_other_norm,
+    clip_scale,
     cosine_ends,
     cosine_span,
     decay_rate,
+    handed_on_mixed,
     mixed_arguments,
     noam_decay,
     noam_front,
@@ -133,16 +136,17 @@ def _cases_noam(rng: numpy.random.Generator) -> list[TrainingCase]:
 
 
 def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift: int = 0, start: bool = False,
-            half: float = 0.5, floor: str = "min_lr", clamp: bool = True, ramp_late: bool = False,
+            half: float = 0.5, floor: str = "min_lr", clamp: Callable | None = min, ramp_late: bool = False,
             past_end: str = "", quarter: bool = False, whole_steps: bool = False, turn: float = math.pi,
             height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
-            whole_progress: bool = False) -> float:  # fmt: skip
+            whole_progress: bool = False, floor_weight: float = 1.0) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
-    height: the half cosine's "peak" alone, or "unbracketed" min_lr + 0.5 * peak - min_lr * (1 + cos);
-    rising: 1 - cos; the progress divided by total (over_total), shifted (decay_shift) or divided in
-    whole numbers (whole_progress))."""
+    height: the half cosine's "peak" alone, "unbracketed" min_lr + 0.5 * peak - min_lr * (1 + cos), or
+    "floor_inside" (min_lr + 0.5 * (peak - min_lr)) * (1 + cos); floor_weight: min_lr's weight where it is
+    added; rising: 1 - cos; the progress divided by total (over_total), shifted (decay_shift), divided in
+    whole numbers (whole_progress) or held at 1 by another function (clamp; None: not held))."""
     step += shift
     if step <= warmup:
         if whole_steps:
@@ -153,15 +157,17 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
     begin = 0 if start else warmup
     length, moved = max(total if over_total else total - begin, 1), step - begin + decay_shift
     progress = moved // length if whole_progress else moved / length
-    progress = min(progress, 1.0) if clamp else progress
+    progress = clamp(progress, 1.0) if clamp else progress
     low = {"min_lr": min_lr, "ratio": peak * min_lr}.get(floor, 0.0)
     wave = 1.0 - math.cos(turn * progress) if rising else 1.0 + math.cos(turn * progress)
     if quarter:
         rate = low + (peak - low) * math.cos(0.5 * turn * progress)
     elif height == "unbracketed":
         rate = low + half * peak - low * wave
+    elif height == "floor_inside":
+        rate = (low + half * (peak - low)) * wave
     elif half:
-        rate = low + half * (peak if height == "peak" else peak - low) * wave
+        rate = floor_weight * low + half * (peak if height == "peak" else peak - low) * wave
     else:
         rate = low + (peak - low) * math.cos(turn * progress)
     return max(min_lr, rate) if floor == "max" else rate
@@ -176,7 +182,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_floor", {"floor": "zero"}),
     ("cosine_floor", {"floor": "zero", "past_end": "min_lr"}),
     ("warmup_off_by_one", {"ramp_late": True}),
-    ("cosine_clamp", {"clamp": False}),
+    ("cosine_clamp", {"clamp": None}),
     ("cosine_quarter", {"quarter": True}),
     ("cosine_floor", {"floor": "max"}),
     ("warmup_whole_steps", {"whole_steps": True}),
@@ -190,6 +196,9 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_decay_off_by_one", {"decay_shift": -1}),
     ("cosine_decay_off_by_one", {"decay_shift": 1}),
     ("cosine_whole_progress", {"whole_progress": True}),
+    ("cosine_clamp_max", {"clamp": max}),
+    ("cosine_floor_bracketed", {"height": "floor_inside"}),
+    ("cosine_floor_halved", {"floor_weight": 0.5}),
 )
 
 
@@ -246,6 +255,8 @@ def _global_norm(grads: list[Array], norm: str) -> float:
         return math.sqrt(sum(float(g.sum()) ** 2 for g in grads))
     if norm == "l1":
         return sum(float(xp.abs(g).sum()) for g in grads)
+    if norm == "max":  # the largest entry's size, of every array
+        return max((float(xp.abs(g).max()) for g in grads if g.size), default=0.0)
     if norm == "spectral":  # a matrix's norm(g, 2): its largest singular value
         squares = [float(xp.linalg.norm(g, 2)) ** 2 if g.ndim == 2 else s for g, s in zip(grads, squares)]
     return math.sqrt(sum(squares))
@@ -287,6 +298,16 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 
 CLIP_MISTAKES, CLIP_PAIRS = _knob_mistakes(_clip, CLIP_KNOBS)
+OTHER_NORMS = {  # the norms _global_norm computes in place of the global one, each said as what it is
+    "max": "the largest entry's size, max |g| (an infinity norm)",
+    "l1": "the sum of the entries' sizes |g| (an L1 norm)",
+    "squared": "the sum of every entry squared, without its square root",
+    "sum": "the sum of the arrays' own norms",
+    "rms": "the root of the mean of the squares (a root mean square)",
+    "means": "the root of the sum of each array's mean of squares",
+    "sums": "the root of the sum of each array's sum squared",
+    "spectral": "the root of the sum of each matrix's largest singular value squared",
+}
 
 
 def _cases_clip(rng: numpy.random.Generator) -> list[TrainingCase]:
@@ -323,19 +344,23 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
           eps: float, *, weight_decay: float = 0.0, decay: str = "", decay_rate: str = "", betas: str = "",
           weights: str = "", v_of: str = "", first: bool = False, stale: bool = False, t_shift: int = 0,
           correction: str = "", denominator: str = "", ascent: bool = False, returned: str = "",
-          subtracted: bool = False) -> tuple[Array, Array, Array]:  # fmt: skip
+          subtracted: bool = False, restart: bool = False) -> tuple[Array, Array, Array]:  # fmt: skip
     """One AdamW step (Adam where weight_decay is 0) with the mistakes its keywords say, each of one part
     of the step: the decay's place (``decay``; "adaptive": weight_decay * param added to m_hat; "gradient":
     lr * weight_decay * grad taken away), its rate (``decay_rate``; "step_size": lr / (1 - beta1^t) in
-    place of lr) and its form (``subtracted``: lr * weight_decay taken away, not a share), the betas, the
-    moments' weights and what v averages (``v_of``), the moments set at t = 1 (``first``) or the old
-    ones used (``stale``), t shifted, the bias correction, the denominator, the update's sign, what is
+    place of lr, "paper_step_size" lr * sqrt(1 - beta2^t) / (1 - beta1^t), "divided": param / (1 + lr *
+    weight_decay)) and its form (``subtracted``: lr * weight_decay taken away, not a share), the betas, the
+    moments' weights and what v averages (``v_of``), the moments set at t = 1 (``first``), restarted from
+    zeros (``restart``) or the old ones used (``stale``), t shifted, the bias correction ("unbracketed_m",
+    "_v", "_both": m / 1 - beta1^t, beta^t taken away), the denominator, the update's sign, what is
     returned."""
     xp = get_array_module()
     shrink = {
         "unscaled": weight_decay,
         "grows": -lr * weight_decay,
         "step_size": lr / (1.0 - beta1**t) * weight_decay,
+        "paper_step_size": lr * math.sqrt(1.0 - beta2**t) / (1.0 - beta1**t) * weight_decay,
+        "divided": lr * weight_decay / (1.0 + lr * weight_decay),  # param / (1 + lr wd), as a share taken
     }.get(decay_rate, lr * weight_decay)
     if decay in ("in_moment", "twice"):
         grad = grad + weight_decay * param
@@ -351,6 +376,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
         weights, (1.0 - b1, 1.0 - b2)
     )
     k1, k2 = (1.0 - b1, 1.0 - b2) if weights == "swapped" else (b1, b2)  # what the old moments keep
+    if restart:  # the moments handed in ignored: each step averages from zeros again
+        m, v = xp.zeros_like(m), xp.zeros_like(v)
     new_m = k1 * m + w1 * grad
     averaged = {"grad": grad, "abs": xp.abs(grad), "m": new_m * new_m}.get(v_of, grad * grad)
     new_v = k2 * v + w2 * averaged
@@ -374,6 +401,12 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     with numpy.errstate(all="ignore"):
         if correction == "multiplied":
             m_hat, v_hat = moments[0] * c1, moments[1] * c2
+        elif correction.startswith("unbracketed"):  # m / 1 - beta1 ** t: beta^t taken away, not divided by
+            lost = {"unbracketed_m": (True, False), "unbracketed_v": (False, True)}.get(
+                correction, (True, True)
+            )
+            m_hat = moments[0] - b1**step if lost[0] else moments[0] / c1
+            v_hat = moments[1] - b2**step if lost[1] else moments[1] / c2
         else:
             m_hat, v_hat = moments[0] / corrections[0], moments[1] / corrections[1]
         if decay == "adaptive":  # the decay put through the adaptive step with the moment
@@ -392,7 +425,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
 
 def _update(m_hat: Array, v_hat: Array, lr: float, eps: float, denominator: str, correction: float) -> Array:
     """lr * m_hat / (sqrt(v_hat) + eps), or with the mistake in its denominator that ``denominator`` says
-    ("eps_outside": eps added to the parameter after it, "eps_outside_lr": lr * (m_hat / sqrt(v_hat) + eps))."""
+    ("eps_outside": eps added to the parameter after it, "eps_outside_lr": lr * (m_hat / sqrt(v_hat) + eps),
+    "eps_added": lr * m_hat / sqrt(v_hat) + eps, eps taken away with the update)."""
     xp = get_array_module()
     if denominator == "eps_inside":
         return lr * m_hat / xp.sqrt(v_hat + eps)
@@ -400,6 +434,8 @@ def _update(m_hat: Array, v_hat: Array, lr: float, eps: float, denominator: str,
         return lr * m_hat / (v_hat + eps)
     if denominator == "eps_outside":
         return lr * m_hat / xp.sqrt(v_hat)
+    if denominator == "eps_added":
+        return lr * m_hat / xp.sqrt(v_hat) + eps
     if denominator == "eps_outside_lr":
         return lr * (m_hat / xp.sqrt(v_hat) + eps)
     if denominator == "eps_uncorrected":  # the paper's efficient form: eps on sqrt(v) before v's correction
@@ -423,6 +459,7 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("no_sqrt", {"denominator": "no_sqrt"}),
     ("eps_outside", {"denominator": "eps_outside"}),
     ("eps_outside", {"denominator": "eps_outside_lr"}),
+    ("eps_outside", {"denominator": "eps_added"}),
     ("eps_uncorrected", {"denominator": "eps_uncorrected"}),
     ("corrected_state", {"returned": "corrected"}),
     ("moments_swapped", {"returned": "swapped"}),
@@ -437,6 +474,10 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("stale_moments", {"stale": True}),
     ("update_sign", {"ascent": True}),
     ("first_step_moments", {"first": True}),
+    ("bias_unbracketed", {"correction": "unbracketed_m"}),
+    ("bias_unbracketed", {"correction": "unbracketed_v"}),
+    ("bias_unbracketed", {"correction": "unbracketed_both"}),
+    ("moments_restarted", {"restart": True}),
 )
 
 
@@ -460,6 +501,8 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("decay_adaptive", {"decay": "adaptive"}),
     ("decay_step_size", {"decay_rate": "step_size"}),
     ("decay_of_gradient", {"decay": "gradient"}),
+    ("decay_paper_step_size", {"decay_rate": "paper_step_size"}),
+    ("decay_divided", {"decay_rate": "divided"}),
 )
 
 
@@ -505,6 +548,12 @@ def _adam_cases(rng: numpy.random.Generator, weight_decay: float | None) -> list
 
 ADAM_ARGUMENTS = ("param", "grad", "m", "v", "t")  # in the order of _adam's arguments
 ADAM_HYPER = ("lr", "beta1", "beta2", "eps")
+
+
+def _decayed(arguments: dict[str, Any]) -> dict[str, Any]:
+    """What AdamW hands on to Adam, from its own arguments: the parameter decayed, the rest as they are."""
+    handed = {name: arguments[name] for name in ADAM_ARGUMENTS + ADAM_HYPER}
+    return {**handed, "param": arguments["param"] * (1.0 - arguments["lr"] * arguments["weight_decay"])}
 
 
 TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
@@ -568,7 +617,11 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=_cases_clip,
         mistakes=CLIP_MISTAKES,
         pairs=CLIP_PAIRS,
-        symptoms=(clip_epsilon,),
+        symptoms=(
+            clip_epsilon,
+            partial(clip_other_norm, _global_norm, OTHER_NORMS),
+            partial(clip_scale, _global_norm, OTHER_NORMS),
+        ),
         hints=(
             "One norm for all of them together, as if every gradient were one long vector: one scale for "
             "every array, so the update keeps its direction.",
@@ -614,7 +667,11 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=lambda rng: _adam_cases(rng, 0.1),
         mistakes=ADAMW_MISTAKES,
         pairs=ADAMW_PAIRS,
-        symptoms=(partial(mixed_arguments, _adamw), decay_rate),
+        symptoms=(
+            partial(mixed_arguments, _adamw),
+            decay_rate,
+            partial(handed_on_mixed, "adam_step", ADAM_ARGUMENTS + ADAM_HYPER, _decayed, _adam),
+        ),
         hints=(
             "Decoupled: the decay shrinks the parameter itself, at the rate lr; it never enters the "
             "gradient, so the moments never see it.",

@@ -61,15 +61,43 @@ def mixed_arguments(textbook: Callable, observed: list[Observed]) -> Symptom:
     """Every call's results the textbook's (``textbook``, called with the arguments by name) with two of its
     number arguments swapped (arguments_swapped), or with one's value where another's belongs
     (argument_misplaced); the swaps are tried first."""
-    names = [name for name, value in observed[0].arguments.items() if _a_number(value)] if observed else []
+    found = _mixed(textbook, observed, dict)
+    if found is None:
+        return None
+    return ("arguments_swapped", found) if "first" in found else ("argument_misplaced", found)
+
+
+def handed_on_mixed(
+    below: str, order: tuple[str, ...], handed: Callable[[dict[str, Any]], dict[str, Any]], textbook: Callable,
+    observed: list[Observed],
+) -> Symptom:  # fmt: skip
+    """Every call's results those of the rung below (``below``, its textbook ``textbook``, its arguments in
+    ``order``) on what the rung hands on to it (``handed``: from the rung's own arguments) with two of those
+    number arguments swapped (handed_on_swapped), or one's value where another's belongs
+    (handed_on_misplaced): the rung's own part right, the call to the one below mixed up."""
+    found = _mixed(textbook, observed, handed)
+    if found is None:
+        return None
+    said = {"below": below, "order": ", ".join(order), **found}
+    return ("handed_on_swapped", said) if "first" in found else ("handed_on_misplaced", said)
+
+
+def _mixed(
+    textbook: Callable, observed: list[Observed], handed: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, str] | None:
+    """The two number arguments of ``handed``'s (what ``textbook`` is called with, from each call's
+    arguments) swapped ({"first", "second"}), or the one used where another belongs ({"used", "belongs"}),
+    with which ``textbook`` gives the learner's results on every call; the swaps first; or None."""
+    given = handed(observed[0].arguments) if observed else {}
+    names = [name for name, value in given.items() if _a_number(value)]
     swaps = [(first, second) for index, first in enumerate(names) for second in names[index + 1 :]]
     for first, second in swaps:
-        if _reproduced(textbook, observed, ((first, second), (second, first))):
-            return "arguments_swapped", {"first": first, "second": second}
+        if _reproduced(textbook, observed, ((first, second), (second, first)), handed):
+            return {"first": first, "second": second}
     for used in names:
         for belongs in names:
-            if used != belongs and _reproduced(textbook, observed, ((belongs, used),)):
-                return "argument_misplaced", {"used": used, "belongs": belongs}
+            if used != belongs and _reproduced(textbook, observed, ((belongs, used),), handed):
+                return {"used": used, "belongs": belongs}
     return None
 
 
@@ -77,14 +105,21 @@ def _a_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _reproduced(textbook: Callable, observed: list[Observed], mixed: tuple[tuple[str, str], ...]) -> bool:
-    """Whether the textbook on every call's arguments mixed up as ``mixed`` says (each argument named
-    first given the value of the one named second) differs from the textbook's results somewhere and is
-    the learner's everywhere: each value's difference from the textbook's the same, to rounding."""
+def _reproduced(
+    textbook: Callable,
+    observed: list[Observed],
+    mixed: tuple[tuple[str, str], ...],
+    handed: Callable[[dict[str, Any]], dict[str, Any]],
+) -> bool:
+    """Whether the textbook on every call's arguments (as ``handed`` gives them on) mixed up as ``mixed``
+    says (each argument named first given the value of the one named second) differs from the textbook's
+    results somewhere and is the learner's everywhere: each value's difference from the textbook's the
+    same, to rounding."""
     differs = False
     for o in observed:
+        given = handed(o.arguments)
         try:
-            results = textbook(**{**o.arguments, **{name: o.arguments[source] for name, source in mixed}})
+            results = textbook(**{**given, **{name: given[source] for name, source in mixed}})
         except (ArithmeticError, ValueError):
             return False
         flat = [_flat(part) for part in (results if isinstance(results, tuple) else (results,))]
@@ -308,33 +343,86 @@ def cosine_span(observed: list[Observed]) -> Symptom:
 # -- clipping ---------------------------------------------------------------------------------------
 
 
+def _uniform_scale(o: Observed) -> tuple[float, float] | None:
+    """A clipping call whose returned norm is right: (the one factor every entry of the learner's
+    gradients is the handed-in one's, the norm) where it is one factor, else None."""
+    grads = numpy.concatenate(
+        [numpy.asarray(g, dtype=numpy.float64).reshape(-1) for g in o.arguments["grads"]]
+    )
+    (yours, norm_yours), (_, norm) = o.yours, o.right
+    if yours.shape != grads.shape or not _same(norm_yours, norm):
+        return None
+    big = numpy.abs(grads) > 1e-3 * float(numpy.abs(grads).max(initial=0.0))
+    if not big.any():
+        return None
+    scales = yours[big] / grads[big]
+    return (float(scales[0]), float(norm[0])) if _same(scales, numpy.full_like(scales, scales[0])) else None
+
+
 def clip_epsilon(observed: list[Observed]) -> Symptom:
     """The norm right, the gradients scaled by max_norm / (norm + eps) where they are clipped: one small
     constant eps added to the norm on every call that clips; where the gradients under max_norm are scaled
     so too, they are rescaled even there (clip_always beside it)."""
     added, always = [], False
     for o in observed:
-        grads = numpy.concatenate(
-            [numpy.asarray(g, dtype=numpy.float64).reshape(-1) for g in o.arguments["grads"]]
-        )
-        max_norm, (yours, norm_yours), (right, norm) = float(o.arguments["max_norm"]), o.yours, o.right
-        if yours.shape != grads.shape or not _same(norm_yours, norm):
+        max_norm, scaled = float(o.arguments["max_norm"]), _uniform_scale(o)
+        if scaled is None:
             return None
-        if float(norm[0]) <= max_norm:
-            if _same(yours, right):
+        scale, norm = scaled
+        if norm <= max_norm:
+            if _same(o.yours[0], o.right[0]):
                 continue
             always = True  # scaled where it should be left as it is: read its eps as on a call that clips
-        big = numpy.abs(grads) > 1e-3 * float(numpy.abs(grads).max(initial=0.0))
-        scales = yours[big] / grads[big]
-        if not _same(scales, numpy.full_like(scales, scales[0])) or scales[0] <= 0:
+        if scale <= 0:
             return None
-        added.append(max_norm / float(scales[0]) - float(norm[0]))
+        added.append(max_norm / scale - norm)
     if not added or not all(abs(eps - added[0]) <= 1e-3 * abs(added[0]) for eps in added):
         return None
     eps = added[0]
     if not 0 < abs(eps) < 1e-2:
         return None
     return ("clip_epsilon", "clip_always") if always else "clip_epsilon", {"eps": eps}
+
+
+def clip_other_norm(
+    norm_of: Callable[[list, str], float], norms: dict[str, str], observed: list[Observed]
+) -> Symptom:
+    """The norm returned another norm of the gradients than the global one on every call: one of ``norms``
+    (its kind, as ``norm_of`` computes it, and what it is, said), whatever the gradients returned are."""
+    if not observed or all(_same(o.yours[1], o.right[1]) for o in observed):
+        return None
+    for kind, what in norms.items():
+        if all(_same(o.yours[1][0], norm_of(o.arguments["grads"], kind)) for o in observed):
+            return "clip_other_norm", {"what": what}
+    return None
+
+
+def clip_scale(
+    norm_of: Callable[[list, str], float], norms: dict[str, str], observed: list[Observed]
+) -> Symptom:
+    """The norm returned right and the gradients under max_norm left as they are, those over it scaled by
+    one other factor on every call that clips: 1, not scaled at all (clip_unscaled), or max_norm over
+    another norm of ``norms`` (clip_scale_norm, the norm's kind as ``norm_of`` computes it)."""
+    clipped = []
+    for o in observed:
+        scaled = _uniform_scale(o)
+        if scaled is None:
+            return None
+        if scaled[1] > float(o.arguments["max_norm"]):
+            clipped.append((o, scaled[0]))
+        elif not _same(o.yours[0], o.right[0]):
+            return None
+    if not clipped or any(_same(o.yours[0], o.right[0]) for o, _ in clipped):
+        return None
+    if all(_same(scale, 1.0) for _, scale in clipped):
+        return "clip_unscaled", {}
+    for kind, what in norms.items():
+        if all(
+            _same(scale, float(o.arguments["max_norm"]) / norm_of(o.arguments["grads"], kind))
+            for o, scale in clipped
+        ):
+            return "clip_scale_norm", {"what": what}
+    return None
 
 
 # -- AdamW's decay ----------------------------------------------------------------------------------
@@ -375,5 +463,10 @@ SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
     "cosine_ends",
     "cosine_span",
     "clip_epsilon",
+    "clip_other_norm",
+    "clip_unscaled",
+    "clip_scale_norm",
     "decay_rate",
+    "handed_on_swapped",
+    "handed_on_misplaced",
 )
