@@ -54,16 +54,9 @@ def use_loss(function: Any) -> None:
 
 def batch_shape(trainer: training.Trainer, step: int) -> tuple[int, int, int]:
     """(source positions, target positions, labelled target positions) of a step's batches."""
-    config, pad = trainer.config, trainer.task.ids.pad
+    pad = trainer.task.ids.pad
     shape = [0, 0, 0]
-    for k in range(config.accumulate):  # the step's micro-batches, as train_step draws them
-        batch = trainer.task.train_batch(
-            step * config.accumulate + k,
-            config.batch_size,
-            config.bucket_steps,
-            config.batch_tokens,
-            trainer.subword_dropout,
-        )
+    for batch in trainer.stepper.batches(step):  # the step's micro-batches, as train_step draws them
         for i, count in enumerate((batch.src.size, batch.tgt_out.size, int((batch.tgt_out != pad).sum()))):
             shape[i] += count
     return shape[0], shape[1], shape[2]

@@ -14,8 +14,9 @@ import sys
 
 from mpi4py import MPI
 
-from numpy_transformer.translator import cli, training
+from numpy_transformer.translator import cli
 from numpy_transformer.translator.training import keeping, trainer
+from numpy_transformer.translator.training import step as stepping
 
 FAILURES = ("disk full", "unreadable data", "out of memory", "second ctrl-c")
 
@@ -38,14 +39,19 @@ def fail(failure: str) -> None:
             "out of memory": MemoryError("Unable to allocate 4.00 GiB for an array"),
             "second ctrl-c": KeyboardInterrupt(),
         }[failure]
-        forward = training.Trainer._loss_and_backward
+        take, forward = stepping.Stepper.loss_and_backward, stepping.Stepper._loss_and_backward
+        steps = []  # the steps taken so far, counted from 0
 
-        def failing(self, *args):
-            if self.step >= 2:
+        def counted(self, batches, tokens, step):
+            steps.append(step)
+            return take(self, batches, tokens, step)
+
+        def failing(self, *args):  # inside the step's forward, where a real failure happens
+            if steps[-1] >= 2:
                 raise error
             return forward(self, *args)
 
-        training.Trainer._loss_and_backward = failing
+        stepping.Stepper.loss_and_backward, stepping.Stepper._loss_and_backward = counted, failing
 
 
 if __name__ == "__main__":

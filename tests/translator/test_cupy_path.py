@@ -97,7 +97,7 @@ def test_a_step_read_diverged_at_its_end_left_weights_and_moments_as_they_were(
     trainer = Trainer.create(TrainConfig(**CONFIG), TINY)
     trainer.train_step()
     model, optimizer = trainer.model, trainer.optimizer
-    loss_and_backward = trainer._loss_and_backward
+    loss_and_backward = trainer.stepper._loss_and_backward
 
     def diverged(*args):
         loss = loss_and_backward(*args)
@@ -106,7 +106,7 @@ def test_a_step_read_diverged_at_its_end_left_weights_and_moments_as_they_were(
         model.projection_layer.proj.bias.grad[3] = gpu.inf
         return loss
 
-    monkeypatch.setattr(trainer, "_loss_and_backward", diverged)
+    monkeypatch.setattr(trainer.stepper, "_loss_and_backward", diverged)
 
     def state():
         return [

@@ -179,7 +179,7 @@ def test_a_ranks_own_failure_is_held_until_the_all_reduce_then_raised_there(monk
     def out_of_memory(*args):
         raise MemoryError("Unable to allocate 4.00 GiB")
 
-    monkeypatch.setattr(trainer, "_loss_and_backward", out_of_memory)
+    monkeypatch.setattr(trainer.stepper, "_loss_and_backward", out_of_memory)
     with pytest.raises(MemoryError, match=r"4\.00 GiB"):
         trainer.train_step()
     _, side_before = comm.reduced[-1]

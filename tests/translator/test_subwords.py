@@ -328,7 +328,7 @@ def _texts(task, batch):
 
 def test_bpe_dropout_segments_each_training_batch_anew_into_the_same_text(messages):
     trainer = _trainer(messages, bpe_dropout=0.3)
-    task, dropout = trainer.task, trainer.subword_dropout
+    task, dropout = trainer.task, trainer.stepper.subword_dropout
     segmentations: dict[str, set] = {}
     changed = 0
     for step in range(30):
@@ -344,7 +344,7 @@ def test_bpe_dropout_segments_each_training_batch_anew_into_the_same_text(messag
         )
     assert changed == 30 and max(map(len, segmentations.values())) >= 3
     other_seed = _trainer(messages, bpe_dropout=0.3, seed=1)
-    assert other_seed.task.train_batch(0, 8, 20, None, other_seed.subword_dropout).src.tolist() != (
+    assert other_seed.task.train_batch(0, 8, 20, None, other_seed.stepper.subword_dropout).src.tolist() != (
         task.train_batch(0, 8, 20, None, dropout).src.tolist()
     )
     # the training split's longest sentence fits the position tables whatever the dropout
@@ -353,7 +353,7 @@ def test_bpe_dropout_segments_each_training_batch_anew_into_the_same_text(messag
 
 
 def test_bpe_dropout_off_is_todays_run_and_on_it_replays_on_resume(messages, tmp_path):
-    assert _trainer(messages).subword_dropout is None  # off: the batches are those of task.batch
+    assert _trainer(messages).stepper.subword_dropout is None  # off: the batches are those of task.batch
     straight = _trainer(messages, bpe_dropout=0.2)
     straight.fit(tmp_path / "straight", progress=False)
     first = _trainer(messages, bpe_dropout=0.2)
@@ -409,7 +409,7 @@ def test_a_dropped_out_piece_the_vocabulary_lacks_leaves_its_word_whole(tmp_path
         "Ġse" not in task.src_vocab.stoi and "Ġse" in json.loads(task.tokenizer.serialized)["model"]["vocab"]
     )
     for step in range(10):
-        plain, dropped = task.train_batch(step, 8), task.train_batch(step, 8, dropout=trainer.subword_dropout)
+        plain, dropped = task.train_batch(step, 8), task.train_batch(step, 8, dropout=trainer.stepper.subword_dropout)
         assert (dropped.src != UNK_ID).all() and (dropped.tgt_out != UNK_ID).all()
         assert _texts(task, dropped) == _texts(task, plain)
 

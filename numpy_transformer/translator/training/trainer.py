@@ -1,5 +1,5 @@
-"""The Trainer: a model, its task, optimiser and schedule, and the step it takes; created for a new
-run, resumed from a checkpoint, trained by its loop (Loop) and saved.
+"""The Trainer: a model, its task, optimiser and schedule, and the Stepper that takes each step;
+created for a new run, resumed from a checkpoint, trained by its loop (Loop) and saved.
 
     trainer = Trainer.create(TrainConfig(task="copy", steps=500), ModelConfig(d_model=64, N=2))
     trainer.fit("runs/copy")               # log, evaluate and checkpoint into a run directory
@@ -8,7 +8,6 @@ run, resumed from a checkpoint, trained by its loop (Loop) and saved.
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -17,11 +16,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ...backend import backend_name, get_array_module, step_rng, to_numpy
 from ...files import refuse_empty
 from ...machine import tune_cpu
-from ...model import Transformer, build_transformer, check_ids_on_host, loss_and_backward
-from ...optim import clip_grad_norm, global_grad_norm, grad_norm_on_device
+from ...model import Transformer, build_transformer
 from ..config import ModelConfig, TrainConfig
 from ..distributed import Communicator, ranks_of
 from ..evaluation import evaluate
@@ -35,12 +32,11 @@ from ..run.checkpoint import (
 from ..run.continuing import fine_tune_start, resumed_run, run_checkpoint
 from ..run.directory import RunFiles
 from ..run.state import EvaluationState, RunState
-from ..tasks import FileTask, SubwordDropout, TranslationTask, make_task
-from ..thread_parallel import DataParallel, auto_threads, mask_rows
+from ..tasks import FileTask, TranslationTask, make_task
 from .budget import PLAN_AFTER, TimeBudget
 from .loop import Loop, progress_bar
 from .memory import check_memory
-from .step import check_finite, check_settings, check_weights, make_optimizer, make_schedule
+from .step import Stepper, check_settings, check_weights, make_optimizer, make_schedule
 from .stopping import StopRequests
 
 
@@ -69,8 +65,8 @@ class Trainer:
         check_settings(config)
         assert config.lr is not None and config.weight_decay is not None  # check_settings refuses None
         tune_cpu()  # the process-wide allocator setting a training loop wants (see machine.tune_cpu)
-        self.cores = self.ranks.cores  # None: every core of the machine
-        self.optimizer = make_optimizer(model, config, self.cores)
+        self.optimizer = make_optimizer(model, config, self.ranks.cores)  # cores None: every core
+        self.stepper = Stepper(model, task, config, self.ranks, self.optimizer)  # how each step is taken
         # the run's last step: config.steps, or planned to fit the time budget (first after PLAN_AFTER steps)
         self.budget = (
             TimeBudget(config.time_budget, final_evaluations=2 if self.averages else 1)
@@ -80,12 +76,6 @@ class Trainer:
         self._planned = step + PLAN_AFTER
         self.schedule = make_schedule(config, model.config.d_model, self.steps)
         self.evaluations = EvaluationState()  # the best dev BLEU, patience, plateau cuts, checkpoints kept
-        # training batches' segmentations (config.bpe_dropout), never longer than the position tables
-        self.subword_dropout = (
-            SubwordDropout(task, config.bpe_dropout, (model.src_pos.seq_len, model.tgt_pos.seq_len - 1))
-            if config.bpe_dropout
-            else None
-        )
         # who this run is, in every checkpoint it saves (kept by resume): average refuses another run's
         self.run_id = uuid.uuid4().hex
         # why the loop ends: "steps", "patience", "interrupted" or "another rank"; under MPI a rank's
@@ -93,7 +83,6 @@ class Trainer:
         self.stop: str | None = None
         self.requests = StopRequests(self.ranks.is_root)
         self.resumed_from: Path | None = None  # the checkpoint resume() read: fit may continue its run there
-        self._parallel: dict[int, DataParallel] = {}
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -197,88 +186,21 @@ class Trainer:
     # -- one step ---------------------------------------------------------------------------
 
     def train_step(self) -> dict[str, float]:
-        """One optimiser step, as nanoGPT's: the micro-batches' forward, loss and backward (each gradient
-        weighted by its share of the step's target tokens, as one K-times larger batch would give), the
-        all-reduce, clipping, the update. Returns loss, lr, grad norm, tokens; under MPI see MpiRanks."""
-        config, model, ranks = self.config, self.model, self.ranks
-        batches = [
-            self.task.train_batch(
-                self.step * config.accumulate + k,
-                config.batch_size,
-                config.bucket_steps,
-                config.batch_tokens,
-                self.subword_dropout,
-            )
-            for k in range(config.accumulate)
-        ]
+        """One optimiser step (Stepper): its batches' forward, loss and backward, the ranks' agreement
+        on its loss and on stopping, then the update at the schedule's rate. Returns loss, lr, grad
+        norm, tokens; under MPI see MpiRanks."""
+        batches = self.stepper.batches(self.step)
         tokens = sum(batch.n_tokens for batch in batches)
-        model.train()
-        self.optimizer.zero_grad()
-        # on a GPU the step reads the device once, at its end, the loss and the gradient norm together
-        # (the update before it is guarded on the device by their being finite): every check that
-        # would read the device in the middle of the step is made on the host batch instead (MPI, whose
-        # ranks agree on host numbers, is refused on a GPU: Communicator.from_environment)
-        on_device = backend_name() == "cupy"
-        loss: Any = 0.0  # a float, or on a GPU a 0-d array of the device until the read
-        with ranks.threads():
-            for k, batch in enumerate(batches):
-                model.set_rng(step_rng(config.seed, self.step, ranks.rank * config.accumulate + k))
-                part = ranks.part(batch, tokens, self.task.ids.pad)  # this rank's rows: alone, all
-                if part.rows is not None:
-                    with ranks.holding():  # under MPI a failure waits for the all-reduce to tell the others
-                        step_loss = self._loss_and_backward(batch, part.rows, part.weight, on_device)
-                        loss = loss + ranks.weigh(step_loss, part)
-            ranks.all_reduce(model)
-        loss, stop, self.evaluations.lr_scale = ranks.agree_on_step(  # rank 0's plateau cuts, under MPI
+        loss = self.stepper.loss_and_backward(batches, tokens, self.step)
+        loss, stop, self.evaluations.lr_scale = self.ranks.agree_on_step(  # rank 0's plateau cuts, under MPI
             loss, self.requests.reason, self.evaluations.lr_scale
         )
         if stop:
             self.stop = self.stop or self.requests.reason or "another rank"
         lr = self.learning_rate(self.step + 1)
-        if on_device:
-            loss, grad_norm = self._update_then_read(loss, lr)
-        else:  # on the host the numbers are at hand: a diverged step is refused before the update
-            grad_norm = clip_grad_norm(model, config.clip) if config.clip > 0 else global_grad_norm(model)
-            check_finite(model, self.step, loss, grad_norm)
-            self.optimizer.step(lr)
+        loss, grad_norm = self.stepper.update(loss, lr, self.step)
         self.step += 1
         return {"loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens": tokens}
-
-    def _loss_and_backward(self, batch: Any, rows: slice, weight: float, on_device: bool) -> Any:
-        """Forward and backward of ``rows`` of the batch, its gradient scaled by ``weight``; the rows'
-        mean loss: a float, or with ``on_device`` a 0-d array of the device, the ids checked on the
-        host batch (where the batch has one) instead of on the device."""
-        config, model = self.config, self.model
-        src, tgt_in, labels = batch.src[rows], batch.tgt_in[rows], batch.tgt_out[rows]
-        length = max(src.shape[1], tgt_in.shape[1])
-        shards = config.threads or auto_threads(model, src.shape[0], length, self.cores)
-        size = batch.src.shape[0]
-        masks = mask_rows(batch.src_mask, rows, size), mask_rows(batch.tgt_mask, rows, size)
-        arguments = (src, tgt_in, *masks, labels, self.task.ids.pad, config.label_smoothing, weight)
-        if on_device and batch.host is not None:
-            host_src, host_tgt_in, host_labels = (ids[rows] for ids in batch.host)
-            check_ids_on_host(model, host_src, host_tgt_in, host_labels, self.task.ids.pad)
-            return loss_and_backward(model, *arguments, on_device=True)
-        if shards == 1:  # the model's own step; DataParallel runs it on each of several row shards
-            return loss_and_backward(model, *arguments)
-        if shards not in self._parallel:
-            self._parallel[shards] = DataParallel(model, shards)
-        return self._parallel[shards].loss_and_backward(*arguments)
-
-    def _update_then_read(self, loss: Any, lr: float) -> tuple[float, float]:
-        """The GPU step's end: the gradient norm computed (and the gradients clipped, config.clip) on the
-        device, the update guarded there by the loss and the norm being finite, then the step's one host
-        synchronisation, the two read together. Where they are not finite the update wrote nothing: its
-        count is taken back and TrainingDiverged names what diverged (check_finite)."""
-        xp = get_array_module()
-        norm = grad_norm_on_device(self.model, self.config.clip or None)
-        numbers = xp.stack([xp.asarray(loss, dtype=xp.float64), norm])
-        self.optimizer.step(lr, finite=xp.isfinite(numbers).all())
-        loss_value, norm_value = to_numpy(numbers).tolist()
-        if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
-            self.optimizer.take_back_step()
-            check_finite(self.model, self.step, loss_value, norm_value)
-        return loss_value, norm_value
 
     # -- the loop ---------------------------------------------------------------------------
 
