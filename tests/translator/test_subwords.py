@@ -409,7 +409,10 @@ def test_a_dropped_out_piece_the_vocabulary_lacks_leaves_its_word_whole(tmp_path
         "Ġse" not in task.src_vocab.stoi and "Ġse" in json.loads(task.tokenizer.serialized)["model"]["vocab"]
     )
     for step in range(10):
-        plain, dropped = task.train_batch(step, 8), task.train_batch(step, 8, dropout=trainer.stepper.subword_dropout)
+        plain, dropped = (
+            task.train_batch(step, 8),
+            task.train_batch(step, 8, dropout=trainer.stepper.subword_dropout),
+        )
         assert (dropped.src != UNK_ID).all() and (dropped.tgt_out != UNK_ID).all()
         assert _texts(task, dropped) == _texts(task, plain)
 
