@@ -13,7 +13,8 @@ from numpy_transformer import functional, optim, workbook
 from numpy_transformer.kernels import using_kernels
 from numpy_transformer.module import Parameter
 from numpy_transformer.workbook import optimiser
-from numpy_transformer.workbook.exercises.training_symptoms import SYMPTOM_KEYS
+from numpy_transformer.workbook.exercises.training_exercises import _cosine
+from numpy_transformer.workbook.exercises.training_symptoms import SYMPTOM_KEYS, Observed, mixed_arguments
 
 RUNGS = [name for name in workbook.LADDER if name not in workbook.BY_NAME]  # the training rungs
 
@@ -402,6 +403,40 @@ def test_a_value_is_exact_only_where_every_case_compared_it(tmp_path):
     )
     report, code = workbook.run_check(path, ["clip_by_global_norm"])
     assert code == 1 and "✔" not in report and "grads  ✖ wrong" in report, report
+
+
+def test_arguments_are_read_back_as_mixed_up_only_where_the_results_depend_on_the_value_moved():
+    """A cold learner's progress without its brackets, step - warmup / (total - warmup), is held at 1 from
+    the first step after the warm-up: its rates were once read back as total replaced by peak (the guard
+    max(total - warmup, 1) made the progress the same whatever total was), and total replaced by step holds
+    it at 1 too, as any total below step does. Set off a little, up and down, the value moved still gives
+    them: no mix-up is said. A true swap (step and warmup) is still read back."""
+    exercise = workbook.TRAINING_BY_NAME["warmup_cosine_learning_rate"]
+    right = optimiser.TEXTBOOK[exercise.name]
+
+    def unbracketed(step, peak, warmup, total, min_lr):
+        if step <= warmup:
+            return peak * step / warmup
+        return min_lr + 0.5 * (peak - min_lr) * (
+            1 + np.cos(np.pi * min(step - warmup / (total - warmup), 1.0))
+        )
+
+    def swapped(step, peak, warmup, total, min_lr):
+        return right(warmup, peak, step, total, min_lr)
+
+    def observed(learners):
+        calls = [
+            {**case.fixed, **call} for case in exercise.cases(np.random.default_rng(0)) for call in case.calls
+        ]
+        return [
+            Observed(c, [np.array([float(learners(**c))])], [np.array([float(right(**c))])]) for c in calls
+        ]
+
+    assert mixed_arguments(_cosine, observed(unbracketed)) is None
+    assert mixed_arguments(_cosine, observed(swapped)) == (
+        "arguments_swapped",
+        {"first": "warmup", "second": "step"},
+    )
 
 
 @pytest.mark.parametrize("name", ["adam_step", "adamw_step"])
