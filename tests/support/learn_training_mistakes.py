@@ -693,4 +693,62 @@ TRAINING_MISTAKES += [
 ]
 
 
+# a sixth cold learner's: the line's power written ** -3/2, warmup^-1.5 left outside the min, the progress
+# without its brackets (a guard, too: its rates once read back as total replaced by peak, which a progress
+# held at 1 gives whatever total is), the warm-up a step ahead (its decay right: the decay is not named),
+# the norm of the last array alone (= in place of += in a loop), the first moment with beta2's weight, the
+# bias corrections' powers written as products, a decayed parameter computed and the original handed on;
+# and beside the grader, the norm of the first array alone
+TRAINING_MISTAKES += [
+    changed(
+        "noam_learning_rate", "noam_line_precedence", ("step * warmup ** -1.5", "step * warmup ** -3 / 2")
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_warmup_outside",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "min(step ** -0.5, step) * warmup ** -1.5"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_progress_unbracketed",
+        ("min((step - warmup) / (total - warmup), 1.0)", "min(step - warmup / (total - warmup), 1.0)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_off_by_one",
+        (
+            "    if step <= warmup:\n        return peak * step / warmup",
+            "    if step < warmup:\n        return peak * (step + 1) / warmup",
+        ),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        (
+            "    norm = math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "    total = 0.0\n    for g in grads:\n        total = float((g * g).sum())\n    norm = math.sqrt(total)",
+        ),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "math.sqrt(float((grads[0] * grads[0]).sum()))",
+        ),
+    ),
+    changed(
+        "adam_step", "m_beta2", ("m = beta1 * m + (1 - beta1) * grad", "m = beta1 * m + (1 - beta2) * grad")
+    ),
+    changed(
+        "adam_step", "bias_product", ("1 - beta1 ** t", "1 - beta1 * t"), ("1 - beta2 ** t", "1 - beta2 * t")
+    ),
+    changed(
+        "adamw_step",
+        "decay_missing",
+        ("    param = param * (1 - lr * weight_decay)", "    decayed = param * (1 - lr * weight_decay)"),
+    ),
+]
+
+
 SOLVED_TRAINING = "".join(CORRECT.values())  # every training rung right, as a learner writes it

@@ -232,7 +232,8 @@ SENTENCES = {
     "decay_after": "the decay is applied to the updated parameter: AdamW shrinks the parameter as it was "
     "before this step, then applies Adam's update",
     "decay_missing": "the weight decay is missing: AdamW first shrinks the parameter, param * (1 - lr * "
-    "weight_decay)",
+    "weight_decay), and Adam's update is taken from that decayed parameter (where you compute it, hand it "
+    "on: a decayed copy left unused while the original param is updated leaves the decay out)",
     "decay_sign": "the decay grows the parameter: it shrinks it, param * (1 - lr * weight_decay)",
     "v_beta1": "v's update weighs the gradient's square by 1 - beta1: v = beta2 v + (1 - beta2) g^2, each "
     "moment with its own beta",
@@ -251,8 +252,8 @@ SENTENCES = {
     "of the sum of every entry squared (L2)",
     "clip_norm_sum": "the norm is the sum of the arrays' own norms: the global norm is the square root of the "
     "sum of their squares, sqrt(sum of every entry squared)",
-    "warmup_off_by_one": "the warm-up is off by one step: it is peak * step / warmup, so that step 1 has a "
-    "rate above 0 and step warmup reaches peak",
+    "warmup_off_by_one": "the warm-up is off by one step: it is peak * step / warmup, with step as it is "
+    "given (no step - 1, no step + 1), so that step 1 has a rate above 0 and step warmup reaches peak",
     "schedule_factor": "every rate is {times:.6g} times the schedule's: its shape is right, a constant factor "
     "is not (one the formula does not have, or one it has left out)",
     "noam_decay": "the decay after the warm-up is wrong (the rising line before it is right): past step = "
@@ -404,6 +405,23 @@ SENTENCES = {
     "handed_on_misplaced": "an argument is handed on to {below} where another belongs, {used} where "
     "{belongs} belongs: yours is {below} called with {used} in {belongs}'s place, the rest right; a call's "
     "arguments go by position, so hand them on in {below}'s order, ({order})",
+    # a sixth cold learner's: the line's power written ** -3/2, warmup^-1.5 outside the min, the progress
+    # without its brackets, the first moment with beta2's weight, a bias correction's power a product
+    "noam_line_precedence": "the warm-up's power is written ** -3/2, which Python reads as (warmup ** -3) / 2: "
+    "** binds tighter than /, so it is not warmup^-1.5; write warmup ** -1.5 (or warmup ** (-3 / 2)): the "
+    "line is step * warmup^-1.5",
+    "noam_warmup_outside": "warmup^-1.5 stands outside the min, min(step^-0.5, step) * warmup^-1.5, so it "
+    "scales both curves: it belongs to the rising line alone, inside the brackets, min(step^-0.5, step * "
+    "warmup^-1.5); check where each bracket closes",
+    "cosine_progress_unbracketed": "the progress has lost its brackets, step - warmup / (total - warmup), "
+    "which Python reads as step - (warmup / (total - warmup)) (/ binds tighter than -): it is past 1 from "
+    "the first step after the warm-up; the step's distance from warmup is divided, (step - warmup) / "
+    "(total - warmup)",
+    "m_beta2": "m's update weighs the gradient by 1 - beta2: m = beta1 m + (1 - beta1) g, each moment with "
+    "its own beta",
+    "bias_product": "a bias correction multiplies beta by t, 1 - beta1 * t: it raises beta to the power t, "
+    "1 - beta1 ** t and 1 - beta2 ** t (** is the power, * a product; 1 - beta * t falls below 0 within a "
+    "few steps, and a negative v_hat's square root is nan)",
     "keeps_state": "{name} keeps state between calls: called twice on the same arguments, it gave two answers "
     "({what} differs); use only what it is handed{counter}, and keep nothing from one call to the next",
     "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "

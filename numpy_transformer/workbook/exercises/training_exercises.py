@@ -85,11 +85,13 @@ class TrainingExercise:
 
 def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1.5, scale: float = -0.5,
           pick: Callable = min, flat: bool = False, first_zero: bool = False, halved: str = "",
-          line_swapped: bool = False) -> float:  # fmt: skip
+          line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
-    "both"; line_swapped: the line warmup * step^power)."""
+    "both"; line_swapped: the line warmup * step^power; line_halved: the line's ``warmup ** -3/2``,
+    (warmup ** -3) / 2; warmup_outside: warmup^power outside the min, min(decay, step) * warmup^power,
+    whatever ``pick``)."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -98,7 +100,10 @@ def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -
     if flat:
         return float(front * pick(step, warmup) * warmup**power)
     decay = step**-1 / 2 if halved in ("decay", "both") else step**-0.5
-    line = warmup * step**power if line_swapped else step * warmup**power
+    warmups = warmup ** (2 * power) / 2 if line_halved else warmup**power
+    if warmup_outside:  # min kept: max(step^-0.5, step) * warmup^power is the line alone, no decay at all
+        return float(front * min(decay, step) * warmups)
+    line = warmup * step**power if line_swapped else step * warmups
     return float(front * pick(decay, line))
 
 
@@ -117,6 +122,8 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_power_precedence", {"halved": "both"}),
     ("noam_line_swapped", {"line_swapped": True}),
     ("noam_warmup_squared", {"power": -2.0}),
+    ("noam_line_precedence", {"line_halved": True}),
+    ("noam_warmup_outside", {"warmup_outside": True}),
 )
 
 
@@ -136,27 +143,32 @@ def _cases_noam(rng: numpy.random.Generator) -> list[TrainingCase]:
 
 
 def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift: int = 0, start: bool = False,
-            half: float = 0.5, floor: str = "min_lr", clamp: Callable | None = min, ramp_late: bool = False,
+            half: float = 0.5, floor: str = "min_lr", clamp: Callable | None = min, ramp_shift: int = 0,
             past_end: str = "", quarter: bool = False, whole_steps: bool = False, turn: float = math.pi,
             height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
-            whole_progress: bool = False, floor_weight: float = 1.0) -> float:  # fmt: skip
+            whole_progress: bool = False, floor_weight: float = 1.0,
+            unbracketed_progress: bool = False) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
     height: the half cosine's "peak" alone, "unbracketed" min_lr + 0.5 * peak - min_lr * (1 + cos), or
     "floor_inside" (min_lr + 0.5 * (peak - min_lr)) * (1 + cos); floor_weight: min_lr's weight where it is
     added; rising: 1 - cos; the progress divided by total (over_total), shifted (decay_shift), divided in
-    whole numbers (whole_progress) or held at 1 by another function (clamp; None: not held))."""
+    whole numbers (whole_progress), without its brackets, step - warmup / (total - warmup)
+    (unbracketed_progress), or held at 1 by another function (clamp; None: not held); ramp_shift: the
+    warm-up's line at step + ramp_shift, held at peak from step warmup on)."""
     step += shift
     if step <= warmup:
         if whole_steps:
             return peak * (step // max(warmup, 1))
-        return peak * (step - (1 if ramp_late else 0)) / max(warmup, 1)
+        return peak * min(step + ramp_shift, warmup) / max(warmup, 1)
     if past_end and step >= total:
         return min_lr if past_end == "min_lr" else 0.0
     begin = 0 if start else warmup
     length, moved = max(total if over_total else total - begin, 1), step - begin + decay_shift
     progress = moved // length if whole_progress else moved / length
+    if unbracketed_progress:  # / binds tighter than -: only warmup is divided
+        progress = step + decay_shift - begin / length
     progress = clamp(progress, 1.0) if clamp else progress
     low = {"min_lr": min_lr, "ratio": peak * min_lr}.get(floor, 0.0)
     wave = 1.0 - math.cos(turn * progress) if rising else 1.0 + math.cos(turn * progress)
@@ -181,7 +193,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_half", {"half": 1.0}),
     ("cosine_floor", {"floor": "zero"}),
     ("cosine_floor", {"floor": "zero", "past_end": "min_lr"}),
-    ("warmup_off_by_one", {"ramp_late": True}),
+    ("warmup_off_by_one", {"ramp_shift": -1}),
     ("cosine_clamp", {"clamp": None}),
     ("cosine_quarter", {"quarter": True}),
     ("cosine_floor", {"floor": "max"}),
@@ -199,6 +211,8 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_clamp_max", {"clamp": max}),
     ("cosine_floor_bracketed", {"height": "floor_inside"}),
     ("cosine_floor_halved", {"floor_weight": 0.5}),
+    ("warmup_off_by_one", {"ramp_shift": 1}),
+    ("cosine_progress_unbracketed", {"unbracketed_progress": True}),
 )
 
 
@@ -257,6 +271,8 @@ def _global_norm(grads: list[Array], norm: str) -> float:
         return sum(float(xp.abs(g).sum()) for g in grads)
     if norm == "max":  # the largest entry's size, of every array
         return max((float(xp.abs(g).max()) for g in grads if g.size), default=0.0)
+    if norm in ("first", "last"):  # one array's own norm, the others left out
+        return math.sqrt(squares[0 if norm == "first" else -1]) if squares else 0.0
     if norm == "spectral":  # a matrix's norm(g, 2): its largest singular value
         squares = [float(xp.linalg.norm(g, 2)) ** 2 if g.ndim == 2 else s for g, s in zip(grads, squares)]
     return math.sqrt(sum(squares))
@@ -307,6 +323,10 @@ OTHER_NORMS = {  # the norms _global_norm computes in place of the global one, e
     "means": "the root of the sum of each array's mean of squares",
     "sums": "the root of the sum of each array's sum squared",
     "spectral": "the root of the sum of each matrix's largest singular value squared",
+    "last": "the last array's own norm alone, the others left out (as a loop's total = ... in place of "
+    "total += ... keeps only the last array's sum of squares)",
+    "first": "the first array's own norm alone, the others left out (as a loop that returns, or stops, "
+    "after its first array gives)",
 }
 
 
@@ -352,8 +372,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     weight_decay)) and its form (``subtracted``: lr * weight_decay taken away, not a share), the betas, the
     moments' weights and what v averages (``v_of``), the moments set at t = 1 (``first``), restarted from
     zeros (``restart``) or the old ones used (``stale``), t shifted, the bias correction ("unbracketed_m",
-    "_v", "_both": m / 1 - beta1^t, beta^t taken away), the denominator, the update's sign, what is
-    returned."""
+    "_v", "_both": m / 1 - beta1^t, beta^t taken away; "product_m", "_v", "_both": 1 - beta * t, the power
+    a product), the denominator, the update's sign, what is returned."""
     xp = get_array_module()
     shrink = {
         "unscaled": weight_decay,
@@ -372,9 +392,12 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     elif decay not in ("in_moment", "after", "missing", "adaptive"):
         param = param - shrink if subtracted else param * (1.0 - shrink)
     b1, b2 = (beta2, beta1) if betas else (beta1, beta2)
-    w1, w2 = {"one": (1.0, 1.0), "v_beta1": (1.0 - b1, 1.0 - b1), "swapped": (b1, b2)}.get(
-        weights, (1.0 - b1, 1.0 - b2)
-    )
+    w1, w2 = {
+        "one": (1.0, 1.0),
+        "v_beta1": (1.0 - b1, 1.0 - b1),
+        "m_beta2": (1.0 - b2, 1.0 - b2),
+        "swapped": (b1, b2),
+    }.get(weights, (1.0 - b1, 1.0 - b2))
     k1, k2 = (1.0 - b1, 1.0 - b2) if weights == "swapped" else (b1, b2)  # what the old moments keep
     if restart:  # the moments handed in ignored: each step averages from zeros again
         m, v = xp.zeros_like(m), xp.zeros_like(v)
@@ -388,7 +411,11 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     moments = (m, v) if stale else (new_m, new_v)
     step = t + t_shift
     c1, c2 = 1.0 - b1**step, 1.0 - b2**step
+    p1, p2 = 1.0 - b1 * step, 1.0 - b2 * step  # the power written as a product, beta * t
     corrections = {
+        "product_m": (p1, c2),
+        "product_v": (c1, p2),
+        "product_both": (p1, p2),
         "none": (1.0, 1.0),
         "m_only": (c1, 1.0),
         "v_only": (1.0, c2),
@@ -478,6 +505,10 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("bias_unbracketed", {"correction": "unbracketed_v"}),
     ("bias_unbracketed", {"correction": "unbracketed_both"}),
     ("moments_restarted", {"restart": True}),
+    ("m_beta2", {"weights": "m_beta2"}),
+    ("bias_product", {"correction": "product_m"}),
+    ("bias_product", {"correction": "product_v"}),
+    ("bias_product", {"correction": "product_both"}),
 )
 
 

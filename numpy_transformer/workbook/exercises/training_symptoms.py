@@ -87,16 +87,17 @@ def _mixed(
 ) -> dict[str, str] | None:
     """The two number arguments of ``handed``'s (what ``textbook`` is called with, from each call's
     arguments) swapped ({"first", "second"}), or the one used where another belongs ({"used", "belongs"}),
-    with which ``textbook`` gives the learner's results on every call; the swaps first; or None."""
+    with which ``textbook`` gives the learner's results on every call, each value moved pinned by them
+    (_pinned); the swaps first; or None."""
     given = handed(observed[0].arguments) if observed else {}
     names = [name for name, value in given.items() if _a_number(value)]
     swaps = [(first, second) for index, first in enumerate(names) for second in names[index + 1 :]]
     for first, second in swaps:
-        if _reproduced(textbook, observed, ((first, second), (second, first)), handed):
+        if _pinned(textbook, observed, ((first, second), (second, first)), handed):
             return {"first": first, "second": second}
     for used in names:
         for belongs in names:
-            if used != belongs and _reproduced(textbook, observed, ((belongs, used),), handed):
+            if used != belongs and _pinned(textbook, observed, ((belongs, used),), handed):
                 return {"used": used, "belongs": belongs}
     return None
 
@@ -105,22 +106,47 @@ def _a_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _reproduced(
+NUDGE = 1e-3  # how far a moved value is set off to see that the learner's results depend on it
+
+
+def _pinned(
     textbook: Callable,
     observed: list[Observed],
     mixed: tuple[tuple[str, str], ...],
     handed: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> bool:
+    """Whether the mix-up ``mixed`` gives the learner's results (_reproduced) and they depend on every value
+    it moves: confirmed on second sets of numbers, each moved value set off by NUDGE in turn, up and down,
+    the results are no longer the learner's. A mix-up whose results a guard or a clamp of the formula's
+    makes whatever the value moved, or on one side of it (as a progress held at 1 is, whatever total is, or
+    for any total up to step), is no evidence of it."""
+    if not _reproduced(textbook, observed, mixed, handed):
+        return False
+    for nudged in mixed:
+        for way in (1.0, -1.0):
+            off = tuple((name, source, way if nudged == (name, source) else 0.0) for name, source in mixed)
+            if _reproduced(textbook, observed, off, handed):
+                return False
+    return True
+
+
+def _reproduced(
+    textbook: Callable,
+    observed: list[Observed],
+    mixed: tuple[tuple[str, str], ...] | tuple[tuple[str, str, float], ...],
+    handed: Callable[[dict[str, Any]], dict[str, Any]],
+) -> bool:
     """Whether the textbook on every call's arguments (as ``handed`` gives them on) mixed up as ``mixed``
-    says (each argument named first given the value of the one named second) differs from the textbook's
-    results somewhere and is the learner's everywhere: each value's difference from the textbook's the
-    same, to rounding."""
+    says (each argument named first given the value of the one named second, set off by NUDGE up or down
+    where a third entry, 1 or -1, says so) differs from the textbook's results somewhere and is the
+    learner's everywhere: each value's difference from the textbook's the same, to rounding."""
     differs = False
     for o in observed:
         given = handed(o.arguments)
+        moved = {mix[0]: _set_off(given[mix[1]], *mix[2:]) for mix in mixed}
         try:
-            results = textbook(**{**given, **{name: given[source] for name, source in mixed}})
-        except (ArithmeticError, ValueError):
+            results = textbook(**{**given, **moved})
+        except (ArithmeticError, ValueError, TypeError):
             return False
         flat = [_flat(part) for part in (results if isinstance(results, tuple) else (results,))]
         for yours, right, theirs in zip(o.yours, o.right, flat):
@@ -139,6 +165,14 @@ def _reproduced(
                 return False
             differs = differs or scale > floor
     return differs
+
+
+def _set_off(value: float, way: float = 0.0) -> float:
+    """``value`` set off by NUDGE ``way`` (1 up, -1 down, 0 not at all): relative, or NUDGE itself where it
+    is 0."""
+    if not way:
+        return value
+    return value * (1.0 + way * NUDGE) if value else way * NUDGE
 
 
 def _flat(value: Any) -> numpy.ndarray:
