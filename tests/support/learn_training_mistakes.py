@@ -751,4 +751,21 @@ TRAINING_MISTAKES += [
 ]
 
 
+# a seventh cold learner's: the line divided by warmup ** -1.5 (the numbers of its power without the minus),
+# a rate cached on the step alone (an earlier call's answer for other arguments given again)
+TRAINING_MISTAKES += [
+    changed("noam_learning_rate", "noam_warmup_sign", ("step * warmup ** -1.5", "step / warmup ** -1.5")),
+    changed(
+        "noam_learning_rate",
+        "earlier_answer",
+        ("\ndef noam_learning_rate", "\n_rates = {}\n\n\ndef noam_learning_rate"),
+        (
+            "    return d_model",
+            "    if step not in _rates:\n        _rates[step] = d_model",
+        ),
+        ("warmup ** -1.5)\n", "warmup ** -1.5)\n    return _rates[step]\n"),
+    ),
+]
+
+
 SOLVED_TRAINING = "".join(CORRECT.values())  # every training rung right, as a learner writes it

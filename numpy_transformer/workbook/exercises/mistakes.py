@@ -306,9 +306,10 @@ SENTENCES = {
     # a third cold learner's: the warm-up's power without its minus, the rate held after the warm-up, the
     # cosine without pi or 0 after total, each array's mean of squares, both corrections with one beta, the
     # decay taken away as a constant or put through Adam's denominator, and arguments mixed up
-    "noam_warmup_sign": "the warm-up's power has lost its minus sign, warmup^1.5: your rising line is so large "
-    "that min(...) always picks the decay, so there is no warm-up; the line is step * warmup^-1.5, which "
-    "meets step^-0.5 at step = warmup",
+    "noam_warmup_sign": "the warm-up's line is step * warmup^1.5: its power has lost its minus sign, or the line "
+    "divides by warmup ** -1.5 where it multiplies (step / warmup ** -1.5 is step * warmup^1.5, the same "
+    "numbers); your rising line is so large that min(...) always picks the decay, so there is no warm-up; "
+    "the line is step * warmup ** -1.5, a product, which meets step^-0.5 at step = warmup",
     "noam_flat": "after the warm-up your rate stays at its peak, min(step, warmup) * warmup^-1.5: it decays, "
     "d_model^-0.5 * step^-0.5 (1 / sqrt(step)); the min is between the two curves, min(step^-0.5, step * "
     "warmup^-1.5), not a cap on step",
@@ -422,6 +423,10 @@ SENTENCES = {
     "bias_product": "a bias correction multiplies beta by t, 1 - beta1 * t: it raises beta to the power t, "
     "1 - beta1 ** t and 1 - beta2 ** t (** is the power, * a product; 1 - beta * t falls below 0 within a "
     "few steps, and a negative v_hat's square root is nan)",
+    # a seventh cold learner's: an answer kept between calls, ...
+    "earlier_answer": "your result for {these} is the one for {earlier}, an earlier call's: a cache (keyed on "
+    "some of the arguments alone) or a global kept between calls gives it; compute each result from every "
+    "argument handed in, and keep nothing from one call to the next",
     "keeps_state": "{name} keeps state between calls: called twice on the same arguments, it gave two answers "
     "({what} differs); use only what it is handed{counter}, and keep nothing from one call to the next",
     "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "

@@ -25,6 +25,7 @@ from .training_symptoms import (
     cosine_ends,
     cosine_span,
     decay_rate,
+    earlier_answer,
     handed_on_mixed,
     mixed_arguments,
     noam_decay,
@@ -600,6 +601,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         mistakes=NOAM_MISTAKES,
         pairs=NOAM_PAIRS,
         symptoms=(
+            earlier_answer,
             partial(mixed_arguments, _noam),
             schedule_factor,
             noam_front,
@@ -627,7 +629,14 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=_cases_cosine,
         mistakes=COSINE_MISTAKES,
         pairs=COSINE_PAIRS,
-        symptoms=(partial(mixed_arguments, _cosine), schedule_factor, warmup_line, cosine_span, cosine_ends),
+        symptoms=(
+            earlier_answer,
+            partial(mixed_arguments, _cosine),
+            schedule_factor,
+            warmup_line,
+            cosine_span,
+            cosine_ends,
+        ),
         hints=(
             "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
             "progress runs from 0 (at warmup) to 1 (at total) and stays 1 after total.",
@@ -649,6 +658,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         mistakes=CLIP_MISTAKES,
         pairs=CLIP_PAIRS,
         symptoms=(
+            earlier_answer,
             clip_epsilon,
             partial(clip_other_norm, _global_norm, OTHER_NORMS),
             partial(clip_scale, _global_norm, OTHER_NORMS),
@@ -676,7 +686,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=lambda rng: _adam_cases(rng, None),
         mistakes=ADAM_MISTAKES,
         pairs=ADAM_PAIRS,
-        symptoms=(partial(mixed_arguments, _adam),),
+        symptoms=(earlier_answer, partial(mixed_arguments, _adam)),
         hints=(
             "Two running averages, of the gradient and of its square; both start at zero, so early on they "
             "are too small: each is divided by 1 - beta^t, with its own beta, t counting this update.",
@@ -699,6 +709,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         mistakes=ADAMW_MISTAKES,
         pairs=ADAMW_PAIRS,
         symptoms=(
+            earlier_answer,
             partial(mixed_arguments, _adamw),
             decay_rate,
             partial(handed_on_mixed, "adam_step", ADAM_ARGUMENTS + ADAM_HYPER, _decayed, _adam),

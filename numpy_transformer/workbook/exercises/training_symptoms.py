@@ -17,11 +17,13 @@ from ...backend import to_numpy
 
 class Observed(NamedTuple):
     """One graded call: its arguments by name (arrays as they were handed in), what the learner's
-    function returned and what the textbook's did (each value float64 and flat, a list of arrays one)."""
+    function returned and what the textbook's did (each value float64 and flat, a list of arrays one), and
+    its case."""
 
     arguments: dict[str, Any]
     yours: list[numpy.ndarray]
     right: list[numpy.ndarray]
+    case: str = ""  # the label of the case it is a call of
 
 
 Symptom = tuple[str | tuple[str, ...], dict[str, Any]] | None  # a key, or two where two slips show
@@ -52,6 +54,42 @@ def schedule_factor(observed: list[Observed]) -> Symptom:
     if not ratios or _same(ratios[0], 1.0) or ratios[0] == 0:  # 0 everywhere is no factor of the schedule
         return None
     return ("schedule_factor", {"times": ratios[0]}) if all(_same(r, ratios[0]) for r in ratios) else None
+
+
+# -- any rung: an earlier call's answer given again -------------------------------------------------
+
+
+def earlier_answer(observed: list[Observed]) -> Symptom:
+    """Every wrong call's results the very ones the learner gave, right, on an earlier call of another case
+    (other arguments, other right results): an answer kept from one call to the next, as a cache keyed on
+    some of the arguments alone, or a global, gives. The first such call and the earlier one are named."""
+    found = None
+    for index, o in enumerate(observed):
+        if all(_same(yours, right) for yours, right in zip(o.yours, o.right)):
+            continue
+        earlier = next((before for before in observed[:index] if _answers(o, before)), None)
+        if earlier is None:
+            return None
+        found = found or (o, earlier)
+    if found is None:
+        return None
+    return "earlier_answer", {"these": _said(found[0]), "earlier": _said(found[1])}
+
+
+def _answers(call: Observed, before: Observed) -> bool:
+    """Whether ``call`` gave ``before``'s results again: ``before`` a call of another case that the learner
+    got right, whose right results are not ``call``'s."""
+    return (
+        call.case != before.case
+        and all(_same(yours, right) for yours, right in zip(before.yours, before.right))
+        and any(not _same(mine, right) for mine, right in zip(call.right, before.right))
+        and all(numpy.array_equal(mine, yours) for mine, yours in zip(call.yours, before.yours))
+    )
+
+
+def _said(o: Observed) -> str:
+    """A call's number arguments, as name value."""
+    return ", ".join(f"{name} {value:.6g}" for name, value in o.arguments.items() if _a_number(value))
 
 
 # -- any rung: its arguments mixed up --------------------------------------------------------------

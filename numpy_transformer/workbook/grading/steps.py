@@ -368,7 +368,7 @@ def _grade_case(
                         verdict.mistake = "rung_dtype"
                         verdict.values = {"name": name, "dtype": mine.dtype, "digits": digits}
         flat = [[value.array.reshape(-1) for value in values] for values in (yours, right)]
-        observed.append(Observed({**case.fixed, **call}, *flat))
+        observed.append(Observed({**case.fixed, **call}, *flat, case.label))
         reproduced = _still_reproduced(exercise, reproduced, case, call, (yours, befores, right))
     return list(verdicts.values()), reproduced
 
