@@ -751,4 +751,105 @@ TRAINING_MISTAKES += [
 ]
 
 
+# a seventh cold learner's: the line divided by warmup ** -1.5 (the numbers of its power without the minus),
+# a rate cached on the step alone (an earlier call's answer for other arguments given again)
+TRAINING_MISTAKES += [
+    changed("noam_learning_rate", "noam_warmup_sign", ("step * warmup ** -1.5", "step / warmup ** -1.5")),
+    changed(
+        "noam_learning_rate",
+        "earlier_answer",
+        ("\ndef noam_learning_rate", "\n_rates = {}\n\n\ndef noam_learning_rate"),
+        (
+            "    return d_model",
+            "    if step not in _rates:\n        _rates[step] = d_model",
+        ),
+        ("warmup ** -1.5)\n", "warmup ** -1.5)\n    return _rates[step]\n"),
+    ),
+]
+
+
+# a seventh cold learner's too: the warm-up's line as step / warmup (another power of warmup, the decay
+# right), step outside the min (the rate never decays), the cosine's brackets lost or its progress outside
+# it, AdamW's decay with its bracket closed early, raised to the power t, no lr and added (two slips) or
+# shrinking the gradient, v of the gradient with the root of |v_hat| to keep it finite, the bias
+# corrections' brackets around 1 - beta, t from 0 held at 1 beside v of m^2 (two slips), and m and v
+# swapped where AdamW hands them on to adam_step
+TRAINING_MISTAKES += [
+    changed(
+        "noam_learning_rate",
+        "noam_line_power",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step < warmup:\n        return d_model ** -0.5 * step / warmup\n"
+            "    return d_model ** -0.5 * step ** -0.5",
+        ),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_no_decay",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "step * min(step ** -0.5, warmup ** -1.5)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_wave_unbracketed",
+        (
+            "(peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "(peak - min_lr) * 1 + math.cos(math.pi * progress)",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_linear",
+        ("math.cos(math.pi * progress)", "math.cos(math.pi) * progress"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_unbracketed",
+        ("param * (1 - lr * weight_decay)", "param * (1 - lr) * weight_decay"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_compounded",
+        ("param * (1 - lr * weight_decay)", "param * (1 - lr * weight_decay) ** t"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_lr",
+        ("param * (1 - lr * weight_decay)", "param + weight_decay * param"),
+        also=("decay_sign",),
+    ),
+    changed(
+        "adamw_step",
+        "decay_shrinks_gradient",
+        ("    param = param * (1 - lr * weight_decay)", "    grad = grad * (1 - lr * weight_decay)"),
+    ),
+    changed(
+        "adam_step", "v_unsquared", ("grad * grad", "grad"), ("xp.sqrt(v_hat)", "xp.sqrt(xp.abs(v_hat))")
+    ),
+    changed(
+        "adam_step",
+        "bias_power_bracketed",
+        ("1 - beta1 ** t", "(1 - beta1) ** t"),
+        ("1 - beta2 ** t", "(1 - beta2) ** t"),
+    ),
+    changed(
+        "adam_step",
+        "v_of_m",
+        ("(1 - beta2) * grad * grad", "(1 - beta2) * m * m"),
+        ("1 - beta1 ** t", "1 - beta1 ** max(t - 1, 1)"),
+        ("1 - beta2 ** t", "1 - beta2 ** max(t - 1, 1)"),
+        also=("t_from_zero",),
+    ),
+    TrainingMistake(
+        "adamw_step",
+        "arguments_swapped",
+        CORRECT["adam_step"]
+        + (
+            "\n\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+            "    return adam_step(param * (1 - lr * weight_decay), grad, v, m, t, lr, beta1, beta2, eps)\n"
+        ),
+    ),
+]
+
+
 SOLVED_TRAINING = "".join(CORRECT.values())  # every training rung right, as a learner writes it

@@ -259,8 +259,10 @@ SENTENCES = {
     "noam_decay": "the decay after the warm-up is wrong (the rising line before it is right): past step = "
     "warmup the rate is d_model^-0.5 * step^-0.5, falling as 1 / sqrt(step), and min(...) picks it there",
     "noam_no_decay": "the rate never decays: past step = warmup yours still follows the rising line, so "
-    "your decay is never the smaller; it is d_model^-0.5 * step^-0.5, falling as 1 / sqrt(step) (a power of "
-    "-0.5)",
+    "your decay is never the smaller (as step outside the min, step * min(step^-0.5, warmup^-1.5), which "
+    "multiplies the decay by step too, or a decay's power without its minus sign, step ** 0.5, gives); it "
+    "is d_model^-0.5 * step^-0.5, falling as 1 / sqrt(step) (a power of -0.5), and step belongs to the "
+    "rising line alone, min(step^-0.5, step * warmup^-1.5)",
     "noam_decay_power": "the decay falls as {times:.4g} * step^{power:.4g} (times d_model^-0.5): it is "
     "step^-0.5, 1 / sqrt(step), with no other factor (the rising line before it is right)",
     "noam_front": "the factor in front is {times:.4g} * d_model^{power:.4g} (yours is {ratio:.6g} times the "
@@ -306,9 +308,10 @@ SENTENCES = {
     # a third cold learner's: the warm-up's power without its minus, the rate held after the warm-up, the
     # cosine without pi or 0 after total, each array's mean of squares, both corrections with one beta, the
     # decay taken away as a constant or put through Adam's denominator, and arguments mixed up
-    "noam_warmup_sign": "the warm-up's power has lost its minus sign, warmup^1.5: your rising line is so large "
-    "that min(...) always picks the decay, so there is no warm-up; the line is step * warmup^-1.5, which "
-    "meets step^-0.5 at step = warmup",
+    "noam_warmup_sign": "the warm-up's line is step * warmup^1.5: its power has lost its minus sign, or the line "
+    "divides by warmup ** -1.5 where it multiplies (step / warmup ** -1.5 is step * warmup^1.5, the same "
+    "numbers); your rising line is so large that min(...) always picks the decay, so there is no warm-up; "
+    "the line is step * warmup ** -1.5, a product, which meets step^-0.5 at step = warmup",
     "noam_flat": "after the warm-up your rate stays at its peak, min(step, warmup) * warmup^-1.5: it decays, "
     "d_model^-0.5 * step^-0.5 (1 / sqrt(step)); the min is between the two curves, min(step^-0.5, step * "
     "warmup^-1.5), not a cap on step",
@@ -422,6 +425,29 @@ SENTENCES = {
     "bias_product": "a bias correction multiplies beta by t, 1 - beta1 * t: it raises beta to the power t, "
     "1 - beta1 ** t and 1 - beta2 ** t (** is the power, * a product; 1 - beta * t falls below 0 within a "
     "few steps, and a negative v_hat's square root is nan)",
+    # a seventh cold learner's: an answer kept between calls, the warm-up's line of another power of warmup,
+    # the cosine's brackets lost or its progress outside it, AdamW's decay bracketed wrong, compounded over
+    # the steps or shrinking the gradient, a bias correction's brackets around 1 - beta
+    "noam_line_power": "the warm-up's rising line is step * warmup^{power:.4g} (times d_model^-0.5; step / "
+    "warmup is step * warmup^-1), the decay after it right: the line is step * warmup^-1.5, step / (warmup * "
+    "sqrt(warmup)), which meets step^-0.5 at step = warmup",
+    "cosine_wave_unbracketed": "the cosine's brackets are lost, 0.5 * (peak - min_lr) * 1 + cos(pi * "
+    "progress): * binds tighter than +, so only the 1 is scaled and cos(...) is added whole; it is 0.5 * "
+    "(peak - min_lr) * (1 + cos(pi * progress))",
+    "cosine_linear": "the progress stands outside the cosine, cos(pi) * progress, which is -progress: your "
+    "decay is a straight line; the angle is pi * progress, cos(pi * progress), a half cosine",
+    "decay_unbracketed": "the decay's bracket closes early, param * (1 - lr) * weight_decay: it multiplies the "
+    "parameter by weight_decay whole; it is param * (1 - lr * weight_decay), lr * weight_decay in the bracket",
+    "decay_compounded": "the decay is raised to the power t, param * (1 - lr * weight_decay) ** t: each step "
+    "decays the parameter it is handed once, param * (1 - lr * weight_decay) (the earlier steps' decays are "
+    "in it already)",
+    "decay_shrinks_gradient": "the decay shrinks the gradient, grad * (1 - lr * weight_decay): it shrinks the "
+    "parameter, param * (1 - lr * weight_decay), and Adam's update takes the gradient as it is",
+    "bias_power_bracketed": "a bias correction raises 1 - beta to the power t, (1 - beta1) ** t: it is 1 - "
+    "beta1 ** t, beta alone raised (** binds tighter than -: write it without brackets), and 1 - beta2 ** t",
+    "earlier_answer": "your result for {these} is the one for {earlier}, an earlier call's: a cache (keyed on "
+    "some of the arguments alone) or a global kept between calls gives it; compute each result from every "
+    "argument handed in, and keep nothing from one call to the next",
     "keeps_state": "{name} keeps state between calls: called twice on the same arguments, it gave two answers "
     "({what} differs); use only what it is handed{counter}, and keep nothing from one call to the next",
     "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "

@@ -25,6 +25,7 @@ from .training_symptoms import (
     cosine_ends,
     cosine_span,
     decay_rate,
+    earlier_answer,
     handed_on_mixed,
     mixed_arguments,
     noam_decay,
@@ -147,15 +148,16 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
             past_end: str = "", quarter: bool = False, whole_steps: bool = False, turn: float = math.pi,
             height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
             whole_progress: bool = False, floor_weight: float = 1.0,
-            unbracketed_progress: bool = False) -> float:  # fmt: skip
+            unbracketed_progress: bool = False, linear: bool = False) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
     height: the half cosine's "peak" alone, "unbracketed" min_lr + 0.5 * peak - min_lr * (1 + cos), or
-    "floor_inside" (min_lr + 0.5 * (peak - min_lr)) * (1 + cos); floor_weight: min_lr's weight where it is
-    added; rising: 1 - cos; the progress divided by total (over_total), shifted (decay_shift), divided in
-    whole numbers (whole_progress), without its brackets, step - warmup / (total - warmup)
-    (unbracketed_progress), or held at 1 by another function (clamp; None: not held); ramp_shift: the
+    "floor_inside" (min_lr + 0.5 * (peak - min_lr)) * (1 + cos), or "wave_unbracketed" min_lr + 0.5 * (peak
+    - min_lr) * 1 + cos; linear: cos(pi) * progress, the progress outside the cosine; floor_weight: min_lr's
+    weight where it is added; rising: 1 - cos; the progress divided by total (over_total), shifted
+    (decay_shift), divided in whole numbers (whole_progress), without its brackets, step - warmup / (total -
+    warmup) (unbracketed_progress), or held at 1 by another function (clamp; None: not held); ramp_shift: the
     warm-up's line at step + ramp_shift, held at peak from step warmup on)."""
     step += shift
     if step <= warmup:
@@ -171,13 +173,16 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
         progress = step + decay_shift - begin / length
     progress = clamp(progress, 1.0) if clamp else progress
     low = {"min_lr": min_lr, "ratio": peak * min_lr}.get(floor, 0.0)
-    wave = 1.0 - math.cos(turn * progress) if rising else 1.0 + math.cos(turn * progress)
+    cosine = math.cos(turn) * progress if linear else math.cos(turn * progress)
+    wave = 1.0 - cosine if rising else 1.0 + cosine
     if quarter:
         rate = low + (peak - low) * math.cos(0.5 * turn * progress)
     elif height == "unbracketed":
         rate = low + half * peak - low * wave
     elif height == "floor_inside":
         rate = (low + half * (peak - low)) * wave
+    elif height == "wave_unbracketed":  # * binds tighter than +: the cosine added whole, unscaled
+        rate = low + half * (peak - low) + wave - 1.0
     elif half:
         rate = floor_weight * low + half * (peak if height == "peak" else peak - low) * wave
     else:
@@ -213,6 +218,8 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_floor_halved", {"floor_weight": 0.5}),
     ("warmup_off_by_one", {"ramp_shift": 1}),
     ("cosine_progress_unbracketed", {"unbracketed_progress": True}),
+    ("cosine_wave_unbracketed", {"height": "wave_unbracketed"}),
+    ("cosine_linear", {"linear": True}),
 )
 
 
@@ -364,24 +371,31 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
           eps: float, *, weight_decay: float = 0.0, decay: str = "", decay_rate: str = "", betas: str = "",
           weights: str = "", v_of: str = "", first: bool = False, stale: bool = False, t_shift: int = 0,
           correction: str = "", denominator: str = "", ascent: bool = False, returned: str = "",
-          subtracted: bool = False, restart: bool = False) -> tuple[Array, Array, Array]:  # fmt: skip
+          subtracted: bool = False, restart: bool = False, grows: bool = False,
+          t_floor: bool = False) -> tuple[Array, Array, Array]:  # fmt: skip
     """One AdamW step (Adam where weight_decay is 0) with the mistakes its keywords say, each of one part
     of the step: the decay's place (``decay``; "adaptive": weight_decay * param added to m_hat; "gradient":
-    lr * weight_decay * grad taken away), its rate (``decay_rate``; "step_size": lr / (1 - beta1^t) in
+    lr * weight_decay * grad taken away; "shrunk_gradient": the gradient shrunk in the parameter's
+    place), its rate (``decay_rate``; "step_size": lr / (1 - beta1^t) in
     place of lr, "paper_step_size" lr * sqrt(1 - beta2^t) / (1 - beta1^t), "divided": param / (1 + lr *
-    weight_decay)) and its form (``subtracted``: lr * weight_decay taken away, not a share), the betas, the
+    weight_decay), "unbracketed": param * (1 - lr) * weight_decay, "compounded": param * (1 - lr *
+    weight_decay) ** t) and its form (``subtracted``: lr * weight_decay taken away, not a share; ``grows``:
+    the share added), the betas, the
     moments' weights and what v averages (``v_of``), the moments set at t = 1 (``first``), restarted from
-    zeros (``restart``) or the old ones used (``stale``), t shifted, the bias correction ("unbracketed_m",
+    zeros (``restart``) or the old ones used (``stale``), t shifted (``t_floor``: held at 1 or more), the bias
+    correction ("unbracketed_m",
     "_v", "_both": m / 1 - beta1^t, beta^t taken away; "product_m", "_v", "_both": 1 - beta * t, the power
-    a product), the denominator, the update's sign, what is returned."""
+    a product; "bracketed_power": (1 - beta)^t), the denominator, the update's sign, what is returned."""
     xp = get_array_module()
     shrink = {
         "unscaled": weight_decay,
-        "grows": -lr * weight_decay,
         "step_size": lr / (1.0 - beta1**t) * weight_decay,
         "paper_step_size": lr * math.sqrt(1.0 - beta2**t) / (1.0 - beta1**t) * weight_decay,
         "divided": lr * weight_decay / (1.0 + lr * weight_decay),  # param / (1 + lr wd), as a share taken
+        "unbracketed": 1.0 - (1.0 - lr) * weight_decay,  # param * (1 - lr) * weight_decay, as a share taken
+        "compounded": 1.0 - (1.0 - lr * weight_decay) ** t,
     }.get(decay_rate, lr * weight_decay)
+    shrink = -shrink if grows else shrink
     if decay in ("in_moment", "twice"):
         grad = grad + weight_decay * param
     if decay == "moments":
@@ -389,6 +403,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     decayed = param  # the parameter as it was handed in: what "adaptive" decays
     if decay == "gradient":
         param = param - shrink * grad
+    elif decay == "shrunk_gradient":  # the gradient shrunk where the parameter should be
+        grad = grad * (1.0 - shrink)
     elif decay not in ("in_moment", "after", "missing", "adaptive"):
         param = param - shrink if subtracted else param * (1.0 - shrink)
     b1, b2 = (beta2, beta1) if betas else (beta1, beta2)
@@ -409,13 +425,15 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     if betas == "in_moments":  # the corrections right
         b1, b2 = beta1, beta2
     moments = (m, v) if stale else (new_m, new_v)
-    step = t + t_shift
+    step = max(t + t_shift, 1) if t_floor else t + t_shift
     c1, c2 = 1.0 - b1**step, 1.0 - b2**step
     p1, p2 = 1.0 - b1 * step, 1.0 - b2 * step  # the power written as a product, beta * t
+    q1, q2 = (1.0 - b1) ** step, (1.0 - b2) ** step  # the brackets around 1 - beta
     corrections = {
         "product_m": (p1, c2),
         "product_v": (c1, p2),
         "product_both": (p1, p2),
+        "bracketed_power": (q1, q2),
         "none": (1.0, 1.0),
         "m_only": (c1, 1.0),
         "v_only": (1.0, c2),
@@ -457,6 +475,8 @@ def _update(m_hat: Array, v_hat: Array, lr: float, eps: float, denominator: str,
     xp = get_array_module()
     if denominator == "eps_inside":
         return lr * m_hat / xp.sqrt(v_hat + eps)
+    if denominator == "abs_root":  # the root of |v_hat|, where v_hat can be negative
+        return lr * m_hat / (xp.sqrt(xp.abs(v_hat)) + eps)
     if denominator == "no_sqrt":
         return lr * m_hat / (v_hat + eps)
     if denominator == "eps_outside":
@@ -509,6 +529,9 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("bias_product", {"correction": "product_m"}),
     ("bias_product", {"correction": "product_v"}),
     ("bias_product", {"correction": "product_both"}),
+    ("v_unsquared", {"v_of": "grad", "denominator": "abs_root"}),
+    ("bias_power_bracketed", {"correction": "bracketed_power"}),
+    ("t_from_zero", {"t_shift": -1, "t_floor": True}),
 )
 
 
@@ -527,13 +550,16 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("decay_twice", {"decay": "twice"}),
     ("decay_on_moments", {"decay": "moments"}),
     ("decay_lr", {"decay_rate": "unscaled"}),
-    ("decay_sign", {"decay_rate": "grows"}),
+    ("decay_sign", {"grows": True}),
     ("decay_constant", {"subtracted": True}),
     ("decay_adaptive", {"decay": "adaptive"}),
     ("decay_step_size", {"decay_rate": "step_size"}),
     ("decay_of_gradient", {"decay": "gradient"}),
     ("decay_paper_step_size", {"decay_rate": "paper_step_size"}),
     ("decay_divided", {"decay_rate": "divided"}),
+    ("decay_unbracketed", {"decay_rate": "unbracketed"}),
+    ("decay_compounded", {"decay_rate": "compounded"}),
+    ("decay_shrinks_gradient", {"decay": "shrunk_gradient"}),
 )
 
 
@@ -600,6 +626,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         mistakes=NOAM_MISTAKES,
         pairs=NOAM_PAIRS,
         symptoms=(
+            earlier_answer,
             partial(mixed_arguments, _noam),
             schedule_factor,
             noam_front,
@@ -627,7 +654,14 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=_cases_cosine,
         mistakes=COSINE_MISTAKES,
         pairs=COSINE_PAIRS,
-        symptoms=(partial(mixed_arguments, _cosine), schedule_factor, warmup_line, cosine_span, cosine_ends),
+        symptoms=(
+            earlier_answer,
+            partial(mixed_arguments, _cosine),
+            schedule_factor,
+            warmup_line,
+            cosine_span,
+            cosine_ends,
+        ),
         hints=(
             "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
             "progress runs from 0 (at warmup) to 1 (at total) and stays 1 after total.",
@@ -649,6 +683,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         mistakes=CLIP_MISTAKES,
         pairs=CLIP_PAIRS,
         symptoms=(
+            earlier_answer,
             clip_epsilon,
             partial(clip_other_norm, _global_norm, OTHER_NORMS),
             partial(clip_scale, _global_norm, OTHER_NORMS),
@@ -676,7 +711,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=lambda rng: _adam_cases(rng, None),
         mistakes=ADAM_MISTAKES,
         pairs=ADAM_PAIRS,
-        symptoms=(partial(mixed_arguments, _adam),),
+        symptoms=(earlier_answer, partial(mixed_arguments, _adam)),
         hints=(
             "Two running averages, of the gradient and of its square; both start at zero, so early on they "
             "are too small: each is divided by 1 - beta^t, with its own beta, t counting this update.",
@@ -699,6 +734,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         mistakes=ADAMW_MISTAKES,
         pairs=ADAMW_PAIRS,
         symptoms=(
+            earlier_answer,
             partial(mixed_arguments, _adamw),
             decay_rate,
             partial(handed_on_mixed, "adam_step", ADAM_ARGUMENTS + ADAM_HYPER, _decayed, _adam),

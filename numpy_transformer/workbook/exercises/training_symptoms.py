@@ -17,11 +17,13 @@ from ...backend import to_numpy
 
 class Observed(NamedTuple):
     """One graded call: its arguments by name (arrays as they were handed in), what the learner's
-    function returned and what the textbook's did (each value float64 and flat, a list of arrays one)."""
+    function returned and what the textbook's did (each value float64 and flat, a list of arrays one), and
+    its case."""
 
     arguments: dict[str, Any]
     yours: list[numpy.ndarray]
     right: list[numpy.ndarray]
+    case: str = ""  # the label of the case it is a call of
 
 
 Symptom = tuple[str | tuple[str, ...], dict[str, Any]] | None  # a key, or two where two slips show
@@ -52,6 +54,42 @@ def schedule_factor(observed: list[Observed]) -> Symptom:
     if not ratios or _same(ratios[0], 1.0) or ratios[0] == 0:  # 0 everywhere is no factor of the schedule
         return None
     return ("schedule_factor", {"times": ratios[0]}) if all(_same(r, ratios[0]) for r in ratios) else None
+
+
+# -- any rung: an earlier call's answer given again -------------------------------------------------
+
+
+def earlier_answer(observed: list[Observed]) -> Symptom:
+    """Every wrong call's results the very ones the learner gave, right, on an earlier call of another case
+    (other arguments, other right results): an answer kept from one call to the next, as a cache keyed on
+    some of the arguments alone, or a global, gives. The first such call and the earlier one are named."""
+    found = None
+    for index, o in enumerate(observed):
+        if all(_same(yours, right) for yours, right in zip(o.yours, o.right)):
+            continue
+        earlier = next((before for before in observed[:index] if _answers(o, before)), None)
+        if earlier is None:
+            return None
+        found = found or (o, earlier)
+    if found is None:
+        return None
+    return "earlier_answer", {"these": _said(found[0]), "earlier": _said(found[1])}
+
+
+def _answers(call: Observed, before: Observed) -> bool:
+    """Whether ``call`` gave ``before``'s results again: ``before`` a call of another case that the learner
+    got right, whose right results are not ``call``'s."""
+    return (
+        call.case != before.case
+        and all(_same(yours, right) for yours, right in zip(before.yours, before.right))
+        and any(not _same(mine, right) for mine, right in zip(call.right, before.right))
+        and all(numpy.array_equal(mine, yours) for mine, yours in zip(call.yours, before.yours))
+    )
+
+
+def _said(o: Observed) -> str:
+    """A call's number arguments, as name value."""
+    return ", ".join(f"{name} {value:.6g}" for name, value in o.arguments.items() if _a_number(value))
 
 
 # -- any rung: its arguments mixed up --------------------------------------------------------------
@@ -90,20 +128,36 @@ def _mixed(
     with which ``textbook`` gives the learner's results on every call, each value moved pinned by them
     (_pinned); the swaps first; or None."""
     given = handed(observed[0].arguments) if observed else {}
-    names = [name for name, value in given.items() if _a_number(value)]
-    swaps = [(first, second) for index, first in enumerate(names) for second in names[index + 1 :]]
+    names = [name for name, value in given.items() if _kind(value) is not None]
+    kinds = {name: _kind(given[name]) for name in names}
+    swaps = [
+        (first, second)
+        for index, first in enumerate(names)
+        for second in names[index + 1 :]
+        if kinds[first] == kinds[second]
+    ]
     for first, second in swaps:
         if _pinned(textbook, observed, ((first, second), (second, first)), handed):
             return {"first": first, "second": second}
     for used in names:
         for belongs in names:
-            if used != belongs and _pinned(textbook, observed, ((belongs, used),), handed):
+            same_kind = used != belongs and kinds[used] == kinds[belongs]
+            if same_kind and _pinned(textbook, observed, ((belongs, used),), handed):
                 return {"used": used, "belongs": belongs}
     return None
 
 
 def _a_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> tuple[int, ...] | None:
+    """What may stand in a value's place: () for a number, an array's shape for an array of it, None for
+    anything else (a list, a flag)."""
+    if _a_number(value):
+        return ()
+    shape = getattr(value, "shape", None)
+    return tuple(shape) if shape is not None and len(shape) > 0 else None
 
 
 NUDGE = 1e-3  # how far a moved value is set off to see that the learner's results depend on it
@@ -152,10 +206,12 @@ def _reproduced(
         for yours, right, theirs in zip(o.yours, o.right, flat):
             if yours.shape != right.shape or theirs.shape != right.shape:
                 return False
-            finite = numpy.isfinite(right)
+            # a nan or inf the mix-up gives is the learner's
+            finite = numpy.isfinite(right) & numpy.isfinite(theirs)
             if not (
-                numpy.array_equal(finite, numpy.isfinite(yours))
-                and numpy.array_equal(finite, numpy.isfinite(theirs))
+                numpy.array_equal(numpy.isfinite(theirs), numpy.isfinite(yours))
+                and numpy.array_equal(numpy.isnan(theirs), numpy.isnan(yours))
+                and numpy.isfinite(right).all()
             ):
                 return False
             floor = 1e-12 * float(numpy.abs(right[finite]).max(initial=0.0)) + 1e-300
@@ -163,15 +219,17 @@ def _reproduced(
             scale = float(numpy.abs(mistaken).max(initial=0.0))
             if not bool((numpy.abs(learners - mistaken) <= AGREE * scale + floor).all()):
                 return False
-            differs = differs or scale > floor
+            differs = differs or scale > floor or not finite.all()
     return differs
 
 
-def _set_off(value: float, way: float = 0.0) -> float:
+def _set_off(value: Any, way: float = 0.0) -> Any:
     """``value`` set off by NUDGE ``way`` (1 up, -1 down, 0 not at all): relative, or NUDGE itself where it
     is 0."""
     if not way:
         return value
+    if not _a_number(value):  # an array: each entry set off
+        return value * (1.0 + way * NUDGE)
     return value * (1.0 + way * NUDGE) if value else way * NUDGE
 
 
@@ -263,10 +321,19 @@ def noam_one_curve(observed: list[Observed]) -> Symptom:
 
 
 def noam_line(observed: list[Observed]) -> Symptom:
-    """The decay right where it rules (four warm-ups on), the rate wrong during the warm-up."""
-    if _noam_part(observed, lambda step, warmup: step >= 4 * warmup, lambda step, warmup: step <= warmup):
-        return "noam_line", {}
-    return None
+    """The decay right where it rules (four warm-ups on), the rate wrong during the warm-up; where every
+    rate before step warmup is d_model^-0.5 * step * warmup^power, one power for every warmup, that power."""
+    if not _noam_part(observed, lambda step, warmup: step >= 4 * warmup, lambda step, warmup: step <= warmup):
+        return None
+    powers = []
+    for o in observed:
+        step, d_model, warmup = (int(o.arguments[name]) for name in ("step", "d_model", "warmup"))
+        yours, _ = _rate(o)
+        if step < warmup and warmup > 1:
+            powers.append(math.log(yours * d_model**0.5 / step) / math.log(warmup) if yours > 0 else math.nan)
+    if len(powers) > 1 and all(_same(power, powers[0]) for power in powers) and not _same(powers[0], -1.5):
+        return "noam_line_power", {"power": powers[0]}
+    return "noam_line", {}
 
 
 # -- warm-up and cosine ---------------------------------------------------------------------------
@@ -490,6 +557,7 @@ SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
     "noam_decay_power",
     "noam_no_decay",
     "noam_line",
+    "noam_line_power",
     "noam_front",
     "noam_one_curve",
     "warmup_start",
@@ -503,4 +571,5 @@ SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
     "decay_rate",
     "handed_on_swapped",
     "handed_on_misplaced",
+    "earlier_answer",
 )

@@ -367,8 +367,8 @@ def _grade_case(
                         digits = numpy.finfo(mine.dtype).precision
                         verdict.mistake = "rung_dtype"
                         verdict.values = {"name": name, "dtype": mine.dtype, "digits": digits}
-        flat = [[value.array.reshape(-1) for value in values] for values in (yours, right)]
-        observed.append(Observed({**case.fixed, **call}, *flat))
+        learners, textbooks = ([value.array.reshape(-1) for value in values] for values in (yours, right))
+        observed.append(Observed({**case.fixed, **call}, learners, textbooks, case.label))
         reproduced = _still_reproduced(exercise, reproduced, case, call, (yours, befores, right))
     return list(verdicts.values()), reproduced
 
