@@ -1233,7 +1233,7 @@ def solved_workbook(solved: tuple[str, ...] | None = None) -> str:
     import inspect
     import re
 
-    from learn_training_mistakes import CORRECT
+    from learn_training_rungs import CORRECT
 
     from numpy_transformer import workbook
 

@@ -7,7 +7,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from learn_training_mistakes import CORRECT, SOLVED_TRAINING, TRAINING_HEADER, TRAINING_MISTAKES
+from learn_training_mistakes import TRAINING_MISTAKES
+from learn_training_rungs import CORRECT, SOLVED_TRAINING, TRAINING_HEADER
 
 from numpy_transformer import functional, optim, workbook
 from numpy_transformer.kernels import using_kernels

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from learn_training_mistakes import SOLVED_TRAINING, TRAINING_HEADER
+from learn_training_rungs import SOLVED_TRAINING, TRAINING_HEADER
 
 from numpy_transformer import workbook
 from numpy_transformer.translator.cli import main

@@ -1,0 +1,454 @@
+"""The training rungs' mistakes of the third to the seventh cold learner, round by round, each as the
+learner wrote it (or the nearest form that gives the same numbers), with the cause `learn check`
+should name: a key of numpy_transformer.workbook.SENTENCES. The first two learners' are in
+learn_training_mistakes.py, among the mistakes of their rung."""
+
+from __future__ import annotations
+
+from learn_training_rungs import CORRECT, TrainingMistake, changed
+
+# a third cold learner's: the front factor's and a power's parentheses, the warm-up shifted either way, the
+# decay between other rates, an L1 norm, eps outside the division in parentheses, each moment's weights
+# swapped, v of |g|, the decay on the moments, and two slips at once in Adam and in AdamW
+COLD_ROUNDS = [
+    changed("noam_learning_rate", "noam_power_precedence", ("d_model ** -0.5", "d_model ** -1 / 2")),
+    changed("noam_learning_rate", "noam_front", ("d_model ** -0.5", "1 / d_model")),
+    changed("noam_learning_rate", "noam_one_curve", ("step * warmup ** -1.5", "(step * warmup) ** -1.5")),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_span",
+        ("peak * step / warmup", "peak * (step + 1) / warmup"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_span",
+        ("peak * step / warmup", "peak * (step - 1) / (warmup - 1)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_start",
+        ("peak * step / warmup", "min_lr + (peak - min_lr) * step / warmup"),
+    ),
+    changed("warmup_cosine_learning_rate", "cosine_height", ("0.5 * (peak - min_lr)", "0.5 * peak")),
+    changed("warmup_cosine_learning_rate", "cosine_rising", ("(1 + math.cos", "(1 - math.cos")),
+    changed(
+        "clip_by_global_norm",
+        "clip_l1",
+        ("math.sqrt(sum(float((g * g).sum()) for g in grads))", "sum(float(np.abs(g).sum()) for g in grads)"),
+    ),
+    changed(
+        "adam_step",
+        "eps_outside",
+        ("lr * m_hat / (xp.sqrt(v_hat) + eps)", "lr * (m_hat / xp.sqrt(v_hat) + eps)"),
+    ),
+    changed(
+        "adam_step",
+        "moment_weights_swapped",
+        ("beta1 * m + (1 - beta1) * grad", "(1 - beta1) * m + beta1 * grad"),
+        ("beta2 * v + (1 - beta2) * grad", "(1 - beta2) * v + beta2 * grad"),
+    ),
+    changed("adam_step", "v_abs", ("(1 - beta2) * grad * grad", "(1 - beta2) * xp.abs(grad)")),
+    changed(
+        "adam_step",
+        "no_bias_correction",
+        ("m / (1 - beta1 ** t)", "m"),
+        ("v / (1 - beta2 ** t)", "v"),
+        ("(xp.sqrt(v_hat) + eps)", "xp.sqrt(v_hat + eps)"),
+        also=("eps_inside",),
+    ),
+    changed(
+        "adamw_step",
+        "decay_on_moments",
+        (
+            "    m = beta1 * m",
+            "    m, v = m * (1 - lr * weight_decay), v * (1 - lr * weight_decay)\n    m = beta1 * m",
+        ),
+    ),
+    changed(
+        "adamw_step",
+        "decay_after",
+        ("    param = param * (1 - lr * weight_decay)\n", ""),
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "param = param - lr * m_hat / (xp.sqrt(v_hat) + eps)\n    return param * (1 - weight_decay), m, v",
+        ),
+        also=("decay_lr",),
+    ),
+]
+
+
+# a third cold learner's: the warm-up's power without its minus, the rate held after the warm-up, two
+# arguments swapped, the cosine without pi or 0 from total on, each array's mean of squares, v corrected with
+# beta1, the decay as a constant or through Adam's denominator, weight_decay handed on in eps's place, and two
+# slips at once in the paper's schedule and in clipping
+COLD_ROUNDS += [
+    changed("noam_learning_rate", "noam_warmup_sign", ("warmup ** -1.5", "warmup ** 1.5")),
+    changed(
+        "noam_learning_rate",
+        "noam_flat",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "min(step, warmup) * warmup ** -1.5"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "arguments_swapped",
+        ("d_model ** -0.5", "warmup ** -0.5"),
+        ("warmup ** -1.5", "d_model ** -1.5"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_scale_missing",
+        ("d_model ** -0.5 * ", ""),
+        ("return", "step = step + 1\n    return"),
+        also=("schedule_off_by_one",),
+    ),
+    changed(
+        "warmup_cosine_learning_rate", "cosine_pi", ("math.cos(math.pi * progress)", "math.cos(progress)")
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_end_zero",
+        ("    progress = min(", "    if step >= total:\n        return 0.0\n    progress = min("),
+    ),
+    changed("clip_by_global_norm", "clip_means", ("float((g * g).sum())", "float((g * g).mean())")),
+    changed(
+        "clip_by_global_norm",
+        "clip_epsilon",
+        ("max_norm / norm if norm > max_norm else 1.0", "max_norm / (norm + 1e-6)"),
+        also=("clip_always",),
+    ),
+    changed("adam_step", "bias_same_beta", ("v / (1 - beta2 ** t)", "v / (1 - beta1 ** t)")),
+    changed("adamw_step", "decay_constant", ("param * (1 - lr * weight_decay)", "param - lr * weight_decay")),
+    changed(
+        "adamw_step",
+        "decay_adaptive",
+        ("    param = param * (1 - lr * weight_decay)\n", ""),
+        (
+            "lr * m_hat / (xp.sqrt(v_hat) + eps)",
+            "lr * (m_hat + weight_decay * param) / (xp.sqrt(v_hat) + eps)",
+        ),
+    ),
+    changed(
+        "adamw_step", "argument_misplaced", ("(xp.sqrt(v_hat) + eps)", "(xp.sqrt(v_hat) + weight_decay)")
+    ),
+]
+
+
+# a fourth cold learner's (two more of theirs, the cosine's height 0.5 * peak and its 1 - cos, are the
+# second learner's above): a power written ** -1/2, the rate 0 at step 1 from a step counted from 0, the
+# warm-up's line with step and warmup swapped or warmup ** (-3 // 2), the cosine's brackets, min_lr as a
+# share of peak, progress over total, a step late or in whole numbers, each array's sum squared,
+# the results returned in another order, a step counted by the function itself, AdamW's decay at Adam's
+# corrected step size or of the gradient
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_power_precedence",
+        ("d_model ** -0.5 * min(step ** -0.5", "d_model ** -1/2 * min(step ** -1/2"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "schedule_off_by_one",
+        ("    return", "    step = step - 1\n    if step == 0:\n        return 0.0\n    return"),
+    ),
+    changed("noam_learning_rate", "noam_line_swapped", ("step * warmup ** -1.5", "warmup * step ** -1.5")),
+    changed("noam_learning_rate", "noam_warmup_squared", ("warmup ** -1.5", "warmup ** (-3 // 2)")),
+    changed(
+        "warmup_cosine_learning_rate", "cosine_over_total", ("/ (total - warmup), 1.0)", "/ total, 1.0)")
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_whole_progress",
+        ("/ (total - warmup), 1.0)", "// (total - warmup), 1)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_min_ratio",
+        (
+            "min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "peak * (min_lr + 0.5 * (1 - min_lr) * (1 + math.cos(math.pi * progress)))",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_unbracketed",
+        ("min_lr + 0.5 * (peak - min_lr) * (1", "min_lr + 0.5 * peak - min_lr * (1"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_decay_off_by_one",
+        ("min((step - warmup) /", "min((step - warmup - 1) /"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "returns_order",
+        ("return [g * scale for g in grads], norm", "return norm, [g * scale for g in grads]"),
+    ),
+    changed("clip_by_global_norm", "clip_sum_squared", ("float((g * g).sum())", "float(g.sum()) ** 2")),
+    changed(
+        "adam_step",
+        "keeps_state",
+        ("def adam_step", "_updates = [0]\n\n\ndef adam_step"),
+        (
+            "    xp = get_array_module()",
+            "    xp = get_array_module()\n    _updates[0] += 1\n    t = _updates[0]",
+        ),
+    ),
+    changed(
+        "adamw_step",
+        "decay_step_size",
+        ("param * (1 - lr * weight_decay)", "param * (1 - lr / (1 - beta1 ** t) * weight_decay)"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_of_gradient",
+        ("param * (1 - lr * weight_decay)", "param - lr * weight_decay * grad"),
+    ),
+]
+
+
+def _adamw_calling_adam(expected: str, handed: str) -> TrainingMistake:
+    """A learner's AdamW that decays the parameter and hands on to their right adam_step the arguments
+    ``handed`` (after param, grad, m, v), mixed up as ``expected`` names."""
+    source = CORRECT["adam_step"] + (
+        "\n\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+        f"    return adam_step(param * (1 - lr * weight_decay), grad, m, v, {handed})\n"
+    )
+    return TrainingMistake("adamw_step", expected, source)
+
+
+# a fifth cold learner's: the warm-up's line from step / warmup * sqrt(warmup), the paper's schedule as an
+# if/else with its branches swapped, the progress held by max, min_lr inside the brackets, min_lr halved
+# beside a step late, the norm the largest entry, the scale by the sum of squares, the gradients unscaled in
+# a loop, a correction's brackets lost, eps after the division, the moments restarted beside eps inside the
+# root, adam_step called with t and lr swapped, the decay dividing; their decay at the Adam paper's step size
+# is the entry above now named so (a decay halved takes its place there); and beside the grader, adam_step
+# handed eps as its lr (weight_decay as its lr reads as the two swapped: the decay multiplies them)
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_warmup_power",
+        ("step * warmup ** -1.5", "step / warmup * math.sqrt(warmup)"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_max",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step < warmup:\n        factor = step ** -0.5\n    else:\n"
+            "        factor = step * warmup ** -1.5\n    return d_model ** -0.5 * factor",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate", "cosine_clamp_max", ("min((step - warmup)", "max((step - warmup)")
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor_bracketed",
+        ("min_lr + 0.5 * (peak - min_lr) * (1", "(min_lr + 0.5 * (peak - min_lr)) * (1"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor_halved",
+        ("min((step - warmup) /", "min((step - warmup - 1) /"),
+        ("return min_lr + 0.5", "return 0.5 * min_lr + 0.5"),
+        also=("cosine_decay_off_by_one",),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        ("math.sqrt(sum(float((g * g).sum()) for g in grads))", "max(float(np.abs(g).max()) for g in grads)"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_scale_norm",
+        ("max_norm / norm if", "max_norm / norm ** 2 if"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_unscaled",
+        (
+            "    return [g * scale for g in grads], norm",
+            "    clipped = list(grads)\n    for g in clipped:\n        g = g * scale\n    return clipped, norm",
+        ),
+    ),
+    changed("adam_step", "bias_unbracketed", ("m / (1 - beta1 ** t)", "m / 1 - beta1 ** t")),
+    changed(
+        "adam_step",
+        "eps_outside",
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "update = lr * m_hat / xp.sqrt(v_hat) + eps\n    return param - update, m, v",
+        ),
+    ),
+    changed(
+        "adam_step",
+        "moments_restarted",
+        ("    m = beta1 * m", "    m, v = xp.zeros_like(grad), xp.zeros_like(grad)\n    m = beta1 * m"),
+        ("(xp.sqrt(v_hat) + eps)", "xp.sqrt(v_hat + eps)"),
+        also=("eps_inside",),
+    ),
+    _adamw_calling_adam("handed_on_swapped", "lr, t, beta1, beta2, eps"),
+    _adamw_calling_adam("handed_on_misplaced", "t, eps, beta1, beta2, eps"),
+    changed(
+        "adamw_step", "decay_divided", ("param * (1 - lr * weight_decay)", "param / (1 + lr * weight_decay)")
+    ),
+]
+
+
+# a sixth cold learner's: the line's power written ** -3/2, warmup^-1.5 left outside the min, the progress
+# without its brackets (a guard, too: its rates once read back as total replaced by peak, which a progress
+# held at 1 gives whatever total is), the warm-up a step ahead (its decay right: the decay is not named),
+# the norm of the last array alone (= in place of += in a loop), the first moment with beta2's weight, the
+# bias corrections' powers written as products, a decayed parameter computed and the original handed on;
+# and beside the grader, the norm of the first array alone
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate", "noam_line_precedence", ("step * warmup ** -1.5", "step * warmup ** -3 / 2")
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_warmup_outside",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "min(step ** -0.5, step) * warmup ** -1.5"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_progress_unbracketed",
+        ("min((step - warmup) / (total - warmup), 1.0)", "min(step - warmup / (total - warmup), 1.0)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_off_by_one",
+        (
+            "    if step <= warmup:\n        return peak * step / warmup",
+            "    if step < warmup:\n        return peak * (step + 1) / warmup",
+        ),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        (
+            "    norm = math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "    total = 0.0\n    for g in grads:\n        total = float((g * g).sum())\n    norm = math.sqrt(total)",
+        ),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "math.sqrt(float((grads[0] * grads[0]).sum()))",
+        ),
+    ),
+    changed(
+        "adam_step", "m_beta2", ("m = beta1 * m + (1 - beta1) * grad", "m = beta1 * m + (1 - beta2) * grad")
+    ),
+    changed(
+        "adam_step", "bias_product", ("1 - beta1 ** t", "1 - beta1 * t"), ("1 - beta2 ** t", "1 - beta2 * t")
+    ),
+    changed(
+        "adamw_step",
+        "decay_missing",
+        ("    param = param * (1 - lr * weight_decay)", "    decayed = param * (1 - lr * weight_decay)"),
+    ),
+]
+
+
+# a seventh cold learner's: the line divided by warmup ** -1.5 (the numbers of its power without the minus),
+# a rate cached on the step alone (an earlier call's answer for other arguments given again)
+COLD_ROUNDS += [
+    changed("noam_learning_rate", "noam_warmup_sign", ("step * warmup ** -1.5", "step / warmup ** -1.5")),
+    changed(
+        "noam_learning_rate",
+        "earlier_answer",
+        ("\ndef noam_learning_rate", "\n_rates = {}\n\n\ndef noam_learning_rate"),
+        (
+            "    return d_model",
+            "    if step not in _rates:\n        _rates[step] = d_model",
+        ),
+        ("warmup ** -1.5)\n", "warmup ** -1.5)\n    return _rates[step]\n"),
+    ),
+]
+
+
+# a seventh cold learner's too: the warm-up's line as step / warmup (another power of warmup, the decay
+# right), step outside the min (the rate never decays), the cosine's brackets lost or its progress outside
+# it, AdamW's decay with its bracket closed early, raised to the power t, no lr and added (two slips) or
+# shrinking the gradient, v of the gradient with the root of |v_hat| to keep it finite, the bias
+# corrections' brackets around 1 - beta, t from 0 held at 1 beside v of m^2 (two slips), and m and v
+# swapped where AdamW hands them on to adam_step
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_line_power",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step < warmup:\n        return d_model ** -0.5 * step / warmup\n"
+            "    return d_model ** -0.5 * step ** -0.5",
+        ),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_no_decay",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "step * min(step ** -0.5, warmup ** -1.5)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_wave_unbracketed",
+        (
+            "(peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "(peak - min_lr) * 1 + math.cos(math.pi * progress)",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_linear",
+        ("math.cos(math.pi * progress)", "math.cos(math.pi) * progress"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_unbracketed",
+        ("param * (1 - lr * weight_decay)", "param * (1 - lr) * weight_decay"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_compounded",
+        ("param * (1 - lr * weight_decay)", "param * (1 - lr * weight_decay) ** t"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_lr",
+        ("param * (1 - lr * weight_decay)", "param + weight_decay * param"),
+        also=("decay_sign",),
+    ),
+    changed(
+        "adamw_step",
+        "decay_shrinks_gradient",
+        ("    param = param * (1 - lr * weight_decay)", "    grad = grad * (1 - lr * weight_decay)"),
+    ),
+    changed(
+        "adam_step", "v_unsquared", ("grad * grad", "grad"), ("xp.sqrt(v_hat)", "xp.sqrt(xp.abs(v_hat))")
+    ),
+    changed(
+        "adam_step",
+        "bias_power_bracketed",
+        ("1 - beta1 ** t", "(1 - beta1) ** t"),
+        ("1 - beta2 ** t", "(1 - beta2) ** t"),
+    ),
+    changed(
+        "adam_step",
+        "v_of_m",
+        ("(1 - beta2) * grad * grad", "(1 - beta2) * m * m"),
+        ("1 - beta1 ** t", "1 - beta1 ** max(t - 1, 1)"),
+        ("1 - beta2 ** t", "1 - beta2 ** max(t - 1, 1)"),
+        also=("t_from_zero",),
+    ),
+    TrainingMistake(
+        "adamw_step",
+        "arguments_swapped",
+        CORRECT["adam_step"]
+        + (
+            "\n\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
+            "    return adam_step(param * (1 - lr * weight_decay), grad, v, m, t, lr, beta1, beta2, eps)\n"
+        ),
+    ),
+]
