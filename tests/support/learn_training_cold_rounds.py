@@ -1,4 +1,4 @@
-"""The training rungs' mistakes of the third to the seventh cold learner, round by round, each as the
+"""The training rungs' mistakes of the third to the eighth cold learner, round by round, each as the
 learner wrote it (or the nearest form that gives the same numbers), with the cause `learn check`
 should name: a key of numpy_transformer.workbook.SENTENCES. The first two learners' are in
 learn_training_mistakes.py, among the mistakes of their rung."""
@@ -450,5 +450,15 @@ COLD_ROUNDS += [
             "\n\ndef adamw_step(param, grad, m, v, t, lr, beta1, beta2, eps, weight_decay):\n"
             "    return adam_step(param * (1 - lr * weight_decay), grad, v, m, t, lr, beta1, beta2, eps)\n"
         ),
+    ),
+]
+
+# an eighth cold learner's: the norm's square compared with max_norm (graded done before: no case had
+# max_norm between the norm and its square)
+COLD_ROUNDS += [
+    changed(
+        "clip_by_global_norm",
+        "clip_compared_squared",
+        ("if norm > max_norm else", "if norm * norm > max_norm else"),
     ),
 ]

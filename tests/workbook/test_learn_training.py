@@ -68,7 +68,7 @@ def test_the_catalogue_covers_every_rung_and_every_cause_the_rungs_name():
     assert Counter(m.function for m in TRAINING_MISTAKES) == {
         "noam_learning_rate": 32,
         "warmup_cosine_learning_rate": 35,
-        "clip_by_global_norm": 24,
+        "clip_by_global_norm": 25,
         "adam_step": 38,
         "adamw_step": 28,
     }
@@ -382,13 +382,17 @@ def test_a_schedule_that_counts_its_own_steps_is_said_to_keep_state(tmp_path):
 
 def test_the_clipping_cases_are_what_they_say():
     for seed in range(3):
-        first, _, under = workbook.TRAINING_BY_NAME["clip_by_global_norm"].cases(np.random.default_rng(seed))
+        first, _, under, squared_over = workbook.TRAINING_BY_NAME["clip_by_global_norm"].cases(
+            np.random.default_rng(seed)
+        )
         norms = [float(np.sqrt((g * g).sum())) for g in first.calls[0]["grads"]]
         assert max(norms) < first.fixed["max_norm"] < float(np.sqrt(np.sum(np.square(norms)))), norms
         assert all(
             float(np.sqrt(sum((g * g).sum() for g in call["grads"]))) < under.fixed["max_norm"]
             for call in under.calls
         )
+        squared = float(sum((g * g).sum() for g in squared_over.calls[0]["grads"]))
+        assert np.sqrt(squared) < squared_over.fixed["max_norm"] < squared, squared
 
 
 def test_a_value_is_exact_only_where_every_case_compared_it(tmp_path):

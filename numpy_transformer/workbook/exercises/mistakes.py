@@ -201,6 +201,8 @@ SENTENCES = {
     "1 where clipping applies",
     "clip_always": "the gradients are rescaled even where their norm is under max_norm: clipping only ever "
     "shrinks, so below max_norm they are left as they are",
+    "clip_compared_squared": "the norm's square is compared with max_norm: the gradients are clipped where "
+    "the norm itself exceeds max_norm (a norm of 1.5 under a max_norm of 2 is left as it is)",
     "clip_norm_after": "the norm returned is the one after clipping: it is the norm of the gradients handed "
     "in, before clipping (what a training log shows)",
     "no_bias_correction": "the bias correction is missing: both moments start at zero, so m_hat = m / (1 - "

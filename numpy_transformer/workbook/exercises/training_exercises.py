@@ -298,7 +298,8 @@ def _clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", 
     elif scale == "by_value":
         clipped = [xp.clip(g, -max_norm, max_norm) for g in grads]
     else:
-        factor = max_norm / total if total > max_norm or scale == "always" else 1.0
+        over = total * total > max_norm if scale == "compared_squared" else total > max_norm
+        factor = max_norm / total if over or scale == "always" else 1.0
         factor = 1.0 / factor if scale == "inverted" else factor
         clipped = [g * factor for g in grads]
     return clipped, _global_norm(clipped, norm) if returned == "after" else total
@@ -311,6 +312,7 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_rms", {"norm": "rms"}),
     ("clip_inverted", {"scale": "inverted"}),
     ("clip_always", {"scale": "always"}),
+    ("clip_compared_squared", {"scale": "compared_squared"}),
     ("clip_norm_after", {"returned": "after"}),
     ("clip_norm_sum", {"norm": "sum"}),
     ("clip_spectral", {"norm": "spectral"}),
@@ -360,6 +362,11 @@ def _cases_clip(rng: numpy.random.Generator) -> list[TrainingCase]:
             "under max_norm: nothing changes",
             {"max_norm": 100.0},
             [{"grads": grads(((2, 2), 1.0), ((3,), 1.0))}],
+        ),
+        TrainingCase(  # a norm's square compared with max_norm clips here, where the norm is under it
+            "under max_norm, the norm's square over it: nothing changes",
+            {"max_norm": 2.0},
+            [{"grads": of_norms(((3, 2), 1.2), ((4,), 0.9))}],  # together 1.5, its square 2.25
         ),
     ]
 
