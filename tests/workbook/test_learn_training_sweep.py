@@ -246,7 +246,9 @@ def test_status_waits_once_for_a_hanging_adam_step_and_says_what_it_waits_for(tm
     monkeypatch.setattr(workbook.loading, "WAITING_AFTER", 0.1)
     said: list[str] = []
     lines = workbook.format_status(workbook.status(path, say=said.append, time_limit=0.5)).splitlines()
-    assert said == ["waiting for your adam_step (a limit of 0.5 s)…"]
+    # said once for adam_step, never for adamw_step; another rung slower than 0.1 s (a loaded machine) is said too
+    assert said.count("waiting for your adam_step (a limit of 0.5 s)…") == 1, said
+    assert not any("adamw_step" in line for line in said), said
     assert calls.read_text() == "called\n"  # adam_step entered once: adamw_step never ran
     adam, adamw = (
         next(line for line in lines if f". {name} " in line) for name in ("adam_step", "adamw_step")
