@@ -32,8 +32,8 @@ from .checkpoint import (
     serialized_tokenizer,
     task_recipe,
 )
-from .directory import BEST_NAME, resume_checkpoint, run_files
-from .state import KEPT_NAME, RunState
+from .directory import BEST_NAME, evaluation_checkpoints, resume_checkpoint
+from .state import RunState
 
 
 def run_checkpoint(
@@ -142,10 +142,8 @@ def refuse_unrecorded_later(directory: Path, state: RunState, steps: int | None)
     last = steps if steps is not None else float("inf")
     reached = [
         path
-        for path in run_files(directory)
-        if KEPT_NAME.fullmatch(path.name)
-        and path.name not in state.kept
-        and state.step < int(path.stem.removeprefix("step-")) <= last
+        for path in evaluation_checkpoints(directory)
+        if path.name not in state.kept and state.step < int(path.stem.removeprefix("step-")) <= last
     ]
     if reached:
         named = ", ".join(str(path) for path in reached)

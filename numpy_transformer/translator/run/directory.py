@@ -66,7 +66,7 @@ def check_run_directory(
         raise RunLock.in_use(path, owner)
     RunLock(path).check_file()
     held = run_files(path)
-    if resume and not (path / FILENAME).is_file() and not _evaluation_checkpoints(path):
+    if resume and not (path / FILENAME).is_file() and not evaluation_checkpoints(path):
         raise ValueError(
             f"--resume: --out {out} holds no saved run ({FILENAME} or {KEPT_PATTERN}); start a new run "
             + ("without --resume" if not held else "in a new --out (its other files stay)")
@@ -268,8 +268,8 @@ def run_files(directory: Path) -> list[Path]:
     )
 
 
-def _evaluation_checkpoints(directory: Path) -> list[Path]:
-    """The evaluation checkpoints (step-*.npz) a run wrote in ``directory``, oldest first."""
+def evaluation_checkpoints(directory: Path) -> list[Path]:
+    """The evaluation checkpoints (step-*.npz) in ``directory``, by the names a run writes, oldest first."""
     return [path for path in run_files(directory) if KEPT_NAME.fullmatch(path.name)]
 
 
@@ -278,7 +278,7 @@ def resume_checkpoint(path: str | Path) -> Path:
     its model.npz, or the newest evaluation checkpoint when it holds a later step (the save of
     model.npz after it failed, a full disk) or model.npz is missing or cannot be read (a torn copy).
     The steps compared are those the files hold, never those their names give (a copy renamed)."""
-    kept = _evaluation_checkpoints(Path(path)) if Path(path).is_dir() else []
+    kept = evaluation_checkpoints(Path(path)) if Path(path).is_dir() else []
     last = resolve_path(path)
     if not kept:
         return last

@@ -79,7 +79,7 @@ class Keeper:
         assert run is not None, "a run that writes nothing has no checkpoints to average"
         evaluations = trainer.evaluations
         chosen = evaluations.to_average(trainer.step, trainer.config.average_last, run.directory)
-        if trainer.averages and len(chosen) >= 2 and run.best_path.is_file():
+        if trainer.config.averages and len(chosen) >= 2 and run.best_path.is_file():
             paths, steps = [run.directory / name for name in chosen], list(chosen.values())
             arrays, meta = average_checkpoints(paths)
             metrics = trainer.dev_metrics(model_from_checkpoint(paths[-1], arrays, meta))

@@ -69,7 +69,7 @@ class Trainer:
         self.stepper = Stepper(model, task, config, self.ranks, self.optimizer)  # how each step is taken
         # the run's last step: config.steps, or planned to fit the time budget (first after PLAN_AFTER steps)
         self.budget = (
-            TimeBudget(config.time_budget, final_evaluations=2 if self.averages else 1)
+            TimeBudget(config.time_budget, final_evaluations=2 if config.averages else 1)
             if config.time_budget is not None
             else None
         )
@@ -177,11 +177,6 @@ class Trainer:
     @property
     def model_config(self) -> ModelConfig:
         return ModelConfig.from_model(self.model.config)
-
-    @property
-    def averages(self) -> bool:
-        """Whether the run averages its last evaluation checkpoints at its end (config.average_last)."""
-        return self.config.averages
 
     # -- one step ---------------------------------------------------------------------------
 
