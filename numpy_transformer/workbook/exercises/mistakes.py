@@ -452,6 +452,30 @@ SENTENCES = {
     "argument handed in, and keep nothing from one call to the next",
     "keeps_state": "{name} keeps state between calls: called twice on the same arguments, it gave two answers "
     "({what} differs); use only what it is handed{counter}, and keep nothing from one call to the next",
+    # an eighth cold learner's: the warm-up's line in whole numbers or without the factor in front, the
+    # warm-up divided by warmup + 1, the cosine's angle in degrees, a rate past total other than min_lr, an
+    # argument not used
+    "noam_whole_line": "the warm-up's line divides in whole numbers, step // warmup ** 1.5, which is 0 until "
+    "step reaches warmup^1.5 (past warmup itself): it is step * warmup^-1.5, step / warmup ** 1.5 with a true "
+    "division, climbing a little every step up to step = warmup",
+    "noam_front_decay_only": "the d_model^-0.5 factor is missing from the warm-up's rising line: yours "
+    "multiplies the decay alone by it, min(d_model^-0.5 * step^-0.5, step * warmup^-1.5), so the line climbs "
+    "sqrt(d_model) times too steeply; it multiplies both curves, d_model^-0.5 * min(step^-0.5, step * "
+    "warmup^-1.5)",
+    "noam_front_line_only": "the d_model^-0.5 factor is missing from the decay: yours multiplies the warm-up's "
+    "rising line alone by it, min(step^-0.5, d_model^-0.5 * step * warmup^-1.5), so the decay is sqrt(d_model) "
+    "times too high; it multiplies both curves, d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)",
+    "warmup_divisor": "the warm-up's line divides by another number than warmup (warmup + 1 or warmup - 1), so "
+    "it reaches peak at another step: it is peak * step / warmup, peak at step warmup",
+    "cosine_degrees": "the cosine's angle is 180 * progress, in degrees: math.cos takes radians, so yours "
+    "turns through 180 radians (about 29 circles) where it should turn half a circle; it is cos(pi * "
+    "progress) (or cos(math.radians(180 * progress)))",
+    "cosine_past_end": "{where} ({total}) your rate is {yours:.6g}: the decay ends at min_lr ({min_lr:.6g}) at "
+    "total, and the rate stays min_lr after it (the progress held at 1, min(..., 1), gives it with no branch "
+    "of its own)",
+    "argument_unused": "{name} is not used: yours gives the formula's results with {name} held at {value:.6g} "
+    "on every call, whatever is handed in ({handed}), as a constant written in its place (or a default "
+    "used in its stead) gives; use {name} as it is given",
     "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "
     "in it they are {then}",
 }

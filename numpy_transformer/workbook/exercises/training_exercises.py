@@ -18,11 +18,13 @@ from ...presets import BASE, TINY
 from .exercise import normal
 from .training_symptoms import (
     Observed,
+    argument_unused,
     Symptom,
     clip_epsilon,
     clip_other_norm,
     clip_scale,
     cosine_ends,
+    cosine_past_end,
     cosine_span,
     decay_rate,
     earlier_answer,
@@ -86,13 +88,15 @@ class TrainingExercise:
 
 def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1.5, scale: float = -0.5,
           pick: Callable = min, flat: bool = False, first_zero: bool = False, halved: str = "",
-          line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False) -> float:  # fmt: skip
+          line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False,
+          whole_line: bool = False, front_on: str = "") -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
     "both"; line_swapped: the line warmup * step^power; line_halved: the line's ``warmup ** -3/2``,
     (warmup ** -3) / 2; warmup_outside: warmup^power outside the min, min(decay, step) * warmup^power,
-    whatever ``pick``)."""
+    whatever ``pick``; whole_line: the line divided in whole numbers, step // warmup^-power; front_on: the
+    factor in front on one curve alone, the "decay" or the "line")."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -105,6 +109,9 @@ def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -
     if warmup_outside:  # min kept: max(step^-0.5, step) * warmup^power is the line alone, no decay at all
         return float(front * min(decay, step) * warmups)
     line = warmup * step**power if line_swapped else step * warmups
+    line = step // warmup**-power if whole_line else line
+    if front_on:  # the factor on one curve alone, the other left at d_model^0
+        return float(pick(front * decay, line) if front_on == "decay" else pick(decay, front * line))
     return float(front * pick(decay, line))
 
 
@@ -125,6 +132,9 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_warmup_squared", {"power": -2.0}),
     ("noam_line_precedence", {"line_halved": True}),
     ("noam_warmup_outside", {"warmup_outside": True}),
+    ("noam_whole_line", {"whole_line": True}),
+    ("noam_front_decay_only", {"front_on": "decay"}),
+    ("noam_front_line_only", {"front_on": "line"}),
 )
 
 
@@ -148,7 +158,7 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
             past_end: str = "", quarter: bool = False, whole_steps: bool = False, turn: float = math.pi,
             height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
             whole_progress: bool = False, floor_weight: float = 1.0,
-            unbracketed_progress: bool = False, linear: bool = False) -> float:  # fmt: skip
+            unbracketed_progress: bool = False, linear: bool = False, ramp_over: int = 0) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
@@ -158,12 +168,13 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
     weight where it is added; rising: 1 - cos; the progress divided by total (over_total), shifted
     (decay_shift), divided in whole numbers (whole_progress), without its brackets, step - warmup / (total -
     warmup) (unbracketed_progress), or held at 1 by another function (clamp; None: not held); ramp_shift: the
-    warm-up's line at step + ramp_shift, held at peak from step warmup on)."""
+    warm-up's line at step + ramp_shift, held at peak from step warmup on; ramp_over: the line divided by
+    warmup + ramp_over)."""
     step += shift
     if step <= warmup:
         if whole_steps:
             return peak * (step // max(warmup, 1))
-        return peak * min(step + ramp_shift, warmup) / max(warmup, 1)
+        return peak * min(step + ramp_shift, warmup) / max(warmup + ramp_over, 1)
     if past_end and step >= total:
         return min_lr if past_end == "min_lr" else 0.0
     begin = 0 if start else warmup
@@ -220,6 +231,10 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_progress_unbracketed", {"unbracketed_progress": True}),
     ("cosine_wave_unbracketed", {"height": "wave_unbracketed"}),
     ("cosine_linear", {"linear": True}),
+    # ramp_shift named so that no pair shifts the step too: those lines are warmup_span's, read from the numbers
+    ("warmup_divisor", {"ramp_over": 1, "ramp_shift": 0}),
+    ("warmup_divisor", {"ramp_over": -1, "ramp_shift": 0}),
+    ("cosine_degrees", {"turn": 180.0}),
 )
 
 
@@ -640,6 +655,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             noam_decay,
             noam_line,
             noam_one_curve,
+            partial(argument_unused, _noam),
         ),
         hints=(
             "Two curves, the smaller wins: a line rising with step, and a decay as 1/sqrt(step); they meet "
@@ -668,6 +684,8 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             warmup_line,
             cosine_span,
             cosine_ends,
+            cosine_past_end,
+            partial(argument_unused, _cosine),
         ),
         hints=(
             "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
@@ -694,6 +712,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             clip_epsilon,
             partial(clip_other_norm, _global_norm, OTHER_NORMS),
             partial(clip_scale, _global_norm, OTHER_NORMS),
+            partial(argument_unused, _clip),
         ),
         hints=(
             "One norm for all of them together, as if every gradient were one long vector: one scale for "
@@ -718,7 +737,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=lambda rng: _adam_cases(rng, None),
         mistakes=ADAM_MISTAKES,
         pairs=ADAM_PAIRS,
-        symptoms=(earlier_answer, partial(mixed_arguments, _adam)),
+        symptoms=(earlier_answer, partial(mixed_arguments, _adam), partial(argument_unused, _adam)),
         hints=(
             "Two running averages, of the gradient and of its square; both start at zero, so early on they "
             "are too small: each is divided by 1 - beta^t, with its own beta, t counting this update.",
@@ -745,6 +764,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             partial(mixed_arguments, _adamw),
             decay_rate,
             partial(handed_on_mixed, "adam_step", ADAM_ARGUMENTS + ADAM_HYPER, _decayed, _adam),
+            partial(argument_unused, _adamw),
         ),
         hints=(
             "Decoupled: the decay shrinks the parameter itself, at the rate lr; it never enters the "

@@ -147,6 +147,32 @@ def _mixed(
     return None
 
 
+def argument_unused(textbook: Callable, observed: list[Observed]) -> Symptom:
+    """Every call's results the textbook's (``textbook``, called with the arguments by name) with one number
+    argument held at one value, the one it has on some call, whatever the call hands in: the argument is not
+    used (a constant written in its place, or a default's). The value held must be pinned by the results
+    (set off by NUDGE, up or down, they are no longer the learner's), so a value that changes nothing on
+    these calls is no evidence."""
+    given = observed[0].arguments if observed else {}
+    for name in [name for name, value in given.items() if _a_number(value)]:
+        handed = sorted({o.arguments[name] for o in observed})
+        for value in handed if len(handed) > 1 else []:
+            if _reproduced(textbook, observed, (), _held(name, value)) and not any(
+                _reproduced(textbook, observed, (), _held(name, _set_off(value, way))) for way in (1.0, -1.0)
+            ):
+                return "argument_unused", {
+                    "name": name,
+                    "value": value,
+                    "handed": ", ".join(f"{each:.6g}" for each in handed),
+                }
+    return None
+
+
+def _held(name: str, value: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A call's arguments with ``name`` held at ``value``."""
+    return lambda arguments: {**arguments, name: value}
+
+
 def _a_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -441,6 +467,25 @@ def cosine_span(observed: list[Observed]) -> Symptom:
     return ("cosine_span", found[0]) if found else None
 
 
+def cosine_past_end(observed: list[Observed]) -> Symptom:
+    """Every rate before total right, every wrong one at or after total and one value, not min_lr: the
+    decay ends right, and the rate past it is another (0, as a return of its own after total gives)."""
+    wrong = [o for o in observed if not _same(*_rate(o))]
+    if not wrong or any(int(o.arguments["step"]) < int(o.arguments["total"]) for o in wrong):
+        return None
+    yours = _rate(wrong[0])[0]
+    if not all(_same(_rate(o)[0], yours) for o in wrong):
+        return None
+    first = wrong[0].arguments
+    at_total = any(int(o.arguments["step"]) == int(o.arguments["total"]) for o in wrong)
+    return "cosine_past_end", {
+        "where": "from total on" if at_total else "after total",
+        "total": int(first["total"]),
+        "yours": yours,
+        "min_lr": float(first["min_lr"]),
+    }
+
+
 # -- clipping ---------------------------------------------------------------------------------------
 
 
@@ -572,4 +617,6 @@ SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
     "handed_on_swapped",
     "handed_on_misplaced",
     "earlier_answer",
+    "argument_unused",
+    "cosine_past_end",
 )
