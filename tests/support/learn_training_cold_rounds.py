@@ -454,11 +454,59 @@ COLD_ROUNDS += [
 ]
 
 # an eighth cold learner's: the norm's square compared with max_norm (graded done before: no case had
-# max_norm between the norm and its square)
+# max_norm between the norm and its square); the warm-up's line in whole numbers, the factor in front on the
+# decay alone, the rate 0 after total, the warm-up divided by warmup + 1 with the cosine's angle in degrees,
+# eps held at 1e-8 whatever is handed in (no cause named before)
 COLD_ROUNDS += [
     changed(
         "clip_by_global_norm",
         "clip_compared_squared",
         ("if norm > max_norm else", "if norm * norm > max_norm else"),
+    ),
+    changed("noam_learning_rate", "noam_whole_line", ("step * warmup ** -1.5", "step // warmup ** 1.5")),
+    changed(
+        "noam_learning_rate",
+        "noam_front_decay_only",
+        (
+            "d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "min(1.0 / math.sqrt(d_model * step), step * warmup ** -1.5)",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_past_end",
+        (
+            "        return peak * step / warmup\n",
+            "        return peak * step / warmup\n    if step > total:\n        return 0.0\n",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_divisor",
+        ("peak * step / warmup", "peak * step / (warmup + 1)"),
+        ("math.cos(math.pi * progress)", "math.cos(180 * progress)"),
+        also=("cosine_degrees",),
+    ),
+    changed("adam_step", "argument_unused", ("(xp.sqrt(v_hat) + eps)", "(xp.sqrt(v_hat) + 1e-8)")),
+    # their mirrors, written beside them: the factor on the line alone, the warm-up divided by warmup - 1, a
+    # beta held at 0.999
+    changed(
+        "noam_learning_rate",
+        "noam_front_line_only",
+        (
+            "d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "min(step ** -0.5, step / math.sqrt(d_model * warmup ** 3))",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_divisor",
+        ("peak * step / warmup", "peak * step / (warmup - 1)"),
+    ),
+    changed(
+        "adamw_step",
+        "argument_unused",
+        ("beta2 * v + (1 - beta2)", "0.999 * v + (1 - 0.999)"),
+        ("1 - beta2 ** t", "1 - 0.999 ** t"),
     ),
 ]

@@ -18,8 +18,8 @@ from ...presets import BASE, TINY
 from .exercise import normal
 from .training_symptoms import (
     Observed,
-    argument_unused,
     Symptom,
+    argument_unused,
     clip_epsilon,
     clip_other_norm,
     clip_scale,
