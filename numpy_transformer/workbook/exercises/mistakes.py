@@ -359,8 +359,10 @@ SENTENCES = {
     "cosine_unbracketed": "the brackets are lost: yours computes min_lr + 0.5 * peak - min_lr * (1 + cos(pi * "
     "progress)); it is min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress)), the height peak - min_lr "
     "bracketed, times the whole (1 + cos)",
-    "cosine_rising": "the decay rises, 1 - cos(pi * progress): yours climbs from min_lr after the warm-up to "
-    "peak at total; it falls, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress)), from peak to min_lr",
+    "cosine_rising": "the decay rises: yours climbs from min_lr after the warm-up to peak at total, as 1 - "
+    "cos(pi * progress) gives, or peak and min_lr swapped, peak + 0.5 * (min_lr - peak) * (1 + cos(pi * "
+    "progress)) (the same numbers); it falls, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress)), from "
+    "peak to min_lr",
     "cosine_min_ratio": "min_lr is used as a share of peak, peak * min_lr: it is a rate itself, the one the "
     "decay ends at, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress))",
     "cosine_over_total": "the progress is divided by total, so it reaches 1 at warmup + total, not at total: it "
@@ -476,6 +478,18 @@ SENTENCES = {
     "argument_unused": "{name} is not used: yours gives the formula's results with {name} held at {value:.6g} "
     "on every call, whatever is handed in ({handed}), as a constant written in its place (or a default "
     "used in its stead) gives; use {name} as it is given",
+    # a ninth cold learner's: min_lr's floor on the warm-up too, the decay falling as another power of the
+    # step read from the numbers, v of ((1 - beta2) g)^2, the moments handed in returned
+    "cosine_floor_warmup": "the floor min_lr is applied to the warm-up too: yours computes max(lr, min_lr) at "
+    "every step, so the warm-up's first steps, below min_lr, are held up at min_lr; the warm-up climbs in a "
+    "line from 0, peak * step / warmup, whatever min_lr is (min_lr is where the decay ends)",
+    "noam_decay_falls": "your decay after the warm-up falls as {falls} (a power of {power:.4g} of the step; "
+    "the rising line before it is right): past step = warmup the rate is d_model^-0.5 * step^-0.5, falling as 1 / "
+    "sqrt(step), and min(...) picks it there",
+    "v_weight_squared": "v's weight is squared with the gradient, ((1 - beta2) * g) ** 2 = (1 - beta2)^2 g^2: "
+    "v averages the gradient's square with the weight 1 - beta2, v = beta2 v + (1 - beta2) g^2",
+    "moments_handed_back": "m and v are returned as they were handed in, the moments from before this step "
+    "(param is updated): return the new m and v, the ones this step's update used",
     "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "
     "in it they are {then}",
 }

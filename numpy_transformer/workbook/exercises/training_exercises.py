@@ -34,6 +34,7 @@ from .training_symptoms import (
     noam_front,
     noam_line,
     noam_one_curve,
+    results_reordered,
     schedule_factor,
     warmup_line,
 )
@@ -158,7 +159,8 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
             past_end: str = "", quarter: bool = False, whole_steps: bool = False, turn: float = math.pi,
             height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
             whole_progress: bool = False, floor_weight: float = 1.0,
-            unbracketed_progress: bool = False, linear: bool = False, ramp_over: int = 0) -> float:  # fmt: skip
+            unbracketed_progress: bool = False, linear: bool = False, ramp_over: int = 0,
+            floor_all: bool = False) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
@@ -169,12 +171,13 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
     (decay_shift), divided in whole numbers (whole_progress), without its brackets, step - warmup / (total -
     warmup) (unbracketed_progress), or held at 1 by another function (clamp; None: not held); ramp_shift: the
     warm-up's line at step + ramp_shift, held at peak from step warmup on; ramp_over: the line divided by
-    warmup + ramp_over)."""
+    warmup + ramp_over; floor_all: every rate held up at min_lr, max(lr, min_lr), the warm-up's too)."""
     step += shift
     if step <= warmup:
         if whole_steps:
             return peak * (step // max(warmup, 1))
-        return peak * min(step + ramp_shift, warmup) / max(warmup + ramp_over, 1)
+        line = peak * min(step + ramp_shift, warmup) / max(warmup + ramp_over, 1)
+        return max(line, min_lr) if floor_all else line
     if past_end and step >= total:
         return min_lr if past_end == "min_lr" else 0.0
     begin = 0 if start else warmup
@@ -235,6 +238,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("warmup_divisor", {"ramp_over": 1, "ramp_shift": 0}),
     ("warmup_divisor", {"ramp_over": -1, "ramp_shift": 0}),
     ("cosine_degrees", {"turn": 180.0}),
+    ("cosine_floor_warmup", {"floor_all": True}),
 )
 
 
@@ -268,6 +272,11 @@ def _cases_cosine(rng: numpy.random.Generator) -> list[TrainingCase]:
             "peak 1, warmup 4, total 8, min_lr 0, steps 1 to 12",
             {"peak": 1.0, "warmup": 4, "total": 8, "min_lr": 0.0},
             [{"step": s} for s in range(1, 13)],
+        ),
+        TrainingCase(  # a warm-up below min_lr at its first steps: a floor put on it too shows there
+            "peak 0.001, warmup 20, total 60, min_lr 0.0002, steps 1 to 80",
+            {"peak": 1e-3, "warmup": 20, "total": 60, "min_lr": 2e-4},
+            [{"step": s} for s in (1, 3, 4, 5, 19, 20, 21, 40, 59, 60, 80)],
         ),
     ]
 
@@ -407,8 +416,10 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     zeros (``restart``) or the old ones used (``stale``), t shifted (``t_floor``: held at 1 or more), the bias
     correction ("unbracketed_m",
     "_v", "_both": m / 1 - beta1^t, beta^t taken away; "product_m", "_v", "_both": 1 - beta * t, the power
-    a product; "bracketed_power": (1 - beta)^t), the denominator, the update's sign, what is returned."""
+    a product; "bracketed_power": (1 - beta)^t), the denominator, the update's sign, what is returned
+    ("corrected": the hats; "swapped": v and m; "handed": the moments as they were handed in)."""
     xp = get_array_module()
+    handed = (m, v)
     shrink = {
         "unscaled": weight_decay,
         "step_size": lr / (1.0 - beta1**t) * weight_decay,
@@ -440,7 +451,12 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     if restart:  # the moments handed in ignored: each step averages from zeros again
         m, v = xp.zeros_like(m), xp.zeros_like(v)
     new_m = k1 * m + w1 * grad
-    averaged = {"grad": grad, "abs": xp.abs(grad), "m": new_m * new_m}.get(v_of, grad * grad)
+    averaged = {
+        "grad": grad,
+        "abs": xp.abs(grad),
+        "m": new_m * new_m,
+        "weight_squared": w2 * grad * grad,
+    }.get(v_of, grad * grad)  # weight_squared: ((1 - beta2) * g) ** 2, the weight squared with the gradient
     new_v = k2 * v + w2 * averaged
     if first and t == 1:  # the moments set to the gradient, not averaged from 0
         new_m, new_v = grad, grad * grad
@@ -487,6 +503,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
         return new_param, m_hat, v_hat
     if returned == "swapped":
         return new_param, new_v, new_m
+    if returned == "handed":
+        return new_param, *handed
     return new_param, new_m, new_v
 
 
@@ -554,6 +572,8 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("v_unsquared", {"v_of": "grad", "denominator": "abs_root"}),
     ("bias_power_bracketed", {"correction": "bracketed_power"}),
     ("t_from_zero", {"t_shift": -1, "t_floor": True}),
+    ("v_weight_squared", {"v_of": "weight_squared"}),
+    ("moments_handed_back", {"returned": "handed"}),
 )
 
 
@@ -601,17 +621,20 @@ def _adam_state(rng: numpy.random.Generator, shape: tuple[int, ...], scale: floa
     }
 
 
-def _adam_cases(rng: numpy.random.Generator, weight_decay: float | None) -> list[TrainingCase]:
-    decay = {} if weight_decay is None else {"weight_decay": weight_decay}
+def _adam_cases(rng: numpy.random.Generator, weight_decays: tuple[float, ...] | None) -> list[TrainingCase]:
+    """Adam's three cases, or AdamW's with each case's weight_decay (one for each, not all one: a value
+    held whatever is handed in shows so)."""
     cases = []
-    for label, shape, scale, t, hyper in (
+    for index, (label, shape, scale, t, hyper) in enumerate((
         ("param (3, 4), eps 0.001 (small gradients)", (3, 4), 1e-2, 3,
          {"lr": 0.01, "beta1": 0.9, "beta2": 0.98, "eps": 1e-3}),
         ("param (2, 5), the first updates from zero moments", (2, 5), 1.0, 1,
          {"lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}),
         ("param (6,), betas 0.8 and 0.95", (6,), 0.5, 10,
          {"lr": 0.05, "beta1": 0.8, "beta2": 0.95, "eps": 1e-9}),
-    ):  # fmt: skip
+    )):  # fmt: skip
+        weight_decay = None if weight_decays is None else weight_decays[index]
+        decay = {} if weight_decay is None else {"weight_decay": weight_decay}
         state = _adam_state(rng, shape, scale, t)
         calls = []
         for _ in range(4):  # successive steps, each from the state the textbook's previous one returned
@@ -737,7 +760,12 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
         cases=lambda rng: _adam_cases(rng, None),
         mistakes=ADAM_MISTAKES,
         pairs=ADAM_PAIRS,
-        symptoms=(earlier_answer, partial(mixed_arguments, _adam), partial(argument_unused, _adam)),
+        symptoms=(
+            earlier_answer,
+            partial(results_reordered, "adam_step", ("param", "m", "v")),
+            partial(mixed_arguments, _adam),
+            partial(argument_unused, _adam),
+        ),
         hints=(
             "Two running averages, of the gradient and of its square; both start at zero, so early on they "
             "are too small: each is divided by 1 - beta^t, with its own beta, t counting this update.",
@@ -756,11 +784,12 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             applied to it with the gradient as it is (the moments never see the decay).
             Returns (param, m, v) after the update, new arrays.""",
         builds_on=("adam_step",),
-        cases=lambda rng: _adam_cases(rng, 0.1),
+        cases=lambda rng: _adam_cases(rng, (0.1, 0.05, 0.2)),
         mistakes=ADAMW_MISTAKES,
         pairs=ADAMW_PAIRS,
         symptoms=(
             earlier_answer,
+            partial(results_reordered, "adamw_step", ("param", "m", "v")),
             partial(mixed_arguments, _adamw),
             decay_rate,
             partial(handed_on_mixed, "adam_step", ADAM_ARGUMENTS + ADAM_HYPER, _decayed, _adam),

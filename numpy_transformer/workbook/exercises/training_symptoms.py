@@ -6,6 +6,7 @@ not hold on every call it reads."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -286,22 +287,42 @@ def noam_decay(observed: list[Observed]) -> Symptom:
     below it (noam_no_decay); where it leaves it for a power of the step, that power and its factor."""
     if not _noam_part(observed, lambda step, warmup: 4 * step <= warmup, lambda step, warmup: step > warmup):
         return None
-    points = []
-    for o in observed:
-        step, d_model, warmup = (int(o.arguments[name]) for name in ("step", "d_model", "warmup"))
-        yours, _ = _rate(o)
-        if not _same(yours, d_model**-0.5 * step * warmup**-1.5):  # off the line: the learner's decay
-            points.append((math.log(step), math.log(yours * d_model**0.5) if yours > 0 else math.nan))
-    if not points:
+    cases = []  # each case's points off the line, the learner's decay: (log step, log of its rate)
+    for case in _cases(observed):
+        points = []
+        for o in case:
+            step, d_model, warmup = (int(o.arguments[name]) for name in ("step", "d_model", "warmup"))
+            yours, _ = _rate(o)
+            if not _same(yours, d_model**-0.5 * step * warmup**-1.5):
+                points.append((math.log(step), math.log(yours * d_model**0.5) if yours > 0 else math.nan))
+        cases += [points] if points else []
+    if not cases:
         return "noam_no_decay", {}
-    line = (
-        _line(points)
-        if all(math.isfinite(y) for _, y in points) and len({x for x, _ in points}) > 1
-        else None
-    )
-    if line is None or not math.isfinite(line[0]):
+    line = _line([point for points in cases for point in points])
+    if line is not None and math.isfinite(line[0]):
+        return "noam_decay_power", {"power": line[0], "times": math.exp(line[1])}
+    power = _one_power(cases)
+    if power is None:
         return "noam_decay", {}
-    return "noam_decay_power", {"power": line[0], "times": math.exp(line[1])}
+    return "noam_decay_falls", {
+        "power": power,
+        "falls": "1 / step" if _same(power, -1.0) else f"1 / step^{-power:.4g}",
+    }
+
+
+def _one_power(cases: list[list[tuple[float, float]]]) -> float | None:
+    """The one slope of every case's points (each case on a line of its own, its intercept its own), at
+    least one case with three points to confirm its line; or None."""
+    slopes = []
+    for points in cases:
+        if not all(math.isfinite(y) for _, y in points) or len({x for x, _ in points}) < 2:
+            return None
+        line = _line(points) if len(points) > 2 else _line([points[0], points[-1], points[-1]])
+        if line is None:
+            return None
+        slopes.append((line[0], len(points) > 2))
+    confirmed = any(three for _, three in slopes)
+    return slopes[0][0] if confirmed and all(_same(slope, slopes[0][0]) for slope, _ in slopes) else None
 
 
 def noam_front(observed: list[Observed]) -> Symptom:
@@ -576,8 +597,9 @@ def clip_scale(
 
 def decay_rate(observed: list[Observed]) -> Symptom:
     """The moments right, the parameter shrunk by another share of itself than lr * weight_decay, one
-    share for every entry of a call: the decay's rate is what is wrong."""
-    found = None
+    share for every entry of a call: the decay's rate is what is wrong. Where that share is lr times one
+    value on every call, whatever weight_decay each hands in, weight_decay is not used (argument_unused)."""
+    found, used = None, []
     for number, o in enumerate(observed, 1):
         (param_yours, m_yours, v_yours), (param_right, m_right, v_right) = o.yours, o.right
         param = numpy.asarray(o.arguments["param"], dtype=numpy.float64).reshape(-1)
@@ -591,7 +613,32 @@ def decay_rate(observed: list[Observed]) -> Symptom:
             return None
         if found is None and not _same(share, rate):
             found = {"call": number, "yours": share, "right": rate, "times": share / rate}
+        used.append(share / float(o.arguments["lr"]))
+    handed = sorted({float(o.arguments["weight_decay"]) for o in observed})
+    if found and len(handed) > 1 and all(_same(each, used[0]) for each in used):
+        held = {
+            "name": "weight_decay",
+            "value": used[0],
+            "handed": ", ".join(f"{each:.6g}" for each in handed),
+        }
+        return "argument_unused", held
     return ("decay_rate", found) if found else None
+
+
+def results_reordered(name: str, names: tuple[str, ...], observed: list[Observed]) -> Symptom:
+    """Every call's results the textbook's in another order (``names``, the contract's, of the rung
+    ``name``): it returns them so (returns_order, as the refusal of results that cannot be read in the
+    contract's order says it)."""
+    wrong = [o for o in observed if not all(_same(yours, right) for yours, right in zip(o.yours, o.right))]
+    for order in itertools.permutations(range(len(names))):  # order[i]: where the learner put names[i]
+        reordered = all(
+            all(_same(o.yours[place], right) for place, right in zip(order, o.right)) for o in observed
+        )
+        if wrong and reordered and list(order) != sorted(order):
+            held = dict(zip(order, names))
+            yours = ", ".join(held[place] for place in range(len(names)))
+            return "returns_order", {"name": name, "yours": yours, "right": ", ".join(names), "then": "right"}
+    return None
 
 
 SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
@@ -619,4 +666,6 @@ SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
     "earlier_answer",
     "argument_unused",
     "cosine_past_end",
+    "noam_decay_falls",
+    "returns_order",
 )
