@@ -1,4 +1,4 @@
-"""The training rungs' mistakes of the third to the eighth cold learner, round by round, each as the
+"""The training rungs' mistakes of the third to the ninth cold learner, round by round, each as the
 learner wrote it (or the nearest form that gives the same numbers), with the cause `learn check`
 should name: a key of numpy_transformer.workbook.SENTENCES. The first two learners' are in
 learn_training_mistakes.py, among the mistakes of their rung."""
@@ -508,5 +508,60 @@ COLD_ROUNDS += [
         "argument_unused",
         ("beta2 * v + (1 - beta2)", "0.999 * v + (1 - 0.999)"),
         ("1 - beta2 ** t", "1 - 0.999 ** t"),
+    ),
+]
+
+# a ninth cold learner's: min_lr's floor on the warm-up too (graded done before: no case had a warm-up step
+# below min_lr), peak and min_lr swapped (the numbers of 1 - cos, both said), the decay as 1 / step, Adam's
+# results in another order, v of ((1 - beta2) g)^2, the moments handed in returned, weight_decay held at 0.01
+# (none named before)
+COLD_ROUNDS += [
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor_warmup",
+        ("        return peak * step / warmup\n", "        return max(peak * step / warmup, min_lr)\n"),
+        ("    return min_lr + 0.5", "    return max(min_lr, min_lr + 0.5"),
+        ("(1 + math.cos(math.pi * progress))", "(1 + math.cos(math.pi * progress)))"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_rising",
+        ("min_lr + 0.5 * (peak - min_lr)", "peak + 0.5 * (min_lr - peak)"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_decay_falls",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "min(warmup ** 0.5 / step, step * warmup ** -1.5)"),
+    ),
+    changed(
+        "adam_step",
+        "returns_order",
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "return m, v, param - lr * m_hat / (xp.sqrt(v_hat) + eps)",
+        ),
+    ),
+    changed("adam_step", "v_weight_squared", ("(1 - beta2) * grad * grad", "((1 - beta2) * grad) ** 2")),
+    changed(
+        "adamw_step",
+        "moments_handed_back",
+        ("    m = beta1 * m", "    m0, v0 = m, v\n    m = beta1 * m"),
+        ("(xp.sqrt(v_hat) + eps), m, v", "(xp.sqrt(v_hat) + eps), m0, v0"),
+    ),
+    changed("adamw_step", "argument_unused", ("(1 - lr * weight_decay)", "(1 - lr * 0.01)")),
+    # their mirrors, written beside them: Adam returning the moments handed in, AdamW its results as (v, param, m)
+    changed(
+        "adam_step",
+        "moments_handed_back",
+        ("    m = beta1 * m", "    m0, v0 = m, v\n    m = beta1 * m"),
+        ("(xp.sqrt(v_hat) + eps), m, v", "(xp.sqrt(v_hat) + eps), m0, v0"),
+    ),
+    changed(
+        "adamw_step",
+        "returns_order",
+        (
+            "return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "return v, param - lr * m_hat / (xp.sqrt(v_hat) + eps), m",
+        ),
     ),
 ]
