@@ -160,7 +160,7 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
             height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
             whole_progress: bool = False, floor_weight: float = 1.0,
             unbracketed_progress: bool = False, linear: bool = False, ramp_over: int = 0,
-            floor_all: bool = False) -> float:  # fmt: skip
+            floor_all: bool = False, branch_below: bool = False) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
@@ -171,9 +171,10 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
     (decay_shift), divided in whole numbers (whole_progress), without its brackets, step - warmup / (total -
     warmup) (unbracketed_progress), or held at 1 by another function (clamp; None: not held); ramp_shift: the
     warm-up's line at step + ramp_shift, held at peak from step warmup on; ramp_over: the line divided by
-    warmup + ramp_over; floor_all: every rate held up at min_lr, max(lr, min_lr), the warm-up's too)."""
+    warmup + ramp_over; floor_all: every rate held up at min_lr, max(lr, min_lr), the warm-up's too;
+    branch_below: the warm-up's branch taken while step < warmup, step warmup left to the decay)."""
     step += shift
-    if step <= warmup:
+    if step < warmup or (step == warmup and not branch_below):
         if whole_steps:
             return peak * (step // max(warmup, 1))
         line = peak * min(step + ramp_shift, warmup) / max(warmup + ramp_over, 1)
@@ -213,6 +214,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_floor", {"floor": "zero"}),
     ("cosine_floor", {"floor": "zero", "past_end": "min_lr"}),
     ("warmup_off_by_one", {"ramp_shift": -1}),
+    ("warmup_off_by_one", {"ramp_shift": -1, "branch_below": True}),  # if step < warmup: peak at warmup
     ("cosine_clamp", {"clamp": None}),
     ("cosine_quarter", {"quarter": True}),
     ("cosine_floor", {"floor": "max"}),
@@ -678,7 +680,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             noam_decay,
             noam_line,
             noam_one_curve,
-            partial(argument_unused, _noam),
+            partial(argument_unused, _noam, beside=NOAM_MISTAKES),
         ),
         hints=(
             "Two curves, the smaller wins: a line rising with step, and a decay as 1/sqrt(step); they meet "
@@ -708,7 +710,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             cosine_span,
             cosine_ends,
             cosine_past_end,
-            partial(argument_unused, _cosine),
+            partial(argument_unused, _cosine, beside=COSINE_MISTAKES),
         ),
         hints=(
             "Up to step warmup the rate climbs in a line from peak / warmup to peak; after it, the decay's "
@@ -735,7 +737,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             clip_epsilon,
             partial(clip_other_norm, _global_norm, OTHER_NORMS),
             partial(clip_scale, _global_norm, OTHER_NORMS),
-            partial(argument_unused, _clip),
+            partial(argument_unused, _clip, beside=CLIP_MISTAKES),
         ),
         hints=(
             "One norm for all of them together, as if every gradient were one long vector: one scale for "
@@ -764,7 +766,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             earlier_answer,
             partial(results_reordered, "adam_step", ("param", "m", "v")),
             partial(mixed_arguments, _adam),
-            partial(argument_unused, _adam),
+            partial(argument_unused, _adam, beside=ADAM_MISTAKES),
         ),
         hints=(
             "Two running averages, of the gradient and of its square; both start at zero, so early on they "
@@ -793,7 +795,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             partial(mixed_arguments, _adamw),
             decay_rate,
             partial(handed_on_mixed, "adam_step", ADAM_ARGUMENTS + ADAM_HYPER, _decayed, _adam),
-            partial(argument_unused, _adamw),
+            partial(argument_unused, _adamw, beside=ADAMW_MISTAKES),
         ),
         hints=(
             "Decoupled: the decay shrinks the parameter itself, at the rate lr; it never enters the "

@@ -148,24 +148,30 @@ def _mixed(
     return None
 
 
-def argument_unused(textbook: Callable, observed: list[Observed]) -> Symptom:
+def argument_unused(
+    textbook: Callable, observed: list[Observed], beside: tuple[tuple[str, Callable], ...] = ()
+) -> Symptom:
     """Every call's results the textbook's (``textbook``, called with the arguments by name) with one number
     argument held at one value, the one it has on some call, whatever the call hands in: the argument is not
     used (a constant written in its place, or a default's). The value held must be pinned by the results
     (set off by NUDGE, up or down, they are no longer the learner's), so a value that changes nothing on
-    these calls is no evidence."""
+    these calls is no evidence. Where no argument held gives the textbook's results, each mistake of
+    ``beside`` (its key, its function) is read with each held, as a second slip beside it."""
     given = observed[0].arguments if observed else {}
-    for name in [name for name, value in given.items() if _a_number(value)]:
-        handed = sorted({o.arguments[name] for o in observed})
-        for value in handed if len(handed) > 1 else []:
-            if _reproduced(textbook, observed, (), _held(name, value)) and not any(
-                _reproduced(textbook, observed, (), _held(name, _set_off(value, way))) for way in (1.0, -1.0)
-            ):
-                return "argument_unused", {
-                    "name": name,
-                    "value": value,
-                    "handed": ", ".join(f"{each:.6g}" for each in handed),
-                }
+    for key, function in (("", textbook), *beside):
+        for name in [name for name, value in given.items() if _a_number(value)]:
+            handed = sorted({o.arguments[name] for o in observed})
+            for value in handed if len(handed) > 1 else []:
+                if _reproduced(function, observed, (), _held(name, value)) and not any(
+                    _reproduced(function, observed, (), _held(name, _set_off(value, way)))
+                    for way in (1.0, -1.0)
+                ):
+                    held = {
+                        "name": name,
+                        "value": value,
+                        "handed": ", ".join(f"{each:.6g}" for each in handed),
+                    }
+                    return (("argument_unused", key) if key else "argument_unused"), held
     return None
 
 
@@ -327,7 +333,8 @@ def _one_power(cases: list[list[tuple[float, float]]]) -> float | None:
 
 def noam_front(observed: list[Observed]) -> Symptom:
     """Each case's rates one multiple of the textbook's, the multiple changing with d_model: the factor in
-    front is another power of d_model than -0.5, read back as times * d_model^power."""
+    front is another power of d_model than -0.5, read back as times * d_model^power (not 0: a factor that
+    does not change with d_model is d_model not used, held at one value, which argument_unused reads)."""
     fronts = []
     for case in _cases(observed):
         ratios = [yours / right for yours, right in map(_rate, case) if right != 0]
@@ -339,8 +346,8 @@ def noam_front(observed: list[Observed]) -> Symptom:
         return None  # one d_model, or one factor for all: schedule_factor says it
     (x0, y0, *_), (x1, y1, *_) = fronts[0], fronts[-1]
     power = (y1 - y0) / (x1 - x0)
-    if not all(_same(y0 + power * (x - x0), y) for x, y, *_ in fronts):
-        return None
+    if not all(_same(y0 + power * (x - x0), y) for x, y, *_ in fronts) or abs(power) < AGREE:
+        return None  # off one power; or d_model^0, one factor whatever d_model is: argument_unused's to say
     ratio, d_model = next((r, d) for *_, r, d in fronts if not _same(r, 1.0))
     return "noam_front", {
         "times": math.exp(y0 - power * x0),

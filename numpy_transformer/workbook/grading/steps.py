@@ -5,6 +5,7 @@ it reproduces on every call of the case is named."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import math
@@ -281,8 +282,8 @@ def _reordered(
     returned: Any, exercise: TrainingExercise, befores: list[Any], right: list[_Value]
 ) -> dict[str, str] | None:
     """Where ``returned`` cannot be read in the contract's order but can in another: that order (``yours``,
-    the names of ``exercise.returns`` as it holds them) and whether its results are then the textbook's
-    (``then``), preferring an order in which they are; or None."""
+    the names of ``exercise.returns`` as it holds them), preferring one in which this call's results are the
+    textbook's; or None. Whether they are so on every call is for the grading in that order to say."""
     names = exercise.returns
     if len(names) < 2 or not isinstance(returned, (tuple, list)) or len(returned) != len(names):
         return None
@@ -293,12 +294,22 @@ def _reordered(
             readable.append((not _same(values, right, befores, right), order))
     if not readable:
         return None
-    wrong, order = min(readable)
+    _, order = min(readable)
     held = dict(zip(order, names))
-    return {
-        "yours": ", ".join(held[place] for place in range(len(names))),
-        "then": "still wrong (put in order, learn check says where)" if wrong else "right",
-    }
+    return {"yours": ", ".join(held[place] for place in range(len(names)))}
+
+
+def _in_order(function: Callable, exercise: TrainingExercise, yours: str) -> Callable:
+    """The learner's ``function`` with its results put in the contract's order (``yours``: the names of
+    ``exercise.returns`` in the order it returns them), its signature kept."""
+    places = [yours.split(", ").index(name) for name in exercise.returns]
+
+    @functools.wraps(function)
+    def ordered(*arguments: Any) -> Any:
+        returned = function(*arguments)
+        return tuple(returned[place] for place in places)
+
+    return ordered
 
 
 def _same_again(exercise: TrainingExercise, yours: list[_Value], again: Any) -> None:
@@ -348,7 +359,10 @@ def _grade_case(
             order = _reordered(returned, exercise, befores, right)
             if order is None:
                 raise Raised(f"{exercise.name} {yours} (case {case.label}, call {number})")
-            raise _refused("returns_order", name=exercise.name, right=", ".join(exercise.returns), **order)
+            refused = Raised(f"{exercise.name} returns its results in another order, ({order['yours']})")
+            refused.cause = "returns_order"  # what they are in that order is filled in by grading them so
+            refused.names = {"name": exercise.name, "right": ", ".join(exercise.returns), **order}
+            raise refused
         _same_again(exercise, yours, again)
         handed += [name for name in [_handed_back(returned, exercise, arguments)] if name]
         said = ", ".join(f"{key} {value}" for key, value in call.items() if isinstance(value, (int, float)))
@@ -428,31 +442,21 @@ def check_training_function(
 ) -> FunctionVerdict:
     """Grade the learner's training rung ``name`` on every drawn case of it: each value's verdict is
     the first case it is wrong on, or exact (close) on every call of every case. ``say`` gets a line
-    when it runs so long that the wait wants saying (under_time_limit)."""
+    when it runs so long that the wait wants saying (under_time_limit). Results returned in another order
+    are refused so, and graded again in the contract's order to say what they are then."""
     exercise = TRAINING_BY_NAME[name]
     function = learners_function(module, name)
     if function is None:
         return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
-    merged: dict[str, GradientVerdict] = {}
-    handed: list[str] = []
-    candidates = set(range(len(exercise.known)))  # the mistakes it reproduces on every call so far
-    observed: list[Observed] = []
     try:
         with under_time_limit(time_limit, needs_line_watch(module), say, f"your {name}"):
-            for case in exercise.cases(numpy.random.default_rng(seed)):
-                try:
-                    verdicts, reproduced = _grade_case(
-                        exercise, function, case, path, handed, observed, candidates
-                    )
-                except Raised:
-                    if any(v.status == "wrong" for v in merged.values()):
-                        break  # the first case it is wrong on says what is wrong
-                    raise
-                candidates &= reproduced
-                for verdict in verdicts:  # every case is graded: an exact value is exact on every call
-                    kept = merged.get(verdict.name)
-                    if kept is None or RANK[verdict.status] > RANK[kept.status]:
-                        merged[verdict.name] = verdict
+            try:
+                return _graded(exercise, function, path, seed)
+            except Raised as raised:
+                if raised.cause == "returns_order":
+                    ordered = _in_order(function, exercise, raised.names["yours"])
+                    raised.names["then"] = _then(exercise, ordered, path, seed)
+                raise
     except ToDo as todo:
         waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
         return FunctionVerdict(name, "to do", message=f"raises NotImplementedError{waits}")
@@ -461,6 +465,47 @@ def check_training_function(
         return FunctionVerdict(name, "error", message=message, cause=raised.cause)
     except TimedOut:
         return FunctionVerdict.out_of_time(name, time_limit)
+
+
+def _then(exercise: TrainingExercise, ordered: Callable, path: Path, seed: int) -> str:
+    """What ``ordered``'s results (the learner's, put in the contract's order) are, as the returns_order
+    sentence ends: right only where every value is the textbook's on every call of every case; else still
+    wrong, and why where the grading in that order names it."""
+    try:
+        in_order = _graded(exercise, ordered, path, seed)
+    except Raised as raised:
+        said = raised.line if raised.cause is None else sentence(raised.cause, **raised.names)
+        return f"still wrong: {said}"
+    if in_order.status == "done":
+        return "right"
+    explained = [g.explanation() or "" for g in in_order.gradients if g.status == "wrong" and g.mistake]
+    if in_order.status == "error":
+        explained = [in_order.message]
+    return (
+        f"still wrong: {explained[0]}" if explained else "still wrong (put in order, learn check says where)"
+    )
+
+
+def _graded(exercise: TrainingExercise, function: Callable, path: Path, seed: int) -> FunctionVerdict:
+    """``function`` graded as the rung ``exercise`` on every case drawn from ``seed`` (raises what its calls
+    raise: ToDo, Raised)."""
+    name = exercise.name
+    merged: dict[str, GradientVerdict] = {}
+    handed: list[str] = []
+    candidates = set(range(len(exercise.known)))  # the mistakes it reproduces on every call so far
+    observed: list[Observed] = []
+    for case in exercise.cases(numpy.random.default_rng(seed)):
+        try:
+            verdicts, reproduced = _grade_case(exercise, function, case, path, handed, observed, candidates)
+        except Raised:
+            if any(v.status == "wrong" for v in merged.values()):
+                break  # the first case it is wrong on says what is wrong
+            raise
+        candidates &= reproduced
+        for verdict in verdicts:  # every case is graded: an exact value is exact on every call
+            kept = merged.get(verdict.name)
+            if kept is None or RANK[verdict.status] > RANK[kept.status]:
+                merged[verdict.name] = verdict
     gradients = [merged[value] for value in exercise.returns if value in merged]
     keys, values = _cause(exercise, candidates, observed)
     for gradient in gradients:  # named only where a mistake has its results on every call graded
