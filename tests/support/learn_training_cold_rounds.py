@@ -565,3 +565,36 @@ COLD_ROUNDS += [
         ),
     ),
 ]
+
+# a tenth cold learner's: clipping's results in another order beside the gradients always rescaled (said to be
+# right in that order before: only the first call was read so), d_model held at 512 (read as d_model^0 in
+# front before), warmup held at 4000 beside max(...) for min(...), and the warm-up's step - 1 under
+# `if step < warmup` beside the progress not held at 1 (neither pair named before)
+COLD_ROUNDS += [
+    changed(
+        "clip_by_global_norm",
+        "returns_order",
+        ("max_norm / norm if norm > max_norm else 1.0", "max_norm / norm"),
+        ("return [g * scale for g in grads], norm", "return norm, [g * scale for g in grads]"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "argument_unused",
+        ("    return d_model ** -0.5", "    d_model = 512\n    return d_model ** -0.5"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "argument_unused",
+        ("    return d_model ** -0.5", "    warmup = 4000\n    return d_model ** -0.5"),
+        ("min(step", "max(step"),
+        also=("noam_max",),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "warmup_off_by_one",
+        ("if step <= warmup:", "if step < warmup:"),
+        ("peak * step / warmup", "peak * (step - 1) / warmup"),
+        ("min((step - warmup) / (total - warmup), 1.0)", "(step - warmup) / (total - warmup)"),
+        also=("cosine_clamp",),
+    ),
+]
