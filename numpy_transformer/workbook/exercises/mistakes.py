@@ -492,6 +492,19 @@ SENTENCES = {
     "(param is updated): return the new m and v, the ones this step's update used",
     "returns_order": "{name} returns its results in another order, ({yours}): the order is ({right}), and "
     "in it they are {then}",
+    # an eleventh cold learner's: the scale divided by a norm of 0, the root over the whole product, the
+    # warm-up's rate floored, a moment's weight without its brackets
+    "clip_zero_norm": "the scale max_norm / norm is computed even where the norm is 0 (every gradient zero), "
+    "and raises {error}: divide only where norm > max_norm, and return the gradients unchanged otherwise",
+    "noam_root_over_all": "the square root is taken over the whole product, 1 / sqrt(d_model * min(...)): it "
+    "puts the min's two curves under the root too; only d_model is under it, d_model^-0.5 * min(step^-0.5, "
+    "step * warmup^-1.5)",
+    "warmup_whole_rate": "the warm-up's rate divides in whole numbers, peak * step // warmup, which floors it "
+    "(to 0 wherever peak * step is under warmup): it is peak * step / warmup with a true division, climbing a "
+    "little every step",
+    "moment_unbracketed": "a moment's weight has lost its brackets, beta * v + 1 - beta * g (1 added, beta * g "
+    "taken away): it is v = beta2 * v + (1 - beta2) * g^2, and m = beta1 * m + (1 - beta1) * g, 1 - beta in "
+    "brackets",
 }
 
 

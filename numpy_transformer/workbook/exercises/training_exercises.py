@@ -90,14 +90,15 @@ class TrainingExercise:
 def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1.5, scale: float = -0.5,
           pick: Callable = min, flat: bool = False, first_zero: bool = False, halved: str = "",
           line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False,
-          whole_line: bool = False, front_on: str = "") -> float:  # fmt: skip
+          whole_line: bool = False, front_on: str = "", rooted: bool = False) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
     "both"; line_swapped: the line warmup * step^power; line_halved: the line's ``warmup ** -3/2``,
     (warmup ** -3) / 2; warmup_outside: warmup^power outside the min, min(decay, step) * warmup^power,
     whatever ``pick``; whole_line: the line divided in whole numbers, step // warmup^-power; front_on: the
-    factor in front on one curve alone, the "decay" or the "line")."""
+    factor in front on one curve alone, the "decay" or the "line"; rooted: the square root over the whole
+    product, 1 / sqrt(d_model * min(...)), the min's curves under the root too)."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -113,7 +114,7 @@ def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -
     line = step // warmup**-power if whole_line else line
     if front_on:  # the factor on one curve alone, the other left at d_model^0
         return float(pick(front * decay, line) if front_on == "decay" else pick(decay, front * line))
-    return float(front * pick(decay, line))
+    return float(front * pick(decay, line) ** (-0.5 if rooted else 1.0))
 
 
 NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -136,6 +137,7 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_whole_line", {"whole_line": True}),
     ("noam_front_decay_only", {"front_on": "decay"}),
     ("noam_front_line_only", {"front_on": "line"}),
+    ("noam_root_over_all", {"rooted": True}),
 )
 
 
@@ -160,7 +162,7 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
             height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
             whole_progress: bool = False, floor_weight: float = 1.0,
             unbracketed_progress: bool = False, linear: bool = False, ramp_over: int = 0,
-            floor_all: bool = False, branch_below: bool = False) -> float:  # fmt: skip
+            floor_all: bool = False, branch_below: bool = False, whole_rate: bool = False) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
@@ -172,12 +174,15 @@ def _cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shif
     warmup) (unbracketed_progress), or held at 1 by another function (clamp; None: not held); ramp_shift: the
     warm-up's line at step + ramp_shift, held at peak from step warmup on; ramp_over: the line divided by
     warmup + ramp_over; floor_all: every rate held up at min_lr, max(lr, min_lr), the warm-up's too;
-    branch_below: the warm-up's branch taken while step < warmup, step warmup left to the decay)."""
+    branch_below: the warm-up's branch taken while step < warmup, step warmup left to the decay; whole_rate:
+    the warm-up's rate divided in whole numbers, peak * step // warmup)."""
     step += shift
     if step < warmup or (step == warmup and not branch_below):
         if whole_steps:
             return peak * (step // max(warmup, 1))
         line = peak * min(step + ramp_shift, warmup) / max(warmup + ramp_over, 1)
+        if whole_rate:  # floored whole, the rate itself: peak * step // warmup
+            line = peak * min(step + ramp_shift, warmup) // max(warmup + ramp_over, 1)
         return max(line, min_lr) if floor_all else line
     if past_end and step >= total:
         return min_lr if past_end == "min_lr" else 0.0
@@ -241,6 +246,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("warmup_divisor", {"ramp_over": -1, "ramp_shift": 0}),
     ("cosine_degrees", {"turn": 180.0}),
     ("cosine_floor_warmup", {"floor_all": True}),
+    ("warmup_whole_rate", {"whole_rate": True}),
 )
 
 
@@ -315,7 +321,8 @@ def _clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", 
     list[Array], float
 ]:  # fmt: skip
     """clip_by_global_norm with the mistakes its keywords say: the norm's (``norm``), the scale's
-    (``scale``), the norm returned (``returned``: "after", the clipped gradients' norm)."""
+    (``scale``; "unguarded": min(1, max_norm / norm), which divides by 0 where every gradient is 0), the norm
+    returned (``returned``: "after", the clipped gradients' norm)."""
     xp = get_array_module()
     total = _global_norm(grads, norm)
     if scale == "per_tensor":
@@ -327,6 +334,7 @@ def _clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", 
         over = total * total > max_norm if scale == "compared_squared" else total > max_norm
         factor = max_norm / total if over or scale == "always" else 1.0
         factor = 1.0 / factor if scale == "inverted" else factor
+        factor = min(1.0, max_norm / total) if scale == "unguarded" else factor
         clipped = [g * factor for g in grads]
     return clipped, _global_norm(clipped, norm) if returned == "after" else total
 
@@ -345,6 +353,7 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_l1", {"norm": "l1"}),
     ("clip_means", {"norm": "means"}),
     ("clip_sum_squared", {"norm": "sums"}),
+    ("clip_zero_norm", {"scale": "unguarded"}),
 )
 
 
@@ -394,6 +403,11 @@ def _cases_clip(rng: numpy.random.Generator) -> list[TrainingCase]:
             {"max_norm": 2.0},
             [{"grads": of_norms(((3, 2), 1.2), ((4,), 0.9))}],  # together 1.5, its square 2.25
         ),
+        TrainingCase(  # legal: a scale max_norm / norm computed whatever the norm divides by 0 here
+            "every gradient zero, norm 0: nothing changes",
+            {"max_norm": 1.0},
+            [{"grads": grads(((3, 2), 0.0), ((4,), 0.0))}],
+        ),
     ]
 
 
@@ -405,7 +419,7 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
           weights: str = "", v_of: str = "", first: bool = False, stale: bool = False, t_shift: int = 0,
           correction: str = "", denominator: str = "", ascent: bool = False, returned: str = "",
           subtracted: bool = False, restart: bool = False, grows: bool = False,
-          t_floor: bool = False) -> tuple[Array, Array, Array]:  # fmt: skip
+          t_floor: bool = False, unbracketed: str = "") -> tuple[Array, Array, Array]:  # fmt: skip
     """One AdamW step (Adam where weight_decay is 0) with the mistakes its keywords say, each of one part
     of the step: the decay's place (``decay``; "adaptive": weight_decay * param added to m_hat; "gradient":
     lr * weight_decay * grad taken away; "shrunk_gradient": the gradient shrunk in the parameter's
@@ -418,8 +432,10 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     zeros (``restart``) or the old ones used (``stale``), t shifted (``t_floor``: held at 1 or more), the bias
     correction ("unbracketed_m",
     "_v", "_both": m / 1 - beta1^t, beta^t taken away; "product_m", "_v", "_both": 1 - beta * t, the power
-    a product; "bracketed_power": (1 - beta)^t), the denominator, the update's sign, what is returned
-    ("corrected": the hats; "swapped": v and m; "handed": the moments as they were handed in)."""
+    a product; "bracketed_power": (1 - beta)^t), a moment's weight without its brackets (``unbracketed``:
+    "m", "v" or "both": beta * m + 1 - beta * g, 1 added and beta * g taken away), the denominator, the
+    update's sign, what is returned ("corrected": the hats; "swapped": v and m; "handed": the moments as they
+    were handed in)."""
     xp = get_array_module()
     handed = (m, v)
     shrink = {
@@ -453,6 +469,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
     if restart:  # the moments handed in ignored: each step averages from zeros again
         m, v = xp.zeros_like(m), xp.zeros_like(v)
     new_m = k1 * m + w1 * grad
+    if unbracketed in ("m", "both"):  # - binds looser than *: 1 added, beta1 * grad taken away
+        new_m = k1 * m + 1.0 - b1 * grad
     averaged = {
         "grad": grad,
         "abs": xp.abs(grad),
@@ -460,6 +478,8 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
         "weight_squared": w2 * grad * grad,
     }.get(v_of, grad * grad)  # weight_squared: ((1 - beta2) * g) ** 2, the weight squared with the gradient
     new_v = k2 * v + w2 * averaged
+    if unbracketed in ("v", "both"):
+        new_v = k2 * v + 1.0 - b2 * averaged
     if first and t == 1:  # the moments set to the gradient, not averaged from 0
         new_m, new_v = grad, grad * grad
     if betas == "in_moments":  # the corrections right
@@ -576,6 +596,9 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("t_from_zero", {"t_shift": -1, "t_floor": True}),
     ("v_weight_squared", {"v_of": "weight_squared"}),
     ("moments_handed_back", {"returned": "handed"}),
+    ("moment_unbracketed", {"unbracketed": "m"}),
+    ("moment_unbracketed", {"unbracketed": "v"}),
+    ("moment_unbracketed", {"unbracketed": "both"}),
 )
 
 

@@ -76,7 +76,9 @@ def _call(function: Callable, path: Path, exercise: TrainingExercise, arguments:
     except (KeyboardInterrupt, TimedOut):
         raise
     except BaseException as error:  # all theirs
-        raise Raised(describe_error(error, path)) from None
+        raised = Raised(describe_error(error, path))
+        raised.error = error
+        raise raised from None
     for argument_name, before, after in zip(exercise.arguments, kept, arguments):
         if _written(before, after):
             raised = Raised(f"{name} writes into {argument_name}, which it was handed")
@@ -352,7 +354,11 @@ def _grade_case(
         arguments = _arguments(case, call, exercise)
         right = _quiet(TEXTBOOK[exercise.name], _arguments(case, call, exercise), exercise)
         assert not isinstance(right, str), right
-        returned = _call(function, path, exercise, arguments)
+        try:
+            returned = _call(function, path, exercise, arguments)
+        except Raised as raised:
+            _name_uncomputable(raised, exercise, reproduced, _arguments(case, call, exercise))
+            raise
         again = _call(function, path, exercise, _arguments(case, call, exercise))  # the same call again
         yours, befores = _results(returned, exercise), _befores(exercise, arguments)
         if isinstance(yours, str):
@@ -385,6 +391,25 @@ def _grade_case(
         observed.append(Observed({**case.fixed, **call}, learners, textbooks, case.label))
         reproduced = _still_reproduced(exercise, reproduced, case, call, (yours, befores, right))
     return list(verdicts.values()), reproduced
+
+
+def _name_uncomputable(
+    raised: Raised, exercise: TrainingExercise, indices: set[int], arguments: list[Any]
+) -> None:
+    """Where the learner's call raised an ArithmeticError (a division by 0) that the textbook does not, and a
+    known mistake of ``indices`` (its results the learner's on every call before) raises one on ``arguments``
+    too: ``raised`` names that mistake, with the learner's error in its sentence."""
+    if not isinstance(raised.error, ArithmeticError):
+        return
+    for index in sorted(indices):
+        try:
+            with warnings.catch_warnings(), numpy.errstate(all="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
+                exercise.known[index][1](*[_copied(argument) for argument in arguments])
+        except ArithmeticError:
+            raised.cause = exercise.known[index][0][0]
+            raised.names = {"error": f"{type(raised.error).__name__} ({raised.error})"}
+            return
 
 
 def _still_reproduced(

@@ -25,6 +25,7 @@ class Raised(Exception):
         self.line = line
         self.cause: str | None = None  # the key of SENTENCES the line ends with, when a cause is named
         self.names: dict[str, Any] = {}  # the arrays the learner's failing line could see, by name
+        self.error: BaseException | None = None  # what the learner's code raised, where it raised
 
 
 @dataclass
