@@ -598,3 +598,28 @@ COLD_ROUNDS += [
         also=("cosine_clamp",),
     ),
 ]
+
+# an eleventh cold learner's: the scale min(1, max_norm / norm) computed whatever the norm (it divides by 0
+# where every gradient is zero, a legal input: not caught before, no case had it), the square root over the
+# whole product, 1 / sqrt(d_model * min(...)), the warm-up's rate floored, peak * step // warmup, and v's
+# weight without its brackets (none of the three named before); m's too, the same slip
+COLD_ROUNDS += [
+    changed(
+        "clip_by_global_norm",
+        "clip_zero_norm",
+        ("max_norm / norm if norm > max_norm else 1.0", "min(1.0, max_norm / norm)"),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_root_over_all",
+        (
+            "d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "1 / math.sqrt(d_model * min(step ** -0.5, step * warmup ** -1.5))",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate", "warmup_whole_rate", ("peak * step / warmup", "peak * step // warmup")
+    ),
+    changed("adam_step", "moment_unbracketed", ("(1 - beta2) * grad * grad", "1 - beta2 * grad * grad")),
+    changed("adam_step", "moment_unbracketed", ("(1 - beta1) * grad", "1 - beta1 * grad")),
+]
