@@ -382,7 +382,7 @@ def test_a_schedule_that_counts_its_own_steps_is_said_to_keep_state(tmp_path):
 
 def test_the_clipping_cases_are_what_they_say():
     for seed in range(3):
-        first, _, under, squared_over = workbook.TRAINING_BY_NAME["clip_by_global_norm"].cases(
+        first, _, under, squared_over, zero = workbook.TRAINING_BY_NAME["clip_by_global_norm"].cases(
             np.random.default_rng(seed)
         )
         norms = [float(np.sqrt((g * g).sum())) for g in first.calls[0]["grads"]]
@@ -393,6 +393,7 @@ def test_the_clipping_cases_are_what_they_say():
         )
         squared = float(sum((g * g).sum() for g in squared_over.calls[0]["grads"]))
         assert np.sqrt(squared) < squared_over.fixed["max_norm"] < squared, squared
+        assert all(not np.any(g) for call in zero.calls for g in call["grads"])
 
 
 def test_a_warm_up_case_starts_below_min_lr():

@@ -533,12 +533,18 @@ def _uniform_scale(o: Observed) -> tuple[float, float] | None:
     return (float(scales[0]), float(norm[0])) if _same(scales, numpy.full_like(scales, scales[0])) else None
 
 
+def _nothing_to_scale(o: Observed) -> bool:
+    """A clipping call handed every gradient zero that gave them back zero, its norm right: no scale to read."""
+    handed = [numpy.asarray(g) for g in o.arguments["grads"]]
+    return not any(g.any() for g in handed) and not o.yours[0].any() and _same(o.yours[1], o.right[1])
+
+
 def clip_epsilon(observed: list[Observed]) -> Symptom:
     """The norm right, the gradients scaled by max_norm / (norm + eps) where they are clipped: one small
     constant eps added to the norm on every call that clips; where the gradients under max_norm are scaled
     so too, they are rescaled even there (clip_always beside it)."""
     added, always = [], False
-    for o in observed:
+    for o in [o for o in observed if not _nothing_to_scale(o)]:
         max_norm, scaled = float(o.arguments["max_norm"]), _uniform_scale(o)
         if scaled is None:
             return None
@@ -578,7 +584,7 @@ def clip_scale(
     one other factor on every call that clips: 1, not scaled at all (clip_unscaled), or max_norm over
     another norm of ``norms`` (clip_scale_norm, the norm's kind as ``norm_of`` computes it)."""
     clipped = []
-    for o in observed:
+    for o in [o for o in observed if not _nothing_to_scale(o)]:
         scaled = _uniform_scale(o)
         if scaled is None:
             return None
