@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from learn_training_rungs import CORRECT, TrainingMistake, changed
 
+_SCALED = (
+    "    scale = max_norm / norm if norm > max_norm else 1.0\n    return [g * scale for g in grads], norm"
+)
+
 # a third cold learner's: the front factor's and a power's parentheses, the warm-up shifted either way, the
 # decay between other rates, an L1 norm, eps outside the division in parentheses, each moment's weights
 # swapped, v of |g|, the decay on the moments, and two slips at once in Adam and in AdamW
@@ -622,4 +626,22 @@ COLD_ROUNDS += [
     ),
     changed("adam_step", "moment_unbracketed", ("(1 - beta2) * grad * grad", "1 - beta2 * grad * grad")),
     changed("adam_step", "moment_unbracketed", ("(1 - beta1) * grad", "1 - beta1 * grad")),
+    # their mirrors, written beside the grader: the scale's division on arrays, where a norm of 0 gives nan (a
+    # RuntimeWarning, not ZeroDivisionError): right on every other call, the division unguarded; rescaled
+    # always; and rescaled always, returned as (norm, grads)
+    changed(
+        "clip_by_global_norm",
+        "clip_zero_norm",
+        (_SCALED, "    return [g * min(norm, max_norm) / norm for g in grads], norm"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_always",
+        (_SCALED, "    return [g * max_norm / norm for g in grads], norm"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "returns_order",
+        (_SCALED, "    return norm, [g * max_norm / norm for g in grads]"),
+    ),
 ]

@@ -68,7 +68,7 @@ def test_the_catalogue_covers_every_rung_and_every_cause_the_rungs_name():
     assert Counter(m.function for m in TRAINING_MISTAKES) == {
         "noam_learning_rate": 39,
         "warmup_cosine_learning_rate": 42,
-        "clip_by_global_norm": 27,
+        "clip_by_global_norm": 30,
         "adam_step": 44,
         "adamw_step": 32,
     }
@@ -459,6 +459,15 @@ def test_results_in_another_order_are_said_right_only_where_every_call_is(tmp_pa
         if label != "right" and TRAINING_MISTAKES[int(label)].expected == "clip_always":
             assert "in it they are still wrong: the gradients are rescaled even where" in report, report
     assert swapped > 10, swapped
+    arrays = (
+        tmp_path / "order_on_arrays.py"
+    )  # rescaled always by a division on arrays: nan where the norm is 0
+    arrays.write_text(
+        TRAINING_HEADER
+        + next(m.source for m in TRAINING_MISTAKES if "return norm, [g * max_norm" in m.source)
+    )
+    report = workbook.format_verdicts(workbook.check(arrays, ["clip_by_global_norm"]))
+    assert "in it they are still wrong: the gradients are rescaled even where" in report, report
 
 
 def test_a_value_is_exact_only_where_every_case_compared_it(tmp_path):

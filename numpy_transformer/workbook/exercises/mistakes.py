@@ -495,7 +495,8 @@ SENTENCES = {
     # an eleventh cold learner's: the scale divided by a norm of 0, the root over the whole product, the
     # warm-up's rate floored, a moment's weight without its brackets
     "clip_zero_norm": "the scale max_norm / norm is computed even where the norm is 0 (every gradient zero), "
-    "and raises {error}: divide only where norm > max_norm, and return the gradients unchanged otherwise",
+    "a division by 0 (on Python's floats it raises ZeroDivisionError, on NumPy's it gives inf or nan): divide "
+    "only where norm > max_norm, and return the gradients unchanged otherwise",
     "noam_root_over_all": "the square root is taken over the whole product, 1 / sqrt(d_model * min(...)): it "
     "puts the min's two curves under the root too; only d_model is under it, d_model^-0.5 * min(step^-0.5, "
     "step * warmup^-1.5)",

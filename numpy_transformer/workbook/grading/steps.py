@@ -357,7 +357,7 @@ def _grade_case(
         try:
             returned = _call(function, path, exercise, arguments)
         except Raised as raised:
-            _name_uncomputable(raised, exercise, reproduced, _arguments(case, call, exercise))
+            _name_uncomputable(raised, exercise, reproduced, _arguments(case, call, exercise), right)
             raise
         again = _call(function, path, exercise, _arguments(case, call, exercise))  # the same call again
         yours, befores = _results(returned, exercise), _befores(exercise, arguments)
@@ -394,22 +394,43 @@ def _grade_case(
 
 
 def _name_uncomputable(
-    raised: Raised, exercise: TrainingExercise, indices: set[int], arguments: list[Any]
+    raised: Raised, exercise: TrainingExercise, indices: set[int], arguments: list[Any], right: list[_Value]
 ) -> None:
     """Where the learner's call raised an ArithmeticError (a division by 0) that the textbook does not, and a
-    known mistake of ``indices`` (its results the learner's on every call before) raises one on ``arguments``
-    too: ``raised`` names that mistake, with the learner's error in its sentence."""
+    known mistake of ``indices`` (its results the learner's on every call before) cannot compute ``arguments``
+    either (_uncomputed: it raises, or gives NumPy's inf or nan): ``raised`` names that mistake."""
     if not isinstance(raised.error, ArithmeticError):
         return
     for index in sorted(indices):
-        try:
-            with warnings.catch_warnings(), numpy.errstate(all="ignore"):
-                warnings.simplefilter("ignore", RuntimeWarning)
-                exercise.known[index][1](*[_copied(argument) for argument in arguments])
-        except ArithmeticError:
-            raised.cause = exercise.known[index][0][0]
-            raised.names = {"error": f"{type(raised.error).__name__} ({raised.error})"}
+        theirs = _quiet(exercise.known[index][1], [_copied(a) for a in arguments], exercise)
+        if _uncomputed(theirs, right, _befores(exercise, arguments)):
+            raised.cause, raised.names = exercise.known[index][0][0], {}
             return
+
+
+def _uncomputed(results: list[_Value] | str, right: list[_Value], befores: list[Any]) -> bool:
+    """Whether ``results`` (a known mistake's, from _quiet, or the learner's) could not be computed where the
+    textbook's ``right`` could, and are nothing else: an ArithmeticError raised (a division by 0 on Python's
+    floats; a known mistake's results are always readable, so a str from _quiet is one), or a value inf or nan
+    where the textbook's is finite (the same division on NumPy's floats), every finite one the textbook's."""
+    if isinstance(results, str):
+        return True
+    if not any(
+        mine.array.shape == theirs.array.shape
+        and bool((~numpy.isfinite(mine.array) & numpy.isfinite(theirs.array)).any())
+        for mine, theirs in zip(results, right)
+    ):
+        return False
+    return all(
+        mine.array.shape == theirs.array.shape
+        and _compare(
+            mine._replace(array=numpy.where(numpy.isfinite(mine.array), mine.array, theirs.array)),
+            theirs,
+            before,
+        )[0]
+        != "wrong"
+        for mine, theirs, before in zip(results, right, befores)
+    )
 
 
 def _still_reproduced(
@@ -420,18 +441,16 @@ def _still_reproduced(
     graded: tuple[list[_Value], list[numpy.ndarray | None], list[_Value]],
 ) -> set[int]:
     """The known mistakes of ``indices`` whose results on this call are the learner's (``graded``: what
-    it returned, the arguments it updates, the textbook's results)."""
+    it returned, the arguments it updates, the textbook's results), or that, as the learner's, cannot be
+    computed here (_uncomputed: one raising where the other gives inf or nan is the same division by 0)."""
     yours, befores, right = graded
-    return {
-        index
-        for index in indices
-        if _same(
-            yours,
-            _quiet(exercise.known[index][1], _arguments(case, call, exercise), exercise),
-            befores,
-            right,
-        )
-    }
+    kept = set()
+    for index in indices:
+        theirs = _quiet(exercise.known[index][1], _arguments(case, call, exercise), exercise)
+        uncomputed = _uncomputed(yours, right, befores) and _uncomputed(theirs, right, befores)
+        if uncomputed or _same(yours, theirs, befores, right):
+            kept.add(index)
+    return kept
 
 
 def _cause(
