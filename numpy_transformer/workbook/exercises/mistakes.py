@@ -189,6 +189,9 @@ SENTENCES = {
     "as progress goes from 0 to 1",
     "cosine_floor": "min_lr is left out: the decay runs from peak down to min_lr, min_lr + 0.5 * (peak - "
     "min_lr) * (1 + cos(pi * progress))",
+    "cosine_floor_max": "the decay runs from peak down to 0 and is held up at min_lr by max(..., min_lr): "
+    "it runs from peak down to min_lr, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress)), no max "
+    "needed",
     "cosine_clamp": "the progress is not held at 1 after total: past the end the cosine climbs again; the "
     "rate stays min_lr",
     "clip_per_tensor": "each gradient is clipped by its own norm: the norm is global, of every gradient "
@@ -340,6 +343,8 @@ SENTENCES = {
     "astype or {dtype}(...) on the way",
     "writes_input": "{name} writes into {what}, which it was handed: return new arrays (x = x - ..., not "
     "x -= ...), the caller keeps what it handed in",
+    "writes_list": "{name} replaces the items of the list {what} it was handed ({what}[i] = ...): build a new "
+    "list and return it ([... for g in {what}]), the caller keeps the list it handed in",
     "returns_input": "{name} returns {what}: return new arrays, a copy where nothing "
     "changes, so that what the caller does with them leaves its own untouched",
     # a fourth cold learner's: a power written ** -1/2, the warm-up's line with step and warmup swapped or
@@ -494,6 +499,11 @@ SENTENCES = {
     "in it they are {then}",
     # an eleventh cold learner's: the scale divided by a norm of 0, the root over the whole product, the
     # warm-up's rate floored, a moment's weight without its brackets
+    "cosine_turn": "the cosine's pi is {turn:.6g} (a rounded constant): its angle turns a little more or less "
+    "than half a circle, so the decay misses min_lr at total; use math.pi, cos(math.pi * progress)",
+    "arguments_unused": "{names} are not used: yours gives the formula's results with {held} on every call, "
+    "whatever is handed in ({handed}), as constants written in their place (or defaults used in their "
+    "stead) give; use each as it is given",
     "clip_zero_norm": "the scale max_norm / norm is computed even where the norm is 0 (every gradient zero), "
     "a division by 0 (on Python's floats it raises ZeroDivisionError, on NumPy's it gives inf or nan): divide "
     "only where norm > max_norm, and return the gradients unchanged otherwise",

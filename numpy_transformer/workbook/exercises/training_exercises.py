@@ -26,6 +26,7 @@ from .training_symptoms import (
     cosine_ends,
     cosine_past_end,
     cosine_span,
+    cosine_turn,
     decay_rate,
     earlier_answer,
     handed_on_mixed,
@@ -222,7 +223,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("warmup_off_by_one", {"ramp_shift": -1, "branch_below": True}),  # if step < warmup: peak at warmup
     ("cosine_clamp", {"clamp": None}),
     ("cosine_quarter", {"quarter": True}),
-    ("cosine_floor", {"floor": "max"}),
+    ("cosine_floor_max", {"floor": "max"}),
     ("warmup_whole_steps", {"whole_steps": True}),
     ("cosine_pi", {"turn": 1.0}),
     ("cosine_end_zero", {"past_end": "zero"}),
@@ -733,6 +734,7 @@ TRAINING_EXERCISES: tuple[TrainingExercise, ...] = (
             cosine_span,
             cosine_ends,
             cosine_past_end,
+            partial(cosine_turn, lambda turn: partial(_cosine, turn=turn)),
             partial(argument_unused, _cosine, beside=COSINE_MISTAKES),
         ),
         hints=(

@@ -148,6 +148,9 @@ def _mixed(
     return None
 
 
+COMMON_DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8}  # written from habit in an argument's place
+
+
 def argument_unused(
     textbook: Callable, observed: list[Observed], beside: tuple[tuple[str, Callable], ...] = ()
 ) -> Symptom:
@@ -156,28 +159,54 @@ def argument_unused(
     used (a constant written in its place, or a default's). The value held must be pinned by the results
     (set off by NUDGE, up or down, they are no longer the learner's), so a value that changes nothing on
     these calls is no evidence. Where no argument held gives the textbook's results, each mistake of
-    ``beside`` (its key, its function) is read with each held, as a second slip beside it."""
+    ``beside`` (its key, its function) is read with each held, as a second slip beside it; where none does,
+    two or more arguments held at once (arguments_unused), each at a value handed on some call or a common
+    default (COMMON_DEFAULTS), each pinned."""
     given = observed[0].arguments if observed else {}
+    names = [name for name, value in given.items() if _a_number(value)]
+    handed = {name: sorted({o.arguments[name] for o in observed}) for name in names}
     for key, function in (("", textbook), *beside):
-        for name in [name for name, value in given.items() if _a_number(value)]:
-            handed = sorted({o.arguments[name] for o in observed})
-            for value in handed if len(handed) > 1 else []:
-                if _reproduced(function, observed, (), _held(name, value)) and not any(
-                    _reproduced(function, observed, (), _held(name, _set_off(value, way)))
-                    for way in (1.0, -1.0)
-                ):
-                    held = {
-                        "name": name,
-                        "value": value,
-                        "handed": ", ".join(f"{each:.6g}" for each in handed),
-                    }
+        for name in names:
+            for value in handed[name] if len(handed[name]) > 1 else []:
+                if _held_pinned(function, observed, {name: value}):
+                    held = {"name": name, "value": value, "handed": _values(handed[name])}
                     return (("argument_unused", key) if key else "argument_unused"), held
+    values = {
+        name: sorted({*handed[name], *([COMMON_DEFAULTS[name]] if name in COMMON_DEFAULTS else [])})
+        for name in names
+        if len(handed[name]) > 1
+    }
+    for size in range(2, len(values) + 1):
+        for held_names in itertools.combinations(values, size):
+            for held_values in itertools.product(*(values[name] for name in held_names)):
+                if _held_pinned(textbook, observed, dict(zip(held_names, held_values))):
+                    return "arguments_unused", {
+                        "names": " and ".join(held_names),
+                        "held": ", ".join(f"{n} held at {v:.6g}" for n, v in zip(held_names, held_values)),
+                        "handed": "; ".join(f"{name} {_values(handed[name])}" for name in held_names),
+                    }
     return None
 
 
-def _held(name: str, value: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """A call's arguments with ``name`` held at ``value``."""
-    return lambda arguments: {**arguments, name: value}
+def _held_pinned(function: Callable, observed: list[Observed], held: dict[str, Any]) -> bool:
+    """Whether ``function`` with each argument of ``held`` at its value gives the learner's results on every
+    call, and no longer does with any one of those values set off by NUDGE, up or down."""
+    if not _reproduced(function, observed, (), _held(held)):
+        return False
+    return not any(
+        _reproduced(function, observed, (), _held({**held, name: _set_off(value, way)}))
+        for name, value in held.items()
+        for way in (1.0, -1.0)
+    )
+
+
+def _values(handed: list[Any]) -> str:
+    return ", ".join(f"{each:.6g}" for each in handed)
+
+
+def _held(held: dict[str, Any]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A call's arguments with each of ``held`` at its value."""
+    return lambda arguments: {**arguments, **held}
 
 
 def _a_number(value: Any) -> bool:
@@ -514,6 +543,30 @@ def cosine_past_end(observed: list[Observed]) -> Symptom:
     }
 
 
+def cosine_turn(turned: Callable[[float], Callable], observed: list[Observed]) -> Symptom:
+    """The decay's cosine turned by another constant near pi, cos(c * progress) (pi rounded, 3.14 or 22 / 7),
+    everything else right: c read back from the rate whose share of the decay is nearest a half (where acos
+    reads it best), then ``turned(c)`` (the textbook with it) must give the learner's results on every call."""
+    read = []
+    for case in _cases(observed):
+        settings = _warmed_up(case)
+        if settings is None:
+            return None
+        warmup, total, peak, low = settings
+        for o in case:
+            step, (yours, _) = int(o.arguments["step"]), _rate(o)
+            share = (yours - low) / (peak - low) if peak != low else math.nan
+            if warmup < step < total and 0 < share < 1:
+                progress = (step - warmup) / (total - warmup)
+                read.append((abs(2 * share - 1), math.acos(2 * share - 1) / progress))
+    if not read:
+        return None
+    turn = min(read)[1]
+    if turn == math.pi or abs(turn / math.pi - 1) > 0.01:
+        return None
+    return ("cosine_turn", {"turn": turn}) if _reproduced(turned(turn), observed, (), dict) else None
+
+
 # -- clipping ---------------------------------------------------------------------------------------
 
 
@@ -679,6 +732,8 @@ SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
     "earlier_answer",
     "argument_unused",
     "cosine_past_end",
+    "cosine_turn",
+    "arguments_unused",
     "noam_decay_falls",
     "returns_order",
 )

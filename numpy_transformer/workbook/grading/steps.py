@@ -66,6 +66,7 @@ def _call(function: Callable, path: Path, exercise: TrainingExercise, arguments:
     except ValueError:
         pass
     kept = [_copied(argument) for argument in arguments]
+    items = [list(argument) if isinstance(argument, list) else None for argument in arguments]
     try:
         with warnings.catch_warnings(), numpy.errstate(all="ignore"):  # a NaN is graded as a value
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -79,10 +80,14 @@ def _call(function: Callable, path: Path, exercise: TrainingExercise, arguments:
         raised = Raised(describe_error(error, path))
         raised.error = error
         raise raised from None
-    for argument_name, before, after in zip(exercise.arguments, kept, arguments):
+    for argument_name, before, after, handed in zip(exercise.arguments, kept, arguments, items):
         if _written(before, after):
-            raised = Raised(f"{name} writes into {argument_name}, which it was handed")
-            raised.cause = "writes_input"
+            # its arrays' contents kept, the list's items not the arrays it held: the list itself was changed
+            rebound = handed is not None and not _written(before, handed)
+            raised = Raised(
+                f"{name} {'changes' if rebound else 'writes into'} {argument_name}, which it was handed"
+            )
+            raised.cause = "writes_list" if rebound else "writes_input"
             raised.names = {"name": name, "what": argument_name}
             raise raised
     return returned
@@ -109,7 +114,9 @@ def _handed_back(returned: Any, exercise: TrainingExercise, arguments: list[Any]
 
 def _written(before: Any, after: Any) -> bool:
     if isinstance(before, list):
-        return any(_written(b, a) for b, a in zip(before, after)) if isinstance(after, list) else True
+        if not isinstance(after, list) or len(after) != len(before):
+            return True
+        return any(_written(b, a) for b, a in zip(before, after))
     if not hasattr(before, "shape"):
         return False
     return not numpy.array_equal(to_numpy(before), to_numpy(after), equal_nan=True)
