@@ -645,3 +645,47 @@ COLD_ROUNDS += [
         (_SCALED, "    return norm, [g * max_norm / norm for g in grads]"),
     ),
 ]
+
+# a twelfth cold learner's: pi written 3.14 (a difference of 4e-9, no cause said before), beta1 and beta2 both
+# held at 0.9 and 0.999 (one argument held was read, not two), the decay to 0 held up by max(lr, min_lr) (said
+# as min_lr left out before), and the items of the list grads replaced (said as arrays written into before)
+COLD_ROUNDS += [
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_turn",
+        ("def warmup", "PI = 3.14\n\n\ndef warmup"),
+        ("math.cos(math.pi * progress)", "math.cos(PI * progress)"),
+    ),
+    changed(
+        "adam_step",
+        "arguments_unused",
+        ("    xp = get_array_module()", "    xp = get_array_module()\n    beta1, beta2 = 0.9, 0.999"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor_max",
+        (
+            "return min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "return max(0.5 * peak * (1 + math.cos(math.pi * progress)), min_lr)",
+        ),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "writes_list",
+        (
+            "    return [g * scale for g in grads], norm",
+            "    for i in range(len(grads)):\n        grads[i] = grads[i] * scale\n    return grads, norm",
+        ),
+    ),
+    # their mirrors, written beside the grader: 22 / 7 for pi, and AdamW's beta1 and beta2 held at once
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_turn",
+        ("math.cos(math.pi * progress)", "math.cos(22 / 7 * progress)"),
+    ),
+    changed(
+        "adamw_step",
+        "arguments_unused",
+        ("    xp = get_array_module()", "    xp = get_array_module()\n    beta1, beta2 = 0.9, 0.999"),
+    ),
+]
