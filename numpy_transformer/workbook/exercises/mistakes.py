@@ -516,6 +516,17 @@ SENTENCES = {
     "moment_unbracketed": "a moment's weight has lost its brackets, beta * v + 1 - beta * g (1 added, beta * g "
     "taken away): it is v = beta2 * v + (1 - beta2) * g^2, and m = beta1 * m + (1 - beta1) * g, 1 - beta in "
     "brackets",
+    # a thirteenth cold learner's: the decay's factor in front read from the numbers, v of 2g, powers floored
+    "noam_decay_front": "the factor in front of your decay after the warm-up is d_model^{power:.4g}{lost} (the "
+    "rising line before it is right): past step = warmup the rate is d_model^-0.5 * step^-0.5, the same "
+    "d_model^-0.5 in front of both curves",
+    "v_doubled": "v averages 2g, the gradient times 2 (grad * 2), where g^2 belongs (grad ** 2): v = beta2 v "
+    "+ (1 - beta2) g^2, the gradient's square",
+    "clip_whole_scale": "the scale divides in whole numbers, max_norm // norm, which is 0 wherever norm is over "
+    "max_norm, so clipping zeroes every gradient: it is max_norm / norm, a true division",
+    "noam_floored_powers": "the powers are divided in whole numbers in more than one place: a power written "
+    "(-1 // 2) is -1 in whole numbers (// rounds -0.5 down), and (-3 // 2) is -2; use -0.5 and -1.5 (or "
+    "(-1 / 2) and (-3 / 2)): lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)",
 }
 
 

@@ -91,7 +91,8 @@ class TrainingExercise:
 def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1.5, scale: float = -0.5,
           pick: Callable = min, flat: bool = False, first_zero: bool = False, halved: str = "",
           line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False,
-          whole_line: bool = False, front_on: str = "", rooted: bool = False) -> float:  # fmt: skip
+          whole_line: bool = False, front_on: str = "", rooted: bool = False,
+          decay_power: float = -0.5) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
@@ -99,7 +100,8 @@ def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -
     (warmup ** -3) / 2; warmup_outside: warmup^power outside the min, min(decay, step) * warmup^power,
     whatever ``pick``; whole_line: the line divided in whole numbers, step // warmup^-power; front_on: the
     factor in front on one curve alone, the "decay" or the "line"; rooted: the square root over the whole
-    product, 1 / sqrt(d_model * min(...)), the min's curves under the root too)."""
+    product, 1 / sqrt(d_model * min(...)), the min's curves under the root too; decay_power: the decay's
+    power of the step, -1 where (-1 // 2) floors it)."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -107,7 +109,7 @@ def _noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -
     front = d_model ** (2 * scale) / 2 if halved in ("front", "both") else d_model**scale
     if flat:
         return float(front * pick(step, warmup) * warmup**power)
-    decay = step**-1 / 2 if halved in ("decay", "both") else step**-0.5
+    decay = step**-1 / 2 if halved in ("decay", "both") else step**decay_power
     warmups = warmup ** (2 * power) / 2 if line_halved else warmup**power
     if warmup_outside:  # min kept: max(step^-0.5, step) * warmup^power is the line alone, no decay at all
         return float(front * min(decay, step) * warmups)
@@ -139,6 +141,11 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_front_decay_only", {"front_on": "decay"}),
     ("noam_front_line_only", {"front_on": "line"}),
     ("noam_root_over_all", {"rooted": True}),
+    # powers written (-1 // 2) and (-3 // 2) in two or three places at once, floored to -1 and -2
+    ("noam_floored_powers", {"scale": -1.0, "decay_power": -1.0, "power": -2.0}),
+    ("noam_floored_powers", {"scale": -1.0, "decay_power": -1.0}),
+    ("noam_floored_powers", {"scale": -1.0, "power": -2.0}),
+    ("noam_floored_powers", {"decay_power": -1.0, "power": -2.0}),
 )
 
 
@@ -228,6 +235,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_pi", {"turn": 1.0}),
     ("cosine_end_zero", {"past_end": "zero"}),
     ("cosine_height", {"height": "peak"}),
+    ("cosine_height", {"height": "peak", "branch_below": True}),  # if step < warmup: peak + min_lr at warmup
     ("cosine_unbracketed", {"height": "unbracketed"}),
     ("cosine_rising", {"rising": True}),
     ("cosine_min_ratio", {"floor": "ratio"}),
@@ -322,7 +330,8 @@ def _clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", 
     list[Array], float
 ]:  # fmt: skip
     """clip_by_global_norm with the mistakes its keywords say: the norm's (``norm``), the scale's
-    (``scale``; "unguarded": min(1, max_norm / norm), which divides by 0 where every gradient is 0), the norm
+    (``scale``; "unguarded": min(1, max_norm / norm), which divides by 0 where every gradient is 0; "whole":
+    max_norm // norm, 0 wherever it clips), the norm
     returned (``returned``: "after", the clipped gradients' norm)."""
     xp = get_array_module()
     total = _global_norm(grads, norm)
@@ -336,6 +345,7 @@ def _clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", 
         factor = max_norm / total if over or scale == "always" else 1.0
         factor = 1.0 / factor if scale == "inverted" else factor
         factor = min(1.0, max_norm / total) if scale == "unguarded" else factor
+        factor = max_norm // total if scale == "whole" and over else factor  # 0 wherever it clips
         clipped = [g * factor for g in grads]
     return clipped, _global_norm(clipped, norm) if returned == "after" else total
 
@@ -355,6 +365,7 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_means", {"norm": "means"}),
     ("clip_sum_squared", {"norm": "sums"}),
     ("clip_zero_norm", {"scale": "unguarded"}),
+    ("clip_whole_scale", {"scale": "whole"}),
 )
 
 
@@ -477,6 +488,7 @@ def _adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta
         "abs": xp.abs(grad),
         "m": new_m * new_m,
         "weight_squared": w2 * grad * grad,
+        "doubled": 2.0 * grad,  # grad * 2 written for grad ** 2
     }.get(v_of, grad * grad)  # weight_squared: ((1 - beta2) * g) ** 2, the weight squared with the gradient
     new_v = k2 * v + w2 * averaged
     if unbracketed in ("v", "both"):
@@ -575,6 +587,7 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("moments_swapped", {"returned": "swapped"}),
     ("v_unsquared", {"v_of": "grad"}),
     ("v_abs", {"v_of": "abs"}),
+    ("v_doubled", {"v_of": "doubled"}),
     ("v_of_m", {"v_of": "m"}),
     ("moment_weight", {"weights": "one"}),
     ("v_beta1", {"weights": "v_beta1"}),

@@ -322,7 +322,7 @@ def noam_decay(observed: list[Observed]) -> Symptom:
     below it (noam_no_decay); where it leaves it for a power of the step, that power and its factor."""
     if not _noam_part(observed, lambda step, warmup: 4 * step <= warmup, lambda step, warmup: step > warmup):
         return None
-    cases = []  # each case's points off the line, the learner's decay: (log step, log of its rate)
+    cases, d_models = [], []  # each case's points off the line, the learner's decay: (log step, log of rate)
     for case in _cases(observed):
         points = []
         for o in case:
@@ -331,6 +331,7 @@ def noam_decay(observed: list[Observed]) -> Symptom:
             if not _same(yours, d_model**-0.5 * step * warmup**-1.5):
                 points.append((math.log(step), math.log(yours * d_model**0.5) if yours > 0 else math.nan))
         cases += [points] if points else []
+        d_models += [int(case[0].arguments["d_model"])] if points else []
     if not cases:
         return "noam_no_decay", {}
     line = _line([point for points in cases for point in points])
@@ -339,10 +340,25 @@ def noam_decay(observed: list[Observed]) -> Symptom:
     power = _one_power(cases)
     if power is None:
         return "noam_decay", {}
+    if _same(power, -0.5):  # the step's power right: each case's decay off by a factor, of d_model
+        return _decay_front(cases, d_models)
     return "noam_decay_falls", {
         "power": power,
         "falls": "1 / step" if _same(power, -1.0) else f"1 / step^{-power:.4g}",
     }
+
+
+def _decay_front(cases: list[list[tuple[float, float]]], d_models: list[int]) -> Symptom:
+    """The decay falling as step^-0.5, each case's off by its own factor: that factor a power of d_model
+    (its intercept over log d_model, one power for every d_model), said as the decay's factor in front."""
+    powers = []
+    for points, d_model in zip(cases, d_models):
+        x, y = points[0]
+        powers.append((y + 0.5 * x) / math.log(d_model) - 0.5 if d_model > 1 else math.nan)
+    if len(set(d_models)) < 2 or not all(_same(power, powers[0]) for power in powers):
+        return "noam_decay", {}
+    lost = ", its minus lost: d_model^-0.5" if _same(powers[0], 0.5) else ""
+    return "noam_decay_front", {"power": powers[0], "lost": lost}
 
 
 def _one_power(cases: list[list[tuple[float, float]]]) -> float | None:
@@ -735,5 +751,6 @@ SYMPTOM_KEYS = (  # every key of SENTENCES a symptom above gives
     "cosine_turn",
     "arguments_unused",
     "noam_decay_falls",
+    "noam_decay_front",
     "returns_order",
 )
