@@ -689,3 +689,51 @@ COLD_ROUNDS += [
         ("    xp = get_array_module()", "    xp = get_array_module()\n    beta1, beta2 = 0.9, 0.999"),
     ),
 ]
+
+# a thirteenth cold learner's: the decay's branch with d_model ** 0.5 in front (said before as the step's
+# power, which is right), v of grad * 2 and the powers floored in three places (no cause said before), the
+# progress not clamped with the half cosine 0.5 * peak, and the scale max_norm // norm (no cause said before)
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_decay_front",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step < warmup:\n        return d_model ** -0.5 * step * warmup ** -1.5\n"
+            "    return d_model ** 0.5 * step ** -0.5",
+        ),
+    ),
+    changed("adamw_step", "v_doubled", ("(1 - beta2) * grad * grad", "(1 - beta2) * grad * 2")),
+    changed(
+        "noam_learning_rate",
+        "noam_floored_powers",
+        (
+            "d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "d_model ** (-1 // 2) * min(step ** (-1 // 2), step * warmup ** (-3 // 2))",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_clamp",
+        ("step <= warmup", "step < warmup"),
+        ("min((step - warmup) / (total - warmup), 1.0)", "(step - warmup) / (total - warmup)"),
+        ("min_lr + 0.5 * (peak - min_lr)", "min_lr + 0.5 * peak"),
+        also=("cosine_height",),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_whole_scale",
+        (
+            "    scale = max_norm / norm if norm > max_norm else 1.0\n    return [g * scale for g in grads], norm",
+            "    if norm > max_norm:\n        scale = max_norm // norm\n        grads = [g * scale for g in grads]\n"
+            "    return grads, norm",
+        ),
+    ),
+    # their mirrors, written beside the grader: Adam's v of grad * 2, and the powers floored in two places
+    changed("adam_step", "v_doubled", ("(1 - beta2) * grad * grad", "(1 - beta2) * grad * 2")),
+    changed(
+        "noam_learning_rate",
+        "noam_floored_powers",
+        ("d_model ** -0.5 * min(step ** -0.5,", "d_model ** (-1 // 2) * min(step ** (-1 // 2),"),
+    ),
+]
