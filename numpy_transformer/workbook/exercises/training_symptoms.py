@@ -482,14 +482,17 @@ def warmup_line(observed: list[Observed]) -> Symptom:
     return lines[0] if lines else None
 
 
-def _warmed_up(case: list[Observed]) -> tuple[int, int, float, float] | None:
-    """A warm-up + cosine case's (warmup, total, peak, min_lr), or None where a rate of the warm-up is
-    wrong (the cosine's symptoms read the decay of a right warm-up)."""
-    arguments = case[0].arguments
-    warmup, total = int(arguments["warmup"]), int(arguments["total"])
-    if not all(_same(*_rate(o)) for o in case if int(o.arguments["step"]) <= warmup):
-        return None
-    return warmup, total, float(arguments["peak"]), float(arguments["min_lr"])
+def _warmed_up(observed: list[Observed]) -> list[tuple[list[Observed], tuple[int, int, float, float]]] | None:
+    """Each warm-up + cosine case with its (warmup, total, peak, min_lr), or None where a rate of a case's
+    warm-up is wrong (the cosine's symptoms read the decay of a right warm-up)."""
+    cases = []
+    for case in _cases(observed):
+        arguments = case[0].arguments
+        warmup, total = int(arguments["warmup"]), int(arguments["total"])
+        if not all(_same(*_rate(o)) for o in case if int(o.arguments["step"]) <= warmup):
+            return None
+        cases.append((case, (warmup, total, float(arguments["peak"]), float(arguments["min_lr"]))))
+    return cases
 
 
 def cosine_ends(observed: list[Observed]) -> Symptom:
@@ -497,11 +500,10 @@ def cosine_ends(observed: list[Observed]) -> Symptom:
     min_lr: each rate after the warm-up on one line of 0.5 * (1 + cos(pi * progress)), read back at its
     two ends."""
     found = []
-    for case in _cases(observed):
-        settings = _warmed_up(case)
-        if settings is None:
-            return None
-        warmup, total, peak, low = settings
+    cases = _warmed_up(observed)
+    if cases is None:
+        return None
+    for case, (warmup, total, peak, low) in cases:
         after = [o for o in case if int(o.arguments["step"]) > warmup]
         if all(_same(*_rate(o)) for o in after):
             continue
@@ -520,11 +522,10 @@ def cosine_span(observed: list[Observed]) -> Symptom:
     """The decay a half cosine from peak to min_lr whose progress runs over other steps than warmup to
     total: read back from each rate, the progress is a line of the step that is 0 and 1 elsewhere."""
     found = []
-    for case in _cases(observed):
-        settings = _warmed_up(case)
-        if settings is None:
-            return None
-        warmup, total, peak, low = settings
+    cases = _warmed_up(observed)
+    if cases is None:
+        return None
+    for case, (warmup, total, peak, low) in cases:
         points = []
         for o in case:
             step, (yours, _) = int(o.arguments["step"]), _rate(o)
@@ -564,11 +565,10 @@ def cosine_turn(turned: Callable[[float], Callable], observed: list[Observed]) -
     everything else right: c read back from the rate whose share of the decay is nearest a half (where acos
     reads it best), then ``turned(c)`` (the textbook with it) must give the learner's results on every call."""
     read = []
-    for case in _cases(observed):
-        settings = _warmed_up(case)
-        if settings is None:
-            return None
-        warmup, total, peak, low = settings
+    cases = _warmed_up(observed)
+    if cases is None:
+        return None
+    for case, (warmup, total, peak, low) in cases:
         for o in case:
             step, (yours, _) = int(o.arguments["step"]), _rate(o)
             share = (yours - low) / (peak - low) if peak != low else math.nan
@@ -701,7 +701,7 @@ def decay_rate(observed: list[Observed]) -> Symptom:
         held = {
             "name": "weight_decay",
             "value": used[0],
-            "handed": ", ".join(f"{each:.6g}" for each in handed),
+            "handed": _values(handed),
         }
         return "argument_unused", held
     return ("decay_rate", found) if found else None

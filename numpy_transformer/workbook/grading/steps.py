@@ -451,10 +451,11 @@ def _still_reproduced(
     it returned, the arguments it updates, the textbook's results), or that, as the learner's, cannot be
     computed here (_uncomputed: one raising where the other gives inf or nan is the same division by 0)."""
     yours, befores, right = graded
+    yours_uncomputed = _uncomputed(yours, right, befores)
     kept = set()
     for index in indices:
         theirs = _quiet(exercise.known[index][1], _arguments(case, call, exercise), exercise)
-        uncomputed = _uncomputed(yours, right, befores) and _uncomputed(theirs, right, befores)
+        uncomputed = yours_uncomputed and _uncomputed(theirs, right, befores)
         if uncomputed or _same(yours, theirs, befores, right):
             kept.add(index)
     return kept
@@ -531,9 +532,10 @@ def _then(exercise: TrainingExercise, ordered: Callable, path: Path, seed: int) 
         return f"still wrong: {said}"
     if in_order.status == "done":
         return "right"
-    explained = [g.explanation() or "" for g in in_order.gradients if g.status == "wrong" and g.mistake]
     if in_order.status == "error":
         explained = [in_order.message]
+    else:
+        explained = [g.explanation() or "" for g in in_order.gradients if g.status == "wrong" and g.mistake]
     return (
         f"still wrong: {explained[0]}" if explained else "still wrong (put in order, learn check says where)"
     )
