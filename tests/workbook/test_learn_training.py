@@ -14,7 +14,7 @@ from numpy_transformer import functional, optim, workbook
 from numpy_transformer.kernels import using_kernels
 from numpy_transformer.module import Parameter
 from numpy_transformer.workbook import optimiser
-from numpy_transformer.workbook.exercises.training_exercises import _cosine
+from numpy_transformer.workbook.exercises.training_mistakes import cosine
 from numpy_transformer.workbook.exercises.training_symptoms import SYMPTOM_KEYS, Observed, mixed_arguments
 
 RUNGS = [name for name in workbook.LADDER if name not in workbook.BY_NAME]  # the training rungs
@@ -512,8 +512,8 @@ def test_arguments_are_read_back_as_mixed_up_only_where_the_results_depend_on_th
             Observed(c, [np.array([float(learners(**c))])], [np.array([float(right(**c))])]) for c in calls
         ]
 
-    assert mixed_arguments(_cosine, observed(unbracketed)) is None
-    assert mixed_arguments(_cosine, observed(swapped)) == (
+    assert mixed_arguments(cosine, observed(unbracketed)) is None
+    assert mixed_arguments(cosine, observed(swapped)) == (
         "arguments_swapped",
         {"first": "warmup", "second": "step"},
     )
