@@ -1,4 +1,4 @@
-"""The training rungs' mistakes of the third to the ninth cold learner, round by round, each as the
+"""The training rungs' mistakes of the third to the fourteenth cold learner, round by round, each as the
 learner wrote it (or the nearest form that gives the same numbers), with the cause `learn check`
 should name: a key of numpy_transformer.workbook.SENTENCES. The first two learners' are in
 learn_training_mistakes.py, among the mistakes of their rung."""
@@ -735,5 +735,50 @@ COLD_ROUNDS += [
         "noam_learning_rate",
         "noam_floored_powers",
         ("d_model ** -0.5 * min(step ** -0.5,", "d_model ** (-1 // 2) * min(step ** (-1 // 2),"),
+    ),
+]
+
+# a fourteenth cold learner's: the warm-up and the cosine as the smaller of the two at every step, with no
+# branch, and m_hat made from m before it is updated (no cause said before)
+COLD_ROUNDS += [
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_min_of_curves",
+        (
+            "    if step <= warmup:\n        return peak * step / warmup\n",
+            "",
+        ),
+        (
+            "    return min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "    return min(peak * step / warmup, min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress)))",
+        ),
+    ),
+    changed(
+        "adam_step",
+        "stale_m",
+        (
+            "    m = beta1 * m + (1 - beta1) * grad\n",
+            "    m_hat = m / (1 - beta1 ** t)\n    m = beta1 * m + (1 - beta1) * grad\n",
+        ),
+        ("    m_hat = m / (1 - beta1 ** t)\n    v_hat", "    v_hat"),
+    ),
+    # their mirrors, written beside the grader: v_hat made from the old v, and AdamW's m_hat from the old m
+    changed(
+        "adam_step",
+        "stale_v",
+        (
+            "    v = beta2 * v + (1 - beta2) * grad * grad\n",
+            "    v_hat = v / (1 - beta2 ** t)\n    v = beta2 * v + (1 - beta2) * grad * grad\n",
+        ),
+        ("    v_hat = v / (1 - beta2 ** t)\n    return", "    return"),
+    ),
+    changed(
+        "adamw_step",
+        "stale_m",
+        (
+            "    m = beta1 * m + (1 - beta1) * grad\n",
+            "    m_hat = m / (1 - beta1 ** t)\n    m = beta1 * m + (1 - beta1) * grad\n",
+        ),
+        ("    m_hat = m / (1 - beta1 ** t)\n    v_hat", "    v_hat"),
     ),
 ]

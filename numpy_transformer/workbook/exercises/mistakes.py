@@ -192,6 +192,9 @@ SENTENCES = {
     "cosine_floor_max": "the decay runs from peak down to 0 and is held up at min_lr by max(..., min_lr): "
     "it runs from peak down to min_lr, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress)), no max "
     "needed",
+    "cosine_min_of_curves": "the warm-up has no branch of its own: the smaller of its line and the cosine is "
+    "taken at every step, and before step warmup the progress is below 0, where the cosine falls under the "
+    "line: up to step warmup the rate is the line alone, peak * step / warmup",
     "cosine_clamp": "the progress is not held at 1 after total: past the end the cosine climbs again; the "
     "rate stays min_lr",
     "clip_per_tensor": "each gradient is clipped by its own norm: the norm is global, of every gradient "
@@ -229,6 +232,10 @@ SENTENCES = {
     "second's (its square's)",
     "stale_moments": "the update uses the moments from before this step: first update m and v with this "
     "gradient, then correct them and step",
+    "stale_m": "m_hat is made from m before this step: first update m with this gradient, then correct "
+    "it, m_hat = m / (1 - beta1^t)",
+    "stale_v": "v_hat is made from v before this step: first update v with this gradient's square, then "
+    "correct it, v_hat = v / (1 - beta2^t)",
     "update_sign": "the update is added: Adam steps against the gradient, param - lr * m_hat / "
     "(sqrt(v_hat) + eps)",
     "decay_in_moment": "the weight decay is inside the gradient (Adam with L2): decoupled, it shrinks the "

@@ -85,7 +85,8 @@ def cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift
            height: str = "", rising: bool = False, over_total: bool = False, decay_shift: int = 0,
            whole_progress: bool = False, floor_weight: float = 1.0,
            unbracketed_progress: bool = False, linear: bool = False, ramp_over: int = 0,
-           floor_all: bool = False, branch_below: bool = False, whole_rate: bool = False) -> float:  # fmt: skip
+           floor_all: bool = False, branch_below: bool = False, whole_rate: bool = False,
+           curves_min: bool = False) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
@@ -98,15 +99,20 @@ def cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift
     warm-up's line at step + ramp_shift, held at peak from step warmup on; ramp_over: the line divided by
     warmup + ramp_over; floor_all: every rate held up at min_lr, max(lr, min_lr), the warm-up's too;
     branch_below: the warm-up's branch taken while step < warmup, step warmup left to the decay; whole_rate:
-    the warm-up's rate divided in whole numbers, peak * step // warmup)."""
+    the warm-up's rate divided in whole numbers, peak * step // warmup; curves_min: no branch, the smaller
+    of the warm-up's line and the decay at every step, the progress below 0 in the warm-up)."""
     step += shift
-    if step < warmup or (step == warmup and not branch_below):
+
+    def warming_up() -> float:
         if whole_steps:
             return peak * (step // max(warmup, 1))
         line = peak * min(step + ramp_shift, warmup) / max(warmup + ramp_over, 1)
         if whole_rate:  # floored whole, the rate itself: peak * step // warmup
             line = peak * min(step + ramp_shift, warmup) // max(warmup + ramp_over, 1)
         return max(line, min_lr) if floor_all else line
+
+    if not curves_min and (step < warmup or (step == warmup and not branch_below)):
+        return warming_up()
     if past_end and step >= total:
         return min_lr if past_end == "min_lr" else 0.0
     begin = 0 if start else warmup
@@ -130,7 +136,8 @@ def cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift
         rate = floor_weight * low + half * (peak if height == "peak" else peak - low) * wave
     else:
         rate = low + (peak - low) * math.cos(turn * progress)
-    return max(min_lr, rate) if floor == "max" else rate
+    rate = max(min_lr, rate) if floor == "max" else rate
+    return min(warming_up(), rate) if curves_min else rate
 
 
 COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -144,6 +151,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("warmup_off_by_one", {"ramp_shift": -1}),
     ("warmup_off_by_one", {"ramp_shift": -1, "branch_below": True}),  # if step < warmup: peak at warmup
     ("cosine_clamp", {"clamp": None}),
+    ("cosine_min_of_curves", {"curves_min": True}),
     ("cosine_quarter", {"quarter": True}),
     ("cosine_floor_max", {"floor": "max"}),
     ("warmup_whole_steps", {"whole_steps": True}),
@@ -286,7 +294,7 @@ OTHER_NORMS = {  # the norms global_norm computes in place of the global one, ea
 
 def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1: float, beta2: float,
          eps: float, *, weight_decay: float = 0.0, decay: str = "", decay_rate: str = "", betas: str = "",
-         weights: str = "", v_of: str = "", first: bool = False, stale: bool = False, t_shift: int = 0,
+         weights: str = "", v_of: str = "", first: bool = False, stale: str = "", t_shift: int = 0,
          correction: str = "", denominator: str = "", ascent: bool = False, returned: str = "",
          subtracted: bool = False, restart: bool = False, grows: bool = False,
          t_floor: bool = False, unbracketed: str = "") -> tuple[Array, Array, Array]:  # fmt: skip
@@ -299,8 +307,8 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
     weight_decay) ** t) and its form (``subtracted``: lr * weight_decay taken away, not a share; ``grows``:
     the share added), the betas, the
     moments' weights and what v averages (``v_of``), the moments set at t = 1 (``first``), restarted from
-    zeros (``restart``) or the old ones used (``stale``), t shifted (``t_floor``: held at 1 or more), the bias
-    correction ("unbracketed_m",
+    zeros (``restart``) or the old ones corrected (``stale``: "both", "m" or "v"), t shifted (``t_floor``:
+    held at 1 or more), the bias correction ("unbracketed_m",
     "_v", "_both": m / 1 - beta1^t, beta^t taken away; "product_m", "_v", "_both": 1 - beta * t, the power
     a product; "bracketed_power": (1 - beta)^t), a moment's weight without its brackets (``unbracketed``:
     "m", "v" or "both": beta * m + 1 - beta * g, 1 added and beta * g taken away), the denominator, the
@@ -355,7 +363,7 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
         new_m, new_v = grad, grad * grad
     if betas == "in_moments":  # the corrections right
         b1, b2 = beta1, beta2
-    moments = (m, v) if stale else (new_m, new_v)
+    moments = (m if stale in ("both", "m") else new_m, v if stale in ("both", "v") else new_v)
     step = max(t + t_shift, 1) if t_floor else t + t_shift
     c1, c2 = 1.0 - b1**step, 1.0 - b2**step
     p1, p2 = 1.0 - b1 * step, 1.0 - b2 * step  # the power written as a product, beta * t
@@ -452,7 +460,9 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("moment_weights_swapped", {"weights": "swapped"}),
     ("betas_swapped", {"betas": "everywhere"}),
     ("betas_swapped", {"betas": "in_moments"}),
-    ("stale_moments", {"stale": True}),
+    ("stale_moments", {"stale": "both"}),
+    ("stale_m", {"stale": "m"}),
+    ("stale_v", {"stale": "v"}),
     ("update_sign", {"ascent": True}),
     ("first_step_moments", {"first": True}),
     ("bias_unbracketed", {"correction": "unbracketed_m"}),
