@@ -738,9 +738,19 @@ COLD_ROUNDS += [
     ),
 ]
 
-# a fourteenth cold learner's: the warm-up and the cosine as the smaller of the two at every step, with no
-# branch, and m_hat made from m before it is updated (no cause said before)
+# a fourteenth cold learner's: the paper's warm-up line divided with // in a branch of its own (said before
+# by its branch alone), the warm-up and the cosine as the smaller of the two at every step, with no branch,
+# and m_hat made from m before it is updated (no cause said before)
 COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_whole_line",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step < warmup:\n        return d_model ** -0.5 * (step // warmup ** 1.5)\n"
+            "    return d_model ** -0.5 * step ** -0.5",
+        ),
+    ),
     changed(
         "warmup_cosine_learning_rate",
         "cosine_min_of_curves",

@@ -22,7 +22,7 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
          pick: Callable = min, flat: bool = False, first_zero: bool = False, halved: str = "",
          line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False,
          whole_line: bool = False, front_on: str = "", rooted: bool = False,
-         decay_power: float = -0.5) -> float:  # fmt: skip
+         decay_power: float = -0.5, branched: bool = False) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
@@ -31,7 +31,8 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     whatever ``pick``; whole_line: the line divided in whole numbers, step // warmup^-power; front_on: the
     factor in front on one curve alone, the "decay" or the "line"; rooted: the square root over the whole
     product, 1 / sqrt(d_model * min(...)), the min's curves under the root too; decay_power: the decay's
-    power of the step, -1 where (-1 // 2) floors it)."""
+    power of the step, -1 where (-1 // 2) floors it; branched: the line while step < warmup, the decay
+    from it on, in place of the min: the same where both curves are right)."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -47,6 +48,8 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     line = step // warmup**-power if whole_line else line
     if front_on:  # the factor on one curve alone, the other left at d_model^0
         return float(pick(front * decay, line) if front_on == "decay" else pick(decay, front * line))
+    if branched:
+        return float(front * (line if step < warmup else decay))
     return float(front * pick(decay, line) ** (-0.5 if rooted else 1.0))
 
 
@@ -68,6 +71,7 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_line_precedence", {"line_halved": True}),
     ("noam_warmup_outside", {"warmup_outside": True}),
     ("noam_whole_line", {"whole_line": True}),
+    ("noam_whole_line", {"whole_line": True, "branched": True}),  # 0 in the warm-up, right after it
     ("noam_front_decay_only", {"front_on": "decay"}),
     ("noam_front_line_only", {"front_on": "line"}),
     ("noam_root_over_all", {"rooted": True}),
