@@ -193,8 +193,9 @@ SENTENCES = {
     "it runs from peak down to min_lr, min_lr + 0.5 * (peak - min_lr) * (1 + cos(pi * progress)), no max "
     "needed",
     "cosine_min_of_curves": "the warm-up has no branch of its own: the smaller of its line and the cosine is "
-    "taken at every step, and before step warmup the progress is below 0, where the cosine falls under the "
-    "line: up to step warmup the rate is the line alone, peak * step / warmup",
+    "taken at every step, and before step warmup the progress is below 0, where the cosine can fall under "
+    "the line (a decay short beside the warm-up): up to step warmup the rate is the line alone, peak * step / "
+    "warmup",
     "cosine_clamp": "the progress is not held at 1 after total: past the end the cosine climbs again; the "
     "rate stays min_lr",
     "clip_per_tensor": "each gradient is clipped by its own norm: the norm is global, of every gradient "

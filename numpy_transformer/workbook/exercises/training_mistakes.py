@@ -49,7 +49,7 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     if front_on:  # the factor on one curve alone, the other left at d_model^0
         return float(pick(front * decay, line) if front_on == "decay" else pick(decay, front * line))
     if branched:
-        return float(front * (line if step < warmup else decay))
+        return float(front * (line if step < warmup else decay) ** (-0.5 if rooted else 1.0))
     return float(front * pick(decay, line) ** (-0.5 if rooted else 1.0))
 
 
@@ -110,9 +110,11 @@ def cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift
     def warming_up() -> float:
         if whole_steps:
             return peak * (step // max(warmup, 1))
-        line = peak * min(step + ramp_shift, warmup) / max(warmup + ramp_over, 1)
+        # the line held at peak from step warmup on, where a branch leaves it; climbing on beside a min
+        reached = step + ramp_shift if curves_min else min(step + ramp_shift, warmup)
+        line = peak * reached / max(warmup + ramp_over, 1)
         if whole_rate:  # floored whole, the rate itself: peak * step // warmup
-            line = peak * min(step + ramp_shift, warmup) // max(warmup + ramp_over, 1)
+            line = peak * reached // max(warmup + ramp_over, 1)
         return max(line, min_lr) if floor_all else line
 
     if not curves_min and (step < warmup or (step == warmup and not branch_below)):
