@@ -1,4 +1,4 @@
-"""The training rungs' mistakes of the third to the fourteenth cold learner, round by round, each as the
+"""The training rungs' mistakes of the third to the fifteenth cold learner, round by round, each as the
 learner wrote it (or the nearest form that gives the same numbers), with the cause `learn check`
 should name: a key of numpy_transformer.workbook.SENTENCES. The first two learners' are in
 learn_training_mistakes.py, among the mistakes of their rung."""
@@ -791,4 +791,25 @@ COLD_ROUNDS += [
         ),
         ("    m_hat = m / (1 - beta1 ** t)\n    v_hat", "    v_hat"),
     ),
+]
+
+# a fifteenth cold learner's: the paper's warm-up line step / warmup and the warm-up held at its peak by
+# max(step, warmup) ** -0.5 (said before by their region alone), min_lr not added to the cosine (said as
+# the rates it runs between), and m's new gradient not weighed by 1 - beta1 (no cause said before)
+COLD_ROUNDS += [
+    changed("noam_learning_rate", "noam_warmup_linear", ("step * warmup ** -1.5", "step / warmup")),
+    changed(
+        "noam_learning_rate",
+        "noam_warmup_held",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "max(step, warmup) ** -0.5"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_floor_not_added",
+        ("return min_lr + 0.5 * (peak - min_lr)", "return 0.5 * (peak - min_lr)"),
+    ),
+    changed("adam_step", "moment_weight", ("(1 - beta1) * grad", "grad")),
+    # their mirrors, written beside the grader: v's new square not weighed, and AdamW's m alone
+    changed("adam_step", "moment_weight", ("(1 - beta2) * grad * grad", "grad * grad")),
+    changed("adamw_step", "moment_weight", ("(1 - beta1) * grad", "grad")),
 ]

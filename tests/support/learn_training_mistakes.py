@@ -36,7 +36,7 @@ BY_RUNG: list[TrainingMistake] = [
             "(peak - min_lr) * math.cos(math.pi * progress)",
         ),
     ),
-    changed("warmup_cosine_learning_rate", "cosine_half", ("0.5 * (peak", "(peak")),
+    changed("warmup_cosine_learning_rate", "cosine_half_missing", ("0.5 * (peak", "(peak")),
     changed(
         "warmup_cosine_learning_rate",
         "cosine_floor",

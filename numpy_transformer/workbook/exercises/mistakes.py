@@ -175,6 +175,12 @@ SENTENCES = {
     "sqrt(warmup) gives too: / and * go from left to right, so it divides by warmup, then multiplies by "
     "sqrt(warmup)): the line is step * warmup^-1.5, step / (warmup * sqrt(warmup)), so that it meets "
     "step^-0.5 exactly at step = warmup",
+    "noam_warmup_linear": "the warm-up's line is step / warmup, rising to 1 at step warmup, far above the "
+    "decay there: the line is step * warmup^-1.5, step / (warmup * sqrt(warmup)), so that it meets "
+    "step^-0.5 exactly at step = warmup",
+    "noam_warmup_held": "there is no warm-up: the rate is held at its peak, warmup^-0.5 (times d_model^-0.5), "
+    "up to step warmup, as max(step, warmup) ** -0.5 gives; the warm-up rises in a line from 0, step * "
+    "warmup^-1.5, to meet the decay step^-0.5 at step = warmup",
     "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "
     "1 / sqrt(d_model)",
     "noam_scale_inverted": "the d_model factor in front is inverted, sqrt(d_model): the whole schedule is "
@@ -187,6 +193,12 @@ SENTENCES = {
     "to 1 at total, (step - warmup) / (total - warmup)",
     "cosine_half": "the cosine is not mapped onto [0, 1]: 0.5 * (1 + cos(pi * progress)) falls from 1 to 0 "
     "as progress goes from 0 to 1",
+    "cosine_half_missing": "the 0.5 is missing: (1 + cos(pi * progress)) runs from 2 to 0, so the decay "
+    "starts at twice its height; 0.5 * (1 + cos(pi * progress)) falls from 1 to 0 as progress goes from 0 "
+    "to 1",
+    "cosine_floor_not_added": "min_lr is not added: the cosine's part alone, 0.5 * (peak - min_lr) * (1 + "
+    "cos(pi * progress)), runs from peak - min_lr down to 0; the rate is min_lr plus it, min_lr + 0.5 * "
+    "(peak - min_lr) * (1 + cos(pi * progress))",
     "cosine_floor": "min_lr is left out: the decay runs from peak down to min_lr, min_lr + 0.5 * (peak - "
     "min_lr) * (1 + cos(pi * progress))",
     "cosine_floor_max": "the decay runs from peak down to 0 and is held up at min_lr by max(..., min_lr): "
@@ -228,7 +240,7 @@ SENTENCES = {
     "serve this update; the running averages m and v are what carries on",
     "v_unsquared": "v averages the gradient, not its square: v = beta2 v + (1 - beta2) g^2",
     "moment_weight": "the new gradient is not weighed by 1 - beta: each moment is a running average, "
-    "m = beta1 m + (1 - beta1) g",
+    "m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2",
     "betas_swapped": "beta1 and beta2 are swapped: beta1 is the first moment's (the gradient's), beta2 the "
     "second's (its square's)",
     "stale_moments": "the update uses the moments from before this step: first update m and v with this "

@@ -22,7 +22,7 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
          pick: Callable = min, flat: bool = False, first_zero: bool = False, halved: str = "",
          line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False,
          whole_line: bool = False, front_on: str = "", rooted: bool = False,
-         decay_power: float = -0.5, branched: bool = False) -> float:  # fmt: skip
+         decay_power: float = -0.5, branched: bool = False, held: bool = False) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
@@ -32,7 +32,8 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     factor in front on one curve alone, the "decay" or the "line"; rooted: the square root over the whole
     product, 1 / sqrt(d_model * min(...)), the min's curves under the root too; decay_power: the decay's
     power of the step, -1 where (-1 // 2) floors it; branched: the line while step < warmup, the decay
-    from it on, in place of the min: the same where both curves are right)."""
+    from it on, in place of the min: the same where both curves are right; held: no warm-up, the line
+    held at the rate the two curves meet at, warmup^(power + 1), as max(step, warmup)^-0.5 gives)."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -46,6 +47,7 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
         return float(front * min(decay, step) * warmups)
     line = warmup * step**power if line_swapped else step * warmups
     line = step // warmup**-power if whole_line else line
+    line = warmup ** (power + 1) if held else line
     if front_on:  # the factor on one curve alone, the other left at d_model^0
         return float(pick(front * decay, line) if front_on == "decay" else pick(decay, front * line))
     if branched:
@@ -57,6 +59,8 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("schedule_off_by_one", {"shift": -1}),
     ("schedule_off_by_one", {"shift": 1}),
     ("noam_warmup_power", {"power": -0.5}),
+    ("noam_warmup_linear", {"power": -1.0}),
+    ("noam_warmup_held", {"held": True}),
     ("noam_scale_missing", {"scale": 0.0}),
     ("noam_scale_inverted", {"scale": 0.5}),
     ("noam_max", {"pick": max}),
@@ -151,7 +155,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("schedule_off_by_one", {"shift": 1}),
     ("cosine_progress", {"start": True}),
     ("cosine_half", {"half": 0.0}),
-    ("cosine_half", {"half": 1.0}),
+    ("cosine_half_missing", {"half": 1.0}),
     ("cosine_floor", {"floor": "zero"}),
     ("cosine_floor", {"floor": "zero", "past_end": "min_lr"}),
     ("warmup_off_by_one", {"ramp_shift": -1}),
@@ -175,6 +179,7 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_clamp_max", {"clamp": max}),
     ("cosine_floor_bracketed", {"height": "floor_inside"}),
     ("cosine_floor_halved", {"floor_weight": 0.5}),
+    ("cosine_floor_not_added", {"floor_weight": 0.0}),
     ("warmup_off_by_one", {"ramp_shift": 1}),
     ("cosine_progress_unbracketed", {"unbracketed_progress": True}),
     ("cosine_wave_unbracketed", {"height": "wave_unbracketed"}),
@@ -345,6 +350,8 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
     b1, b2 = (beta2, beta1) if betas else (beta1, beta2)
     w1, w2 = {
         "one": (1.0, 1.0),
+        "m_one": (1.0, 1.0 - b2),
+        "v_one": (1.0 - b1, 1.0),
         "v_beta1": (1.0 - b1, 1.0 - b1),
         "m_beta2": (1.0 - b2, 1.0 - b2),
         "swapped": (b1, b2),
@@ -462,6 +469,8 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("v_doubled", {"v_of": "doubled"}),
     ("v_of_m", {"v_of": "m"}),
     ("moment_weight", {"weights": "one"}),
+    ("moment_weight", {"weights": "m_one"}),
+    ("moment_weight", {"weights": "v_one"}),
     ("v_beta1", {"weights": "v_beta1"}),
     ("moment_weights_swapped", {"weights": "swapped"}),
     ("betas_swapped", {"betas": "everywhere"}),
