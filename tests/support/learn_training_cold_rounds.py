@@ -1,4 +1,4 @@
-"""The training rungs' mistakes of the third to the fifteenth cold learner, round by round, each as the
+"""The training rungs' mistakes of the third to the sixteenth cold learner, round by round, each as the
 learner wrote it (or the nearest form that gives the same numbers), with the cause `learn check`
 should name: a key of numpy_transformer.workbook.SENTENCES. The first two learners' are in
 learn_training_mistakes.py, among the mistakes of their rung."""
@@ -744,7 +744,7 @@ COLD_ROUNDS += [
 COLD_ROUNDS += [
     changed(
         "noam_learning_rate",
-        "noam_whole_line",
+        "noam_whole_warmup",
         (
             "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
             "    if step < warmup:\n        return d_model ** -0.5 * (step // warmup ** 1.5)\n"
@@ -812,4 +812,47 @@ COLD_ROUNDS += [
     # their mirrors, written beside the grader: v's new square not weighed, and AdamW's m alone
     changed("adam_step", "moment_weight", ("(1 - beta2) * grad * grad", "grad * grad")),
     changed("adamw_step", "moment_weight", ("(1 - beta1) * grad", "grad")),
+]
+
+# a sixteenth cold learner's: the paper's warm-up line step // warmup * warmup ** -0.5 (said before as step //
+# warmup ** 1.5, 0 past warmup, which was false), clipping's condition reversed and v's update with beta1 in
+# both places (no cause said before), and the sum of the arrays' norms beside a write into them (the write
+# alone said before)
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_whole_warmup",
+        ("min(step ** -0.5, step * warmup ** -1.5)", "min(step ** -0.5, step // warmup * warmup ** -0.5)"),
+    ),
+    changed("clip_by_global_norm", "clip_reversed", ("if norm > max_norm", "if norm < max_norm")),
+    changed(
+        "clip_by_global_norm",
+        "writes_input",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "sum(float(np.linalg.norm(g)) for g in grads)",
+        ),
+        (
+            "    scale = max_norm / norm if norm > max_norm else 1.0\n    return [g * scale for g in grads], norm",
+            "    if norm > max_norm:\n        for i in range(len(grads)):\n            grads[i] *= max_norm / norm\n"
+            "    return grads, norm",
+        ),
+        also=("clip_norm_sum",),
+    ),
+    changed(
+        "adam_step", "v_beta1_both", ("beta2 * v + (1 - beta2) * grad", "beta1 * v + (1 - beta1) * grad")
+    ),
+    # their mirrors, written beside the grader: AdamW's v with beta1, and Adam's update added in place
+    changed(
+        "adamw_step", "v_beta1_both", ("beta2 * v + (1 - beta2) * grad", "beta1 * v + (1 - beta1) * grad")
+    ),
+    changed(
+        "adam_step",
+        "writes_input",
+        (
+            "    return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "    param += lr * m_hat / (xp.sqrt(v_hat) + eps)\n    return param.copy(), m, v",
+        ),
+        also=("update_sign",),
+    ),
 ]

@@ -181,6 +181,9 @@ SENTENCES = {
     "noam_warmup_held": "there is no warm-up: the rate is held at its peak, warmup^-0.5 (times d_model^-0.5), "
     "up to step warmup, as max(step, warmup) ** -0.5 gives; the warm-up rises in a line from 0, step * "
     "warmup^-1.5, to meet the decay step^-0.5 at step = warmup",
+    "noam_whole_warmup": "the warm-up's line divides in whole numbers (step // warmup, or step // warmup ** "
+    "1.5), which is 0 all through the warm-up: it is step * warmup^-1.5, step / warmup ** 1.5 with a true "
+    "division, climbing a little every step up to step = warmup",
     "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "
     "1 / sqrt(d_model)",
     "noam_scale_inverted": "the d_model factor in front is inverted, sqrt(d_model): the whole schedule is "
@@ -218,6 +221,8 @@ SENTENCES = {
     "clip_rms": "the norm is a mean of the squares (a root mean square): it is the square root of their sum",
     "clip_inverted": "the scale is inverted: the gradients are multiplied by max_norm / norm, which is below "
     "1 where clipping applies",
+    "clip_reversed": "the condition is reversed: the gradients are scaled where their norm is under max_norm "
+    "(scaled up, to max_norm) and left where it is over; clip only where norm > max_norm, by max_norm / norm",
     "clip_always": "the gradients are rescaled even where their norm is under max_norm: clipping only ever "
     "shrinks, so below max_norm they are left as they are",
     "clip_compared_squared": "the norm's square is compared with max_norm: the gradients are clipped where "
@@ -262,6 +267,8 @@ SENTENCES = {
     "decay_sign": "the decay grows the parameter: it shrinks it, param * (1 - lr * weight_decay)",
     "v_beta1": "v's update weighs the gradient's square by 1 - beta1: v = beta2 v + (1 - beta2) g^2, each "
     "moment with its own beta",
+    "v_beta1_both": "v's update uses beta1 in both its places, v = beta1 v + (1 - beta1) g^2: it is v = "
+    "beta2 v + (1 - beta2) g^2, each moment with its own beta",
     "eps_outside": "epsilon is added outside the division: it belongs in the denominator, m_hat / "
     "(sqrt(v_hat) + eps)",
     "bias_multiplied": "the bias correction multiplies: it divides, m_hat = m / (1 - beta1^t) and v_hat = v / "

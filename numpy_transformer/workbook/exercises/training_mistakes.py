@@ -75,7 +75,7 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_line_precedence", {"line_halved": True}),
     ("noam_warmup_outside", {"warmup_outside": True}),
     ("noam_whole_line", {"whole_line": True}),
-    ("noam_whole_line", {"whole_line": True, "branched": True}),  # 0 in the warm-up, right after it
+    ("noam_whole_warmup", {"whole_line": True, "branched": True}),  # 0 in the warm-up, right after it
     ("noam_front_decay_only", {"front_on": "decay"}),
     ("noam_front_line_only", {"front_on": "line"}),
     ("noam_root_over_all", {"rooted": True}),
@@ -245,7 +245,7 @@ def clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", r
 ]:  # fmt: skip
     """clip_by_global_norm with the mistakes its keywords say: the norm's (``norm``), the scale's
     (``scale``; "unguarded": min(1, max_norm / norm), which divides by 0 where every gradient is 0; "whole":
-    max_norm // norm, 0 wherever it clips), the norm
+    max_norm // norm, 0 wherever it clips; "reversed": scaled where the norm is under max_norm), the norm
     returned (``returned``: "after", the clipped gradients' norm)."""
     xp = get_array_module()
     total = global_norm(grads, norm)
@@ -256,6 +256,7 @@ def clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", r
         clipped = [xp.clip(g, -max_norm, max_norm) for g in grads]
     else:
         over = total * total > max_norm if scale == "compared_squared" else total > max_norm
+        over = total < max_norm if scale == "reversed" else over
         factor = max_norm / total if over or scale == "always" else 1.0
         factor = 1.0 / factor if scale == "inverted" else factor
         factor = min(1.0, max_norm / total) if scale == "unguarded" else factor
@@ -280,6 +281,7 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_sum_squared", {"norm": "sums"}),
     ("clip_zero_norm", {"scale": "unguarded"}),
     ("clip_whole_scale", {"scale": "whole"}),
+    ("clip_reversed", {"scale": "reversed"}),
 )
 
 
@@ -353,10 +355,12 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
         "m_one": (1.0, 1.0 - b2),
         "v_one": (1.0 - b1, 1.0),
         "v_beta1": (1.0 - b1, 1.0 - b1),
+        "v_beta1_both": (1.0 - b1, 1.0 - b1),
         "m_beta2": (1.0 - b2, 1.0 - b2),
         "swapped": (b1, b2),
     }.get(weights, (1.0 - b1, 1.0 - b2))
     k1, k2 = (1.0 - b1, 1.0 - b2) if weights == "swapped" else (b1, b2)  # what the old moments keep
+    k2 = b1 if weights == "v_beta1_both" else k2
     if restart:  # the moments handed in ignored: each step averages from zeros again
         m, v = xp.zeros_like(m), xp.zeros_like(v)
     new_m = k1 * m + w1 * grad
@@ -472,6 +476,7 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("moment_weight", {"weights": "m_one"}),
     ("moment_weight", {"weights": "v_one"}),
     ("v_beta1", {"weights": "v_beta1"}),
+    ("v_beta1_both", {"weights": "v_beta1_both"}),
     ("moment_weights_swapped", {"weights": "swapped"}),
     ("betas_swapped", {"betas": "everywhere"}),
     ("betas_swapped", {"betas": "in_moments"}),

@@ -634,7 +634,8 @@ def format_verdicts(verdicts: Sequence[FunctionVerdict], details: bool = True) -
             lines.append(f"    {verdict.message}")
         if verdict.localised is not None:
             lines.append(f"    {verdict.localised.explanation()}")
-        if verdict.status == "wrong" or (details and verdict.status == "done"):
+        # an error with values graded beside it (a rung that writes into what it was handed, on copies)
+        if verdict.status == "wrong" or (details and verdict.status == "done") or verdict.gradients:
             pad = max(len(g.name) for g in verdict.gradients)
             said: set[str] = set()  # a mistake explained once per function (a block has many gradients)
             wrong = [g for g in verdict.gradients if g.status == "wrong"]

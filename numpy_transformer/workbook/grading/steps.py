@@ -80,17 +80,25 @@ def _call(function: Callable, path: Path, exercise: TrainingExercise, arguments:
         raised = Raised(describe_error(error, path))
         raised.error = error
         raise raised from None
-    for argument_name, before, after, handed in zip(exercise.arguments, kept, arguments, items):
-        if _written(before, after):
-            # its arrays' contents kept, the list's items not the arrays it held: the list itself was changed
-            rebound = handed is not None and not _written(before, handed)
-            raised = Raised(
-                f"{name} {'changes' if rebound else 'writes into'} {argument_name}, which it was handed"
-            )
-            raised.cause = "writes_list" if rebound else "writes_input"
-            raised.names = {"name": name, "what": argument_name}
-            raise raised
+    # its arrays' contents kept, the list's items not the arrays it held: the list itself was changed
+    written = [
+        (argument_name, handed is not None and not _written(before, handed))
+        for argument_name, before, after, handed in zip(exercise.arguments, kept, arguments, items)
+        if _written(before, after)
+    ]
+    if written:
+        into = [argument_name for argument_name, rebound in written if not rebound]
+        what = _listed(into) if into else written[0][0]
+        raised = Raised(f"{name} {'writes into' if into else 'changes'} {what}, which it was handed")
+        raised.cause = "writes_input" if into else "writes_list"
+        raised.names = {"name": name, "what": what}
+        raise raised
     return returned
+
+
+def _listed(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _handed_back(returned: Any, exercise: TrainingExercise, arguments: list[Any]) -> str | None:
@@ -508,6 +516,8 @@ def check_training_function(
                 if raised.cause == "returns_order":
                     ordered = _in_order(function, exercise, raised.names["yours"])
                     raised.names["then"] = _then(exercise, ordered, path, seed)
+                if raised.cause in ("writes_input", "writes_list"):
+                    return _written_and_graded(exercise, function, path, seed, raised)
                 raise
     except ToDo as todo:
         waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
@@ -517,6 +527,36 @@ def check_training_function(
         return FunctionVerdict(name, "error", message=message, cause=raised.cause)
     except TimedOut:
         return FunctionVerdict.out_of_time(name, time_limit)
+
+
+def _written_and_graded(
+    exercise: TrainingExercise, function: Callable, path: Path, seed: int, written: Raised
+) -> FunctionVerdict:
+    """The verdict of a rung that writes into what it was handed: the write refused by name, and its
+    results graded as they are when it is handed copies, so that a slip beside the write is named too."""
+    said = sentence(written.cause or "writes_input", **written.names)
+
+    def on_copies(*arguments: Any) -> Any:
+        return function(*[_copied(argument) for argument in arguments])
+
+    try:
+        graded = _graded(exercise, on_copies, path, seed)
+    except Raised:  # on copies it raises, or returns what cannot be graded: the write is said alone
+        return FunctionVerdict(exercise.name, "error", message=said, cause=written.cause)
+    if graded.status == "done":
+        return FunctionVerdict(
+            exercise.name,
+            "error",
+            message=f"{said}; handed copies, its results are right",
+            cause=written.cause,
+        )
+    return FunctionVerdict(
+        exercise.name,
+        "error",
+        graded.gradients,
+        message=f"{said}; handed copies, its results are wrong too:",
+        cause=written.cause,
+    )
 
 
 def _then(exercise: TrainingExercise, ordered: Callable, path: Path, seed: int) -> str:
