@@ -1,4 +1,4 @@
-"""The training rungs' mistakes of the third to the sixteenth cold learner, round by round, each as the
+"""The training rungs' mistakes of the third to the seventeenth cold learner, round by round, each as the
 learner wrote it (or the nearest form that gives the same numbers), with the cause `learn check`
 should name: a key of numpy_transformer.workbook.SENTENCES. The first two learners' are in
 learn_training_mistakes.py, among the mistakes of their rung."""
@@ -855,4 +855,56 @@ COLD_ROUNDS += [
         ),
         also=("update_sign",),
     ),
+]
+
+# a seventeenth cold learner's: the decay sqrt(warmup / step) beside the line in a branch of its own, the
+# warm-up's line (step / warmup) ** 1.5 (each said before by its region alone), the constants kept from the
+# first call (said as not used, not as kept), a norm of each row (norm(g, axis=-1)), the bias correction a
+# product beside |v_hat| and AdamW's decayed parameter returned without Adam's update (no cause said before)
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_decay_warmup",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step <= warmup:\n        return d_model ** -0.5 * step * warmup ** -1.5\n"
+            "    return d_model ** -0.5 * math.sqrt(warmup / step)",
+        ),
+    ),
+    changed(
+        "noam_learning_rate",
+        "arguments_unused",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if not _kept:\n        _kept.extend([d_model ** -0.5, warmup ** -1.5])\n"
+            "    return _kept[0] * min(step ** -0.5, step * _kept[1])",
+        ),
+        ("def noam_learning_rate", "_kept = []\n\n\ndef noam_learning_rate"),
+    ),
+    changed(
+        "noam_learning_rate", "noam_line_ratio_power", ("step * warmup ** -1.5", "(step / warmup) ** 1.5")
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "math.sqrt(sum(float(np.linalg.norm(g, axis=-1).sum()) ** 2 for g in grads))",
+        ),
+    ),
+    changed(
+        "adam_step",
+        "bias_product",
+        ("(1 - beta1 ** t)", "(1 - beta1 * t)"),
+        ("(1 - beta2 ** t)", "(1 - beta2 * t)"),
+        ("xp.sqrt(v_hat)", "xp.sqrt(xp.abs(v_hat))"),
+    ),
+    changed(
+        "adamw_step",
+        "adamw_update_lost",
+        ("    param = param * (1 - lr * weight_decay)\n", "    decayed = param * (1 - lr * weight_decay)\n"),
+        ("    return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v", "    return decayed, m, v"),
+    ),
+    # their mirror, written beside the grader: the decay sqrt(warmup / step) inside the min
+    changed("noam_learning_rate", "noam_decay_warmup", ("min(step ** -0.5,", "min((warmup / step) ** 0.5,")),
 ]

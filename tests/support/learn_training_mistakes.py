@@ -136,7 +136,10 @@ BY_RUNG: list[TrainingMistake] = [
     changed("noam_learning_rate", "noam_no_decay", ("min(step ** -0.5", "min(math.sqrt(step)")),
     changed("noam_learning_rate", "noam_decay", ("step ** -0.5", "1 / math.log(step + 1)")),
     changed("noam_learning_rate", "noam_warmup_squared", ("step * warmup ** -1.5", "step / warmup ** 2")),
-    changed("noam_learning_rate", "noam_line", ("step * warmup ** -1.5", "(step / warmup) ** 1.5")),
+    changed(
+        "noam_learning_rate", "noam_line_ratio_power", ("step * warmup ** -1.5", "(step / warmup) ** 1.5")
+    ),
+    changed("noam_learning_rate", "noam_line", ("step * warmup ** -1.5", "step ** 2 * warmup ** -2.5")),
     changed(
         "warmup_cosine_learning_rate",
         "warmup_span",

@@ -184,6 +184,11 @@ SENTENCES = {
     "noam_whole_warmup": "the warm-up's line divides in whole numbers (step // warmup, or step // warmup ** "
     "1.5), which is 0 all through the warm-up: it is step * warmup^-1.5, step / warmup ** 1.5 with a true "
     "division, climbing a little every step up to step = warmup",
+    "noam_decay_warmup": "the decay carries a factor sqrt(warmup), sqrt(warmup / step), as if it went on from 1 "
+    "at the end of the warm-up: it is step^-0.5 alone, which meets the line step * warmup^-1.5 at step = "
+    "warmup, both warmup^-0.5 there",
+    "noam_line_ratio_power": "the warm-up's line is (step / warmup)^1.5, the power over the ratio: it is step * "
+    "warmup^-1.5, step to the first power and warmup alone to the -1.5, rising in a straight line",
     "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "
     "1 / sqrt(d_model)",
     "noam_scale_inverted": "the d_model factor in front is inverted, sqrt(d_model): the whole schedule is "
@@ -256,6 +261,9 @@ SENTENCES = {
     "correct it, v_hat = v / (1 - beta2^t)",
     "update_sign": "the update is added: Adam steps against the gradient, param - lr * m_hat / "
     "(sqrt(v_hat) + eps)",
+    "adamw_update_lost": "Adam's update is lost: yours returns the decayed parameter, param * (1 - lr * "
+    "weight_decay), as it was before the step; apply the step to the decayed parameter and return the "
+    "parameter it gives",
     "decay_in_moment": "the weight decay is inside the gradient (Adam with L2): decoupled, it shrinks the "
     "parameter itself, param * (1 - lr * weight_decay), and the moments never see it",
     "decay_lr": "the decay is not scaled by the learning rate: the parameter shrinks by lr * weight_decay",
@@ -529,8 +537,8 @@ SENTENCES = {
     "cosine_turn": "the cosine's pi is {turn:.6g} (a rounded constant): its angle turns a little more or less "
     "than half a circle, so the decay misses min_lr at total; use math.pi, cos(math.pi * progress)",
     "arguments_unused": "{names} are not used: yours gives the formula's results with {held} on every call, "
-    "whatever is handed in ({handed}), as constants written in their place (or defaults used in their "
-    "stead) give; use each as it is given",
+    "whatever is handed in ({handed}), as constants written in their place, defaults used in their stead, or "
+    "values kept from an earlier call (a cache filled once) give; use each as it is given",
     "clip_zero_norm": "the scale max_norm / norm is computed even where the norm is 0 (every gradient zero), "
     "a division by 0 (on Python's floats it raises ZeroDivisionError, on NumPy's it gives inf or nan): divide "
     "only where norm > max_norm, and return the gradients unchanged otherwise",

@@ -22,7 +22,8 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
          pick: Callable = min, flat: bool = False, first_zero: bool = False, halved: str = "",
          line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False,
          whole_line: bool = False, front_on: str = "", rooted: bool = False,
-         decay_power: float = -0.5, branched: bool = False, held: bool = False) -> float:  # fmt: skip
+         decay_power: float = -0.5, branched: str = "", held: bool = False, decay_scaled: bool = False,
+         ratio_powered: bool = False) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
@@ -31,9 +32,12 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     whatever ``pick``; whole_line: the line divided in whole numbers, step // warmup^-power; front_on: the
     factor in front on one curve alone, the "decay" or the "line"; rooted: the square root over the whole
     product, 1 / sqrt(d_model * min(...)), the min's curves under the root too; decay_power: the decay's
-    power of the step, -1 where (-1 // 2) floors it; branched: the line while step < warmup, the decay
-    from it on, in place of the min: the same where both curves are right; held: no warm-up, the line
-    held at the rate the two curves meet at, warmup^(power + 1), as max(step, warmup)^-0.5 gives)."""
+    power of the step, -1 where (-1 // 2) floors it; branched: the line while step < warmup ("below") or
+    step <= warmup ("through"), the decay after it, in place of the min: the same where both curves are
+    right; held: no warm-up, the line held at the rate the two curves meet at, warmup^(power + 1), as
+    max(step, warmup)^-0.5 gives;
+    decay_scaled: the decay times warmup^0.5, sqrt(warmup / step); ratio_powered: the line the power of the
+    ratio, (step / warmup)^-power)."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -42,16 +46,19 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     if flat:
         return float(front * pick(step, warmup) * warmup**power)
     decay = step**-1 / 2 if halved in ("decay", "both") else step**decay_power
+    decay = decay * warmup**0.5 if decay_scaled else decay
     warmups = warmup ** (2 * power) / 2 if line_halved else warmup**power
     if warmup_outside:  # min kept: max(step^-0.5, step) * warmup^power is the line alone, no decay at all
         return float(front * min(decay, step) * warmups)
     line = warmup * step**power if line_swapped else step * warmups
     line = step // warmup**-power if whole_line else line
     line = warmup ** (power + 1) if held else line
+    line = (step / warmup) ** -power if ratio_powered else line
     if front_on:  # the factor on one curve alone, the other left at d_model^0
         return float(pick(front * decay, line) if front_on == "decay" else pick(decay, front * line))
     if branched:
-        return float(front * (line if step < warmup else decay) ** (-0.5 if rooted else 1.0))
+        warming = step < warmup or (branched == "through" and step == warmup)
+        return float(front * (line if warming else decay) ** (-0.5 if rooted else 1.0))
     return float(front * pick(decay, line) ** (-0.5 if rooted else 1.0))
 
 
@@ -61,6 +68,11 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_warmup_power", {"power": -0.5}),
     ("noam_warmup_linear", {"power": -1.0}),
     ("noam_warmup_held", {"held": True}),
+    # never paired with the factor in front on one curve (front_on): beside it the decay is never the
+    # smaller on the cases, the numbers of a rate that never decays
+    ("noam_decay_warmup", {"decay_scaled": True, "front_on": ""}),
+    ("noam_decay_warmup", {"decay_scaled": True, "branched": "through", "front_on": ""}),  # in a branch
+    ("noam_line_ratio_power", {"ratio_powered": True}),
     ("noam_scale_missing", {"scale": 0.0}),
     ("noam_scale_inverted", {"scale": 0.5}),
     ("noam_max", {"pick": max}),
@@ -75,7 +87,7 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_line_precedence", {"line_halved": True}),
     ("noam_warmup_outside", {"warmup_outside": True}),
     ("noam_whole_line", {"whole_line": True}),
-    ("noam_whole_warmup", {"whole_line": True, "branched": True}),  # 0 in the warm-up, right after it
+    ("noam_whole_warmup", {"whole_line": True, "branched": "below"}),  # 0 in the warm-up, right after it
     ("noam_front_decay_only", {"front_on": "decay"}),
     ("noam_front_line_only", {"front_on": "line"}),
     ("noam_root_over_all", {"rooted": True}),
@@ -235,6 +247,8 @@ def global_norm(grads: list[Array], norm: str) -> float:
         return max((float(xp.abs(g).max()) for g in grads if g.size), default=0.0)
     if norm in ("first", "last"):  # one array's own norm, the others left out
         return math.sqrt(squares[0 if norm == "first" else -1]) if squares else 0.0
+    if norm == "rows":  # each array's norm(g, axis=-1): a norm per row, the rows' norms added
+        return math.sqrt(sum(float(xp.linalg.norm(g, axis=-1).sum()) ** 2 for g in grads))
     if norm == "spectral":  # a matrix's norm(g, 2): its largest singular value
         squares = [float(xp.linalg.norm(g, 2)) ** 2 if g.ndim == 2 else s for g, s in zip(grads, squares)]
     return math.sqrt(sum(squares))
@@ -295,6 +309,8 @@ OTHER_NORMS = {  # the norms global_norm computes in place of the global one, ea
     "means": "the root of the sum of each array's mean of squares",
     "sums": "the root of the sum of each array's sum squared",
     "spectral": "the root of the sum of each matrix's largest singular value squared",
+    "rows": "the root of the sum of each array's rows' norms added, squared (norm(g, axis=-1) takes one norm "
+    "per row)",
     "last": "the last array's own norm alone, the others left out (as a loop's total = ... in place of "
     "total += ... keeps only the last array's sum of squares)",
     "first": "the first array's own norm alone, the others left out (as a loop that returns, or stops, "
@@ -326,7 +342,7 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
     a product; "bracketed_power": (1 - beta)^t), a moment's weight without its brackets (``unbracketed``:
     "m", "v" or "both": beta * m + 1 - beta * g, 1 added and beta * g taken away), the denominator, the
     update's sign, what is returned ("corrected": the hats; "swapped": v and m; "handed": the moments as they
-    were handed in)."""
+    were handed in; "decayed": the parameter decayed, Adam's update not applied to it)."""
     xp = get_array_module()
     handed = (m, v)
     shrink = {
@@ -349,6 +365,7 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
         grad = grad * (1.0 - shrink)
     elif decay not in ("in_moment", "after", "missing", "adaptive"):
         param = param - shrink if subtracted else param * (1.0 - shrink)
+    shrunk = param  # the parameter after the decay, before Adam's update: what "decayed" returns
     b1, b2 = (beta2, beta1) if betas else (beta1, beta2)
     w1, w2 = {
         "one": (1.0, 1.0),
@@ -423,6 +440,8 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
         return new_param, new_v, new_m
     if returned == "handed":
         return new_param, *handed
+    if returned == "decayed":
+        return shrunk, new_m, new_v
     return new_param, new_m, new_v
 
 
@@ -493,6 +512,7 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("bias_product", {"correction": "product_m"}),
     ("bias_product", {"correction": "product_v"}),
     ("bias_product", {"correction": "product_both"}),
+    ("bias_product", {"correction": "product_both", "denominator": "abs_root"}),  # |v_hat| to keep it finite
     ("v_unsquared", {"v_of": "grad", "denominator": "abs_root"}),
     ("bias_power_bracketed", {"correction": "bracketed_power"}),
     ("t_from_zero", {"t_shift": -1, "t_floor": True}),
@@ -529,6 +549,7 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("decay_unbracketed", {"decay_rate": "unbracketed"}),
     ("decay_compounded", {"decay_rate": "compounded"}),
     ("decay_shrinks_gradient", {"decay": "shrunk_gradient"}),
+    ("adamw_update_lost", {"returned": "decayed"}),
 )
 
 
