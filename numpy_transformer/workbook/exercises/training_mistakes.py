@@ -67,11 +67,15 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("schedule_off_by_one", {"shift": 1}),
     ("noam_warmup_power", {"power": -0.5}),
     ("noam_warmup_linear", {"power": -1.0}),
-    ("noam_warmup_held", {"held": True}),
-    # never paired with the factor in front on one curve (front_on): beside it the decay is never the
-    # smaller on the cases, the numbers of a rate that never decays
-    ("noam_decay_warmup", {"decay_scaled": True, "front_on": ""}),
-    ("noam_decay_warmup", {"decay_scaled": True, "branched": "through", "front_on": ""}),  # in a branch
+    ("noam_warmup_held", {"held": True, "front_on": ""}),  # beside a factor on one curve: a constant
+    # never paired with the factor in front on one curve, the warm-up held or another power of warmup: beside
+    # them the decay is never the smaller on the cases (a rate that never decays, or held), or the pair is
+    # the textbook times sqrt(warmup) (a factor in front)
+    ("noam_decay_warmup", {"decay_scaled": True, "front_on": "", "held": False, "power": -1.5}),
+    (
+        "noam_decay_warmup",
+        {"decay_scaled": True, "branched": "through", "front_on": "", "held": False, "power": -1.5},
+    ),
     ("noam_line_ratio_power", {"ratio_powered": True}),
     ("noam_scale_missing", {"scale": 0.0}),
     ("noam_scale_inverted", {"scale": 0.5}),
@@ -495,7 +499,7 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("moment_weight", {"weights": "m_one"}),
     ("moment_weight", {"weights": "v_one"}),
     ("v_beta1", {"weights": "v_beta1"}),
-    ("v_beta1_both", {"weights": "v_beta1_both"}),
+    ("v_beta1_both", {"weights": "v_beta1_both", "betas": ""}),  # beside betas swapped: m's mirror, not v's
     ("moment_weights_swapped", {"weights": "swapped"}),
     ("betas_swapped", {"betas": "everywhere"}),
     ("betas_swapped", {"betas": "in_moments"}),
@@ -549,7 +553,7 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("decay_unbracketed", {"decay_rate": "unbracketed"}),
     ("decay_compounded", {"decay_rate": "compounded"}),
     ("decay_shrinks_gradient", {"decay": "shrunk_gradient"}),
-    ("adamw_update_lost", {"returned": "decayed"}),
+    ("adamw_update_lost", {"returned": "decayed", "decay": ""}),  # the decay as it belongs: what is returned
 )
 
 

@@ -541,7 +541,7 @@ def _written_and_graded(
 
     try:
         graded = _graded(exercise, on_copies, path, seed)
-    except Raised:  # on copies it raises, or returns what cannot be graded: the write is said alone
+    except (Raised, ToDo):  # on copies it raises, or returns what cannot be graded: the write is said alone
         return FunctionVerdict(exercise.name, "error", message=said, cause=written.cause)
     if graded.status == "done":
         return FunctionVerdict(
@@ -554,7 +554,7 @@ def _written_and_graded(
         exercise.name,
         "error",
         graded.gradients,
-        message=f"{said}; handed copies, its results are wrong too:",
+        message=f"{said}; handed copies, its results are wrong too",
         cause=written.cause,
     )
 
