@@ -543,18 +543,12 @@ def _written_and_graded(
         graded = _graded(exercise, on_copies, path, seed)
     except (Raised, ToDo):  # on copies it raises, or returns what cannot be graded: the write is said alone
         return FunctionVerdict(exercise.name, "error", message=said, cause=written.cause)
-    if graded.status == "done":
-        return FunctionVerdict(
-            exercise.name,
-            "error",
-            message=f"{said}; handed copies, its results are right",
-            cause=written.cause,
-        )
+    right = graded.status == "done"
     return FunctionVerdict(
         exercise.name,
         "error",
-        graded.gradients,
-        message=f"{said}; handed copies, its results are wrong too",
+        [] if right else graded.gradients,
+        message=f"{said}; handed copies, its results are {'right' if right else 'wrong too'}",
         cause=written.cause,
     )
 
