@@ -600,6 +600,17 @@ def test_a_bad_environment_variable_is_named_before_any_work(tmp_path, variable,
     assert list(tmp_path.iterdir()) == []
 
 
+def test_native_windows_is_refused_before_any_work_naming_wsl(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "platform", "win32")
+    out = tmp_path / "run"
+    for argv in (["train", "--task", "copy", "--out", str(out)], ["learn", "start", str(tmp_path / "wb")]):
+        assert main(argv) == 2
+        said = capsys.readouterr().err
+        assert said.startswith(f"numpy-transformer {argv[0]}: error: ") and said.count("\n") == 1
+        assert "not on native Windows: run them in WSL" in said
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "saved_rates",
     [

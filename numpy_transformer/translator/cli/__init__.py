@@ -28,12 +28,6 @@ from .translate import add_evaluate, add_translate, run_evaluate, run_translate
 __all__ = ["build_parser", "main"]
 
 DESCRIPTION = (
-    "numpy-transformer (or python -m numpy_transformer): train, translate, evaluate, average, plot, learn, "
-    "import, export; numpy-transformer COMMAND --help says what each one takes"
-)
-
-
-DESCRIPTION = (
     "A translation toolkit around the Transformer of 'Attention Is All You Need' written in NumPy: train, "
     "translate, evaluate, average, plot, learn, import, export. numpy-transformer COMMAND --help says "
     "what each does and takes."
@@ -90,7 +84,7 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     refuse_empty_paths(parser, args)
-    refused = _environment_refused(args)
+    refused = _platform_refused() or _environment_refused(args)
     if refused:  # before any work: else it surfaces inside whatever first asks for the backend
         if launched_rank() == 0:  # under mpiexec every rank reads the same environment
             print(f"numpy-transformer {args.command}: error: {refused}", file=sys.stderr)
@@ -137,6 +131,18 @@ def _main(argv: Sequence[str] | None) -> int:
             error = OSError(f"could not write to standard output ({error.strerror or error})")
         print(f"numpy-transformer {args.command}: error: {error}", file=sys.stderr)
         return 1
+
+
+def _platform_refused() -> str | None:
+    """The refusal of native Windows, before any work: a run directory's lock (a process id asked
+    whether it lives), a checkpoint's save (its mode set on the open file) and an export's lock of its
+    folder are POSIX calls, and none of the commands is tested there."""
+    if sys.platform != "win32":
+        return None
+    return (
+        "the commands run on Linux (where they are tested) and macOS, not on native Windows: run them in "
+        "WSL (the Windows Subsystem for Linux)"
+    )
 
 
 def _environment_refused(args: argparse.Namespace) -> str | None:
