@@ -908,3 +908,53 @@ COLD_ROUNDS += [
     # their mirror, written beside the grader: the decay sqrt(warmup / step) inside the min
     changed("noam_learning_rate", "noam_decay_warmup", ("min(step ** -0.5,", "min((warmup / step) ** 0.5,")),
 ]
+
+# an eighteenth cold learner's: the decay counted from the warm-up's end in a branch, warmup^-1.5 read as
+# / warmup * 1.5, total and min_lr swapped in the signature, a flag set past the warm-up that a later case
+# shows, and AdamW's decay applied twice with the decayed parameter in the gradient
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_decay_from_warmup",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step <= warmup:\n        lr = step * warmup ** -1.5\n"
+            "    else:\n        lr = (step - warmup) ** -0.5\n"
+            "    return d_model ** -0.5 * lr",
+        ),
+    ),
+    changed("noam_learning_rate", "noam_line_times_power", ("step * warmup ** -1.5", "step / warmup * 1.5")),
+    changed(
+        "warmup_cosine_learning_rate",
+        "arguments_swapped",
+        ("(step, peak, warmup, total, min_lr)", "(step, peak, warmup, min_lr, total)"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "keeps_state_later",
+        (
+            "    if step <= warmup:\n",
+            "    global _warmed_up\n    if step > warmup:\n        _warmed_up = True\n    if not _warmed_up:\n",
+        ),
+        ("def warmup_cosine_learning_rate", "_warmed_up = False\n\n\ndef warmup_cosine_learning_rate"),
+    ),
+    changed(
+        "adamw_step",
+        "decay_twice",
+        (
+            "    m = beta1 * m + (1 - beta1) * grad\n",
+            "    grad = grad + weight_decay * param\n    m = beta1 * m + (1 - beta1) * grad\n",
+        ),
+    ),
+    # its mirror, written beside the grader: the schedule's constants held from the first call in a flag
+    changed(
+        "noam_learning_rate",
+        "keeps_state_later",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    global _seen_decay\n    _seen_decay = _seen_decay or step > warmup\n"
+            "    return d_model ** -0.5 * (step ** -0.5 if _seen_decay else step * warmup ** -1.5)",
+        ),
+        ("def noam_learning_rate", "_seen_decay = False\n\n\ndef noam_learning_rate"),
+    ),
+]

@@ -189,6 +189,17 @@ SENTENCES = {
     "warmup, both warmup^-0.5 there",
     "noam_line_ratio_power": "the warm-up's line is (step / warmup)^1.5, the power over the ratio: it is step * "
     "warmup^-1.5, step to the first power and warmup alone to the -1.5, rising in a straight line",
+    # an eighteenth cold learner's: the decay counted from the warm-up's end, warmup^-1.5 read as / warmup * 1.5,
+    # state a later case shows
+    "noam_decay_from_warmup": "the decay counts its steps from the warm-up's end, (step - warmup)^-0.5, as a "
+    "branch after the warm-up with step - warmup gives: it is step^-0.5, the step counted from the first "
+    "update, which meets the line step * warmup^-1.5 at step = warmup, both warmup^-0.5 there",
+    "noam_line_times_power": "the warm-up's line is step / warmup * 1.5, warmup^-1.5 read as a division by "
+    "warmup times 1.5: it is step * warmup^-1.5, step / warmup ** 1.5 (warmup to the power 1.5), rising to "
+    "warmup^-0.5 at step = warmup",
+    "keeps_state_later": "{name} keeps state between calls: called again on the arguments of an earlier call "
+    "({call}) after the calls between, it gave another answer ({what} differs): a global or a cache those "
+    "calls changed gives it; use only what it is handed, and keep nothing from one call to the next",
     "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "
     "1 / sqrt(d_model)",
     "noam_scale_inverted": "the d_model factor in front is inverted, sqrt(d_model): the whole schedule is "

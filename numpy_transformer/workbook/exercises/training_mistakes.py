@@ -23,7 +23,7 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
          line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False,
          whole_line: bool = False, front_on: str = "", rooted: bool = False,
          decay_power: float = -0.5, branched: str = "", held: bool = False, decay_scaled: bool = False,
-         ratio_powered: bool = False) -> float:  # fmt: skip
+         ratio_powered: bool = False, decay_from: bool = False, times_power: bool = False) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
@@ -37,7 +37,8 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     right; held: no warm-up, the line held at the rate the two curves meet at, warmup^(power + 1), as
     max(step, warmup)^-0.5 gives;
     decay_scaled: the decay times warmup^0.5, sqrt(warmup / step); ratio_powered: the line the power of the
-    ratio, (step / warmup)^-power)."""
+    ratio, (step / warmup)^-power; decay_from: past warmup the decay of the steps since it, (step -
+    warmup)^decay_power; times_power: the line step / warmup * -power, warmup^power read as a division)."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -47,6 +48,7 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
         return float(front * pick(step, warmup) * warmup**power)
     decay = step**-1 / 2 if halved in ("decay", "both") else step**decay_power
     decay = decay * warmup**0.5 if decay_scaled else decay
+    decay = (step - warmup) ** decay_power if decay_from and step > warmup else decay
     warmups = warmup ** (2 * power) / 2 if line_halved else warmup**power
     if warmup_outside:  # min kept: max(step^-0.5, step) * warmup^power is the line alone, no decay at all
         return float(front * min(decay, step) * warmups)
@@ -54,6 +56,7 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     line = step // warmup**-power if whole_line else line
     line = warmup ** (power + 1) if held else line
     line = (step / warmup) ** -power if ratio_powered else line
+    line = step / warmup * -power if times_power else line
     if front_on:  # the factor on one curve alone, the other left at d_model^0
         return float(pick(front * decay, line) if front_on == "decay" else pick(decay, front * line))
     if branched:
@@ -100,6 +103,13 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_floored_powers", {"scale": -1.0, "decay_power": -1.0}),
     ("noam_floored_powers", {"scale": -1.0, "power": -2.0}),
     ("noam_floored_powers", {"decay_power": -1.0, "power": -2.0}),
+    # last: a pair they make that another pair's numbers has says the earlier one
+    ("noam_line_times_power", {"times_power": True}),
+    # a branch's decay alone counts from the warm-up's end: never beside a min (front_on, flat, warmup_outside)
+    (
+        "noam_decay_from_warmup",
+        {"decay_from": True, "branched": "through", "front_on": "", "flat": False, "warmup_outside": False},
+    ),
 )
 
 
@@ -142,7 +152,9 @@ def cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift
     if past_end and step >= total:
         return min_lr if past_end == "min_lr" else 0.0
     begin = 0 if start else warmup
-    length, moved = max(total if over_total else total - begin, 1), step - begin + decay_shift
+    # a length of 0 alone guarded: with total below warmup (mixed up, or held) the progress is below 0, as
+    # a learner's own division gives it
+    length, moved = (total if over_total else total - begin) or 1, step - begin + decay_shift
     progress = moved // length if whole_progress else moved / length
     if unbracketed_progress:  # / binds tighter than -: only warmup is divided
         progress = step + decay_shift - begin / length
@@ -334,7 +346,8 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
     """One AdamW step (Adam where weight_decay is 0) with the mistakes its keywords say, each of one part
     of the step: the decay's place (``decay``; "adaptive": weight_decay * param added to m_hat; "gradient":
     lr * weight_decay * grad taken away; "shrunk_gradient": the gradient shrunk in the parameter's
-    place), its rate (``decay_rate``; "step_size": lr / (1 - beta1^t) in
+    place; "twice" L2 in the gradient beside the decay, "twice_shrunk" the L2 of the decayed parameter), its
+    rate (``decay_rate``; "step_size": lr / (1 - beta1^t) in
     place of lr, "paper_step_size" lr * sqrt(1 - beta2^t) / (1 - beta1^t), "divided": param / (1 + lr *
     weight_decay), "unbracketed": param * (1 - lr) * weight_decay, "compounded": param * (1 - lr *
     weight_decay) ** t) and its form (``subtracted``: lr * weight_decay taken away, not a share; ``grows``:
@@ -370,6 +383,8 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
     elif decay not in ("in_moment", "after", "missing", "adaptive"):
         param = param - shrink if subtracted else param * (1.0 - shrink)
     shrunk = param  # the parameter after the decay, before Adam's update: what "decayed" returns
+    if decay == "twice_shrunk":  # L2 of the parameter as the decay left it
+        grad = grad + weight_decay * shrunk
     b1, b2 = (beta2, beta1) if betas else (beta1, beta2)
     w1, w2 = {
         "one": (1.0, 1.0),
@@ -554,6 +569,10 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("decay_compounded", {"decay_rate": "compounded"}),
     ("decay_shrinks_gradient", {"decay": "shrunk_gradient"}),
     ("adamw_update_lost", {"returned": "decayed", "decay": ""}),  # the decay as it belongs: what is returned
+    (
+        "decay_twice",
+        {"decay": "twice_shrunk"},
+    ),  # last: a pair another pair's numbers has says the earlier one
 )
 
 

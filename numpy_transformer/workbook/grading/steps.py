@@ -348,6 +348,31 @@ def _same_again(exercise: TrainingExercise, yours: list[_Value], again: Any) -> 
         raise _refused("keeps_state", name=exercise.name, what=differs[0], counter=counter)
 
 
+def _same_later(exercise: TrainingExercise, function: Callable, path: Path, observed: list[Observed]) -> None:
+    """Refuse a function whose answer to a case's first call, asked again once every case was graded, is
+    another than the one it gave then (``observed``): state the calls between changed (a global, a flag),
+    which a call made twice in a row does not show."""
+    firsts: dict[str, Observed] = {}
+    for call in observed:
+        firsts.setdefault(call.case, call)
+    for label, first in firsts.items():
+        arguments = [_copied(first.arguments[name]) for name in exercise.arguments]
+        try:
+            again = _results(_call(function, path, exercise, arguments), exercise)
+        except Raised:
+            again = "raised"
+        differs = [
+            name
+            for index, name in enumerate(exercise.returns)
+            if isinstance(again, str)
+            or not numpy.array_equal(again[index].array.reshape(-1), first.yours[index], equal_nan=True)
+        ]
+        if differs:
+            raise _refused(
+                "keeps_state_later", name=exercise.name, call=f"case {label}, call 1", what=differs[0]
+            )
+
+
 def _grade_case(
     exercise: TrainingExercise,
     function: Callable,
@@ -595,6 +620,8 @@ def _graded(exercise: TrainingExercise, function: Callable, path: Path, seed: in
             kept = merged.get(verdict.name)
             if kept is None or RANK[verdict.status] > RANK[kept.status]:
                 merged[verdict.name] = verdict
+    else:  # every case graded: its first calls asked again show state a later call changed
+        _same_later(exercise, function, path, observed)
     gradients = [merged[value] for value in exercise.returns if value in merged]
     keys, values = _cause(exercise, candidates, observed)
     for gradient in gradients:  # named only where a mistake has its results on every call graded
