@@ -873,7 +873,7 @@ COLD_ROUNDS += [
     ),
     changed(
         "noam_learning_rate",
-        "arguments_unused",
+        "keeps_state_later",  # constants kept from the first call: said before as both arguments held
         (
             "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
             "    if not _kept:\n        _kept.extend([d_model ** -0.5, warmup ** -1.5])\n"
@@ -956,5 +956,85 @@ COLD_ROUNDS += [
             "    return d_model ** -0.5 * (step ** -0.5 if _seen_decay else step * warmup ** -1.5)",
         ),
         ("def noam_learning_rate", "_seen_decay = False\n\n\ndef noam_learning_rate"),
+    ),
+]
+
+# a nineteenth cold learner's: the width factor, the decay's length and AdamW's decay each kept from the first
+# call in a global, the rate after the warm-up warmup ** -0.5 where step ** -0.5 belongs, the rate read from a
+# table of steps 0 to total - 1 one step behind, clipping by a loop's running norm beside a write into the
+# arrays, and the norm sq ** 1/2 (the sum of squares halved)
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "keeps_state_later",
+        ("def noam_learning_rate", "_scale = None\n\n\ndef noam_learning_rate"),
+        (
+            "    return d_model ** -0.5 * min(",
+            "    global _scale\n    if _scale is None:\n        _scale = d_model ** -0.5\n    return _scale * min(",
+        ),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_flat",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step < warmup:\n        return d_model ** -0.5 * step * warmup ** -1.5\n"
+            "    return d_model ** -0.5 * warmup ** -0.5",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "keeps_state_later",
+        ("def warmup_cosine_learning_rate", "_length = None\n\n\ndef warmup_cosine_learning_rate"),
+        (
+            "    if step <= warmup:\n",
+            "    global _length\n    if _length is None:\n        _length = total - warmup\n    if step <= warmup:\n",
+        ),
+        ("/ (total - warmup)", "/ _length"),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_table_behind",
+        (
+            "    if step <= warmup:\n        return peak * step / warmup\n"
+            "    progress = min((step - warmup) / (total - warmup), 1.0)\n"
+            "    return min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))",
+            "    rates = []\n    for s in range(total):\n"
+            "        if s <= warmup:\n            rates.append(peak * s / warmup)\n"
+            "        else:\n            p = (s - warmup) / (total - warmup)\n"
+            "            rates.append(min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * p)))\n"
+            "    return rates[min(step, total) - 1]",
+        ),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "writes_input",
+        (
+            "    norm = math.sqrt(sum(float((g * g).sum()) for g in grads))\n"
+            "    scale = max_norm / norm if norm > max_norm else 1.0\n"
+            "    return [g * scale for g in grads], norm",
+            "    total = 0.0\n    for g in grads:\n        total += float((g * g).sum())\n"
+            "        norm = math.sqrt(total)\n"
+            "        if norm > max_norm:\n            g *= max_norm / norm\n    return grads, norm",
+        ),
+        also=("clip_running_norm",),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "float(sum(float((g * g).sum()) for g in grads) ** 1 / 2)",
+        ),
+    ),
+    changed(
+        "adamw_step",
+        "keeps_state_later",
+        ("def adamw_step", "_decay = None\n\n\ndef adamw_step"),
+        (
+            "    param = param * (1 - lr * weight_decay)\n",
+            "    global _decay\n    if _decay is None:\n        _decay = 1 - lr * weight_decay\n"
+            "    param = param * _decay\n",
+        ),
     ),
 ]

@@ -197,9 +197,15 @@ SENTENCES = {
     "noam_line_times_power": "the warm-up's line is step / warmup * 1.5, warmup^-1.5 read as a division by "
     "warmup times 1.5: it is step * warmup^-1.5, step / warmup ** 1.5 (warmup to the power 1.5), rising to "
     "warmup^-0.5 at step = warmup",
-    "keeps_state_later": "{name} keeps state between calls: called again on the arguments of an earlier call "
-    "({call}) after the calls between, it gave another answer ({what} differs): a global or a cache those "
-    "calls changed gives it; use only what it is handed, and keep nothing from one call to the next",
+    "cosine_table_behind": "yours reads the rate from a table of the steps 0 to total - 1 at index step - 1 "
+    "(schedule[min(step, total) - 1]): one step behind, and held at the rate of step total - 1 past total; "
+    "the rate at step is the schedule's at step itself (1 for the first update), min_lr from total on",
+    "clip_running_norm": "each array is scaled by max_norm over the norm of it and the arrays before it, a "
+    "loop's running total, where that is over max_norm: every array takes one scale, max_norm / norm, of "
+    "the norm of all of them, known once the loop has added every array",
+    "keeps_state_later": "{name} keeps state between calls: {how}, it gave two answers ({what} differs): a "
+    "value kept from an earlier call (a global, a flag, a cache, a default argument) gives it; use only what it "
+    "is handed, and keep nothing from one call to the next",
     "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "
     "1 / sqrt(d_model)",
     "noam_scale_inverted": "the d_model factor in front is inverted, sqrt(d_model): the whole schedule is "
@@ -363,9 +369,10 @@ SENTENCES = {
     "divides by warmup ** -1.5 where it multiplies (step / warmup ** -1.5 is step * warmup^1.5, the same "
     "numbers); your rising line is so large that min(...) always picks the decay, so there is no warm-up; "
     "the line is step * warmup ** -1.5, a product, which meets step^-0.5 at step = warmup",
-    "noam_flat": "after the warm-up your rate stays at its peak, min(step, warmup) * warmup^-1.5: it decays, "
-    "d_model^-0.5 * step^-0.5 (1 / sqrt(step)); the min is between the two curves, min(step^-0.5, step * "
-    "warmup^-1.5), not a cap on step",
+    "noam_flat": "after the warm-up your rate stays at its peak, warmup^-0.5 (times d_model^-0.5), as "
+    "min(step, warmup) * warmup^-1.5 (a cap on step) or warmup ** -0.5 written where step ** -0.5 belongs gives: "
+    "it decays, d_model^-0.5 * step^-0.5 (1 / sqrt(step)), the smaller of the two curves, min(step^-0.5, step * "
+    "warmup^-1.5)",
     "cosine_pi": "the cosine's angle lacks pi, cos(progress): it turns through 1 radian where it should turn "
     "half a circle, so yours never reaches min_lr at total; it is cos(pi * progress)",
     "cosine_end_zero": "from total on the rate is 0: the decay ends at min_lr at total, and the rate stays "

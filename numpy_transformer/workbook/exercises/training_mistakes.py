@@ -120,7 +120,7 @@ def cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift
            whole_progress: bool = False, floor_weight: float = 1.0,
            unbracketed_progress: bool = False, linear: bool = False, ramp_over: int = 0,
            floor_all: bool = False, branch_below: bool = False, whole_rate: bool = False,
-           curves_min: bool = False) -> float:  # fmt: skip
+           curves_min: bool = False, table: bool = False) -> float:  # fmt: skip
     """warmup_cosine_learning_rate with the mistakes its keywords say (floor: "min_lr" right, "zero" the
     cosine to 0, "max" the cosine to 0 held up by max(min_lr, ...), "ratio" to peak * min_lr; past_end: the
     rate from total on, "min_lr" or "zero", ahead of the cosine; turn: the angle at progress 1, pi right;
@@ -134,8 +134,9 @@ def cosine(step: int, peak: float, warmup: int, total: int, min_lr: float, shift
     warmup + ramp_over; floor_all: every rate held up at min_lr, max(lr, min_lr), the warm-up's too;
     branch_below: the warm-up's branch taken while step < warmup, step warmup left to the decay; whole_rate:
     the warm-up's rate divided in whole numbers, peak * step // warmup; curves_min: no branch, the smaller
-    of the warm-up's line and the decay at every step, the progress below 0 in the warm-up)."""
-    step += shift
+    of the warm-up's line and the decay at every step, the progress below 0 in the warm-up; table: the rate
+    of a table of steps 0 to total - 1 read at min(step, total) - 1, one step behind and held past total)."""
+    step = min(step, total) - 1 if table else step + shift
 
     def warming_up() -> float:
         if whole_steps:
@@ -218,6 +219,10 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_degrees", {"turn": 180.0}),
     ("cosine_floor_warmup", {"floor_all": True}),
     ("warmup_whole_rate", {"whole_rate": True}),
+    (
+        "cosine_table_behind",
+        {"table": True, "shift": 0},
+    ),  # last: pairs another pair's numbers has say that one
 )
 
 
@@ -255,6 +260,8 @@ def global_norm(grads: list[Array], norm: str) -> float:
         return math.sqrt(sum(square / max(g.size, 1) for g, square in zip(grads, squares)))
     if norm == "squared":
         return sum(squares)
+    if norm == "halved":  # sq ** 1/2, read (sq ** 1) / 2
+        return sum(squares) / 2
     if norm == "sums":  # each array's sum, squared
         return math.sqrt(sum(float(g.sum()) ** 2 for g in grads))
     if norm == "l1":
@@ -275,7 +282,8 @@ def clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", r
 ]:  # fmt: skip
     """clip_by_global_norm with the mistakes its keywords say: the norm's (``norm``), the scale's
     (``scale``; "unguarded": min(1, max_norm / norm), which divides by 0 where every gradient is 0; "whole":
-    max_norm // norm, 0 wherever it clips; "reversed": scaled where the norm is under max_norm), the norm
+    max_norm // norm, 0 wherever it clips; "reversed": scaled where the norm is under max_norm; "running":
+    each array by the norm of it and the arrays before it), the norm
     returned (``returned``: "after", the clipped gradients' norm)."""
     xp = get_array_module()
     total = global_norm(grads, norm)
@@ -284,6 +292,9 @@ def clip(grads: list[Array], max_norm: float, norm: str = "", scale: str = "", r
         clipped = [g * (max_norm / n) if n > max_norm else g.copy() for g, n in zip(grads, own)]
     elif scale == "by_value":
         clipped = [xp.clip(g, -max_norm, max_norm) for g in grads]
+    elif scale == "running":  # each array by the norm of it and those before it, a loop's running total
+        so_far = [global_norm(grads[: index + 1], norm) for index in range(len(grads))]
+        clipped = [g * (max_norm / n) if n > max_norm else g.copy() for g, n in zip(grads, so_far)]
     else:
         over = total * total > max_norm if scale == "compared_squared" else total > max_norm
         over = total < max_norm if scale == "reversed" else over
@@ -312,6 +323,7 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_zero_norm", {"scale": "unguarded"}),
     ("clip_whole_scale", {"scale": "whole"}),
     ("clip_reversed", {"scale": "reversed"}),
+    ("clip_running_norm", {"scale": "running"}),  # last: pairs another pair's numbers has say that one
 )
 
 
@@ -320,6 +332,8 @@ OTHER_NORMS = {  # the norms global_norm computes in place of the global one, ea
     "max": "the largest entry's size, max |g| (an infinity norm)",
     "l1": "the sum of the entries' sizes |g| (an L1 norm)",
     "squared": "the sum of every entry squared, without its square root",
+    "halved": "the sum of every entry squared, halved, as sq ** 1/2 gives (Python reads it (sq ** 1) / 2, where "
+    "the square root is sq ** 0.5)",
     "sum": "the sum of the arrays' own norms",
     "rms": "the root of the mean of the squares (a root mean square)",
     "means": "the root of the sum of each array's mean of squares",
