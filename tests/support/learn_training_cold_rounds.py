@@ -873,7 +873,7 @@ COLD_ROUNDS += [
     ),
     changed(
         "noam_learning_rate",
-        "keeps_state_later",  # constants kept from the first call: said before as both arguments held
+        "arguments_unused",
         (
             "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
             "    if not _kept:\n        _kept.extend([d_model ** -0.5, warmup ** -1.5])\n"
@@ -959,20 +959,10 @@ COLD_ROUNDS += [
     ),
 ]
 
-# a nineteenth cold learner's: the width factor, the decay's length and AdamW's decay each kept from the first
-# call in a global, the rate after the warm-up warmup ** -0.5 where step ** -0.5 belongs, the rate read from a
-# table of steps 0 to total - 1 one step behind, clipping by a loop's running norm beside a write into the
-# arrays, and the norm sq ** 1/2 (the sum of squares halved)
+# a nineteenth cold learner's: the rate after the warm-up warmup ** -0.5 where step ** -0.5 belongs, the rate read
+# from a table of steps 0 to total - 1 one step behind, clipping by a loop's running norm beside a write into
+# the arrays, and the norm sq ** 1/2 (the sum of squares halved)
 COLD_ROUNDS += [
-    changed(
-        "noam_learning_rate",
-        "keeps_state_later",
-        ("def noam_learning_rate", "_scale = None\n\n\ndef noam_learning_rate"),
-        (
-            "    return d_model ** -0.5 * min(",
-            "    global _scale\n    if _scale is None:\n        _scale = d_model ** -0.5\n    return _scale * min(",
-        ),
-    ),
     changed(
         "noam_learning_rate",
         "noam_flat",
@@ -981,16 +971,6 @@ COLD_ROUNDS += [
             "    if step < warmup:\n        return d_model ** -0.5 * step * warmup ** -1.5\n"
             "    return d_model ** -0.5 * warmup ** -0.5",
         ),
-    ),
-    changed(
-        "warmup_cosine_learning_rate",
-        "keeps_state_later",
-        ("def warmup_cosine_learning_rate", "_length = None\n\n\ndef warmup_cosine_learning_rate"),
-        (
-            "    if step <= warmup:\n",
-            "    global _length\n    if _length is None:\n        _length = total - warmup\n    if step <= warmup:\n",
-        ),
-        ("/ (total - warmup)", "/ _length"),
     ),
     changed(
         "warmup_cosine_learning_rate",
@@ -1025,16 +1005,6 @@ COLD_ROUNDS += [
         (
             "math.sqrt(sum(float((g * g).sum()) for g in grads))",
             "float(sum(float((g * g).sum()) for g in grads) ** 1 / 2)",
-        ),
-    ),
-    changed(
-        "adamw_step",
-        "keeps_state_later",
-        ("def adamw_step", "_decay = None\n\n\ndef adamw_step"),
-        (
-            "    param = param * (1 - lr * weight_decay)\n",
-            "    global _decay\n    if _decay is None:\n        _decay = 1 - lr * weight_decay\n"
-            "    param = param * _decay\n",
         ),
     ),
 ]

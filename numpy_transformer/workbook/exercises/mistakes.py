@@ -203,7 +203,7 @@ SENTENCES = {
     "clip_running_norm": "each array is scaled by max_norm over the norm of it and the arrays before it, a "
     "loop's running total, where that is over max_norm: every array takes one scale, max_norm / norm, of "
     "the norm of all of them, known once the loop has added every array",
-    "keeps_state_later": "{name} keeps state between calls: {how}, it gave two answers ({what} differs): a "
+    "keeps_state_later": "{name} keeps state between calls: called again on the arguments of an earlier call "
     "value kept from an earlier call (a global, a flag, a cache, a default argument) gives it; use only what it "
     "is handed, and keep nothing from one call to the next",
     "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "

@@ -5,8 +5,6 @@ it reproduces on every call of the case is named."""
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import functools
 import inspect
 import itertools
@@ -354,94 +352,22 @@ def _same_later(exercise: TrainingExercise, function: Callable, path: Path, obse
     """Refuse a function whose answer to a case's first call, asked again once every case was graded, is
     another than the one it gave then (``observed``): state the calls between changed (a global, a flag),
     which a call made twice in a row does not show."""
-    for label, first in _first_calls(observed).items():
-        differs = _answered_otherwise(exercise, function, path, first)
-        if differs:
-            how = f"called again on the arguments of an earlier call (case {label}, call 1) after the calls between"
-            raise _refused("keeps_state_later", name=exercise.name, how=how, what=differs)
-
-
-class _Start(NamedTuple):
-    """The state of the learner's function before its first call: its module's names, the data among them
-    (lists, dicts, arrays, numbers: copied) and its default arguments, to put back (_put_back)."""
-
-    function: Any
-    names: set[str]
-    data: dict[str, Any]
-    defaults: Any
-
-
-PLAIN_DATA = (list, dict, set, bytearray, numpy.ndarray, int, float, complex, str, bytes, tuple, type(None))
-
-
-def _start_of(function: Callable, module: ModuleType) -> _Start | None:
-    """The state ``function`` starts from, where it is a function of the learner's own file (``module``);
-    None for anything else (the package's own functions are never put back)."""
-    plain = inspect.unwrap(function)
-    if getattr(plain, "__globals__", None) is not module.__dict__:
-        return None
-    data = {}
-    for name, value in module.__dict__.items():
-        if isinstance(value, PLAIN_DATA) and not name.startswith("__"):
-            with contextlib.suppress(Exception):  # a tuple holding a module, say: left as it is
-                data[name] = copy.deepcopy(value)
-    with contextlib.suppress(Exception):
-        defaults = copy.deepcopy((plain.__defaults__, plain.__kwdefaults__))
-        return _Start(plain, set(module.__dict__), data, defaults)
-    return None
-
-
-def _put_back(start: _Start) -> None:
-    """The learner's module and function as they were at ``start``: the names made since removed, the
-    data copied then written back, the default arguments too."""
-    namespace = start.function.__globals__
-    for name in set(namespace) - start.names:
-        del namespace[name]
-    for name, value in start.data.items():
-        namespace[name] = copy.deepcopy(value)
-    start.function.__defaults__, start.function.__kwdefaults__ = copy.deepcopy(start.defaults)
-
-
-def _same_from_start(
-    exercise: TrainingExercise, function: Callable, path: Path, observed: list[Observed], start: _Start
-) -> None:
-    """Refuse a function whose answers to a later case's calls, the case asked again from the state it
-    started from (``start``), are others than the ones it gave after the cases before it: a value kept from
-    an earlier call (a global set once, a cache, a default argument) gave them, which no later call changes."""
-    cases: dict[str, list[Observed]] = {}
-    for call in observed:
-        cases.setdefault(call.case, []).append(call)
-    for label, calls in list(cases.items())[1:]:
-        _put_back(start)
-        for number, call in enumerate(calls, 1):
-            differs = _answered_otherwise(exercise, function, path, call)
-            if differs:
-                how = f"asked case {label} again in the state it started from, at call {number}"
-                raise _refused("keeps_state_later", name=exercise.name, how=how, what=differs)
-
-
-def _first_calls(observed: list[Observed]) -> dict[str, Observed]:
-    """Each case's first call, by the case's label."""
     firsts: dict[str, Observed] = {}
     for call in observed:
         firsts.setdefault(call.case, call)
-    return firsts
-
-
-def _answered_otherwise(exercise: TrainingExercise, function: Callable, path: Path, call: Observed) -> str:
-    """The first value ``function``'s answer to ``call`` made again differs in from the one it gave then
-    ("" where none does; where it raises now, the first value)."""
-    arguments = [_copied(call.arguments[name]) for name in exercise.arguments]
-    try:
-        again = _results(_call(function, path, exercise, arguments), exercise)
-    except Raised:
-        again = "raised"
-    for index, name in enumerate(exercise.returns):
-        if isinstance(again, str) or not numpy.array_equal(
-            again[index].array.reshape(-1), call.yours[index], equal_nan=True
-        ):
-            return name
-    return ""
+    for label, first in firsts.items():
+        arguments = [_copied(first.arguments[name]) for name in exercise.arguments]
+        again = _results(_call(function, path, exercise, arguments), exercise)  # what it raises is said so
+        differs = [
+            name
+            for index, name in enumerate(exercise.returns)
+            if isinstance(again, str)
+            or not numpy.array_equal(again[index].array.reshape(-1), first.yours[index], equal_nan=True)
+        ]
+        if differs:
+            raise _refused(
+                "keeps_state_later", name=exercise.name, call=f"case {label}, call 1", what=differs[0]
+            )
 
 
 def _grade_case(
@@ -604,17 +530,16 @@ def check_training_function(
     function = learners_function(module, name)
     if function is None:
         return FunctionVerdict(name, "textbook", message="not defined in the file: the textbook's is used")
-    start = _start_of(function, module)  # before its first call
     try:
         with under_time_limit(time_limit, needs_line_watch(module), say, f"your {name}"):
             try:
-                return _graded(exercise, function, path, seed, start)
+                return _graded(exercise, function, path, seed)
             except Raised as raised:
                 if raised.cause == "returns_order":
                     ordered = _in_order(function, exercise, raised.names["yours"])
                     raised.names["then"] = _then(exercise, ordered, path, seed)
                 if raised.cause in ("writes_input", "writes_list"):
-                    return _written_and_graded(exercise, function, path, seed, raised, start)
+                    return _written_and_graded(exercise, function, path, seed, raised)
                 raise
     except ToDo as todo:
         waits = f" (waits on {todo.where}, still to do)" if todo.where and todo.where != name else ""
@@ -627,12 +552,7 @@ def check_training_function(
 
 
 def _written_and_graded(
-    exercise: TrainingExercise,
-    function: Callable,
-    path: Path,
-    seed: int,
-    written: Raised,
-    start: _Start | None,
+    exercise: TrainingExercise, function: Callable, path: Path, seed: int, written: Raised
 ) -> FunctionVerdict:
     """The verdict of a rung that writes into what it was handed: the write refused by name, and its
     results graded as they are when it is handed copies, so that a slip beside the write is named too."""
@@ -642,7 +562,7 @@ def _written_and_graded(
         return function(*[_copied(argument) for argument in arguments])
 
     try:
-        graded = _graded(exercise, on_copies, path, seed, start)
+        graded = _graded(exercise, on_copies, path, seed)
     except (Raised, ToDo):  # on copies it raises, or returns what cannot be graded: the write is said alone
         return FunctionVerdict(exercise.name, "error", message=said, cause=written.cause)
     right = graded.status == "done"
@@ -677,17 +597,14 @@ def _then(exercise: TrainingExercise, ordered: Callable, path: Path, seed: int) 
     )
 
 
-def _graded(
-    exercise: TrainingExercise, function: Callable, path: Path, seed: int, start: _Start | None = None
-) -> FunctionVerdict:
+def _graded(exercise: TrainingExercise, function: Callable, path: Path, seed: int) -> FunctionVerdict:
     """``function`` graded as the rung ``exercise`` on every case drawn from ``seed`` (raises what its calls
-    raise: ToDo, Raised); ``start``: the state it started from, to ask a later case's first call in again."""
+    raise: ToDo, Raised)."""
     name = exercise.name
     merged: dict[str, GradientVerdict] = {}
     handed: list[str] = []
     candidates = set(range(len(exercise.known)))  # the mistakes it reproduces on every call so far
     observed: list[Observed] = []
-    completed = False
     for case in exercise.cases(numpy.random.default_rng(seed)):
         try:
             verdicts, reproduced = _grade_case(exercise, function, case, path, handed, observed, candidates)
@@ -702,11 +619,8 @@ def _graded(
                 merged[verdict.name] = verdict
     else:  # every case graded: its first calls asked again show state a later call changed
         _same_later(exercise, function, path, observed)
-        completed = True
     gradients = [merged[value] for value in exercise.returns if value in merged]
     keys, values = _cause(exercise, candidates, observed)
-    if completed and start is not None and "earlier_answer" not in keys:  # a cache said as such stands
-        _same_from_start(exercise, function, path, observed, start)
     for gradient in gradients:  # named only where a mistake has its results on every call graded
         if gradient.mistake is None and keys and gradient.status == "wrong":
             gradient.mistake, gradient.also, gradient.values = keys[0], keys[1:], values
