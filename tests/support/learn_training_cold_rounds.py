@@ -1008,3 +1008,50 @@ COLD_ROUNDS += [
         ),
     ),
 ]
+
+# a twentieth cold learner's: step overwritten by step ** -0.5 before the line is made from it, the width factor
+# left out of a branch's warm-up line, the cosine a full turn, the arrays' norms added unsquared under a root,
+# m's weights swapped alone, and the AdamW paper's Algorithm 2 with both eta and alpha set to lr
+COLD_ROUNDS += [
+    changed(
+        "noam_learning_rate",
+        "noam_warmup_outside",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    step = step ** -0.5\n    warm = step * warmup ** -1.5\n    return d_model ** -0.5 * min(step, warm)",
+        ),
+    ),
+    changed(
+        "noam_learning_rate",
+        "noam_front_decay_only",
+        (
+            "    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)",
+            "    if step < warmup:\n        return step * warmup ** -1.5\n    return d_model ** -0.5 * step ** -0.5",
+        ),
+    ),
+    changed(
+        "warmup_cosine_learning_rate",
+        "cosine_full_turn",
+        ("math.cos(math.pi * progress)", "math.cos(2 * math.pi * progress)"),
+    ),
+    changed(
+        "clip_by_global_norm",
+        "clip_other_norm",
+        (
+            "math.sqrt(sum(float((g * g).sum()) for g in grads))",
+            "math.sqrt(sum(float(np.linalg.norm(g)) for g in grads))",
+        ),
+    ),
+    changed(
+        "adam_step", "m_weights_swapped", ("beta1 * m + (1 - beta1) * grad", "(1 - beta1) * m + beta1 * grad")
+    ),
+    changed(
+        "adamw_step",
+        "adamw_lr_twice",
+        ("    param = param * (1 - lr * weight_decay)\n", ""),
+        (
+            "    return param - lr * m_hat / (xp.sqrt(v_hat) + eps), m, v",
+            "    return param - lr * (lr * m_hat / (xp.sqrt(v_hat) + eps) + weight_decay * param), m, v",
+        ),
+    ),
+]

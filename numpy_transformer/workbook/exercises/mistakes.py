@@ -203,6 +203,16 @@ SENTENCES = {
     "clip_running_norm": "each array is scaled by max_norm over the norm of it and the arrays before it, a "
     "loop's running total, where that is over max_norm: every array takes one scale, max_norm / norm, of "
     "the norm of all of them, known once the loop has added every array",
+    "cosine_full_turn": "the cosine turns a full circle, cos(2 * pi * progress): it falls to min_lr halfway "
+    "through the decay and climbs back to peak at total; half a turn, cos(pi * progress), falls once from peak "
+    "to min_lr",
+    "m_weights_swapped": "m's two weights are swapped, (1 - beta1) * m + beta1 * grad: a running average keeps "
+    "beta1 of the old m and adds 1 - beta1 of the new gradient, m = beta1 * m + (1 - beta1) * grad (v's are "
+    "right)",
+    "adamw_lr_twice": "Adam's step is scaled by lr twice, lr * (lr * m_hat / (sqrt(v_hat) + eps) + weight_decay * "
+    "param), as the AdamW paper's Algorithm 2 gives with both its schedule multiplier eta and its step size "
+    "alpha set to lr: eta is the schedule's multiplier (1 at a constant rate), so the step is lr * m_hat / "
+    "(sqrt(v_hat) + eps) and the decay lr * weight_decay * param",
     "keeps_state_later": "{name} keeps state between calls: called again on the arguments of an earlier call "
     "value kept from an earlier call (a global, a flag, a cache, a default argument) gives it; use only what it "
     "is handed, and keep nothing from one call to the next",
@@ -475,9 +485,10 @@ SENTENCES = {
     "noam_line_precedence": "the warm-up's power is written ** -3/2, which Python reads as (warmup ** -3) / 2: "
     "** binds tighter than /, so it is not warmup^-1.5; write warmup ** -1.5 (or warmup ** (-3 / 2)): the "
     "line is step * warmup^-1.5",
-    "noam_warmup_outside": "warmup^-1.5 stands outside the min, min(step^-0.5, step) * warmup^-1.5, so it "
-    "scales both curves: it belongs to the rising line alone, inside the brackets, min(step^-0.5, step * "
-    "warmup^-1.5); check where each bracket closes",
+    "noam_warmup_outside": "warmup^-1.5 scales the decay, the rate step^-0.5 * warmup^-1.5 at every step, as "
+    "min(step^-0.5, step) * warmup^-1.5 (warmup^-1.5 outside the min's brackets) or a line made from step after "
+    "step = step ** -0.5 overwrote it gives: warmup^-1.5 belongs to the rising line alone, min(step^-0.5, step * "
+    "warmup^-1.5), of the step handed in; check where each bracket closes, and keep step's name for step",
     "cosine_progress_unbracketed": "the progress has lost its brackets, step - warmup / (total - warmup), "
     "which Python reads as step - (warmup / (total - warmup)) (/ binds tighter than -): it is past 1 from "
     "the first step after the warm-up; the step's distance from warmup is divided, (step - warmup) / "

@@ -23,7 +23,8 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
          line_swapped: bool = False, line_halved: bool = False, warmup_outside: bool = False,
          whole_line: bool = False, front_on: str = "", rooted: bool = False,
          decay_power: float = -0.5, branched: str = "", held: bool = False, decay_scaled: bool = False,
-         ratio_powered: bool = False, decay_from: bool = False, times_power: bool = False) -> float:  # fmt: skip
+         ratio_powered: bool = False, decay_from: bool = False, times_power: bool = False,
+         bare_line: bool = False) -> float:  # fmt: skip
     """noam_learning_rate with the mistakes its keywords say (flat: the warm-up's line held at its peak,
     pick(step, warmup) * warmup^power, in place of the decay; first_zero: 0 where the shifted step is
     below 1, not the rate at step 1; halved: ``x ** -1/2``, (x ** -1) / 2, in the "front", the "decay" or
@@ -38,7 +39,8 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
     max(step, warmup)^-0.5 gives;
     decay_scaled: the decay times warmup^0.5, sqrt(warmup / step); ratio_powered: the line the power of the
     ratio, (step / warmup)^-power; decay_from: past warmup the decay of the steps since it, (step -
-    warmup)^decay_power; times_power: the line step / warmup * -power, warmup^power read as a division)."""
+    warmup)^decay_power; times_power: the line step / warmup * -power, warmup^power read as a division;
+    bare_line: a branch's line without the factor in front)."""
     step += shift
     if first_zero and step < 1:
         return 0.0
@@ -61,6 +63,8 @@ def noam(step: int, d_model: int, warmup: int, shift: int = 0, power: float = -1
         return float(pick(front * decay, line) if front_on == "decay" else pick(decay, front * line))
     if branched:
         warming = step < warmup or (branched == "through" and step == warmup)
+        if bare_line and warming:
+            return float(line)
         return float(front * (line if warming else decay) ** (-0.5 if rooted else 1.0))
     return float(front * pick(decay, line) ** (-0.5 if rooted else 1.0))
 
@@ -105,6 +109,8 @@ NOAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("noam_floored_powers", {"decay_power": -1.0, "power": -2.0}),
     # last: a pair they make that another pair's numbers has says the earlier one
     ("noam_line_times_power", {"times_power": True}),
+    ("noam_front_decay_only", {"bare_line": True, "branched": "below"}),
+    ("noam_front_decay_only", {"bare_line": True, "branched": "through"}),
     # a branch's decay alone counts from the warm-up's end: never beside a min (front_on, flat, warmup_outside)
     (
         "noam_decay_from_warmup",
@@ -219,10 +225,9 @@ COSINE_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("cosine_degrees", {"turn": 180.0}),
     ("cosine_floor_warmup", {"floor_all": True}),
     ("warmup_whole_rate", {"whole_rate": True}),
-    (
-        "cosine_table_behind",
-        {"table": True, "shift": 0},
-    ),  # last: pairs another pair's numbers has say that one
+    # last: a pair they make that another pair's numbers has says the earlier one
+    ("cosine_table_behind", {"table": True, "shift": 0}),
+    ("cosine_full_turn", {"turn": 2 * math.pi}),
 )
 
 
@@ -262,6 +267,8 @@ def global_norm(grads: list[Array], norm: str) -> float:
         return sum(squares)
     if norm == "halved":  # sq ** 1/2, read (sq ** 1) / 2
         return sum(squares) / 2
+    if norm == "root_of_norms":  # the arrays' own norms, not squared, under the root
+        return math.sqrt(sum(math.sqrt(square) for square in squares))
     if norm == "sums":  # each array's sum, squared
         return math.sqrt(sum(float(g.sum()) ** 2 for g in grads))
     if norm == "l1":
@@ -332,6 +339,8 @@ OTHER_NORMS = {  # the norms global_norm computes in place of the global one, ea
     "max": "the largest entry's size, max |g| (an infinity norm)",
     "l1": "the sum of the entries' sizes |g| (an L1 norm)",
     "squared": "the sum of every entry squared, without its square root",
+    "root_of_norms": "the square root of the sum of the arrays' own norms, each added unsquared (the norms "
+    "squared, norm(g) ** 2, are what the root sums)",
     "halved": "the sum of every entry squared, halved, as sq ** 1/2 gives (Python reads it (sq ** 1) / 2, where "
     "the square root is sq ** 0.5)",
     "sum": "the sum of the arrays' own norms",
@@ -408,8 +417,10 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
         "v_beta1_both": (1.0 - b1, 1.0 - b1),
         "m_beta2": (1.0 - b2, 1.0 - b2),
         "swapped": (b1, b2),
+        "m_swapped": (b1, 1.0 - b2),
     }.get(weights, (1.0 - b1, 1.0 - b2))
     k1, k2 = (1.0 - b1, 1.0 - b2) if weights == "swapped" else (b1, b2)  # what the old moments keep
+    k1 = 1.0 - b1 if weights == "m_swapped" else k1
     k2 = b1 if weights == "v_beta1_both" else k2
     if restart:  # the moments handed in ignored: each step averages from zeros again
         m, v = xp.zeros_like(m), xp.zeros_like(v)
@@ -462,7 +473,8 @@ def adam(param: Array, grad: Array, m: Array, v: Array, t: int, lr: float, beta1
             m_hat, v_hat = moments[0] / corrections[0], moments[1] / corrections[1]
         if decay == "adaptive":  # the decay put through the adaptive step with the moment
             m_hat = m_hat + weight_decay * decayed
-        update = _update(m_hat, v_hat, lr, eps, denominator, corrections[1])
+        rate = lr * lr if decay_rate == "lr_twice" else lr  # the AdamW paper's eta and alpha both lr
+        update = _update(m_hat, v_hat, rate, eps, denominator, corrections[1])
     new_param = param + update if ascent else param - update
     new_param = new_param + eps if denominator == "eps_outside" else new_param
     if decay == "after":
@@ -554,6 +566,7 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("moment_unbracketed", {"unbracketed": "m"}),
     ("moment_unbracketed", {"unbracketed": "v"}),
     ("moment_unbracketed", {"unbracketed": "both"}),
+    ("m_weights_swapped", {"weights": "m_swapped"}),  # last: pairs another pair's numbers has say that one
 )
 
 
@@ -587,6 +600,7 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
         "decay_twice",
         {"decay": "twice_shrunk"},
     ),  # last: a pair another pair's numbers has says the earlier one
+    ("adamw_lr_twice", {"decay_rate": "lr_twice"}),
 )
 
 
