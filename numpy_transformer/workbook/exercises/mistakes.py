@@ -214,8 +214,8 @@ SENTENCES = {
     "alpha set to lr: eta is the schedule's multiplier (1 at a constant rate), so the step is lr * m_hat / "
     "(sqrt(v_hat) + eps) and the decay lr * weight_decay * param",
     "keeps_state_later": "{name} keeps state between calls: called again on the arguments of an earlier call "
-    "value kept from an earlier call (a global, a flag, a cache, a default argument) gives it; use only what it "
-    "is handed, and keep nothing from one call to the next",
+    "({call}) after the calls between, it gave another answer ({what} differs): a global or a flag those "
+    "calls changed gives it; use only what it is handed, and keep nothing from one call to the next",
     "noam_scale_missing": "the d_model^-0.5 in front is missing: the whole schedule is scaled by "
     "1 / sqrt(d_model)",
     "noam_scale_inverted": "the d_model factor in front is inverted, sqrt(d_model): the whole schedule is "

@@ -330,7 +330,8 @@ CLIP_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("clip_zero_norm", {"scale": "unguarded"}),
     ("clip_whole_scale", {"scale": "whole"}),
     ("clip_reversed", {"scale": "reversed"}),
-    ("clip_running_norm", {"scale": "running"}),  # last: pairs another pair's numbers has say that one
+    # last: a pair it makes that another pair's numbers has says the earlier one
+    ("clip_running_norm", {"scale": "running"}),
 )
 
 
@@ -566,7 +567,8 @@ ADAM_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("moment_unbracketed", {"unbracketed": "m"}),
     ("moment_unbracketed", {"unbracketed": "v"}),
     ("moment_unbracketed", {"unbracketed": "both"}),
-    ("m_weights_swapped", {"weights": "m_swapped"}),  # last: pairs another pair's numbers has say that one
+    # last: a pair it makes that another pair's numbers has says the earlier one
+    ("m_weights_swapped", {"weights": "m_swapped"}),
 )
 
 
@@ -596,10 +598,8 @@ DECAY_KNOBS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("decay_compounded", {"decay_rate": "compounded"}),
     ("decay_shrinks_gradient", {"decay": "shrunk_gradient"}),
     ("adamw_update_lost", {"returned": "decayed", "decay": ""}),  # the decay as it belongs: what is returned
-    (
-        "decay_twice",
-        {"decay": "twice_shrunk"},
-    ),  # last: a pair another pair's numbers has says the earlier one
+    # last: a pair they make that another pair's numbers has says the earlier one
+    ("decay_twice", {"decay": "twice_shrunk"}),
     ("adamw_lr_twice", {"decay_rate": "lr_twice"}),
 )
 
