@@ -380,6 +380,26 @@ def test_a_schedule_that_counts_its_own_steps_is_said_to_keep_state(tmp_path):
     assert code == 0 and "done" in report, report
 
 
+def test_a_width_factor_kept_from_the_first_call_is_said_beside_a_constant_and_a_constant_alone_is_not(
+    tmp_path,
+):
+    """d_model held at the value the first call handed in: a constant or a value kept from that call give
+    the same numbers, and the sentence says both; held at a value a later call hands in, a constant alone."""
+    path = tmp_path / "mine.py"
+    right = CORRECT["noam_learning_rate"]
+    kept = right.replace("def noam_learning_rate", "_scale = []\n\n\ndef noam_learning_rate").replace(
+        "    return d_model ** -0.5",
+        "    if not _scale:\n        _scale.append(d_model ** -0.5)\n    return _scale[0]",
+    )
+    constant = right.replace("    return d_model ** -0.5", "    d_model = 512\n    return d_model ** -0.5")
+    for source, second in ((kept, True), (constant, False)):
+        assert source != right
+        path.write_text(TRAINING_HEADER + source)
+        report, code = workbook.run_check(path, ["noam_learning_rate"])
+        assert code == 1 and "d_model is not used" in report and "a constant written in its place" in report
+        assert ("the value the first call handed in kept for every call after it" in report) == second, report
+
+
 def test_the_clipping_cases_are_what_they_say():
     for seed in range(3):
         first, _, under, squared_over, zero = workbook.TRAINING_BY_NAME["clip_by_global_norm"].cases(

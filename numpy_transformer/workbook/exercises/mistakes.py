@@ -546,7 +546,7 @@ SENTENCES = {
     "of its own)",
     "argument_unused": "{name} is not used: yours gives the formula's results with {name} held at {value:.6g} "
     "on every call, whatever is handed in ({handed}), as a constant written in its place (or a default "
-    "used in its stead) gives; use {name} as it is given",
+    "used in its stead){kept} gives; use {name} as it is given",
     # a ninth cold learner's: min_lr's floor on the warm-up too, the decay falling as another power of the
     # step read from the numbers, v of ((1 - beta2) g)^2, the moments handed in returned
     "cosine_floor_warmup": "the floor min_lr is applied to the warm-up too: yours computes max(lr, min_lr) at "

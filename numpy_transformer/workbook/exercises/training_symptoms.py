@@ -169,7 +169,12 @@ def argument_unused(
         for name in names:
             for value in handed[name] if len(handed[name]) > 1 else []:
                 if _held_pinned(function, observed, {name: value}):
-                    held = {"name": name, "value": value, "handed": _values(handed[name])}
+                    held = {
+                        "name": name,
+                        "value": value,
+                        "handed": _values(handed[name]),
+                        "kept": _kept_from_first(observed, name, value),
+                    }
                     return (("argument_unused", key) if key else "argument_unused"), held
     values = {
         name: sorted({*handed[name], *([COMMON_DEFAULTS[name]] if name in COMMON_DEFAULTS else [])})
@@ -186,6 +191,14 @@ def argument_unused(
                         "handed": "; ".join(f"{name} {_values(handed[name])}" for name in held_names),
                     }
     return None
+
+
+def _kept_from_first(observed: list[Observed], name: str, value: float) -> str:
+    """The second reading of an argument held at the value the first call handed in, which the numbers
+    cannot tell from a constant: a value kept from that call (a global filled once); "" for another value."""
+    if not observed or not _same(value, float(observed[0].arguments[name])):
+        return ""
+    return ", or the value the first call handed in kept for every call after it (a global filled once),"
 
 
 def _held_pinned(function: Callable, observed: list[Observed], held: dict[str, Any]) -> bool:
@@ -702,6 +715,7 @@ def decay_rate(observed: list[Observed]) -> Symptom:
             "name": "weight_decay",
             "value": used[0],
             "handed": _values(handed),
+            "kept": _kept_from_first(observed, "weight_decay", used[0]),
         }
         return "argument_unused", held
     return ("decay_rate", found) if found else None
