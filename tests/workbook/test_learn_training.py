@@ -400,6 +400,40 @@ def test_a_width_factor_kept_from_the_first_call_is_said_beside_a_constant_and_a
         assert ("the value the first call handed in kept for every call after it" in report) == second, report
 
 
+@pytest.mark.parametrize(
+    ("name", "old", "kept", "other", "said"),
+    [
+        (
+            "warmup_cosine_learning_rate",
+            "(total - warmup)",
+            "_held.setdefault('length', total - warmup)",
+            "(total - warmup + 3)",
+            "the cosine's progress runs over other steps",
+        ),
+        (
+            "adamw_step",
+            "(1 - lr * weight_decay)",
+            "(1 - _held.setdefault('share', lr * weight_decay))",
+            "(1 - 2 * lr * weight_decay)",
+            "the decay shrinks the parameter by another share of it",
+        ),
+    ],
+)
+def test_a_length_or_a_decay_kept_from_the_first_call_is_said_so_and_another_slip_is_not(
+    tmp_path, name, old, kept, other, said
+):
+    """A value computed on the first call and kept for the calls after it (a global filled once) gives
+    numbers the first call's arguments explain: said so beside the symptom; another slip, the symptom alone."""
+    path = tmp_path / "mine.py"
+    for new, second in ((kept, True), (other, False)):
+        source = CORRECT[name].replace(old, new, 1)
+        assert source != CORRECT[name]
+        path.write_text(TRAINING_HEADER + "_held = {}\n" + source)
+        report, code = workbook.run_check(path, [name])
+        assert code == 1 and said in report, report
+        assert ("the first call's" in report and "kept for every call after it" in report) == second, report
+
+
 def test_the_clipping_cases_are_what_they_say():
     for seed in range(3):
         first, _, under, squared_over, zero = workbook.TRAINING_BY_NAME["clip_by_global_norm"].cases(

@@ -353,8 +353,8 @@ SENTENCES = {
     "cosine_quarter": "the decay is a quarter cosine, cos(pi / 2 * progress): the schedule's is half a "
     "period lifted onto [0, 1], 0.5 * (1 + cos(pi * progress)), which falls slowly at both ends",
     "cosine_span": "the cosine's progress runs over other steps: yours goes from 0 at step {start:.6g} to 1 at "
-    "step {end:.6g}, where the decay runs from warmup ({warmup}) to total ({total}): progress = (step - warmup) "
-    "/ (total - warmup)",
+    "step {end:.6g}, where the decay runs from warmup ({warmup}) to total ({total}){kept}: progress = (step - "
+    "warmup) / (total - warmup)",
     "clip_epsilon": "the scale divides by norm + {eps:.3g}: it is max_norm / norm exactly (an epsilon, as "
     "PyTorch's clip_grad_norm_ adds, is not needed: where it clips, the norm exceeds max_norm)",
     "clip_spectral": "a matrix's norm is taken as its largest singular value (numpy's norm(g, 2) on a 2-d "
@@ -371,7 +371,7 @@ SENTENCES = {
     "decay_twice": "the weight decay is applied twice: inside the gradient (L2) and decoupled; AdamW's is "
     "decoupled alone, param * (1 - lr * weight_decay), and the moments never see it",
     "decay_rate": "the decay shrinks the parameter by another share of it: AdamW's is lr * weight_decay, "
-    "{right:.6g} on call {call}, yours {yours:.6g} ({times:.6g} times as much)",
+    "{right:.6g} on call {call}, yours {yours:.6g} ({times:.6g} times as much){kept}",
     # a third cold learner's: the warm-up's power without its minus, the rate held after the warm-up, the
     # cosine without pi or 0 after total, each array's mean of squares, both corrections with one beta, the
     # decay taken away as a constant or put through Adam's denominator, and arguments mixed up

@@ -550,7 +550,21 @@ def cosine_span(observed: list[Observed]) -> Symptom:
             return None
         start, end = -line[1] / line[0], (1 - line[1]) / line[0]
         if not (_same(start, warmup) and _same(end, total)):
-            found.append({"start": start, "end": end, "warmup": warmup, "total": total})
+            first = observed[0].arguments
+            length = float(first["total"]) - float(first["warmup"])
+            kept = _same(start, warmup) and _same(end - start, length) and not _same(total - warmup, length)
+            found.append(
+                {
+                    "start": start,
+                    "end": end,
+                    "warmup": warmup,
+                    "total": total,
+                    "kept": f"; its length, {length:.6g}, is the first call's total - warmup: kept for every call "
+                    "after it (a global filled once), or that number written in"
+                    if kept
+                    else "",
+                }
+            )
     return ("cosine_span", found[0]) if found else None
 
 
@@ -694,7 +708,8 @@ def decay_rate(observed: list[Observed]) -> Symptom:
     """The moments right, the parameter shrunk by another share of itself than lr * weight_decay, one
     share for every entry of a call: the decay's rate is what is wrong. Where that share is lr times one
     value on every call, whatever weight_decay each hands in, weight_decay is not used (argument_unused)."""
-    found, used = None, []
+    found: dict[str, Any] | None = None
+    used, shares = [], []
     for number, o in enumerate(observed, 1):
         (param_yours, m_yours, v_yours), (param_right, m_right, v_right) = o.yours, o.right
         param = numpy.asarray(o.arguments["param"], dtype=numpy.float64).reshape(-1)
@@ -709,6 +724,7 @@ def decay_rate(observed: list[Observed]) -> Symptom:
         if found is None and not _same(share, rate):
             found = {"call": number, "yours": share, "right": rate, "times": share / rate}
         used.append(share / float(o.arguments["lr"]))
+        shares.append(share)
     handed = sorted({float(o.arguments["weight_decay"]) for o in observed})
     if found and len(handed) > 1 and all(_same(each, used[0]) for each in used):
         held = {
@@ -718,6 +734,15 @@ def decay_rate(observed: list[Observed]) -> Symptom:
             "kept": _kept_from_first(observed, "weight_decay", used[0]),
         }
         return "argument_unused", held
+    if found:
+        first = float(observed[0].arguments["lr"]) * float(observed[0].arguments["weight_decay"])
+        kept = all(_same(share, first) for share in shares)
+        found["kept"] = (
+            f"; yours is the first call's lr * weight_decay, {first:.6g}, on every call: kept for every call after "
+            "it (a global filled once), or that number written in"
+            if kept
+            else ""
+        )
     return ("decay_rate", found) if found else None
 
 
