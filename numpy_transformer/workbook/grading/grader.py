@@ -10,7 +10,7 @@ import inspect
 import traceback
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -274,12 +274,11 @@ def _compare_with_textbook(exercise: Exercise, case: Case, path: Path, theirs: _
 
 
 def _grade_gradients(
-    exercise: Exercise, case: Case, path: Path, theirs: _Theirs, textbook: _Textbook, decided: Set[str]
+    exercise: Exercise, case: Case, path: Path, theirs: _Theirs, textbook: _Textbook
 ) -> dict[str, GradientVerdict]:
     """Each gradient's verdict, by label: one that cannot be compared entry by entry is wrong as it
-    stands (_screen); so is one found wrong in an earlier case (``decided``) that differs from the
-    textbook's here too, its verdict already said; the others are checked by central differences of
-    their forward and against the textbook's gradient (_grade_by_differences)."""
+    stands (_screen); the others are checked by central differences of their forward and against the
+    textbook's gradient (_grade_by_differences)."""
     verdicts: dict[str, GradientVerdict] = {}
     checked: dict[str, numpy.ndarray] = {}
     for label, variable, grad, right in zip(textbook.names, case.grads, textbook.grads, textbook.expected):
@@ -288,10 +287,6 @@ def _grade_gradients(
         screened = _screen(label, variable, grad, right, case, bool(exercise.params))
         if isinstance(screened, GradientVerdict):
             verdicts[label] = screened
-        elif label in decided and not close_enough(screened, to_numpy(right)):
-            verdicts[label] = GradientVerdict(
-                label, "wrong", case=case.label, detail="wrong as in an earlier case"
-            )
         else:
             checked[variable] = screened
     if checked:
@@ -416,14 +411,14 @@ def _localise(
 
 
 def _run_case(
-    exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int, decided: Set[str]
+    exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int
 ) -> tuple[list[GradientVerdict], Localised | None]:
     """One case of one exercise, in four stages: call the learner's code, compare with the textbook,
     grade each gradient, localise a wrong block's mistake. Returns each returned gradient's verdict
     (raises ToDo or Raised) and, for a wrong block, where its mistake is."""
     theirs = _call_learners_code(exercise, module, case, path, seed)
     textbook = _compare_with_textbook(exercise, case, path, theirs)
-    verdicts = _grade_gradients(exercise, case, path, theirs, textbook, decided)
+    verdicts = _grade_gradients(exercise, case, path, theirs, textbook)
     localised = _localise(exercise, case, theirs, textbook, verdicts)
     return [verdicts[label] for label in textbook.names if label in verdicts], localised
 
@@ -446,13 +441,7 @@ def _textbook_standing_in(module: ModuleType, names: Sequence[str]) -> Iterator[
 
 
 def _run_case_standing_in(
-    exercise: Exercise,
-    module: ModuleType,
-    case: Case,
-    path: Path,
-    seed: int,
-    standing_in: list[str],
-    decided: Set[str],
+    exercise: Exercise, module: ModuleType, case: Case, path: Path, seed: int, standing_in: list[str]
 ) -> tuple[list[GradientVerdict], Localised | None]:
     """_run_case; where it waits on an optional exercise of theirs still to do (a latent attention,
     which a block calls on its latent cases only), again with the textbook's in its place, its name
@@ -460,7 +449,7 @@ def _run_case_standing_in(
     while True:
         try:
             with _textbook_standing_in(module, standing_in):
-                return _run_case(exercise, module, case, path, seed, decided)
+                return _run_case(exercise, module, case, path, seed)
         except ToDo as todo:
             if exercise.backward in OPTIONAL or todo.where not in OPTIONAL or todo.where in standing_in:
                 raise
@@ -498,9 +487,8 @@ def check_function(
         with under_time_limit(time_limit, needs_line_watch(module), say, f"your {name}"):
             cases = list(enumerate(BY_NAME[name].cases(rng)))
             for number, case in cases:
-                decided = {label for label, verdict in merged.items() if verdict.status == "wrong"}
                 graded, where = _run_case_standing_in(
-                    exercise, module, case, path, seed + number, standing_in, decided
+                    exercise, module, case, path, seed + number, standing_in
                 )
                 localised = localised or where
                 for verdict in graded:
