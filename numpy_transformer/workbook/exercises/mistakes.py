@@ -353,8 +353,8 @@ SENTENCES = {
     "cosine_quarter": "the decay is a quarter cosine, cos(pi / 2 * progress): the schedule's is half a "
     "period lifted onto [0, 1], 0.5 * (1 + cos(pi * progress)), which falls slowly at both ends",
     "cosine_span": "the cosine's progress runs over other steps: yours goes from 0 at step {start:.6g} to 1 at "
-    "step {end:.6g}, where the decay runs from warmup ({warmup}) to total ({total}){kept}: progress = (step - "
-    "warmup) / (total - warmup)",
+    "step {end:.6g}, where the decay runs from warmup ({warmup}) to total ({total}): progress = (step - warmup) "
+    "/ (total - warmup){kept}",
     "clip_epsilon": "the scale divides by norm + {eps:.3g}: it is max_norm / norm exactly (an epsilon, as "
     "PyTorch's clip_grad_norm_ adds, is not needed: where it clips, the norm exceeds max_norm)",
     "clip_spectral": "a matrix's norm is taken as its largest singular value (numpy's norm(g, 2) on a 2-d "
@@ -546,7 +546,7 @@ SENTENCES = {
     "of its own)",
     "argument_unused": "{name} is not used: yours gives the formula's results with {name} held at {value:.6g} "
     "on every call, whatever is handed in ({handed}), as a constant written in its place (or a default "
-    "used in its stead){kept} gives; use {name} as it is given",
+    "used in its stead) gives{kept}; use {name} as it is given",
     # a ninth cold learner's: min_lr's floor on the warm-up too, the decay falling as another power of the
     # step read from the numbers, v of ((1 - beta2) g)^2, the moments handed in returned
     "cosine_floor_warmup": "the floor min_lr is applied to the warm-up too: yours computes max(lr, min_lr) at "

@@ -29,6 +29,9 @@ class Observed(NamedTuple):
 
 Symptom = tuple[str | tuple[str, ...], dict[str, Any]] | None  # a key, or two where two slips show
 AGREE = 1e-9  # two numbers the same but for rounding, relative to the larger
+FIRST_CALL = (
+    "the first call the grader made (its first case's call 1)"  # the call a value kept in a global is from
+)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -198,7 +201,10 @@ def _kept_from_first(observed: list[Observed], name: str, value: float) -> str:
     cannot tell from a constant: a value kept from that call (a global filled once); "" for another value."""
     if not observed or not _same(value, float(observed[0].arguments[name])):
         return ""
-    return ", or the value the first call handed in kept for every call after it (a global filled once),"
+    return (
+        f"; {value:.6g} is what {FIRST_CALL} handed in, so {name} kept from that call for every call after it "
+        "(a global filled once) gives them too"
+    )
 
 
 def _held_pinned(function: Callable, observed: list[Observed], held: dict[str, Any]) -> bool:
@@ -534,7 +540,8 @@ def cosine_ends(observed: list[Observed]) -> Symptom:
 def cosine_span(observed: list[Observed]) -> Symptom:
     """The decay a half cosine from peak to min_lr whose progress runs over other steps than warmup to
     total: read back from each rate, the progress is a line of the step that is 0 and 1 elsewhere."""
-    found = []
+    found: list[dict[str, Any]] = []
+    spans: list[tuple[float, float]] = []
     cases = _warmed_up(observed)
     if cases is None:
         return None
@@ -549,23 +556,19 @@ def cosine_span(observed: list[Observed]) -> Symptom:
         if line is None or line[0] <= 0:
             return None
         start, end = -line[1] / line[0], (1 - line[1]) / line[0]
+        spans.append((start - warmup, end - start))
         if not (_same(start, warmup) and _same(end, total)):
-            first = observed[0].arguments
-            length = float(first["total"]) - float(first["warmup"])
-            kept = _same(start, warmup) and _same(end - start, length) and not _same(total - warmup, length)
-            found.append(
-                {
-                    "start": start,
-                    "end": end,
-                    "warmup": warmup,
-                    "total": total,
-                    "kept": f"; its length, {length:.6g}, is the first call's total - warmup: kept for every call "
-                    "after it (a global filled once), or that number written in"
-                    if kept
-                    else "",
-                }
-            )
-    return ("cosine_span", found[0]) if found else None
+            found.append({"start": start, "end": end, "warmup": warmup, "total": total, "kept": ""})
+    if not found:
+        return None
+    first = observed[0].arguments
+    length = float(first["total"]) - float(first["warmup"])
+    if all(abs(late) <= 1e-6 * length and _same(span, length) for late, span in spans):  # one length for all
+        found[0]["kept"] = (
+            f". Its length, {length:.6g}, is total - warmup of {FIRST_CALL}: that length kept for every call after "
+            "it (a global filled once), or written in, gives it"
+        )
+    return "cosine_span", found[0]
 
 
 def cosine_past_end(observed: list[Observed]) -> Symptom:
@@ -738,8 +741,8 @@ def decay_rate(observed: list[Observed]) -> Symptom:
         first = float(observed[0].arguments["lr"]) * float(observed[0].arguments["weight_decay"])
         kept = all(_same(share, first) for share in shares)
         found["kept"] = (
-            f"; yours is the first call's lr * weight_decay, {first:.6g}, on every call: kept for every call after "
-            "it (a global filled once), or that number written in"
+            f"; yours is lr * weight_decay of {FIRST_CALL}, {first:.6g}, on every call: that share kept for every "
+            "call after it (a global filled once), or written in, gives it"
             if kept
             else ""
         )
