@@ -397,10 +397,10 @@ def test_a_width_factor_kept_from_the_first_call_is_said_beside_a_constant_and_a
         path.write_text(TRAINING_HEADER + source)
         report, code = workbook.run_check(path, ["noam_learning_rate"])
         assert code == 1 and "d_model is not used" in report and "a constant written in its place" in report
-        kept = (
+        reading = (
             "is what the first call the grader made (its first case's call 1) handed in, so d_model kept from"
         )
-        assert (kept in report) == second, report
+        assert (reading in report) == second, report
 
 
 @pytest.mark.parametrize(
@@ -434,8 +434,8 @@ def test_a_length_or_a_decay_kept_from_the_first_call_is_said_so_and_another_sli
         path.write_text(TRAINING_HEADER + "_held = {}\n" + source)
         report, code = workbook.run_check(path, [name])
         assert code == 1 and said in report, report
-        kept = "of the first call the grader made (its first case's call 1)"
-        assert (kept in report and "kept for every call after it" in report) == second, report
+        reading = "of the first call the grader made (its first case's call 1)"
+        assert (reading in report and "kept for every call after it" in report) == second, report
 
 
 def test_the_clipping_cases_are_what_they_say():

@@ -29,9 +29,8 @@ class Observed(NamedTuple):
 
 Symptom = tuple[str | tuple[str, ...], dict[str, Any]] | None  # a key, or two where two slips show
 AGREE = 1e-9  # two numbers the same but for rounding, relative to the larger
-FIRST_CALL = (
-    "the first call the grader made (its first case's call 1)"  # the call a value kept in a global is from
-)
+# the call a value kept in a global is from
+FIRST_CALL = "the first call the grader made (its first case's call 1)"
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -541,10 +540,12 @@ def cosine_span(observed: list[Observed]) -> Symptom:
     """The decay a half cosine from peak to min_lr whose progress runs over other steps than warmup to
     total: read back from each rate, the progress is a line of the step that is 0 and 1 elsewhere."""
     found: list[dict[str, Any]] = []
-    spans: list[tuple[float, float]] = []
     cases = _warmed_up(observed)
     if cases is None:
         return None
+    first = observed[0].arguments
+    length = float(first["total"]) - float(first["warmup"])
+    one_length = True  # every case's decay from its warmup over the first call's total - warmup
     for case, (warmup, total, peak, low) in cases:
         points = []
         for o in case:
@@ -556,14 +557,12 @@ def cosine_span(observed: list[Observed]) -> Symptom:
         if line is None or line[0] <= 0:
             return None
         start, end = -line[1] / line[0], (1 - line[1]) / line[0]
-        spans.append((start - warmup, end - start))
+        one_length = one_length and _same(start, warmup) and _same(end - start, length)
         if not (_same(start, warmup) and _same(end, total)):
             found.append({"start": start, "end": end, "warmup": warmup, "total": total, "kept": ""})
     if not found:
         return None
-    first = observed[0].arguments
-    length = float(first["total"]) - float(first["warmup"])
-    if all(abs(late) <= 1e-6 * length and _same(span, length) for late, span in spans):  # one length for all
+    if one_length:
         found[0]["kept"] = (
             f". Its length, {length:.6g}, is total - warmup of {FIRST_CALL}: that length kept for every call after "
             "it (a global filled once), or written in, gives it"
