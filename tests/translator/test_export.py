@@ -25,6 +25,7 @@ import pytest
 from marian_files import PAIRS, write_model
 
 import numpy_transformer as nt
+from numpy_transformer.machine import MissingLibrary
 from numpy_transformer.model import build_from_config
 from numpy_transformer.translator.cli import main
 from numpy_transformer.translator.decoding import beam_search, greedy_decode
@@ -620,3 +621,17 @@ def test_an_import_beyond_the_address_space_limit_is_refused_in_one_line(tmp_pat
     )
     assert "could not be mapped into memory" in line and "address-space limit of 6.0 GiB (ulimit -v)" in line
     assert not (tmp_path / "run").exists()
+
+
+def test_export_names_the_library_a_train_install_lacks_before_any_work(tmp_path, capsys, monkeypatch):
+    """`pip install -e ".[train]"` brings no safetensors: export says which extra does, and reads nothing."""
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # its import fails, as after a train install
+    out = tmp_path / "hf"
+    assert main(["export", str(tmp_path / "run"), "--to", str(out), "--no-tokenizer"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "needs safetensors, which is not installed: pip install 'numpy_transformer[pretrained]'" in line
+    assert not out.exists()
+    model, vocabularies = random_model(*COMBINATIONS[0], padding_idx=None, positions="split")
+    with pytest.raises(MissingLibrary, match="export_pretrained .* needs safetensors"):
+        export_pretrained(model, vocabularies, out)
+    assert not out.exists()

@@ -68,6 +68,7 @@ def run_export(args: argparse.Namespace) -> int:
         print(", ".join(str(path.relative_to(where)) for path in written))
         say_ctranslate2_recipe(args.to, model, tokenizer, written)
         return 0
+    require("export (a Hugging Face model's weights)", "safetensors")
     check_destination(args.to, args.overwrite)  # before the run is read
     model, tokenizer, src_vocab, tgt_vocab = load_for_inference(args.run)
     given = None if args.no_tokenizer else tokenizer

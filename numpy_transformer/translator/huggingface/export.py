@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy
 
+from ...machine import require
 from ...model import Transformer
 from ..tokenizers import SentencePieceTokenizer, Tokenizer
 from ..vocabulary import Vocab
@@ -169,6 +170,7 @@ def export_pretrained(
     Everything is checked first (the architecture, the vocabularies, the tokenizer, the directory: a
     non-empty one is refused unless ``overwrite``); the export is written whole beside it, then
     swapped in (write_export)."""
+    require("export_pretrained (a Hugging Face model's weights)", "safetensors")
     from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
