@@ -324,11 +324,18 @@ class _NumberWords:
         return head if not rest else f"{head} {self.below_thousand[rest]}"
 
 
+SMALL_SHARE = 0.2  # of numbers-en-fr's training draws, of as many digits as chance gives (NumbersTask)
+
+
 class NumbersTask(TranslationTask):
     """English number words -> French number words for numbers in [0, limit).
 
     Disjoint random dev and test sets of numbers are set aside; training samples the rest, so
-    test numbers are never seen in training.
+    test numbers are never seen in training. Drawn uniformly, nine numbers in ten have six digits
+    and one in ten thousand has one or two: a model never sees "seven" alone, and repeats "sept"
+    to its length limit. So a ``small_share`` of the training draws first picks how many digits
+    (1 to the limit's, each as likely), then the number (0.0: uniform draws alone, as runs saved
+    before this share was kept in their recipe).
     """
 
     name = "numbers-en-fr"
@@ -340,11 +347,14 @@ class NumbersTask(TranslationTask):
         n_test: int = 1000,
         seed: int = 0,
         tokenizer: str = "word",
+        small_share: float = SMALL_SHARE,
     ) -> None:
         require("the numbers-en-fr task", "num2words")
         if not 1000 <= limit <= 1_000_000:
             raise ValueError(f"limit must be in [1000, 1000000], got {limit!r}")
-        self.limit = limit
+        if not 0.0 <= small_share <= 1.0:
+            raise ValueError(f"small_share must be in [0, 1], got {small_share!r}")
+        self.limit, self.small_share = limit, small_share
         order = host_rng(seed, 7).permutation(limit)
         held_out = order[: n_dev + n_test]
         self._is_train = numpy.ones(limit, dtype=bool)
@@ -363,8 +373,13 @@ class NumbersTask(TranslationTask):
 
     def sample_train(self, rng: Any, n: int) -> list[tuple[str, str]]:
         pairs: list[tuple[str, str]] = []
+        digits = len(str(self.limit - 1))
         while len(pairs) < n:
             candidates = rng.integers(0, self.limit, 2 * n)
+            if self.small_share:  # below 10**d (and the limit), d of 1 to the limit's digits
+                small = rng.random(2 * n) < self.small_share
+                below = numpy.minimum(10 ** rng.integers(1, digits + 1, 2 * n), self.limit)
+                candidates = numpy.where(small, rng.integers(0, below), candidates)
             pairs.extend(self._pair(int(c)) for c in candidates[self._is_train[candidates]])
         return pairs[:n]
 
@@ -595,11 +610,12 @@ def make_task(
     max_length: int = MAX_LENGTH,
     dev: str | None = None,
     test: str | None = None,
+    small_share: float = SMALL_SHARE,
     **vocabulary: Any,
 ) -> TranslationTask:
     """Build the task named on the command line (``--task`` or ``--data``, with its own ``dev`` and
-    ``test`` files if given); ``vocabulary``: TranslationTask's vocab_size, shared_vocab and
-    serialized_tokenizer (for a corpus)."""
+    ``test`` files if given); ``small_share``: numbers-en-fr's (NumbersTask); ``vocabulary``:
+    TranslationTask's vocab_size, shared_vocab and serialized_tokenizer (for a corpus)."""
     if data is not None:
         return FileTask(
             data,
@@ -613,7 +629,7 @@ def make_task(
     if task in ("copy", "reverse"):
         return SymbolTask(task, seed=seed)
     if task == "numbers-en-fr":
-        return NumbersTask(seed=seed, tokenizer=tokenizer or "word")
+        return NumbersTask(seed=seed, tokenizer=tokenizer or "word", small_share=small_share)
     raise ValueError(
         f"--task must be one of copy, reverse, numbers-en-fr (or give --data FILE.tsv), got {task!r}"
     )

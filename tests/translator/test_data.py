@@ -88,6 +88,36 @@ def test_numbers_task_test_set_is_unseen_and_batches_are_reproducible():
     np.testing.assert_array_equal(a.src, b.src)
 
 
+def test_numbers_are_drawn_with_a_share_of_few_digits_and_a_run_saved_before_draws_as_it_did():
+    from numpy_transformer.translator.config import TrainConfig
+    from numpy_transformer.translator.run.checkpoint import task_from_recipe, task_recipe
+    from numpy_transformer.translator.tasks import SMALL_SHARE
+
+    task, n = NumbersTask(limit=20000, n_dev=50, n_test=100), 20000
+    words = {task._pair(number)[0]: number for number in range(task.limit)}
+    drawn = [words[source] for source, _ in task.sample_train(np.random.default_rng(3), n)]
+    digits = np.bincount([len(str(number)) for number in drawn], minlength=6)[1:] / n
+    # uniform draws alone give a number of one or two digits once in 200 (of 20,000 here); a share of
+    # the draws picks 1 to 5 digits first, each as likely, then a number below 10**d (and the limit)
+    below_100 = np.mean([min(1.0, 100 / min(10**d, task.limit)) for d in range(1, 6)])
+    expected_share = SMALL_SHARE * below_100 + (1 - SMALL_SHARE) * 100 / task.limit
+    assert abs(digits[:2].sum() - expected_share) < 0.01 and digits[:2].sum() > 10 * 100 / task.limit
+    held_out = {words[source] for source, _ in task.dev + task.test}
+    assert not held_out & set(drawn)
+    # a share of 0 draws what every numbers task drew before the share: uniform numbers alone
+    uniform = NumbersTask(limit=20000, n_dev=50, n_test=100, small_share=0.0)
+    rng, expected = np.random.default_rng(3), []
+    while len(expected) < n:
+        candidates = rng.integers(0, uniform.limit, 2 * n)
+        expected.extend(int(c) for c in candidates[uniform._is_train[candidates]])
+    assert [words[source] for source, _ in uniform.sample_train(np.random.default_rng(3), n)] == expected[:n]
+    # a run's recipe keeps its share; one saved before the share was kept draws uniformly
+    recipe = task_recipe(NumbersTask(), TrainConfig(task="numbers-en-fr"))
+    assert recipe["small_share"] == SMALL_SHARE and task_from_recipe(recipe).small_share == SMALL_SHARE
+    del recipe["small_share"]
+    assert task_from_recipe(recipe).small_share == 0.0
+
+
 def test_symbol_tasks():
     copy, reverse = SymbolTask("copy"), SymbolTask("reverse")
     assert all(s == t for s, t in copy.test) and all(s[::-1] == t for s, t in reverse.test)

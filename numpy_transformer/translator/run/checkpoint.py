@@ -29,7 +29,7 @@ from ...files import SaveError
 from ...machine import MissingLibrary
 from ...model import Transformer, TransformerConfig, build_from_config, parameter_count
 from ..corpora import MAX_LENGTH
-from ..tasks import TranslationTask, make_task
+from ..tasks import NumbersTask, TranslationTask, make_task
 from ..tokenizers import BPETokenizer, SentencePieceTokenizer
 from ..vocabulary import DEFAULT_IDS, SpecialIds, Vocab
 
@@ -187,6 +187,8 @@ def task_recipe(task: TranslationTask, config: TrainConfig) -> dict[str, Any]:
         recipe["sentencepiece"] = task.tokenizer.serialized
     if task.ids != DEFAULT_IDS:  # a pretrained model's vocabulary: where its special tokens are
         recipe["special_ids"] = asdict(task.ids)
+    if isinstance(task, NumbersTask):  # its training draws (a recipe without it: uniform draws alone)
+        recipe["small_share"] = task.small_share
     return recipe
 
 
@@ -310,6 +312,7 @@ def task_from_recipe(
         recipe.get("max_length", MAX_LENGTH),
         recipe.get("dev"),
         recipe.get("test"),
+        recipe.get("small_share", 0.0),
         **vocabulary,
     )
 
