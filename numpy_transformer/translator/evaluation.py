@@ -94,9 +94,12 @@ def evaluate(
     return metrics
 
 
-def format_metrics(title: str, metrics: dict[str, Any]) -> str:
+def format_metrics(title: str, metrics: dict[str, Any], label_smoothing: float = 0.0) -> str:
+    """One line of ``metrics``; a loss of ``label_smoothing`` above 0 says so (such a loss stays well
+    above 0 even where every token is right, and evaluate's, without it, reads lower)."""
+    smoothed = f" (label smoothing {label_smoothing:g})" if label_smoothing else ""
     return (
-        f"{title}: loss {metrics['loss']:.4f}  token acc {metrics['token_accuracy']:.4f}  "
+        f"{title}: loss {metrics['loss']:.4f}{smoothed}  token acc {metrics['token_accuracy']:.4f}  "
         f"exact {metrics['exact_match']:.4f}  BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "
         f"(n={metrics['n']})"
     )

@@ -60,13 +60,14 @@ def test_the_run_keeps_its_best_and_its_last_n_checkpoints(run):
         "step-0000008.npz",
     ]
     best = load_checkpoint(run / "best.npz")[1]
-    dev_bleus = {
-        record["step"]: record["bleu"]
+    dev = {
+        record["step"]: (record["bleu"], record["loss"])
         for record in map(json.loads, (run / "log.jsonl").read_text().splitlines())
         if record.get("split") == "dev"
     }
-    assert best["step"] == max(dev_bleus, key=lambda step: (dev_bleus[step], -step))  # the first best
-    assert best["best_bleu"] == max(dev_bleus.values())
+    # the highest BLEU; of a tie, the lowest loss; of a tie in both, the first
+    chosen = max(dev, key=lambda step: (dev[step][0], -dev[step][1], -step))
+    assert best["step"] == chosen and (best["best_bleu"], best["best_loss"]) == dev[chosen]
 
 
 def test_averaging_is_the_mean_of_the_weights_and_translates(run, tmp_path, capsys):
@@ -282,16 +283,18 @@ def test_a_full_disk_while_averaging_keeps_the_previous_average(run, tmp_path, c
 # -- the run's own averaging at its end -------------------------------------------------------------
 
 
-def scripted_evaluations(monkeypatch, bleus):
-    """The run's dev evaluations score the given BLEUs in turn (the last: the average's, at the end);
-    returns the weights each evaluation saw, by step, and the models evaluated."""
+def scripted_evaluations(monkeypatch, bleus, last_loss=1.0):
+    """The run's dev evaluations score the given BLEUs in turn (the last: the average's, at the end),
+    each at a dev loss of 1.0 but the last, of ``last_loss``; returns the weights each evaluation
+    saw, by step, and the models evaluated."""
     seen, models = {}, []
     scores = iter(bleus)
 
     def evaluate(model, task, pairs, label_smoothing=0.0, batch_size=100, examples=0):
         models.append(model)
         seen[len(models)] = {name: value.copy() for name, value in model.state_dict().items()}
-        metrics = {"loss": 1.0, "token_accuracy": 0.5, "exact_match": 0.0, "chrf": 0.0, "n": len(pairs)}
+        loss = last_loss if len(models) == len(bleus) else 1.0
+        metrics = {"loss": loss, "token_accuracy": 0.5, "exact_match": 0.0, "chrf": 0.0, "n": len(pairs)}
         return {**metrics, "bleu": float(next(scores))}
 
     monkeypatch.setattr(trainer_module, "evaluate", evaluate)
@@ -301,13 +304,16 @@ def scripted_evaluations(monkeypatch, bleus):
 TINY_RUN = {"task": "copy", "steps": 12, "eval_every": 2, "eval_size": 2, "batch_size": 4}
 
 
-@pytest.mark.parametrize("average_bleu, kept", [(12.0, "average"), (3.0, "checkpoint")])
+@pytest.mark.parametrize(
+    "average_bleu, average_loss, kept",
+    [(12.0, 1.0, "average"), (3.0, 1.0, "checkpoint"), (9.0, 0.5, "average"), (9.0, 1.0, "checkpoint")],
+)
 def test_the_run_keeps_the_average_of_its_last_checkpoints_when_it_scores_higher(
-    tmp_path, monkeypatch, capsys, average_bleu, kept
+    tmp_path, monkeypatch, capsys, average_bleu, average_loss, kept
 ):
     # evaluations at steps 2, 4, ..., 12: the best single one is step 4's; the second half's (8, 10, 12)
-    # are averaged (average_last 5)
-    seen, models = scripted_evaluations(monkeypatch, [5, 9, 7, 8, 6, 8, average_bleu])
+    # are averaged (average_last 5); of the best's BLEU, the average is kept at a lower dev loss alone
+    seen, models = scripted_evaluations(monkeypatch, [5, 9, 7, 8, 6, 8, average_bleu], average_loss)
     trainer = Trainer.create(TrainConfig(**TINY_RUN), {"d_model": 16, "N": 1, "h": 2, "d_ff": 16})
     trainer.fit(tmp_path, progress=False)
     assert len(models) == 7 and models[-1] is not trainer.model  # the average, a model of its own
@@ -337,16 +343,22 @@ def test_the_run_keeps_the_average_of_its_last_checkpoints_when_it_scores_higher
     )
     said = capsys.readouterr().out
     assert "average of steps 8, 10, 12 dev: " in said
-    if kept == "average":
+    if kept == "average" and average_bleu > 9.0:
         assert (
             "best.npz holds the average: its dev BLEU 12.00 is above that of the best single checkpoint (step 4), 9.00"
             in said
         )
+    elif kept == "average":
+        assert (
+            "best.npz holds the average: its dev BLEU 9.00 is that of the best single checkpoint (step 4), at a "
+            "lower dev loss: 0.5000 against 1.0000" in said
+        )
     else:
         assert (
-            "best.npz keeps the best single checkpoint (step 4), dev BLEU 9.00: the average scores 3.00"
+            f"best.npz keeps the best single checkpoint (step 4), dev BLEU 9.00: the average scores {average_bleu:.2f}"
             in said
         )
+    assert meta["best_loss"] == (average_loss if kept == "average" else 1.0)
     # the checkpoints kept for the average are gone (keep_checkpoints 0), and model.npz says so
     assert not list(tmp_path.glob("step-*.npz")) and load_checkpoint(tmp_path)[1]["kept"] == []
 

@@ -68,34 +68,54 @@ def test_a_checkpoint_saved_before_a_field_existed_loads_with_its_default():
 
 def test_a_fresh_run_and_an_old_checkpoint_start_from_the_same_evaluation_state():
     arrays, meta = state().to_checkpoint()
-    for name in ("best_bleu", "evals_since_best", "lr_scale", "kept"):
+    for name in ("best_bleu", "evals_since_best", "lr_scale", "kept", "best_loss"):
         del meta[name]
     assert EvaluationState.of(RunState.from_checkpoint(arrays, meta, "model.npz")) == EvaluationState()
-    saved = state(best_bleu=3.5, evals_since_best=2, lr_scale=0.25, kept=("step-0000002.npz",))
-    assert EvaluationState.of(saved) == EvaluationState(3.5, 2, 0.25, ("step-0000002.npz",))
+    saved = state(best_bleu=3.5, evals_since_best=2, lr_scale=0.25, kept=("step-0000002.npz",), best_loss=0.7)
+    assert EvaluationState.of(saved) == EvaluationState(3.5, 2, 0.25, ("step-0000002.npz",), 0.7)
+    assert RunState.from_checkpoint(*saved.to_checkpoint(), "model.npz") == saved
 
 
 def test_each_evaluation_says_what_to_do_improve_cut_or_stop():
     config = TrainConfig(patience=5, plateau_cut=0.5, plateau_patience=2, lr_floor=1e-4)
     evaluations, verdicts = EvaluationState(), []
     for bleu in (3.0, 2.0, 2.0, 4.0, 1.0, 1.0, 1.0, 1.0, 1.0):
-        verdicts.append(evaluations.judge(bleu, config, scheduled=1e-3))
+        verdicts.append(evaluations.judge(bleu, 1.0, config, scheduled=1e-3))
     improved, cut, stop = (
-        Verdict(True, False, False),
-        Verdict(False, False, True),
-        Verdict(False, True, False),
+        Verdict(True, True, False, False),
+        Verdict(False, False, False, True),
+        Verdict(False, False, True, False),
     )
-    nothing = Verdict(False, False, False)
+    nothing = Verdict(False, False, False, False)
     assert verdicts == [improved, nothing, cut, improved, nothing, cut, nothing, cut, stop]
     assert (evaluations.best_bleu, evaluations.evals_since_best, evaluations.lr_scale) == (4.0, 5, 0.125)
     # at the floor already: no cut, and the scaled rate never goes below the floor the schedule is above
     at_floor = EvaluationState(best_bleu=4.0, evals_since_best=1, lr_scale=0.1)
-    assert at_floor.judge(1.0, config, scheduled=1e-3) == nothing and at_floor.lr_scale == 0.1
+    assert at_floor.judge(1.0, 1.0, config, scheduled=1e-3) == nothing and at_floor.lr_scale == 0.1
     assert at_floor.learning_rate(1e-3, floor=1e-4) == 1e-4
     assert at_floor.learning_rate(5e-5, floor=1e-4) == 5e-5  # the schedule's own, below the floor
     assert EvaluationState(lr_scale=0.5).learning_rate(1e-3, floor=1e-4) == 5e-4
     never = TrainConfig(patience=0)  # no patience, no plateau cut: every evaluation only records
-    assert EvaluationState(best_bleu=1.0, evals_since_best=99).judge(0.0, never, scheduled=1.0) == nothing
+    assert (
+        EvaluationState(best_bleu=1.0, evals_since_best=99).judge(0.0, 1.0, never, scheduled=1.0) == nothing
+    )
+
+
+def test_a_tied_bleu_at_a_lower_loss_becomes_the_best_without_resetting_patience():
+    config = TrainConfig(patience=3, plateau_cut=1.0)
+    evaluations = EvaluationState()
+    verdicts = [
+        evaluations.judge(bleu, loss, config, 1e-3)
+        for bleu, loss in ((100.0, 0.9), (100.0, 0.8), (100.0, 0.85))
+    ]
+    # the second: best.npz (a lower loss), not an improvement (patience counts on); the third: neither
+    assert [(v.improved, v.best) for v in verdicts] == [(True, True), (False, True), (False, False)]
+    assert (evaluations.best_bleu, evaluations.best_loss, evaluations.evals_since_best) == (100.0, 0.8, 2)
+    assert evaluations.judge(100.0, 0.1, config, 1e-3).stop  # patience ran out all the same
+    assert evaluations.best_loss == 0.1
+    # a run saved before the loss was kept: a tie keeps the first, until BLEU improves
+    older = EvaluationState(best_bleu=100.0)
+    assert not older.judge(100.0, 0.1, config, 1e-3).best and older.best_loss is None
 
 
 def test_the_average_is_of_the_second_halfs_kept_checkpoints_on_disk_and_may_become_the_best(tmp_path):
@@ -106,8 +126,10 @@ def test_the_average_is_of_the_second_halfs_kept_checkpoints_on_disk_and_may_bec
     # step 4 is the run's first half (of 10 steps); step 10's file was removed by hand
     assert evaluations.to_average(10, 3, tmp_path) == {"step-0000006.npz": 6, "step-0000008.npz": 8}
     assert evaluations.to_average(10, 1, tmp_path) == {"step-0000008.npz": 8}
-    assert not evaluations.judge_average(5.0) and evaluations.best_bleu == 5.0
-    assert evaluations.judge_average(5.5) and evaluations.best_bleu == 5.5
+    assert not evaluations.keep_best(5.0, 0.5) and evaluations.best_bleu == 5.0  # best.npz's loss not known
+    assert evaluations.keep_best(5.5, 0.5) and (evaluations.best_bleu, evaluations.best_loss) == (5.5, 0.5)
+    assert not evaluations.keep_best(5.5, 0.5) and not evaluations.keep_best(5.4, 0.1)
+    assert evaluations.keep_best(5.5, 0.4) and evaluations.best_loss == 0.4
 
 
 def test_the_run_directory_rotates_the_checkpoints_it_wrote_and_returns_what_it_kept(tmp_path):
@@ -120,7 +142,7 @@ def test_the_run_directory_rotates_the_checkpoints_it_wrote_and_returns_what_it_
     (tmp_path / "step-0000001.npz").write_bytes(b"")  # not the run's: never deleted
     run, current = RunFiles(tmp_path), state(kept=())
     for step in (2, 4, 6):
-        current = run.save_evaluated(state(step=step, kept=current.kept), write, improved=step == 4, keep=2)
+        current = run.save_evaluated(state(step=step, kept=current.kept), write, best=step == 4, keep=2)
     assert current.kept == ("step-0000004.npz", "step-0000006.npz")
     assert sorted(path.name for path in tmp_path.glob("step-*.npz")) == ["step-0000001.npz", *current.kept]
     assert written[-2:] == [("step-0000006.npz", current.kept), (tmp_path.name, current.kept)]

@@ -382,7 +382,7 @@ class RunFiles:
         self.directory = directory
         self.best_path = directory / BEST_NAME
         self.saved_step: int | None = None  # the step of the last model.npz written
-        self.saved_best: float | None = None  # and the best dev BLEU it records
+        self.saved_best: tuple[float, float | None] | None = None  # and the best dev BLEU and loss it records
         self._log: IO[str] | None = None
 
     def __enter__(self) -> RunFiles:
@@ -409,12 +409,13 @@ class RunFiles:
     def save(self, state: RunState, write: Write) -> None:
         """The run's last checkpoint, model.npz."""
         write(self.directory, state)
-        self.saved_step, self.saved_best = state.step, state.best_bleu
+        self.saved_step, self.saved_best = state.step, (state.best_bleu, state.best_loss)
 
-    def save_evaluated(self, state: RunState, write: Write, improved: bool, keep: int) -> RunState:
+    def save_evaluated(self, state: RunState, write: Write, best: bool, keep: int) -> RunState:
         """After an evaluation: the last evaluation checkpoints (``keep`` of them), the last checkpoint,
-        and best.npz when dev BLEU improved. Returns ``state`` with the evaluation checkpoints kept
-        (as the checkpoints record them); a failed save raises and deletes none."""
+        and best.npz when it is the best (``best``: EvaluationState.keep_best). Returns ``state`` with
+        the evaluation checkpoints kept (as the checkpoints record them); a failed save raises and
+        deletes none."""
         if keep:
             name = f"step-{state.step:07d}.npz"
             kept = [*(kept for kept in state.kept if kept != name), name]
@@ -422,7 +423,7 @@ class RunFiles:
             write(self.directory / name, state)
             self._remove(kept[:-keep])  # only once the new one is on disk: a failed save loses none
         self.save(state, write)
-        if improved:
+        if best:
             write(self.best_path, state)
         return state
 
@@ -431,7 +432,7 @@ class RunFiles:
         kept for averaging), and model.npz records them and the run's best dev BLEU. Returns
         ``state`` with the checkpoints kept."""
         dropped = state.kept[: max(len(state.kept) - keep, 0)]
-        if dropped or state.best_bleu != self.saved_best:
+        if dropped or (state.best_bleu, state.best_loss) != self.saved_best:
             state = replace(state, kept=state.kept[len(dropped) :])
             self.save(state, write)
             self._remove(dropped)

@@ -30,10 +30,12 @@ OPTIMIZER = "optim/"  # the checkpoint's prefix of those arrays: written and rea
 
 @dataclass(frozen=True)
 class Verdict:
-    """What a dev evaluation decides: best.npz is saved (``improved``), the run stops (``stop``: it has
-    not improved for config.patience evaluations), the learning rate was cut (``cut``: a plateau)."""
+    """What a dev evaluation decides: dev BLEU improved (``improved``), best.npz is saved (``best``: BLEU
+    improved, or tied at a lower dev loss), the run stops (``stop``: BLEU has not improved for
+    config.patience evaluations), the learning rate was cut (``cut``: a plateau)."""
 
     improved: bool
+    best: bool
     stop: bool
     cut: bool
 
@@ -48,19 +50,23 @@ class EvaluationState:
     evals_since_best: int = 0  # evaluations since it (config.patience, config.plateau_cut)
     lr_scale: float = 1.0  # the plateau cuts' multiplier of the schedule
     kept: tuple[str, ...] = ()  # the evaluation checkpoints (step-*.npz) the run wrote and keeps
+    # best.npz's dev loss: of two checkpoints of one dev BLEU it keeps the lower loss's (a plateau's
+    # later, better converged one); None: not known (a run saved before it was kept), ties keep the first
+    best_loss: float | None = None
 
     @classmethod
     def of(cls, state: RunState) -> EvaluationState:
         """Where a saved run's evaluations stood."""
         return cls(**{item.name: getattr(state, item.name) for item in fields(cls)})
 
-    def judge(self, bleu: float, config: TrainConfig, scheduled: float) -> Verdict:
-        """Record an evaluation's dev ``bleu`` and say what follows: best.npz when it improved on the
-        best; a stop when it has not for config.patience evaluations; else, after every
-        config.plateau_patience of them, lr_scale multiplied by config.plateau_cut unless the rate is
-        at config.lr_floor already (``scheduled``: the schedule's rate at the next step)."""
+    def judge(self, bleu: float, loss: float, config: TrainConfig, scheduled: float) -> Verdict:
+        """Record an evaluation's dev ``bleu`` and ``loss`` and say what follows: best.npz when it
+        improved on the best (keep_best); a stop when BLEU has not improved for config.patience
+        evaluations; else, after every config.plateau_patience of them, lr_scale multiplied by
+        config.plateau_cut unless the rate is at config.lr_floor already (``scheduled``: the
+        schedule's rate at the next step)."""
         improved = bleu > self.best_bleu
-        self.best_bleu = max(self.best_bleu, bleu)
+        best = self.keep_best(bleu, loss)
         self.evals_since_best = 0 if improved else self.evals_since_best + 1
         stop = 0 < (config.patience or 0) <= self.evals_since_best  # patience 0: never
         cut = (
@@ -72,7 +78,7 @@ class EvaluationState:
         )
         if cut:
             self.lr_scale *= config.plateau_cut
-        return Verdict(improved, stop, cut)
+        return Verdict(improved, best, stop, cut)
 
     def learning_rate(self, scheduled: float, floor: float) -> float:
         """The schedule's rate ``scheduled`` times lr_scale: the cuts never take it below ``floor``,
@@ -87,11 +93,14 @@ class EvaluationState:
         chosen = [name for name in self.kept if 2 * steps[name] > step and (directory / name).is_file()]
         return {name: steps[name] for name in chosen[-last:]}
 
-    def judge_average(self, bleu: float) -> bool:
-        """Whether the average of the checkpoints, of dev ``bleu``, beats the best: it is the best then."""
-        higher = bleu > self.best_bleu
-        self.best_bleu = max(self.best_bleu, bleu)
-        return higher
+    def keep_best(self, bleu: float, loss: float) -> bool:
+        """Whether weights of dev ``bleu`` and ``loss`` are better than best.npz's, recorded as the
+        best if so: a higher BLEU, or the same at a lower loss (where best.npz's is known)."""
+        tied = bleu == self.best_bleu and self.best_loss is not None and loss < self.best_loss
+        if bleu > self.best_bleu or tied:
+            self.best_bleu, self.best_loss = bleu, loss
+            return True
+        return False
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,7 @@ class RunState:
     evals_since_best: int = EvaluationState.evals_since_best
     lr_scale: float = EvaluationState.lr_scale
     kept: tuple[str, ...] = EvaluationState.kept
+    best_loss: float | None = EvaluationState.best_loss
     steps_planned: int | None = None  # the run's last step as planned when it was saved
     time_spent_s: float | None = None  # a time-budgeted run's time so far (None: not budgeted)
 
@@ -125,6 +135,7 @@ class RunState:
             "optimizer": {k: v for k, v in self.optimizer.items() if not k.startswith(OPTIMIZER_ARRAYS)},
             "ranks": self.ranks,
             "best_bleu": self.best_bleu,
+            "best_loss": self.best_loss,
             "evals_since_best": self.evals_since_best,
             "lr_scale": self.lr_scale,
             "kept": list(self.kept),
@@ -163,6 +174,7 @@ class RunState:
             },
             ranks=number("ranks", cls.ranks, minimum=1),
             best_bleu=number("best_bleu", cls.best_bleu, minimum=-1, integer=False),
+            best_loss=number("best_loss", None, integer=False),
             evals_since_best=number("evals_since_best", cls.evals_since_best),
             lr_scale=number("lr_scale", cls.lr_scale, integer=False),
             # a name read back is trusted only as one the run writes in its own directory

@@ -39,14 +39,15 @@ class Keeper:
         check_weights(trainer.model, trainer.step)
         metrics = trainer.dev_metrics(trainer.model, trainer.config.eval_examples)
         record = {"step": trainer.step, "split": "dev", **metrics}
-        bar.write(format_metrics(f"step {trainer.step} dev", metrics))
+        bar.write(format_metrics(f"step {trainer.step} dev", metrics, trainer.config.label_smoothing))
         for example in metrics.get("examples", []):
             bar.write(
                 f"  source     {printable(example['source'])}\n  reference  {printable(example['reference'])}\n"
                 f"  model      {printable(example['translation'])}"
             )
         evaluations = trainer.evaluations
-        verdict = evaluations.judge(metrics["bleu"], trainer.config, trainer.schedule(trainer.step + 1))
+        scheduled = trainer.schedule(trainer.step + 1)
+        verdict = evaluations.judge(metrics["bleu"], metrics["loss"], trainer.config, scheduled)
         if verdict.cut:  # under MPI the next step's all-reduce gives every rank rank 0's lr_scale
             lr = trainer.learning_rate(trainer.step + 1)
             floor = " (its floor)" if lr == trainer.config.lr_floor else ""
@@ -57,7 +58,7 @@ class Keeper:
         if run:
             run.log(record)
             saved = run.save_evaluated(
-                trainer.run_state(), trainer.save, verdict.improved, trainer.config.checkpoints_kept
+                trainer.run_state(), trainer.save, verdict.best, trainer.config.checkpoints_kept
             )
             evaluations.kept = saved.kept
         if verdict.stop:
@@ -72,7 +73,7 @@ class Keeper:
     def average(self, records: list[dict[str, Any]]) -> None:
         """At the end of the run: score on dev the average of its last ``average_last`` evaluation
         checkpoints of its second half (EvaluationState.to_average); best.npz becomes the average when it
-        scores a higher dev BLEU than what best.npz holds (the best single checkpoint), and its metadata
+        is better than what best.npz holds (the best single checkpoint; EvaluationState.keep_best), and its metadata
         says which it holds (``best``). Then only the last ``keep_checkpoints`` evaluation checkpoints stay
         on disk."""
         trainer, run, bar = self.trainer, self.run, self.bar
@@ -83,27 +84,43 @@ class Keeper:
             paths, steps = [run.directory / name for name in chosen], list(chosen.values())
             arrays, meta = average_checkpoints(paths)
             metrics = trainer.dev_metrics(model_from_checkpoint(paths[-1], arrays, meta))
-            best_meta, single = load_meta(run.best_path), evaluations.best_bleu
+            best_meta, single, single_loss = (
+                load_meta(run.best_path),
+                evaluations.best_bleu,
+                evaluations.best_loss,
+            )
             earlier_average = best_meta.get("best", {}).get("kept") == "average"  # a resumed run's
             held = (
                 "the earlier average"
                 if earlier_average
                 else f"the best single checkpoint (step {best_meta['step']})"
             )
-            higher = evaluations.judge_average(metrics["bleu"])
+            better = evaluations.keep_best(metrics["bleu"], metrics["loss"])
             choice = {
-                "kept": "average" if higher else "checkpoint",
+                "kept": "average" if better else "checkpoint",
                 "average": {"steps": steps, "bleu": metrics["bleu"]},
                 "checkpoint": {"step": best_meta["step"], "bleu": single},
             }
-            bar.write(format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics))
-            if higher:
-                bar.write(
-                    f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} is above that of {held}, "
-                    f"{single:.2f}"
+            smoothing = trainer.config.label_smoothing
+            bar.write(
+                format_metrics(f"average of steps {', '.join(map(str, steps))} dev", metrics, smoothing)
+            )
+            if better:
+                above = (
+                    f"is above that of {held}, {single:.2f}"
+                    if metrics["bleu"] > single
+                    else f"is that of {held}, at a lower dev loss: {metrics['loss']:.4f} against {single_loss:.4f}"
                 )
+                bar.write(f"best.npz holds the average: its dev BLEU {metrics['bleu']:.2f} {above}")
                 save_checkpoint(
-                    run.best_path, arrays, {**meta, "best_bleu": evaluations.best_bleu, "best": choice}
+                    run.best_path,
+                    arrays,
+                    {
+                        **meta,
+                        "best_bleu": evaluations.best_bleu,
+                        "best_loss": evaluations.best_loss,
+                        "best": choice,
+                    },
                 )
             else:
                 bar.write(
