@@ -63,6 +63,24 @@ def test_an_abbreviated_flag_is_refused_never_guessed_nor_dropped(tmp_path, caps
     assert f"unrecognized arguments: {' '.join(abbreviated)}" in error
 
 
+@pytest.mark.parametrize(
+    "argv, command, extra",
+    [
+        (["plot", "curves", "runs/x"], "plot curves", "runs/x"),
+        (["translate", "--bogus", "x"], "translate", "--bogus"),  # x is a sentence to translate
+        (["learn", "check", "mine.py", "--zzz"], "learn check", "--zzz"),
+    ],
+)
+def test_an_argument_no_option_takes_is_refused_by_the_command_it_was_given_to(capsys, argv, command, extra):
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"numpy-transformer {command}: error: unrecognized arguments: {extra} (see numpy-transformer {command} --help)"
+    )
+
+
 def test_every_setting_has_one_flag_and_the_parser_knows_them_all():
     parser = build_parser()
     train = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "train")[1]

@@ -206,7 +206,9 @@ def test_ctrl_c_saves_before_exiting(tmp_path):
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
-    assert "interrupted: saved step" in stdout
+    assert (
+        "interrupted: saved step" in stdout and "; --resume continues it (Trainer.resume in Python)" in stdout
+    )
     assert "stopping after this step, then saving (Ctrl-C again: stop at once without saving)" in stderr
     _, meta = load_checkpoint(tmp_path)
     assert 5 <= meta["step"] < 100000

@@ -17,7 +17,7 @@ from ..corpora import printable
 from ..distributed import launched_rank
 from ..run.checkpoint import CheckpointError
 from .average import add_average, run_average
-from .common import BROKEN_PIPE, Parser, refuse_empty_paths
+from .common import BROKEN_PIPE, Parser, parse_arguments, refuse_empty_paths
 from .export import add_export, run_export
 from .import_model import add_import, run_import
 from .learn import add_learn, run_learn
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_arguments(parser, argv)
     refuse_empty_paths(parser, args)
     refused = _platform_refused() or _environment_refused(args)
     if refused:  # before any work: else it surfaces inside whatever first asks for the backend

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -21,7 +21,8 @@ BROKEN_PIPE = 141  # the exit code when the reader of standard output has gone: 
 
 CHECKPOINT_HELP = (
     "a run directory (its model.npz, the last checkpoint, is read: said on standard error) or a "
-    "checkpoint file (best.npz, the best on dev; step-*.npz; an average)"
+    "checkpoint file (best.npz, the best on dev; step-*.npz; an average); default: "
+    f"{DEFAULT_OUT}, where train saves by default"
 )
 
 
@@ -103,6 +104,28 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, said)
 
 
+def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, but an argument that no option takes is refused by the command it
+    was given to, which names its own --help ("numpy-transformer plot curves: error: unrecognized
+    arguments: ..."), where argparse's refusal names the program and its list of commands."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        chosen_parsers(parser, args)[-1].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def chosen_parsers(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> list[argparse.ArgumentParser]:
+    """``parser`` and the parser of each (sub)command ``args`` chose under it, in that order."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                return [parser, *chosen_parsers(action.choices[chosen], args)]
+    return [parser]
+
+
 # the arguments that are text, not paths: an empty sentence has its own refusal, by position
 TEXT_ARGUMENTS = ("sentences", "sentence", "names", "name")
 
@@ -110,22 +133,24 @@ TEXT_ARGUMENTS = ("sentences", "sentence", "names", "name")
 def refuse_empty_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse, through the (sub)command's parser, a path argument given as '': ``--out ""`` would
     be the working directory, and an empty argument is most often a shell variable left unset."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            chosen = getattr(args, action.dest, None)
-            if chosen in action.choices:
-                refuse_empty_paths(action.choices[chosen], args)
-            continue
-        value = getattr(args, action.dest, None)
-        values = value if isinstance(value, list) else [value]
-        if action.dest in TEXT_ARGUMENTS or "" not in values:
-            continue
-        name = "/".join(action.option_strings) or action.metavar or action.dest.upper()
-        where = f" (argument {values.index('') + 1})" if isinstance(value, list) and len(value) > 1 else ""
-        try:
-            refuse_empty("", str(name), where)
-        except ValueError as empty:
-            parser.error(str(empty))
+    for level in chosen_parsers(parser, args):
+        for action in level._actions:
+            value = getattr(args, action.dest, None)
+            values = value if isinstance(value, list) else [value]
+            if (
+                action.dest in TEXT_ARGUMENTS
+                or isinstance(action, argparse._SubParsersAction)
+                or "" not in values
+            ):
+                continue
+            name = "/".join(action.option_strings) or action.metavar or action.dest.upper()
+            where = (
+                f" (argument {values.index('') + 1})" if isinstance(value, list) and len(value) > 1 else ""
+            )
+            try:
+                refuse_empty("", str(name), where)
+            except ValueError as empty:
+                level.error(str(empty))
 
 
 def add_backend(p: argparse.ArgumentParser) -> None:

@@ -98,7 +98,12 @@ class Loop:
             run.save(trainer.run_state(), trainer.save)
             if trainer.stop in STOP_MESSAGES:
                 saved = run.directory / FILENAME
-                bar.write(f"{STOP_MESSAGES[trainer.stop]}: saved step {trainer.step} to {saved}")
+                again = (
+                    "; --resume continues it (Trainer.resume in Python)"
+                    if trainer.stop == "interrupted"
+                    else ""
+                )
+                bar.write(f"{STOP_MESSAGES[trainer.stop]}: saved step {trainer.step} to {saved}{again}")
         # a run that ended (not one interrupted, to be resumed) and evaluated since it (re)started
         evaluated = any(record.get("split") == "dev" for record in records)
         if evaluated and trainer.stop in (None, "patience"):
