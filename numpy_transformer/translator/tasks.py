@@ -324,7 +324,7 @@ class _NumberWords:
         return head if not rest else f"{head} {self.below_thousand[rest]}"
 
 
-SMALL_SHARE = 0.2  # of numbers-en-fr's training draws, of as many digits as chance gives (NumbersTask)
+SMALL_SHARE = 0.2  # of numbers-en-fr's training draws, below a power of ten drawn first (NumbersTask)
 
 
 class NumbersTask(TranslationTask):
@@ -333,9 +333,9 @@ class NumbersTask(TranslationTask):
     Disjoint random dev and test sets of numbers are set aside; training samples the rest, so
     test numbers are never seen in training. Drawn uniformly, nine numbers in ten have six digits
     and one in ten thousand has one or two: a model never sees "seven" alone, and repeats "sept"
-    to its length limit. So a ``small_share`` of the training draws first picks how many digits
-    (1 to the limit's, each as likely), then the number (0.0: uniform draws alone, as runs saved
-    before this share was kept in their recipe).
+    to its length limit. So a ``small_share`` of the training draws first picks a power of ten (10,
+    100, ... up to the limit, each as likely), then a number below it (0.0: uniform draws alone, as
+    runs saved before this share was kept in their recipe).
     """
 
     name = "numbers-en-fr"
@@ -376,7 +376,7 @@ class NumbersTask(TranslationTask):
         digits = len(str(self.limit - 1))
         while len(pairs) < n:
             candidates = rng.integers(0, self.limit, 2 * n)
-            if self.small_share:  # below 10**d (and the limit), d of 1 to the limit's digits
+            if self.small_share:  # below 10**d (and the limit), d of 1 to the limit's digits, each as likely
                 small = rng.random(2 * n) < self.small_share
                 below = numpy.minimum(10 ** rng.integers(1, digits + 1, 2 * n), self.limit)
                 candidates = numpy.where(small, rng.integers(0, below), candidates)

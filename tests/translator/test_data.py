@@ -98,7 +98,7 @@ def test_numbers_are_drawn_with_a_share_of_few_digits_and_a_run_saved_before_dra
     drawn = [words[source] for source, _ in task.sample_train(np.random.default_rng(3), n)]
     digits = np.bincount([len(str(number)) for number in drawn], minlength=6)[1:] / n
     # uniform draws alone give a number of one or two digits once in 200 (of 20,000 here); a share of
-    # the draws picks 1 to 5 digits first, each as likely, then a number below 10**d (and the limit)
+    # the draws picks 10**d first, d of 1 to 5, each as likely, then a number below it (and the limit)
     below_100 = np.mean([min(1.0, 100 / min(10**d, task.limit)) for d in range(1, 6)])
     expected_share = SMALL_SHARE * below_100 + (1 - SMALL_SHARE) * 100 / task.limit
     assert abs(digits[:2].sum() - expected_share) < 0.01 and digits[:2].sum() > 10 * 100 / task.limit

@@ -130,6 +130,11 @@ def test_the_average_is_of_the_second_halfs_kept_checkpoints_on_disk_and_may_bec
     assert evaluations.keep_best(5.5, 0.5) and (evaluations.best_bleu, evaluations.best_loss) == (5.5, 0.5)
     assert not evaluations.keep_best(5.5, 0.5) and not evaluations.keep_best(5.4, 0.1)
     assert evaluations.keep_best(5.5, 0.4) and evaluations.best_loss == 0.4
+    assert not evaluations.keep_best(5.5, float("nan")) and evaluations.best_loss == 0.4
+    assert (
+        evaluations.keep_best(6.0, float("inf")) and evaluations.best_loss is None
+    )  # not known: saved as None
+    assert not evaluations.keep_best(6.0, 0.1)
 
 
 def test_the_run_directory_rotates_the_checkpoints_it_wrote_and_returns_what_it_kept(tmp_path):

@@ -13,6 +13,7 @@ EvaluationState, which also decides what an evaluation leads to (``judge``).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -95,10 +96,17 @@ class EvaluationState:
 
     def keep_best(self, bleu: float, loss: float) -> bool:
         """Whether weights of dev ``bleu`` and ``loss`` are better than best.npz's, recorded as the
-        best if so: a higher BLEU, or the same at a lower loss (where best.npz's is known)."""
-        tied = bleu == self.best_bleu and self.best_loss is not None and loss < self.best_loss
+        best if so: a higher BLEU, or the same at a lower loss (where best.npz's is known; a loss that
+        is not finite is not known)."""
+        known = loss if math.isfinite(loss) else None
+        tied = (
+            bleu == self.best_bleu
+            and self.best_loss is not None
+            and known is not None
+            and known < self.best_loss
+        )
         if bleu > self.best_bleu or tied:
-            self.best_bleu, self.best_loss = bleu, loss
+            self.best_bleu, self.best_loss = bleu, known
             return True
         return False
 

@@ -1,5 +1,5 @@
 """A run's dev evaluations and the checkpoints they keep: each evaluation's score decides
-(EvaluationState.judge) what is saved (the checkpoint, best.npz when it improved), whether the
+(EvaluationState.judge) what is saved (the checkpoint, best.npz when it is the best), whether the
 learning rate is cut on a plateau and whether patience has run out; at the end of the run its last
 checkpoints are averaged and best.npz holds the better of the average and the best single one."""
 
@@ -31,7 +31,7 @@ class Keeper:
 
     def evaluate(self) -> dict[str, Any]:
         """Score the dev pairs and do what the score decides (EvaluationState.judge): save the checkpoint
-        (and best.npz when it improved), cut the learning rate on a plateau, stop when patience runs out.
+        (and best.npz when it is the best), cut the learning rate on a plateau, stop when patience runs out.
         Weights that are NaN or infinite are not scored (TrainingDiverged)."""
         trainer, run, bar = self.trainer, self.run, self.bar
         # weights gone NaN or infinite with every gradient finite (an update that overflowed) stop the
@@ -123,9 +123,14 @@ class Keeper:
                     },
                 )
             else:
-                bar.write(
-                    f"best.npz keeps {held}, dev BLEU {single:.2f}: the average scores {metrics['bleu']:.2f}"
-                )
+                if metrics["bleu"] != single:
+                    why = f"the average scores {metrics['bleu']:.2f}"
+                elif single_loss is not None:
+                    not_lower = f"{metrics['loss']:.4f} against {single_loss:.4f}"
+                    why = f"the average scores the same at a dev loss not lower, {not_lower}"
+                else:  # a run saved before checkpoints recorded best.npz's loss: a tie keeps it
+                    why = "the average scores the same, and best.npz's dev loss is not recorded to compare"
+                bar.write(f"best.npz keeps {held}, dev BLEU {single:.2f}: {why}")
                 if not earlier_average:  # which says so already
                     save_checkpoint(
                         run.best_path, load_checkpoint(run.best_path)[0], {**best_meta, "best": choice}
