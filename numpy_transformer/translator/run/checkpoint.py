@@ -312,7 +312,7 @@ def task_from_recipe(
         recipe.get("max_length", MAX_LENGTH),
         recipe.get("dev"),
         recipe.get("test"),
-        recipe.get("small_share", 0.0),
+        small_share=recipe.get("small_share", 0.0),  # absent: saved before the share, uniform draws
         **vocabulary,
     )
 
